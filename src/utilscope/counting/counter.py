@@ -1,0 +1,214 @@
+"""Count a model's per-layer work: trace it once (meta device, CPU fallback) and aggregate the op events."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+import torch
+from torch import nn
+
+from utilscope import zoo
+from utilscope.counting.classify import OpClass, event_class
+from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
+from utilscope.counting.tracer import OpEvent, Trace, trace
+from utilscope.errors import ModelError, UsageError
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+MAX_BATCH = 1 << 16
+
+
+@dataclass
+class LayerCount:
+    name: str
+    type: str
+    op_class: str
+    flops: int
+    other_flops: int
+    bytes: int
+    weight_bytes: int
+    params: int
+    input_shapes: list[list[int]]
+    output_shapes: list[list[int]]
+    ops: dict[str, int] = field(default_factory=dict)
+    unsupported: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: flops per byte of minimum DRAM traffic."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "intensity": self.intensity}
+
+
+@dataclass(frozen=True)
+class Totals:
+    flops: int
+    other_flops: int
+    bytes: int  # unfused: the sum over ops
+    bytes_fused: int  # elementwise/norm ops fused into their producers
+    weight_bytes: int
+    activation_bytes: int
+    params: int
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+@dataclass
+class CountResult:
+    model: str
+    batch: int
+    resolution: int
+    dtype: str
+    total: Totals
+    layers: list[LayerCount]
+    unsupported: dict[str, int]
+    traced_on: str  # "meta", or "cpu" when the model could not run on the meta device
+
+    def to_dict(self) -> dict:
+        """The ``count`` JSON contract (ARCHITECTURE.md), plus op-class shares and fused bytes."""
+        return {
+            "model": self.model,
+            "batch": self.batch,
+            "resolution": self.resolution,
+            "dtype": self.dtype,
+            "total": {**asdict(self.total), "intensity": self.total.intensity},
+            "layers": [layer.to_dict() for layer in self.layers],
+            "op_classes": self.class_summary().to_dict(orient="records"),
+            "unsupported": dict(self.unsupported),
+            "traced_on": self.traced_on,
+        }
+
+    def layers_frame(self) -> pd.DataFrame:
+        rows = [{k: v for k, v in layer.to_dict().items() if k not in ("ops", "unsupported")} for layer in self.layers]
+        return pd.DataFrame(rows)
+
+    def class_summary(self) -> pd.DataFrame:
+        """Per op class: layer count, flops, other_flops and bytes, each with its share of the network total."""
+        frame = self.layers_frame()
+        summary = frame.groupby("op_class", sort=False)[["flops", "other_flops", "bytes"]].sum()
+        summary.insert(0, "layers", frame.groupby("op_class", sort=False).size())
+        for column in ("flops", "other_flops", "bytes"):
+            total = summary[column].sum()
+            summary[f"{column}_share"] = summary[column] / total if total else 0.0
+        return summary.sort_values(["flops", "bytes"], ascending=False).reset_index()
+
+
+def check_batch(batch: int) -> int:
+    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
+        raise UsageError(f"batch size must be an integer between 1 and {MAX_BATCH}, got {batch!r}")
+    return batch
+
+
+def check_dtype(dtype: str) -> torch.dtype:
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r}; use one of: {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
+    """Count per-layer FLOPs, bytes and params of ``model`` (a zoo name or a module) for one forward pass."""
+    check_batch(batch)
+    torch_dtype = check_dtype(dtype)
+    if isinstance(model, nn.Module):
+        resolution = zoo.check_resolution(resolution or zoo.DEFAULT_FILE_RESOLUTION)
+        name, module, rebuild = type(model).__name__, model, None
+    else:
+        spec = zoo.parse_spec(model)
+        resolution = zoo.check_resolution(resolution or zoo.native_resolution(spec))
+        name = spec.id
+        module, _ = zoo.build_on_meta(spec, resolution)
+        rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
+    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name)
+    params = sum(p.numel() for p in module.parameters())
+    return aggregate(recorded, name, batch, resolution, dtype, params, traced_on)
+
+
+def _trace_anywhere(module, rebuild, batch, resolution, dtype, name) -> tuple[Trace, str]:
+    """Trace on the meta device; models that need real data (or a meta failure) are traced on the CPU."""
+    shape = (batch, 3, resolution, resolution)
+    device = next((p.device for p in module.parameters()), torch.device("cpu"))
+    if device.type == "meta":
+        try:
+            return trace(module.to(dtype), torch.empty(shape, dtype=dtype, device="meta")), "meta"
+        except Exception:
+            module = rebuild() if rebuild is not None else module.to_empty(device="cpu")
+    try:
+        module = module.to(device="cpu", dtype=dtype).eval()
+        return trace(module, torch.randn(shape).to(dtype)), "cpu"
+    except Exception as exc:
+        raise ModelError(f"running {name} at {resolution}x{resolution} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: str, params: int, traced_on: str):
+    """Fold op events into per-layer counts and network totals."""
+    per_layer: list[list[OpEvent]] = [[] for _ in recorded.layers]
+    for event in recorded.events:
+        per_layer[event.layer].append(event)
+    layers = [_layer(slot, events) for slot, events in zip(recorded.layers, per_layer, strict=True)]
+    unsupported = Counter(e.op for e in recorded.events if e.kind is None)
+    unfused = sum(e.bytes for e in recorded.events)
+    weight_bytes = sum(e.weight_bytes for e in recorded.events)
+    totals = Totals(
+        flops=sum(layer.flops for layer in layers),
+        other_flops=sum(layer.other_flops for layer in layers),
+        bytes=unfused,
+        bytes_fused=unfused - fusion_savings(recorded.events, recorded.output_keys),
+        weight_bytes=weight_bytes,
+        activation_bytes=unfused - weight_bytes,
+        params=params,
+    )
+    return CountResult(model, batch, resolution, dtype, totals, layers, dict(unsupported), traced_on)
+
+
+def _layer(slot, events: list[OpEvent]) -> LayerCount:
+    dominant = max(events, key=lambda e: (e.cost.flops, e.cost.other_flops, e.bytes), default=None)
+    if slot.in_se:
+        op_class = OpClass.SE_GATE
+    else:
+        op_class = event_class(dominant.kind, dominant.call) if dominant is not None else OpClass.OTHER
+    return LayerCount(
+        name=slot.name,
+        type=slot.type,
+        op_class=op_class.value,
+        flops=sum(e.cost.flops for e in events),
+        other_flops=sum(e.cost.other_flops for e in events),
+        bytes=sum(e.bytes for e in events),
+        weight_bytes=sum(e.weight_bytes for e in events),
+        params=slot.params,
+        input_shapes=slot.input_shapes,
+        output_shapes=slot.output_shapes,
+        ops=dict(Counter(e.op for e in events)),
+        unsupported=dict(Counter(e.op for e in events if e.kind is None)),
+    )
+
+
+def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> int:
+    """Bytes an ideal runtime saves by fusing each elementwise/norm op into the producer of its main input.
+
+    The main input is the largest non-weight input. Fusing removes the op's read of it; the producer's write
+    of it is removed too when the fused op is its only consumer and it is not a network output.
+    """
+    producer = {ref.key for e in events for ref in e.outputs}
+    consumers = Counter(ref.key for e in events for ref in e.inputs)
+    saved = 0
+    for event in events:
+        if event.kind not in FUSIBLE_KINDS:
+            continue
+        activations = [ref for ref in event.inputs if not ref.is_weight]
+        if not activations:
+            continue
+        main = max(activations, key=lambda ref: ref.bytes)
+        if main.key not in producer:
+            continue  # the network input: nothing to fuse into
+        saved += main.bytes
+        if consumers[main.key] == 1 and main.key not in output_keys:
+            saved += main.bytes
+    return saved
+
+
+__all__ = ["CountResult", "LayerCount", "Totals", "count", "Kind"]

@@ -1,0 +1,267 @@
+"""Run a model once under a TorchDispatchMode and record every aten op with its module, costs and dataflow.
+
+Each op becomes an ``OpEvent``. Every call of a leaf module is one *layer*; an op executed directly in a
+non-leaf module's ``forward`` (a residual add, a functional relu) becomes a layer of its own, named
+``parent.op``. Views are not events: they alias their input and cost nothing. Tensors are tracked by *value
+keys* (a new key per op output, views keep their base's key) so that fused traffic can be computed later.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from utilscope.counting.formulas import Call, Cost, Kind, lookup
+
+_SE_CLASS = re.compile(r"(?i:squeeze.?excit)|^(Effective)?SE(Module|Layer|Block|WithNorm)?$")
+
+
+def is_squeeze_excite(module: nn.Module) -> bool:
+    return bool(_SE_CLASS.search(type(module).__name__))
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements a tensor addresses: a broadcast (stride-0) dimension counts once."""
+    distinct = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride != 0)
+    return distinct * t.element_size()
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    key: int
+    bytes: int
+    is_weight: bool
+
+
+@dataclass
+class OpEvent:
+    op: str  # "aten.convolution"
+    kind: Kind | None  # None: the registry does not know this op
+    cost: Cost
+    call: Call  # shapes and scalar arguments, as the formula saw them
+    inputs: tuple[TensorRef, ...]
+    outputs: tuple[TensorRef, ...]
+    layer: int  # index into Trace.layers
+    overwrites_first: bool = False
+
+    @property
+    def bytes(self) -> int:
+        reads = self.inputs[1:] if self.overwrites_first else self.inputs
+        if self.kind is Kind.CREATION:
+            reads = ()  # zeros_like(x) reads only x's shape
+        return sum(r.bytes for r in reads) + sum(o.bytes for o in self.outputs)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(r.bytes for r in self.inputs if r.is_weight)
+
+
+@dataclass
+class LayerSlot:
+    name: str
+    type: str  # module class name, or the aten op for an op outside leaf modules
+    in_se: bool
+    params: int = 0
+    input_shapes: list[list[int]] = field(default_factory=list)
+    output_shapes: list[list[int]] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    layers: list[LayerSlot]
+    events: list[OpEvent]
+    output_keys: frozenset[int]
+
+
+def _shapes(obj) -> list[list[int]]:
+    return [list(t.shape) for t in pytree.tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+class _Frame:
+    """One module call on the stack."""
+
+    __slots__ = ("path", "leaf", "in_se", "layer")
+
+    def __init__(self, path: str, leaf: bool, in_se: bool, layer: int | None):
+        self.path, self.leaf, self.in_se, self.layer = path, leaf, in_se, layer
+
+
+class Tracer(TorchDispatchMode):
+    """Records ops; module hooks (installed by ``trace``) keep the module stack."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.paths = {}
+        for name, module in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(module), name)
+        self.layers: list[LayerSlot] = []
+        self.events: list[OpEvent] = []
+        self.stack: list[_Frame] = []
+        self._name_uses: dict[str, int] = {}
+        self._seen_modules: set[int] = set()
+        self._keys: dict[int, tuple[int, weakref.ref]] = {}
+        self._counter = 0
+        self._weight_keys: set[int] = set()
+        for tensor in (*model.parameters(), *model.buffers()):
+            self._weight_keys.add(self.key(tensor))
+
+    # --- tensor value keys ---
+    def key(self, t: torch.Tensor) -> int:
+        entry = self._keys.get(id(t))
+        if entry is not None and entry[1]() is t:
+            return entry[0]
+        return self._assign(t, self._fresh())
+
+    def _fresh(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _assign(self, t: torch.Tensor, key: int) -> int:
+        self._keys[id(t)] = (key, weakref.ref(t))
+        return key
+
+    def ref(self, t: torch.Tensor) -> TensorRef:
+        key = self.key(t)
+        return TensorRef(key, tensor_bytes(t), key in self._weight_keys)
+
+    # --- layers ---
+    def _unique(self, name: str) -> str:
+        uses = self._name_uses.get(name, 0) + 1
+        self._name_uses[name] = uses
+        return name if uses == 1 else f"{name}#{uses}"
+
+    def new_layer(self, name: str, type_name: str, in_se: bool) -> int:
+        self.layers.append(LayerSlot(self._unique(name or type_name), type_name, in_se))
+        return len(self.layers) - 1
+
+    def enter_module(self, module: nn.Module, args) -> None:
+        path = self.paths.get(id(module))
+        if path is None:
+            return
+        leaf = next(module.children(), None) is None
+        in_se = is_squeeze_excite(module) or bool(self.stack and self.stack[-1].in_se)
+        layer = self.new_layer(path, type(module).__name__, in_se) if leaf else None
+        if layer is not None:
+            slot = self.layers[layer]
+            slot.input_shapes = _shapes(args)
+            if id(module) not in self._seen_modules:
+                slot.params = sum(p.numel() for p in module.parameters())
+                self._seen_modules.add(id(module))
+        self.stack.append(_Frame(path, leaf, in_se, layer))
+
+    def exit_module(self, module: nn.Module, args, output) -> None:
+        if self.paths.get(id(module)) is None:
+            return
+        frame = self.stack.pop()
+        if frame.layer is not None:
+            self.layers[frame.layer].output_shapes = _shapes(output)
+
+    # --- ops ---
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        shortcut = META_SHORTCUTS.get(func)
+        if shortcut is not None and not kwargs and args[0].device.type == "meta":
+            out = shortcut(*args)
+        else:
+            out = func(*args, **kwargs)
+        self._record(func, args, kwargs, out)
+        return out
+
+    def _record(self, func, args, kwargs, out) -> None:
+        name = str(func.overloadpacket)
+        rule = lookup(name)
+        tensors_in = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        tensors_out = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        if func.is_view or (rule is not None and rule.kind is Kind.VIEW):
+            base = self.key(tensors_in[0]) if tensors_in else self._fresh()
+            for t in tensors_out:
+                self._assign(t, base)
+            return
+        inputs = tuple(self.ref(t) for t in tensors_in)
+        weight_only = bool(inputs) and all(r.is_weight for r in inputs)
+        outputs = []
+        for t in tensors_out:  # every output, in-place ones included, is a new value
+            key = self._assign(t, self._fresh())
+            if weight_only:
+                self._weight_keys.add(key)
+            outputs.append(TensorRef(key, tensor_bytes(t), weight_only))
+        call = Call(*pytree.tree_map_only(torch.Tensor, lambda t: t.shape, (args, kwargs)), _shapes_of(tensors_out))
+        cost = rule.cost(call) if rule is not None else Cost()
+        self.events.append(
+            OpEvent(
+                name,
+                rule.kind if rule is not None else None,
+                cost,
+                call,
+                inputs,
+                tuple(outputs),
+                self._layer_for(name, tensors_in, tensors_out),
+                rule.overwrites_first if rule is not None else False,
+            )
+        )
+
+    def _layer_for(self, op_name: str, tensors_in, tensors_out) -> int:
+        top = self.stack[-1] if self.stack else None
+        if top is not None and top.leaf:
+            return top.layer
+        short = op_name.removeprefix("aten.")
+        path = f"{top.path}.{short}" if top is not None and top.path else short
+        layer = self.new_layer(path, op_name, bool(top and top.in_se))
+        self.layers[layer].input_shapes = _shapes(tensors_in)
+        self.layers[layer].output_shapes = _shapes(tensors_out)
+        return layer
+
+
+def _stats_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+
+
+def _batch_norm_meta(x, *_):
+    stats = x.new_empty((x.shape[1],), dtype=_stats_dtype(x))
+    return torch.empty_like(x), stats, stats.clone()
+
+
+def _layer_norm_meta(x, normalized_shape, *_):
+    stats_shape = (*x.shape[: x.dim() - len(normalized_shape)], *([1] * len(normalized_shape)))
+    stats = x.new_empty(stats_shape, dtype=_stats_dtype(x))
+    return torch.empty_like(x), stats, stats.clone()
+
+
+def _addmm_meta(bias, a, b, *_):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+# Output shapes of ops whose meta kernels are slow Python decompositions (most of the counting time);
+# tests check each against the real meta kernel.
+META_SHORTCUTS = {
+    torch.ops.aten.native_batch_norm.default: _batch_norm_meta,
+    torch.ops.aten._native_batch_norm_legit_no_training.default: _batch_norm_meta,
+    torch.ops.aten.native_layer_norm.default: _layer_norm_meta,
+    torch.ops.aten.addmm.default: _addmm_meta,
+}
+
+
+def _shapes_of(tensors: list[torch.Tensor]) -> tuple[torch.Size, ...]:
+    return tuple(t.shape for t in tensors)
+
+
+def trace(model: nn.Module, example: torch.Tensor) -> Trace:
+    """Run ``model(example)`` without gradients and record every op."""
+    tracer = Tracer(model)
+    pre = nn.modules.module.register_module_forward_pre_hook(tracer.enter_module)
+    post = nn.modules.module.register_module_forward_hook(tracer.exit_module, always_call=True)
+    try:
+        with torch.no_grad(), tracer:
+            output = model(example)
+    finally:
+        pre.remove()
+        post.remove()
+    output_keys = frozenset(tracer.key(t) for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor))
+    return Trace(tracer.layers, tracer.events, output_keys)
