@@ -86,7 +86,9 @@ def parse_spec(text: str) -> ModelSpec:
     if not sep:
         source, name = "", text
     if source and source not in SOURCES:
-        raise UsageError(f"unknown model source '{source}' in '{text}'; use one of: {', '.join(SOURCES)}, or a .py file")
+        raise UsageError(
+            f"unknown model source '{source}' in '{text}'; use one of: {', '.join(SOURCES)}, or a .py file"
+        )
     if not name:
         raise UsageError(f"empty model name in '{text}'")
     for candidate in (source,) if source else SOURCES:
@@ -106,11 +108,15 @@ def list_models(pattern: str = "torchvision:*") -> list[str]:
     return [f"{s}:{n}" for s in sources for n in _names(s) if fnmatch.fnmatchcase(n, glob)]
 
 
+def is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[") and ".py:" not in pattern
+
+
 def expand_models(patterns: list[str]) -> list[ModelSpec]:
     """Specs for a list of names and globs, in order, without duplicates. A glob matching nothing is an error."""
     specs: dict[str, ModelSpec] = {}
     for pattern in patterns:
-        if any(ch in pattern for ch in "*?[") and ".py:" not in pattern:
+        if is_glob(pattern):
             matched = list_models(pattern)
             if not matched:
                 raise UsageError(f"no model matches '{pattern}'")

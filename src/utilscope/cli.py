@@ -1,0 +1,116 @@
+"""Command line: parse, call the library, print, set the exit code. No logic lives here.
+
+Exit codes: 0 ok; 2 usage error (bad input: unknown model, batch <= 0, ...); 1 when some models of a
+multi-model command failed (each failure is printed, the others still run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+from rich.console import Console
+
+from utilscope import zoo
+from utilscope.counting import DTYPES, count
+from utilscope.errors import UsageError, UtilscopeError
+
+EXIT_USAGE = 2
+EXIT_PARTIAL = 1
+
+
+def _add_count(sub) -> None:
+    p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, or a glob like 'timm:resnet*'")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--dtype", default="fp32", help=f"one of {', '.join(DTYPES)} (sets bytes per element)")
+    p.add_argument("--top", type=int, default=None, help="show only the K layers with the most FLOPs")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
+    fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
+    p.set_defaults(run=cmd_count)
+
+
+def _add_models(sub) -> None:
+    p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
+    p.add_argument("pattern", nargs="?", default="torchvision:*", help="e.g. 'torchvision:*', 'timm:efficientnet*'")
+    p.set_defaults(run=cmd_models)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_count(sub)
+    _add_models(sub)
+    return parser
+
+
+def cmd_count(args, console: Console) -> int:
+    names = [args.model] if not zoo.is_glob(args.model) else zoo.list_models(args.model)
+    if not names:
+        raise UsageError(f"no model matches '{args.model}'")
+    if len(names) == 1:
+        result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)
+        if args.json:
+            print(json.dumps(result.to_dict()))
+        elif args.csv:
+            print(result.layers_frame().to_csv(index=False), end="")
+        else:
+            from utilscope.present.count_view import render_count
+
+            render_count(result, console, top=args.top)
+        return 0
+    return _count_many(names, args, console)
+
+
+def _count_many(names: list[str], args, console: Console) -> int:
+    from utilscope.present.count_view import summary_table
+
+    results, failures = [], []
+    for name in names:
+        try:
+            results.append(count(name, batch=args.batch, resolution=args.res, dtype=args.dtype))
+        except UtilscopeError as exc:  # one model's failure is recorded; the others still run
+            failures.append(f"{name}: {exc}")
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results]))
+    elif args.csv:
+        import pandas as pd
+
+        frames = [r.layers_frame().assign(model=r.model) for r in results]
+        print(pd.concat(frames).to_csv(index=False), end="")
+    else:
+        console.print(summary_table(results))
+    for failure in failures:
+        print(f"utilscope: error: {failure}", file=sys.stderr)
+    return EXIT_PARTIAL if failures else 0
+
+
+def cmd_models(args, console: Console) -> int:
+    names = zoo.list_models(args.pattern)
+    if not names:
+        raise UsageError(f"no model matches '{args.pattern}'")
+    for name in names:
+        print(f"{name}\t{zoo.native_resolution(zoo.parse_spec(name))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torchvision")
+    try:
+        return args.run(args, console)
+    except UtilscopeError as exc:
+        print(f"utilscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
