@@ -151,6 +151,11 @@ def check_resolution(resolution: int) -> int:
     return resolution
 
 
+def resolve_resolution(spec: ModelSpec, resolution: int | None) -> int:
+    """The requested resolution, checked, or the model's native one when none is given."""
+    return check_resolution(native_resolution(spec) if resolution is None else resolution)
+
+
 @functools.cache
 def _load_factory_module(path: str):
     module_name = f"utilscope_factory_{abs(hash(path))}"
@@ -192,7 +197,7 @@ def _construct(spec: ModelSpec, resolution: int) -> nn.Module:
 
 def build_model(spec: ModelSpec, resolution: int | None = None) -> nn.Module:
     """Build the model on the CPU with freshly initialized random weights, in eval mode."""
-    resolution = check_resolution(resolution or native_resolution(spec))
+    resolution = resolve_resolution(spec, resolution)
     try:
         return _construct(spec, resolution).eval()
     except UsageError:
@@ -219,7 +224,7 @@ class _SkipInit(TorchFunctionMode):
 
 def build_uninitialized(spec: ModelSpec, resolution: int | None = None) -> nn.Module:
     """Build the model on the CPU without initializing its weights: for tracing shapes, not for numbers."""
-    resolution = check_resolution(resolution or native_resolution(spec))
+    resolution = resolve_resolution(spec, resolution)
     try:
         with _SkipInit():
             return _construct(spec, resolution).eval()
@@ -235,7 +240,7 @@ def build_on_meta(spec: ModelSpec, resolution: int | None = None) -> tuple[nn.Mo
     Returns the model and where it was built: ``meta`` directly, or ``cpu`` when the builder needs real
     tensors (torchvision's RegNets compute widths with tensor ops); then it is built uninitialized and moved.
     """
-    resolution = check_resolution(resolution or native_resolution(spec))
+    resolution = resolve_resolution(spec, resolution)
     try:
         with torch.device("meta"):
             return _construct(spec, resolution).eval(), "meta"

@@ -115,11 +115,11 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
-        resolution = zoo.check_resolution(resolution or zoo.DEFAULT_FILE_RESOLUTION)
+        resolution = zoo.check_resolution(zoo.DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
         name, module, rebuild = type(model).__name__, model, None
     else:
         spec = zoo.parse_spec(model)
-        resolution = zoo.check_resolution(resolution or zoo.native_resolution(spec))
+        resolution = zoo.resolve_resolution(spec, resolution)
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731

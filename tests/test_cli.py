@@ -1,0 +1,125 @@
+"""The CLI: output formats and exit codes (2 for bad input, one line on stderr)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from utilscope.cli import main
+
+TINY_FACTORY = textwrap.dedent(
+    """
+    import torch.nn as nn
+
+    RESOLUTION = 32
+
+    def make():
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10),
+        )
+
+    def broken():
+        raise RuntimeError("no such checkpoint")
+    """
+)
+
+
+@pytest.fixture()
+def factory(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text(TINY_FACTORY)
+    return path
+
+
+def test_count_json_follows_the_contract(factory, capsys):
+    assert main(["count", f"{factory}:make", "--batch", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"model", "batch", "resolution", "dtype", "total", "layers", "unsupported"} <= doc.keys()
+    assert {"flops", "other_flops", "bytes", "params"} <= doc["total"].keys()
+    assert doc["batch"] == 2 and doc["resolution"] == 32 and doc["dtype"] == "fp32"
+    layer_keys = {"name", "type", "flops", "other_flops", "bytes", "params", "intensity"}
+    assert all(layer_keys <= layer.keys() for layer in doc["layers"])
+    # conv 3->8, 3x3, 32x32 output, batch 2: 2 * (2*8*32*32) * (3*3*3) = 884736; linear 8->10: 2*2*8*10 = 320
+    assert doc["total"]["flops"] == 884_736 + 320
+    assert doc["total"]["params"] == (8 * 27 + 8) + 16 + (80 + 10)
+    assert doc["unsupported"] == {}
+
+
+def test_count_csv_has_one_row_per_layer(factory, capsys):
+    assert main(["count", f"{factory}:make", "--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("name,type,op_class,flops")
+    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_count_table_names_totals_and_classes(factory, capsys):
+    assert main(["count", f"{factory}:make"]) == 0
+    out = capsys.readouterr().out
+    assert "dense_conv" in out and "op classes" in out and "bytes unfused" in out
+
+
+def test_count_glob_prints_one_row_per_model(capsys):
+    assert main(["count", "torchvision:squeezenet1_*", "--res", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "torchvision:squeezenet1_0" in out and "torchvision:squeezenet1_1" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["count", "torchvision:resnet5"], "did you mean: torchvision:resnet50"),
+        (["count", "timm:not_a_model_at_all"], "unknown model 'timm:not_a_model_at_all'"),
+        (["count", "torchvision:resnet18", "--batch", "0"], "batch size must be"),
+        (["count", "torchvision:resnet18", "--batch", "-3"], "batch size must be"),
+        (["count", "torchvision:resnet18", "--res", "0"], "resolution must be"),
+        (["count", "torchvision:resnet18", "--res", "100000"], "resolution must be"),
+        (["count", "torchvision:resnet18", "--dtype", "fp8"], "unknown dtype 'fp8'"),
+        (["count", "torchvision:squeezenet1_0", "--res", "8"], "Output size is too small"),
+        (["count", "nosuchsource:resnet18"], "unknown model source"),
+        (["count", "timm:zzz*"], "no model matches"),
+        (["models", "timm:zzz*"], "no model matches"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("utilscope: error: ")
+    assert message in err
+
+
+def test_factory_that_raises_is_exit_2(factory, capsys):
+    assert main(["count", f"{factory}:broken"]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: no such checkpoint" in err and err.count("\n") == 1
+
+
+def test_missing_factory_file_and_name(factory, tmp_path, capsys):
+    assert main(["count", f"{tmp_path}/absent.py:make"]) == 2
+    assert main(["count", f"{factory}:absent"]) == 2
+    assert main(["count", str(factory)]) == 2
+    assert capsys.readouterr().err.count("utilscope: error: ") == 3
+
+
+def test_argparse_errors_are_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["count", "torchvision:resnet18", "--batch", "lots"])
+    assert info.value.code == 2
+
+
+def test_console_script_exit_code():
+    """The installed entry point, as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "utilscope.cli", "count", "torchvision:resnet5"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("utilscope: error: unknown model")
+
+
+def test_models_lists_names_with_native_resolution(capsys):
+    assert main(["models", "torchvision:inception*"]) == 0
+    assert capsys.readouterr().out.strip() == "torchvision:inception_v3\t299"
