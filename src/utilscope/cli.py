@@ -40,6 +40,33 @@ def _add_models(sub) -> None:
     p.set_defaults(run=cmd_models)
 
 
+def _add_profile(sub) -> None:
+    p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
+    p.add_argument(
+        "--batch", default=None, help="comma-separated batch sizes (default 1,8,32,128,256 on GPU, 1,8 on CPU)"
+    )
+    p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+    p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
+    p.set_defaults(run=cmd_profile)
+
+
+def _add_hardware(sub) -> None:
+    p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_devices)
+    p = sub.add_parser("ceilings", help="measure (or show cached) GEMM and copy ceilings of this device")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--refresh", action="store_true", help="measure again even if cached")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_ceilings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
@@ -47,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_count(sub)
     _add_models(sub)
+    _add_profile(sub)
+    _add_hardware(sub)
     return parser
 
 
@@ -97,6 +126,64 @@ def cmd_models(args, console: Console) -> int:
         raise UsageError(f"no model matches '{args.pattern}'")
     for name in names:
         print(f"{name}\t{zoo.native_resolution(zoo.parse_spec(name))}")
+    return 0
+
+
+def parse_batches(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
+
+
+def cmd_profile(args, console: Console) -> int:
+    from utilscope.measure import profile
+    from utilscope.present.profile_view import profile_footer, profile_table
+
+    result = profile(
+        args.model,
+        batches=parse_batches(args.batch),
+        precision=args.precision,
+        backend=args.backend,
+        device=args.device,
+        resolution=args.res,
+        channels_last=args.channels_last,
+        peak_tflops=args.peak,
+    )
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        console.print(profile_table(result))
+        console.print(profile_footer(result))
+    return 0 if all(row.status == "ok" for row in result.rows) else EXIT_PARTIAL
+
+
+def cmd_devices(args, console: Console) -> int:
+    from utilscope.hardware import specs_frame
+    from utilscope.present.profile_view import frame_table
+
+    frame = specs_frame()
+    if args.json:
+        print(frame.to_json(orient="records"))
+    else:
+        console.print(frame_table(frame, "dense datasheet peaks (TFLOP/s; int8 in TOPS) and memory bandwidth (GB/s)"))
+    return 0
+
+
+def cmd_ceilings(args, console: Console) -> int:
+    from utilscope.hardware import get_ceilings, resolve_device
+
+    ceilings = get_ceilings(resolve_device(args.device), refresh=args.refresh)
+    if args.json:
+        print(json.dumps(ceilings.to_dict()))
+        return 0
+    console.print(f"[bold]{ceilings.device_name}[/] ({ceilings.device_kind}), torch {ceilings.torch_version}")
+    for precision, tflops in ceilings.gemm_tflops.items():
+        console.print(f"  GEMM {precision}: {tflops:.2f} TFLOP/s")
+    console.print(f"  copy: {ceilings.copy_gbs:.1f} GB/s (bytes read + written)")
+    console.print(f"  {ceilings.note}  measured {ceilings.measured_at}")
     return 0
 
 

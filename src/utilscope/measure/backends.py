@@ -1,0 +1,145 @@
+"""Backends: named strategies that turn a model and a static input into a function running one inference.
+
+* ``eager``     — plain PyTorch launches under ``inference_mode``.
+* ``graph``     — eager, captured once into a CUDA graph and replayed (no launch gaps); plain launches where
+                  capture is impossible, with the reason recorded.
+* ``compile``   — ``torch.compile`` in its default mode.
+* ``inference`` — the best deployment path PyTorch offers: BatchNorm folded into the preceding convolutions
+                  (in fp32, before the cast), inductor with ``freezing`` (weights as constants), CUDA graphs.
+
+Every backend is recorded with every row, with its notes (fallbacks and why).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from utilscope.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Prepared:
+    run: Callable[[], torch.Tensor]  # one inference on the static input
+    notes: tuple[str, ...] = ()  # fallbacks taken, and why
+    graph: bool = False  # True when ``run`` replays a CUDA graph
+    module: nn.Module | None = None  # the module actually run (after folding), for inspection
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    prepare: Callable[[nn.Module, torch.Tensor], Prepared]
+    fuses_elementwise: bool  # whether the runtime fuses elementwise/norm ops (which byte count applies)
+    description: str
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(name: str, fuses_elementwise: bool, description: str):
+    def decorate(prepare: Callable[[nn.Module, torch.Tensor], Prepared]):
+        if name in BACKENDS:
+            raise ValueError(f"backend {name} registered twice")
+        BACKENDS[name] = Backend(name, prepare, fuses_elementwise, description)
+        return prepare
+
+    return decorate
+
+
+def get_backend(name: str) -> Backend:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
+    return BACKENDS[name]
+
+
+def _inference_call(fn: Callable, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    def run() -> torch.Tensor:
+        with torch.inference_mode():
+            return fn(x)
+
+    return run
+
+
+def capture_cuda_graph(run: Callable[[], torch.Tensor], warmup_iters: int = 3) -> Callable[[], torch.Tensor]:
+    """Warm ``run`` up on a side stream (cuDNN autotuning happens here), capture it, return a replay function."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup_iters):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_output = run()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return static_output
+
+    return replay
+
+
+def _with_graph(run: Callable[[], torch.Tensor], x: torch.Tensor, notes: tuple[str, ...] = ()) -> Prepared:
+    if x.device.type != "cuda":
+        return Prepared(run, (*notes, "CUDA graphs need a CUDA device: plain launches"))
+    try:
+        return Prepared(capture_cuda_graph(run), notes, graph=True)
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as exc:  # capture is impossible for this model: time plain launches, say why
+        torch.cuda.synchronize()
+        reason = f"CUDA graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}): plain launches"
+        return Prepared(run, (*notes, reason))
+
+
+@register_backend("eager", fuses_elementwise=False, description="plain PyTorch launches")
+def eager(model: nn.Module, x: torch.Tensor) -> Prepared:
+    return Prepared(_inference_call(model, x), module=model)
+
+
+@register_backend("graph", fuses_elementwise=False, description="eager captured into a CUDA graph")
+def graph(model: nn.Module, x: torch.Tensor) -> Prepared:
+    prepared = _with_graph(_inference_call(model, x), x)
+    return Prepared(prepared.run, prepared.notes, prepared.graph, model)
+
+
+@register_backend("compile", fuses_elementwise=True, description="torch.compile, default mode")
+def compiled(model: nn.Module, x: torch.Tensor) -> Prepared:
+    return Prepared(_inference_call(torch.compile(model), x), module=model)
+
+
+def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[str, ...]]:
+    """Fold eval-mode BatchNorm into the preceding convolutions, in fp32, then cast back to the input's dtype."""
+    from torch.fx.experimental.optimization import fuse
+
+    try:
+        folded = fuse(copy.deepcopy(model).float(), inplace=True)
+    except Exception as exc:  # symbolic tracing fails on data-dependent models: inductor freezing still folds
+        return model, (f"FX BatchNorm folding impossible ({type(exc).__name__}); left to inductor freezing",)
+    memory_format = torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else None
+    folded = folded.to(dtype=x.dtype)
+    if memory_format is not None and x.dim() == 4:
+        folded = folded.to(memory_format=memory_format)
+    return folded.eval(), ()
+
+
+@register_backend("inference", fuses_elementwise=True, description="BN folded, inductor with freezing, CUDA graphs")
+def inference(model: nn.Module, x: torch.Tensor) -> Prepared:
+    folded, notes = fold_batchnorm(model, x)
+    options = {"freezing": True}
+    if x.device.type == "cuda":
+        options["triton.cudagraphs"] = True
+    else:
+        notes = (*notes, "CUDA graphs need a CUDA device: plain launches")
+    compiled_model = torch.compile(folded, options=options)
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():  # freezing needs no_grad (inference_mode tensors cannot be frozen constants)
+            return compiled_model(x)
+
+    return Prepared(run, notes, graph=x.device.type == "cuda", module=folded)

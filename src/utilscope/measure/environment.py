@@ -1,0 +1,27 @@
+"""The software and hardware environment recorded with every measurement."""
+
+from __future__ import annotations
+
+import platform
+
+import torch
+
+from utilscope import __version__, hardware
+from utilscope.measure.nvml import driver_version
+
+
+def environment(device: torch.device, precision: str, backend: str, channels_last: bool) -> dict:
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "device_name": hardware.device_name(device),
+        "device_type": device.type,
+        "driver": driver_version() if device.type == "cuda" else None,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "utilscope": __version__,
+        "precision": precision,
+        "backend": backend,
+        "memory_format": "channels_last" if channels_last else "contiguous",
+    }

@@ -1,0 +1,70 @@
+"""NVIDIA's time-based "GPU utilization", sampled with nvidia-ml-py during a timed run, for contrast.
+
+NVML's figure is the percent of time over its last sample period (1/6 s to 1 s, by device) during which at
+least one kernel was running: 100% says nothing about how many of the SMs or math units were busy.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+
+import torch
+
+
+class NvmlSampler:
+    """Context manager; ``mean_percent`` is the mean of the samples taken inside it, or None without NVML."""
+
+    def __init__(self, device: torch.device, interval_s: float = 0.02):
+        self.device = device
+        self.interval_s = interval_s
+        self.samples: list[int] = []
+        self.unavailable_reason: str | None = None
+        self._handle = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _open(self) -> None:
+        if self.device.type != "cuda":
+            self.unavailable_reason = "not a CUDA device"
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._pynvml = pynvml
+        except Exception as exc:  # no driver library, no permission: the row records None and why
+            self.unavailable_reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+    def __enter__(self) -> NvmlSampler:
+        self._open()
+        if self._handle is not None:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def mean_percent(self) -> float | None:
+        return statistics.fmean(self.samples) if self.samples else None
+
+
+def driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else version
+    except Exception:  # no NVML here: the environment records None
+        return None

@@ -1,0 +1,79 @@
+"""Precisions: what each one casts, which math unit's peak it is measured against, and which devices run it.
+
+fp16 and bf16 cast weights and activations (no autocast); tf32 keeps fp32 tensors and lets matmuls and
+convolutions use the TF32 tensor cores; fp32 forbids TF32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from enum import Enum
+
+import torch
+
+from utilscope.errors import UsageError
+
+
+class Precision(str, Enum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.value, torch.float32)
+
+    @property
+    def count_dtype(self) -> str:
+        """The counting engine's dtype name for this precision's tensors."""
+        return {"fp16": "fp16", "bf16": "bf16"}.get(self.value, "fp32")
+
+
+def parse_precision(text: str) -> Precision:
+    try:
+        return Precision(text)
+    except ValueError:
+        choices = ", ".join(p.value for p in Precision)
+        raise UsageError(f"unknown precision {text!r}; use one of: {choices}") from None
+
+
+def supported_precisions(device: torch.device) -> list[Precision]:
+    """fp32 everywhere; on CPUs also bf16; on GPUs fp16, and tf32/bf16 from compute capability 8.0 (Ampere)."""
+    if device.type != "cuda":
+        return [Precision.FP32, Precision.BF16]
+    major, _ = torch.cuda.get_device_capability(device)
+    precisions = [Precision.FP32, Precision.FP16]
+    if major >= 8:
+        precisions += [Precision.TF32, Precision.BF16]
+    return precisions
+
+
+def check_precision(precision: Precision, device: torch.device) -> Precision:
+    supported = supported_precisions(device)
+    if precision not in supported:
+        names = ", ".join(p.value for p in supported)
+        raise UsageError(f"precision {precision.value} is not supported on {device.type}; this device runs: {names}")
+    return precision
+
+
+@contextlib.contextmanager
+def math_mode(precision: Precision, cudnn_benchmark: bool = True):
+    """Set TF32 and cuDNN autotuning flags for the duration of a measurement, then restore them."""
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    allow_tf32 = precision is Precision.TF32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+    try:
+        yield
+    finally:
+        (
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32,
+            torch.backends.cudnn.benchmark,
+        ) = saved

@@ -1,0 +1,242 @@
+"""Profile: a batch-size sweep of one model on one backend and precision, turned into utilization rows.
+
+utilization            = flops per sample x samples/s / the datasheet dense peak of the precision's math unit
+utilization_vs_ceiling = the same against the measured large-GEMM ceiling of this device
+achieved_gbs           = minimum DRAM bytes per batch / latency (fused bytes for backends that fuse)
+nvml_util              = NVIDIA's time-based utilization sampled during the timed samples
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from utilscope import hardware, zoo
+from utilscope.counting import CountResult, count
+from utilscope.counting.counter import check_batch
+from utilscope.errors import UsageError
+from utilscope.measure.backends import Backend, get_backend
+from utilscope.measure.environment import environment
+from utilscope.measure.nvml import NvmlSampler
+from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
+from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
+
+DEFAULT_GPU_BATCHES = (1, 8, 32, 128, 256)
+DEFAULT_CPU_BATCHES = (1, 8)
+INPUT_SEED = 0
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What utilization is measured against, for one device and precision."""
+
+    peak_tflops: float | None  # dense datasheet peak of the precision's math unit (or --peak, or the ceiling)
+    peak_source: str
+    ceiling_tflops: float | None  # measured large-GEMM ceiling
+    bandwidth_gbs: float | None  # datasheet memory bandwidth
+    copy_gbs: float | None  # measured device copy bandwidth
+
+
+@dataclass
+class ProfileRow:
+    batch: int
+    status: str  # ok | oom | error: ...
+    latency_ms: float | None = None
+    samples_per_s: float | None = None
+    achieved_tflops: float | None = None
+    utilization: float | None = None
+    utilization_vs_ceiling: float | None = None
+    peak_tflops: float | None = None
+    peak_source: str = ""
+    achieved_gbs: float | None = None
+    bandwidth_utilization: float | None = None
+    bytes_model: str = ""  # which byte count achieved_gbs uses: unfused | fused
+    nvml_util: float | None = None
+    cv: float | None = None
+    unstable: bool = False  # cv above 3%
+    iters_per_sample: int | None = None
+    cuda_graph: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProfileResult:
+    model: str
+    resolution: int
+    device: str
+    backend: str
+    precision: str
+    channels_last: bool
+    flops_per_sample: int
+    environment: dict
+    rows: list[ProfileRow]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def resolve_peaks(
+    device: torch.device, precision: Precision, peak_override_tflops: float | None, ceilings
+) -> tuple[Peaks, list[str]]:
+    """Datasheet peak of the device (or the user's --peak); the measured ceiling where no datasheet applies."""
+    notes: list[str] = []
+    ceiling = ceilings.gemm_tflops.get(precision.value) if ceilings is not None else None
+    copy_gbs = ceilings.copy_gbs if ceilings is not None else None
+    spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
+    bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
+    if peak_override_tflops is not None:
+        if peak_override_tflops <= 0:
+            raise UsageError(f"--peak must be positive TFLOP/s, got {peak_override_tflops}")
+        return Peaks(peak_override_tflops, "user --peak", ceiling, bandwidth, copy_gbs), notes
+    if spec is not None:
+        return Peaks(spec.peak_tflops(precision.value), f"datasheet: {spec.name}", ceiling, bandwidth, copy_gbs), notes
+    if device.type == "cuda":
+        notes.append(f"unknown GPU '{hardware.device_name(device)}': utilization is against the measured ceiling")
+        return Peaks(ceiling, "measured ceiling (unknown GPU)", ceiling, None, copy_gbs), notes
+    return Peaks(ceiling, "measured ceiling (CPU: no datasheet peak)", ceiling, None, copy_gbs), notes
+
+
+def prepare_module(model: nn.Module, device: torch.device, precision: Precision, channels_last: bool) -> nn.Module:
+    model = model.to(device=device, dtype=precision.dtype).eval()
+    return model.to(memory_format=torch.channels_last) if channels_last else model
+
+
+def make_input(batch: int, resolution: int, device, precision: Precision, channels_last: bool) -> torch.Tensor:
+    """Random normal input (never zeros), seeded, in the model's dtype and memory format."""
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    x = torch.randn(batch, 3, resolution, resolution, generator=generator).to(device=device, dtype=precision.dtype)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def utilization_row(
+    batch: int, stats: TimingStats, work: CountResult, fuses: bool, peaks: Peaks, nvml: float | None
+) -> ProfileRow:
+    """Turn a timing into the row's throughput, FLOP utilization and bandwidth figures."""
+    latency_s = stats.median_ms / 1e3
+    samples_per_s = batch / latency_s
+    achieved_tflops = work.total.flops * samples_per_s / 1e12
+    activation_bytes = (work.total.bytes_fused if fuses else work.total.bytes) - work.total.weight_bytes
+    batch_bytes = work.total.weight_bytes + batch * activation_bytes
+    achieved_gbs = batch_bytes / latency_s / 1e9
+    return ProfileRow(
+        batch=batch,
+        status="ok",
+        latency_ms=stats.median_ms,
+        samples_per_s=samples_per_s,
+        achieved_tflops=achieved_tflops,
+        utilization=achieved_tflops / peaks.peak_tflops if peaks.peak_tflops else None,
+        utilization_vs_ceiling=achieved_tflops / peaks.ceiling_tflops if peaks.ceiling_tflops else None,
+        peak_tflops=peaks.peak_tflops,
+        peak_source=peaks.peak_source,
+        achieved_gbs=achieved_gbs,
+        bandwidth_utilization=achieved_gbs / peaks.bandwidth_gbs if peaks.bandwidth_gbs else None,
+        bytes_model="fused" if fuses else "unfused",
+        nvml_util=nvml,
+        cv=stats.cv,
+        unstable=stats.unstable,
+        iters_per_sample=stats.iters_per_sample,
+    )
+
+
+@dataclass
+class Sweep:
+    """Everything one batch measurement needs, fixed for the sweep."""
+
+    module: nn.Module
+    work: CountResult
+    backend: Backend
+    precision: Precision
+    device: torch.device
+    resolution: int
+    channels_last: bool
+    peaks: Peaks
+    clock: Clock
+    plan: TimingPlan
+
+
+def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
+    """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
+    x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.channels_last)
+    with math_mode(sweep.precision):
+        prepared = sweep.backend.prepare(sweep.module, x)
+        sampler = NvmlSampler(sweep.device)
+        stats = measure(prepared.run, sweep.clock, sweep.plan, during_samples=sampler)
+    row = utilization_row(batch, stats, sweep.work, sweep.backend.fuses_elementwise, sweep.peaks, sampler.mean_percent)
+    row.cuda_graph = prepared.graph
+    row.notes = list(prepared.notes)
+    return row
+
+
+def run_sweep(sweep: Sweep, batches: list[int]) -> list[ProfileRow]:
+    """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on."""
+    rows = []
+    for batch in batches:
+        try:
+            rows.append(measure_batch(sweep, batch))
+        except torch.cuda.OutOfMemoryError:
+            rows.append(ProfileRow(batch=batch, status="oom"))
+        except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
+            message = str(exc).splitlines()[0][:200] if str(exc) else ""
+            rows.append(ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}"))
+        finally:
+            if sweep.device.type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
+def check_batches(batches) -> list[int]:
+    batches = list(batches)
+    if not batches:
+        raise UsageError("give at least one batch size")
+    return [check_batch(b) for b in batches]
+
+
+def default_batches(device: torch.device) -> tuple[int, ...]:
+    return DEFAULT_GPU_BATCHES if device.type == "cuda" else DEFAULT_CPU_BATCHES
+
+
+def default_precision(device: torch.device) -> str:
+    return "fp16" if device.type == "cuda" else "fp32"
+
+
+def profile(
+    model: str,
+    batches=None,
+    precision: str | None = None,
+    backend: str = "graph",
+    device: str | None = None,
+    resolution: int | None = None,
+    channels_last: bool = True,
+    peak_tflops: float | None = None,
+    ceilings=None,
+    clock: Clock | None = None,
+    plan: TimingPlan | None = None,
+) -> ProfileResult:
+    """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size.
+
+    ``ceilings`` defaults to the cached (or freshly measured) ceilings of the device; pass ``False`` to skip.
+    """
+    dev = hardware.resolve_device(device)
+    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
+    chosen_backend = get_backend(backend)
+    batch_list = check_batches(batches if batches is not None else default_batches(dev))
+    spec = zoo.parse_spec(model)
+    res = zoo.resolve_resolution(spec, resolution)
+    work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
+    if ceilings is None:
+        ceilings = hardware.get_ceilings(dev)
+    peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
+    module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
+    sweep = Sweep(
+        module, work, chosen_backend, prec, dev, res, channels_last, peaks,
+        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()), plan or TimingPlan(),
+    )  # fmt: skip
+    rows = run_sweep(sweep, batch_list)
+    for row in rows:
+        row.notes = notes + row.notes
+    env = environment(dev, prec.value, chosen_backend.name, channels_last)
+    return ProfileResult(
+        spec.id, res, env["device_name"], chosen_backend.name, prec.value, channels_last, work.total.flops, env, rows
+    )
