@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -116,7 +117,8 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
         resolution = zoo.check_resolution(zoo.DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
-        name, module, rebuild = type(model).__name__, model, None
+        name, module = type(model).__name__, meta_copy(model)
+        rebuild = lambda: copy.deepcopy(model)  # noqa: E731  (the caller's module is never changed)
     else:
         spec = zoo.parse_spec(model)
         resolution = zoo.resolve_resolution(spec, resolution)
@@ -128,15 +130,23 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     return aggregate(recorded, name, batch, resolution, dtype, params, traced_on)
 
 
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose parameters and buffers live on the meta device (no tensor data is copied)."""
+    memo: dict[int, torch.Tensor] = {}
+    for param in model.parameters():
+        memo[id(param)] = nn.Parameter(torch.empty_like(param, device="meta"), requires_grad=param.requires_grad)
+    for buffer in model.buffers():
+        memo[id(buffer)] = torch.empty_like(buffer, device="meta")
+    return copy.deepcopy(model, memo)
+
+
 def _trace_anywhere(module, rebuild, batch, resolution, dtype, name) -> tuple[Trace, str]:
-    """Trace on the meta device; models that need real data (or a meta failure) are traced on the CPU."""
+    """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
     shape = (batch, 3, resolution, resolution)
-    device = next((p.device for p in module.parameters()), torch.device("cpu"))
-    if device.type == "meta":
-        try:
-            return trace(module.to(dtype), torch.empty(shape, dtype=dtype, device="meta")), "meta"
-        except Exception:
-            module = rebuild() if rebuild is not None else module.to_empty(device="cpu")
+    try:
+        return trace(module.to(dtype).eval(), torch.empty(shape, dtype=dtype, device="meta")), "meta"
+    except Exception:
+        module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
     try:
         module = module.to(device="cpu", dtype=dtype).eval()
         return trace(module, torch.randn(shape).to(dtype)), "cpu"
@@ -190,10 +200,11 @@ def _layer(slot, events: list[OpEvent]) -> LayerCount:
 def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> int:
     """Bytes an ideal runtime saves by fusing each elementwise/norm op into the producer of its main input.
 
-    The main input is the largest non-weight input. Fusing removes the op's read of it; the producer's write
-    of it is removed too when the fused op is its only consumer and it is not a network output.
+    The main input is the largest non-weight input (the latest produced among equals). Fusing removes the op's
+    read of it; the producer's write of it is removed too when the fused op is its only consumer and it is not a
+    network output.
     """
-    producer = {ref.key for e in events for ref in e.outputs}
+    producer = {ref.key: index for index, e in enumerate(events) for ref in e.outputs}
     consumers = Counter(ref.key for e in events for ref in e.inputs)
     saved = 0
     for event in events:
@@ -202,7 +213,8 @@ def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> int:
         activations = [ref for ref in event.inputs if not ref.is_weight]
         if not activations:
             continue
-        main = max(activations, key=lambda ref: ref.bytes)
+        # the largest input; among equals the most recently produced one (what a fusing compiler fuses into)
+        main = max(activations, key=lambda ref: (ref.bytes, producer.get(ref.key, -1)))
         if main.key not in producer:
             continue  # the network input: nothing to fuse into
         saved += main.bytes

@@ -71,7 +71,7 @@ def matmul_flops(a_shape: Shape, b_shape: Shape) -> int:
     *batch_b, k2, n = b_shape
     if k != k2:
         raise ValueError(f"matmul inner dimensions differ: {tuple(a_shape)} @ {tuple(b_shape)}")
-    batch = numel(batch_a) if len(batch_a) >= len(batch_b) else numel(batch_b)
+    batch = numel(torch.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
     return 2 * batch * m * k * n
 
 
@@ -147,19 +147,21 @@ class Rule:
     kind: Kind
     cost: Callable[[Call], Cost]
     overwrites_first: bool = False  # copy_/fill_/zero_: the first argument is written, not read
+    first_output_only: bool = False  # norms' saved statistics, max-pool indices: not needed at inference
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
-def register(kind: Kind, names: str, overwrites_first: bool = False):
+def register(kind: Kind, names: str, overwrites_first: bool = False, first_output_only: bool = False):
     """Register one cost function for whitespace-separated aten op names (``aten.convolution``)."""
 
     def decorate(cost: Callable[[Call], Cost]):
+        taken = [name for name in names.split() if name in REGISTRY]
+        if taken:
+            raise ValueError(f"op {', '.join(taken)} registered twice")
         for name in names.split():
-            if name in REGISTRY:
-                raise ValueError(f"op {name} registered twice")
-            REGISTRY[name] = Rule(kind, cost, overwrites_first)
+            REGISTRY[name] = Rule(kind, cost, overwrites_first, first_output_only)
         return cost
 
     return decorate
@@ -211,15 +213,28 @@ def _sdpa(call: Call) -> Cost:
     Kind.NORM,
     "aten._native_batch_norm_legit_no_training aten.native_batch_norm aten._native_batch_norm_legit "
     "aten.cudnn_batch_norm aten.miopen_batch_norm aten.batch_norm aten._batch_norm_impl_index",
+    first_output_only=True,
 )
 def _batch_norm(call: Call) -> Cost:
+    """Running statistics: 2 per element. Statistics of the input itself (instance norm, which PyTorch runs as a
+    batch norm in training mode): computed like a layer norm."""
+    computes_stats = next((a for a in call.args[3:] if isinstance(a, bool)), False)
+    if computes_stats:
+        return Cost(other_flops=stats_norm_other_flops(call.args[0], affine=call.args[1] is not None))
     return Cost(other_flops=batch_norm_other_flops(call.args[0]))
 
 
-@register(Kind.NORM, "aten.native_layer_norm aten.native_group_norm aten.rms_norm aten._fused_rms_norm")
-def _stats_norm(call: Call) -> Cost:
-    weight = call.args[2] if len(call.args) > 2 else None
+@register(Kind.NORM, "aten.native_layer_norm aten.rms_norm aten._fused_rms_norm", first_output_only=True)
+def _layer_norm(call: Call) -> Cost:
+    """(input, normalized_shape, weight, ...)"""
+    weight = call.arg(2, "weight")
     return Cost(other_flops=stats_norm_other_flops(call.args[0], affine=weight is not None))
+
+
+@register(Kind.NORM, "aten.native_group_norm", first_output_only=True)
+def _group_norm(call: Call) -> Cost:
+    """(input, weight, bias, N, C, HxW, group, eps)"""
+    return Cost(other_flops=stats_norm_other_flops(call.args[0], affine=call.args[1] is not None))
 
 
 _ACTIVATIONS = (
@@ -246,6 +261,7 @@ def _softmax(call: Call) -> Cost:
     Kind.POOL,
     "aten.max_pool2d_with_indices aten.max_pool2d aten.max_pool3d_with_indices aten.avg_pool2d "
     "aten.avg_pool3d aten.max_pool1d aten.avg_pool1d",
+    first_output_only=True,
 )
 def _pool(call: Call) -> Cost:
     kernel = call.arg(1, "kernel_size")
@@ -260,6 +276,7 @@ def _pool(call: Call) -> Cost:
     Kind.POOL,
     "aten._adaptive_avg_pool2d aten.adaptive_avg_pool2d aten._adaptive_avg_pool3d aten.adaptive_max_pool2d "
     "aten.adaptive_avg_pool1d",
+    first_output_only=True,
 )
 def _adaptive_pool(call: Call) -> Cost:
     return Cost(other_flops=reduce_other_flops(call.args[0]))

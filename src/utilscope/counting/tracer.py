@@ -50,13 +50,15 @@ class OpEvent:
     outputs: tuple[TensorRef, ...]
     layer: int  # index into Trace.layers
     overwrites_first: bool = False
+    first_output_only: bool = False
 
     @property
     def bytes(self) -> int:
         reads = self.inputs[1:] if self.overwrites_first else self.inputs
         if self.kind is Kind.CREATION:
             reads = ()  # zeros_like(x) reads only x's shape
-        return sum(r.bytes for r in reads) + sum(o.bytes for o in self.outputs)
+        writes = self.outputs[:1] if self.first_output_only else self.outputs
+        return sum(r.bytes for r in reads) + sum(o.bytes for o in writes)
 
     @property
     def weight_bytes(self) -> int:
@@ -203,7 +205,8 @@ class Tracer(TorchDispatchMode):
                 inputs,
                 tuple(outputs),
                 self._layer_for(name, tensors_in, tensors_out),
-                rule.overwrites_first if rule is not None else False,
+                rule is not None and rule.overwrites_first,
+                rule is not None and rule.first_output_only,
             )
         )
 
@@ -231,7 +234,7 @@ def _batch_norm_meta(x, *_):
 def _layer_norm_meta(x, normalized_shape, *_):
     stats_shape = (*x.shape[: x.dim() - len(normalized_shape)], *([1] * len(normalized_shape)))
     stats = x.new_empty(stats_shape, dtype=_stats_dtype(x))
-    return torch.empty_like(x), stats, stats.clone()
+    return x.new_empty(x.shape), stats, stats.clone()  # contiguous, whatever the input's layout
 
 
 def _addmm_meta(bias, a, b, *_):

@@ -110,7 +110,14 @@ def graph(model: nn.Module, x: torch.Tensor) -> Prepared:
 
 @register_backend("compile", fuses_elementwise=True, description="torch.compile, default mode")
 def compiled(model: nn.Module, x: torch.Tensor) -> Prepared:
-    return Prepared(_inference_call(torch.compile(model), x), module=model)
+    return Prepared(_inference_call(_fresh_compile(model), x), module=model)
+
+
+def _fresh_compile(model: nn.Module, **kwargs) -> Callable:
+    """torch.compile for one static shape. Dynamo's caches are reset first: a sweep compiles one graph per batch
+    size, and past its recompile limit dynamo would silently fall back to eager (or go dynamic-shape)."""
+    torch._dynamo.reset()
+    return torch.compile(model, dynamic=False, **kwargs)
 
 
 def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[str, ...]]:
@@ -136,7 +143,7 @@ def inference(model: nn.Module, x: torch.Tensor) -> Prepared:
         options["triton.cudagraphs"] = True
     else:
         notes = (*notes, "CUDA graphs need a CUDA device: plain launches")
-    compiled_model = torch.compile(folded, options=options)
+    compiled_model = _fresh_compile(folded, options=options)
 
     def run() -> torch.Tensor:
         with torch.no_grad():  # freezing needs no_grad (inference_mode tensors cannot be frozen constants)

@@ -6,12 +6,12 @@ convolutions use the TF32 tensor cores; fp32 forbids TF32.
 
 from __future__ import annotations
 
-import contextlib
 from enum import Enum
 
 import torch
 
 from utilscope.errors import UsageError
+from utilscope.torch_flags import tf32_mode
 
 
 class Precision(str, Enum):
@@ -57,23 +57,6 @@ def check_precision(precision: Precision, device: torch.device) -> Precision:
     return precision
 
 
-@contextlib.contextmanager
 def math_mode(precision: Precision, cudnn_benchmark: bool = True):
-    """Set TF32 and cuDNN autotuning flags for the duration of a measurement, then restore them."""
-    saved = (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.benchmark,
-    )
-    allow_tf32 = precision is Precision.TF32
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-    torch.backends.cudnn.benchmark = cudnn_benchmark
-    try:
-        yield
-    finally:
-        (
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.allow_tf32,
-            torch.backends.cudnn.benchmark,
-        ) = saved
+    """TF32 on for ``tf32`` only, cuDNN autotuning on, for the duration of a measurement; restored after."""
+    return tf32_mode(precision is Precision.TF32, cudnn_benchmark=cudnn_benchmark)

@@ -104,9 +104,10 @@ def prepare_module(model: nn.Module, device: torch.device, precision: Precision,
 
 
 def make_input(batch: int, resolution: int, device, precision: Precision, channels_last: bool) -> torch.Tensor:
-    """Random normal input (never zeros), seeded, in the model's dtype and memory format."""
-    generator = torch.Generator().manual_seed(INPUT_SEED)
-    x = torch.randn(batch, 3, resolution, resolution, generator=generator).to(device=device, dtype=precision.dtype)
+    """Random normal input (never zeros), seeded, drawn on the device, in the model's dtype and memory format."""
+    generator = torch.Generator(device=device).manual_seed(INPUT_SEED)
+    shape = (batch, 3, resolution, resolution)
+    x = torch.randn(shape, generator=generator, device=device).to(dtype=precision.dtype)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 

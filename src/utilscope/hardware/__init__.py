@@ -1,0 +1,45 @@
+"""What the hardware can do: datasheet peaks (``specs.toml``) and measured ceilings (GEMM, copy bandwidth)."""
+
+from utilscope.hardware.ceilings import (
+    Ceilings,
+    cache_dir,
+    cache_path,
+    device_name,
+    get_ceilings,
+    measure_ceilings,
+    resolve_device,
+)
+from utilscope.hardware.specs import (
+    PRECISIONS,
+    USER_PEAK,
+    DeviceSpec,
+    SpecFileError,
+    default_specs_path,
+    detect,
+    get_spec,
+    load_specs,
+    normalize_precision,
+    override_peak,
+    specs_frame,
+)
+
+__all__ = [
+    "PRECISIONS",
+    "USER_PEAK",
+    "Ceilings",
+    "DeviceSpec",
+    "SpecFileError",
+    "cache_dir",
+    "cache_path",
+    "default_specs_path",
+    "detect",
+    "device_name",
+    "get_ceilings",
+    "get_spec",
+    "load_specs",
+    "measure_ceilings",
+    "normalize_precision",
+    "override_peak",
+    "resolve_device",
+    "specs_frame",
+]

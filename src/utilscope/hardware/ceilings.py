@@ -1,0 +1,329 @@
+"""Measured ceilings of the device at hand: the best large-GEMM FLOP/s per precision and device copy bandwidth.
+
+A datasheet peak is what the silicon could do at its rated clock; the ceiling is what a large, well-tuned
+GEMM (cuBLAS / oneDNN through torch) actually reaches here. Utilization is reported against both.
+
+Results are cached as JSON, one file per device name + torch version, under ``$UTILSCOPE_CACHE_DIR/ceilings``
+(default ``~/.cache/utilscope/ceilings``, or ``$XDG_CACHE_HOME/utilscope/ceilings``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import re
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from utilscope.errors import UsageError
+from utilscope.hardware.specs import PRECISIONS, normalize_precision
+from utilscope.torch_flags import tf32_mode
+
+GPU_GEMM_N = 8192
+CPU_GEMM_N = 1024
+GPU_COPY_MIB = 1024
+CPU_COPY_MIB = 256
+GPU_REPS, GPU_WARMUP = 10, 3
+CPU_REPS, CPU_WARMUP = 5, 1
+CPU_BUDGET_S = 0.4  # per measurement: fp32 GEMM, bf16 GEMM and copy stay well under ~2 s in all
+GPU_BUDGET_S = 5.0
+SEED = 0
+CACHE_ENV = "UTILSCOPE_CACHE_DIR"
+_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured ceilings. ``gemm_tflops`` maps precision -> best GEMM TFLOP/s (int8: tera-ops/s)."""
+
+    device_name: str
+    device_kind: str  # "cuda" | "cpu"
+    gemm_tflops: Mapping[str, float] = field(hash=False)
+    copy_gbs: float
+    measured_at: str  # ISO 8601, UTC
+    torch_version: str
+    note: str
+    gemm_n: int = 0  # GEMM size used (n x n x n)
+    copy_mib: int = 0  # source tensor size of the copy measurement
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gemm_tflops", MappingProxyType(dict(self.gemm_tflops)))
+
+    def tflops(self, precision: str) -> float:
+        """The measured GEMM ceiling for ``precision``; UsageError listing the measured ones if absent."""
+        prec = normalize_precision(precision)
+        if prec not in self.gemm_tflops:
+            have = ", ".join(self.gemm_tflops) or "none"
+            raise UsageError(f"no measured {prec} ceiling on {self.device_name}; measured: {have}")
+        return self.gemm_tflops[prec]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["gemm_tflops"] = dict(self.gemm_tflops)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
+        names = {f.name for f in fields(cls)}
+        missing = names - set(data)
+        if missing:
+            raise ValueError(f"ceilings record lacks {sorted(missing)}")
+        return cls(**{k: data[k] for k in names})
+
+
+def cache_dir() -> Path:
+    """Where ceilings are cached: ``$UTILSCOPE_CACHE_DIR/ceilings`` or ``~/.cache/utilscope/ceilings``."""
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root).expanduser() / "ceilings"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "utilscope" / "ceilings"
+
+
+def cache_path(device_name: str, torch_version: str | None = None) -> Path:
+    """The JSON file holding the ceilings of ``device_name`` under ``torch_version`` (default: this torch)."""
+    version = torch_version or torch.__version__
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{device_name}__torch-{version}").strip("-")
+    return cache_dir() / f"{slug}.json"
+
+
+def get_ceilings(
+    device: str | torch.device | None = None,
+    refresh: bool = False,
+    *,
+    gemm_n: int | None = None,
+    copy_mib: int | None = None,
+) -> Ceilings:
+    """Cached ceilings of ``device`` (default: cuda if available, else cpu); measured when absent or stale.
+
+    ``refresh=True`` re-measures. A cached record made with other sizes than asked is re-measured too.
+    """
+    dev = resolve_device(device)
+    n, mib = _sizes(dev, gemm_n, copy_mib)
+    path = cache_path(device_name(dev))
+    if not refresh:
+        cached = _read_cache(path)
+        if cached is not None and (cached.gemm_n, cached.copy_mib) == (n, mib):
+            return cached
+    result = measure_ceilings(dev, gemm_n=n, copy_mib=mib)
+    _write_cache(path, result)
+    return result
+
+
+def measure_ceilings(
+    device: str | torch.device | None = None, *, gemm_n: int | None = None, copy_mib: int | None = None
+) -> Ceilings:
+    """Measure now (no cache): best GEMM TFLOP/s per available precision and copy GB/s."""
+    dev = resolve_device(device)
+    n, mib = _sizes(dev, gemm_n, copy_mib)
+    gemm_tflops: dict[str, float] = {}
+    skipped: list[str] = []
+    for prec in _gemm_precisions(dev, skipped):
+        try:
+            gemm_tflops[prec] = measure_gemm_tflops(dev, prec, n)
+        except RuntimeError as exc:  # e.g. int8 GEMM unsupported by this torch/GPU: recorded, not fatal
+            first_line = (str(exc).splitlines() or [""])[0][:120]
+            skipped.append(f"{prec} ({type(exc).__name__}: {first_line})")
+    copy_gbs = measure_copy_gbs(dev, mib)
+    return Ceilings(
+        device_name=device_name(dev),
+        device_kind=dev.type,
+        gemm_tflops=gemm_tflops,
+        copy_gbs=copy_gbs,
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        torch_version=torch.__version__,
+        note=_note(dev, n, mib, skipped),
+        gemm_n=n,
+        copy_mib=mib,
+    )
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """None -> cuda if available else cpu. Only cpu and cuda are supported."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise UsageError(f"bad device {device!r}; use cpu, cuda or cuda:N") from exc
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"unsupported device {device!r}; use cpu, cuda or cuda:N")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError("CUDA is not available on this machine; use --device cpu")
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"no CUDA device {index}; this machine has {torch.cuda.device_count()}")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def device_name(dev: torch.device) -> str:
+    """CUDA: the name torch reports (what specs.detect matches). CPU: model name and torch thread count."""
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return f"{_cpu_model()} ({torch.get_num_threads()} threads)"
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _sizes(dev: torch.device, gemm_n: int | None, copy_mib: int | None) -> tuple[int, int]:
+    gpu = dev.type == "cuda"
+    n = gemm_n if gemm_n is not None else (GPU_GEMM_N if gpu else CPU_GEMM_N)
+    mib = copy_mib if copy_mib is not None else (GPU_COPY_MIB if gpu else CPU_COPY_MIB)
+    for label, value in (("gemm_n", n), ("copy_mib", mib)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{label} must be a positive integer, got {value!r}")
+    return n, mib
+
+
+def _gemm_precisions(dev: torch.device, skipped: list[str]) -> list[str]:
+    """Precisions worth measuring here; appends the reason for each one left out to ``skipped``."""
+    if dev.type == "cpu":
+        if _cpu_bf16_is_fast():
+            return ["fp32", "bf16"]
+        skipped.append("bf16 (slower than fp32 on this CPU: no native bf16 GEMM)")
+        return ["fp32"]
+    major, _ = torch.cuda.get_device_capability(dev)
+    if major < 8:
+        skipped.append("tf32, bf16 (no such tensor-core unit before compute capability 8.0)")
+        return ["fp32", "fp16", "int8"]
+    return list(PRECISIONS)
+
+
+def _cpu_bf16_is_fast(n: int = 256) -> bool:
+    """A quick probe: is a bf16 GEMM at least as fast as an fp32 one (native AMX/AVX512-BF16 kernels)?"""
+    dev = torch.device("cpu")
+    fp32_s = _time_best_s(_make_gemm(dev, "fp32", n), dev, reps=3, warmup=1, budget_s=0.05)
+    bf16_s = _time_best_s(_make_gemm(dev, "bf16", n), dev, reps=3, warmup=1, budget_s=0.05)
+    return bf16_s <= fp32_s
+
+
+def measure_gemm_tflops(dev: torch.device, precision: str, n: int) -> float:
+    """Best-of-reps TFLOP/s (int8: TOPS) of an n x n x n GEMM, warm-up excluded; 2*n^3 operations."""
+    prec = normalize_precision(precision)
+    gpu = dev.type == "cuda"
+    with _matmul_precision(prec), torch.inference_mode():
+        run = _make_gemm(dev, prec, n)
+        best_s = _time_best_s(
+            run,
+            dev,
+            reps=GPU_REPS if gpu else CPU_REPS,
+            warmup=GPU_WARMUP if gpu else CPU_WARMUP,
+            budget_s=GPU_BUDGET_S if gpu else CPU_BUDGET_S,
+        )
+    return 2.0 * n**3 / best_s / 1e12
+
+
+def _make_gemm(dev: torch.device, precision: str, n: int) -> Callable[[], Any]:
+    gen = torch.Generator(device=dev).manual_seed(SEED)
+    if precision == "int8":
+        a = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=torch.int8)
+        b = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=torch.int8)
+        return lambda: torch._int_mm(a, b)
+    dtype = _DTYPES[precision]
+    a = torch.randn(n, n, generator=gen, device=dev, dtype=torch.float32).to(dtype)
+    b = torch.randn(n, n, generator=gen, device=dev, dtype=torch.float32).to(dtype)
+    return lambda: torch.mm(a, b)
+
+
+def measure_copy_gbs(dev: torch.device, mib: int) -> float:
+    """Device copy bandwidth: (read + write bytes) / best time of ``dst.copy_(src)``, src ``mib`` MiB."""
+    gpu = dev.type == "cuda"
+    gen = torch.Generator(device=dev).manual_seed(SEED)
+    numel = mib * (1 << 20) // 4
+    with torch.inference_mode():
+        src = torch.randn(numel, generator=gen, device=dev, dtype=torch.float32)
+        dst = torch.empty_like(src)
+        best_s = _time_best_s(
+            lambda: dst.copy_(src),
+            dev,
+            reps=GPU_REPS * 2 if gpu else CPU_REPS,
+            warmup=GPU_WARMUP if gpu else CPU_WARMUP,
+            budget_s=GPU_BUDGET_S if gpu else CPU_BUDGET_S,
+        )
+    return 2.0 * src.nbytes / best_s / 1e9
+
+
+def _time_best_s(run: Callable[[], Any], dev: torch.device, reps: int, warmup: int, budget_s: float) -> float:
+    """Minimum seconds of one ``run()`` over up to ``reps`` timed calls (at least 2; stops once over budget)."""
+    for _ in range(warmup):
+        run()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    best_s, spent_s = math.inf, 0.0
+    for rep in range(max(reps, 2)):
+        elapsed_s = _time_once_s(run, dev)
+        best_s, spent_s = min(best_s, elapsed_s), spent_s + elapsed_s
+        if rep >= 1 and spent_s > budget_s:
+            break
+    return best_s
+
+
+def _time_once_s(run: Callable[[], Any], dev: torch.device) -> float:
+    if dev.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    start_s = time.perf_counter()
+    run()
+    return time.perf_counter() - start_s
+
+
+def _matmul_precision(precision: str):
+    """fp32 GEMMs in true FP32, tf32 ones on TF32 tensor cores; the previous setting is restored after."""
+    return tf32_mode(precision == "tf32")
+
+
+def _note(dev: torch.device, n: int, mib: int, skipped: list[str]) -> str:
+    clock = "CUDA events" if dev.type == "cuda" else "time.perf_counter"
+    parts = [
+        f"best of a few {n}x{n}x{n} GEMMs after warm-up ({clock}); copy = read+write bytes of a {mib} MiB copy_()",
+    ]
+    if dev.type == "cpu":
+        parts.insert(0, "CPU: there is no datasheet peak; the measured ceiling is the peak")
+    parts += [f"not measured: {reason}" for reason in skipped]
+    return "; ".join(parts)
+
+
+_warned_paths: set[Path] = set()
+
+
+def _read_cache(path: Path) -> Ceilings | None:
+    if not path.is_file():
+        return None
+    try:
+        return Ceilings.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as exc:
+        if path not in _warned_paths:  # warn once per file, then re-measure and overwrite
+            _warned_paths.add(path)
+            warnings.warn(f"ignoring unreadable ceilings cache {path}: {exc}", stacklevel=3)
+        return None
+
+
+def _write_cache(path: Path, result: Ceilings) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,290 @@
+"""GPU datasheet peaks: load and validate ``specs.toml``, detect the row for a CUDA device name.
+
+The table is data (``specs.toml`` beside this module); this module only reads, validates and looks it up.
+Peaks are dense (no sparsity). ``int8`` peaks are tera-ops/s; everything else is TFLOP/s.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pandas as pd
+
+from utilscope.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
+PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
+REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source")
+OPTIONAL_FIELDS = ("notes", *PEAK_FIELDS.values())
+TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
+SCHEMA_VERSION = 1
+DATASHEET = "datasheet"
+USER_PEAK = "user --peak"
+_KEY_RE = re.compile(r"^[a-z0-9_]+$")
+
+
+class SpecFileError(UsageError):
+    """``specs.toml`` (or a user-supplied table) is malformed: bad TOML, missing fields, overlapping patterns."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One GPU's datasheet figures. ``peaks_tflops`` maps precision -> dense peak (int8: tera-ops/s)."""
+
+    key: str
+    name: str
+    patterns: tuple[str, ...]
+    peaks_tflops: Mapping[str, float] = field(hash=False)
+    examples: tuple[str, ...] = ()
+    sm_count: int | None = None
+    memory_gb: float | None = None
+    memory_bandwidth_gbs: float | None = None
+    source: str = ""
+    notes: str = ""
+    peak_source: str = DATASHEET
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+        object.__setattr__(self, "examples", tuple(self.examples))
+        object.__setattr__(self, "peaks_tflops", MappingProxyType(dict(self.peaks_tflops)))
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions this device has a peak for, in canonical order."""
+        return tuple(p for p in PRECISIONS if p in self.peaks_tflops)
+
+    def peak_tflops(self, precision: str | Enum) -> float:
+        """Dense peak for ``precision`` (fp32|tf32|fp16|bf16|int8); int8 is in tera-ops/s."""
+        prec = normalize_precision(precision)
+        if prec not in self.peaks_tflops:
+            have = ", ".join(self.precisions) or "none"
+            raise UsageError(
+                f"{self.name} has no {prec} peak (no such unit, or not in the table); "
+                f"available: {have}. Pass --peak to supply one."
+            )
+        return self.peaks_tflops[prec]
+
+    def matches(self, device_name: str) -> bool:
+        """True when any of this row's patterns is found in ``device_name`` (case-insensitive)."""
+        return any(re.search(p, device_name, re.IGNORECASE) for p in self.patterns)
+
+
+def normalize_precision(precision: str | Enum) -> str:
+    """``"FP16"``, ``Precision.FP16`` -> ``"fp16"``; anything else raises a UsageError listing the choices."""
+    value = precision.value if isinstance(precision, Enum) else precision
+    prec = str(value).strip().lower()
+    if prec not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+    return prec
+
+
+def default_specs_path() -> Path:
+    """The ``specs.toml`` shipped with the package."""
+    return Path(str(resources.files("utilscope.hardware").joinpath("specs.toml")))
+
+
+def load_specs(path: str | Path | None = None) -> list[DeviceSpec]:
+    """Load and validate a specs table (the shipped one by default). Raises SpecFileError when malformed."""
+    resolved = (Path(path) if path is not None else default_specs_path()).resolve()
+    try:
+        mtime_ns = resolved.stat().st_mtime_ns
+    except FileNotFoundError as exc:
+        raise SpecFileError(f"specs file not found: {resolved}") from exc
+    return list(_load_cached(str(resolved), mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> tuple[DeviceSpec, ...]:
+    """Parse once per (path, modification time)."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecFileError(f"{path}: invalid TOML (a key declared twice is also this error): {exc}") from exc
+    return tuple(_parse_table(data, path))
+
+
+def _parse_table(data: dict[str, Any], path: str) -> list[DeviceSpec]:
+    unknown = set(data) - TOP_LEVEL_KEYS
+    if unknown:
+        raise SpecFileError(f"{path}: unknown top-level keys {sorted(unknown)}; allowed: {sorted(TOP_LEVEL_KEYS)}")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise SpecFileError(f"{path}: schema_version must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}")
+    rows = data.get("gpu")
+    if not isinstance(rows, dict) or not rows:
+        raise SpecFileError(f"{path}: no [gpu.<key>] tables found")
+    specs = [_parse_row(key, row, path) for key, row in rows.items()]
+    _check_unique_names(specs, path)
+    _check_patterns(specs, _string_list(data, "non_matching_examples", path, allow_empty=True), path)
+    return specs
+
+
+def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
+    where = f"{path}: [gpu.{key}]"
+    if not _KEY_RE.match(key):
+        raise SpecFileError(f"{where}: key must be lowercase letters, digits and '_'")
+    if not isinstance(row, dict):
+        raise SpecFileError(f"{where}: must be a table")
+    missing = [f for f in REQUIRED_FIELDS if f not in row]
+    if missing:
+        raise SpecFileError(f"{where}: missing required field(s) {missing}")
+    unknown = set(row) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS)
+    if unknown:
+        raise SpecFileError(
+            f"{where}: unknown field(s) {sorted(unknown)}; allowed: {REQUIRED_FIELDS + OPTIONAL_FIELDS}"
+        )
+    for text_field in ("name", "source", "notes"):
+        if text_field in row and (not isinstance(row[text_field], str) or not row[text_field].strip()):
+            raise SpecFileError(f"{where}: {text_field} must be a non-empty string")
+    peaks = {p: _positive(row, f, where) for p, f in PEAK_FIELDS.items() if f in row}
+    if "fp32" not in peaks:
+        raise SpecFileError(f"{where}: fp32_tflops is required (every GPU has FP32 units)")
+    sm_count = _positive(row, "sm_count", where)
+    if sm_count != int(sm_count):
+        raise SpecFileError(f"{where}: sm_count must be an integer, got {sm_count}")
+    patterns = _string_list(row, "patterns", where)
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise SpecFileError(f"{where}: bad regular expression {pattern!r}: {exc}") from exc
+    return DeviceSpec(
+        key=key,
+        name=row["name"],
+        patterns=tuple(patterns),
+        peaks_tflops=peaks,
+        examples=tuple(_string_list(row, "examples", where)),
+        sm_count=int(sm_count),
+        memory_gb=_positive(row, "memory_gb", where),
+        memory_bandwidth_gbs=_positive(row, "memory_bandwidth_gbs", where),
+        source=row["source"],
+        notes=row.get("notes", ""),
+    )
+
+
+def _positive(row: dict[str, Any], name: str, where: str) -> float:
+    value = row[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SpecFileError(f"{where}: {name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _string_list(row: dict[str, Any], name: str, where: str, allow_empty: bool = False) -> list[str]:
+    value = row.get(name, [])
+    ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+    if not ok or (not value and not allow_empty):
+        raise SpecFileError(f"{where}: {name} must be a non-empty list of non-empty strings")
+    return value
+
+
+def _check_unique_names(specs: list[DeviceSpec], path: str) -> None:
+    seen: dict[str, str] = {}
+    for spec in specs:
+        folded = spec.name.casefold()
+        if folded in seen:
+            raise SpecFileError(f"{path}: [gpu.{spec.key}] and [gpu.{seen[folded]}] have the same name {spec.name!r}")
+        seen[folded] = spec.key
+
+
+def _check_patterns(specs: list[DeviceSpec], non_matching: list[str], path: str) -> None:
+    """Every example matches its own row only; identical patterns and non-matching examples are errors."""
+    owners: dict[str, str] = {}
+    for spec in specs:
+        for pattern in spec.patterns:
+            if pattern in owners:
+                raise SpecFileError(
+                    f"{path}: pattern {pattern!r} appears in [gpu.{owners[pattern]}] and [gpu.{spec.key}]"
+                )
+            owners[pattern] = spec.key
+    for spec in specs:
+        for example in spec.examples:
+            hits = [s.key for s in specs if s.matches(example)]
+            if hits != [spec.key]:
+                raise SpecFileError(
+                    f"{path}: example {example!r} of [gpu.{spec.key}] matches rows {hits}; "
+                    "patterns must match their own row's examples and no other row's (overlapping patterns?)"
+                )
+    for example in non_matching:
+        hits = [s.key for s in specs if s.matches(example)]
+        if hits:
+            raise SpecFileError(f"{path}: non_matching_examples entry {example!r} matches rows {hits}")
+
+
+def detect(device_name: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec | None:
+    """The table row whose patterns match ``device_name`` (as torch.cuda.get_device_name reports it), or None.
+
+    Raises SpecFileError if several rows match: the table's patterns overlap for this name.
+    """
+    rows = load_specs() if specs is None else specs
+    hits = [spec for spec in rows if spec.matches(device_name)]
+    if len(hits) > 1:
+        keys = ", ".join(spec.key for spec in hits)
+        raise SpecFileError(f"device name {device_name!r} matches several spec rows ({keys}); fix their patterns")
+    return hits[0] if hits else None
+
+
+def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:
+    """Look a row up by key (``h200_sxm``), display name (``NVIDIA H200 SXM``) or CUDA device name.
+
+    Raises UsageError listing the known keys when nothing matches.
+    """
+    rows = load_specs() if specs is None else specs
+    wanted = name_or_key.strip().casefold()
+    for spec in rows:
+        if wanted in (spec.key.casefold(), spec.name.casefold()):
+            return spec
+    found = detect(name_or_key, rows)
+    if found is None:
+        keys = ", ".join(spec.key for spec in rows)
+        raise UsageError(f"unknown GPU {name_or_key!r}; known keys: {keys}. Pass --peak for other devices.")
+    return found
+
+
+def override_peak(spec: DeviceSpec | None, tflops: float, precision: str | Enum) -> DeviceSpec:
+    """A DeviceSpec whose only peak is the user's ``--peak`` for ``precision`` (peak_source "user --peak").
+
+    Other datasheet peaks are dropped so one spec never mixes two peak sources. Device facts (name, SMs,
+    memory) are kept when a spec is given.
+    """
+    prec = normalize_precision(precision)
+    if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not math.isfinite(tflops) or tflops <= 0:
+        raise UsageError(f"--peak must be a positive number of TFLOP/s (TOPS for int8), got {tflops!r}")
+    if spec is None:
+        spec = DeviceSpec(key="user", name="unknown device", patterns=(), peaks_tflops={})
+    note = f"peak {prec} = {float(tflops):g} given by the user"
+    return replace(spec, peaks_tflops={prec: float(tflops)}, peak_source=USER_PEAK, notes=note)
+
+
+def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:
+    """The peak table as a DataFrame (one row per GPU; a missing unit is NaN) for ``utilscope devices``."""
+    rows = load_specs() if specs is None else specs
+    records = []
+    for spec in rows:
+        record: dict[str, Any] = {
+            "key": spec.key,
+            "name": spec.name,
+            "sm_count": spec.sm_count,
+            "memory_gb": spec.memory_gb,
+            "memory_bandwidth_gbs": spec.memory_bandwidth_gbs,
+        }
+        for prec, column in PEAK_FIELDS.items():
+            record[column] = spec.peaks_tflops.get(prec, math.nan)
+        record["source"] = spec.source
+        records.append(record)
+    frame = pd.DataFrame.from_records(records)
+    return frame.astype({"sm_count": "Int64"}) if not frame.empty else frame

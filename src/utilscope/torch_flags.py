@@ -1,0 +1,36 @@
+"""TF32 switches, set inside a ``with`` block and restored after (never at import).
+
+torch >= 2.9 has ``fp32_precision`` settings, which must not be mixed with the legacy ``allow_tf32`` flags:
+use the new ones where they exist, else the legacy ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+def _tf32_settings() -> list[tuple[object, str, object, object]]:
+    """(owner, attribute, value for TF32 on, value for TF32 off) for matmuls and cuDNN convolutions."""
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
+        return [(matmul, "fp32_precision", "tf32", "ieee"), (conv, "fp32_precision", "tf32", "ieee")]
+    return [(matmul, "allow_tf32", True, False), (torch.backends.cudnn, "allow_tf32", True, False)]
+
+
+@contextlib.contextmanager
+def tf32_mode(enabled: bool, cudnn_benchmark: bool | None = None) -> Iterator[None]:
+    """Allow (or forbid) TF32 in fp32 matmuls and convolutions; optionally set cuDNN autotuning."""
+    settings = _tf32_settings()
+    if cudnn_benchmark is not None:
+        settings.append((torch.backends.cudnn, "benchmark", cudnn_benchmark, cudnn_benchmark))
+    saved = [getattr(owner, name) for owner, name, _, _ in settings]
+    for owner, name, on, off in settings:
+        setattr(owner, name, on if enabled else off)
+    try:
+        yield
+    finally:
+        for (owner, name, _, _), value in zip(settings, saved, strict=True):
+            setattr(owner, name, value)

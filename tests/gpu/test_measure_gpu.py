@@ -1,0 +1,73 @@
+"""GPU-only behaviour of the measurement stack, run on the lent H200 (skipped without CUDA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from utilscope import zoo
+from utilscope.measure import profile
+from utilscope.measure.backends import BACKENDS
+from utilscope.measure.precision import Precision, math_mode
+from utilscope.measure.profile import make_input, prepare_module
+from utilscope.measure.timing import TimingPlan
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+QUICK = TimingPlan(warmup_iters=3, warmup_ms=20, samples=5, min_total_ms=50)
+
+
+def _randomize_batchnorm(model: nn.Module) -> nn.Module:
+    """Non-trivial running statistics, so that folding BatchNorm into convolutions is really exercised."""
+    generator = torch.Generator().manual_seed(1)
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            c = module.num_features
+            module.running_mean.copy_(torch.randn(c, generator=generator) * 0.1)
+            module.running_var.copy_(torch.rand(c, generator=generator) + 0.5)
+            module.weight.data.copy_(torch.rand(c, generator=generator) + 0.5)
+            module.bias.data.copy_(torch.randn(c, generator=generator) * 0.1)
+    return model
+
+
+@pytest.fixture(scope="module")
+def resnet18_fp16():
+    spec = zoo.parse_spec("torchvision:resnet18")
+    with torch.no_grad():
+        model = _randomize_batchnorm(zoo.build_model(spec, 224))
+    module = prepare_module(model, torch.device("cuda"), Precision.FP16, channels_last=True)
+    x = make_input(8, 224, torch.device("cuda"), Precision.FP16, channels_last=True)
+    with math_mode(Precision.FP16):
+        reference = BACKENDS["eager"].prepare(module, x).run().float().clone()
+    return module, x, reference
+
+
+@pytest.mark.parametrize("backend", ["graph", "compile", "inference"])
+def test_backend_computes_the_same_function_as_eager(backend, resnet18_fp16):
+    """Folding BN, compiling and graph capture must not change the outputs beyond fp16 rounding."""
+    module, x, reference = resnet18_fp16
+    with math_mode(Precision.FP16):
+        prepared = BACKENDS[backend].prepare(module, x)
+        out = prepared.run().float().clone()
+    relative_error = ((out - reference).norm() / reference.norm()).item()
+    assert relative_error < 1e-2, f"{backend}: ‖out − eager‖/‖eager‖ = {relative_error:.2e}"
+    assert prepared.graph == (backend in ("graph", "inference")), prepared.notes
+
+
+def test_profile_rows_on_gpu():
+    result = profile("torchvision:resnet18", batches=[1, 32], precision="fp16", backend="graph", plan=QUICK)
+    assert [row.status for row in result.rows] == ["ok", "ok"]
+    for row in result.rows:
+        assert 0 < row.utilization < 1 and 0 < row.utilization_vs_ceiling < 1.2
+        assert row.peak_source.startswith("datasheet") and row.cuda_graph
+        assert row.nvml_util is not None and 0 <= row.nvml_util <= 100
+    assert result.rows[1].samples_per_s > result.rows[0].samples_per_s
+    assert result.environment["driver"] is not None
+
+
+def test_oom_is_a_row_and_the_sweep_goes_on():
+    """A batch far too large for the GPU's memory is recorded as oom; the next batch size still runs."""
+    # batch 16384 at 512 px: the first conv's fp16 output alone is 16384*64*256*256*2 B = 137 GB
+    result = profile("torchvision:resnet18", batches=[16384, 1], precision="fp16", backend="eager", resolution=512)
+    assert [row.status for row in result.rows] == ["oom", "ok"]
