@@ -1,7 +1,9 @@
 """NVIDIA's time-based "GPU utilization", sampled with nvidia-ml-py during a timed run, for contrast.
 
 NVML's figure is the percent of time over its last sample period (1/6 s to 1 s, by device) during which at
-least one kernel was running: 100% says nothing about how many of the SMs or math units were busy.
+least one kernel was running: 100% says nothing about how many of the SMs or math units were busy. Because each
+reading looks back over that period, readings from the first ``settle_s`` of a window (which still see the
+time before it) are discarded; GPU profiles time at least one second so that enough readings remain.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import torch
 class NvmlSampler:
     """Context manager; ``mean_percent`` is the mean of the samples taken inside it, or None without NVML."""
 
-    def __init__(self, device: torch.device, interval_s: float = 0.02):
+    def __init__(self, device: torch.device, interval_s: float = 0.02, settle_s: float = 0.3):
         self.device = device
         self.interval_s = interval_s
+        self.settle_s = settle_s
         self.samples: list[int] = []
         self.unavailable_reason: str | None = None
         self._handle = None
@@ -39,6 +42,8 @@ class NvmlSampler:
             self.unavailable_reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
 
     def _loop(self) -> None:
+        if self._stop.wait(self.settle_s):
+            return
         while not self._stop.wait(self.interval_s):
             self.samples.append(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
 

@@ -23,6 +23,10 @@ from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
 from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
 
+# On a GPU the timed samples cover at least 1 s so that NVML's utilization readings (which look back up to 1 s)
+# mostly see the timed run; on a CPU 200 ms.
+GPU_PLAN = TimingPlan(min_total_ms=1000.0)
+CPU_PLAN = TimingPlan(min_total_ms=200.0)
 DEFAULT_GPU_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_CPU_BATCHES = (1, 8)
 INPUT_SEED = 0
@@ -232,7 +236,8 @@ def profile(
     module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
     sweep = Sweep(
         module, work, chosen_backend, prec, dev, res, channels_last, peaks,
-        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()), plan or TimingPlan(),
+        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
+        plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
     )  # fmt: skip
     rows = run_sweep(sweep, batch_list)
     for row in rows:
