@@ -37,9 +37,8 @@ def main(model: str = "torchvision:resnet50", batch: str = "256") -> None:
             prepared.run()  # compiles with the options in force
             stats = measure(prepared.run, CudaClock(), GPU_PLAN)
         tflops = flops * int(batch) / (stats.median_ms / 1e3) / 1e12
-        print(
-            f"{model} b{batch} {name:28s} {stats.median_ms:8.3f} ms  {tflops:7.1f} TFLOP/s  {tflops / peak:6.2%}  cv {stats.cv:.2%}"
-        )
+        line = f"{model} b{batch} {name:28s} {stats.median_ms:8.3f} ms {tflops:7.1f} TFLOP/s"
+        print(f"{line} {tflops / peak:6.2%} of peak, cv {stats.cv:.2%}")
 
 
 if __name__ == "__main__":
