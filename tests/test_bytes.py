@@ -396,3 +396,23 @@ def test_permuted_layer_norm_bytes(on_meta, monkeypatch):
     assert result.total.bytes == 3096
     assert layer(result, "norm").ops == {"aten.native_layer_norm": 1}
     assert [lay.name for lay in result.layers] == ["norm"]
+
+
+class _DataDependent(nn.Module):
+    """Reads a value (``.item()``), which the meta device cannot: tracing falls back to the CPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * 2 if y.sum().item() > -1e30 else y
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_data_dependent_module_falls_back_to_cpu(device):
+    result = count(_DataDependent().to(device), batch=2, resolution=8)
+    assert result.traced_on == "cpu"
+    # conv 3->4 1x1 on 2x8x8: 2 * (2*4*8*8) * 3 = 3072 flops
+    assert result.total.flops == 3072

@@ -101,11 +101,6 @@ def test_unknown_name_without_close_match_has_no_suggestion():
     assert message == "unknown model 'timm:qqqqqqqqqqqq'"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zoo._unknown: a bare name only searches torchvision for close matches, and the message names "
-    "'torchvision:' although the user gave no source",
-)
 def test_unknown_bare_name_suggests_from_every_source():
     message = _error(UsageError, zoo.parse_spec, "convnext_atoo")
     assert "timm:convnext_atto" in message
@@ -246,9 +241,6 @@ def test_factory_that_raises_is_a_one_line_model_error(factory):
         assert "\n" not in message
 
 
-@pytest.mark.xfail(
-    strict=True, reason="zoo.build_model/build_uninitialized embed the exception text verbatim, newlines included"
-)
 def test_factory_error_with_newlines_is_still_one_line(factory):
     message = _error(ModelError, zoo.build_model, zoo.parse_spec(f"{factory}:broken_multiline"))
     assert "first line" in message and "second line" in message
@@ -340,3 +332,9 @@ def test_timm_fixed_size_vit_at_384_gets_img_size():
     large = count("timm:vit_tiny_patch16_224", resolution=384)
     assert native.resolution == 224 and large.resolution == 384
     assert large.unsupported == {} and large.total.flops > 2.5 * native.total.flops
+
+
+def test_timm_pretrained_tag_resolves():
+    spec = zoo.parse_spec("timm:resnet50.a1_in1k")
+    assert spec.id == "timm:resnet50.a1_in1k"
+    assert zoo.native_resolution(spec) == 224

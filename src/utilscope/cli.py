@@ -105,7 +105,7 @@ def _count_many(names: list[str], args, console: Console) -> int:
         try:
             results.append(count(name, batch=args.batch, resolution=args.res, dtype=args.dtype))
         except UtilscopeError as exc:  # one model's failure is recorded; the others still run
-            failures.append(f"{name}: {exc}")
+            failures.append(f"{name}: {' '.join(str(exc).split())}")
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
     elif args.csv:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args, console)
     except UtilscopeError as exc:
-        print(f"utilscope: error: {exc}", file=sys.stderr)
+        print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
 
 

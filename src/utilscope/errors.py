@@ -11,3 +11,11 @@ class UsageError(UtilscopeError, ValueError):
 
 class ModelError(UsageError):
     """A model could not be built or run as asked (a factory that raises, a resolution it cannot take)."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` on one line (library exceptions often carry several lines)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from utilscope.errors import ModelError, UsageError
+from utilscope.errors import ModelError, UsageError, describe
 
 SOURCES = ("torchvision", "timm")
 MAX_RESOLUTION = 4096
@@ -66,10 +66,23 @@ def _names(source: str) -> tuple[str, ...]:
     return _torchvision_names() if source == "torchvision" else _timm_names()
 
 
-def _unknown(source: str, name: str) -> UsageError:
-    close = difflib.get_close_matches(name, _names(source), n=4, cutoff=0.5)
-    hint = f"; did you mean: {', '.join(f'{source}:{c}' for c in close)}?" if close else ""
-    return UsageError(f"unknown model '{source}:{name}'{hint}")
+def _unknown(text: str, sources: tuple[str, ...], name: str) -> UsageError:
+    scored = [
+        (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source}:{candidate}")
+        for source in sources
+        for candidate in difflib.get_close_matches(name, _names(source), n=4, cutoff=0.5)
+    ]
+    close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
+    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    return UsageError(f"unknown model '{text}'{hint}")
+
+
+def _exists(source: str, name: str) -> bool:
+    if source == "timm":
+        import timm
+
+        return timm.is_model(name)  # also accepts pretrained tags: resnet50.a1_in1k
+    return name in _names(source)
 
 
 def parse_spec(text: str) -> ModelSpec:
@@ -91,10 +104,11 @@ def parse_spec(text: str) -> ModelSpec:
         )
     if not name:
         raise UsageError(f"empty model name in '{text}'")
-    for candidate in (source,) if source else SOURCES:
-        if name in _names(candidate):
+    sources = (source,) if source else SOURCES
+    for candidate in sources:
+        if _exists(candidate, name):
             return ModelSpec(candidate, name)
-    raise _unknown(source or "torchvision", name)
+    raise _unknown(text, sources, name)
 
 
 def list_models(pattern: str = "torchvision:*") -> list[str]:
@@ -166,7 +180,7 @@ def _load_factory_module(path: str):
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ModelError(f"importing {path} raised {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
     sys.modules[module_name] = module
     return module
 
@@ -203,7 +217,7 @@ def build_model(spec: ModelSpec, resolution: int | None = None) -> nn.Module:
     except UsageError:
         raise
     except Exception as exc:
-        raise ModelError(f"building {spec} raised {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"building {spec} raised {describe(exc)}") from exc
 
 
 class _SkipInit(TorchFunctionMode):
@@ -231,7 +245,7 @@ def build_uninitialized(spec: ModelSpec, resolution: int | None = None) -> nn.Mo
     except UsageError:
         raise
     except Exception as exc:
-        raise ModelError(f"building {spec} raised {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"building {spec} raised {describe(exc)}") from exc
 
 
 def build_on_meta(spec: ModelSpec, resolution: int | None = None) -> tuple[nn.Module, str]:

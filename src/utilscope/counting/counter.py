@@ -14,7 +14,7 @@ from utilscope import zoo
 from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
 from utilscope.counting.tracer import OpEvent, Trace, trace
-from utilscope.errors import ModelError, UsageError
+from utilscope.errors import ModelError, UsageError, describe
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_BATCH = 1 << 16
@@ -118,7 +118,7 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     if isinstance(model, nn.Module):
         resolution = zoo.check_resolution(zoo.DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
         name, module = type(model).__name__, meta_copy(model)
-        rebuild = lambda: copy.deepcopy(model)  # noqa: E731  (the caller's module is never changed)
+        rebuild = lambda: _cpu_copy(model)  # noqa: E731  (the caller's module is never changed)
     else:
         spec = zoo.parse_spec(model)
         resolution = zoo.resolve_resolution(spec, resolution)
@@ -140,6 +140,13 @@ def meta_copy(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model, memo)
 
 
+def _cpu_copy(model: nn.Module) -> nn.Module:
+    """A CPU copy of a user's module; a module on the meta device gets uninitialized CPU tensors."""
+    duplicate = copy.deepcopy(model)
+    on_meta = any(t.device.type == "meta" for t in (*duplicate.parameters(), *duplicate.buffers()))
+    return duplicate.to_empty(device="cpu") if on_meta else duplicate
+
+
 def _trace_anywhere(module, rebuild, batch, resolution, dtype, name) -> tuple[Trace, str]:
     """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
     shape = (batch, 3, resolution, resolution)
@@ -151,7 +158,7 @@ def _trace_anywhere(module, rebuild, batch, resolution, dtype, name) -> tuple[Tr
         module = module.to(device="cpu", dtype=dtype).eval()
         return trace(module, torch.randn(shape).to(dtype)), "cpu"
     except Exception as exc:
-        raise ModelError(f"running {name} at {resolution}x{resolution} failed: {type(exc).__name__}: {exc}") from exc
+        raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
 
 
 def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: str, params: int, traced_on: str):

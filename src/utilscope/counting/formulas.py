@@ -71,7 +71,10 @@ def matmul_flops(a_shape: Shape, b_shape: Shape) -> int:
     *batch_b, k2, n = b_shape
     if k != k2:
         raise ValueError(f"matmul inner dimensions differ: {tuple(a_shape)} @ {tuple(b_shape)}")
-    batch = numel(torch.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
+    try:
+        batch = numel(torch.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
+    except RuntimeError as exc:
+        raise ValueError(f"matmul batch dimensions do not broadcast: {tuple(a_shape)} @ {tuple(b_shape)}") from exc
     return 2 * batch * m * k * n
 
 
@@ -157,7 +160,7 @@ def register(kind: Kind, names: str, overwrites_first: bool = False, first_outpu
     """Register one cost function for whitespace-separated aten op names (``aten.convolution``)."""
 
     def decorate(cost: Callable[[Call], Cost]):
-        taken = [name for name in names.split() if name in REGISTRY]
+        taken = [name for name in names.split() if name in REGISTRY or names.split().count(name) > 1]
         if taken:
             raise ValueError(f"op {', '.join(taken)} registered twice")
         for name in names.split():
@@ -202,6 +205,7 @@ def _addmm(call: Call) -> Cost:
     "aten.scaled_dot_product_attention aten._scaled_dot_product_attention_math "
     "aten._scaled_dot_product_flash_attention aten._scaled_dot_product_flash_attention_for_cpu "
     "aten._scaled_dot_product_efficient_attention aten._scaled_dot_product_cudnn_attention",
+    first_output_only=True,  # logsumexp and RNG state are for the backward pass
 )
 def _sdpa(call: Call) -> Cost:
     q, k, v = call.args[:3]

@@ -8,6 +8,7 @@ keys* (a new key per op output, views keep their base's key) so that fused traff
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import weakref
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -110,6 +112,7 @@ class Tracer(TorchDispatchMode):
         self._seen_modules: set[int] = set()
         self._keys: dict[int, tuple[int, weakref.ref]] = {}
         self._counter = 0
+        self.suspended = False  # True while an op recorded as a whole computes its output
         self._weight_keys: set[int] = set()
         for tensor in (*model.parameters(), *model.buffers()):
             self._weight_keys.add(self.key(tensor))
@@ -168,6 +171,8 @@ class Tracer(TorchDispatchMode):
     # --- ops ---
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.suspended:
+            return func(*args, **kwargs)
         shortcut = META_SHORTCUTS.get(func)
         if shortcut is not None and not kwargs and args[0].device.type == "meta":
             out = shortcut(*args)
@@ -255,13 +260,41 @@ def _shapes_of(tensors: list[torch.Tensor]) -> tuple[torch.Size, ...]:
     return tuple(t.shape for t in tensors)
 
 
+@contextlib.contextmanager
+def attention_as_one_op(tracer: Tracer, enabled: bool):
+    """Record ``F.scaled_dot_product_attention`` as one fused attention op (on the meta device).
+
+    Below autograd, meta has no fused attention kernel: SDPA would decompose into mul/bmm/softmax (scaling per
+    element of Q and K, the score matrix materialized, an fp16 upcast), which is not what a GPU runs. The function
+    is swapped in ``torch.nn.functional`` for the trace, so calls from inside ``multi_head_attention_forward``
+    are caught too (a TorchFunctionMode would not see calls nested in another overridable function).
+    """
+    original = F.scaled_dot_product_attention
+    op = torch.ops.aten.scaled_dot_product_attention.default
+
+    def fused(query, key, value, *args, **kwargs):
+        tracer.suspended = True
+        try:
+            out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+        finally:
+            tracer.suspended = False
+        tracer._record(op, (query, key, value, *args), kwargs, out)
+        return out
+
+    F.scaled_dot_product_attention = fused if enabled else original
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
 def trace(model: nn.Module, example: torch.Tensor) -> Trace:
     """Run ``model(example)`` without gradients and record every op."""
     tracer = Tracer(model)
     pre = nn.modules.module.register_module_forward_pre_hook(tracer.enter_module)
     post = nn.modules.module.register_module_forward_hook(tracer.exit_module, always_call=True)
     try:
-        with torch.no_grad(), tracer:
+        with torch.no_grad(), attention_as_one_op(tracer, example.device.type == "meta"), tracer:
             output = model(example)
     finally:
         pre.remove()
