@@ -338,3 +338,11 @@ def test_timm_pretrained_tag_resolves():
     spec = zoo.parse_spec("timm:resnet50.a1_in1k")
     assert spec.id == "timm:resnet50.a1_in1k"
     assert zoo.native_resolution(spec) == 224
+
+
+def test_spec_id_round_trips(tmp_path):
+    factory = tmp_path / "f.py"
+    factory.write_text("import torch.nn as nn\ndef make():\n    return nn.Identity()\n")
+    for text in ("torchvision:resnet18", "timm:resnet18", "resnet18", f"{factory}:make"):
+        spec = zoo.parse_spec(text)
+        assert zoo.parse_spec(spec.id) == spec

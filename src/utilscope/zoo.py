@@ -86,8 +86,8 @@ def _exists(source: str, name: str) -> bool:
 
 
 def parse_spec(text: str) -> ModelSpec:
-    """Resolve a model string. A bare NAME tries torchvision first, then timm."""
-    text = text.strip()
+    """Resolve a model string. A bare NAME tries torchvision first, then timm; ``file:`` prefixes are optional."""
+    text = text.strip().removeprefix("file:")
     if ".py:" in text or text.endswith(".py"):
         path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
         if not factory:

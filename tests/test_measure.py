@@ -1,0 +1,239 @@
+"""Measurement on the CPU: harness statistics on a fake clock, utilization arithmetic, sweep rows, bad input."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+
+from utilscope.cli import main
+from utilscope.errors import UsageError
+from utilscope.measure import backends, profile
+from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
+from utilscope.measure.profile import Peaks, utilization_row
+from utilscope.measure.timing import CpuClock, TimingPlan, TimingStats, iters_per_sample, measure, summarize
+
+
+class FakeClock:
+    """Each call of ``fn`` 'takes' the next duration of a script; ``time_ms`` adds them up."""
+
+    def __init__(self, per_call_ms):
+        self.per_call_ms = list(per_call_ms)
+        self.calls = 0
+
+    def time_ms(self, fn, iters: int) -> float:
+        total = 0.0
+        for _ in range(iters):
+            fn()
+            total += self.per_call_ms[min(self.calls, len(self.per_call_ms) - 1)]
+            self.calls += 1
+        return total
+
+
+def test_warmup_is_excluded_and_iterations_adapt_to_the_work():
+    # 3 warm-up calls of 500 ms (autotuning), then 2 ms calls: warm-up also needs >= 100 ms, which 3 calls give.
+    clock = FakeClock([500, 500, 500] + [2.0] * 10_000)
+    plan = TimingPlan(warmup_iters=3, warmup_ms=100, samples=10, min_total_ms=200)
+    stats = measure(lambda: None, clock, plan)
+    assert stats.warmup_iters == 3
+    # the last warm-up call took 500 ms -> 200 ms / 10 samples = 20 ms per sample -> ceil(20 / 500) = 1 call
+    assert stats.iters_per_sample == 1
+    assert stats.median_ms == 2.0 and stats.cv == 0.0
+
+
+def test_fast_function_gets_many_iterations_per_sample():
+    clock = FakeClock([0.05] * 100_000)
+    stats = measure(lambda: None, clock, TimingPlan(warmup_iters=3, warmup_ms=1, samples=10, min_total_ms=200))
+    # 200 ms / 10 samples = 20 ms per sample; 20 / 0.05 = 400 calls per sample; total 10 * 400 * 0.05 = 200 ms
+    assert stats.iters_per_sample == 400
+    assert stats.total_ms == pytest.approx(200.0)
+    assert stats.median_ms == pytest.approx(0.05)
+
+
+def test_iters_per_sample_bounds():
+    plan = TimingPlan(samples=10, min_total_ms=200, max_iters_per_sample=1000)
+    assert iters_per_sample(100.0, plan) == 1  # one call already exceeds 20 ms
+    assert iters_per_sample(3.0, plan) == 7  # ceil(20 / 3)
+    assert iters_per_sample(0.0, plan) == 1000  # an unmeasurably fast call is capped
+
+
+def test_median_and_cv_of_samples():
+    samples = [10.0, 10.0, 11.0, 9.0, 10.0]
+    stats = summarize(samples, iters=4, warmup_iters=3)
+    assert stats.median_ms == 10.0
+    # population std of (0, 0, 1, -1, 0) = sqrt(2/5) = 0.632; / mean 10 = 0.0632
+    assert stats.cv == pytest.approx(statistics.pstdev(samples) / 10.0) == pytest.approx(0.0632, abs=1e-4)
+    assert stats.unstable  # above 3%
+    assert not summarize([10.0, 10.1, 9.9], 1, 1).unstable  # cv 0.8%
+
+
+def test_cpu_clock_times_real_work():
+    elapsed_ms = CpuClock().time_ms(lambda: sum(range(10_000)), iters=5)
+    assert elapsed_ms > 0
+
+
+@dataclass
+class _Work:
+    """A stand-in CountResult: 4 GFLOP per sample, 10 MB of weights, 30 MB of activations unfused, 12 MB fused."""
+
+    class total:  # noqa: N801
+        flops = 4_000_000_000
+        bytes = 40_000_000
+        bytes_fused = 22_000_000
+        weight_bytes = 10_000_000
+
+
+def test_utilization_arithmetic():
+    stats = TimingStats(median_ms=8.0, cv=0.01, samples_ms=(8.0,), iters_per_sample=5, warmup_iters=3)
+    peaks = Peaks(peak_tflops=1000.0, peak_source="datasheet: test", ceiling_tflops=800.0, bandwidth_gbs=4000.0,
+                  copy_gbs=3500.0)  # fmt: skip
+    row = utilization_row(256, stats, _Work(), fuses=False, peaks=peaks, nvml=97.0)
+    # 256 samples / 8 ms = 32000 samples/s; x 4 GFLOP = 128 TFLOP/s; / 1000 = 12.8%; / 800 = 16%
+    assert row.samples_per_s == pytest.approx(32_000)
+    assert row.achieved_tflops == pytest.approx(128.0)
+    assert row.utilization == pytest.approx(0.128)
+    assert row.utilization_vs_ceiling == pytest.approx(0.16)
+    # unfused bytes per batch: 10 MB weights + 256 x 30 MB activations = 7690 MB in 8 ms = 961.25 GB/s
+    assert row.achieved_gbs == pytest.approx(961.25)
+    assert row.bandwidth_utilization == pytest.approx(961.25 / 4000)
+    assert (row.nvml_util, row.cv, row.unstable, row.status) == (97.0, 0.01, False, "ok")
+    fused = utilization_row(256, stats, _Work(), fuses=True, peaks=peaks, nvml=None)
+    # fused: 10 MB + 256 x 12 MB = 3082 MB in 8 ms = 385.25 GB/s
+    assert fused.achieved_gbs == pytest.approx(385.25) and fused.bytes_model == "fused"
+
+
+def _tiny_factory(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text(
+        "import torch.nn as nn\nRESOLUTION = 16\n"
+        "def make():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),\n"
+        "                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))\n"
+    )
+    return f"{path}:make"
+
+
+QUICK = TimingPlan(warmup_iters=2, warmup_ms=1, samples=3, min_total_ms=3)
+NO_CEILINGS = False  # the CPU ceiling measurement is tested in test_hardware
+
+
+@pytest.mark.parametrize("backend", ["eager", "graph"])
+def test_profile_rows_on_cpu(tmp_path, backend):
+    result = profile(_tiny_factory(tmp_path), batches=[1, 4], backend=backend, device="cpu", ceilings=NO_CEILINGS,
+                     peak_tflops=1.0, plan=QUICK)  # fmt: skip
+    assert [row.status for row in result.rows] == ["ok", "ok"]
+    for row in result.rows:
+        assert row.latency_ms > 0 and row.samples_per_s == pytest.approx(row.batch / row.latency_ms * 1e3)
+        assert row.achieved_tflops == pytest.approx(result.flops_per_sample * row.samples_per_s / 1e12)
+        assert row.utilization == pytest.approx(row.achieved_tflops / 1.0)
+        assert row.peak_source == "user --peak" and row.nvml_util is None
+    if backend == "graph":
+        assert "CUDA graphs need a CUDA device: plain launches" in result.rows[0].notes
+    assert result.environment["device_type"] == "cpu" and result.environment["memory_format"] == "channels_last"
+    # conv 3->8 3x3 at 16x16: 2*8*16*16*27 = 110592; linear 8->4: 64  -> flops per sample
+    assert result.flops_per_sample == 110_592 + 64
+
+
+def test_cpu_peak_is_the_measured_ceiling(tmp_path):
+    @dataclass
+    class FakeCeilings:
+        gemm_tflops: dict
+        copy_gbs: float
+
+    result = profile(_tiny_factory(tmp_path), batches=[1], device="cpu", ceilings=FakeCeilings({"fp32": 0.5}, 20.0),
+                     plan=QUICK)  # fmt: skip
+    row = result.rows[0]
+    assert row.peak_tflops == 0.5 and row.peak_source.startswith("measured ceiling (CPU")
+    assert row.utilization == pytest.approx(row.utilization_vs_ceiling)
+
+
+@pytest.fixture()
+def failing_backend():
+    """A backend that runs out of memory at batch 2 and fails otherwise at batch 3."""
+
+    def prepare(model: nn.Module, x: torch.Tensor):
+        if x.shape[0] == 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 99 GiB")
+        if x.shape[0] == 3:
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nsecond line")
+        return backends.eager(model, x)
+
+    backends.register_backend("test-failing", fuses_elementwise=False, description="test only")(prepare)
+    yield "test-failing"
+    del backends.BACKENDS["test-failing"]
+
+
+def test_oom_and_error_rows_and_the_sweep_goes_on(tmp_path, failing_backend):
+    result = profile(_tiny_factory(tmp_path), batches=[1, 2, 3, 4], backend=failing_backend, device="cpu",
+                     ceilings=NO_CEILINGS, peak_tflops=1.0, plan=QUICK)  # fmt: skip
+    statuses = [row.status for row in result.rows]
+    assert statuses[0] == "ok" and statuses[1] == "oom" and statuses[3] == "ok"
+    assert statuses[2] == "error: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"
+    assert result.rows[1].latency_ms is None and result.rows[1].utilization is None
+
+
+def test_profile_cli_json(tmp_path, capsys):
+    assert main(["profile", _tiny_factory(tmp_path), "--device", "cpu", "--batch", "1", "--peak", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"model", "device", "backend", "precision", "rows"} <= doc.keys()
+    row_keys = {"batch", "latency_ms", "samples_per_s", "achieved_tflops", "utilization", "utilization_vs_ceiling",
+                "peak_tflops", "peak_source", "nvml_util", "cv", "status"}  # fmt: skip
+    assert row_keys <= doc["rows"][0].keys()
+    assert doc["backend"] == "graph" and doc["precision"] == "fp32" and doc["rows"][0]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--batch", "-3"], "batch size must be"),
+        (["--batch", "0,8"], "batch size must be"),
+        (["--batch", "1,x"], "batch sizes must be comma-separated integers"),
+        (["--backend", "tensorrt"], "unknown backend 'tensorrt'; use one of: eager, graph, compile, inference"),
+        (["--precision", "fp8"], "unknown precision 'fp8'"),
+        (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
+        (["--precision", "tf32"], "precision tf32 is not supported on cpu"),
+        (["--peak", "-5"], "--peak must be positive"),
+        (["--device", "tpu"], ""),
+    ],
+)
+def test_profile_bad_input_exit_2(tmp_path, argv, message, capsys):
+    assert main(["profile", _tiny_factory(tmp_path), "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("utilscope: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_precisions():
+    assert parse_precision("bf16") is Precision.BF16 and Precision.FP16.dtype is torch.float16
+    assert Precision.TF32.dtype is torch.float32 and Precision.TF32.count_dtype == "fp32"
+    with pytest.raises(UsageError):
+        check_precision(Precision.FP16, torch.device("cpu"))
+    before = torch.backends.cudnn.benchmark
+    with math_mode(Precision.FP32):
+        assert torch.backends.cudnn.benchmark
+    assert torch.backends.cudnn.benchmark == before
+
+
+def test_backend_registry():
+    assert list(backends.BACKENDS)[:4] == ["eager", "graph", "compile", "inference"]
+    with pytest.raises(ValueError, match="registered twice"):
+        backends.register_backend("eager", False, "again")(backends.eager)
+    with pytest.raises(UsageError, match="unknown backend"):
+        backends.get_backend("nope")
+
+
+def test_inference_backend_folds_batchnorm_in_fp32():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 8, 8)
+    folded, notes = backends.fold_batchnorm(model, x)
+    assert notes == () and not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+    assert isinstance(model[1], nn.BatchNorm2d)  # the original is untouched
+    with torch.no_grad():
+        torch.testing.assert_close(folded(x), model(x), rtol=1e-5, atol=1e-5)
