@@ -221,7 +221,8 @@ def profile(
 ) -> ProfileResult:
     """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size.
 
-    ``ceilings`` defaults to the cached (or freshly measured) ceilings of the device; pass ``False`` to skip.
+    ``ceilings`` defaults to the device's measured ceilings (cached on GPUs, measured afresh on CPUs); ``False``
+    skips them.
     """
     dev = hardware.resolve_device(device)
     prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
@@ -230,8 +231,8 @@ def profile(
     spec = zoo.parse_spec(model)
     res = zoo.resolve_resolution(spec, resolution)
     work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
-    if ceilings is None:
-        ceilings = hardware.get_ceilings(dev)
+    if ceilings is None:  # a CPU's ceiling moves with the machine's load: measured afresh (~1 s), not cached
+        ceilings = hardware.get_ceilings(dev, refresh=dev.type == "cpu")
     peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
     module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
     sweep = Sweep(
