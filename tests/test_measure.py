@@ -237,3 +237,30 @@ def test_inference_backend_folds_batchnorm_in_fp32():
     assert isinstance(model[1], nn.BatchNorm2d)  # the original is untouched
     with torch.no_grad():
         torch.testing.assert_close(folded(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("gpu_name", "source", "peak"),
+    [
+        ("NVIDIA H200", "datasheet: NVIDIA H200 SXM", 989.4),
+        ("NVIDIA H100 80GB HBM3", "datasheet: NVIDIA H100 SXM", 989.4),
+        ("Some Future GPU", "measured ceiling (unknown GPU)", 700.0),
+    ],
+)
+def test_peaks_on_gpus(monkeypatch, gpu_name, source, peak):
+    """Detection from the CUDA device name; an unknown GPU falls back to the measured ceiling and says so."""
+    from utilscope import hardware
+    from utilscope.measure.profile import resolve_peaks
+
+    monkeypatch.setattr(hardware, "device_name", lambda device: gpu_name)
+
+    @dataclass
+    class FakeCeilings:
+        gemm_tflops: dict
+        copy_gbs: float
+
+    peaks, notes = resolve_peaks(torch.device("cuda"), Precision.FP16, None, FakeCeilings({"fp16": 700.0}, 4000.0))
+    assert (peaks.peak_source, peaks.peak_tflops, peaks.ceiling_tflops) == (source, peak, 700.0)
+    assert bool(notes) == source.startswith("measured")
+    override, _ = resolve_peaks(torch.device("cuda"), Precision.FP16, 500.0, None)
+    assert (override.peak_tflops, override.peak_source) == (500.0, "user --peak")

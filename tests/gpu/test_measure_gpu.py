@@ -14,6 +14,7 @@ from utilscope.measure.profile import make_input, prepare_module
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
+
 def _randomize_batchnorm(model: nn.Module) -> nn.Module:
     """Non-trivial running statistics, so that folding BatchNorm into convolutions is really exercised."""
     generator = torch.Generator().manual_seed(1)

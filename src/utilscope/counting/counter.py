@@ -28,6 +28,7 @@ class LayerCount:
     flops: int
     other_flops: int
     bytes: int
+    bytes_fused: int  # with elementwise/norm ops fused into their producers (see fusion_savings)
     weight_bytes: int
     params: int
     input_shapes: list[list[int]]
@@ -166,7 +167,14 @@ def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: s
     per_layer: list[list[OpEvent]] = [[] for _ in recorded.layers]
     for event in recorded.events:
         per_layer[event.layer].append(event)
-    layers = [_layer(slot, events) for slot, events in zip(recorded.layers, per_layer, strict=True)]
+    savings = fusion_savings(recorded.events, recorded.output_keys)
+    saved_per_layer = [0] * len(recorded.layers)
+    for event, saved in zip(recorded.events, savings, strict=True):
+        saved_per_layer[event.layer] += saved
+    layers = [
+        _layer(slot, events, saved)
+        for slot, events, saved in zip(recorded.layers, per_layer, saved_per_layer, strict=True)
+    ]
     unsupported = Counter(e.op for e in recorded.events if e.kind is None)
     unfused = sum(e.bytes for e in recorded.events)
     weight_bytes = sum(e.weight_bytes for e in recorded.events)
@@ -174,7 +182,7 @@ def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: s
         flops=sum(layer.flops for layer in layers),
         other_flops=sum(layer.other_flops for layer in layers),
         bytes=unfused,
-        bytes_fused=unfused - fusion_savings(recorded.events, recorded.output_keys),
+        bytes_fused=unfused - sum(savings),
         weight_bytes=weight_bytes,
         activation_bytes=unfused - weight_bytes,
         params=params,
@@ -182,7 +190,7 @@ def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: s
     return CountResult(model, batch, resolution, dtype, totals, layers, dict(unsupported), traced_on)
 
 
-def _layer(slot, events: list[OpEvent]) -> LayerCount:
+def _layer(slot, events: list[OpEvent], saved_bytes: int) -> LayerCount:
     dominant = max(events, key=lambda e: (e.cost.flops, e.cost.other_flops, e.bytes), default=None)
     if slot.in_se:
         op_class = OpClass.SE_GATE
@@ -195,6 +203,7 @@ def _layer(slot, events: list[OpEvent]) -> LayerCount:
         flops=sum(e.cost.flops for e in events),
         other_flops=sum(e.cost.other_flops for e in events),
         bytes=sum(e.bytes for e in events),
+        bytes_fused=sum(e.bytes for e in events) - saved_bytes,
         weight_bytes=sum(e.weight_bytes for e in events),
         params=slot.params,
         input_shapes=slot.input_shapes,
@@ -204,17 +213,18 @@ def _layer(slot, events: list[OpEvent]) -> LayerCount:
     )
 
 
-def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> int:
-    """Bytes an ideal runtime saves by fusing each elementwise/norm op into the producer of its main input.
+def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> list[int]:
+    """Bytes an ideal runtime saves, per event, by fusing each elementwise/norm op into the producer of its main
+    input.
 
     The main input is the largest non-weight input (the latest produced among equals). Fusing removes the op's
-    read of it; the producer's write of it is removed too when the fused op is its only consumer and it is not a
-    network output.
+    read of it (saved by the fused op); the producer's write of it is removed too (saved by the producer) when the
+    fused op is its only consumer and it is not a network output.
     """
     producer = {ref.key: index for index, e in enumerate(events) for ref in e.outputs}
     consumers = Counter(ref.key for e in events for ref in e.inputs)
-    saved = 0
-    for event in events:
+    saved = [0] * len(events)
+    for index, event in enumerate(events):
         if event.kind not in FUSIBLE_KINDS:
             continue
         activations = [ref for ref in event.inputs if not ref.is_weight]
@@ -224,9 +234,9 @@ def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> int:
         main = max(activations, key=lambda ref: (ref.bytes, producer.get(ref.key, -1)))
         if main.key not in producer:
             continue  # the network input: nothing to fuse into
-        saved += main.bytes
+        saved[index] += main.bytes
         if consumers[main.key] == 1 and main.key not in output_keys:
-            saved += main.bytes
+            saved[producer[main.key]] += main.bytes
     return saved
 
 
