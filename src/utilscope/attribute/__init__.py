@@ -1,0 +1,1 @@
+"""Explain: per-layer device time, roofline, attainable utilization and diagnosis."""

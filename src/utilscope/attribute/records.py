@@ -1,0 +1,107 @@
+"""What attribution produces: measured time per layer (or per fused region) beside the layer's counted work.
+
+A *point* is anything with work and a measured time: a layer for the eager and graph backends (one row per
+layer of the counting engine, unfused bytes), a fused region for compiled backends (consecutive layers that
+became one group of kernels, fused bytes). The roofline, the attainable-utilization bounds and the diagnosis all
+read points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class LayerTime:
+    """One layer of the counting engine with the device time its kernels took, per inference."""
+
+    name: str
+    type: str
+    op_class: str
+    flops: int
+    other_flops: int
+    bytes: int  # unfused minimum traffic
+    bytes_fused: int  # with elementwise/norm ops fused into their producers
+    params: int
+    input_shapes: list[list[int]]
+    output_shapes: list[list[int]]
+    time_ms: float | None  # None: the layer's kernels are accounted for in its fused region
+    kernel_count: int = 0  # kernels launched per inference
+    kernels: list[str] = field(default_factory=list)  # distinct kernel names
+    region: str | None = None  # compiled backends: the fused region this layer became part of
+
+
+@dataclass
+class Point:
+    """A unit of work with a measured time: a layer (eager, graph) or a fused region (compiled backends)."""
+
+    name: str
+    op_class: str
+    flops: int
+    other_flops: int
+    bytes: int
+    time_ms: float
+    layers: list[str] = field(default_factory=list)  # the layers it covers (a region covers several)
+    kernels: list[str] = field(default_factory=list)
+
+    @property
+    def intensity(self) -> float:
+        """Tensor-core FLOPs per byte (the roofline's x for compute-heavy layers)."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def achieved_tflops(self) -> float:
+        return self.flops / (self.time_ms / 1e3) / 1e12 if self.time_ms else 0.0
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The ceilings a roofline is drawn against: tensor-core and vector (CUDA-core) FLOP/s, memory bandwidth."""
+
+    tensor_tflops: float  # peak of the precision's math unit (fp16 tensor for fp16, ...)
+    vector_tflops: float  # non-tensor arithmetic (elementwise, norms): the fp32 CUDA-core peak
+    bandwidth_gbs: float
+    label: str  # "datasheet: NVIDIA H200 SXM", "measured ceilings"
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOP per byte above which the tensor roof, not memory, limits: peak / bandwidth."""
+        return self.tensor_tflops * 1e12 / (self.bandwidth_gbs * 1e9)
+
+
+@dataclass
+class Attribution:
+    """Per-layer (and per-region) device time of one model, backend, precision and batch size."""
+
+    model: str
+    device_name: str
+    device_type: str  # cuda | cpu
+    backend: str
+    precision: str
+    batch: int
+    resolution: int
+    layers: list[LayerTime]
+    points: list[Point]  # layers (eager, graph) or fused regions (compile, inference)
+    kernel_time_ms: float  # all device (kernel) time per inference; on a CPU the time of all ops
+    attributed_ms: float  # the part mapped to layers/regions
+    end_to_end_ms: float  # measured latency of the backend (graph replay where it has one)
+    flops: int  # network total per inference (all samples of the batch)
+    peak_tflops: float | None  # datasheet peak of the precision's unit (utilization's denominator)
+    roofs: Roofs | None  # datasheet roofs (bounds never beaten)
+    ceiling_roofs: Roofs | None  # measured ceilings
+    sm_count: int | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def idle_share(self) -> float:
+        """Share of the end-to-end time with no kernel running (launch overhead, gaps, host work)."""
+        return max(0.0, 1.0 - self.kernel_time_ms / self.end_to_end_ms) if self.end_to_end_ms else 0.0
+
+    @property
+    def measured_utilization(self) -> float | None:
+        if not self.peak_tflops or not self.end_to_end_ms:
+            return None
+        return self.flops / (self.end_to_end_ms / 1e3) / 1e12 / self.peak_tflops
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "idle_share": self.idle_share, "measured_utilization": self.measured_utilization}
