@@ -215,6 +215,11 @@ class Tracer(TorchDispatchMode):
             )
         )
 
+    def next_layer_index(self) -> int:
+        """The layer the next op will be attributed to (a new op-level layer unless inside a leaf module)."""
+        top = self.stack[-1] if self.stack else None
+        return top.layer if top is not None and top.leaf else len(self.layers)
+
     def _layer_for(self, op_name: str, tensors_in, tensors_out) -> int:
         top = self.stack[-1] if self.stack else None
         if top is not None and top.leaf:
@@ -288,9 +293,9 @@ def attention_as_one_op(tracer: Tracer, enabled: bool):
         F.scaled_dot_product_attention = original
 
 
-def trace(model: nn.Module, example: torch.Tensor) -> Trace:
+def trace(model: nn.Module, example: torch.Tensor, tracer_class: type[Tracer] = Tracer) -> Trace:
     """Run ``model(example)`` without gradients and record every op."""
-    tracer = Tracer(model)
+    tracer = tracer_class(model)
     pre = nn.modules.module.register_module_forward_pre_hook(tracer.enter_module)
     post = nn.modules.module.register_module_forward_hook(tracer.exit_module, always_call=True)
     try:

@@ -1,0 +1,239 @@
+"""Per-layer attribution: which layer's kernels took the device time, measured with torch.profiler.
+
+Eager and graph backends: the model runs eagerly under the counting engine's tracer, which wraps every aten op
+in a profiler range named after its layer (``utilscope.layer.N``), so each kernel (GPU) or op (CPU) is mapped
+to exactly the layer whose counts the same run produced. The graph backend replays the same kernels, so its
+per-layer times are these; its end-to-end time is the graph replay's.
+
+Compiled backends (compile, inference): their kernels no longer belong to single layers. The kernel sequence of
+one inference is split at every tensor-core kernel (convolution/GEMM/attention), and so is the layer sequence at
+every layer with tensor-core FLOPs; when the two counts agree, the k-th kernel segment is the fused region of the
+k-th layer segment. When they do not, kernels are grouped by family and the mismatch is recorded in the notes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, record_function
+from torch.profiler import profile as torch_profile
+
+from utilscope.attribute.kernels import ANCHOR_FAMILIES, kernel_family
+from utilscope.attribute.records import LayerTime, Point
+from utilscope.counting.counter import CountResult, LayerCount, aggregate
+from utilscope.counting.tracer import Tracer, trace
+
+RANGE_PREFIX = "utilscope.layer."
+
+
+class RangeTracer(Tracer):
+    """The counting tracer, with each op wrapped in a profiler range named after the layer it belongs to."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.suspended:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        with record_function(f"{RANGE_PREFIX}{self.next_layer_index()}"):
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _enclosing_layer(event) -> int | None:
+    node = event
+    while node is not None:
+        if node.name.startswith(RANGE_PREFIX):
+            return int(node.name[len(RANGE_PREFIX) :])
+        node = node.cpu_parent
+    return None
+
+
+@dataclass
+class DeviceTimes:
+    """Device time per inference: per layer index, in total, and the kernels (or ops) behind it."""
+
+    per_layer_us: dict[int, float]
+    kernels: dict[int, Counter]
+    total_us: float
+
+
+def _spent(event, device: torch.device) -> tuple[float, list[str]]:
+    """Kernel time launched from a CPU event (GPU), or an aten op's own CPU time (CPU)."""
+    if device.type == "cuda":
+        return sum(k.duration for k in event.kernels), [k.name for k in event.kernels]
+    if event.device_type == DeviceType.CPU and event.name.startswith("aten::"):
+        return event.self_cpu_time_total, [event.name]
+    return 0.0, []
+
+
+def _range_wrappers(events) -> set[int]:
+    """Ops that enclose a layer range: composite wrappers whose own time is the tracer's Python work."""
+    wrappers: set[int] = set()
+    for event in events:
+        if event.name.startswith(RANGE_PREFIX):
+            node = event.cpu_parent
+            while node is not None and id(node) not in wrappers:
+                wrappers.add(id(node))
+                node = node.cpu_parent
+    return wrappers
+
+
+def device_times(events, device: torch.device, iters: int) -> DeviceTimes:
+    per_layer_us: dict[int, float] = defaultdict(float)
+    kernels: dict[int, Counter] = defaultdict(Counter)
+    total_us = 0.0
+    wrappers = _range_wrappers(events)
+    for event in events:
+        spent_us, names = _spent(event, device)
+        if not names or id(event) in wrappers:
+            continue
+        total_us += spent_us
+        layer = _enclosing_layer(event)
+        if layer is not None:
+            per_layer_us[layer] += spent_us / iters
+            kernels[layer].update(names)
+    return DeviceTimes(dict(per_layer_us), dict(kernels), total_us / iters)
+
+
+def layer_time(layer: LayerCount, time_us: float, kernels: Counter, iters: int) -> LayerTime:
+    return LayerTime(
+        name=layer.name,
+        type=layer.type,
+        op_class=layer.op_class,
+        flops=layer.flops,
+        other_flops=layer.other_flops,
+        bytes=layer.bytes,
+        bytes_fused=layer.bytes_fused,
+        params=layer.params,
+        input_shapes=layer.input_shapes,
+        output_shapes=layer.output_shapes,
+        time_ms=time_us / 1e3,
+        kernel_count=sum(kernels.values()) // iters,
+        kernels=sorted(kernels),
+    )
+
+
+def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int = 3):
+    """Run the model eagerly ``iters`` times under the range tracer and the profiler.
+
+    Returns (counts, per-layer times, device time per inference, attributed device time per inference).
+    """
+    device = x.device
+    with torch.no_grad():
+        for _ in range(3):  # warm-up: cuDNN autotuning, lazy initialization
+            module(x)
+    _synchronize(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        for _ in range(iters):
+            recorded = trace(module, x, RangeTracer)
+            _synchronize(device)
+    params = sum(p.numel() for p in module.parameters())
+    counts = aggregate(recorded, name, x.shape[0], x.shape[-1], dtype, params, device.type)
+    times = device_times(prof.events(), device, iters)
+    layers = [
+        layer_time(layer, times.per_layer_us.get(index, 0.0), times.kernels.get(index, Counter()), iters)
+        for index, layer in enumerate(counts.layers)
+    ]
+    attributed_us = sum(times.per_layer_us.values())
+    return counts, layers, times.total_us / 1e3, attributed_us / 1e3
+
+
+def layer_points(layers: list[LayerTime]) -> list[Point]:
+    """Eager execution: every layer with work and time is a roofline point, with its unfused bytes."""
+    return [
+        Point(
+            layer.name,
+            layer.op_class,
+            layer.flops,
+            layer.other_flops,
+            layer.bytes,
+            layer.time_ms,
+            [layer.name],
+            layer.kernels,
+        )  # fmt: skip
+        for layer in layers
+        if layer.time_ms and (layer.flops or layer.other_flops or layer.bytes)
+    ]
+
+
+def kernel_sequence(run, device: torch.device) -> list[tuple[str, float]]:
+    """(name, microseconds) of every kernel of one call of ``run``, in the order they ran on the GPU."""
+    run()
+    _synchronize(device)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        _synchronize(device)
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    kernels.sort(key=lambda e: e.time_range.start)
+    return [(e.name, e.time_range.elapsed_us()) for e in kernels]
+
+
+def _segments(n: int, starts: list[int]) -> list[tuple[int, int]]:
+    """[start, end) index ranges: a prologue before the first start (maybe empty), then one from each start."""
+    bounds = [0, *starts, n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def region_points(counts: CountResult, kernels: list[tuple[str, float]]) -> tuple[list[Point], list[str], list[str]]:
+    """Fused regions of a compiled run: returns (points, each layer's region name, notes)."""
+    layers = counts.layers
+    anchor_layers = [i for i, layer in enumerate(layers) if layer.flops > 0]
+    anchor_kernels = [j for j, (name, _) in enumerate(kernels) if kernel_family(name) in ANCHOR_FAMILIES]
+    layer_cuts, kernel_cuts = _segments(len(layers), anchor_layers), _segments(len(kernels), anchor_kernels)
+    if len(layer_cuts) != len(kernel_cuts):
+        note = (
+            f"{len(anchor_kernels)} tensor-core kernels for {len(anchor_layers)} layers with tensor-core FLOPs: "
+            "regions grouped by kernel family instead of by layer"
+        )
+        return family_points(counts, kernels), [""] * len(layers), [note]
+    points, region_of = [], [""] * len(layers)
+    for (l0, l1), (k0, k1) in zip(layer_cuts, kernel_cuts, strict=True):
+        covered, region_kernels = layers[l0:l1], kernels[k0:k1]
+        if not covered and not region_kernels:
+            continue  # an empty prologue
+        head = covered[0] if covered else None
+        name = head.name if head is not None and head.flops > 0 else f"(before {layers[l1].name})"
+        for index in range(l0, l1):
+            region_of[index] = name
+        points.append(
+            Point(
+                name=name,
+                op_class=head.op_class if head is not None else "other",
+                flops=sum(layer.flops for layer in covered),
+                other_flops=sum(layer.other_flops for layer in covered),
+                bytes=sum(layer.bytes_fused for layer in covered),
+                time_ms=sum(us for _, us in region_kernels) / 1e3,
+                layers=[layer.name for layer in covered],
+                kernels=sorted({kernel for kernel, _ in region_kernels}),
+            )
+        )
+    return points, region_of, []
+
+
+def family_points(counts: CountResult, kernels: list[tuple[str, float]]) -> list[Point]:
+    """Fallback: one point for the tensor-core kernels (all layers with FLOPs), one for everything else."""
+    anchors = [layer for layer in counts.layers if layer.flops > 0]
+    others = [layer for layer in counts.layers if layer.flops == 0]
+    anchor_us = sum(us for name, us in kernels if kernel_family(name) in ANCHOR_FAMILIES)
+    other_us = sum(us for name, us in kernels if kernel_family(name) not in ANCHOR_FAMILIES)
+    groups = [("tensor-core kernels", "linear", anchors, anchor_us), ("other kernels", "elementwise", others, other_us)]
+    return [
+        Point(
+            name=name,
+            op_class=op_class,
+            flops=sum(layer.flops for layer in group),
+            other_flops=sum(layer.other_flops for layer in group),
+            bytes=sum(layer.bytes_fused for layer in group),
+            time_ms=us / 1e3,
+            layers=[layer.name for layer in group],
+            kernels=sorted({k for k, _ in kernels if (kernel_family(k) in ANCHOR_FAMILIES) == (op_class == "linear")}),
+        )
+        for name, op_class, group, us in groups
+        if group or us
+    ]

@@ -1,0 +1,157 @@
+"""Per-layer attribution on the CPU: time per layer from the profiler, regions of compiled runs, kernel families."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import utilscope
+from utilscope.attribute.attribution import attribute
+from utilscope.attribute.kernels import kernel_family
+from utilscope.attribute.summary import class_sentences, class_summary, points_frame
+from utilscope.attribute.trace import region_points
+from utilscope.errors import UsageError
+
+TINY = """
+import torch
+import torch.nn as nn
+
+RESOLUTION = 32
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.dw(self.bn(self.conv(x))) + x)  # the add runs in a non-leaf module
+
+def make():
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), Block(16), Block(16), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(16, 10))
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("models") / "tiny.py"
+    path.write_text(TINY)
+    return f"{path}:make"
+
+
+@pytest.fixture(scope="module")
+def attributed(tiny):
+    return attribute(tiny, batch=4, backend="eager", device="cpu", ceilings=False, peak_tflops=1.0, iters=3)
+
+
+def test_layer_times_sum_to_the_profiled_total(attributed):
+    layer_ms = sum(layer.time_ms for layer in attributed.layers)
+    assert layer_ms == pytest.approx(attributed.attributed_ms)
+    # everything the ops did is attributed to some layer, up to the composite wrappers' own dispatch time
+    assert layer_ms == pytest.approx(attributed.kernel_time_ms, rel=0.10)
+    assert attributed.end_to_end_ms > 0
+
+
+def test_every_leaf_module_appears(attributed, tiny):
+    names = {layer.name for layer in attributed.layers}
+    model = utilscope.zoo.build_model(utilscope.zoo.parse_spec(tiny))
+    leaves = {name for name, m in model.named_modules() if name and next(m.children(), None) is None}
+    assert leaves <= names
+    assert {"1.add", "2.add"} <= names  # ops issued by a non-leaf module are layers of their own
+    timed = {layer.name for layer in attributed.layers if layer.time_ms > 0}
+    assert {"0", "1.conv", "1.dw", "1.bn", "5"} <= timed
+
+
+def test_counts_of_the_profiled_run_match_the_counting_engine(attributed, tiny):
+    counted = utilscope.count(tiny, batch=4)
+    measured = [(layer.name, layer.flops, layer.bytes) for layer in attributed.layers]
+    assert measured == [(layer.name, layer.flops, layer.bytes) for layer in counted.layers]
+    assert attributed.flops == counted.total.flops
+
+
+def test_class_summary_shares(attributed):
+    summary = class_summary(attributed)
+    assert summary["time_share"].sum() == pytest.approx(1.0)
+    assert summary["flop_share"].sum() == pytest.approx(1.0)
+    assert any(sentence.startswith("dense_conv: ") for sentence in class_sentences(attributed, limit=10))
+    frame = points_frame(attributed)
+    assert len(frame) == len(attributed.points) and (frame["time_ms"] > 0).all()
+
+
+def test_compiled_backends_need_a_gpu(tiny):
+    with pytest.raises(UsageError, match="needs a CUDA device"):
+        attribute(tiny, batch=1, backend="inference", device="cpu", ceilings=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "convolution"),
+        ("void cudnn::cnn::conv2d_grouped_direct_kernel<...>", "convolution"),
+        ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_TNN", "gemm"),
+        ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", "gemm"),
+        ("triton_poi_fused_add_relu_3", "triton"),
+        ("void at::native::batch_norm_transform_input_channels_last_kernel<...>", "batchnorm"),
+        ("void at::native::vectorized_elementwise_kernel<4, ...>", "elementwise"),
+        ("Memcpy DtoD (Device -> Device)", "other"),
+    ],
+)
+def test_kernel_families(name, family):
+    assert kernel_family(name) == family
+
+
+def _counts():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1), nn.ReLU())
+    return utilscope.count(model, batch=2, resolution=16)
+
+
+def test_regions_cut_at_tensor_core_kernels():
+    counts = _counts()
+    kernels = [
+        ("triton_poi_fused_convert_layout_0", 5.0),  # before the first convolution: a prologue region
+        ("sm90_xmma_fprop_implicit_gemm_a", 100.0),
+        ("triton_poi_fused_relu_1", 20.0),
+        ("sm90_xmma_fprop_implicit_gemm_b", 50.0),
+        ("triton_poi_fused_relu_2", 10.0),
+    ]
+    points, region_of, notes = region_points(counts, kernels)
+    assert notes == []
+    # the prologue kernel runs before any layer's convolution: a region of its own, not dropped
+    assert [p.name for p in points] == ["(before 0)", "0", "3"]
+    assert [p.time_ms for p in points] == pytest.approx([0.005, 0.12, 0.06])  # 5 us; 100 + 20 us; 50 + 10 us
+    assert points[0].layers == [] and points[1].layers == ["0", "1", "2"] and points[2].layers == ["3", "4"]
+    assert region_of == ["0", "0", "0", "3", "3"]
+    assert points[1].bytes == sum(layer.bytes_fused for layer in counts.layers[:3])
+    assert sum(p.flops for p in points) == counts.total.flops
+
+
+def test_regions_fall_back_to_families_when_counts_differ():
+    counts = _counts()
+    kernels = [("sm90_xmma_fprop_a", 100.0), ("sm90_xmma_fprop_b", 1.0), ("triton_poi_fused_relu", 10.0)]
+    points, region_of, notes = region_points(counts, kernels)
+    assert "2 tensor-core kernels for 2 layers" not in notes[0] if notes else True
+    kernels.append(("sm90_xmma_fprop_c", 1.0))
+    points, region_of, notes = region_points(counts, kernels)
+    assert notes and "3 tensor-core kernels for 2 layers" in notes[0]
+    assert [p.name for p in points] == ["tensor-core kernels", "other kernels"]
+    assert sum(p.time_ms for p in points) == pytest.approx(0.112)
+    assert sum(p.flops for p in points) == counts.total.flops
+
+
+def test_attribution_dict_round_trips_to_json(attributed):
+    import json
+
+    doc = json.loads(json.dumps(attributed.to_dict()))
+    assert doc["backend"] == "eager" and len(doc["layers"]) == len(attributed.layers)
+    assert 0.0 <= doc["idle_share"] <= 1.0
+
+
+@pytest.mark.parametrize("backend", ["graph"])
+def test_graph_backend_on_cpu_times_plain_launches(tiny, backend):
+    a = attribute(tiny, batch=2, backend=backend, device="cpu", ceilings=False, peak_tflops=1.0, iters=1)
+    assert any("CUDA graphs need a CUDA device" in note for note in a.notes)
+    assert torch.isfinite(torch.tensor(a.end_to_end_ms))
