@@ -1,13 +1,13 @@
 """Where the GPU time of one backend goes: CUDA kernel time by kernel family, from torch.profiler.
 
 Usage: python benchmarks/kernel_breakdown.py [MODEL] [BATCH] [BACKEND]
-Families: convolution (cuDNN/CUTLASS conv kernels), gemm, triton (inductor's fused elementwise kernels),
-batchnorm, elementwise (PyTorch's own), other. Prints total kernel time per inference and each family's share.
+Families (utilscope.attribute.kernels): triton (inductor's fused kernels), convolution (cuDNN/CUTLASS), gemm,
+attention, batchnorm, elementwise (PyTorch's own), other. Prints total kernel time per inference and each
+family's share.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import Counter
 
@@ -16,21 +16,10 @@ from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
 from utilscope import zoo
+from utilscope.attribute.kernels import kernel_family
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.profile import make_input, prepare_module
-
-FAMILIES = [
-    ("convolution", r"conv|implicit_gemm|xmma_fprop|fprop|dgrad|wgrad|winograd"),
-    ("gemm", r"gemm|cutlass|cublas|sm90_xmma|nvjet"),
-    ("triton", r"^triton"),
-    ("batchnorm", r"batch_norm|bn_fw"),
-    ("elementwise", r"elementwise|vectorized|unrolled"),
-]
-
-
-def family(kernel: str) -> str:
-    return next((name for name, pattern in FAMILIES if re.search(pattern, kernel, re.IGNORECASE)), "other")
 
 
 def main(model: str = "torchvision:resnet50", batch: str = "256", backend: str = "inference", iters: int = 10) -> None:
@@ -50,8 +39,8 @@ def main(model: str = "torchvision:resnet50", batch: str = "256", backend: str =
     per_family_us, kernels = Counter(), Counter()
     for event in prof.key_averages():
         if event.device_type.name == "CUDA" and event.device_time_total > 0:
-            per_family_us[family(event.key)] += event.device_time_total / iters
-            kernels[family(event.key)] += event.count // iters
+            per_family_us[kernel_family(event.key)] += event.device_time_total / iters
+            kernels[kernel_family(event.key)] += event.count // iters
     total_us = sum(per_family_us.values())
     print(f"{model} batch {batch} {backend} fp16: {total_us / 1e3:.3f} ms of kernel time per inference")
     for name, us in per_family_us.most_common():
