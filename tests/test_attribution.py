@@ -155,3 +155,35 @@ def test_graph_backend_on_cpu_times_plain_launches(tiny, backend):
     a = attribute(tiny, batch=2, backend=backend, device="cpu", ceilings=False, peak_tflops=1.0, iters=1)
     assert any("CUDA graphs need a CUDA device" in note for note in a.notes)
     assert torch.isfinite(torch.tensor(a.end_to_end_ms))
+
+
+def test_layers_cli_json_and_roofline(tiny, tmp_path, capsys):
+    from utilscope.cli import main
+
+    png = tmp_path / "roofline.png"
+    argv = ["layers", tiny, "--device", "cpu", "--batch", "2", "--peak", "1", "--json", "--roofline", str(png)]
+    assert main(argv) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert {"layers", "points", "classes", "roofline", "attainable", "findings", "idle_share"} <= doc.keys()
+    gap = doc["attainable"]
+    assert gap["fused_utilization"] >= gap["unfused_utilization"] > 0
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--backend", "inference"], "needs a CUDA device"),
+        (["--top", "0"], "--top must be at least 1"),
+        (["--batch", "0"], "batch size must be"),
+        (["--precision", "fp16"], "not supported on cpu"),
+    ],
+)
+def test_layers_cli_bad_input(tiny, argv, message, capsys):
+    from utilscope.cli import main
+
+    assert main(["layers", tiny, "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("utilscope: error: ") and message in err

@@ -56,6 +56,22 @@ def _add_profile(sub) -> None:
     p.set_defaults(run=cmd_profile)
 
 
+def _add_layers(sub) -> None:
+    p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default 20)")
+    p.add_argument("--roofline", default=None, metavar="PNG", help="write the roofline plot to this PNG file")
+    p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
+    p.set_defaults(run=cmd_layers)
+
+
 def _add_hardware(sub) -> None:
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
     p.add_argument("--json", action="store_true")
@@ -75,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_count(sub)
     _add_models(sub)
     _add_profile(sub)
+    _add_layers(sub)
     _add_hardware(sub)
     return parser
 
@@ -158,6 +175,41 @@ def cmd_profile(args, console: Console) -> int:
         console.print(profile_table(result))
         console.print(profile_footer(result))
     return 0 if all(row.status == "ok" for row in result.rows) else EXIT_PARTIAL
+
+
+def cmd_layers(args, console: Console) -> int:
+    from utilscope.attribute.attribution import attribute
+    from utilscope.attribute.explain import explain
+    from utilscope.present.layers_view import render_layers
+
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, got {args.top}")
+    attribution = attribute(
+        args.model,
+        batch=args.batch,
+        precision=args.precision,
+        backend=args.backend,
+        device=args.device,
+        resolution=args.res,
+        channels_last=args.channels_last,
+        peak_tflops=args.peak,
+    )
+    explanation = explain(attribution)
+    if args.roofline:
+        from utilscope.present.roofline_plot import plot_roofline
+
+        if attribution.roofs is None:
+            raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
+        title = f"{attribution.model} · batch {attribution.batch} · {attribution.precision} · {attribution.backend}"
+        ceiling = attribution.ceiling_roofs if attribution.ceiling_roofs != attribution.roofs else None
+        plot_roofline(attribution.points, attribution.roofs, ceiling, args.roofline, title)
+    if args.json:
+        print(json.dumps(explanation.to_dict(), default=str))
+    else:
+        render_layers(explanation, console, top=args.top)
+        if args.roofline:
+            console.print(f"roofline plot: {args.roofline}")
+    return 0
 
 
 def cmd_devices(args, console: Console) -> int:

@@ -1,0 +1,460 @@
+"""Diagnosis: rules that name a likely cause of low utilization, with the numbers behind it and what would change it.
+
+Each rule is a pure function ``(attribution, context) -> list[Finding]`` kept in a decorator registry (``RULES``).
+The findings are advice, not verdicts: every one carries its evidence and what would move it.
+
+Time shares are shares of the measured end-to-end time (``Context.total_ms``: the larger of the end-to-end and the
+kernel time), so a finding's share is what it costs in latency and idle time is a share like any other. A layer
+inside a fused region (compiled backends: ``LayerTime.time_ms`` is None) is charged its region's time, an upper
+bound that the evidence says it is. Every threshold lives in ``Thresholds``; the rules hold no numbers of their own.
+
+Rules (thresholds in ``Thresholds``):
+
+* ``memory_bound_low_intensity`` — depthwise / pointwise / grouped conv points whose FLOP per byte is below the
+  roofs' ridge and that take >= ``min_layer_share`` of the time.
+* ``unaligned_channels`` — conv / linear layers whose input or output channels are not a multiple of
+  ``alignment[precision]`` (the network input's channels are left out: the data fixes them).
+* ``too_little_work`` — conv / linear layers whose output tiles (``tile_m`` x ``tile_n``) are fewer than the SMs.
+* ``unfused_elementwise`` — norm / activation / elementwise layers run as their own kernels, together taking
+  >= ``min_class_share``; one network-level finding, plus the ``max_layer_findings`` biggest layers.
+* ``squeeze_excite`` — SE blocks taking >= ``min_class_share`` of the time and ``se_time_over_flops`` times their
+  FLOP share; one network-level finding, plus the biggest blocks.
+* ``launch_bound`` — idle share (no kernel running) >= ``idle_share``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import pandas as pd
+
+from utilscope.attribute.records import Attribution, LayerTime, Point
+from utilscope.present.units import si
+
+LOW_INTENSITY_CLASSES = ("depthwise_conv", "pointwise_conv", "grouped_conv")
+CONV_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv")
+GEMM_CLASSES = ("dense_conv", "pointwise_conv", "linear")  # grouped: its groups are not in the records
+UNFUSED_CLASSES = ("norm", "activation", "elementwise")
+SE_CLASS = "se_gate"
+GRAPH_BACKENDS = ("graph", "inference")  # backends that replay CUDA graphs
+SUMMARY_COLUMNS = ["rule", "op_class", "scope", "layers", "time_share"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a rule speaks. Defaults are deliberately loose: a finding is a hint worth a look."""
+
+    min_layer_share: float = 0.01  # a per-layer (per-block) finding needs >= 1% of the end-to-end time
+    min_class_share: float = 0.05  # a network-level class finding (unfused ops, SE blocks) needs >= 5%
+    idle_share: float = 0.20  # launch-bound when >= 20% of the end-to-end time has no kernel running
+    # channel multiple tensor-core kernels want: 16 bytes of fp16/bf16 (8), tf32/fp32 (4), int8 (16)
+    alignment: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({"fp16": 8, "bf16": 8, "tf32": 4, "fp32": 4, "int8": 16}),
+        hash=False,
+    )
+    tile_m: int = 128  # thread-block tile of the GEMM estimate: rows (batch x output pixels)
+    tile_n: int = 128  # ... and columns (output channels)
+    se_time_over_flops: float = 2.0  # SE blocks are flagged when their time share is >= 2x their FLOP share
+    max_layer_findings: int = 5  # per-layer findings that accompany a network-level one (the biggest)
+
+    def __post_init__(self) -> None:
+        for name in ("min_layer_share", "min_class_share", "idle_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} is a share of time: between 0 and 1, got {getattr(self, name)!r}")
+        for name in ("tile_m", "tile_n", "max_layer_findings"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.se_time_over_flops < 0:
+            raise ValueError(f"se_time_over_flops must be >= 0, got {self.se_time_over_flops!r}")
+        if any(multiple < 1 for multiple in self.alignment.values()):
+            raise ValueError(f"alignment multiples must be positive, got {dict(self.alignment)}")
+        object.__setattr__(self, "alignment", MappingProxyType(dict(self.alignment)))
+
+    def alignment_for(self, precision: str) -> int:
+        if precision not in self.alignment:
+            raise ValueError(f"no channel alignment for precision {precision!r}; known: {', '.join(self.alignment)}")
+        return self.alignment[precision]
+
+
+@dataclass
+class Finding:
+    rule: str
+    layer: str | None  # a layer, a fused region or an SE block; None: the whole network
+    op_class: str | None
+    evidence: str  # the numbers behind it
+    advice: str  # what would change it
+    time_share: float  # of the end-to-end time
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every rule reads beside the attribution: the thresholds and the time each layer is charged."""
+
+    thresholds: Thresholds
+    total_ms: float  # the denominator of every time share
+    layer_ms: Mapping[str, float] = field(hash=False)  # a layer's time (its region's when fused)
+    region_of: Mapping[str, str] = field(hash=False)  # fused layers: the region whose time they are charged
+
+    @classmethod
+    def build(cls, attribution: Attribution, thresholds: Thresholds | None = None) -> Context:
+        covering = {name: point for point in attribution.points for name in point.layers}
+        layer_ms, region_of = {}, {}
+        for layer in attribution.layers:
+            if layer.time_ms is not None:
+                layer_ms[layer.name] = layer.time_ms
+            elif layer.name in covering:
+                layer_ms[layer.name] = covering[layer.name].time_ms
+                region_of[layer.name] = covering[layer.name].name
+            else:
+                layer_ms[layer.name] = 0.0
+        total = max(attribution.end_to_end_ms, attribution.kernel_time_ms)
+        if total <= 0:
+            total = sum(point.time_ms for point in attribution.points)
+        return cls(thresholds or Thresholds(), total, MappingProxyType(layer_ms), MappingProxyType(region_of))
+
+    def share(self, time_ms: float) -> float:
+        return time_ms / self.total_ms if self.total_ms > 0 else 0.0
+
+    def layer_share(self, layer: LayerTime) -> float:
+        return self.share(self.layer_ms[layer.name])
+
+    def group_share(self, layers: list[LayerTime]) -> float:
+        """Share of a group of layers, each fused region they fall in counted once."""
+        own = sum(self.layer_ms[layer.name] for layer in layers if layer.name not in self.region_of)
+        regions = {
+            self.region_of[layer.name]: self.layer_ms[layer.name] for layer in layers if layer.name in self.region_of
+        }
+        return self.share(own + sum(regions.values()))
+
+    def charged(self, layer: LayerTime) -> str:
+        """The evidence's words for a layer's time: its own, or its fused region's."""
+        share = pct(self.layer_share(layer))
+        region = self.region_of.get(layer.name)
+        return f"{share} of time" if region is None else f"{share} of time (its fused region {region}, an upper bound)"
+
+
+Rule = Callable[[Attribution, Context], list[Finding]]
+RULES: dict[str, Rule] = {}
+
+
+def register_rule(name: str) -> Callable[[Rule], Rule]:
+    """Register a diagnosis rule under ``name``; registering a name twice is an error."""
+
+    def decorate(rule: Rule) -> Rule:
+        if name in RULES:
+            raise ValueError(f"diagnosis rule {name!r} registered twice")
+        RULES[name] = rule
+        return rule
+
+    return decorate
+
+
+def list_rules(pattern: str = "*") -> list[str]:
+    """Rule names matching a glob, in registration order."""
+    return [name for name in RULES if fnmatch.fnmatchcase(name, pattern)]
+
+
+def diagnose(attribution: Attribution, thresholds: Thresholds | None = None, rules: str = "*") -> list[Finding]:
+    """Run the rules matching the glob ``rules``; findings sorted by time share, biggest first."""
+    names = list_rules(rules)
+    if not names:
+        raise ValueError(f"no diagnosis rule matches {rules!r}; rules: {', '.join(RULES)}")
+    context = Context.build(attribution, thresholds)
+    findings = [finding for name in names for finding in RULES[name](attribution, context)]
+    return sorted(findings, key=lambda f: (-f.time_share, f.rule, f.layer or ""))
+
+
+def summarize(findings: list[Finding]) -> pd.DataFrame:
+    """Per rule and op class: the number of layers flagged and their total time share.
+
+    Per-layer findings (``scope`` "layer") are summed; network-level findings are rows of their own (``scope``
+    "network", op class "all" when they span classes), never added to the layers they summarize.
+    """
+    if not findings:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    frame = pd.DataFrame(
+        {
+            "rule": [f.rule for f in findings],
+            "op_class": [f.op_class or "all" for f in findings],
+            "scope": ["network" if f.layer is None else "layer" for f in findings],
+            "layers": [0 if f.layer is None else 1 for f in findings],
+            "time_share": [f.time_share for f in findings],
+        }
+    )
+    summary = frame.groupby(["rule", "op_class", "scope"], sort=False, as_index=False)[["layers", "time_share"]].sum()
+    return summary.sort_values("time_share", ascending=False, kind="stable").reset_index(drop=True)[SUMMARY_COLUMNS]
+
+
+# --- formatting -------------------------------------------------------------------------------------------------
+
+
+def pct(share: float) -> str:
+    """A share as a percentage, with two significant digits below 0.1%."""
+    return f"{100 * share:.2g}%" if 0 < abs(share) < 1e-3 else f"{100 * share:.1f}%"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def flop_share(attribution: Attribution, flops: int) -> float:
+    return flops / attribution.flops if attribution.flops else 0.0
+
+
+# --- rules --------------------------------------------------------------------------------------------------------
+
+
+@register_rule("memory_bound_low_intensity")
+def memory_bound_low_intensity(attribution: Attribution, context: Context) -> list[Finding]:
+    """Depthwise / pointwise / grouped convs (points) below the ridge: memory, not math, sets their time."""
+    roofs = attribution.roofs
+    if roofs is None:
+        return []
+    ridge = roofs.ridge_intensity
+    findings = []
+    for point in attribution.points:
+        share = context.share(point.time_ms)
+        if point.op_class not in LOW_INTENSITY_CLASSES or share < context.thresholds.min_layer_share:
+            continue
+        if point.intensity >= ridge:
+            continue
+        findings.append(_low_intensity_finding(attribution, point, share, ridge))
+    return findings
+
+
+def _low_intensity_finding(attribution: Attribution, point: Point, share: float, ridge: float) -> Finding:
+    roofs = attribution.roofs
+    bound_tflops = min(roofs.tensor_tflops, point.intensity * roofs.bandwidth_gbs / 1e3)
+    evidence = (
+        f"intensity {point.intensity:.1f} FLOP/B < ridge {ridge:.1f} FLOP/B ({roofs.label}); "
+        f"{pct(share)} of time for {pct(flop_share(attribution, point.flops))} of FLOPs; "
+        f"the memory roof allows {bound_tflops:.1f} TFLOP/s here, achieved {point.achieved_tflops:.2f} TFLOP/s"
+    )
+    advice = (
+        "memory-bound: fuse it with its neighbours (depthwise + pointwise + activation in one kernel, e.g. the "
+        "`inference` backend), make the layer wider (more FLOPs per byte moved), or accept it as the price of a "
+        "cheap layer"
+    )
+    return Finding("memory_bound_low_intensity", point.name, point.op_class, evidence, advice, share)
+
+
+def channels(layer: LayerTime, shapes: list[list[int]]) -> int | None:
+    """Channels of a conv (dim 1 of N, C, spatial...) or a linear layer (last dim); None when not known."""
+    if not shapes or not shapes[0]:
+        return None
+    shape = shapes[0]
+    if layer.op_class == "linear":
+        return shape[-1]
+    return shape[1] if layer.op_class in CONV_CLASSES and len(shape) >= 3 else None
+
+
+@register_rule("unaligned_channels")
+def unaligned_channels(attribution: Attribution, context: Context) -> list[Finding]:
+    """Conv / linear layers whose channel counts are not a multiple of what tensor-core kernels want."""
+    multiple = context.thresholds.alignment_for(attribution.precision)
+    network_input = attribution.layers[0].input_shapes[:1] if attribution.layers else []
+    findings = []
+    for layer in attribution.layers:
+        share = context.layer_share(layer)
+        if layer.op_class not in (*CONV_CLASSES, "linear") or share < context.thresholds.min_layer_share:
+            continue
+        sides = {"output": channels(layer, layer.output_shapes)}
+        if layer.input_shapes[:1] != network_input:  # the data fixes the network input's channels
+            sides = {"input": channels(layer, layer.input_shapes), **sides}
+        bad = {side: c for side, c in sides.items() if c is not None and c % multiple}
+        if not bad:
+            continue
+        padded = ", ".join(f"{side} channels {c} (next multiple {_round_up(c, multiple)})" for side, c in bad.items())
+        evidence = (
+            f"{padded}: not a multiple of {multiple} for {attribution.precision}; {context.charged(layer)}, "
+            f"{pct(flop_share(attribution, layer.flops))} of FLOPs"
+        )
+        advice = (
+            f"pad channels to a multiple of {multiple} (round the width up): tensor-core kernels need aligned "
+            "shapes and otherwise pad or mask tiles, or fall back to slower kernels"
+        )
+        findings.append(Finding("unaligned_channels", layer.name, layer.op_class, evidence, advice, share))
+    return findings
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def gemm_shape(layer: LayerTime) -> tuple[int, int] | None:
+    """(M, N) of the implicit GEMM: M = batch x output pixels (rows for a linear layer), N = output channels."""
+    if not layer.output_shapes or not layer.output_shapes[0]:
+        return None
+    out = layer.output_shapes[0]
+    if layer.op_class == "linear":
+        return math.prod(out[:-1]), out[-1]
+    if len(out) < 3:
+        return None
+    return out[0] * math.prod(out[2:]), out[1]
+
+
+@register_rule("too_little_work")
+def too_little_work(attribution: Attribution, context: Context) -> list[Finding]:
+    """Conv / linear layers with fewer output tiles (~ thread blocks) than the GPU has SMs; skipped off the GPU."""
+    sm_count = attribution.sm_count
+    if sm_count is None:
+        return []
+    t = context.thresholds
+    findings = []
+    for layer in attribution.layers:
+        share = context.layer_share(layer)
+        shape = gemm_shape(layer) if layer.op_class in GEMM_CLASSES else None
+        if shape is None or share < t.min_layer_share:
+            continue
+        m, n = shape
+        rows, columns = (
+            ("rows", "outputs") if layer.op_class == "linear" else ("rows (batch x output pixels)", "channels")
+        )
+        blocks = math.ceil(m / t.tile_m) * math.ceil(n / t.tile_n)
+        if blocks >= sm_count:
+            continue
+        evidence = (
+            f"M = {m} {rows} x N = {n} {columns} -> ~{blocks} thread "
+            f"block(s) of {t.tile_m}x{t.tile_n} for {sm_count} SMs ({pct(blocks / sm_count)} busy); "
+            f"{context.charged(layer)}"
+        )
+        advice = (
+            f"too little parallel work to fill the GPU: a batch of ~{attribution.batch * math.ceil(sm_count / blocks)}"
+            " would give every SM a block; or fewer, wider layers (more output channels per launch)"
+        )
+        findings.append(Finding("too_little_work", layer.name, layer.op_class, evidence, advice, share))
+    return findings
+
+
+@register_rule("unfused_elementwise")
+def unfused_elementwise(attribution: Attribution, context: Context) -> list[Finding]:
+    """Norm / activation / elementwise layers launched as kernels of their own (not part of a fused region)."""
+    unfused = [
+        layer
+        for layer in attribution.layers
+        if layer.op_class in UNFUSED_CLASSES and layer.kernel_count > 0 and layer.region is None
+    ]
+    total = sum(context.layer_share(layer) for layer in unfused)
+    if not unfused or total < context.thresholds.min_class_share:
+        return []
+    by_class = []
+    for op_class in UNFUSED_CLASSES:
+        members = [layer for layer in unfused if layer.op_class == op_class]
+        if members:
+            class_share = sum(context.layer_share(layer) for layer in members)
+            by_class.append(f"{op_class} {pct(class_share)} ({plural(len(members), 'layer')})")
+    open_layers = [layer for layer in attribution.layers if layer.region is None]
+    traffic = sum(layer.bytes for layer in open_layers)
+    saved = sum(layer.bytes - layer.bytes_fused for layer in open_layers)
+    evidence = (
+        f"{pct(total)} of time in {plural(sum(layer.kernel_count for layer in unfused), 'separate kernel')}: "
+        f"{', '.join(by_class)}; fusing would cut memory traffic by {si(saved, 'B')} of {si(traffic, 'B')} "
+        f"({pct(saved / traffic if traffic else 0.0)})"
+    )
+    advice = (
+        "fold BatchNorm into the convolutions and fuse activations and adds into their producers "
+        "(e.g. the `inference` backend: BN folded, inductor fusion, CUDA graphs)"
+    )
+    findings = [Finding("unfused_elementwise", None, None, evidence, advice, total)]
+    biggest = sorted(unfused, key=lambda layer: -context.layer_ms[layer.name])
+    for layer in biggest[: context.thresholds.max_layer_findings]:
+        if context.layer_share(layer) >= context.thresholds.min_layer_share:
+            findings.append(_unfused_layer_finding(layer, context))
+    return findings
+
+
+def _unfused_layer_finding(layer: LayerTime, context: Context) -> Finding:
+    evidence = (
+        f"{layer.type}: {context.charged(layer)} in {layer.kernel_count} kernel(s) for 0 tensor FLOPs; moves "
+        f"{si(layer.bytes, 'B')} ({si(layer.bytes_fused, 'B')} if fused into its producer)"
+    )
+    if layer.op_class == "norm" and "batchnorm" in layer.type.lower():
+        advice = "fold this BatchNorm into the preceding convolution (exact at inference, free)"
+    elif layer.op_class == "norm":
+        advice = "fuse this normalization with its neighbours (a compiled backend)"
+    else:
+        advice = f"fuse this {layer.op_class} into the producing kernel's epilogue (a compiled backend)"
+    return Finding("unfused_elementwise", layer.name, layer.op_class, evidence, advice, context.layer_share(layer))
+
+
+def se_blocks(layers: list[LayerTime]) -> list[tuple[str, list[LayerTime]]]:
+    """Runs of consecutive SE layers, each named by its layers' longest common module path."""
+    blocks: list[list[LayerTime]] = []
+    for index, layer in enumerate(layers):
+        if layer.op_class != SE_CLASS:
+            continue
+        if blocks and index > 0 and layers[index - 1].op_class == SE_CLASS:
+            blocks[-1].append(layer)
+        else:
+            blocks.append([layer])
+    return [(_common_path([layer.name for layer in block]), block) for block in blocks]
+
+
+def _common_path(names: list[str]) -> str:
+    """The module path shared by a block's layers; a block of one layer is a leaf SE module: its own name."""
+    if len(names) == 1:
+        return names[0]
+    common = []
+    for pieces in zip(*(name.split("#")[0].split(".") for name in names), strict=False):
+        if len(set(pieces)) > 1:
+            break
+        common.append(pieces[0])
+    return ".".join(common) or names[0]
+
+
+@register_rule("squeeze_excite")
+def squeeze_excite(attribution: Attribution, context: Context) -> list[Finding]:
+    """Squeeze-excite blocks: a pool over the whole map, two GEMMs with M = batch, a scale; time far above FLOPs."""
+    t = context.thresholds
+    blocks = [
+        (name, context.group_share(block), sum(layer.flops for layer in block), block)
+        for name, block in se_blocks(attribution.layers)
+    ]
+    total_share = sum(share for _, share, _, _ in blocks)
+    total_flops = flop_share(attribution, sum(flops for _, _, flops, _ in blocks))
+    if not blocks or total_share < t.min_class_share or total_share < t.se_time_over_flops * total_flops:
+        return []
+    evidence = (
+        f"{plural(len(blocks), 'SE block')}: {pct(total_share)} of time for {pct(total_flops)} of FLOPs; "
+        f"their GEMMs have M = batch = {attribution.batch} rows"
+    )
+    advice = (
+        "SE's pooled tiny GEMMs run at low utilization and its pool and scale each read the whole feature map: "
+        "consider fewer SE blocks (e.g. only in late stages) or a fused SE kernel"
+    )
+    findings = [Finding("squeeze_excite", None, SE_CLASS, evidence, advice, total_share)]
+    for name, share, flops, block in sorted(blocks, key=lambda b: -b[1])[: t.max_layer_findings]:
+        if share < t.min_layer_share or share < t.se_time_over_flops * flop_share(attribution, flops):
+            continue
+        block_evidence = (
+            f"{plural(len(block), 'layer')}: {pct(share)} of time for {pct(flop_share(attribution, flops))} of FLOPs "
+            f"({', '.join(layer.name for layer in block)})"
+        )
+        findings.append(Finding("squeeze_excite", name, SE_CLASS, block_evidence, advice, share))
+    return findings
+
+
+@register_rule("launch_bound")
+def launch_bound(attribution: Attribution, context: Context) -> list[Finding]:
+    """A large share of the end-to-end time with no kernel running: launch overhead, gaps, host work."""
+    idle = attribution.idle_share
+    if idle < context.thresholds.idle_share:
+        return []
+    kernels = sum(layer.kernel_count for layer in attribution.layers)
+    mean_us = attribution.kernel_time_ms / kernels * 1e3 if kernels else 0.0
+    evidence = (
+        f"idle {pct(idle)} of the {attribution.end_to_end_ms:.3f} ms end-to-end: kernels run "
+        f"{attribution.kernel_time_ms:.3f} ms; {kernels} kernels (mean {mean_us:.1f} us); batch {attribution.batch}"
+    )
+    if attribution.backend in GRAPH_BACKENDS:
+        advice = "CUDA graphs are already in use: a larger batch (more work per kernel) or fewer, larger layers"
+    else:
+        advice = "use CUDA graphs (the `graph` or `inference` backend) or a larger batch (more work per launch)"
+    return [Finding("launch_bound", None, None, evidence, advice, idle)]
+
+
+__all__ = ["RULES", "Context", "Finding", "Rule", "Thresholds", "diagnose", "list_rules", "register_rule", "summarize"]

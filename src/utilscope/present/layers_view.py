@@ -1,0 +1,116 @@
+"""Rich output for ``utilscope layers``: header, slowest points, op classes, attainable utilization, hints."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from utilscope.attribute.explain import Explanation
+from utilscope.present.units import percent, si
+
+
+def header_text(explanation: Explanation) -> str:
+    a = explanation.attribution
+    measured = a.measured_utilization
+    attributed = a.attributed_ms / a.kernel_time_ms if a.kernel_time_ms else 0.0
+    lines = [
+        f"[bold]{a.model}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {a.backend} · {a.device_name}",
+        f"end-to-end {a.end_to_end_ms:.3f} ms ({a.batch / a.end_to_end_ms * 1e3:,.0f} samples/s)"
+        + (f", FLOP utilization {percent(measured)} of {a.peak_tflops:.1f} TFLOP/s" if measured is not None else ""),
+        f"device time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
+        f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; "
+        f"idle (launch overhead, gaps) {percent(a.idle_share)} of end-to-end",
+    ]
+    return "\n".join(lines)
+
+
+def points_table(explanation: Explanation, top: int) -> Table:
+    rows = {row.name: row for row in explanation.roofline}
+    frame = explanation.points.sort_values("time_ms", ascending=False).head(top)
+    fused = bool(explanation.attribution.layers) and explanation.attribution.layers[0].time_ms is None
+    table = Table(title=f"top {len(frame)} {'fused regions' if fused else 'layers'} by time", header_style="bold")
+    table.add_column("name", overflow="fold")
+    table.add_column("class")
+    for column in ("time ms", "time", "FLOPs", "TFLOP/s", "util", "FLOP/B", "bound", "roofline eff.", "kernels"):
+        table.add_column(column, justify="right")
+    for point in frame.itertuples():
+        row = rows.get(point.name)
+        table.add_row(
+            point.name + (f" (+{point.layers - 1} layers)" if point.layers > 1 else ""),
+            point.op_class,
+            f"{point.time_ms:.4f}",
+            percent(point.time_share),
+            percent(point.flop_share),
+            f"{point.achieved_tflops:.2f}",
+            "-" if point.utilization != point.utilization else percent(point.utilization),
+            f"{row.intensity:.1f}" if row else "-",
+            row.bound.value if row else "-",
+            percent(row.efficiency) if row and row.efficiency is not None else "-",
+            str(point.kernels),
+        )
+    return table
+
+
+def classes_table(explanation: Explanation) -> Table:
+    table = Table(title="op classes: share of FLOPs vs share of time", header_style="bold")
+    table.add_column("class")
+    for column in ("points", "FLOPs", "time", "time ms", "TFLOP/s", "util"):
+        table.add_column(column, justify="right")
+    for row in explanation.classes.itertuples():
+        table.add_row(
+            row.op_class,
+            str(row.points),
+            percent(row.flop_share),
+            percent(row.time_share),
+            f"{row.time_ms:.3f}",
+            f"{row.achieved_tflops:.2f}",
+            "-" if row.utilization != row.utilization else percent(row.utilization),
+        )
+    return table
+
+
+def attainable_text(explanation: Explanation) -> str:
+    gap, a = explanation.gap, explanation.attribution
+    if not gap or "measured_utilization" not in gap:
+        return ""
+    roofs = a.roofs.label if a.roofs else "?"
+    lines = [
+        f"attainable utilization ({roofs} roofs): as written (unfused) {percent(gap['unfused_utilization'])}, "
+        f"ideally fused {percent(gap['fused_utilization'])}; measured {percent(gap['measured_utilization'])}",
+        f"  architecture-limited {percent(gap['architecture_limited'])} of peak (an ideal runtime could not use it), "
+        f"runtime-limited {percent(gap['runtime_limited'])} (a better runtime could)",
+    ]
+    if gap.get("bound_exceeded"):
+        lines.append(
+            "  [yellow]the measurement beat the bound: data served from L2 cache rather than DRAM "
+            "(small batches), so the byte counts over-state the traffic[/]"
+        )
+    return "\n".join(lines)
+
+
+def findings_text(explanation: Explanation, limit: int = 12) -> str:
+    if not explanation.findings:
+        return "no diagnosis rule fired"
+    lines = ["[bold]hints[/] (advice, not verdicts):"]
+    for finding in explanation.findings[:limit]:
+        where = escape(finding.layer or "network")
+        lines.append(
+            f"• {escape(f'[{finding.rule}]')} {where}: {escape(finding.evidence)}\n    → {escape(finding.advice)}"
+        )
+    if len(explanation.findings) > limit:
+        lines.append(f"  … {len(explanation.findings) - limit} more (--json lists all)")
+    return "\n".join(lines)
+
+
+def render_layers(explanation: Explanation, console: Console, top: int = 20) -> None:
+    console.print(header_text(explanation))
+    console.print(points_table(explanation, top))
+    console.print(classes_table(explanation))
+    text = attainable_text(explanation)
+    if text:
+        console.print(text)
+    for note in sorted(set(explanation.attribution.notes)):
+        console.print(f"note: {note}")
+    console.print(findings_text(explanation))
+    console.print(f"FLOPs per inference: {si(explanation.attribution.flops)}")
