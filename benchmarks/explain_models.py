@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -55,7 +56,10 @@ def main() -> None:
     summary = []
     for model in args.models.split(","):
         for backend in args.backends.split(","):
-            summary += explain_one(model, backend, args.batch, args.precision, out_dir)
+            try:
+                summary += explain_one(model, backend, args.batch, args.precision, out_dir)
+            except Exception:  # a benchmark run: report the failure and go on with the next model
+                summary.append(f"== {model} {backend} FAILED\n{traceback.format_exc()}")
             print(summary[-1], flush=True)
     print("\n".join(summary))
 
