@@ -97,6 +97,7 @@ def attribute(
         ceiling_roofs=ceiling_roofs,
         sm_count=spec_row.sm_count if spec_row is not None else None,
         notes=notes + list(prepared.notes),
+        kernel_sequence=kernels if chosen.fuses_elementwise else [],
     )
 
 

@@ -91,6 +91,7 @@ class Attribution:
     ceiling_roofs: Roofs | None  # measured ceilings
     sm_count: int | None
     notes: list[str] = field(default_factory=list)
+    kernel_sequence: list[tuple[str, float]] = field(default_factory=list)  # compiled runs: (name, us) in order
 
     @property
     def idle_share(self) -> float:
