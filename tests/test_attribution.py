@@ -129,17 +129,43 @@ def test_regions_cut_at_tensor_core_kernels():
     assert sum(p.flops for p in points) == counts.total.flops
 
 
-def test_regions_fall_back_to_families_when_counts_differ():
+def test_extra_kernels_join_the_region_before_them():
     counts = _counts()
-    kernels = [("sm90_xmma_fprop_a", 100.0), ("sm90_xmma_fprop_b", 1.0), ("triton_poi_fused_relu", 10.0)]
+    kernels = [("sm90_xmma_fprop_a", 100.0), ("sm90_xmma_fprop_b", 1.0), ("triton_poi_fused_relu", 10.0),
+               ("nvjet_gemm_c", 5.0)]  # fmt: skip
     points, region_of, notes = region_points(counts, kernels)
-    assert "2 tensor-core kernels for 2 layers" not in notes[0] if notes else True
-    kernels.append(("sm90_xmma_fprop_c", 1.0))
-    points, region_of, notes = region_points(counts, kernels)
-    assert notes and "3 tensor-core kernels for 2 layers" in notes[0]
-    assert [p.name for p in points] == ["tensor-core kernels", "other kernels"]
-    assert sum(p.time_ms for p in points) == pytest.approx(0.112)
+    # 3 tensor-core launches for 2 layers with FLOPs: the last unmatched launch stays in the last region
+    assert [p.name for p in points] == ["0", "3"]
+    assert [p.time_ms for p in points] == pytest.approx([0.1, 0.016])  # 100 us; 1 + 10 + 5 us
+    assert notes and "1 of 3 tensor-core kernel groups matched no layer" in notes[0]
     assert sum(p.flops for p in points) == counts.total.flops
+
+
+def test_depthwise_layers_align_with_depthwise_kernel_pairs():
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU(), nn.Conv2d(8, 8, 1))
+    counts = utilscope.count(model, batch=2, resolution=16)
+    kernels = [
+        ("nvjet_sm90_hsh_pointwise", 10.0),
+        ("sm90_xmma_depthwise_convolution_fprop_setup", 1.0),  # cuDNN launches depthwise convs as two kernels
+        ("sm90_xmma_depthwise_convolution_fprop_main", 20.0),
+        ("triton_poi_fused_relu_0", 4.0),
+        ("nvjet_sm90_hsh_pointwise", 8.0),
+    ]
+    points, region_of, notes = region_points(counts, kernels)
+    assert notes == []
+    assert [(p.name, p.op_class) for p in points] == [("0", "pointwise_conv"), ("1", "depthwise_conv"),
+                                                      ("3", "pointwise_conv")]  # fmt: skip
+    assert [p.time_ms for p in points] == pytest.approx([0.01, 0.025, 0.008])
+    assert region_of == ["0", "1", "1", "3"]
+
+
+def test_alignment_prefers_kind_matches():
+    from utilscope.attribute.trace import align
+
+    # layers: dense, depthwise, dense; groups: dense, dense(extra), depthwise, dense
+    assert align([False, True, False], [False, False, True, False]) == [(0, 0), (1, 2), (2, 3)]
+    # a depthwise layer computed inside a fused kernel: no group for it
+    assert align([False, True, False], [False, False]) == [(0, 0), (2, 1)]
 
 
 def test_attribution_dict_round_trips_to_json(attributed):

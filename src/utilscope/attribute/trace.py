@@ -13,6 +13,7 @@ k-th layer segment. When they do not, kernels are grouped by family and the mism
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from torch.profiler import profile as torch_profile
 
 from utilscope.attribute.kernels import ANCHOR_FAMILIES, kernel_family
 from utilscope.attribute.records import LayerTime, Point
+from utilscope.counting.classify import OpClass
 from utilscope.counting.counter import CountResult, LayerCount, aggregate
 from utilscope.counting.tracer import Tracer, trace
 
@@ -174,46 +176,95 @@ def kernel_sequence(run, device: torch.device) -> list[tuple[str, float]]:
     return [(e.name, e.time_range.elapsed_us()) for e in kernels]
 
 
-def _segments(n: int, starts: list[int]) -> list[tuple[int, int]]:
-    """[start, end) index ranges: a prologue before the first start (maybe empty), then one from each start."""
-    bounds = [0, *starts, n]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+_DEPTHWISE_KERNEL = re.compile(r"depthwise|dwconv|grouped|conv2d_c1_k1", re.IGNORECASE)  # c1_k1: one filter per channel
+
+
+def _kernel_groups(kernels: list[tuple[str, float]]) -> list[tuple[int, bool]]:
+    """(first kernel index, depthwise?) of each tensor-core launch group; cuDNN runs a depthwise convolution as
+    two adjacent depthwise kernels (a short one, then the main one), which form one group."""
+    groups: list[tuple[int, bool]] = []
+    for index, (name, _) in enumerate(kernels):
+        if kernel_family(name) not in ANCHOR_FAMILIES:
+            continue
+        depthwise = bool(_DEPTHWISE_KERNEL.search(name))
+        if depthwise and groups and groups[-1][1] and kernel_family(kernels[index - 1][0]) in ANCHOR_FAMILIES:
+            continue  # the second kernel of the same depthwise convolution
+        groups.append((index, depthwise))
+    return groups
+
+
+def align(layer_kinds: list[bool], group_kinds: list[bool]) -> list[tuple[int, int]]:
+    """Order-preserving alignment of layers to kernel groups (both given as depthwise? flags) that matches as many
+    pairs of the same kind as possible; unmatched layers ran inside fused (Triton) kernels, unmatched groups are
+    extra launches. Returns the matched (layer, group) index pairs."""
+    n, m = len(layer_kinds), len(group_kinds)
+    cost = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i == 0 or j == 0:
+                cost[i][j] = i + j
+                continue
+            best = min(cost[i - 1][j], cost[i][j - 1]) + 1
+            if layer_kinds[i - 1] == group_kinds[j - 1]:
+                best = min(best, cost[i - 1][j - 1])
+            cost[i][j] = best
+    pairs, i, j = [], n, m
+    while i > 0 and j > 0:  # among equal alignments, an extra launch follows its layer's (split-K, epilogues)
+        if cost[i][j] == cost[i][j - 1] + 1:
+            j -= 1
+        elif layer_kinds[i - 1] == group_kinds[j - 1] and cost[i][j] == cost[i - 1][j - 1]:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        else:
+            i -= 1
+    return pairs[::-1]
+
+
+def _region_point(name: str, covered: list[LayerCount], region_kernels: list[tuple[str, float]]) -> Point:
+    return Point(
+        name=name,
+        op_class=covered[0].op_class if covered else "other",
+        flops=sum(layer.flops for layer in covered),
+        other_flops=sum(layer.other_flops for layer in covered),
+        bytes=sum(layer.bytes_fused for layer in covered),
+        time_ms=sum(us for _, us in region_kernels) / 1e3,
+        layers=[layer.name for layer in covered],
+        kernels=sorted({kernel for kernel, _ in region_kernels}),
+    )
 
 
 def region_points(counts: CountResult, kernels: list[tuple[str, float]]) -> tuple[list[Point], list[str], list[str]]:
-    """Fused regions of a compiled run: returns (points, each layer's region name, notes)."""
+    """Fused regions of a compiled run: returns (points, each layer's region name, notes).
+
+    Layers with tensor-core FLOPs are aligned, in order and by kind (depthwise or not), with the tensor-core kernel
+    groups; each matched pair starts a region that runs until the next matched pair, on both sequences.
+    """
     layers = counts.layers
-    anchor_layers = [i for i, layer in enumerate(layers) if layer.flops > 0]
-    anchor_kernels = [j for j, (name, _) in enumerate(kernels) if kernel_family(name) in ANCHOR_FAMILIES]
-    layer_cuts, kernel_cuts = _segments(len(layers), anchor_layers), _segments(len(kernels), anchor_kernels)
-    if len(layer_cuts) != len(kernel_cuts):
-        note = (
-            f"{len(anchor_kernels)} tensor-core kernels for {len(anchor_layers)} layers with tensor-core FLOPs: "
-            "regions grouped by kernel family instead of by layer"
-        )
+    anchors = [i for i, layer in enumerate(layers) if layer.flops > 0]
+    groups = _kernel_groups(kernels)
+    is_depthwise = [layers[i].op_class == OpClass.DEPTHWISE_CONV.value for i in anchors]
+    pairs = align(is_depthwise, [depthwise for _, depthwise in groups])
+    if not pairs:
+        note = f"no tensor-core kernel could be matched to the {len(anchors)} layers with FLOPs: regions by family"
         return family_points(counts, kernels), [""] * len(layers), [note]
+    layer_starts = [0] + [anchors[a] for a, _ in pairs] + [len(layers)]
+    kernel_starts = [0] + [groups[g][0] for _, g in pairs] + [len(kernels)]
     points, region_of = [], [""] * len(layers)
-    for (l0, l1), (k0, k1) in zip(layer_cuts, kernel_cuts, strict=True):
-        covered, region_kernels = layers[l0:l1], kernels[k0:k1]
-        if not covered and not region_kernels:
+    for k in range(len(layer_starts) - 1):
+        (l0, l1), (k0, k1) = layer_starts[k : k + 2], kernel_starts[k : k + 2]
+        if l0 == l1 and k0 == k1:
             continue  # an empty prologue
-        head = covered[0] if covered else None
-        name = head.name if head is not None and head.flops > 0 else f"(before {layers[l1].name})"
-        for index in range(l0, l1):
-            region_of[index] = name
-        points.append(
-            Point(
-                name=name,
-                op_class=head.op_class if head is not None else "other",
-                flops=sum(layer.flops for layer in covered),
-                other_flops=sum(layer.other_flops for layer in covered),
-                bytes=sum(layer.bytes_fused for layer in covered),
-                time_ms=sum(us for _, us in region_kernels) / 1e3,
-                layers=[layer.name for layer in covered],
-                kernels=sorted({kernel for kernel, _ in region_kernels}),
-            )
+        name = layers[l0].name if k > 0 else f"(before {layers[l1].name if l1 < len(layers) else 'end'})"
+        region_of[l0:l1] = [name] * (l1 - l0)
+        points.append(_region_point(name, layers[l0:l1], kernels[k0:k1]))
+    notes = []
+    if len(pairs) < len(anchors) or len(pairs) < len(groups):
+        notes.append(
+            f"{len(anchors) - len(pairs)} of {len(anchors)} layers with FLOPs ran inside fused kernels and "
+            f"{len(groups) - len(pairs)} of {len(groups)} tensor-core kernel groups matched no layer: "
+            "both are counted in the region before them"
         )
-    return points, region_of, []
+    return points, region_of, notes
 
 
 def family_points(counts: CountResult, kernels: list[tuple[str, float]]) -> list[Point]:
