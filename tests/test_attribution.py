@@ -213,3 +213,12 @@ def test_layers_cli_bad_input(tiny, argv, message, capsys):
     assert main(["layers", tiny, "--device", "cpu", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("utilscope: error: ") and message in err
+
+
+def test_attribution_round_trips_through_its_dict(attributed):
+    import json
+
+    from utilscope.attribute.records import attribution_from_dict
+
+    rebuilt = attribution_from_dict(json.loads(json.dumps(attributed.to_dict())))
+    assert rebuilt == attributed

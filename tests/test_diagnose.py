@@ -311,10 +311,24 @@ def test_squeeze_excite_fires_on_an_se_block():
 def test_squeeze_excite_counts_a_fused_region_once():
     result = count(with_se(), batch=2, resolution=16)
     se_names = [lay.name for lay in result.layers if lay.op_class == "se_gate"]
-    attribution = attribution_of(result, backend="compile", regions={"se_region": se_names})
-    region_ms = next(p.time_ms for p in attribution.points if p.name == "se_region")
+    # regions are named after the layer they start at
+    attribution = attribution_of(result, backend="compile", regions={se_names[0]: se_names})
+    region_ms = next(p.time_ms for p in attribution.points if p.name == se_names[0])
     block = at(run(attribution, "squeeze_excite"), "se")
     assert block.time_share == pytest.approx(region_ms / attribution.end_to_end_ms)  # not 6x the region
+
+
+def test_squeeze_excite_ignores_a_region_that_only_absorbed_its_pool():
+    """A compiler fuses the SE pool into the convolution before it: that region is the convolution's time."""
+    result = count(with_se(), batch=2, resolution=16)
+    names = [lay.name for lay in result.layers]
+    se_names = [lay.name for lay in result.layers if lay.op_class == "se_gate"]
+    before = names[names.index(se_names[0]) - 1]
+    regions = {before: [before, se_names[0]], se_names[1]: se_names[1:]}
+    attribution = attribution_of(result, backend="compile", regions=regions)
+    region_ms = next(p.time_ms for p in attribution.points if p.name == se_names[1])
+    block = at(run(attribution, "squeeze_excite"), "se")
+    assert block.time_share == pytest.approx(region_ms / attribution.end_to_end_ms)
 
 
 def test_squeeze_excite_quiet_without_se_or_when_cheap():

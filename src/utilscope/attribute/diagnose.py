@@ -123,10 +123,15 @@ class Context:
         return self.share(self.layer_ms[layer.name])
 
     def group_share(self, layers: list[LayerTime]) -> float:
-        """Share of a group of layers, each fused region they fall in counted once."""
+        """Share of a group of layers. A fused region counts once, and only when it starts at one of the group's
+        layers: a region that merely absorbed the group's first op (an SE block's pool fused into the depthwise
+        convolution before it) belongs to the layer it starts at."""
+        names = {layer.name for layer in layers}
         own = sum(self.layer_ms[layer.name] for layer in layers if layer.name not in self.region_of)
         regions = {
-            self.region_of[layer.name]: self.layer_ms[layer.name] for layer in layers if layer.name in self.region_of
+            self.region_of[layer.name]: self.layer_ms[layer.name]
+            for layer in layers
+            if self.region_of.get(layer.name) in names
         }
         return self.share(own + sum(regions.values()))
 

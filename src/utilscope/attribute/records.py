@@ -106,3 +106,15 @@ class Attribution:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "idle_share": self.idle_share, "measured_utilization": self.measured_utilization}
+
+
+def attribution_from_dict(doc: dict) -> Attribution:
+    """Rebuild an Attribution from ``Attribution.to_dict()`` output (e.g. a saved ``utilscope layers --json``)."""
+    names = {f for f in Attribution.__dataclass_fields__}
+    values = {key: doc[key] for key in names if key in doc}
+    values["layers"] = [LayerTime(**layer) for layer in doc["layers"]]
+    values["points"] = [Point(**point) for point in doc["points"]]
+    values["roofs"] = Roofs(**doc["roofs"]) if doc.get("roofs") else None
+    values["ceiling_roofs"] = Roofs(**doc["ceiling_roofs"]) if doc.get("ceiling_roofs") else None
+    values["kernel_sequence"] = [tuple(kernel) for kernel in doc.get("kernel_sequence", [])]
+    return Attribution(**values)
