@@ -8,6 +8,7 @@ nvml_util              = NVIDIA's time-based utilization sampled during the time
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -159,6 +160,9 @@ class Sweep:
     peaks: Peaks
     clock: Clock
     plan: TimingPlan
+    model_id: str = ""
+    notes: list[str] = field(default_factory=list)  # device-level notes (an unknown GPU), given to every row
+    environment: dict = field(default_factory=dict)
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
@@ -174,20 +178,25 @@ def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     return row
 
 
-def run_sweep(sweep: Sweep, batches: list[int]) -> list[ProfileRow]:
-    """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on."""
+def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:
+    """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on.
+    ``on_row`` sees each row as soon as it is measured (a survey stores it at once)."""
     rows = []
     for batch in batches:
         try:
-            rows.append(measure_batch(sweep, batch))
+            row = measure_batch(sweep, batch)
+            row.notes = sweep.notes + row.notes
         except torch.cuda.OutOfMemoryError:
-            rows.append(ProfileRow(batch=batch, status="oom"))
+            row = ProfileRow(batch=batch, status="oom", notes=list(sweep.notes))
         except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
             message = str(exc).splitlines()[0][:200] if str(exc) else ""
-            rows.append(ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}"))
+            row = ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}", notes=list(sweep.notes))
         finally:
             if sweep.device.type == "cuda":
                 torch.cuda.empty_cache()
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
     return rows
 
 
@@ -206,6 +215,41 @@ def default_precision(device: torch.device) -> str:
     return "fp16" if device.type == "cuda" else "fp32"
 
 
+def prepare_sweep(
+    model: str,
+    precision: str | None = None,
+    backend: str = "graph",
+    device: str | None = None,
+    resolution: int | None = None,
+    channels_last: bool = True,
+    peak_tflops: float | None = None,
+    ceilings=None,
+    clock: Clock | None = None,
+    plan: TimingPlan | None = None,
+) -> Sweep:
+    """Check the arguments, count the model, find the peaks, build the model on the device. Raises on bad input.
+
+    ``ceilings`` defaults to the device's measured ceilings (cached on GPUs, measured afresh on CPUs); ``False``
+    skips them.
+    """
+    dev = hardware.resolve_device(device)
+    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
+    chosen_backend = get_backend(backend)
+    spec = zoo.parse_spec(model)
+    res = zoo.resolve_resolution(spec, resolution)
+    work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
+    if ceilings is None:  # a CPU's ceiling moves with the machine's load: measured afresh (~1 s), not cached
+        ceilings = hardware.get_ceilings(dev, refresh=dev.type == "cpu")
+    peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
+    module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
+    return Sweep(
+        module, work, chosen_backend, prec, dev, res, channels_last, peaks,
+        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
+        plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
+        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last),
+    )  # fmt: skip
+
+
 def profile(
     model: str,
     batches=None,
@@ -219,31 +263,14 @@ def profile(
     clock: Clock | None = None,
     plan: TimingPlan | None = None,
 ) -> ProfileResult:
-    """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size.
-
-    ``ceilings`` defaults to the device's measured ceilings (cached on GPUs, measured afresh on CPUs); ``False``
-    skips them.
-    """
+    """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size."""
     dev = hardware.resolve_device(device)
-    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
-    chosen_backend = get_backend(backend)
     batch_list = check_batches(batches if batches is not None else default_batches(dev))
-    spec = zoo.parse_spec(model)
-    res = zoo.resolve_resolution(spec, resolution)
-    work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
-    if ceilings is None:  # a CPU's ceiling moves with the machine's load: measured afresh (~1 s), not cached
-        ceilings = hardware.get_ceilings(dev, refresh=dev.type == "cpu")
-    peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
-    module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
-    sweep = Sweep(
-        module, work, chosen_backend, prec, dev, res, channels_last, peaks,
-        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
-        plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
-    )  # fmt: skip
+    sweep = prepare_sweep(model, precision, backend, device, resolution, channels_last, peak_tflops, ceilings, clock,
+                          plan)  # fmt: skip
     rows = run_sweep(sweep, batch_list)
-    for row in rows:
-        row.notes = notes + row.notes
-    env = environment(dev, prec.value, chosen_backend.name, channels_last)
+    env = sweep.environment
     return ProfileResult(
-        spec.id, res, env["device_name"], chosen_backend.name, prec.value, channels_last, work.total.flops, env, rows
-    )
+        sweep.model_id, sweep.resolution, env["device_name"], sweep.backend.name, sweep.precision.value,
+        sweep.channels_last, sweep.work.total.flops, env, rows,
+    )  # fmt: skip

@@ -1,0 +1,329 @@
+"""The survey report: one self-contained HTML page (PNGs embedded as data URIs, inline CSS, no script, no network),
+the PNGs themselves and ``measurements.csv`` beside it.
+
+The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
+``nvml_summary``, ``ranked_models``, ``failures``) so tests can check them; ``build_report`` only lays them out.
+The page is filled with ``string.Template``: no template-engine dependency.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from string import Template
+
+import numpy as np
+import pandas as pd
+
+from utilscope.errors import UsageError
+from utilscope.present.units import percent, si
+from utilscope.report import plots
+
+MEASUREMENT_COLUMNS = plots.SERIES + [
+    "batch", "family", "status", "flops_per_sample", "latency_ms", "samples_per_s", "achieved_tflops",
+    "utilization", "peak_tflops", "peak_source", "nvml_util",
+]  # fmt: skip
+OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
+RANKED = 10  # rows in the top and bottom tables
+_NUMBER = r"[-+–]?[\d.,]*%?"  # cells that align right: 12, 1,234, 3.5%, –
+
+# (file name, title, function of the measurements frame, what to read from it)
+FIGURES = (
+    ("utilization_vs_batch.png", "Utilization vs batch size", plots.plot_utilization_vs_batch,
+     "One line per model, one panel per backend; colour is the family, the three best and worst are named."),
+    ("utilization_vs_gflops.png", "Utilization vs GFLOPs per sample", plots.plot_utilization_vs_gflops,
+     "Each model at its largest successful batch; GFLOPs on a log axis, marker shape is the backend."),
+    ("throughput_vs_gflops.png", "Throughput vs GFLOPs, with iso-utilization lines", plots.plot_throughput_vs_gflops,
+     "Grey lines: samples/s = u × peak / FLOPs per sample for u = 1, 3, 10, 30, 100 %. Filled markers: largest "
+     "successful batch; hollow: smallest batch."),
+    ("utilization_by_family.png", "Utilization by family", plots.plot_utilization_by_family,
+     "Boxes over the models of a family at their largest successful batch, one box per backend."),
+    ("flop_vs_nvml.png", "FLOP utilization vs nvml_util", plots.plot_flop_vs_nvml,
+     "nvml_util counts the time any kernel runs; FLOP utilization counts the work done. Points far below the "
+     "dashed line are busy GPUs doing little arithmetic."),
+)  # fmt: skip
+OP_CLASS_FIGURE = (
+    "op_class_shares.png",
+    "Op-class shares of time and FLOPs",
+    "For representative attributed models (evenly spread from lowest to highest utilization): the upper bar of each "
+    "pair is the share of measured time per op class, the lower bar the share of FLOPs.",
+)
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+
+def check_columns(frame: pd.DataFrame, required: list[str], name: str) -> None:
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{name} lacks columns {', '.join(missing)} (needs {', '.join(required)})")
+
+
+def batch_summary(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Per batch size: rows ok / failed, median and best utilization (and who reached it), median per backend."""
+    ok = plots.ok_rows(measurements)
+    rows = []
+    for batch, group in measurements.groupby("batch"):
+        good = ok[ok["batch"] == batch]
+        best = good.loc[good["utilization"].idxmax()] if not good.empty else None
+        row = dict(
+            batch=int(batch),
+            ok=len(good),
+            failed=len(group) - len(good),
+            median_utilization=good["utilization"].median(),
+            best_utilization=np.nan if best is None else best["utilization"],
+            best_model="" if best is None else f"{best['model']} ({best['backend']})",
+        )
+        for backend in sorted(measurements["backend"].astype(str).unique()):
+            row[f"median {backend}"] = good[good["backend"].astype(str) == backend]["utilization"].median()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def nvml_summary(measurements: pd.DataFrame) -> dict:
+    """How nvml_util (percent busy) compares to FLOP utilization on the successful rows that have both."""
+    ok = plots.ok_rows(measurements)
+    both = ok[ok["nvml_util"].notna() & ok["utilization"].notna()]
+    if both.empty:
+        return dict(rows=0)
+    flop_percent = 100 * both["utilization"]
+    ratio = (both["nvml_util"] / flop_percent.where(flop_percent > 0)).median()
+    spearman = both["nvml_util"].corr(both["utilization"], method="spearman") if len(both) > 2 else np.nan
+    return dict(
+        rows=len(both),
+        median_nvml=both["nvml_util"].median() / 100,
+        median_flop=both["utilization"].median(),
+        median_ratio=ratio,
+        spearman=spearman,
+        nvml_above=float((both["nvml_util"] > flop_percent).mean()),
+    )
+
+
+def ranked_models(measurements: pd.DataFrame, count: int = RANKED, best: bool = True) -> pd.DataFrame:
+    """The ``count`` best (or worst) models by utilization, each at its largest successful batch and best backend."""
+    ok = plots.ok_rows(measurements)
+    if ok.empty:
+        return ok
+    at_largest = plots.largest_batch(ok).sort_values("utilization", ascending=False)
+    per_model = at_largest.drop_duplicates("model", keep="first")
+    return per_model.head(count) if best else per_model.tail(count).iloc[::-1]
+
+
+def failures(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Every row whose status is not ``"ok"``, sorted by model, backend and batch."""
+    failed = measurements[measurements["status"] != "ok"]
+    return failed.sort_values(["model", "backend", "batch"])
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def write_csv(measurements: pd.DataFrame, path: Path) -> Path:
+    """All rows, failures included; list and dict cells (notes, environment) become JSON text."""
+    frame = measurements.copy()
+    for column in [c for c in frame.columns if pd.api.types.is_object_dtype(frame[c])]:
+        if frame[column].map(lambda v: isinstance(v, list | dict | tuple)).any():
+            frame[column] = frame[column].map(lambda v: json.dumps(v, default=str, sort_keys=True))
+    frame.to_csv(path, index=False)
+    return path
+
+
+def write_figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path) -> list[tuple]:
+    """Draw every figure into ``out_dir``; returns ``(title, path, text)`` per figure, in page order."""
+    figures = [(title, draw(measurements, out_dir / name), text) for name, title, draw, text in FIGURES]
+    name, title, text = OP_CLASS_FIGURE
+    figures.append((title, plots.plot_op_class_shares(op_classes, out_dir / name, measurements), text))
+    return figures
+
+
+# ---------------------------------------------------------------------------------------------- page
+
+_PAGE = Template("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>$title</title>
+<style>
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1300px;
+       padding: 0 1.5em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.7em; margin-bottom: 0.2em; }
+h2 { font-size: 1.3em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+.lead { color: #555; margin-top: 0; }
+.numbers { display: flex; flex-wrap: wrap; gap: 1em; margin: 1em 0; }
+.number { background: #f4f6f8; border-radius: 6px; padding: 0.6em 1em; min-width: 9em; }
+.number b { display: block; font-size: 1.5em; }
+table { border-collapse: collapse; font-size: 0.88em; margin: 0.5em 0 1em; }
+th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #e4e4e4; }
+th { background: #f4f6f8; }
+.n { text-align: right; font-variant-numeric: tabular-nums; }
+.t { text-align: left; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+</style>
+</head>
+<body>
+<h1>$title</h1>
+<p class="lead">$lead</p>
+<div class="numbers">$numbers</div>
+<h2>Utilization at each batch size</h2>
+$batch_table
+<h2>nvml_util vs FLOP utilization</h2>
+<p>$nvml_text</p>
+<h2>Figures</h2>
+$figures
+<h2>Top $ranked models by utilization</h2>
+<p>Each model at its largest successful batch, on its best backend.</p>
+$top_table
+<h2>Bottom $ranked models by utilization</h2>
+<p>Each model at its largest successful batch, on its best backend.</p>
+$bottom_table
+<h2>Failures</h2>
+$failure_table
+<p class="lead">Every row, failures included, is in <code>measurements.csv</code> beside this page.
+Utilization = achieved FLOP/s / peak FLOP/s of the row's peak (see peak_source); FLOPs count 2 per multiply-add.</p>
+</body>
+</html>
+""")
+
+
+def _table(frame: pd.DataFrame, empty: str = "none") -> str:
+    """An HTML table of ``frame`` (cells escaped); numeric-looking columns align right, text columns left."""
+    if frame.empty:
+        return f"<p>{html.escape(empty)}</p>"
+    cells = frame.astype(object).where(frame.notna(), "–").astype(str)
+    kinds = ["n" if cells[c].str.fullmatch(_NUMBER).all() else "t" for c in cells.columns]
+
+    def row(values, tag: str) -> str:
+        cells = (f'<{tag} class="{k}">{html.escape(str(v))}</{tag}>' for v, k in zip(values, kinds, strict=True))
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    body = "".join(row(values, "td") for values in cells.itertuples(index=False))
+    return f"<table><thead>{row(cells.columns, 'th')}</thead><tbody>{body}</tbody></table>"
+
+
+def _percent(value: float) -> str:
+    return "–" if pd.isna(value) else percent(value)
+
+
+def _number(value: float, spec: str) -> str:
+    return "–" if pd.isna(value) else format(value, spec)
+
+
+def _batch_table(measurements: pd.DataFrame) -> str:
+    summary = batch_summary(measurements)
+    for column in [c for c in summary.columns if "utilization" in c or c.startswith("median ")]:
+        summary[column] = summary[column].map(_percent)
+    return _table(summary.rename(columns=lambda c: c.replace("_", " ")))
+
+
+def _ranked_table(measurements: pd.DataFrame, best: bool) -> str:
+    rows = ranked_models(measurements, RANKED, best)
+    if rows.empty:
+        return _table(rows, "no successful measurements")
+    shown = pd.DataFrame(
+        {
+            "model": rows["model"],
+            "family": rows["family"],
+            "GFLOPs/sample": (rows["flops_per_sample"] / 1e9).map(lambda v: f"{v:.3g}"),
+            "batch": rows["batch"].astype(int),
+            "backend": rows["backend"],
+            "precision": rows["precision"],
+            "utilization": rows["utilization"].map(_percent),
+            "samples/s": rows["samples_per_s"].map(lambda v: f"{v:,.0f}"),
+            "achieved TFLOP/s": rows["achieved_tflops"].map(lambda v: f"{v:.1f}"),
+            "nvml_util": rows["nvml_util"].map(lambda v: "–" if pd.isna(v) else f"{v:.0f}%"),
+        }
+    )
+    return _table(shown)
+
+
+def _failure_table(measurements: pd.DataFrame) -> str:
+    rows = failures(measurements)
+    columns = ["model", "backend", "precision", "batch", "status"]
+    return _table(rows[columns], "none: every row measured successfully")
+
+
+def _nvml_text(measurements: pd.DataFrame) -> str:
+    found = nvml_summary(measurements)
+    if not found["rows"]:
+        return "No successful row has an nvml_util sample."
+    ratio, spearman = _number(found["median_ratio"], ".1f"), _number(found["spearman"], ".2f")
+    return (
+        f"On the {found['rows']} successful rows with an nvml_util sample, the median nvml_util is "
+        f"<b>{_percent(found['median_nvml'])}</b> while the median FLOP utilization is "
+        f"<b>{_percent(found['median_flop'])}</b>: nvml_util reads a median <b>{ratio}×</b> higher (row by row), "
+        f"and is above FLOP utilization on {_percent(found['nvml_above'])} of the rows. "
+        f"Rank correlation (Spearman) between the two: {spearman}. nvml_util is the share of time "
+        "a kernel was running, not how much of the arithmetic units that kernel used."
+    )
+
+
+def _numbers(measurements: pd.DataFrame) -> str:
+    ok = plots.ok_rows(measurements)
+    at_largest = plots.largest_batch(ok)
+    kinds = measurements["status"].map(plots.status_kind).value_counts()
+    cards = [
+        ("models", f"{measurements['model'].nunique()}"),
+        ("families", f"{plots.family_labels(measurements).nunique()}"),
+        ("rows", f"{len(measurements)}"),
+        ("ok / oom / error", f"{kinds.get('ok', 0)} / {kinds.get('oom', 0)} / {kinds.get('error', 0)}"),
+        ("median utilization, largest batch", _percent(at_largest["utilization"].median())),
+        ("best utilization", _percent(ok["utilization"].max()) if not ok.empty else "–"),
+    ]
+    return "".join(f'<div class="number"><b>{html.escape(v)}</b>{html.escape(k)}</div>' for k, v in cards)
+
+
+def _lead(measurements: pd.DataFrame) -> str:
+    def listed(column: str) -> str:
+        return ", ".join(sorted(measurements[column].dropna().astype(str).unique())) or "–"
+
+    batches = sorted(measurements["batch"].unique())
+    peaks = measurements[["peak_tflops", "peak_source"]].dropna().drop_duplicates()
+    peak_text = "; ".join(f"{si(p * 1e12, 'FLOP/s')} ({s})" for p, s in peaks.itertuples(index=False)) or "–"
+    text = (
+        f"Device: {listed('device')}. Software: {listed('software')}. Precision: {listed('precision')}. "
+        f"Backends: {listed('backend')}. Batch sizes: {', '.join(str(b) for b in batches)}. "
+        f"Peak: {peak_text}."
+    )
+    return html.escape(text)
+
+
+def _figure_html(title: str, path: Path, text: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption><b>{html.escape(title)}.</b> {html.escape(text)}</figcaption></figure>"
+    )
+
+
+def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path) -> Path:
+    """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
+
+    ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
+    ``Store.op_class_frame()`` (may be empty). Raises ``UsageError`` naming the missing columns.
+    """
+    check_columns(measurements, MEASUREMENT_COLUMNS, "measurements")
+    if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
+        check_columns(op_classes, OP_CLASS_COLUMNS, "op_classes")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_csv(measurements, out_dir / "measurements.csv")
+    figures = write_figures(measurements, op_classes, out_dir)
+    page = _PAGE.substitute(
+        title="utilscope: GPU utilization of CNN inference",
+        lead=_lead(measurements),
+        numbers=_numbers(measurements),
+        batch_table=_batch_table(measurements),
+        nvml_text=_nvml_text(measurements),
+        figures="\n".join(_figure_html(*figure) for figure in figures),
+        ranked=RANKED,
+        top_table=_ranked_table(measurements, best=True),
+        bottom_table=_ranked_table(measurements, best=False),
+        failure_table=_failure_table(measurements),
+    )
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,266 @@
+"""The survey report: summary numbers on hand-made frames (arithmetic in comments), the whole page on a synthetic
+store (files, headline numbers, tables, embedded images, no network references), every figure on a store where
+every row failed, and (when Chromium is installed) a headless render of the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from utilscope.errors import UsageError
+from utilscope.report import build_report, plots
+from utilscope.report.html import FIGURES, OP_CLASS_FIGURE, batch_summary, nvml_summary, ranked_models
+from utilscope.report.synthetic import synthetic_store
+
+REPO = Path(__file__).resolve().parents[1]
+PLOTS = [figure[2] for figure in FIGURES]
+PNG_NAMES = [figure[0] for figure in FIGURES] + [OP_CLASS_FIGURE[0]]
+
+
+@pytest.fixture(scope="module")
+def store() -> tuple[pd.DataFrame, pd.DataFrame]:
+    # 12 models in 4 families x batches 1, 8, 32, 128, 256 x backends graph, inference = 120 rows;
+    # the largest model of each family runs out of memory at batch 256 (4 x 2 rows) and 2 rows are errors
+    return synthetic_store(np.random.default_rng(20250101), models=12, families=4)
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory) -> Path:
+    measurements, op_classes = store
+    return build_report(measurements, op_classes, tmp_path_factory.mktemp("report"))
+
+
+def failed_store(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Every row out of memory, its metrics NaN: what a survey on too small a GPU stores."""
+    metrics = ["latency_ms", "samples_per_s", "achieved_tflops", "utilization", "nvml_util"]
+    return measurements.assign(status="oom", **{column: np.nan for column in metrics})
+
+
+def row(model: str, batch: int, backend: str, utilization: float, status: str = "ok", **extra) -> dict:
+    return dict(
+        model=model, resolution=224, precision="fp16", device="gpu", software="sw", batch=batch, backend=backend,
+        family="F", status=status, utilization=utilization, nvml_util=extra.pop("nvml_util", np.nan), **extra,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+
+def test_the_synthetic_store_has_the_shape_the_tests_assume(store):
+    measurements, op_classes = store
+    assert len(measurements) == 120
+    assert measurements["family"].nunique() == 4
+    assert (measurements["status"] == "oom").sum() == 8
+    assert measurements["status"].str.startswith("error:").sum() == 2
+    # op classes: each of the 24 series at its largest successful batch, 8 classes each
+    assert len(op_classes) == 24 * 8
+
+
+def test_batch_summary_median_best_and_per_backend():
+    frame = pd.DataFrame(
+        [
+            row("a", 8, "graph", 0.10),
+            row("b", 8, "graph", 0.30),
+            row("a", 8, "inference", 0.20),
+            row("b", 8, "inference", np.nan, status="oom"),
+        ]
+    )
+    (summary,) = batch_summary(frame).to_dict("records")
+    # ok rows 0.10, 0.30, 0.20: median 0.20, best 0.30 by b on graph; graph median (0.10 + 0.30) / 2 = 0.20
+    assert summary["ok"] == 3 and summary["failed"] == 1
+    assert summary["median_utilization"] == pytest.approx(0.20)
+    assert summary["best_utilization"] == pytest.approx(0.30)
+    assert summary["best_model"] == "b (graph)"
+    assert summary["median graph"] == pytest.approx(0.20)
+    assert summary["median inference"] == pytest.approx(0.20)
+
+
+def test_ranked_models_take_each_model_at_its_largest_successful_batch_on_its_best_backend():
+    frame = pd.DataFrame(
+        [
+            row("a", 128, "graph", 0.40),
+            row("a", 256, "graph", 0.30),  # a's largest batch on graph: 0.30, not the 0.40 at 128
+            row("a", 256, "inference", 0.35),  # a's best backend at its largest batch
+            row("b", 128, "graph", 0.20),
+            row("b", 256, "graph", np.nan, status="oom"),  # b's largest successful batch is 128
+            row("c", 256, "graph", 0.05),
+        ]
+    )
+    best = ranked_models(frame, count=2, best=True)
+    assert list(best["model"]) == ["a", "b"]
+    assert list(best["utilization"]) == [0.35, 0.20]
+    assert list(best["batch"]) == [256, 128]
+    worst = ranked_models(frame, count=2, best=False)
+    assert list(worst["model"]) == ["c", "b"]
+
+
+def test_nvml_summary_compares_busy_percent_with_flop_utilization():
+    frame = pd.DataFrame(
+        [
+            row("a", 8, "graph", 0.10, nvml_util=90.0),  # 90% / 10% = 9x
+            row("b", 8, "graph", 0.20, nvml_util=80.0),  # 80% / 20% = 4x
+            row("c", 8, "graph", 0.50, nvml_util=np.nan),  # no sample: left out
+        ]
+    )
+    found = nvml_summary(frame)
+    assert found["rows"] == 2
+    assert found["median_nvml"] == pytest.approx(0.85)
+    assert found["median_flop"] == pytest.approx(0.15)
+    assert found["median_ratio"] == pytest.approx(6.5)  # (9 + 4) / 2
+    assert found["nvml_above"] == 1.0
+
+
+def test_iso_utilization_lines_arithmetic():
+    # 1000 TFLOP/s peak, 4 GFLOPs per sample: at 10% utilization 0.1 x 1e15 / 4e9 = 25,000 samples/s
+    lines = plots.iso_utilization_lines(1000.0, np.array([4.0]))
+    assert sorted(lines) == [0.01, 0.03, 0.10, 0.30, 1.00]
+    assert lines[0.10][0] == pytest.approx(25_000)
+    assert lines[1.00][0] == pytest.approx(250_000)
+
+
+def test_a_measurement_lies_on_the_iso_line_of_its_own_utilization(store):
+    measurements, _ = store
+    ok = plots.ok_rows(measurements).iloc[0]
+    (samples,) = plots.iso_utilization_lines(ok["peak_tflops"], np.array([ok["flops_per_sample"] / 1e9]))[1.0]
+    assert ok["samples_per_s"] == pytest.approx(ok["utilization"] * samples)
+
+
+def test_excluded_caption_counts_failures_by_kind(store):
+    measurements, _ = store
+    assert plots.excluded_caption(measurements) == "110 of 120 rows shown; 10 excluded (2 error, 8 oom)"
+
+
+def test_representative_series_spread_from_lowest_to_highest_utilization(store):
+    measurements, op_classes = store
+    chosen = plots.representative_series(op_classes, measurements, limit=5)
+    assert len(chosen) == 5
+    assert chosen["utilization"].is_monotonic_increasing
+    at_largest = plots.largest_batch(plots.ok_rows(measurements))
+    assert chosen["utilization"].iloc[0] == at_largest["utilization"].min()
+    assert chosen["utilization"].iloc[-1] == at_largest["utilization"].max()
+
+
+# ---------------------------------------------------------------------------------------------- the page
+
+
+def test_build_report_writes_the_page_every_png_and_the_csv(store, report):
+    measurements, _ = store
+    assert report.name == "index.html"
+    for name in PNG_NAMES:
+        image = imread(report.parent / name)
+        assert image.shape[0] > 200 and image.shape[1] > 400
+    written = pd.read_csv(report.parent / "measurements.csv")
+    assert len(written) == len(measurements)
+    assert set(measurements.columns) <= set(written.columns)
+    assert written["environment"].iloc[0].startswith("{")  # dict cells become JSON
+
+
+def test_the_page_shows_the_headline_numbers(store, report):
+    measurements, _ = store
+    page = report.read_text()
+    ok = measurements[measurements["status"] == "ok"]
+    assert f"<b>{measurements['model'].nunique()}</b>models" in page
+    assert f"<b>{len(measurements)}</b>rows" in page
+    assert "<b>110 / 8 / 2</b>ok / oom / error" in page
+    for batch, group in ok.groupby("batch"):
+        median, best = group["utilization"].median(), group["utilization"].max()
+        cells = re.search(rf'<tr><td class="n">{batch}</td>.*?</tr>', page).group(0)
+        assert f"{100 * median:.1f}%" in cells and f"{100 * best:.1f}%" in cells
+    both = ok.dropna(subset=["nvml_util"])
+    assert f"median nvml_util is <b>{both['nvml_util'].median():.1f}%</b>" in page
+    assert f"median FLOP utilization is <b>{100 * both['utilization'].median():.1f}%</b>" in page
+
+
+def test_the_page_has_top_bottom_and_failure_tables(store, report):
+    measurements, _ = store
+    page = report.read_text()
+    assert "Top 10 models by utilization" in page and "Bottom 10 models by utilization" in page
+    at_largest = plots.largest_batch(plots.ok_rows(measurements))
+    best, worst = at_largest.loc[at_largest["utilization"].idxmax()], at_largest.loc[at_largest["utilization"].idxmin()]
+    top = page.split("Top 10 models")[1].split("Bottom 10 models")[0]
+    bottom = page.split("Bottom 10 models")[1].split("<h2>Failures")[0]
+    assert top.index(best["model"]) < top.index("</tr>", top.index("<tbody>"))  # the best model is the first row
+    assert bottom.index(worst["model"]) < bottom.index("</tr>", bottom.index("<tbody>"))
+    failures = page.split("<h2>Failures</h2>")[1]
+    assert failures.count("<tr>") == 1 + 10  # header + every failed row
+    assert "error: RuntimeError: CUDA error: an illegal memory access was encountered" in failures
+
+
+def test_the_page_is_self_contained(report):
+    page = report.read_text()
+    images = re.findall(r'<img [^>]*src="([^"]*)"', page)
+    assert len(images) == len(PNG_NAMES)
+    for source in images:
+        assert source.startswith("data:image/png;base64,")
+        assert base64.b64decode(source.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "http://" not in page and "https://" not in page
+    assert "<script" not in page.lower() and "<link" not in page.lower()
+
+
+def test_build_report_names_missing_columns(store, tmp_path):
+    measurements, op_classes = store
+    with pytest.raises(UsageError, match="utilization"):
+        build_report(measurements.drop(columns=["utilization"]), op_classes, tmp_path)
+
+
+def test_build_report_when_every_row_failed_and_nothing_was_attributed(store, tmp_path):
+    measurements, _ = store
+    page = build_report(failed_store(measurements), pd.DataFrame(), tmp_path).read_text()
+    assert "<b>0 / 120 / 0</b>ok / oom / error" in page
+    assert "No successful row has an nvml_util sample." in page
+    assert page.count("data:image/png;base64,") == len(PNG_NAMES)
+
+
+def test_build_report_takes_the_stores_dtypes(store, tmp_path):
+    # Store.frame() gives nullable Int64 counts, "" for an unknown family and str columns
+    measurements, op_classes = store
+    typed = measurements.astype({"flops_per_sample": "Int64", "params": "Int64", "model": "str", "status": "str"})
+    typed.loc[typed["model"] == typed["model"].iloc[0], "family"] = ""
+    page = build_report(typed, op_classes, tmp_path).read_text()
+    assert page.count("data:image/png;base64,") == len(PNG_NAMES)
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+
+@pytest.mark.parametrize("plot", PLOTS, ids=lambda plot: plot.__name__)
+@pytest.mark.parametrize("rows", ["all_failed", "no_rows"])
+def test_every_plot_draws_a_figure_without_successful_rows(store, plot, rows, tmp_path):
+    measurements, _ = store
+    frame = failed_store(measurements) if rows == "all_failed" else measurements.iloc[:0]
+    path = plot(frame, tmp_path / "figure.png")
+    assert path == tmp_path / "figure.png"
+    assert imread(path).shape[0] > 100
+
+
+def test_op_class_plot_without_attribution(tmp_path):
+    path = plots.plot_op_class_shares(pd.DataFrame(), tmp_path / "op.png")
+    assert imread(path).shape[0] > 100
+
+
+def test_flop_vs_nvml_without_any_nvml_sample(store, tmp_path):
+    measurements, _ = store
+    path = plots.plot_flop_vs_nvml(measurements.assign(nvml_util=np.nan), tmp_path / "nvml.png")
+    assert imread(path).shape[0] > 100
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH")
+def test_the_page_renders_in_headless_chromium(report, tmp_path):
+    shot = tmp_path / "page.png"
+    command = [sys.executable, str(REPO / "scripts" / "render_check.py"), str(report), "--out", str(shot)]
+    done = subprocess.run(command + ["--height", "2000"], capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    assert imread(shot).shape[:2] == (2000, 1400)
