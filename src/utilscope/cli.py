@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from rich.console import Console
+from rich.markup import escape
 
 from utilscope import zoo
 from utilscope.counting import DTYPES, count
@@ -72,6 +73,37 @@ def _add_layers(sub) -> None:
     p.set_defaults(run=cmd_layers)
 
 
+def _add_survey(sub) -> None:
+    p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
+    p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
+    p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
+    p.add_argument("--batch", default="1,8,32,128,256", help="comma-separated batch sizes")
+    p.add_argument("--precision", default=None, help="comma-separated (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="comma-separated backends (default graph)")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution (default: each model's native)")
+    p.add_argument("--db", default="results.sqlite", help="the SQLite store (default results.sqlite)")
+    p.add_argument("--jobs", type=int, default=1, help="workers at a time (one per GPU when there are several)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds one worker (one model) may take")
+    p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
+    p.add_argument(
+        "--attribute",
+        choices=["representative", "all", "none"],
+        default="representative",
+        help="record op-class time shares for these models (default: the curated representative set)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    p.set_defaults(run=cmd_survey)
+    p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
+    p.add_argument("db", help="the SQLite store")
+    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
+    p.set_defaults(run=cmd_report)
+    p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
+    p.add_argument("db")
+    p.add_argument("out", help="a .csv or .parquet path")
+    p.set_defaults(run=cmd_export)
+
+
 def _add_hardware(sub) -> None:
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
     p.add_argument("--json", action="store_true")
@@ -92,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models(sub)
     _add_profile(sub)
     _add_layers(sub)
+    _add_survey(sub)
     _add_hardware(sub)
     return parser
 
@@ -209,6 +242,66 @@ def cmd_layers(args, console: Console) -> int:
         render_layers(explanation, console, top=args.top)
         if args.roofline:
             console.print(f"roofline plot: {args.roofline}")
+    return 0
+
+
+def cmd_survey(args, console: Console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from utilscope import model_sets, survey
+    from utilscope.measure.profile import default_precision
+    from utilscope.store import Store
+
+    if args.jobs < 1 or args.timeout <= 0:
+        raise UsageError("--jobs must be at least 1 and --timeout positive")
+    models = survey.select_models(args.models, args.family)
+    device = hardware_device(args.device)
+    precisions = (args.precision or default_precision(device)).split(",")
+    with Store(args.db) as store:
+        plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
+                                  args.device, store, args.res, args.retry_errors)  # fmt: skip
+    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} workers, {plan.skipped} already "
+                  f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
+    if args.dry_run or not plan.groups:
+        return 0
+    chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
+               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("measuring", total=plan.cells)
+        attribute = frozenset(chosen[args.attribute])
+        result = survey.run_survey(plan, args.db, args.device, args.jobs, args.timeout, attribute,
+                                   lambda group: progress.advance(task, len(group.batches)))  # fmt: skip
+    per_cell = result.wall_s / result.cells if result.cells else 0.0
+    console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell), "
+                  f"{result.failed_cells} failed")  # fmt: skip
+    for failure in result.failures[:20]:
+        console.print(f"  [red]{escape(failure)}[/]")
+    return EXIT_PARTIAL if result.failed_cells else 0
+
+
+def hardware_device(device: str | None):
+    from utilscope.hardware import resolve_device
+
+    return resolve_device(device)
+
+
+def cmd_report(args, console: Console) -> int:
+    from utilscope.report.html import build_report
+    from utilscope.store import Store
+
+    with Store(args.db, create=False) as store:
+        path = build_report(store.frame(), store.op_class_frame(), args.out)
+    console.print(f"report: {path}")
+    return 0
+
+
+def cmd_export(args, console: Console) -> int:
+    from utilscope.store import Store
+
+    with Store(args.db, create=False) as store:
+        store.export(args.out)
+    console.print(f"exported {args.db} to {args.out}")
     return 0
 
 

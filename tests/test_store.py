@@ -1,0 +1,399 @@
+"""Results store: creation, upserts, done keys, bad rows, concurrent writers, exports, and files it must refuse."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from enum import Enum
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from utilscope.errors import UsageError
+from utilscope.store import (
+    APPLICATION_ID,
+    KEY_COLUMNS,
+    SCHEMA_VERSION,
+    VALUE_COLUMNS,
+    Store,
+    StoreError,
+    read_export,
+    row_key,
+)
+
+KEY = {
+    "model": "resnet50",
+    "resolution": 224,
+    "batch": 8,
+    "precision": "fp16",
+    "backend": "graph",
+    "device": "NVIDIA H200",
+    "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04",
+}
+
+
+def make_row(**overrides) -> dict:
+    """A full ok row: every value column set, floats that do not print short (to test exact round-trips)."""
+    row = {
+        **KEY,
+        "family": "resnet",
+        "flops_per_sample": 8_178_000_000,
+        "params": 25_557_032,
+        "status": "ok",
+        "latency_ms": 1 / 3,
+        "samples_per_s": 24000.123456789012,
+        "achieved_tflops": 196.27,
+        "utilization": 0.19837,
+        "utilization_vs_ceiling": 0.3,
+        "peak_tflops": 989.4,
+        "peak_source": "datasheet: NVIDIA H200",
+        "achieved_gbs": 1234.5,
+        "bandwidth_utilization": 0.25,
+        "bytes_model": "fused",
+        "nvml_util": 97.5,
+        "cv": 0.004,
+        "unstable": False,
+        "iters_per_sample": 12,
+        "cuda_graph": True,
+        "notes": ["a note, with a comma", 'and "quotes"'],
+        "environment": {"torch": "2.11.0", "cudnn": 91900, "driver": None, "nested": {"x": [1, 2]}},
+        "measured_at": "2026-01-02T03:04:05+00:00",
+        "wall_s": 2.5,
+    }
+    row.update(overrides)
+    return row
+
+
+def file_bytes(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# --- creating, reopening, upserting ------------------------------------------------------------------------------
+
+
+def test_a_missing_store_is_created_with_its_folders_and_reopens_with_its_rows(tmp_path):
+    path = tmp_path / "deep" / "er" / "results.sqlite"
+    with Store(path) as store:
+        assert store.frame().empty
+        assert list(store.frame().columns) == list(KEY_COLUMNS + VALUE_COLUMNS)
+        store.add(make_row())
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    with Store(path) as store:
+        frame = store.frame()
+    assert len(frame) == 1
+    assert frame.loc[0, "notes"] == make_row()["notes"]
+    assert frame.loc[0, "environment"] == make_row()["environment"]
+    assert frame["cuda_graph"].dtype == bool and frame.loc[0, "cuda_graph"]
+    assert frame.loc[0, "latency_ms"] == 1 / 3
+
+
+def test_an_empty_file_becomes_a_store(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.touch()
+    with Store(path) as store:
+        store.add(make_row())
+        assert len(store.frame()) == 1
+
+
+def test_a_row_for_a_measured_key_replaces_it_whole(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add(make_row())
+        store.add(make_row(batch=16))
+        store.add({**KEY, "status": "oom"})  # the same key again: every value column replaced, defaults included
+        frame = store.frame()
+    assert len(frame) == 2
+    row = frame[frame["batch"] == 8].iloc[0]
+    assert row["status"] == "oom"
+    assert pd.isna(row["latency_ms"]) and pd.isna(row["flops_per_sample"])
+    assert row["notes"] == [] and row["environment"] == {} and not row["cuda_graph"] and row["peak_source"] == ""
+    assert row["measured_at"].endswith("+00:00")  # filled in when not given
+    assert frame[frame["batch"] == 16].iloc[0]["status"] == "ok"
+
+
+def test_numpy_scalars_are_accepted(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add(make_row(batch=np.int64(32), latency_ms=np.float32(2.5), unstable=np.bool_(True)))
+        frame = store.frame()
+    assert frame.loc[0, "batch"] == 32 and frame.loc[0, "latency_ms"] == 2.5 and frame.loc[0, "unstable"]
+
+
+def test_done_keys_count_errors_as_done_only_when_they_are_not_retried(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add(make_row(batch=1))
+        store.add(make_row(batch=8, status="oom"))
+        store.add(make_row(batch=32, status="error: RuntimeError: cuDNN failed"))
+        ok, oom, error = (row_key(make_row(batch=b)) for b in (1, 8, 32))
+        assert ok == tuple(KEY.values())[:2] + (1,) + tuple(KEY.values())[3:]
+        assert store.done_keys() == {ok, oom}
+        assert store.done_keys(retry_errors=True) == {ok, oom}
+        assert store.done_keys(retry_errors=False) == {ok, oom, error}
+        store.add(make_row(batch=32))  # the retried cell succeeded
+        assert store.done_keys() == {ok, oom, error}
+
+
+@pytest.mark.parametrize(
+    ("row", "named"),
+    [
+        ({k: v for k, v in make_row().items() if k not in ("batch", "device")}, ["batch", "device"]),
+        (make_row(latency=1.0, gpu="x"), ["gpu", "latency"]),
+        ({k: v for k, v in make_row().items() if k != "status"}, ["status"]),
+        (make_row(status="failed"), ["status", "ok", "oom"]),
+        (make_row(batch="8"), ["batch"]),
+        (make_row(model=None), ["model"]),
+        (make_row(latency_ms="fast"), ["latency_ms"]),
+        (make_row(notes="one note"), ["notes"]),
+        (make_row(unstable="no"), ["unstable"]),
+    ],
+    ids=["missing-keys", "unknown", "no-status", "bad-status", "str-batch", "none-key", "str-float", "notes", "bool"],
+)
+def test_bad_rows_raise_naming_the_columns_and_write_nothing(tmp_path, row, named):
+    with Store(tmp_path / "r.sqlite") as store:
+        with pytest.raises(ValueError) as info:
+            store.add(row)
+        assert store.frame().empty
+    for name in named:
+        assert name in str(info.value)
+
+
+def test_op_classes_of_a_key_are_replaced_together(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add_op_classes(
+            make_row(),  # a full measurement row works as the key
+            [
+                {"op_class": "conv", "flop_share": 0.9, "time_share": 0.6, "time_ms": 0.6},
+                {"op_class": "norm", "flop_share": 0.05, "time_share": 0.3, "time_ms": 0.3},
+            ],
+        )
+        store.add_op_classes({**KEY, "batch": 16}, [{"op_class": "conv", "flop_share": 1.0}])
+        pool = Enum("Kind", {"POOL": "pool"}, type=str).POOL  # a (str, Enum) member is stored as its value
+        store.add_op_classes(KEY, [{"op_class": pool, "flop_share": 0.1, "time_share": 0.1, "time_ms": 0.01}])
+        frame = store.op_class_frame()
+        assert list(zip(frame["batch"], frame["op_class"], strict=True)) == [(8, "pool"), (16, "conv")]
+        assert pd.isna(frame.loc[1, "time_ms"])
+        with pytest.raises(ValueError, match="twice"):
+            store.add_op_classes(KEY, [{"op_class": "conv"}, {"op_class": "conv"}])
+        with pytest.raises(ValueError, match="share"):
+            store.add_op_classes(KEY, [{"op_class": "conv", "share": 1.0}])
+        with pytest.raises(ValueError, match="software"):
+            store.add_op_classes({k: v for k, v in KEY.items() if k != "software"}, [])
+        assert len(store.op_class_frame()) == 2  # the failed calls changed nothing
+
+
+def test_a_closed_store_is_an_error(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.add(make_row())
+
+
+# --- two surveys writing one store ------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from utilscope.store import Store
+
+    path, name = sys.argv[1], sys.argv[2]
+    print("ready", flush=True)
+    sys.stdin.readline()  # start together
+    with Store(path) as store:  # both processes create the (missing) file at once, too
+        for batch in range(200):
+            store.add({"model": name, "resolution": 224, "batch": batch, "precision": "fp32", "backend": "eager",
+                       "device": "cpu", "software": "torch", "status": "ok", "latency_ms": float(batch)})
+    """
+)
+
+
+def test_two_processes_write_one_store_at_once(tmp_path):
+    path = tmp_path / "shared" / "results.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("survey-a", "survey-b")
+    ]
+    for writer in writers:
+        assert writer.stdout.readline().strip() == "ready"
+    for writer in writers:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=120)
+        assert writer.returncode == 0, stderr
+        assert "locked" not in stderr
+    with Store(path) as store:
+        frame = store.frame()
+        assert len(store.done_keys()) == 400
+    assert len(frame) == 400
+    assert frame.groupby("model").size().to_dict() == {"survey-a": 200, "survey-b": 200}
+    assert sorted(frame[frame["model"] == "survey-b"]["latency_ms"]) == [float(b) for b in range(200)]
+
+
+# --- exports ------------------------------------------------------------------------------------------------------
+
+
+def filled_store(path) -> Store:
+    store = Store(path)
+    store.add(make_row())
+    store.add(make_row(batch=16, unstable=True, cv=0.05, notes=[], environment={}, family=""))
+    store.add({**KEY, "batch": 256, "status": "oom", "wall_s": 0.1})
+    store.add({**KEY, "batch": 512, "status": 'error: RuntimeError: "bad", very\nbad'})
+    store.add_op_classes(KEY, [{"op_class": "conv", "flop_share": 0.9, "time_share": 2 / 3, "time_ms": 0.1}])
+    return store
+
+
+def test_csv_export_round_trips(tmp_path):
+    with filled_store(tmp_path / "r.sqlite") as store:
+        expected = store.frame()
+        path = store.export(tmp_path / "out" / "results.csv")
+        ops = store.export(tmp_path / "out" / "ops.csv", table="op_classes")
+        pd.testing.assert_frame_equal(read_export(ops, table="op_classes"), store.op_class_frame())
+    pd.testing.assert_frame_equal(read_export(path), expected)
+    raw = pd.read_csv(path)  # plain pandas: JSON text columns, the same numbers
+    assert [json.loads(text) for text in raw["environment"]] == list(expected["environment"])
+    assert raw["latency_ms"].iloc[0] == pytest.approx(1 / 3, rel=1e-15)
+
+
+def test_parquet_export_round_trips(tmp_path):
+    pytest.importorskip("pyarrow")
+    with filled_store(tmp_path / "r.sqlite") as store:
+        expected = store.frame()
+        path = store.export(tmp_path / "results.parquet")
+        ops = store.export(tmp_path / "ops.parquet", table="op_classes")
+        pd.testing.assert_frame_equal(pd.read_parquet(ops), store.op_class_frame())
+    raw = pd.read_parquet(path)
+    for name in ("notes", "environment"):  # JSON text in the file
+        raw[name] = pd.Series([json.loads(text) for text in raw[name]], dtype=object)
+    pd.testing.assert_frame_equal(raw, expected)
+    pd.testing.assert_frame_equal(read_export(path), expected)
+
+
+def test_an_export_needs_a_known_suffix_and_parquet_needs_pyarrow(tmp_path, monkeypatch):
+    with filled_store(tmp_path / "r.sqlite") as store:
+        with pytest.raises(StoreError, match=r"\.csv or \.parquet"):
+            store.export(tmp_path / "results.xlsx")
+        with pytest.raises(StoreError, match="op_classes"):
+            store.export(tmp_path / "results.csv", table="ops")
+        monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+        with pytest.raises(StoreError, match="pip install pyarrow"):
+            store.export(tmp_path / "results.parquet")
+    assert not (tmp_path / "results.parquet").exists()
+
+
+# --- files that are not (usable) stores: a clear error, and the file unchanged ------------------------------------
+
+
+def assert_refused(path, match: str) -> None:
+    before = file_bytes(path)
+    with pytest.raises(StoreError, match=match) as info:
+        Store(path)
+    assert isinstance(info.value, UsageError)
+    assert "unchanged" in str(info.value)
+    assert file_bytes(path) == before
+
+
+def test_random_bytes_are_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    path.write_bytes(np.random.default_rng(0).bytes(8192))
+    assert_refused(path, "not a SQLite database")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_a_damaged_sqlite_file_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    with filled_store(path) as store:
+        for batch in range(1000, 1400):  # enough rows for several pages
+            store.add(make_row(batch=batch))
+    data = bytearray(file_bytes(path))
+    page_size = int.from_bytes(data[16:18], "big")
+    data[page_size:] = np.random.default_rng(0).bytes(len(data) - page_size)  # keep the header page, trash the rest
+    path.write_bytes(bytes(data))
+    assert_refused(path, "corrupt")
+
+
+def test_a_store_of_a_newer_schema_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    with filled_store(path):
+        pass
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    assert_refused(path, r"newer utilscope \(schema 2 > 1\): upgrade utilscope")
+
+
+def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE songs (title TEXT)")
+    conn.execute("INSERT INTO songs VALUES ('x')")
+    conn.commit()
+    conn.close()
+    assert_refused(path, "another application.*songs")
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.commit()
+    conn.close()
+    assert_refused(path, "another application.*0x4d2")
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(StoreError, match="directory"):
+        Store(tmp_path)
+
+
+def test_reading_a_missing_store_is_an_error(tmp_path):
+    from utilscope.store import Store, StoreError
+
+    with pytest.raises(StoreError, match="no results store"):
+        Store(tmp_path / "absent.sqlite", create=False)
+    assert not (tmp_path / "absent.sqlite").exists()
+
+
+def _filled_store(path):
+    import numpy as np
+
+    from utilscope.report.synthetic import synthetic_store
+    from utilscope.store import KEY_COLUMNS, Store
+
+    measurements, op_classes = synthetic_store(np.random.default_rng(0), models=4)
+    with Store(path) as store:
+        for row in measurements.to_dict(orient="records"):
+            store.add({k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()})
+        for key, rows in op_classes.groupby(list(KEY_COLUMNS)):
+            classes = rows.drop(columns=list(KEY_COLUMNS))
+            store.add_op_classes(dict(zip(KEY_COLUMNS, key, strict=True)), classes.to_dict(orient="records"))
+    return len(measurements)
+
+
+def test_report_and_export_commands(tmp_path, capsys):
+    from utilscope.cli import main
+
+    db = tmp_path / "results.sqlite"
+    rows = _filled_store(db)
+    assert main(["report", str(db), "-o", str(tmp_path / "report")]) == 0
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "data:image/png;base64" in html and (tmp_path / "report" / "measurements.csv").exists()
+    assert main(["export", str(db), str(tmp_path / "out.csv")]) == 0
+    assert len((tmp_path / "out.csv").read_text().strip().splitlines()) == rows + 1
+    assert main(["report", str(tmp_path / "absent.sqlite")]) == 2
+    assert "no results store" in capsys.readouterr().err
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    assert main(["export", str(tmp_path / "junk.sqlite"), str(tmp_path / "x.csv")]) == 2
