@@ -104,6 +104,19 @@ def _add_survey(sub) -> None:
     p.set_defaults(run=cmd_export)
 
 
+def _add_nas(sub) -> None:
+    nas = sub.add_parser("nas", help="search spaces: sample architectures (measure, predict and search follow)")
+    verbs = nas.add_subparsers(dest="nas_command", required=True)
+    p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
+    p.add_argument("--space", required=True, help="a registered search space (mbv3, regnet)")
+    p.add_argument("-n", type=int, default=100, help="how many distinct architectures (default 100)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--flops-min", type=float, default=None, help="lower FLOPs bound per sample (2xMAC)")
+    p.add_argument("--flops-max", type=float, default=None, help="upper FLOPs bound per sample (2xMAC)")
+    p.add_argument("--out", default="archs.jsonl")
+    p.set_defaults(run=cmd_nas_sample)
+
+
 def _add_hardware(sub) -> None:
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
     p.add_argument("--json", action="store_true")
@@ -125,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile(sub)
     _add_layers(sub)
     _add_survey(sub)
+    _add_nas(sub)
     _add_hardware(sub)
     return parser
 
@@ -302,6 +316,19 @@ def cmd_export(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         store.export(args.out)
     console.print(f"exported {args.db} to {args.out}")
+    return 0
+
+
+def cmd_nas_sample(args, console: Console) -> int:
+    from utilscope.nas.sampler import sample_architectures, save_jsonl
+    from utilscope.nas.space import get_space
+
+    space = get_space(args.space)
+    archs = sample_architectures(space, args.n, args.seed, args.flops_min, args.flops_max)
+    path = save_jsonl(args.out, archs)
+    flops = sorted(space.complexity(arch).flops for arch in archs)
+    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {path}; "
+                  f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
     return 0
 
 

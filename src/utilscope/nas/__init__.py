@@ -1,0 +1,1 @@
+"""NAS: search spaces, seeded sampling, utilization inside a space, prediction and utilization-aware search."""

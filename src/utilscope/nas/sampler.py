@@ -1,0 +1,72 @@
+"""Seeded, deduplicated sampling of architectures, optionally within a FLOPs band; JSONL in and out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from utilscope.errors import UsageError
+from utilscope.nas.space import Arch, SearchSpace, arch_id, get_space
+
+MAX_TRIES_PER_ARCH = 200
+
+
+def sample_architectures(
+    space: SearchSpace, n: int, seed: int, flops_min: float | None = None, flops_max: float | None = None
+) -> list[Arch]:
+    """``n`` distinct architectures drawn with ``numpy.random.default_rng(seed)``; the same seed gives the same list
+    on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow."""
+    if n < 1:
+        raise UsageError(f"the number of architectures must be at least 1, got {n}")
+    rng = np.random.default_rng(seed)
+    seen: dict[str, Arch] = {}
+    tries = 0
+    while len(seen) < n:
+        tries += 1
+        if tries > MAX_TRIES_PER_ARCH * n:
+            raise UsageError(
+                f"only {len(seen)} distinct {space.name} architectures in {tries - 1} draws within the FLOPs band "
+                f"[{flops_min}, {flops_max}]: widen the band or ask for fewer"
+            )
+        arch = space.validate(space.sample(rng))
+        flops = space.complexity(arch).flops
+        if (flops_min is not None and flops < flops_min) or (flops_max is not None and flops > flops_max):
+            continue
+        key = arch_id(arch)
+        seen.setdefault(key, {**arch, "id": key, "seed": seed})
+    return list(seen.values())
+
+
+def save_jsonl(path: str | Path, archs: list[Arch]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs))
+    return path
+
+
+def load_jsonl(path: str | Path, space_name: str | None = None) -> list[Arch]:
+    """Read and validate architectures; a malformed line is a UsageError naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"no architecture file at {path}")
+    archs = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or "space" not in record:
+            raise UsageError(f"{path}:{number}: an architecture must be a JSON object with a 'space' field")
+        if space_name is not None and record["space"] != space_name:
+            raise UsageError(f"{path}:{number}: architecture of space {record['space']!r}, expected {space_name!r}")
+        try:
+            archs.append(
+                {**get_space(record["space"]).validate(record), **{k: record[k] for k in ("id", "seed") if k in record}}
+            )
+        except UsageError as exc:
+            raise UsageError(f"{path}:{number}: {exc}") from None
+    return archs

@@ -1,0 +1,76 @@
+"""What a search space is: sample, validate, build and count architectures (JSON-serializable records)."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from torch import nn
+
+from utilscope.errors import UsageError
+
+Arch = dict  # a JSON-serializable architecture record; "space" names its search space
+
+
+@dataclass(frozen=True)
+class Complexity:
+    """Analytic cost of one sample: flops = 2 x MACs of convs and linears (the counting engine's convention)."""
+
+    flops: int
+    params: int
+
+
+class SearchSpace(Protocol):
+    name: str
+
+    def sample(self, rng: np.random.Generator) -> Arch:
+        """One architecture drawn with ``rng`` (the only source of randomness)."""
+
+    def validate(self, arch: Arch) -> Arch:
+        """The record, checked and normalized; UsageError naming the bad field otherwise."""
+
+    def build(self, arch: Arch) -> nn.Module:
+        """The network, with random weights."""
+
+    def resolution(self, arch: Arch) -> int:
+        """The input resolution the architecture runs at."""
+
+    def complexity(self, arch: Arch) -> Complexity:
+        """FLOPs per sample and params without building the network; equal to the traced count (tested)."""
+
+    def features(self, arch: Arch) -> dict[str, float]:
+        """Numeric design choices (kernel sizes, widths, ...) for analysis and prediction."""
+
+
+SPACES: dict[str, SearchSpace] = {}
+
+
+def register_space(space: SearchSpace) -> SearchSpace:
+    if space.name in SPACES:
+        raise ValueError(f"search space {space.name} registered twice")
+    SPACES[space.name] = space
+    return space
+
+
+def get_space(name: str) -> SearchSpace:
+    import utilscope.nas.spaces  # noqa: F401  (registers the spaces)
+
+    if name not in SPACES:
+        raise UsageError(f"unknown search space {name!r}; use one of: {', '.join(sorted(SPACES))}")
+    return SPACES[name]
+
+
+def list_spaces(pattern: str = "*") -> list[str]:
+    import utilscope.nas.spaces  # noqa: F401
+
+    return sorted(name for name in SPACES if fnmatch.fnmatchcase(name, pattern))
+
+
+def arch_id(arch: Arch) -> str:
+    """A stable identity: the hash of the canonical JSON of the record (without its id)."""
+    canonical = json.dumps({k: v for k, v in arch.items() if k != "id"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
