@@ -41,32 +41,31 @@ def _add_models(sub) -> None:
     p.set_defaults(run=cmd_models)
 
 
-def _add_profile(sub) -> None:
-    p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
+def _add_measurement_options(p) -> None:
+    """The options ``profile`` and ``layers`` share: what to run, where, and against which peak."""
     p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
-    p.add_argument(
-        "--batch", default=None, help="comma-separated batch sizes (default 1,8,32,128,256 on GPU, 1,8 on CPU)"
-    )
     p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
     p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+
+
+def _add_profile(sub) -> None:
+    p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
+    _add_measurement_options(p)
+    p.add_argument(
+        "--batch", default=None, help="comma-separated batch sizes (default 1,8,32,128,256 on GPU, 1,8 on CPU)"
+    )
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
 
 
 def _add_layers(sub) -> None:
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
+    _add_measurement_options(p)
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default 20)")
     p.add_argument("--roofline", default=None, metavar="PNG", help="write the roofline plot to this PNG file")
     p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")

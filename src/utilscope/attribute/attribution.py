@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from utilscope import hardware, zoo
+from utilscope import hardware
 from utilscope.attribute.records import Attribution, LayerTime, Roofs
 from utilscope.attribute.trace import eager_attribution, kernel_sequence, layer_points, region_points
 from utilscope.counting import count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.measure.backends import Backend, get_backend
-from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
-from utilscope.measure.profile import Peaks, default_precision, make_input, prepare_module, resolve_peaks
+from utilscope.measure.precision import Precision, math_mode
+from utilscope.measure.profile import Peaks, make_input, prepare_sweep
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 
 END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)
@@ -51,69 +51,49 @@ def attribute(
     plan: TimingPlan | None = None,
 ) -> Attribution:
     """Per-layer (eager, graph) or per-region (compile, inference) device time of one inference of ``model``."""
-    dev = hardware.resolve_device(device)
-    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
-    chosen = get_backend(backend)
-    if chosen.fuses_elementwise and dev.type != "cuda":
-        raise UsageError(f"per-region attribution of the {chosen.name} backend needs a CUDA device (kernel names)")
+    if get_backend(backend).fuses_elementwise and hardware.resolve_device(device).type != "cuda":
+        raise UsageError(f"per-region attribution of the {backend} backend needs a CUDA device (kernel names)")
     check_batch(batch)
-    spec = zoo.parse_spec(model)
-    res = zoo.resolve_resolution(spec, resolution)
-    if ceilings is None:
-        ceilings = hardware.get_ceilings(dev, refresh=dev.type == "cpu")
-    peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
-    roofs, ceiling_roofs = make_roofs(dev, prec, peaks, ceilings or None)
-    module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
-    x = make_input(batch, res, dev, prec, channels_last)
+    sweep = prepare_sweep(model, precision, backend, device, resolution, channels_last, peak_tflops, ceilings,
+                          plan=plan or END_TO_END_PLAN)  # fmt: skip
+    dev, prec = sweep.device, sweep.precision
+    roofs, ceiling_roofs = make_roofs(dev, prec, sweep.peaks, sweep.ceilings)
+    x = make_input(batch, sweep.resolution, dev, prec, sweep.channels_last)
     with math_mode(prec):
-        e2e_ms, prepared = end_to_end_ms(chosen, module, x, plan or END_TO_END_PLAN)
-        if chosen.fuses_elementwise:
-            counts = count(spec.id, batch=batch, resolution=res, dtype=prec.count_dtype)
+        e2e_ms, prepared = end_to_end_ms(sweep.backend, sweep.module, x, sweep.plan)
+        if sweep.backend.fuses_elementwise:
+            counts = count(sweep.model_id, batch=batch, resolution=sweep.resolution, dtype=prec.count_dtype)
             kernels = kernel_sequence(prepared.run, dev)
             points, region_of, region_notes = region_points(counts, kernels)
-            layers = [_unmeasured(layer, region) for layer, region in zip(counts.layers, region_of, strict=True)]
-            kernel_ms = sum(us for _, us in kernels) / 1e3
-            attributed_ms, notes = sum(p.time_ms for p in points), notes + region_notes
+            layers = [
+                LayerTime.from_count(layer, time_ms=None, region=region or None)
+                for layer, region in zip(counts.layers, region_of, strict=True)
+            ]
+            kernel_ms, attributed_ms = sum(us for _, us in kernels) / 1e3, sum(p.time_ms for p in points)
         else:
-            counts, layers, kernel_ms, attributed_ms = eager_attribution(module, x, spec.id, prec.count_dtype, iters)
-            points = layer_points(layers)
-    spec_row = hardware.detect(hardware.device_name(dev)) if dev.type == "cuda" else None
+            counts, layers, kernel_ms, attributed_ms = eager_attribution(
+                sweep.module, x, sweep.model_id, prec.count_dtype, iters
+            )
+            points, region_notes = layer_points(layers), []
+    spec_row = hardware.detect(sweep.environment["device_name"]) if dev.type == "cuda" else None
     return Attribution(
-        model=spec.id,
-        device_name=hardware.device_name(dev),
+        model=sweep.model_id,
+        device_name=sweep.environment["device_name"],
         device_type=dev.type,
-        backend=chosen.name,
+        backend=sweep.backend.name,
         precision=prec.value,
         batch=batch,
-        resolution=res,
+        resolution=sweep.resolution,
         layers=layers,
         points=points,
         kernel_time_ms=kernel_ms,
         attributed_ms=attributed_ms,
         end_to_end_ms=e2e_ms,
         flops=counts.total.flops,
-        peak_tflops=peaks.peak_tflops,
+        peak_tflops=sweep.peaks.peak_tflops,
         roofs=roofs,
         ceiling_roofs=ceiling_roofs,
         sm_count=spec_row.sm_count if spec_row is not None else None,
-        notes=notes + list(prepared.notes),
-        kernel_sequence=kernels if chosen.fuses_elementwise else [],
-    )
-
-
-def _unmeasured(layer, region: str) -> LayerTime:
-    """A layer of a compiled run: its time is its fused region's."""
-    return LayerTime(
-        name=layer.name,
-        type=layer.type,
-        op_class=layer.op_class,
-        flops=layer.flops,
-        other_flops=layer.other_flops,
-        bytes=layer.bytes,
-        bytes_fused=layer.bytes_fused,
-        params=layer.params,
-        input_shapes=layer.input_shapes,
-        output_shapes=layer.output_shapes,
-        time_ms=None,
-        region=region or None,
+        notes=sweep.notes + region_notes + list(prepared.notes),
+        kernel_sequence=kernels if sweep.backend.fuses_elementwise else [],
     )

@@ -30,6 +30,16 @@ class LayerTime:
     kernels: list[str] = field(default_factory=list)  # distinct kernel names
     region: str | None = None  # compiled backends: the fused region this layer became part of
 
+    @classmethod
+    def from_count(cls, layer, **measured) -> LayerTime:
+        """A counted layer (``counting.LayerCount``) with its measurement (``time_ms``, kernels, region)."""
+        counted = {name: getattr(layer, name) for name in _COUNTED_FIELDS}
+        return cls(**counted, **measured)
+
+
+_COUNTED_FIELDS = ("name", "type", "op_class", "flops", "other_flops", "bytes", "bytes_fused", "params",
+                   "input_shapes", "output_shapes")  # fmt: skip
+
 
 @dataclass
 class Point:

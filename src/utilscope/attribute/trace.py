@@ -103,21 +103,8 @@ def device_times(events, device: torch.device, iters: int) -> DeviceTimes:
 
 
 def layer_time(layer: LayerCount, time_us: float, kernels: Counter, iters: int) -> LayerTime:
-    return LayerTime(
-        name=layer.name,
-        type=layer.type,
-        op_class=layer.op_class,
-        flops=layer.flops,
-        other_flops=layer.other_flops,
-        bytes=layer.bytes,
-        bytes_fused=layer.bytes_fused,
-        params=layer.params,
-        input_shapes=layer.input_shapes,
-        output_shapes=layer.output_shapes,
-        time_ms=time_us / 1e3,
-        kernel_count=sum(kernels.values()) // iters,
-        kernels=sorted(kernels),
-    )
+    kernel_count = sum(kernels.values()) // iters
+    return LayerTime.from_count(layer, time_ms=time_us / 1e3, kernel_count=kernel_count, kernels=sorted(kernels))
 
 
 def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int = 3):

@@ -163,6 +163,7 @@ class Sweep:
     model_id: str = ""
     notes: list[str] = field(default_factory=list)  # device-level notes (an unknown GPU), given to every row
     environment: dict = field(default_factory=dict)
+    ceilings: object = None  # hardware.Ceilings, or None when skipped
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
@@ -246,7 +247,7 @@ def prepare_sweep(
         module, work, chosen_backend, prec, dev, res, channels_last, peaks,
         clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
         plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
-        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last),
+        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last), ceilings or None,
     )  # fmt: skip
 
 
