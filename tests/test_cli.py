@@ -123,3 +123,15 @@ def test_console_script_exit_code():
 def test_models_lists_names_with_native_resolution(capsys):
     assert main(["models", "torchvision:inception*"]) == 0
     assert capsys.readouterr().out.strip() == "torchvision:inception_v3\t299"
+
+
+def test_nas_sample_cli(tmp_path, capsys):
+    out = tmp_path / "archs.jsonl"
+    argv = ["nas", "sample", "--space", "mbv3", "-n", "4", "--seed", "3", "--out", str(out)]
+    assert main(argv) == 0
+    first = out.read_text()
+    assert len(first.strip().splitlines()) == 4
+    assert main(argv) == 0 and out.read_text() == first  # the same seed gives the same file
+    assert main(["nas", "sample", "--space", "nope", "--out", str(out)]) == 2
+    assert "unknown search space 'nope'; use one of: mbv3, regnet" in capsys.readouterr().err
+    assert main(["nas", "sample", "--space", "mbv3", "-n", "0", "--out", str(out)]) == 2

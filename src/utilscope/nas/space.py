@@ -71,6 +71,7 @@ def list_spaces(pattern: str = "*") -> list[str]:
 
 
 def arch_id(arch: Arch) -> str:
-    """A stable identity: the hash of the canonical JSON of the record (without its id)."""
-    canonical = json.dumps({k: v for k, v in arch.items() if k != "id"}, sort_keys=True, separators=(",", ":"))
+    """A stable identity: the hash of the canonical JSON of the record (without its id and sampling seed)."""
+    canonical = json.dumps({k: v for k, v in arch.items() if k not in ("id", "seed")}, sort_keys=True,
+                           separators=(",", ":"))  # fmt: skip
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

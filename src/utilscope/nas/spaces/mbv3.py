@@ -1,0 +1,331 @@
+"""``mbv3``: the once-for-all MobileNetV3 search space (OFA-MobileNetV3, width multiplier 1.0).
+
+Layout (Cai et al., "Once-for-All", ICLR 2020; ``ofa/imagenet_classification/elastic_nn/networks/ofa_mbv3.py``):
+
+- stem: 3x3 conv 3->16, stride 2, BN, hardswish;
+- a fixed first block: depthwise 3x3 conv 16, BN, ReLU, then 1x1 conv 16->16, BN, with a residual connection;
+- 5 searchable stages of inverted-residual blocks, widths (24, 40, 80, 112, 160), strides (2, 2, 2, 1, 2),
+  activations (relu, relu, hswish, hswish, hswish), squeeze-excite in the 40-, 112- and 160-channel stages. A block
+  is 1x1 expand conv in->mid (mid = make_divisible(in x expand ratio, 8)), BN, act; depthwise kxk conv (stride on
+  the first block of a stage only), BN, act; SE (1x1 conv mid->make_divisible(mid // 4, 8) with bias, ReLU, 1x1
+  conv back with bias, hard-sigmoid gate); 1x1 project conv mid->out, BN; residual when stride 1 and in == out;
+- head: 1x1 conv 160->960, BN, hardswish; global average pool; 1x1 conv 960->1280 (no bias, no BN), hardswish;
+  linear 1280->1000.
+
+The record (JSON lists only)::
+
+    {"space": "mbv3", "resolution": 224, "depths": [2, 3, 4, 2, 3],
+     "kernel_sizes": [[3, 5], [7, 3, 5], [3, 3, 5, 7], [5, 5], [3, 7, 7]],
+     "expand_ratios": [[3, 4], [6, 6, 3], [4, 4, 3, 6], [6, 3], [4, 4, 6]]}
+
+Canonical form: each stage's lists hold its *active* blocks only (``len(kernel_sizes[i]) == depths[i]``).
+``validate`` also takes OFA-style max-depth stage lists (4 entries whatever the depth) and drops the entries past
+the depth, so two records of the same network normalize to the same record and the same ``arch_id``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+from torchvision.ops.misc import Conv2dNormActivation, SqueezeExcitation
+
+from utilscope.errors import UsageError
+from utilscope.nas.space import Arch, Complexity, register_space
+
+NAME = "mbv3"
+RESOLUTIONS = (160, 176, 192, 208, 224)
+DEPTHS = (2, 3, 4)
+KERNEL_SIZES = (3, 5, 7)
+EXPAND_RATIOS = (3, 4, 6)
+MAX_DEPTH = max(DEPTHS)
+
+STEM_WIDTH = 16
+STAGE_WIDTHS = (24, 40, 80, 112, 160)
+STAGE_STRIDES = (2, 2, 2, 1, 2)
+STAGE_ACTIVATIONS = ("relu", "relu", "hswish", "hswish", "hswish")
+STAGE_SE = (False, True, False, True, True)
+NUM_STAGES = len(STAGE_WIDTHS)
+FINAL_EXPAND_WIDTH = 960
+FEATURE_MIX_WIDTH = 1280
+NUM_CLASSES = 1000
+CHANNEL_DIVISOR = 8
+SE_REDUCTION = 4
+
+FIELDS = ("space", "resolution", "depths", "kernel_sizes", "expand_ratios")
+PASSED_THROUGH = ("id", "seed")  # stored next to a record by the sampler; not part of the architecture
+ACTIVATIONS = {"relu": nn.ReLU, "hswish": nn.Hardswish}
+
+
+def make_divisible(value: float, divisor: int = CHANNEL_DIVISOR) -> int:
+    """The nearest multiple of ``divisor`` at least ``divisor`` and not below 90% of ``value`` (OFA, torchvision)."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+# --- the record ----------------------------------------------------------------------------------------------
+
+
+def _fail(field: str, expected: str, got) -> UsageError:
+    return UsageError(f"{NAME} architecture field {field!r}: expected {expected}, got {got!r}")
+
+
+def _choice(value, field: str, choices: tuple[int, ...]) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) not in choices:
+        raise _fail(field, f"one of {', '.join(map(str, choices))}", value)
+    return int(value)
+
+
+def _list(value, field: str, lengths: tuple[int, ...]) -> list:
+    if not isinstance(value, list) or len(value) not in lengths:
+        raise _fail(field, f"a list of {' or '.join(map(str, sorted(set(lengths))))} entries", value)
+    return value
+
+
+def _per_stage(value, field: str, depths: list[int], choices: tuple[int, ...]) -> list[list[int]]:
+    """Per-stage lists of the active blocks' choices; a stage list may also hold MAX_DEPTH entries (truncated)."""
+    stages = _list(value, field, (NUM_STAGES,))
+    normalized = []
+    for i, (stage, depth) in enumerate(zip(stages, depths, strict=True)):
+        entries = _list(stage, f"{field}[{i}]", (depth, MAX_DEPTH))
+        checked = [_choice(entry, f"{field}[{i}][{j}]", choices) for j, entry in enumerate(entries)]
+        normalized.append(checked[:depth])
+    return normalized
+
+
+def validate(arch: Arch) -> Arch:
+    """The canonical record (active blocks only, plain ints); UsageError naming the bad field otherwise."""
+    if not isinstance(arch, dict):
+        raise UsageError(f"an {NAME} architecture must be a JSON object with fields {', '.join(FIELDS)}, got {arch!r}")
+    missing = [field for field in FIELDS if field not in arch]
+    if missing:
+        raise UsageError(f"{NAME} architecture is missing field(s) {', '.join(map(repr, missing))}")
+    unknown = sorted(set(arch) - set(FIELDS) - set(PASSED_THROUGH), key=str)
+    if unknown:
+        raise UsageError(
+            f"{NAME} architecture has unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"its fields are {', '.join(FIELDS)}"
+        )
+    if arch["space"] != NAME:
+        raise _fail("space", repr(NAME), arch["space"])
+    resolution = _choice(arch["resolution"], "resolution", RESOLUTIONS)
+    depths_list = _list(arch["depths"], "depths", (NUM_STAGES,))
+    depths = [_choice(depth, f"depths[{i}]", DEPTHS) for i, depth in enumerate(depths_list)]
+    return {
+        "space": NAME,
+        "resolution": resolution,
+        "depths": depths,
+        "kernel_sizes": _per_stage(arch["kernel_sizes"], "kernel_sizes", depths, KERNEL_SIZES),
+        "expand_ratios": _per_stage(arch["expand_ratios"], "expand_ratios", depths, EXPAND_RATIOS),
+    }
+
+
+def uniform_arch(resolution: int, depth: int, kernel_size: int, expand_ratio: int) -> Arch:
+    """The architecture with the same choice in every stage and block (e.g. the smallest and largest)."""
+    return validate(
+        {
+            "space": NAME,
+            "resolution": resolution,
+            "depths": [depth] * NUM_STAGES,
+            "kernel_sizes": [[kernel_size] * depth for _ in range(NUM_STAGES)],
+            "expand_ratios": [[expand_ratio] * depth for _ in range(NUM_STAGES)],
+        }
+    )
+
+
+# --- the layers an architecture implies (one source of truth for build and complexity) ------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """One inverted-residual block; ``expand_ratio`` 1 means no expand conv (the fixed first block)."""
+
+    in_channels: int
+    out_channels: int
+    kernel_size: int
+    expand_ratio: int
+    stride: int
+    activation: str
+    use_se: bool
+
+    @property
+    def mid_channels(self) -> int:
+        return make_divisible(round(self.in_channels * self.expand_ratio))
+
+    @property
+    def se_channels(self) -> int:
+        return make_divisible(self.mid_channels // SE_REDUCTION)
+
+    @property
+    def residual(self) -> bool:
+        return self.stride == 1 and self.in_channels == self.out_channels
+
+
+def blocks(arch: Arch) -> list[Block]:
+    """The fixed first block, then the active blocks of the 5 stages of a validated record."""
+    layers = [Block(STEM_WIDTH, STEM_WIDTH, 3, 1, 1, "relu", False)]
+    in_channels = STEM_WIDTH
+    for stage in range(NUM_STAGES):
+        for i in range(arch["depths"][stage]):
+            kernel, expand = arch["kernel_sizes"][stage][i], arch["expand_ratios"][stage][i]
+            stride = STAGE_STRIDES[stage] if i == 0 else 1
+            width = STAGE_WIDTHS[stage]
+            layers.append(Block(in_channels, width, kernel, expand, stride, STAGE_ACTIVATIONS[stage], STAGE_SE[stage]))
+            in_channels = width
+    return layers
+
+
+# --- analytic complexity (pure arithmetic) --------------------------------------------------------------------
+
+
+def conv_cost(
+    size: int,
+    c_in: int,
+    c_out: int,
+    kernel: int,
+    stride: int = 1,
+    groups: int = 1,
+    bias: bool = False,
+    bn: bool = False,
+) -> tuple[int, int, int]:
+    """(output size, flops, params) of a square conv with padding kernel // 2 on a ``size`` x ``size`` input,
+    optionally followed by BN (2 params per channel; running statistics are buffers).
+    flops = 2 x out_size^2 x c_out x (c_in / groups) x kernel^2."""
+    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+    weights = c_out * (c_in // groups) * kernel * kernel
+    params = weights + (c_out if bias else 0) + (2 * c_out if bn else 0)
+    return out, 2 * out * out * weights, params
+
+
+def block_cost(block: Block, size: int) -> tuple[int, int, int]:
+    """(output size, flops, params) of one inverted-residual block on a ``size`` x ``size`` input."""
+    mid, flops, params = block.mid_channels, 0, 0
+    if block.expand_ratio != 1:
+        size, f, p = conv_cost(size, block.in_channels, mid, 1, bn=True)
+        flops, params = flops + f, params + p
+    size, f, p = conv_cost(size, mid, mid, block.kernel_size, block.stride, groups=mid, bn=True)
+    flops, params = flops + f, params + p
+    if block.use_se:  # two 1x1 convs with bias on the pooled 1x1 map
+        for c_in, c_out in ((mid, block.se_channels), (block.se_channels, mid)):
+            _, f, p = conv_cost(1, c_in, c_out, 1, bias=True)
+            flops, params = flops + f, params + p
+    size, f, p = conv_cost(size, mid, block.out_channels, 1, bn=True)
+    return size, flops + f, params + p
+
+
+def complexity(arch: Arch) -> Complexity:
+    """FLOPs (2 x MACs of convs and linears, batch 1) and params of the network a record describes."""
+    arch = validate(arch)
+    size, flops, params = conv_cost(arch["resolution"], 3, STEM_WIDTH, 3, stride=2, bn=True)
+    for block in blocks(arch):
+        size, f, p = block_cost(block, size)
+        flops, params = flops + f, params + p
+    size, f, p = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
+    flops, params = flops + f, params + p
+    _, f, p = conv_cost(1, FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1)  # after global average pooling
+    flops, params = flops + f, params + p
+    flops += 2 * FEATURE_MIX_WIDTH * NUM_CLASSES  # classifier
+    params += FEATURE_MIX_WIDTH * NUM_CLASSES + NUM_CLASSES
+    return Complexity(flops=flops, params=params)
+
+
+# --- the network -------------------------------------------------------------------------------------------------
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, block: Block):
+        super().__init__()
+        act, mid = ACTIVATIONS[block.activation], block.mid_channels
+        layers: list[nn.Module] = []
+        if block.expand_ratio != 1:
+            layers.append(Conv2dNormActivation(block.in_channels, mid, 1, activation_layer=act))
+        layers.append(Conv2dNormActivation(mid, mid, block.kernel_size, block.stride, groups=mid, activation_layer=act))
+        if block.use_se:
+            layers.append(SqueezeExcitation(mid, block.se_channels, scale_activation=nn.Hardsigmoid))
+        layers.append(Conv2dNormActivation(mid, block.out_channels, 1, activation_layer=None))
+        self.block = nn.Sequential(*layers)
+        self.residual = block.residual
+
+    def forward(self, x):
+        out = self.block(x)
+        return x + out if self.residual else out
+
+
+class MobileNetV3Subnet(nn.Module):
+    def __init__(self, arch: Arch):
+        super().__init__()
+        self.features = nn.Sequential(
+            Conv2dNormActivation(3, STEM_WIDTH, 3, stride=2, activation_layer=nn.Hardswish),
+            *(InvertedResidual(block) for block in blocks(arch)),
+            Conv2dNormActivation(STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, activation_layer=nn.Hardswish),
+        )
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.feature_mix = Conv2dNormActivation(
+            FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1, norm_layer=None, activation_layer=nn.Hardswish, bias=False
+        )
+        self.classifier = nn.Linear(FEATURE_MIX_WIDTH, NUM_CLASSES)
+
+    def forward(self, x):
+        x = self.feature_mix(self.avgpool(self.features(x)))
+        return self.classifier(x.flatten(1))
+
+
+# --- the space -----------------------------------------------------------------------------------------------
+
+
+class MBV3Space:
+    """OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution."""
+
+    name = NAME
+
+    def sample(self, rng: np.random.Generator) -> Arch:
+        """Uniform choices drawn from ``rng`` in a fixed order: resolution, 5 depths, 5x4 kernel sizes, 5x4 expand
+        ratios (max-depth draws, truncated to each depth: every active block's choice is uniform, as in OFA)."""
+        resolution = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
+        depths = [DEPTHS[int(i)] for i in rng.integers(len(DEPTHS), size=NUM_STAGES)]
+        kernels = rng.integers(len(KERNEL_SIZES), size=(NUM_STAGES, MAX_DEPTH))
+        expands = rng.integers(len(EXPAND_RATIOS), size=(NUM_STAGES, MAX_DEPTH))
+        return {
+            "space": NAME,
+            "resolution": resolution,
+            "depths": depths,
+            "kernel_sizes": [[KERNEL_SIZES[int(i)] for i in row[:d]] for row, d in zip(kernels, depths, strict=True)],
+            "expand_ratios": [[EXPAND_RATIOS[int(i)] for i in row[:d]] for row, d in zip(expands, depths, strict=True)],
+        }
+
+    def validate(self, arch: Arch) -> Arch:
+        return validate(arch)
+
+    def build(self, arch: Arch) -> nn.Module:
+        return MobileNetV3Subnet(validate(arch))
+
+    def resolution(self, arch: Arch) -> int:
+        return validate(arch)["resolution"]
+
+    def complexity(self, arch: Arch) -> Complexity:
+        return complexity(arch)
+
+    def features(self, arch: Arch) -> dict[str, float]:
+        """Resolution, total depth, mean kernel size and expand ratio (network and per stage), GFLOPs, Mparams."""
+        arch = validate(arch)
+        kernels = [k for stage in arch["kernel_sizes"] for k in stage]
+        expands = [e for stage in arch["expand_ratios"] for e in stage]
+        cost = complexity(arch)
+        features = {
+            "resolution": float(arch["resolution"]),
+            "depth": float(sum(arch["depths"])),
+            "kernel_size_mean": float(np.mean(kernels)),
+            "expand_ratio_mean": float(np.mean(expands)),
+        }
+        for i in range(NUM_STAGES):
+            features[f"stage{i + 1}_depth"] = float(arch["depths"][i])
+            features[f"stage{i + 1}_kernel_size_mean"] = float(np.mean(arch["kernel_sizes"][i]))
+            features[f"stage{i + 1}_expand_ratio_mean"] = float(np.mean(arch["expand_ratios"][i]))
+        features["gflops"] = cost.flops / 1e9
+        features["mparams"] = cost.params / 1e6
+        return features
+
+
+SPACE = register_space(MBV3Space())

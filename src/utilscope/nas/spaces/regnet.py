@@ -1,0 +1,322 @@
+"""The RegNet design space of "Designing Network Design Spaces" (Radosavovic et al., 2020), as pycls builds it.
+
+Six numbers define a network: depth ``d``, initial width ``w0``, slope ``wa``, width multiplier ``wm``, group width
+``g`` and bottleneck ratio ``b``; ``se`` adds RegNetY's squeeze-excite (ratio 0.25 of the block input width).
+Block ``j`` gets the continuous width ``u_j = w0 + wa * j``, quantized in log space to ``w0 * wm^round(s_j)`` with
+``s_j = log(u_j / w0) / log(wm)`` and rounded to a multiple of 8; blocks of equal width form a stage. Each stage's
+bottleneck width ``w / b`` is then rounded to a multiple of ``g`` (``g`` capped at ``w / b``), exactly as pycls's
+``generate_regnet`` and ``adjust_block_compatibility`` do (Python's round, half to even). torchvision's
+``BlockParams`` rounds half up and adds a 10% floor, so a few configurations differ there (regnet_x_400mf's last
+stage: 384 here and in pycls, 400 in torchvision). Only networks with exactly 4 stages, one per width step, belong to
+the space, as in the paper's sweeps.
+
+Sampling follows pycls's ``regnet_sampler``: ``d`` uniform, ``w0``, ``wa`` and ``wm`` log-uniform quantized to 8,
+0.1 and 0.001, ``g``, ``b`` and ``se`` uniform over their choices; draws with other than 4 stages are redrawn.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+from torchvision.models.regnet import BlockParams, RegNet
+
+from utilscope import zoo
+from utilscope.errors import UsageError
+from utilscope.nas.space import Arch, Complexity, register_space
+
+NAME = "regnet"
+FIELDS = ("space", "resolution", "depth", "w0", "wa", "wm", "group_width", "bottleneck_ratio", "se")
+PASSED_THROUGH = ("id", "seed")  # added by the sampler; accepted and left out of the canonical record
+
+DEPTH_RANGE = (12, 28)  # blocks in the network
+W0_RANGE, W0_QUANTUM = (8, 256), 8
+WA_RANGE, WA_QUANTUM, WA_DECIMALS = (8.0, 256.0), 0.1, 2  # canonical: 2 decimals (published configs, 24.48)
+WM_RANGE, WM_QUANTUM, WM_DECIMALS = (1.5, 3.0), 0.001, 3
+GROUP_WIDTHS = (1, 2, 4, 8, 16, 32)  # AnyNetX's g
+BOTTLENECK_RATIOS = (1, 2, 4)  # AnyNetX's b: a block's inner width is w / b
+DEFAULT_RESOLUTION = 224
+NUM_STAGES = 4
+WIDTH_QUANTUM = 8
+SE_RATIO = 0.25
+STEM_WIDTH = 32
+NUM_CLASSES = 1000
+MAX_DRAWS = 10_000  # draws per sample before giving up on finding a 4-stage network (about 1 in 6 draws has 4)
+
+
+# --- widths and depths ----------------------------------------------------------------------------------------
+
+
+def generate_regnet(wa: float, w0: int, wm: float, depth: int, q: int = WIDTH_QUANTUM) -> tuple[list, list, int]:
+    """pycls's ``generate_regnet``: (stage widths, stage depths, width steps ``max(k) + 1``) of the quantized linear
+    width rule ``w_j = q * round(w0 * wm^k_j / q)``, ``k_j = round(log((w0 + wa * j) / w0) / log(wm))``."""
+    steps = [round(math.log((j * wa + w0) / w0) / math.log(wm)) for j in range(depth)]
+    block_widths = [round(w0 * wm ** float(k) / q) * q for k in steps]
+    widths = sorted(set(block_widths))
+    return widths, [block_widths.count(w) for w in widths], max(steps) + 1
+
+
+def adjust_block_compatibility(widths: list[int], ratio: int, group_width: int) -> tuple[list[int], list[int]]:
+    """pycls's ``adjust_block_compatibility`` for bottleneck multiplier ``1 / ratio``: (stage widths whose inner
+    width ``w / ratio`` is a multiple of its group width, per-stage group widths ``min(g, w / ratio)``)."""
+    adjusted, group_widths = [], []
+    for width in widths:
+        inner = max(1, int(width / ratio))
+        group = min(group_width, inner)
+        inner = max(group, int(round(inner / group) * group))
+        adjusted.append(inner * ratio)
+        group_widths.append(group)
+    return adjusted, group_widths
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The derived network: per-stage output widths, depths and group widths (the same bottleneck ratio in all)."""
+
+    widths: list[int]
+    depths: list[int]
+    group_widths: list[int]
+    bottleneck_ratio: int
+    width_steps: int  # max(k) + 1 of the width rule; equal to the stage count when no step is skipped or merged
+
+
+def stages(arch: Arch) -> Stages:
+    """The stages of a (validated or sampled) record, before the 4-stage check."""
+    widths, depths, steps = generate_regnet(arch["wa"], arch["w0"], arch["wm"], arch["depth"])
+    widths, group_widths = adjust_block_compatibility(widths, arch["bottleneck_ratio"], arch["group_width"])
+    return Stages(widths, depths, group_widths, arch["bottleneck_ratio"], steps)
+
+
+def stage_problem(derived: Stages) -> str | None:
+    """Why the derived network is outside the space (not exactly 4 stages, one per width step), or None."""
+    count = len(derived.widths)
+    if count == NUM_STAGES == derived.width_steps:
+        return None
+    return (
+        f"its widths form {count} stage(s) from {derived.width_steps} width step(s) (stage widths {derived.widths}, "
+        f"depths {derived.depths}); the {NAME} space keeps only networks with exactly {NUM_STAGES} stages, one per "
+        f"width step, as the RegNet paper does: change depth, w0, wa or wm"
+    )
+
+
+# --- validation -----------------------------------------------------------------------------------------------
+
+
+def _fail(field: str, expected: str, got) -> UsageError:
+    return UsageError(f"{NAME} architecture field {field!r}: expected {expected}, got {got!r}")
+
+
+def _integer(value, field: str, low: int, high: int, multiple: int = 1) -> int:
+    expected = f"an integer in [{low}, {high}]" + (f", a multiple of {multiple}" if multiple > 1 else "")
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise _fail(field, expected, value)
+    if not low <= int(value) <= high or int(value) % multiple:
+        raise _fail(field, expected, value)
+    return int(value)
+
+
+def _real(value, field: str, bounds: tuple[float, float], decimals: int) -> float:
+    expected = f"a number in [{bounds[0]}, {bounds[1]}] (kept to {decimals} decimals)"
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise _fail(field, expected, value)
+    rounded = round(float(value), decimals)
+    if not bounds[0] <= rounded <= bounds[1]:
+        raise _fail(field, expected, value)
+    return rounded
+
+
+def _choice(value, field: str, choices: tuple[int, ...]) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) not in choices:
+        raise _fail(field, f"one of {', '.join(map(str, choices))}", value)
+    return int(value)
+
+
+def _check_fields(arch) -> None:
+    if not isinstance(arch, dict):
+        raise UsageError(f"a {NAME} architecture must be a JSON object with fields {', '.join(FIELDS)}, got {arch!r}")
+    missing = [field for field in FIELDS if field not in arch]
+    if missing:
+        raise UsageError(f"{NAME} architecture is missing field(s) {', '.join(map(repr, missing))}")
+    unknown = sorted(set(arch) - set(FIELDS) - set(PASSED_THROUGH), key=str)
+    if unknown:
+        raise UsageError(
+            f"{NAME} architecture has unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"its fields are {', '.join(FIELDS)}"
+        )
+    if arch["space"] != NAME:
+        raise _fail("space", repr(NAME), arch["space"])
+
+
+def validate(arch: Arch) -> Arch:
+    """The canonical record (plain ints, ``wa``/``wm`` rounded to 2/3 decimals, no ``id``/``seed``); UsageError
+    naming the bad field and its allowed values, or saying why the derived network does not have 4 stages."""
+    _check_fields(arch)
+    if not isinstance(arch["se"], bool):
+        raise _fail("se", "true (RegNetY) or false (RegNetX)", arch["se"])
+    try:
+        resolution = zoo.check_resolution(arch["resolution"])
+    except UsageError as exc:
+        raise _fail("resolution", f"an integer in [1, {zoo.MAX_RESOLUTION}]", arch["resolution"]) from exc
+    record = {
+        "space": NAME,
+        "resolution": resolution,
+        "depth": _integer(arch["depth"], "depth", *DEPTH_RANGE),
+        "w0": _integer(arch["w0"], "w0", *W0_RANGE, multiple=W0_QUANTUM),
+        "wa": _real(arch["wa"], "wa", WA_RANGE, WA_DECIMALS),
+        "wm": _real(arch["wm"], "wm", WM_RANGE, WM_DECIMALS),
+        "group_width": _choice(arch["group_width"], "group_width", GROUP_WIDTHS),
+        "bottleneck_ratio": _choice(arch["bottleneck_ratio"], "bottleneck_ratio", BOTTLENECK_RATIOS),
+        "se": arch["se"],
+    }
+    problem = stage_problem(stages(record))
+    if problem is not None:
+        raise UsageError(f"{NAME} architecture {_summary(record)}: {problem}")
+    return record
+
+
+def _summary(record: Arch) -> str:
+    keys = ("depth", "w0", "wa", "wm")
+    return "(" + ", ".join(f"{key}={record[key]}" for key in keys) + ")"
+
+
+# --- sampling -------------------------------------------------------------------------------------------------
+
+
+def log_uniform(rng: np.random.Generator, low: float, high: float, quantum: float) -> float:
+    """pycls's ``log_uniform``: log-uniform in (low - q*, high], q* = min(quantum, low / 2), rounded up to a
+    multiple of ``quantum`` (so each value in [low, high] gets the log-width of its rounding interval)."""
+    value = math.exp(-rng.uniform(-math.log(high), -math.log(low - min(quantum, low / 2))))
+    return min(high, max(low, math.ceil(value / quantum) * quantum))
+
+
+def draw(rng: np.random.Generator) -> Arch:
+    """One draw in a fixed order (depth, w0, wa, wm, group width, bottleneck ratio, se), before the stage check."""
+    return {
+        "space": NAME,
+        "resolution": DEFAULT_RESOLUTION,
+        "depth": int(rng.integers(DEPTH_RANGE[0], DEPTH_RANGE[1] + 1)),
+        "w0": int(log_uniform(rng, *W0_RANGE, W0_QUANTUM)),
+        "wa": round(log_uniform(rng, *WA_RANGE, WA_QUANTUM), WA_DECIMALS),
+        "wm": round(log_uniform(rng, *WM_RANGE, WM_QUANTUM), WM_DECIMALS),
+        "group_width": GROUP_WIDTHS[int(rng.integers(len(GROUP_WIDTHS)))],
+        "bottleneck_ratio": BOTTLENECK_RATIOS[int(rng.integers(len(BOTTLENECK_RATIOS)))],
+        "se": bool(rng.integers(2)),
+    }
+
+
+# --- cost and network -----------------------------------------------------------------------------------------
+
+
+def _conv(size: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1) -> tuple[int, int, int]:
+    """(output size, flops, params) of a bias-free square conv with padding kernel // 2 followed by BatchNorm:
+    flops = 2 x out_size^2 x c_out x (c_in / groups) x kernel^2; params = weights + BN scale and shift."""
+    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+    weights = c_out * (c_in // groups) * kernel * kernel
+    return out, 2 * out * out * weights, weights + 2 * c_out
+
+
+def block_cost(size: int, w_in: int, w_out: int, stride: int, group_width: int, ratio: int, se: bool):
+    """(output size, flops, params) of one X block (Y block with ``se``): 1x1, 3x3 group conv [+ SE], 1x1, with a
+    1x1 projection shortcut when the shape changes. SE: pool, 1x1 conv w_b -> w_se and back, both with bias."""
+    inner = w_out // ratio
+    _, flops, params = _conv(size, w_in, inner, 1)
+    out, f, p = _conv(size, inner, inner, 3, stride, groups=inner // group_width)
+    flops, params = flops + f, params + p
+    if se:
+        squeeze = int(round(SE_RATIO * w_in))
+        flops, params = flops + 2 * 2 * inner * squeeze, params + 2 * inner * squeeze + squeeze + inner
+    _, f, p = _conv(out, inner, w_out, 1)
+    flops, params = flops + f, params + p
+    if w_in != w_out or stride != 1:
+        _, f, p = _conv(size, w_in, w_out, 1, stride)
+        flops, params = flops + f, params + p
+    return out, flops, params
+
+
+def complexity(arch: Arch) -> Complexity:
+    """Analytic FLOPs (2 x MACs of convs and the classifier) and params of a record, from its derived stages."""
+    arch = validate(arch)
+    derived = stages(arch)
+    size, flops, params = _conv(arch["resolution"], 3, STEM_WIDTH, 3, stride=2)
+    width = STEM_WIDTH
+    for w_out, depth, group_width in zip(derived.widths, derived.depths, derived.group_widths, strict=True):
+        for index in range(depth):
+            size, f, p = block_cost(
+                size, width, w_out, 2 if index == 0 else 1, group_width, arch["bottleneck_ratio"], arch["se"]
+            )
+            flops, params, width = flops + f, params + p, w_out
+    flops += 2 * width * NUM_CLASSES  # classifier (its bias is not a flop)
+    params += width * NUM_CLASSES + NUM_CLASSES
+    return Complexity(flops=flops, params=params)
+
+
+def build(arch: Arch) -> nn.Module:
+    """torchvision's RegNet (3x3 stem of 32, X/Y bottleneck blocks with torchvision's SqueezeExcitation, average
+    pool, linear classifier) with the record's derived stages; random weights."""
+    arch = validate(arch)
+    derived = stages(arch)
+    params = BlockParams(
+        depths=derived.depths,
+        widths=derived.widths,
+        group_widths=derived.group_widths,
+        bottleneck_multipliers=[1 / derived.bottleneck_ratio] * NUM_STAGES,
+        strides=[2] * NUM_STAGES,
+        se_ratio=SE_RATIO if arch["se"] else None,
+    )
+    return RegNet(params, num_classes=NUM_CLASSES, stem_width=STEM_WIDTH)
+
+
+# --- the space ------------------------------------------------------------------------------------------------
+
+
+class RegNetSpace:
+    """RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages."""
+
+    name = NAME
+
+    def sample(self, rng: np.random.Generator) -> Arch:
+        """A 4-stage network drawn with ``rng`` (draws with other stage counts are redrawn, as in pycls's sweeps)."""
+        if not isinstance(rng, np.random.Generator):
+            raise UsageError(f"sampling needs a numpy.random.Generator (numpy.random.default_rng(seed)), got {rng!r}")
+        for _ in range(MAX_DRAWS):
+            arch = draw(rng)
+            if stage_problem(stages(arch)) is None:
+                return arch
+        raise RuntimeError(f"no {NUM_STAGES}-stage {NAME} network in {MAX_DRAWS} draws")  # a bug, not bad input
+
+    def validate(self, arch: Arch) -> Arch:
+        return validate(arch)
+
+    def build(self, arch: Arch) -> nn.Module:
+        return build(arch)
+
+    def resolution(self, arch: Arch) -> int:
+        return validate(arch)["resolution"]
+
+    def complexity(self, arch: Arch) -> Complexity:
+        return complexity(arch)
+
+    def features(self, arch: Arch) -> dict[str, float]:
+        """The design choices, per-stage widths and depths, mean group count per block, GFLOPs and Mparams."""
+        arch = validate(arch)
+        derived = stages(arch)
+        cost = complexity(arch)
+        features = {key: float(arch[key]) for key in FIELDS if key != "space"}
+        for i in range(NUM_STAGES):
+            features[f"stage{i + 1}_width"] = float(derived.widths[i])
+            features[f"stage{i + 1}_depth"] = float(derived.depths[i])
+        groups = [
+            (w // derived.bottleneck_ratio) // g
+            for w, d, g in zip(derived.widths, derived.depths, derived.group_widths, strict=True)
+            for _ in range(d)
+        ]
+        features["groups_mean"] = float(np.mean(groups))
+        features["gflops"] = cost.flops / 1e9
+        features["mparams"] = cost.params / 1e6
+        return features
+
+
+SPACE = register_space(RegNetSpace())
