@@ -90,7 +90,9 @@ def nvml_summary(measurements: pd.DataFrame) -> dict:
         return dict(rows=0)
     flop_percent = 100 * both["utilization"]
     ratio = (both["nvml_util"] / flop_percent.where(flop_percent > 0)).median()
-    spearman = both["nvml_util"].corr(both["utilization"], method="spearman") if len(both) > 2 else np.nan
+    # Spearman = Pearson correlation of the ranks (pandas' method="spearman" would need scipy)
+    ranks = both[["nvml_util", "utilization"]].rank()
+    spearman = ranks["nvml_util"].corr(ranks["utilization"]) if len(both) > 2 else np.nan
     return dict(
         rows=len(both),
         median_nvml=both["nvml_util"].median() / 100,
