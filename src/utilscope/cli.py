@@ -262,13 +262,14 @@ def cmd_survey(args, console: Console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from utilscope import model_sets, survey
+    from utilscope.hardware import resolve_device
     from utilscope.measure.profile import default_precision
     from utilscope.store import Store
 
     if args.jobs < 1 or args.timeout <= 0:
         raise UsageError("--jobs must be at least 1 and --timeout positive")
     models = survey.select_models(args.models, args.family)
-    device = hardware_device(args.device)
+    device = resolve_device(args.device)
     precisions = (args.precision or default_precision(device)).split(",")
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
@@ -291,12 +292,6 @@ def cmd_survey(args, console: Console) -> int:
     for failure in result.failures[:20]:
         console.print(f"  [red]{escape(failure)}[/]")
     return EXIT_PARTIAL if result.failed_cells else 0
-
-
-def hardware_device(device: str | None):
-    from utilscope.hardware import resolve_device
-
-    return resolve_device(device)
 
 
 def cmd_report(args, console: Console) -> int:

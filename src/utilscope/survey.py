@@ -183,6 +183,8 @@ def run_survey(
     """Run the plan's groups, ``jobs`` at a time; on CUDA with several GPUs, worker i uses GPU i mod count."""
     dev = hardware.resolve_device(device)
     gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
+    if gpus and jobs > gpus:
+        raise UsageError(f"--jobs {jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each other's timings")
     start_s = time.perf_counter()
     if dev.type == "cuda":
         hardware.get_ceilings(dev)  # measured once here and cached, not by every worker at once
