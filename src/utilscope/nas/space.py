@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import numbers
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -14,6 +15,7 @@ from torch import nn
 from utilscope.errors import UsageError
 
 Arch = dict  # a JSON-serializable architecture record; "space" names its search space
+PASSED_THROUGH = ("id", "seed")  # stored next to a record by the sampler; not part of the architecture
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,34 @@ def list_spaces(pattern: str = "*") -> list[str]:
     import utilscope.nas.spaces  # noqa: F401
 
     return sorted(name for name in SPACES if fnmatch.fnmatchcase(name, pattern))
+
+
+def field_error(space: str, field: str, expected: str, got) -> UsageError:
+    return UsageError(f"{space} architecture field {field!r}: expected {expected}, got {got!r}")
+
+
+def int_choice(space: str, value, field: str, choices: tuple[int, ...]) -> int:
+    """``value`` as a plain int if it is one of ``choices`` (bools are not ints here); UsageError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) not in choices:
+        raise field_error(space, field, f"one of {', '.join(map(str, choices))}", value)
+    return int(value)
+
+
+def check_fields(space: str, arch, fields: tuple[str, ...]) -> None:
+    """A record is a dict with exactly ``fields`` (plus the sampler's id and seed) and the right space name."""
+    if not isinstance(arch, dict):
+        raise UsageError(f"a {space} architecture must be a JSON object with fields {', '.join(fields)}, got {arch!r}")
+    missing = [field for field in fields if field not in arch]
+    if missing:
+        raise UsageError(f"{space} architecture is missing field(s) {', '.join(map(repr, missing))}")
+    unknown = sorted(set(arch) - set(fields) - set(PASSED_THROUGH), key=str)
+    if unknown:
+        raise UsageError(
+            f"{space} architecture has unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"its fields are {', '.join(fields)}"
+        )
+    if arch["space"] != space:
+        raise field_error(space, "space", repr(space), arch["space"])
 
 
 def arch_id(arch: Arch) -> str:

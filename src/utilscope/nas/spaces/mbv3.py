@@ -25,7 +25,6 @@ the depth, so two records of the same network normalize to the same record and t
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +32,7 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, register_space
+from utilscope.nas.space import Arch, Complexity, check_fields, field_error, int_choice, register_space
 
 NAME = "mbv3"
 RESOLUTIONS = (160, 176, 192, 208, 224)
@@ -55,7 +54,6 @@ CHANNEL_DIVISOR = 8
 SE_REDUCTION = 4
 
 FIELDS = ("space", "resolution", "depths", "kernel_sizes", "expand_ratios")
-PASSED_THROUGH = ("id", "seed")  # stored next to a record by the sampler; not part of the architecture
 ACTIVATIONS = {"relu": nn.ReLU, "hswish": nn.Hardswish}
 
 
@@ -69,13 +67,11 @@ def make_divisible(value: float, divisor: int = CHANNEL_DIVISOR) -> int:
 
 
 def _fail(field: str, expected: str, got) -> UsageError:
-    return UsageError(f"{NAME} architecture field {field!r}: expected {expected}, got {got!r}")
+    return field_error(NAME, field, expected, got)
 
 
 def _choice(value, field: str, choices: tuple[int, ...]) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) not in choices:
-        raise _fail(field, f"one of {', '.join(map(str, choices))}", value)
-    return int(value)
+    return int_choice(NAME, value, field, choices)
 
 
 def _list(value, field: str, lengths: tuple[int, ...]) -> list:
@@ -97,19 +93,7 @@ def _per_stage(value, field: str, depths: list[int], choices: tuple[int, ...]) -
 
 def validate(arch: Arch) -> Arch:
     """The canonical record (active blocks only, plain ints); UsageError naming the bad field otherwise."""
-    if not isinstance(arch, dict):
-        raise UsageError(f"an {NAME} architecture must be a JSON object with fields {', '.join(FIELDS)}, got {arch!r}")
-    missing = [field for field in FIELDS if field not in arch]
-    if missing:
-        raise UsageError(f"{NAME} architecture is missing field(s) {', '.join(map(repr, missing))}")
-    unknown = sorted(set(arch) - set(FIELDS) - set(PASSED_THROUGH), key=str)
-    if unknown:
-        raise UsageError(
-            f"{NAME} architecture has unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"its fields are {', '.join(FIELDS)}"
-        )
-    if arch["space"] != NAME:
-        raise _fail("space", repr(NAME), arch["space"])
+    check_fields(NAME, arch, FIELDS)
     resolution = _choice(arch["resolution"], "resolution", RESOLUTIONS)
     depths_list = _list(arch["depths"], "depths", (NUM_STAGES,))
     depths = [_choice(depth, f"depths[{i}]", DEPTHS) for i, depth in enumerate(depths_list)]

@@ -26,11 +26,10 @@ from torchvision.models.regnet import BlockParams, RegNet
 
 from utilscope import zoo
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, register_space
+from utilscope.nas.space import Arch, Complexity, check_fields, field_error, int_choice, register_space
 
 NAME = "regnet"
 FIELDS = ("space", "resolution", "depth", "w0", "wa", "wm", "group_width", "bottleneck_ratio", "se")
-PASSED_THROUGH = ("id", "seed")  # added by the sampler; accepted and left out of the canonical record
 
 DEPTH_RANGE = (12, 28)  # blocks in the network
 W0_RANGE, W0_QUANTUM = (8, 256), 8
@@ -106,7 +105,7 @@ def stage_problem(derived: Stages) -> str | None:
 
 
 def _fail(field: str, expected: str, got) -> UsageError:
-    return UsageError(f"{NAME} architecture field {field!r}: expected {expected}, got {got!r}")
+    return field_error(NAME, field, expected, got)
 
 
 def _integer(value, field: str, low: int, high: int, multiple: int = 1) -> int:
@@ -129,25 +128,11 @@ def _real(value, field: str, bounds: tuple[float, float], decimals: int) -> floa
 
 
 def _choice(value, field: str, choices: tuple[int, ...]) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) not in choices:
-        raise _fail(field, f"one of {', '.join(map(str, choices))}", value)
-    return int(value)
+    return int_choice(NAME, value, field, choices)
 
 
 def _check_fields(arch) -> None:
-    if not isinstance(arch, dict):
-        raise UsageError(f"a {NAME} architecture must be a JSON object with fields {', '.join(FIELDS)}, got {arch!r}")
-    missing = [field for field in FIELDS if field not in arch]
-    if missing:
-        raise UsageError(f"{NAME} architecture is missing field(s) {', '.join(map(repr, missing))}")
-    unknown = sorted(set(arch) - set(FIELDS) - set(PASSED_THROUGH), key=str)
-    if unknown:
-        raise UsageError(
-            f"{NAME} architecture has unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"its fields are {', '.join(FIELDS)}"
-        )
-    if arch["space"] != NAME:
-        raise _fail("space", repr(NAME), arch["space"])
+    check_fields(NAME, arch, FIELDS)
 
 
 def validate(arch: Arch) -> Arch:
