@@ -72,11 +72,9 @@ def _add_layers(sub) -> None:
     p.set_defaults(run=cmd_layers)
 
 
-def _add_survey(sub) -> None:
-    p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
-    p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
-    p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
-    p.add_argument("--batch", default="1,8,32,128,256", help="comma-separated batch sizes")
+def _add_store_run_options(p, default_batch: str) -> None:
+    """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
+    p.add_argument("--batch", default=default_batch, help=f"comma-separated batch sizes (default {default_batch})")
     p.add_argument("--precision", default=None, help="comma-separated (default fp16 on GPU, fp32 on CPU)")
     p.add_argument("--backend", default="graph", help="comma-separated backends (default graph)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
@@ -85,13 +83,20 @@ def _add_survey(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, help="workers at a time (one per GPU when there are several)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds one worker (one model) may take")
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+
+
+def _add_survey(sub) -> None:
+    p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
+    p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
+    p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
+    _add_store_run_options(p, default_batch="1,8,32,128,256")
     p.add_argument(
         "--attribute",
         choices=["representative", "all", "none"],
         default="representative",
         help="record op-class time shares for these models (default: the curated representative set)",
     )
-    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.set_defaults(run=cmd_survey)
     p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
     p.add_argument("db", help="the SQLite store")
@@ -104,7 +109,7 @@ def _add_survey(sub) -> None:
 
 
 def _add_nas(sub) -> None:
-    nas = sub.add_parser("nas", help="search spaces: sample architectures (measure, predict and search follow)")
+    nas = sub.add_parser("nas", help="search spaces: sample and measure architectures (predict, search follow)")
     verbs = nas.add_subparsers(dest="nas_command", required=True)
     p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
     p.add_argument("--space", required=True, help="a registered search space (mbv3, regnet)")
@@ -114,6 +119,11 @@ def _add_nas(sub) -> None:
     p.add_argument("--flops-max", type=float, default=None, help="upper FLOPs bound per sample (2xMAC)")
     p.add_argument("--out", default="archs.jsonl")
     p.set_defaults(run=cmd_nas_sample)
+    p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
+    p.add_argument("archs", help="a JSONL file written by `utilscope nas sample`")
+    p.add_argument("--limit", type=int, default=None, help="only the first N architectures")
+    _add_store_run_options(p, default_batch="256")
+    p.set_defaults(run=cmd_nas_measure)
 
 
 def _add_hardware(sub) -> None:
@@ -259,18 +269,25 @@ def cmd_layers(args, console: Console) -> int:
 
 
 def cmd_survey(args, console: Console) -> int:
+    from utilscope import model_sets, survey
+
+    models = survey.select_models(args.models, args.family)
+    chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
+    return _run_survey(models, args, console, frozenset(chosen[args.attribute]))
+
+
+def _run_survey(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
+    """Plan, print the plan, run it with a progress bar; shared by ``survey`` and ``nas measure``."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from utilscope import model_sets, survey
+    from utilscope import survey
     from utilscope.hardware import resolve_device
     from utilscope.measure.profile import default_precision
     from utilscope.store import Store
 
     if args.jobs < 1 or args.timeout <= 0:
         raise UsageError("--jobs must be at least 1 and --timeout positive")
-    models = survey.select_models(args.models, args.family)
-    device = resolve_device(args.device)
-    precisions = (args.precision or default_precision(device)).split(",")
+    precisions = (args.precision or default_precision(resolve_device(args.device))).split(",")
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
                                   args.device, store, args.res, args.retry_errors)  # fmt: skip
@@ -278,12 +295,10 @@ def cmd_survey(args, console: Console) -> int:
                   f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
     if args.dry_run or not plan.groups:
         return 0
-    chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
-        attribute = frozenset(chosen[args.attribute])
         result = survey.run_survey(plan, args.db, args.device, args.jobs, args.timeout, attribute,
                                    lambda group: progress.advance(task, len(group.batches)))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0
@@ -292,6 +307,17 @@ def cmd_survey(args, console: Console) -> int:
     for failure in result.failures[:20]:
         console.print(f"  [red]{escape(failure)}[/]")
     return EXIT_PARTIAL if result.failed_cells else 0
+
+
+def cmd_nas_measure(args, console: Console) -> int:
+    from utilscope.nas.sampler import load_jsonl
+
+    archs = [arch for arch in load_jsonl(args.archs) if "id" in arch]
+    if not archs:
+        raise UsageError(f"{args.archs} has no architectures with ids (write it with `utilscope nas sample`)")
+    if args.limit is not None:
+        archs = archs[: args.limit]
+    return _run_survey([f"{args.archs}:{arch['id']}" for arch in archs], args, console, frozenset())
 
 
 def cmd_report(args, console: Console) -> int:

@@ -86,8 +86,13 @@ def _exists(source: str, name: str) -> bool:
 
 
 def parse_spec(text: str) -> ModelSpec:
-    """Resolve a model string. A bare NAME tries torchvision first, then timm; ``file:`` prefixes are optional."""
-    text = text.strip().removeprefix("file:")
+    """Resolve a model string. A bare NAME tries torchvision first, then timm; ``file:``/``nas:`` prefixes are
+    optional. ``archs.jsonl:ID`` is the architecture ``ID`` of a file written by ``utilscope nas sample``."""
+    text = text.strip().removeprefix("file:").removeprefix("nas:")
+    if ".jsonl:" in text:
+        path, _, arch = text.rpartition(":")
+        nas_record(ModelSpec("nas", f"{path}:{arch}"))  # checks the file and the id
+        return ModelSpec("nas", f"{path}:{arch}")
     if ".py:" in text or text.endswith(".py"):
         path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
         if not factory:
@@ -141,8 +146,31 @@ def expand_models(patterns: list[str]) -> list[ModelSpec]:
     return list(specs.values())
 
 
+@functools.cache
+def _nas_file(path: str, mtime_ns: int) -> dict[str, dict]:
+    from utilscope.nas.sampler import load_jsonl
+
+    return {arch["id"]: arch for arch in load_jsonl(path) if "id" in arch}
+
+
+def nas_record(spec: ModelSpec) -> dict:
+    """The architecture record behind a ``nas`` spec (``path.jsonl:ID``)."""
+    path, _, arch = spec.name.rpartition(":")
+    if not Path(path).is_file():
+        raise UsageError(f"architecture file not found: {path}")
+    records = _nas_file(path, Path(path).stat().st_mtime_ns)
+    if arch not in records:
+        raise UsageError(f"no architecture with id {arch!r} in {path} ({len(records)} architectures)")
+    return records[arch]
+
+
 def native_resolution(spec: ModelSpec) -> int:
     """The input resolution the model was designed for."""
+    if spec.source == "nas":
+        from utilscope.nas.space import get_space
+
+        record = nas_record(spec)
+        return get_space(record["space"]).resolution(record)
     if spec.source == "torchvision":
         import torchvision.models as tvm
 
@@ -199,6 +227,11 @@ def _construct(spec: ModelSpec, resolution: int) -> nn.Module:
         cfg = get_pretrained_cfg(spec.name)
         kwargs = {"img_size": resolution} if cfg is not None and cfg.fixed_input_size else {}
         return timm.create_model(spec.name, pretrained=False, **kwargs)
+    if spec.source == "nas":
+        from utilscope.nas.space import get_space
+
+        record = nas_record(spec)
+        return get_space(record["space"]).build(record)
     path, _, factory_name = spec.name.rpartition(":")
     factory = getattr(_load_factory_module(path), factory_name, None)
     if not callable(factory):
