@@ -124,6 +124,10 @@ def _add_nas(sub) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N architectures")
     _add_store_run_options(p, default_batch="256")
     p.set_defaults(run=cmd_nas_measure)
+    p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
+    p.add_argument("db", help="a store with `utilscope nas measure` results")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_nas_analyze)
 
 
 def _add_hardware(sub) -> None:
@@ -349,6 +353,34 @@ def cmd_nas_sample(args, console: Console) -> int:
     flops = sorted(space.complexity(arch).flops for arch in archs)
     console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {path}; "
                   f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
+    return 0
+
+
+def cmd_nas_analyze(args, console: Console) -> int:
+    from utilscope.nas.analysis import analyze
+    from utilscope.store import Store
+
+    with Store(args.db, create=False) as store:
+        results = analyze(store.frame())
+    if args.json:
+        docs = [
+            {**vars(r), "spread": r.spread.to_dict(orient="records"), "effects": r.effects.to_dict(orient="records")}
+            for r in results
+        ]
+        print(json.dumps(docs))
+        return 0
+    for r in results:
+        q = r.utilization_quantiles
+        console.print(f"[bold]{r.space}[/] batch {r.batch}: {r.architectures} architectures; Spearman(FLOPs, "
+                      f"samples/s) = {r.flops_throughput_spearman:.2f}; utilization p5 {q['p5']:.2%}, median "
+                      f"{q['p50']:.2%}, p95 {q['p95']:.2%}")  # fmt: skip
+        if not r.spread.empty:
+            worst = r.spread.sort_values("max_over_min", ascending=False).iloc[0]
+            console.print(f"  equal FLOPs (±5%), {len(r.spread)} groups: throughput differs up to "
+                          f"{worst.max_over_min:.2f}× (at {worst.gflops:.2f} GFLOPs)")  # fmt: skip
+        for effect in r.effects.head(6).itertuples():
+            console.print(f"  {effect.feature}: Spearman {effect.spearman:+.2f} with utilization; top quarter / "
+                          f"bottom quarter {effect.top_over_bottom:.2f}×")  # fmt: skip
     return 0
 
 

@@ -1,0 +1,66 @@
+"""Analysis of a space's measurements: closed-form cases on a synthetic store of real sampled architectures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from utilscope.errors import UsageError
+from utilscope.nas.analysis import analyze, equal_flops_spread, spearman
+from utilscope.nas.sampler import sample_architectures, save_jsonl
+from utilscope.nas.space import get_space
+
+
+def test_spearman_is_pearson_on_ranks():
+    x = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert spearman(x, x**3) == pytest.approx(1.0)  # monotonic: rank correlation 1
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert np.isnan(spearman(x[:2], x[:2]))  # too few points
+
+
+def _store_frame(tmp_path, n=12):
+    space = get_space("mbv3")
+    records = sample_architectures(space, n, seed=7)
+    path = save_jsonl(tmp_path / "archs.jsonl", records)
+    rows = []
+    for record in records:
+        flops = space.complexity(record).flops
+        expand = space.features(record)["expand_ratio_mean"]
+        utilization = 0.01 * expand  # by construction: utilization grows with the expand ratio only
+        samples_per_s = utilization * 989.4e12 / flops
+        rows.append({"model": f"nas:{path}:{record['id']}", "status": "ok", "batch": 256, "precision": "fp16",
+                     "backend": "graph", "flops_per_sample": flops, "samples_per_s": samples_per_s,
+                     "utilization": utilization})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_analysis_finds_the_feature_that_drives_utilization(tmp_path):
+    frame = _store_frame(tmp_path)
+    [result] = analyze(frame)
+    assert (result.space, result.batch, result.architectures) == ("mbv3", 256, 12)
+    top = result.effects.iloc[0]
+    assert top.feature == "expand_ratio_mean" and top.spearman == pytest.approx(1.0)
+    assert top.top_over_bottom > 1
+    assert result.utilization_quantiles["p50"] == pytest.approx(frame["utilization"].median())
+
+
+def test_equal_flops_spread():
+    # two architectures at 1.00 and 1.02 GFLOPs (one ±5% bin), one at 2 GFLOPs alone
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "flops_per_sample": [1.00e9, 1.02e9, 2.0e9],
+                          "samples_per_s": [1000.0, 1500.0, 700.0]})  # fmt: skip
+    spread = equal_flops_spread(frame)
+    assert len(spread) == 1 and spread.loc[0, "max_over_min"] == pytest.approx(1.5)  # 1500 / 1000
+
+
+def test_no_nas_rows_is_a_clear_error():
+    frame = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
+    with pytest.raises(UsageError, match="no successful measurements of sampled architectures"):
+        analyze(frame)
+
+
+def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
+    from utilscope.cli import main
+
+    assert main(["nas", "analyze", str(tmp_path / "absent.sqlite")]) == 2
+    assert "no results store" in capsys.readouterr().err
