@@ -24,6 +24,11 @@ def points_frame(attribution: Attribution) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=["name", "op_class", "flops", "other_flops", "bytes", "time_ms", "layers",
                                         "kernels"])  # fmt: skip
+    return with_rates(frame, attribution)
+
+
+def with_rates(frame: pd.DataFrame, attribution: Attribution) -> pd.DataFrame:
+    """Add time and FLOP shares, achieved TFLOP/s and utilization to rows with ``flops`` and ``time_ms``."""
     total_ms = frame["time_ms"].sum()
     frame["time_share"] = frame["time_ms"] / total_ms if total_ms else 0.0
     frame["flop_share"] = frame["flops"] / attribution.flops if attribution.flops else 0.0
@@ -39,12 +44,7 @@ def class_summary(attribution: Attribution) -> pd.DataFrame:
     summary = frame.groupby("op_class", sort=False).agg(
         points=("name", "size"), flops=("flops", "sum"), time_ms=("time_ms", "sum"), bytes=("bytes", "sum")
     )
-    total_ms = summary["time_ms"].sum()
-    summary["flop_share"] = summary["flops"] / attribution.flops if attribution.flops else 0.0
-    summary["time_share"] = summary["time_ms"] / total_ms if total_ms else 0.0
-    summary["achieved_tflops"] = summary["flops"] / (summary["time_ms"] / 1e3) / 1e12
-    peak = attribution.peak_tflops
-    summary["utilization"] = summary["achieved_tflops"] / peak if peak else float("nan")
+    summary = with_rates(summary, attribution)
     return summary.sort_values("time_ms", ascending=False).reset_index()
 
 
