@@ -90,9 +90,12 @@ def _key_counts(db) -> Counter:
     return Counter(zip(frame["model"], frame["batch"], frame["precision"], frame["backend"], strict=True))
 
 
-def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models):
+@pytest.mark.parametrize("per_worker", [1, 4])
+def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models, per_worker):
+    """One worker per model, or all four in one worker: after the crash a new worker takes the models after it."""
     db = tmp_path / "results.sqlite"
-    argv = _survey(db, [models("good"), models("crash"), models("oom"), models("good2")])
+    argv = _survey(db, [models("good"), models("crash"), models("oom"), models("good2")],
+                   extra=("--per-worker", str(per_worker)))  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr  # some cells failed, the survey finished
     statuses = _statuses(db)
@@ -104,12 +107,14 @@ def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models):
 
 
 def test_a_hang_costs_only_its_cells(tmp_path, models):
+    """The timeout is per model, also when one worker measures several: the worker is killed and replaced."""
     db = tmp_path / "results.sqlite"
-    argv = _survey(db, [models("hang"), models("good")], extra=("--timeout", "25"))
+    names = [models("good2"), models("hang"), models("good")]
+    argv = _survey(db, names, extra=("--timeout", "25", "--per-worker", "3"))
     subprocess.run(argv, capture_output=True, text=True, timeout=300)
     statuses = _statuses(db)
     assert statuses[("hang", 1)] == "ok" and statuses[("hang", 4)] == "error: timeout after 25 s"
-    assert statuses[("good", 4)] == "ok"
+    assert statuses[("good", 4)] == statuses[("good2", 4)] == "ok"
 
 
 def test_resume_after_an_interrupted_survey_measures_every_cell_once(tmp_path, models):

@@ -72,7 +72,7 @@ def _add_layers(sub) -> None:
     p.set_defaults(run=cmd_layers)
 
 
-def _add_store_run_options(p, default_batch: str) -> None:
+def _add_store_run_options(p, default_batch: str, default_per_worker: int) -> None:
     """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
     p.add_argument("--batch", default=default_batch, help=f"comma-separated batch sizes (default {default_batch})")
     p.add_argument("--precision", default=None, help="comma-separated (default fp16 on GPU, fp32 on CPU)")
@@ -81,7 +81,12 @@ def _add_store_run_options(p, default_batch: str) -> None:
     p.add_argument("--res", type=int, default=None, help="input resolution (default: each model's native)")
     p.add_argument("--db", default="results.sqlite", help="the SQLite store (default results.sqlite)")
     p.add_argument("--jobs", type=int, default=1, help="workers at a time (one per GPU when there are several)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds one worker (one model) may take")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds one model's group of cells may take")
+    p.add_argument("--per-worker", type=int, default=default_per_worker,
+                   help=f"models each worker process measures in turn (default {default_per_worker}; more: less "
+                   "start-up time, a crash restarts the worker on the models after it)")  # fmt: skip
+    p.add_argument("--min-time-ms", type=float, default=None,
+                   help="total timed milliseconds per cell (default 1000 on GPU, 200 on CPU)")  # fmt: skip
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
@@ -90,7 +95,7 @@ def _add_survey(sub) -> None:
     p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
     p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
     p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
-    _add_store_run_options(p, default_batch="1,8,32,128,256")
+    _add_store_run_options(p, default_batch="1,8,32,128,256", default_per_worker=1)
     p.add_argument(
         "--attribute",
         choices=["representative", "all", "none"],
@@ -122,7 +127,7 @@ def _add_nas(sub) -> None:
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
     p.add_argument("archs", help="a JSONL file written by `utilscope nas sample`")
     p.add_argument("--limit", type=int, default=None, help="only the first N architectures")
-    _add_store_run_options(p, default_batch="256")
+    _add_store_run_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_nas_measure)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
     p.add_argument("db", help="a store with `utilscope nas measure` results")
@@ -289,13 +294,15 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     from utilscope.measure.profile import default_precision
     from utilscope.store import Store
 
-    if args.jobs < 1 or args.timeout <= 0:
-        raise UsageError("--jobs must be at least 1 and --timeout positive")
+    if args.jobs < 1 or args.per_worker < 1 or args.timeout <= 0:
+        raise UsageError("--jobs and --per-worker must be at least 1 and --timeout positive")
+    if args.min_time_ms is not None and args.min_time_ms <= 0:
+        raise UsageError(f"--min-time-ms must be positive, got {args.min_time_ms}")
     precisions = (args.precision or default_precision(resolve_device(args.device))).split(",")
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
                                   args.device, store, args.res, args.retry_errors)  # fmt: skip
-    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} workers, {plan.skipped} already "
+    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
     if args.dry_run or not plan.groups:
         return 0
@@ -303,7 +310,8 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
-        result = survey.run_survey(plan, args.db, args.device, args.jobs, args.timeout, attribute,
+        options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms)
+        result = survey.run_survey(plan, options, args.jobs, args.per_worker,
                                    lambda group: progress.advance(task, len(group.batches)))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0
     console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell), "

@@ -1,8 +1,9 @@
 """Survey: measure a grid of models x batch sizes x precisions x backends into a resumable store.
 
-The grid is expanded, cells already in the store are skipped (resume), and each (model, precision, backend) group
-runs in its own subprocess (``python -m utilscope.survey_worker``) with a timeout: a crash, a hang or an OOM
-costs that group's remaining cells — recorded as ``error: ...`` rows — never the survey. The worker writes each
+The grid is expanded, cells already in the store are skipped (resume), and (model, precision, backend) groups run
+in worker subprocesses (``python -m utilscope.survey_worker``), one or several groups per worker, with a timeout
+per group: a crash, a hang or an OOM costs that group's remaining cells — recorded as ``error: ...`` rows — never
+the survey; a new worker takes over the groups after it. The worker writes each
 row as soon as it is measured, so an interrupted survey loses at most the cell in flight.
 """
 
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import selectors
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 import torch
@@ -31,6 +35,7 @@ from utilscope.store import Store
 DEFAULT_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_TIMEOUT_S = 900.0
 PARENT_ENV = "UTILSCOPE_SURVEY_PARENT"  # the runner's pid: a worker exits when its runner dies
+GROUP_DONE = "utilscope-group-done"  # a worker prints this line after each group
 
 
 @dataclass(frozen=True)
@@ -107,14 +112,29 @@ def plan_survey(models, batches, precisions, backends, device, store: Store, res
     return SurveyPlan(device_name, software, groups, skipped)
 
 
-def _worker_command(group: Group, db: str, device: str | None, attribute: bool) -> list[str]:
-    command = [sys.executable, "-m", "utilscope.survey_worker", "--db", db, "--model", group.model,
-               "--res", str(group.resolution), "--precision", group.precision, "--backend", group.backend,
-               "--batch", ",".join(map(str, group.batches))]  # fmt: skip
+def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
+    """Consecutive groups, ``per_worker`` to a worker process (more per worker: less start-up, less isolation)."""
+    if per_worker < 1:
+        raise UsageError(f"groups per worker must be at least 1, got {per_worker}")
+    return [groups[i : i + per_worker] for i in range(0, len(groups), per_worker)]
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    db: str
+    device: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per group: a worker silent for longer is killed
+    attribute_models: frozenset[str] = frozenset()
+    min_time_ms: float | None = None  # the timed samples' total; None: the profile default
+
+
+def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
+    specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
+    command = [sys.executable, "-m", "utilscope.survey_worker", "--db", options.db, "--groups", json.dumps(specs)]
     if device:
         command += ["--device", device]
-    if attribute:
-        command.append("--attribute")
+    if options.min_time_ms is not None:
+        command += ["--min-time-ms", str(options.min_time_ms)]
     return command
 
 
@@ -141,65 +161,120 @@ def _failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) ->
     ]
 
 
-def run_group(group: Group, plan: SurveyPlan, db: str, device, timeout_s: float, attribute: bool, gpu: int | None):
-    """Run one worker; store an error row for every cell it left unmeasured. Returns failure messages."""
+def _watch_worker(command: list[str], env: dict, timeout_s: float, on_group_done: Callable[[], None]) -> str | None:
+    """Run a worker, reading its "group done" lines; kill it when one group takes over ``timeout_s``.
+    Returns None when it exited cleanly, else the failure status for the group it was measuring."""
+    with tempfile.TemporaryFile("w+") as stderr:
+        worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as selector:
+            selector.register(worker.stdout, selectors.EVENT_READ)
+            while True:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    worker.kill()
+                    worker.wait()
+                    return f"error: timeout after {timeout_s:.0f} s"
+                line = worker.stdout.readline()
+                if not line:
+                    break
+                if line.startswith(GROUP_DONE):
+                    deadline = time.monotonic() + timeout_s
+                    on_group_done()
+        code = worker.wait()
+        if code == 0:
+            return None
+        stderr.seek(0)
+        last = (stderr.read().strip().splitlines() or ["(no output)"])[-1]
+        return f"error: worker exited with code {code}: {last[:300]}"
+
+
+def _cell_key(group: Group, batch: int, plan: SurveyPlan) -> tuple:
+    return (group.model, group.resolution, batch, group.precision, group.backend, plan.device, plan.software)
+
+
+def _missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
+    """The groups reduced to their cells the store does not hold (groups with none left dropped)."""
+    with Store(db) as store:
+        present = store.done_keys(retry_errors=False)
+    left = []
+    for g in groups:
+        todo = tuple(b for b in g.batches if _cell_key(g, b, plan) not in present)
+        if todo:
+            left.append(Group(g.model, g.resolution, g.precision, g.backend, todo))
+    return left
+
+
+def _reporter(groups: list[Group], on_group_done: Callable[[Group], None] | None) -> Callable[[], None]:
+    """Called on each "group done" line of a worker given ``groups``: reports the next of them."""
+    pending = iter(groups)
+
+    def report() -> None:
+        group = next(pending, None)
+        if on_group_done is not None and group is not None:
+            on_group_done(group)
+
+    return report
+
+
+def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu: int | None,
+              on_group_done: Callable[[Group], None] | None = None) -> list[str]:  # fmt: skip
+    """Measure groups in one worker process; when it dies or hangs, store error rows for the group it was on and
+    start a new worker for the groups after it (each round settles at least one group). Returns failure messages."""
     env = {**os.environ, PARENT_ENV: str(os.getpid())}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    start_s = time.perf_counter()
-    command = _worker_command(group, db, device if gpu is None else "cuda:0", attribute)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
-        if done.returncode == 0:
-            status = None
-        else:
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            status = f"error: worker exited with code {done.returncode}: {last[:300]}"
-    except subprocess.TimeoutExpired:
-        status = f"error: timeout after {timeout_s:.0f} s"
-    with Store(db) as store:
-        present = store.done_keys(retry_errors=False)
-        key = (group.model, group.resolution)
-        missing = [b for b in group.batches
-                   if (*key, b, group.precision, group.backend, plan.device, plan.software) not in present]  # fmt: skip
-        if not missing:
-            return []
-        missing_group = Group(group.model, group.resolution, group.precision, group.backend, tuple(missing))
+    device = options.device if gpu is None else "cuda:0"
+    failures: list[str] = []
+    remaining = list(groups)
+    while remaining:
+        start_s, running = time.perf_counter(), list(remaining)
+        status = _watch_worker(_worker_command(running, options, device), env, options.timeout_s,
+                               _reporter(running, on_group_done))  # fmt: skip
+        remaining = _missing(running, plan, options.db)
+        if not remaining:
+            break
+        failed = remaining.pop(0)  # the group the worker was measuring when it stopped
         reason = status or "error: the worker exited without storing this cell"
-        for row in _failure_rows(missing_group, plan, reason, time.perf_counter() - start_s):
-            store.add(row)
-    return [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}" for b in missing]
+        with Store(options.db) as store:
+            for row in _failure_rows(failed, plan, reason, time.perf_counter() - start_s):
+                store.add(row)
+        failures += [f"{failed.model} {failed.precision} {failed.backend} batch {b}: {reason}" for b in failed.batches]
+        if on_group_done is not None:
+            on_group_done(failed)
+    return failures
 
 
 def run_survey(
     plan: SurveyPlan,
-    db: str,
-    device: str | None = None,
+    options: WorkerOptions,
     jobs: int = 1,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    attribute_models: frozenset[str] = frozenset(),
+    per_worker: int = 1,
     on_group_done: Callable[[Group], None] | None = None,
 ) -> SurveyResult:
-    """Run the plan's groups, ``jobs`` at a time; on CUDA with several GPUs, worker i uses GPU i mod count."""
-    dev = hardware.resolve_device(device)
+    """Run the plan's groups, ``per_worker`` groups per worker process, ``jobs`` workers at a time; on CUDA with
+    several GPUs each running worker holds its own GPU."""
+    dev = hardware.resolve_device(options.device)
     gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
     if gpus and jobs > gpus:
         raise UsageError(f"--jobs {jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each other's timings")
+    chunks = chunk_groups(plan.groups, per_worker)
     start_s = time.perf_counter()
     if dev.type == "cuda":
         hardware.get_ceilings(dev)  # measured once here and cached, not by every worker at once
+    free_gpus: queue.Queue[int | None] = queue.Queue()
+    for index in range(max(1, jobs)):
+        free_gpus.put(index if gpus > 1 else None)
+
+    def task(chunk: list[Group]) -> list[str]:
+        gpu = free_gpus.get()
+        try:
+            return run_chunk(chunk, plan, options, gpu, on_group_done)
+        finally:
+            free_gpus.put(gpu)
+
     failures: list[str] = []
-
-    def task(index_group: tuple[int, Group]) -> list[str]:
-        index, group = index_group
-        gpu = index % gpus if gpus > 1 else None
-        result = run_group(group, plan, db, device, timeout_s, group.model in attribute_models, gpu)
-        if on_group_done is not None:
-            on_group_done(group)
-        return result
-
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for messages in pool.map(task, enumerate(plan.groups)):
+        for messages in pool.map(task, chunks):
             failures += messages
     return SurveyResult(plan.cells, len(failures), time.perf_counter() - start_s, failures)
 

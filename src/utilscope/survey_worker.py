@@ -1,7 +1,9 @@
-"""One survey worker: measure one model, precision and backend at several batch sizes; store each row at once.
+"""One survey worker: measure groups (a model, precision and backend at several batch sizes) in turn; store each row
+at once and print a "group done" line after each group.
 
-Run by the survey runner as ``python -m utilscope.survey_worker --db ... --model ...``, one process per group,
-so that a crash or a hang costs only this group. Exit code 2 with a one-line message for bad input.
+Run by the survey runner as ``python -m utilscope.survey_worker --db ... --groups JSON``; the runner restarts a
+worker that crashed or hung on the groups after the one it was measuring. Exit code 2 with a one-line message for
+bad input.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ START_S = time.perf_counter()
 
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
@@ -19,10 +22,11 @@ from dataclasses import asdict  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 
 from utilscope import model_sets  # noqa: E402
-from utilscope.errors import UtilscopeError  # noqa: E402
-from utilscope.measure.profile import ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
+from utilscope.errors import UsageError, UtilscopeError  # noqa: E402
+from utilscope.measure.profile import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
+from utilscope.measure.timing import TimingPlan  # noqa: E402
 from utilscope.store import Store  # noqa: E402
-from utilscope.survey import PARENT_ENV, software_string  # noqa: E402
+from utilscope.survey import GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
 
 
 def key_of(sweep: Sweep, batch: int) -> dict:
@@ -81,37 +85,54 @@ def exit_with_parent() -> None:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="utilscope.survey_worker")
     parser.add_argument("--db", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--batch", required=True, help="comma-separated batch sizes")
-    parser.add_argument("--precision", required=True)
-    parser.add_argument("--backend", required=True)
+    parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
+                        "batches, attribute}")  # fmt: skip
     parser.add_argument("--device", default=None)
-    parser.add_argument("--res", type=int, default=None)
-    parser.add_argument("--attribute", action="store_true", help="also record op-class time shares")
+    parser.add_argument("--min-time-ms", type=float, default=None, help="timed samples' total (default: profile's)")
     return parser.parse_args(argv)
+
+
+def timing_plan(min_time_ms: float | None) -> TimingPlan | None:
+    """The profile default (None), or a shorter or longer timed window with a warm-up of at most 100 ms."""
+    if min_time_ms is None:
+        return None
+    if min_time_ms <= 0:
+        raise UsageError(f"--min-time-ms must be positive, got {min_time_ms}")
+    return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=min_time_ms)
+
+
+def measure_group(store: Store, group: dict, device: str | None, plan: TimingPlan | None, since_s: float) -> float:
+    """One model's sweep over its batch sizes, each row stored as soon as it is measured, with the wall time since
+    the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
+    sweep = prepare_sweep(group["model"], group["precision"], group["backend"], device, group["resolution"], plan=plan)
+    if plan is not None and plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
+        sweep.notes.append(f"timed samples cover {plan.min_total_ms:.0f} ms: NVML utilization not sampled reliably")
+    last_s = since_s
+
+    def store_row(row: ProfileRow) -> None:
+        nonlocal last_s
+        now_s = time.perf_counter()
+        store.add(measurement_row(sweep, row, now_s - last_s))
+        last_s = now_s
+
+    rows = run_sweep(sweep, list(group["batches"]), store_row)
+    if group.get("attribute"):
+        record_op_classes(store, sweep, rows)
+    return last_s
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     exit_with_parent()
-    try:
-        batches = [int(b) for b in args.batch.split(",")]
-        sweep = prepare_sweep(args.model, args.precision, args.backend, args.device, args.res)
-    except (UtilscopeError, ValueError) as exc:
-        print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    last_s = START_S
+    last_s = START_S  # the first row's wall time includes the process start
     with Store(args.db) as store:
-
-        def store_row(row: ProfileRow) -> None:
-            nonlocal last_s
-            now_s = time.perf_counter()
-            store.add(measurement_row(sweep, row, now_s - last_s))
-            last_s = now_s
-
-        rows = run_sweep(sweep, batches, store_row)
-        if args.attribute:
-            record_op_classes(store, sweep, rows)
+        for group in json.loads(args.groups):
+            try:
+                last_s = measure_group(store, group, args.device, timing_plan(args.min_time_ms), last_s)
+            except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
+                print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
+                return 2
+            print(GROUP_DONE, flush=True)
     return 0
 
 
