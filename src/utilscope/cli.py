@@ -129,6 +129,14 @@ def _add_nas(sub) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N architectures")
     _add_store_run_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_nas_measure)
+    p = verbs.add_parser("table", help="time every distinct layer of a space alone: the predictor's latency table")
+    p.add_argument("--space", required=True, help="a registered search space (mbv3, regnet)")
+    p.add_argument("--archs", action="append", default=[], help="also the layers of these JSONL files; repeatable")
+    p.add_argument("--batch", default="1,256", help="comma-separated batch sizes (default 1,256)")
+    p.add_argument("--precision", default="fp16")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
+    p.set_defaults(run=cmd_nas_table)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
     p.add_argument("db", help="a store with `utilscope nas measure` results")
     p.add_argument("--json", action="store_true")
@@ -361,6 +369,22 @@ def cmd_nas_sample(args, console: Console) -> int:
     flops = sorted(space.complexity(arch).flops for arch in archs)
     console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {path}; "
                   f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
+    return 0
+
+
+def cmd_nas_table(args, console: Console) -> int:
+    from pathlib import Path
+
+    from utilscope.nas.latency import LatencyTable, build_table
+    from utilscope.nas.sampler import load_jsonl
+
+    archs = [arch for path in args.archs for arch in load_jsonl(path, args.space)]
+    existing = LatencyTable.load(args.out) if Path(args.out).exists() else None
+    table = build_table(args.space, archs, parse_batches(args.batch), args.precision, args.device, existing,
+                        lambda done, total: done % 100 == 0 and console.print(f"{done}/{total} layers timed"))  # fmt: skip
+    table.save(args.out)
+    console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
+                  f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
     return 0
 
 

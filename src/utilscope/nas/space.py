@@ -26,6 +26,23 @@ class Complexity:
     params: int
 
 
+@dataclass(frozen=True)
+class Layer:
+    """One entry of a space's latency table: a stem, block or head configuration and its input shape.
+
+    Networks of the space are exactly the sequence of their layers, so per-layer latencies compose per network.
+    """
+
+    kind: str  # "stem" | "block" | "head"
+    config: tuple  # the space's parameters of this layer, input size included (hashable, JSON-friendly)
+    in_channels: int
+    in_size: int  # square input's side in pixels
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}({','.join(map(str, self.config))})"
+
+
 class SearchSpace(Protocol):
     name: str
 
@@ -46,6 +63,15 @@ class SearchSpace(Protocol):
 
     def features(self, arch: Arch) -> dict[str, float]:
         """Numeric design choices (kernel sizes, widths, ...) for analysis and prediction."""
+
+    def layers(self, arch: Arch) -> list[Layer]:
+        """The network as its sequence of layers (stem, blocks, head), for the per-layer latency table."""
+
+    def build_layer(self, layer: Layer) -> nn.Module:
+        """One layer as a module taking ``(batch, layer.in_channels, layer.in_size, layer.in_size)``."""
+
+    def covering_archs(self) -> list[Arch]:
+        """Architectures whose layers together are every layer of the space, or [] when there are too many."""
 
 
 SPACES: dict[str, SearchSpace] = {}

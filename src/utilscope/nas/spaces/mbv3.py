@@ -32,7 +32,7 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, check_fields, field_error, int_choice, register_space
+from utilscope.nas.space import Arch, Complexity, Layer, check_fields, field_error, int_choice, register_space
 
 NAME = "mbv3"
 RESOLUTIONS = (160, 176, 192, 208, 224)
@@ -237,23 +237,71 @@ class InvertedResidual(nn.Module):
         return x + out if self.residual else out
 
 
+def _stem() -> nn.Module:
+    return Conv2dNormActivation(3, STEM_WIDTH, 3, stride=2, activation_layer=nn.Hardswish)
+
+
+def _final_expand() -> nn.Module:
+    return Conv2dNormActivation(STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, activation_layer=nn.Hardswish)
+
+
+def _feature_mix() -> nn.Module:
+    return Conv2dNormActivation(
+        FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1, norm_layer=None, activation_layer=nn.Hardswish, bias=False
+    )
+
+
 class MobileNetV3Subnet(nn.Module):
     def __init__(self, arch: Arch):
         super().__init__()
-        self.features = nn.Sequential(
-            Conv2dNormActivation(3, STEM_WIDTH, 3, stride=2, activation_layer=nn.Hardswish),
-            *(InvertedResidual(block) for block in blocks(arch)),
-            Conv2dNormActivation(STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, activation_layer=nn.Hardswish),
-        )
+        self.features = nn.Sequential(_stem(), *(InvertedResidual(block) for block in blocks(arch)), _final_expand())
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.feature_mix = Conv2dNormActivation(
-            FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1, norm_layer=None, activation_layer=nn.Hardswish, bias=False
-        )
+        self.feature_mix = _feature_mix()
         self.classifier = nn.Linear(FEATURE_MIX_WIDTH, NUM_CLASSES)
 
     def forward(self, x):
         x = self.feature_mix(self.avgpool(self.features(x)))
         return self.classifier(x.flatten(1))
+
+
+class Head(nn.Module):
+    """The layers after the last stage: final expand conv, pooling, feature mix, classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.final_expand, self.avgpool = _final_expand(), nn.AdaptiveAvgPool2d(1)
+        self.feature_mix, self.classifier = _feature_mix(), nn.Linear(FEATURE_MIX_WIDTH, NUM_CLASSES)
+
+    def forward(self, x):
+        return self.classifier(self.feature_mix(self.avgpool(self.final_expand(x))).flatten(1))
+
+
+# --- the layers of the latency table -------------------------------------------------------------------------
+
+
+def layers(arch: Arch) -> list[Layer]:
+    """Stem, the blocks (with their input size) and head of a validated record."""
+    resolution = arch["resolution"]
+    size = conv_cost(resolution, 3, STEM_WIDTH, 3, stride=2)[0]
+    result = [Layer("stem", (resolution,), 3, resolution)]
+    for block in blocks(arch):
+        config = (block.in_channels, block.out_channels, block.kernel_size, block.expand_ratio, block.stride,
+                  block.activation, int(block.use_se), size)  # fmt: skip
+        result.append(Layer("block", config, block.in_channels, size))
+        size = conv_cost(size, 1, 1, block.kernel_size, block.stride)[0]
+    result.append(Layer("head", (size,), STAGE_WIDTHS[-1], size))
+    return result
+
+
+def build_layer(layer: Layer) -> nn.Module:
+    if layer.kind == "stem":
+        return _stem()
+    if layer.kind == "head":
+        return Head()
+    if layer.kind == "block":
+        c_in, c_out, kernel, expand, stride, activation, use_se, _ = layer.config
+        return InvertedResidual(Block(c_in, c_out, kernel, expand, stride, activation, bool(use_se)))
+    raise UsageError(f"{NAME} has no layer kind {layer.kind!r}")
 
 
 # --- the space -----------------------------------------------------------------------------------------------
@@ -290,6 +338,17 @@ class MBV3Space:
 
     def complexity(self, arch: Arch) -> Complexity:
         return complexity(arch)
+
+    def layers(self, arch: Arch) -> list[Layer]:
+        return layers(validate(arch))
+
+    def build_layer(self, layer: Layer) -> nn.Module:
+        return build_layer(layer)
+
+    def covering_archs(self) -> list[Arch]:
+        """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and
+        the second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
+        return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
 
     def features(self, arch: Arch) -> dict[str, float]:
         """Resolution, total depth, mean kernel size and expand ratio (network and per stage), GFLOPs, Mparams."""

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from torch import nn
-from torchvision.models.regnet import BlockParams, RegNet
+from torchvision.models.regnet import BlockParams, RegNet, ResBottleneckBlock, SimpleStemIN
 
 from utilscope import zoo
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, check_fields, field_error, int_choice, register_space
+from utilscope.nas.space import Arch, Complexity, Layer, check_fields, field_error, int_choice, register_space
 
 NAME = "regnet"
 FIELDS = ("space", "resolution", "depth", "w0", "wa", "wm", "group_width", "bottleneck_ratio", "se")
@@ -254,6 +254,37 @@ def build(arch: Arch) -> nn.Module:
     return RegNet(params, num_classes=NUM_CLASSES, stem_width=STEM_WIDTH)
 
 
+# --- the layers of the latency table -------------------------------------------------------------------------
+
+
+def layers(arch: Arch) -> list[Layer]:
+    """Stem, every block (widths, stride, group width, bottleneck ratio, SE, input size) and head of a record."""
+    derived = stages(arch)
+    size = arch["resolution"]
+    result = [Layer("stem", (size,), 3, size)]
+    size, width = _conv(size, 3, STEM_WIDTH, 3, stride=2)[0], STEM_WIDTH
+    for w_out, depth, group_width in zip(derived.widths, derived.depths, derived.group_widths, strict=True):
+        for index in range(depth):
+            stride = 2 if index == 0 else 1
+            config = (width, w_out, stride, group_width, arch["bottleneck_ratio"], int(arch["se"]), size)
+            result.append(Layer("block", config, width, size))
+            size, width = _conv(size, 1, 1, 3, stride)[0], w_out
+    result.append(Layer("head", (width, size), width, size))
+    return result
+
+
+def build_layer(layer: Layer) -> nn.Module:
+    if layer.kind == "stem":
+        return SimpleStemIN(3, STEM_WIDTH, nn.BatchNorm2d, nn.ReLU)
+    if layer.kind == "head":
+        return nn.Sequential(nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(1), nn.Linear(layer.config[0], NUM_CLASSES))
+    if layer.kind == "block":
+        w_in, w_out, stride, group_width, ratio, se, _ = layer.config
+        return ResBottleneckBlock(w_in, w_out, stride, nn.BatchNorm2d, nn.ReLU, group_width, 1 / ratio,
+                                  SE_RATIO if se else None)  # fmt: skip
+    raise UsageError(f"{NAME} has no layer kind {layer.kind!r}")
+
+
 # --- the space ------------------------------------------------------------------------------------------------
 
 
@@ -283,6 +314,15 @@ class RegNetSpace:
 
     def complexity(self, arch: Arch) -> Complexity:
         return complexity(arch)
+
+    def layers(self, arch: Arch) -> list[Layer]:
+        return layers(validate(arch))
+
+    def build_layer(self, layer: Layer) -> nn.Module:
+        return build_layer(layer)
+
+    def covering_archs(self) -> list[Arch]:
+        return []  # widths are continuous: the table holds the layers of the architectures it is built for
 
     def features(self, arch: Arch) -> dict[str, float]:
         """The design choices, per-stage widths and depths, mean group count per block, GFLOPs and Mparams."""

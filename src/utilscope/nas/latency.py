@@ -1,0 +1,139 @@
+"""Per-layer latency tables: every distinct layer of a search space, timed alone once per GPU, batch and precision.
+
+Like the lookup tables of FBNet and once-for-all: a network's latency is estimated as the sum of its layers'
+latencies (``utilscope.nas.predictor`` adds a learned correction for what the sum misses). Each layer is timed on
+the ``graph`` backend, as the networks are: ``REPEATS`` calls captured into one CUDA graph, so the replay's own
+launch cost is spread over them and the entry is the layer's time inside a network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from utilscope import hardware
+from utilscope.errors import UsageError
+from utilscope.measure.backends import capture_cuda_graph
+from utilscope.measure.environment import environment
+from utilscope.measure.precision import check_precision, math_mode, parse_precision
+from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
+from utilscope.nas.space import Arch, Layer, SearchSpace, get_space
+from utilscope.survey import software_string
+
+TABLE_FORMAT = "utilscope-latency-table/1"
+REPEATS = 20  # calls of the layer per timed replay
+LAYER_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
+
+
+@dataclass
+class LatencyTable:
+    space: str
+    device: str  # the GPU's name, e.g. "NVIDIA H200"
+    software: str
+    precision: str
+    entries: dict[str, dict[int, float]] = field(default_factory=dict)  # layer key -> batch -> milliseconds
+
+    def latency_ms(self, layer_key: str, batch: int) -> float:
+        try:
+            return self.entries[layer_key][batch]
+        except KeyError:
+            raise UsageError(
+                f"the {self.space} latency table for {self.device} has no entry for layer {layer_key} at batch "
+                f"{batch}: measure it with `utilscope nas table`"
+            ) from None
+
+    def batches(self) -> set[int]:
+        return {batch for per_batch in self.entries.values() for batch in per_batch}
+
+    def to_dict(self) -> dict:
+        entries = {key: {str(b): ms for b, ms in sorted(per.items())} for key, per in sorted(self.entries.items())}
+        return {"format": TABLE_FORMAT, "space": self.space, "device": self.device, "software": self.software,
+                "precision": self.precision, "entries": entries}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "the table") -> LatencyTable:
+        if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
+            raise UsageError(f"{source} is not a utilscope latency table ({TABLE_FORMAT})")
+        entries = {key: {int(b): float(ms) for b, ms in per.items()} for key, per in data["entries"].items()}
+        return cls(data["space"], data["device"], data["software"], data["precision"], entries)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LatencyTable:
+        path = Path(path)
+        if not path.is_file():
+            raise UsageError(f"no latency table at {path}")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path} is not JSON ({exc.msg})") from None
+        return cls.from_dict(data, str(path))
+
+
+def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:
+    """The distinct layers of the space's covering architectures and of ``archs``, in first-seen order."""
+    seen: dict[str, Layer] = {}
+    for arch in [*space.covering_archs(), *archs]:
+        for layer in space.layers(arch):
+            seen.setdefault(layer.key, layer)
+    return list(seen.values())
+
+
+def time_layer_ms(space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision) -> float:
+    """Median milliseconds of one call of the layer at ``batch``, ``REPEATS`` calls per timed CUDA-graph replay."""
+    module = space.build_layer(layer).to(device=device, dtype=precision.dtype).eval()
+    module = module.to(memory_format=torch.channels_last)
+    shape = (batch, layer.in_channels, layer.in_size, layer.in_size)
+    x = torch.randn(shape, device=device).to(precision.dtype).contiguous(memory_format=torch.channels_last)
+
+    def calls() -> None:
+        with torch.inference_mode():
+            for _ in range(REPEATS):
+                module(x)
+
+    with math_mode(precision):
+        run = capture_cuda_graph(calls) if device.type == "cuda" else calls
+        clock = CudaClock(device) if device.type == "cuda" else CpuClock()
+        stats = measure(run, clock, LAYER_PLAN)
+    return stats.median_ms / REPEATS
+
+
+def build_table(
+    space_name: str,
+    archs: Iterable[Arch],
+    batches: list[int],
+    precision: str = "fp16",
+    device: str | None = None,
+    table: LatencyTable | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
+) -> LatencyTable:
+    """Time every distinct layer of ``archs`` (and of the space's covering set) at each batch size, adding to
+    ``table`` (resume: entries it holds are kept). Raises on bad input or a table of another device/space."""
+    space = get_space(space_name)
+    dev = hardware.resolve_device(device)
+    prec = check_precision(parse_precision(precision), dev)
+    env = environment(dev, prec.value, "graph", True)
+    software = software_string(env)
+    if table is None:
+        table = LatencyTable(space.name, env["device_name"], software, prec.value)
+    elif (table.space, table.device, table.precision) != (space.name, env["device_name"], prec.value):
+        raise UsageError(f"the existing table is for {table.space} on {table.device} in {table.precision}, not "
+                         f"{space.name} on {env['device_name']} in {prec.value}")  # fmt: skip
+    todo = [(layer, b) for layer in distinct_layers(space, archs) for b in batches
+            if b not in table.entries.get(layer.key, {})]  # fmt: skip
+    for done, (layer, batch) in enumerate(todo, start=1):
+        table.entries.setdefault(layer.key, {})[batch] = time_layer_ms(space, layer, batch, dev, prec)
+        if on_layer is not None:
+            on_layer(done, len(todo))
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return table
