@@ -380,8 +380,12 @@ def cmd_nas_table(args, console: Console) -> int:
 
     archs = [arch for path in args.archs for arch in load_jsonl(path, args.space)]
     existing = LatencyTable.load(args.out) if Path(args.out).exists() else None
-    table = build_table(args.space, archs, parse_batches(args.batch), args.precision, args.device, existing,
-                        lambda done, total: done % 100 == 0 and console.print(f"{done}/{total} layers timed"))  # fmt: skip
+
+    def progress(done: int, total: int) -> None:
+        if done % 200 == 0 or done == total:
+            console.print(f"{done}/{total} layers timed")
+
+    table = build_table(args.space, archs, parse_batches(args.batch), args.precision, args.device, existing, progress)
     table.save(args.out)
     console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
                   f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
