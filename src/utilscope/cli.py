@@ -87,6 +87,9 @@ def _add_store_run_options(p, default_batch: str, default_per_worker: int) -> No
                    "start-up time, a crash restarts the worker on the models after it)")  # fmt: skip
     p.add_argument("--min-time-ms", type=float, default=None,
                    help="total timed milliseconds per cell (default 1000 on GPU, 200 on CPU)")  # fmt: skip
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="take cuDNN's heuristic algorithms instead of autotuning every new conv shape (seconds per "
+                   "new network); stored as a configuration of its own")  # fmt: skip
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
@@ -136,6 +139,8 @@ def _add_nas(sub) -> None:
     p.add_argument("--precision", default="fp16")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)")  # fmt: skip
     p.set_defaults(run=cmd_nas_table)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
     p.add_argument("db", help="a store with `utilscope nas measure` results")
@@ -309,7 +314,7 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     precisions = (args.precision or default_precision(resolve_device(args.device))).split(",")
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
-                                  args.device, store, args.res, args.retry_errors)  # fmt: skip
+                                  args.device, store, args.res, args.retry_errors, args.cudnn_benchmark)  # fmt: skip
     console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
     if args.dry_run or not plan.groups:
@@ -318,7 +323,8 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
-        options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms)
+        options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms,
+                                       args.cudnn_benchmark)  # fmt: skip
         result = survey.run_survey(plan, options, args.jobs, args.per_worker,
                                    lambda group: progress.advance(task, len(group.batches)))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0
@@ -375,17 +381,19 @@ def cmd_nas_sample(args, console: Console) -> int:
 def cmd_nas_table(args, console: Console) -> int:
     from pathlib import Path
 
-    from utilscope.nas.latency import LatencyTable, build_table
+    from utilscope.nas.latency import LatencyTable, fill_table, open_table
     from utilscope.nas.sampler import load_jsonl
 
     archs = [arch for path in args.archs for arch in load_jsonl(path, args.space)]
     existing = LatencyTable.load(args.out) if Path(args.out).exists() else None
+    table = open_table(args.space, args.precision, args.device, args.cudnn_benchmark, existing)
 
     def progress(done: int, total: int) -> None:
         if done % 200 == 0 or done == total:
             console.print(f"{done}/{total} layers timed")
+            table.save(args.out)  # an interrupted run keeps what it timed
 
-    table = build_table(args.space, archs, parse_batches(args.batch), args.precision, args.device, existing, progress)
+    fill_table(table, archs, parse_batches(args.batch), args.device, progress)
     table.save(args.out)
     console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
                   f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip

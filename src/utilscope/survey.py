@@ -70,7 +70,9 @@ class SurveyResult:
 
 
 def software_string(env: dict) -> str:
-    return f"torch {env['torch']} · cuDNN {env['cudnn']} · driver {env['driver']}"
+    """The store's software column; cuDNN without autotuning is a configuration of its own (a different key)."""
+    text = f"torch {env['torch']} · cuDNN {env['cudnn']} · driver {env['driver']}"
+    return text if env.get("cudnn_benchmark", True) else f"{text} · cudnn.benchmark off"
 
 
 def select_models(patterns: list[str], families: list[str]) -> list[str]:
@@ -84,7 +86,8 @@ def select_models(patterns: list[str], families: list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def plan_survey(models, batches, precisions, backends, device, store: Store, resolution=None, retry_errors=True):
+def plan_survey(models, batches, precisions, backends, device, store: Store, resolution=None, retry_errors=True,
+                cudnn_benchmark=True):  # fmt: skip
     """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
     dev = hardware.resolve_device(device)
     for precision in precisions:
@@ -94,7 +97,7 @@ def plan_survey(models, batches, precisions, backends, device, store: Store, res
     batches = tuple(check_batch(b) for b in batches)
     if not batches or not models:
         raise UsageError("the survey grid is empty: give at least one model and one batch size")
-    env = environment(dev, precisions[0], backends[0], True)
+    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark)
     device_name, software = env["device_name"], software_string(env)
     done = store.done_keys(retry_errors=retry_errors)
     groups, skipped = [], 0
@@ -126,6 +129,7 @@ class WorkerOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S  # per group: a worker silent for longer is killed
     attribute_models: frozenset[str] = frozenset()
     min_time_ms: float | None = None  # the timed samples' total; None: the profile default
+    cudnn_benchmark: bool = True
 
 
 def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
@@ -135,6 +139,8 @@ def _worker_command(groups: list[Group], options: WorkerOptions, device: str | N
         command += ["--device", device]
     if options.min_time_ms is not None:
         command += ["--min-time-ms", str(options.min_time_ms)]
+    if not options.cudnn_benchmark:
+        command.append("--no-cudnn-benchmark")
     return command
 
 

@@ -89,6 +89,7 @@ def parse_args(argv):
                         "batches, attribute}")  # fmt: skip
     parser.add_argument("--device", default=None)
     parser.add_argument("--min-time-ms", type=float, default=None, help="timed samples' total (default: profile's)")
+    parser.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
     return parser.parse_args(argv)
 
 
@@ -101,10 +102,11 @@ def timing_plan(min_time_ms: float | None) -> TimingPlan | None:
     return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=min_time_ms)
 
 
-def measure_group(store: Store, group: dict, device: str | None, plan: TimingPlan | None, since_s: float) -> float:
+def measure_group(store: Store, group: dict, args, plan: TimingPlan | None, since_s: float) -> float:
     """One model's sweep over its batch sizes, each row stored as soon as it is measured, with the wall time since
     the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
-    sweep = prepare_sweep(group["model"], group["precision"], group["backend"], device, group["resolution"], plan=plan)
+    sweep = prepare_sweep(group["model"], group["precision"], group["backend"], args.device, group["resolution"],
+                          plan=plan, cudnn_benchmark=args.cudnn_benchmark)  # fmt: skip
     if plan is not None and plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
         sweep.notes.append(f"timed samples cover {plan.min_total_ms:.0f} ms: NVML utilization not sampled reliably")
     last_s = since_s
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     with Store(args.db) as store:
         for group in json.loads(args.groups):
             try:
-                last_s = measure_group(store, group, args.device, timing_plan(args.min_time_ms), last_s)
+                last_s = measure_group(store, group, args, timing_plan(args.min_time_ms), last_s)
             except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
                 print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
                 return 2

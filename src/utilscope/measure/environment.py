@@ -10,7 +10,9 @@ from utilscope import __version__, hardware
 from utilscope.measure.nvml import driver_version
 
 
-def environment(device: torch.device, precision: str, backend: str, channels_last: bool) -> dict:
+def environment(
+    device: torch.device, precision: str, backend: str, channels_last: bool, cudnn_benchmark: bool = True
+) -> dict:
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "device_name": hardware.device_name(device),
@@ -24,4 +26,5 @@ def environment(device: torch.device, precision: str, backend: str, channels_las
         "precision": precision,
         "backend": backend,
         "memory_format": "channels_last" if channels_last else "contiguous",
+        "cudnn_benchmark": cudnn_benchmark,  # cuDNN autotunes each new conv shape (True) or takes its heuristic
     }

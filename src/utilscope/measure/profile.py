@@ -164,12 +164,13 @@ class Sweep:
     notes: list[str] = field(default_factory=list)  # device-level notes (an unknown GPU), given to every row
     environment: dict = field(default_factory=dict)
     ceilings: object = None  # hardware.Ceilings, or None when skipped
+    cudnn_benchmark: bool = True  # False: cuDNN's heuristic algorithm per conv, no autotuning of new shapes
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
     x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.channels_last)
-    with math_mode(sweep.precision):
+    with math_mode(sweep.precision, sweep.cudnn_benchmark):
         prepared = sweep.backend.prepare(sweep.module, x)
         sampler = NvmlSampler(sweep.device)
         stats = measure(prepared.run, sweep.clock, sweep.plan, during_samples=sampler)
@@ -227,6 +228,7 @@ def prepare_sweep(
     ceilings=None,
     clock: Clock | None = None,
     plan: TimingPlan | None = None,
+    cudnn_benchmark: bool = True,
 ) -> Sweep:
     """Check the arguments, count the model, find the peaks, build the model on the device. Raises on bad input.
 
@@ -247,7 +249,8 @@ def prepare_sweep(
         module, work, chosen_backend, prec, dev, res, channels_last, peaks,
         clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
         plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
-        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last), ceilings or None,
+        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark),
+        ceilings or None, cudnn_benchmark,
     )  # fmt: skip
 
 

@@ -35,14 +35,19 @@ class LatencyTable:
     device: str  # the GPU's name, e.g. "NVIDIA H200"
     software: str
     precision: str
+    cudnn_benchmark: bool = True
     entries: dict[str, dict[int, float]] = field(default_factory=dict)  # layer key -> batch -> milliseconds
+
+    def describe(self) -> str:
+        tuning = "" if self.cudnn_benchmark else ", cudnn.benchmark off"
+        return f"{self.space} on {self.device} in {self.precision}{tuning}"
 
     def latency_ms(self, layer_key: str, batch: int) -> float:
         try:
             return self.entries[layer_key][batch]
         except KeyError:
             raise UsageError(
-                f"the {self.space} latency table for {self.device} has no entry for layer {layer_key} at batch "
+                f"the latency table of {self.describe()} has no entry for layer {layer_key} at batch "
                 f"{batch}: measure it with `utilscope nas table`"
             ) from None
 
@@ -52,14 +57,14 @@ class LatencyTable:
     def to_dict(self) -> dict:
         entries = {key: {str(b): ms for b, ms in sorted(per.items())} for key, per in sorted(self.entries.items())}
         return {"format": TABLE_FORMAT, "space": self.space, "device": self.device, "software": self.software,
-                "precision": self.precision, "entries": entries}  # fmt: skip
+                "precision": self.precision, "cudnn_benchmark": self.cudnn_benchmark, "entries": entries}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "the table") -> LatencyTable:
         if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
             raise UsageError(f"{source} is not a utilscope latency table ({TABLE_FORMAT})")
         entries = {key: {int(b): float(ms) for b, ms in per.items()} for key, per in data["entries"].items()}
-        return cls(data["space"], data["device"], data["software"], data["precision"], entries)
+        return cls(data["space"], data["device"], data["software"], data["precision"], data["cudnn_benchmark"], entries)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -88,7 +93,9 @@ def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:
     return list(seen.values())
 
 
-def time_layer_ms(space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision) -> float:
+def time_layer_ms(
+    space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision, cudnn_benchmark: bool = True
+) -> float:
     """Median milliseconds of one call of the layer at ``batch``, ``REPEATS`` calls per timed CUDA-graph replay."""
     module = space.build_layer(layer).to(device=device, dtype=precision.dtype).eval()
     module = module.to(memory_format=torch.channels_last)
@@ -100,38 +107,49 @@ def time_layer_ms(space: SearchSpace, layer: Layer, batch: int, device: torch.de
             for _ in range(REPEATS):
                 module(x)
 
-    with math_mode(precision):
+    with math_mode(precision, cudnn_benchmark):
         run = capture_cuda_graph(calls) if device.type == "cuda" else calls
         clock = CudaClock(device) if device.type == "cuda" else CpuClock()
         stats = measure(run, clock, LAYER_PLAN)
     return stats.median_ms / REPEATS
 
 
-def build_table(
-    space_name: str,
-    archs: Iterable[Arch],
-    batches: list[int],
-    precision: str = "fp16",
-    device: str | None = None,
-    table: LatencyTable | None = None,
-    on_layer: Callable[[int, int], None] | None = None,
-) -> LatencyTable:
-    """Time every distinct layer of ``archs`` (and of the space's covering set) at each batch size, adding to
-    ``table`` (resume: entries it holds are kept). Raises on bad input or a table of another device/space."""
+def open_table(
+    space_name: str, precision: str = "fp16", device: str | None = None, cudnn_benchmark: bool = True,
+    existing: LatencyTable | None = None,
+) -> LatencyTable:  # fmt: skip
+    """A new table for this space, device and configuration, or ``existing`` when it matches them (resume)."""
     space = get_space(space_name)
     dev = hardware.resolve_device(device)
     prec = check_precision(parse_precision(precision), dev)
-    env = environment(dev, prec.value, "graph", True)
-    software = software_string(env)
-    if table is None:
-        table = LatencyTable(space.name, env["device_name"], software, prec.value)
-    elif (table.space, table.device, table.precision) != (space.name, env["device_name"], prec.value):
-        raise UsageError(f"the existing table is for {table.space} on {table.device} in {table.precision}, not "
-                         f"{space.name} on {env['device_name']} in {prec.value}")  # fmt: skip
+    env = environment(dev, prec.value, "graph", True, cudnn_benchmark)
+    table = LatencyTable(space.name, env["device_name"], software_string(env), prec.value, cudnn_benchmark)
+    if existing is None:
+        return table
+    if (existing.space, existing.device, existing.precision, existing.cudnn_benchmark) != (
+        table.space, table.device, table.precision, table.cudnn_benchmark,
+    ):  # fmt: skip
+        raise UsageError(f"the existing table is for {existing.describe()}, not {table.describe()}")
+    return existing
+
+
+def fill_table(
+    table: LatencyTable,
+    archs: Iterable[Arch],
+    batches: list[int],
+    device: str | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
+) -> LatencyTable:
+    """Time every distinct layer of ``archs`` (and of the space's covering set) at each batch size that the table
+    lacks; ``on_layer(done, total)`` after each."""
+    space = get_space(table.space)
+    dev = hardware.resolve_device(device)
+    prec = parse_precision(table.precision)
     todo = [(layer, b) for layer in distinct_layers(space, archs) for b in batches
             if b not in table.entries.get(layer.key, {})]  # fmt: skip
     for done, (layer, batch) in enumerate(todo, start=1):
-        table.entries.setdefault(layer.key, {})[batch] = time_layer_ms(space, layer, batch, dev, prec)
+        latency_ms = time_layer_ms(space, layer, batch, dev, prec, table.cudnn_benchmark)
+        table.entries.setdefault(layer.key, {})[batch] = latency_ms
         if on_layer is not None:
             on_layer(done, len(todo))
     if dev.type == "cuda":
