@@ -19,9 +19,9 @@ nas-measure-*) # 600 sampled architectures of a space at batch 256, the first 25
   # heuristics instead of autotuning (autotuning every new network's conv shapes costs seconds per network)
   space=${stage#nas-measure-}
   us nas measure data/h200/${space}_archs.jsonl --db data/h200/nas.sqlite --batch 1,256 --limit 250 \
-    --precision fp16 --backend graph --min-time-ms 100 --per-worker 50 --no-cudnn-benchmark
+    --precision fp16 --backend graph --min-time-ms 100 --per-worker 1000 --no-cudnn-benchmark
   us nas measure data/h200/${space}_archs.jsonl --db data/h200/nas.sqlite --batch 256 \
-    --precision fp16 --backend graph --min-time-ms 100 --per-worker 50 --no-cudnn-benchmark ;;
+    --precision fp16 --backend graph --min-time-ms 100 --per-worker 1000 --no-cudnn-benchmark ;;
 nas-table-mbv3) # every distinct layer of the mbv3 space (445) at batch 1 and 256
   us nas table --no-cudnn-benchmark --space mbv3 --batch 1,256 --out data/h200/mbv3_table.json ;;
 nas-table-regnet-256) # the layers of the 600 sampled regnet architectures at batch 256
