@@ -38,7 +38,7 @@ def main() -> None:
                     model = model.to(memory_format=torch.channels_last)
                     x = x.contiguous(memory_format=torch.channels_last)
                 times = forward_times_s(model, x)
-                print(name, memory_format, arch["id"], ["%.3f" % t for t in times], flush=True)
+                print(name, memory_format, arch["id"], [f"{t:.3f}" for t in times], flush=True)
 
 
 if __name__ == "__main__":
