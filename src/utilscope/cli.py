@@ -142,6 +142,39 @@ def _add_nas(sub) -> None:
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)")  # fmt: skip
     p.set_defaults(run=cmd_nas_table)
+    p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
+    p.add_argument("--space", required=True)
+    p.add_argument("--db", required=True, help="a store with `utilscope nas measure` results of this space")
+    p.add_argument("--table", required=True, help="the space's latency table from `utilscope nas table`")
+    p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default 0)")
+    p.add_argument("--out", required=True, help="the profile's JSON file")
+    p.set_defaults(run=cmd_nas_fit)
+    p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
+    p.add_argument("archs", help="a JSONL file of architectures")
+    p.add_argument("--gpu", default=None, help="use the profile shipped for this GPU (e.g. h200)")
+    p.add_argument("--profile", default=None, help="a profile from `utilscope nas fit` (checked against --gpu)")
+    p.add_argument("--batch", type=int, default=256, help="batch size (default 256)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(run=cmd_nas_predict)
+    p = verbs.add_parser("search", help="throughput-constrained evolutionary search; --simulate compares strategies")
+    p.add_argument("--space", required=True)
+    p.add_argument("--min-throughput", type=float, required=True, help="samples/s every answer must reach")
+    p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default 100)")
+    p.add_argument("--simulate", metavar="DB", default=None,
+                   help="answer measurements from this store's dataset; compare the strategies (CPU)")  # fmt: skip
+    p.add_argument("--pool", default=None, help="JSONL candidates to search (GPU mode; default: --pool-size sampled)")
+    p.add_argument("--pool-size", type=int, default=1000, help="candidates sampled when no --pool (default 1000)")
+    p.add_argument("--strategy", default="predictor", help="measure-all | flops | predictor (GPU mode)")
+    p.add_argument("--objective", default="flops", help="flops, or a JSON file mapping architecture id -> value")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--gpu", default="h200", help="the predictor profile's GPU (default h200)")
+    p.add_argument("--profile", default=None, help="a predictor profile instead of the shipped one")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="GPU mode: where to measure (default: cuda if present)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_nas_search)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
     p.add_argument("db", help="a store with `utilscope nas measure` results")
     p.add_argument("--json", action="store_true")
@@ -397,6 +430,110 @@ def cmd_nas_table(args, console: Console) -> int:
     table.save(args.out)
     console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
                   f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
+    return 0
+
+
+def cmd_nas_fit(args, console: Console) -> int:
+    from utilscope.nas.latency import LatencyTable
+    from utilscope.nas.predictor import fit, measured_dataset
+    from utilscope.store import Store
+
+    table = LatencyTable.load(args.table)
+    if table.space != args.space:
+        raise UsageError(f"{args.table} is a {table.space} latency table, not {args.space}")
+    with Store(args.db, create=False) as store:
+        archs, measurements = measured_dataset(store.frame(), args.space)
+    predictor = fit(table, archs, measurements, args.seed)
+    predictor.save(args.out)
+    evaluation = predictor.evaluation
+    console.print(f"{args.space} predictor for {table.device} in {args.out}; held out: "
+                  f"{evaluation['holdout_architectures']} architectures (seed {args.seed}); "
+                  f"{evaluation['rows_without_table_entries']} rows skipped for missing table entries")  # fmt: skip
+    for batch, metrics in evaluation["per_batch"].items():
+        for name in ("predictor", "layer_sum", "flops_proxy"):
+            console.print(f"  batch {batch} ({metrics['architectures']} held out) {name}: Spearman "
+                          f"{metrics[name]['spearman']:.3f}, MAPE {metrics[name]['mape']:.1%}")  # fmt: skip
+    return 0
+
+
+def _load_predictor(profile: str | None, gpu: str | None, space: str):
+    from utilscope.nas.predictor import check_profile_gpu, load_predictor, shipped_profile
+
+    if profile is None and gpu is None:
+        raise UsageError("give --gpu (a shipped profile, e.g. h200) or --profile")
+    predictor = load_predictor(profile if profile is not None else shipped_profile(gpu, space))
+    check_profile_gpu(predictor, gpu)
+    if predictor.space != space:
+        raise UsageError(f"the predictor profile is for the {predictor.space} space, not {space}")
+    return predictor
+
+
+def cmd_nas_predict(args, console: Console) -> int:
+    from utilscope.nas.sampler import load_jsonl
+
+    archs = load_jsonl(args.archs)
+    spaces = sorted({arch["space"] for arch in archs})
+    if len(spaces) != 1:
+        raise UsageError(f"{args.archs} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")
+    predictor = _load_predictor(args.profile, args.gpu, spaces[0])
+    frame = predictor.predict(archs, args.batch)
+    if args.json:
+        print(json.dumps({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
+                          "predictions": frame.to_dict(orient="records")}))  # fmt: skip
+    elif args.csv:
+        print(frame.to_csv(index=False), end="")
+    else:
+        console.print(f"{len(frame)} {predictor.space} architectures on {predictor.table.device}, batch {args.batch} "
+                      f"(predicted)")  # fmt: skip
+        console.print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def cmd_nas_search(args, console: Console) -> int:
+    from pathlib import Path
+
+    import numpy as np
+
+    from utilscope.nas import search
+    from utilscope.nas import search_setup as setup
+    from utilscope.nas.predictor import screening_margins
+
+    if args.min_throughput <= 0 or args.budget < 1:
+        raise UsageError("--min-throughput must be positive and --budget at least 1")
+    search.check_strategy(args.strategy)
+    objective = setup.objective_for(args.objective, args.space)
+    predictor = _load_predictor(args.profile, args.gpu, args.space)
+    estimator = setup.predictor_estimator(predictor, args.batch)
+    if args.simulate is not None:
+        from utilscope.store import Store
+
+        with Store(args.simulate, create=False) as store:
+            frame = store.frame()
+        pool, oracle = setup.simulation_inputs(frame, args.space, args.batch)
+        pool, oracle, dropped = setup.covered_pool(pool, oracle, predictor, args.batch)
+        margins = screening_margins(predictor, args.batch)
+        table = search.compare(pool, objective, args.min_throughput, oracle, estimator, args.budget, margin=margins)
+        if args.json:
+            print(json.dumps({"pool_size": len(pool), "dropped_without_table_entries": dropped, "margins": margins,
+                              "comparison": table.to_dict(orient="records")}))  # fmt: skip
+            return 0
+        console.print(
+            f"simulated on {len(pool)} measured {args.space} architectures at batch {args.batch} ({dropped} "
+            f"without latency-table entries left out); samples/s >= {args.min_throughput:g}; screening "
+            f"margins (2x held-out MAPE) {', '.join(f'{k} {v:.1%}' for k, v in margins.items())}"
+        )
+        console.print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        return 0
+    pool_path = setup.search_pool(args.space, args.pool, args.pool_size, args.seed, Path("."))
+    pool = setup.load_pool(pool_path, args.space)
+    oracle = setup.GpuOracle(pool_path, args.batch, device=args.device)
+    screen = estimator if args.strategy == "predictor" else None
+    result = search.evolve(pool, objective, args.min_throughput, args.budget, args.strategy, oracle, screen,
+                           np.random.default_rng(args.seed))  # fmt: skip
+    doc = {"pool": str(pool_path), "strategy": result.strategy, "best_id": result.best_id,
+           "best_objective": result.best_objective, "best_samples_per_s": result.best_samples_per_s,
+           "measurements": result.measurements, "steps": result.steps}  # fmt: skip
+    print(json.dumps(doc)) if args.json else console.print(doc)
     return 0
 
 

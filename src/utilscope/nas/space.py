@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import numbers
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from torch import nn
@@ -26,8 +27,7 @@ class Complexity:
     params: int
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(NamedTuple):
     """One entry of a space's latency table: a stem, block or head configuration and its input shape.
 
     Networks of the space are exactly the sequence of their layers, so per-layer latencies compose per network.
@@ -40,7 +40,22 @@ class Layer:
 
     @property
     def key(self) -> str:
-        return f"{self.kind}({','.join(map(str, self.config))})"
+        return layer_key(self.kind, self.config)
+
+
+@functools.lru_cache(maxsize=65536)
+def layer_key(kind: str, config: tuple) -> str:
+    """``kind(v1,v2,...)``: the table's key for a layer (cached: prediction looks up many repeated layers)."""
+    return f"{kind}({','.join(map(str, config))})"
+
+
+@dataclass(frozen=True)
+class ArchSummary:
+    """What prediction needs of an architecture, from one validation: its layers, cost and design features."""
+
+    layers: list[Layer]
+    complexity: Complexity
+    features: dict[str, float]
 
 
 class SearchSpace(Protocol):
@@ -73,6 +88,9 @@ class SearchSpace(Protocol):
     def covering_archs(self) -> list[Arch]:
         """Architectures whose layers together are every layer of the space, or [] when there are too many."""
 
+    def summary(self, arch: Arch) -> ArchSummary:
+        """Layers, complexity and features together, validating the record once (the predictor's fast path)."""
+
 
 SPACES: dict[str, SearchSpace] = {}
 
@@ -104,6 +122,8 @@ def field_error(space: str, field: str, expected: str, got) -> UsageError:
 
 def int_choice(space: str, value, field: str, choices: tuple[int, ...]) -> int:
     """``value`` as a plain int if it is one of ``choices`` (bools are not ints here); UsageError otherwise."""
+    if type(value) is int and value in choices:  # the common case, without the slower abstract-class check
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) not in choices:
         raise field_error(space, field, f"one of {', '.join(map(str, choices))}", value)
     return int(value)

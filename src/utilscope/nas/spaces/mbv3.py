@@ -25,6 +25,7 @@ the depth, so two records of the same network normalize to the same record and t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,16 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, Layer, check_fields, field_error, int_choice, register_space
+from utilscope.nas.space import (
+    Arch,
+    ArchSummary,
+    Complexity,
+    Layer,
+    check_fields,
+    field_error,
+    int_choice,
+    register_space,
+)
 
 NAME = "mbv3"
 RESOLUTIONS = (160, 176, 192, 208, 224)
@@ -85,9 +95,12 @@ def _per_stage(value, field: str, depths: list[int], choices: tuple[int, ...]) -
     stages = _list(value, field, (NUM_STAGES,))
     normalized = []
     for i, (stage, depth) in enumerate(zip(stages, depths, strict=True)):
-        entries = _list(stage, f"{field}[{i}]", (depth, MAX_DEPTH))
-        checked = [_choice(entry, f"{field}[{i}][{j}]", choices) for j, entry in enumerate(entries)]
-        normalized.append(checked[:depth])
+        entries = (
+            stage if type(stage) is list and len(stage) == depth else _list(stage, f"{field}[{i}]", (depth, MAX_DEPTH))
+        )
+        if not all(type(entry) is int and entry in choices for entry in entries):  # else name the bad entry
+            entries = [_choice(entry, f"{field}[{i}][{j}]", choices) for j, entry in enumerate(entries)]
+        normalized.append(list(entries[:depth]))
     return normalized
 
 
@@ -183,6 +196,7 @@ def conv_cost(
     return out, 2 * out * out * weights, params
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of a few ints; networks of a space share most blocks
 def block_cost(block: Block, size: int) -> tuple[int, int, int]:
     """(output size, flops, params) of one inverted-residual block on a ``size`` x ``size`` input."""
     mid, flops, params = block.mid_channels, 0, 0
@@ -201,9 +215,12 @@ def block_cost(block: Block, size: int) -> tuple[int, int, int]:
 
 def complexity(arch: Arch) -> Complexity:
     """FLOPs (2 x MACs of convs and linears, batch 1) and params of the network a record describes."""
-    arch = validate(arch)
+    return _complexity(validate(arch))
+
+
+def _complexity(arch: Arch, arch_blocks: list[Block] | None = None) -> Complexity:
     size, flops, params = conv_cost(arch["resolution"], 3, STEM_WIDTH, 3, stride=2, bn=True)
-    for block in blocks(arch):
+    for block in blocks(arch) if arch_blocks is None else arch_blocks:
         size, f, p = block_cost(block, size)
         flops, params = flops + f, params + p
     size, f, p = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
@@ -279,12 +296,12 @@ class Head(nn.Module):
 # --- the layers of the latency table -------------------------------------------------------------------------
 
 
-def layers(arch: Arch) -> list[Layer]:
+def layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
     """Stem, the blocks (with their input size) and head of a validated record."""
     resolution = arch["resolution"]
     size = conv_cost(resolution, 3, STEM_WIDTH, 3, stride=2)[0]
     result = [Layer("stem", (resolution,), 3, resolution)]
-    for block in blocks(arch):
+    for block in blocks(arch) if arch_blocks is None else arch_blocks:
         config = (block.in_channels, block.out_channels, block.kernel_size, block.expand_ratio, block.stride,
                   block.activation, int(block.use_se), size)  # fmt: skip
         result.append(Layer("block", config, block.in_channels, size))
@@ -351,24 +368,37 @@ class MBV3Space:
         return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
 
     def features(self, arch: Arch) -> dict[str, float]:
-        """Resolution, total depth, mean kernel size and expand ratio (network and per stage), GFLOPs, Mparams."""
-        arch = validate(arch)
-        kernels = [k for stage in arch["kernel_sizes"] for k in stage]
-        expands = [e for stage in arch["expand_ratios"] for e in stage]
-        cost = complexity(arch)
-        features = {
-            "resolution": float(arch["resolution"]),
-            "depth": float(sum(arch["depths"])),
-            "kernel_size_mean": float(np.mean(kernels)),
-            "expand_ratio_mean": float(np.mean(expands)),
-        }
-        for i in range(NUM_STAGES):
-            features[f"stage{i + 1}_depth"] = float(arch["depths"][i])
-            features[f"stage{i + 1}_kernel_size_mean"] = float(np.mean(arch["kernel_sizes"][i]))
-            features[f"stage{i + 1}_expand_ratio_mean"] = float(np.mean(arch["expand_ratios"][i]))
-        features["gflops"] = cost.flops / 1e9
-        features["mparams"] = cost.params / 1e6
-        return features
+        record = validate(arch)
+        return _features(record, _complexity(record))
+
+    def summary(self, arch: Arch) -> ArchSummary:
+        record = validate(arch)
+        arch_blocks = blocks(record)
+        cost = _complexity(record, arch_blocks)
+        return ArchSummary(layers(record, arch_blocks), cost, _features(record, cost))
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
+
+def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
+    """Resolution, total depth, mean kernel size and expand ratio (network and per stage), GFLOPs, Mparams."""
+    kernels = [k for stage in arch["kernel_sizes"] for k in stage]
+    expands = [e for stage in arch["expand_ratios"] for e in stage]
+    features = {
+        "resolution": float(arch["resolution"]),
+        "depth": float(sum(arch["depths"])),
+        "kernel_size_mean": _mean(kernels),
+        "expand_ratio_mean": _mean(expands),
+    }
+    for i in range(NUM_STAGES):
+        features[f"stage{i + 1}_depth"] = float(arch["depths"][i])
+        features[f"stage{i + 1}_kernel_size_mean"] = _mean(arch["kernel_sizes"][i])
+        features[f"stage{i + 1}_expand_ratio_mean"] = _mean(arch["expand_ratios"][i])
+    features["gflops"] = cost.flops / 1e9
+    features["mparams"] = cost.params / 1e6
+    return features
 
 
 SPACE = register_space(MBV3Space())

@@ -16,6 +16,7 @@ Sampling follows pycls's ``regnet_sampler``: ``d`` uniform, ``w0``, ``wa`` and `
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -26,7 +27,16 @@ from torchvision.models.regnet import BlockParams, RegNet, ResBottleneckBlock, S
 
 from utilscope import zoo
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, Complexity, Layer, check_fields, field_error, int_choice, register_space
+from utilscope.nas.space import (
+    Arch,
+    ArchSummary,
+    Complexity,
+    Layer,
+    check_fields,
+    field_error,
+    int_choice,
+    register_space,
+)
 
 NAME = "regnet"
 FIELDS = ("space", "resolution", "depth", "w0", "wa", "wm", "group_width", "bottleneck_ratio", "se")
@@ -203,6 +213,7 @@ def _conv(size: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups
     return out, 2 * out * out * weights, weights + 2 * c_out
 
 
+@functools.lru_cache(maxsize=16384)  # a pure function of a few ints; networks of a space share many blocks
 def block_cost(size: int, w_in: int, w_out: int, stride: int, group_width: int, ratio: int, se: bool):
     """(output size, flops, params) of one X block (Y block with ``se``): 1x1, 3x3 group conv [+ SE], 1x1, with a
     1x1 projection shortcut when the shape changes. SE: pool, 1x1 conv w_b -> w_se and back, both with bias."""
@@ -223,7 +234,10 @@ def block_cost(size: int, w_in: int, w_out: int, stride: int, group_width: int, 
 
 def complexity(arch: Arch) -> Complexity:
     """Analytic FLOPs (2 x MACs of convs and the classifier) and params of a record, from its derived stages."""
-    arch = validate(arch)
+    return _complexity(validate(arch))
+
+
+def _complexity(arch: Arch) -> Complexity:
     derived = stages(arch)
     size, flops, params = _conv(arch["resolution"], 3, STEM_WIDTH, 3, stride=2)
     width = STEM_WIDTH
@@ -325,23 +339,35 @@ class RegNetSpace:
         return []  # widths are continuous: the table holds the layers of the architectures it is built for
 
     def features(self, arch: Arch) -> dict[str, float]:
-        """The design choices, per-stage widths and depths, mean group count per block, GFLOPs and Mparams."""
-        arch = validate(arch)
-        derived = stages(arch)
-        cost = complexity(arch)
-        features = {key: float(arch[key]) for key in FIELDS if key != "space"}
-        for i in range(NUM_STAGES):
-            features[f"stage{i + 1}_width"] = float(derived.widths[i])
-            features[f"stage{i + 1}_depth"] = float(derived.depths[i])
-        groups = [
-            (w // derived.bottleneck_ratio) // g
-            for w, d, g in zip(derived.widths, derived.depths, derived.group_widths, strict=True)
-            for _ in range(d)
-        ]
-        features["groups_mean"] = float(np.mean(groups))
-        features["gflops"] = cost.flops / 1e9
-        features["mparams"] = cost.params / 1e6
-        return features
+        record = validate(arch)
+        return _features(record, _complexity(record))
+
+    def summary(self, arch: Arch) -> ArchSummary:
+        record = validate(arch)
+        cost = _complexity(record)
+        return ArchSummary(layers(record), cost, _features(record, cost))
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
+
+def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
+    """The design choices, per-stage widths and depths, mean group count per block, GFLOPs and Mparams."""
+    derived = stages(arch)
+    features = {key: float(arch[key]) for key in FIELDS if key != "space"}
+    for i in range(NUM_STAGES):
+        features[f"stage{i + 1}_width"] = float(derived.widths[i])
+        features[f"stage{i + 1}_depth"] = float(derived.depths[i])
+    groups = [
+        (w // derived.bottleneck_ratio) // g
+        for w, d, g in zip(derived.widths, derived.depths, derived.group_widths, strict=True)
+        for _ in range(d)
+    ]
+    features["groups_mean"] = _mean(groups)
+    features["gflops"] = cost.flops / 1e9
+    features["mparams"] = cost.params / 1e6
+    return features
 
 
 SPACE = register_space(RegNetSpace())

@@ -1,0 +1,275 @@
+"""A GPU-free latency / throughput / utilization predictor for the networks of a search space.
+
+Prediction = the sum of the network's layers' latencies from the GPU's latency table (``nas.latency``), times a
+learned correction for what the sum misses (launch gaps between layers, cache effects, the table's own offsets):
+``latency = layer_sum x exp(ridge(features))`` with features log(layer_sum), the number of layers, log(FLOPs) and the
+space's design features, fitted by scikit-learn's ``RidgeCV`` on the training split of a measured dataset, one model
+per batch size. A fitted predictor is a JSON *profile* (the table and the correction's coefficients), so prediction
+needs numpy alone and runs on any machine. The held-out split is fixed by a seed and stored in the profile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from utilscope import hardware
+from utilscope.errors import UsageError
+from utilscope.nas.latency import LatencyTable
+from utilscope.nas.space import Arch, get_space
+
+PROFILE_FORMAT = "utilscope-nas-predictor/1"
+PROFILES_DIR = Path(__file__).parent / "profiles"
+HOLDOUT_FRACTION = 0.2
+SPLIT_SEED = 0
+RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+
+
+@dataclass
+class Correction:
+    """log(measured / layer sum) as a ridge regression on standardized features (one batch size)."""
+
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+
+    def log_ratio(self, matrix: np.ndarray) -> np.ndarray:
+        standardized = (matrix - np.asarray(self.mean)) / np.asarray(self.scale)
+        return standardized @ np.asarray(self.coef) + self.intercept
+
+
+@dataclass
+class Predictor:
+    table: LatencyTable
+    corrections: dict[int, Correction]
+    peak_tflops: float | None  # the device's dense peak at the table's precision (utilization's denominator)
+    holdout_ids: list[str] = field(default_factory=list)
+    split_seed: int = SPLIT_SEED
+    evaluation: dict = field(default_factory=dict)  # held-out metrics per batch size, written by ``fit``
+
+    @property
+    def space(self) -> str:
+        return self.table.space
+
+    def check_batch(self, batch: int) -> Correction:
+        if batch not in self.corrections:
+            raise UsageError(f"the {self.space} predictor for {self.table.device} has no model for batch {batch}; "
+                             f"it has batch {', '.join(map(str, sorted(self.corrections)))}")  # fmt: skip
+        return self.corrections[batch]
+
+    def predict(self, archs: list[Arch], batch: int) -> pd.DataFrame:
+        """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization."""
+        correction = self.check_batch(batch)
+        design = design_matrix(self.table, archs, batch, correction.features)
+        latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
+        samples_per_s = batch / (latency_ms / 1e3)
+        flops = design["flops"]
+        utilization = flops * samples_per_s / 1e12 / self.peak_tflops if self.peak_tflops else np.nan
+        return pd.DataFrame({
+            "id": [arch.get("id", "") for arch in archs], "gflops": flops / 1e9,
+            "layer_sum_ms": design["layer_sum_ms"], "latency_ms": latency_ms, "samples_per_s": samples_per_s,
+            "utilization": utilization,
+        })  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return {"format": PROFILE_FORMAT, "table": self.table.to_dict(), "peak_tflops": self.peak_tflops,
+                "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
+                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed,
+                "evaluation": self.evaluation}  # fmt: skip
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+
+def load_predictor(path: str | Path) -> Predictor:
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"no predictor profile at {path}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
+        raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
+    corrections = {int(b): Correction(**c) for b, c in data["corrections"].items()}
+    table = LatencyTable.from_dict(data["table"], str(path))
+    return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
+                     data.get("evaluation", {}))  # fmt: skip
+
+
+def gpu_matches(gpu: str, device_name: str) -> bool:
+    """``h200`` matches "NVIDIA H200": the letters and digits of ``gpu`` appear in the device's name."""
+
+    def squash(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    return bool(squash(gpu)) and squash(gpu) in squash(device_name)
+
+
+def shipped_profile(gpu: str, space: str) -> Path:
+    """The profile shipped for this GPU and space (``nas/profiles/<gpu>_<space>.json``); UsageError listing what is
+    shipped otherwise."""
+    shipped = sorted(PROFILES_DIR.glob("*.json"))
+    for path in shipped:
+        name_gpu, _, name_space = path.stem.rpartition("_")
+        if name_space == space and gpu_matches(gpu, name_gpu):
+            return path
+    available = ", ".join(p.stem for p in shipped) or "none"
+    raise UsageError(f"no shipped predictor profile for GPU {gpu!r} and space {space!r} (shipped: {available}); "
+                     f"fit one with `utilscope nas fit`")  # fmt: skip
+
+
+def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
+    if gpu is not None and not gpu_matches(gpu, predictor.table.device):
+        raise UsageError(f"the predictor profile is for {predictor.table.device}, not {gpu!r}")
+
+
+# --- features ---------------------------------------------------------------------------------------------------
+
+
+def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None):
+    """Per architecture: layer_sum_ms, flops and the correction's features (all of them when ``features`` is None).
+    Raises when a layer is missing from the table."""
+    rows = []
+    for arch in archs:
+        summary = get_space(arch["space"]).summary(arch)
+        layer_sum_ms = sum(table.latency_ms(layer.key, batch) for layer in summary.layers)
+        flops = summary.complexity.flops
+        row = {"layer_sum_ms": layer_sum_ms, "flops": flops, "log_layer_sum": math.log(layer_sum_ms),
+               "layers": float(len(summary.layers)), "log_flops": math.log(flops)}  # fmt: skip
+        row.update({f"f:{k}": v for k, v in summary.features.items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if features is not None:
+        missing = [name for name in features if name not in frame.columns]
+        if missing:
+            raise UsageError(f"architectures lack the predictor's features {', '.join(missing)}")
+    return frame
+
+
+def holdout_split(ids: list[str], seed: int = SPLIT_SEED, fraction: float = HOLDOUT_FRACTION) -> set[str]:
+    """A fixed share of the (sorted) ids, chosen by a seeded permutation: the same ids on any machine."""
+    ordered = sorted(set(ids))
+    order = np.random.default_rng(seed).permutation(len(ordered))
+    return {ordered[i] for i in order[: round(fraction * len(ordered))]}
+
+
+def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> Correction:
+    from sklearn.linear_model import RidgeCV
+
+    names = [c for c in design.columns if c not in ("layer_sum_ms", "flops") and design[c].std() > 0]
+    matrix = design[names].to_numpy(dtype=float)
+    mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
+    target = np.log(measured_ms) - np.log(design["layer_sum_ms"].to_numpy())
+    model = RidgeCV(alphas=RIDGE_ALPHAS).fit((matrix - mean) / scale, target)
+    return Correction(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
+
+
+# --- fitting and evaluation -------------------------------------------------------------------------------------
+
+
+def covered(table: LatencyTable, arch: Arch, batch: int) -> bool:
+    """Whether the table holds every layer of ``arch`` at ``batch``."""
+    return all(batch in table.entries.get(layer.key, {}) for layer in get_space(arch["space"]).layers(arch))
+
+
+def usable_rows(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame) -> pd.DataFrame:
+    """The measurements (columns id, batch, latency_ms, samples_per_s) of architectures the table covers."""
+    if measurements.empty:
+        raise UsageError("no measurements of this space's architectures to fit the predictor on")
+    unknown = sorted(set(measurements["id"]) - set(archs))
+    if unknown:
+        raise UsageError(f"measurements of architectures missing from the architecture files: {unknown[:3]}")
+    keep = [covered(table, archs[i], b) for i, b in zip(measurements["id"], measurements["batch"], strict=True)]
+    return measurements[keep]
+
+
+def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame, seed: int = SPLIT_SEED) -> Predictor:
+    """Fit one correction per batch size on the training split; evaluate on the held-out split."""
+    rows = usable_rows(table, archs, measurements)
+    holdout = holdout_split(list(measurements["id"]), seed)
+    corrections = {}
+    for batch, group in rows.groupby("batch"):
+        train = group[~group["id"].isin(holdout)]
+        if len(train) < 10:
+            raise UsageError(f"only {len(train)} training architectures at batch {batch}: measure more")
+        design = design_matrix(table, [archs[i] for i in train["id"]], int(batch))
+        corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
+    spec = hardware.detect(table.device)
+    peak = spec.peak_tflops(table.precision) if spec is not None else None
+    predictor = Predictor(table, corrections, peak, sorted(holdout), seed)
+    predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
+    return predictor
+
+
+def screening_margins(predictor: Predictor, batch: int, errors: float = 2.0) -> dict[str, float]:
+    """Per search strategy, the margin its throughput screen keeps: ``errors`` x its estimator's held-out MAPE
+    (the predictor's, or the FLOPs proxy's) at this batch size; the default margin where none was evaluated."""
+    from utilscope.nas.search import DEFAULT_MARGIN
+
+    metrics = predictor.evaluation.get("per_batch", {}).get(str(batch))
+    if metrics is None:
+        return {"predictor": DEFAULT_MARGIN, "flops": DEFAULT_MARGIN}
+    return {"predictor": min(0.5, errors * metrics["predictor"]["mape"]),
+            "flops": min(0.5, errors * metrics["flops_proxy"]["mape"])}  # fmt: skip
+
+
+def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted - measured) / measured))
+
+
+def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str], skipped: int = 0):
+    """Held-out throughput accuracy per batch size: the predictor, the layer sum alone, and the FLOPs-only proxy
+    (samples/s = c / FLOPs with c the training median of samples/s x FLOPs)."""
+    from utilscope.nas.analysis import spearman
+
+    report = {"holdout_architectures": len(holdout), "rows_without_table_entries": skipped, "per_batch": {}}
+    for batch, group in rows.groupby("batch"):
+        test = group[group["id"].isin(holdout)]
+        train = group[~group["id"].isin(holdout)]
+        if test.empty:
+            continue
+        flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in test["id"]], dtype=float)
+        train_flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in train["id"]])
+        scale = float(np.median(train["samples_per_s"].to_numpy() * train_flops))
+        predicted = predictor.predict([archs[i] for i in test["id"]], int(batch))
+        measured = test["samples_per_s"].to_numpy()
+        layer_sum = int(batch) / (predicted["layer_sum_ms"].to_numpy() / 1e3)
+        report["per_batch"][str(int(batch))] = {
+            "architectures": len(test),
+            "predictor": {"spearman": spearman(pd.Series(predicted["samples_per_s"].to_numpy()), pd.Series(measured)),
+                          "mape": mape(predicted["samples_per_s"].to_numpy(), measured)},
+            "layer_sum": {"spearman": spearman(pd.Series(layer_sum), pd.Series(measured)),
+                          "mape": mape(layer_sum, measured)},
+            "flops_proxy": {"spearman": spearman(pd.Series(-flops), pd.Series(measured)),
+                            "mape": mape(scale / flops, measured)},
+        }  # fmt: skip
+    return report
+
+
+def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], pd.DataFrame]:
+    """From a store's measurements: the architectures of ``space`` measured there (by id, from the JSONL files their
+    model ids name) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
+    from utilscope import zoo
+
+    rows = frame[frame["model"].str.startswith("nas:") & (frame["status"] == "ok")]
+    archs: dict[str, Arch] = {}
+    for model in rows["model"].unique():
+        record = zoo.nas_record(zoo.parse_spec(model))
+        if record["space"] == space:
+            archs[model.rsplit(":", 1)[-1]] = record
+    rows = rows.assign(id=rows["model"].str.rsplit(":", n=1).str[-1])
+    rows = rows[rows["id"].isin(archs)]
+    if rows.empty:
+        raise UsageError(f"the store has no successful measurements of {space} architectures")
+    return archs, rows[["id", "batch", "latency_ms", "samples_per_s"]].reset_index(drop=True)

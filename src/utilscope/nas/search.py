@@ -1,0 +1,584 @@
+"""Utilization-aware search over a finite pool of architectures, and its simulation on an already measured dataset.
+
+The search maximizes an objective (by default FLOPs per sample, a capacity proxy) subject to a minimum measured
+throughput (samples/s). Measuring an architecture on the GPU is the expensive step; the strategies differ in what
+they measure:
+
+* ``measure-all``: measure every candidate the search considers (the informed baseline).
+* ``flops``: skip candidates whose FLOPs-estimated throughput (c / FLOPs, with c calibrated on what has been measured
+  so far) is below ``min_throughput x (1 - margin)``.
+* ``predictor``: the same screen with a caller-supplied estimator (e.g. a per-layer latency-table predictor).
+
+In simulation the pool is a measured dataset and :class:`MeasuredPool` answers "measure" from it, counting the
+distinct architectures asked for; :func:`measurements_to_best`, :func:`measurements_to_front`, :func:`evolve` and
+:func:`compare` then tell how many measurements each strategy needs, on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from utilscope.errors import UsageError
+from utilscope.nas.space import PASSED_THROUGH, Arch, SearchSpace, arch_id
+
+STRATEGIES = ("measure-all", "flops", "predictor")
+DEFAULT_MARGIN = 0.1  # screens keep candidates estimated at >= 90% of the throughput floor
+FRONT_FRACTION = 0.95  # the front counts as recovered when 95% of its architectures have been measured
+NEIGHBOURS = 8  # a mutation picks one of the parent's 8 nearest pool neighbours in feature space
+POPULATION = 20
+SAMPLE_SIZE = 5  # tournament size of regularized evolution
+MAX_STEPS = 10_000  # children proposed (measured or not) before evolution gives up
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+COMPARE_COLUMNS = ["strategy", "target", "measurements", "found", "pool_size", "relative_objective", "runs",
+                   "found_runs"]  # fmt: skip
+
+Objective = Callable[[Arch], float]  # to maximize
+Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
+
+
+class Oracle(Protocol):
+    def measure(self, arch_id: str) -> float:
+        """The measured throughput of the architecture, in samples/s."""
+
+
+# --- the pool and the simulated measurements -------------------------------------------------------------------
+
+
+@dataclass
+class CandidatePool:
+    """The finite set of architectures a search picks from: validated records of one space, each with its "id"
+    (= ``arch_id`` of the record), distinct. FLOPs per sample are computed once, analytically."""
+
+    space: SearchSpace
+    archs: list[Arch]
+    ids: list[str] = field(init=False)
+    flops_per_sample: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self):
+        if not self.archs:
+            raise UsageError("the candidate pool is empty")
+        records = []
+        for arch in self.archs:
+            record = {**self.space.validate(arch), **{k: arch[k] for k in PASSED_THROUGH if k in arch}}
+            key = arch_id(record)
+            if record.get("id", key) != key:
+                raise UsageError(f"architecture id {record['id']!r} does not match its record (its id is {key})")
+            records.append({**record, "id": key})
+        self.archs = records
+        self.ids = [record["id"] for record in records]
+        self._index = {key: i for i, key in enumerate(self.ids)}
+        if len(self._index) < len(self.ids):
+            duplicate = next(key for i, key in enumerate(self.ids) if self._index[key] != i)
+            raise UsageError(f"architecture {duplicate} is in the candidate pool twice")
+        self.flops_per_sample = np.array([self.space.complexity(r).flops for r in records], dtype=float)
+
+    def __len__(self) -> int:
+        return len(self.archs)
+
+    def index(self, key: str) -> int:
+        if key not in self._index:
+            raise UsageError(f"architecture {key!r} is not in the candidate pool")
+        return self._index[key]
+
+    def standardized_features(self) -> np.ndarray:
+        """``space.features`` of every candidate as a (candidates x features) matrix, each column z-scored
+        (constant columns are only centred)."""
+        rows = [self.space.features(arch) for arch in self.archs]
+        names = sorted(rows[0])
+        matrix = np.array([[row[name] for name in names] for row in rows], dtype=float)
+        spread = matrix.std(axis=0)
+        return (matrix - matrix.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
+
+
+class MeasuredPool:
+    """An oracle that answers ``measure(arch_id)`` from already measured throughputs (samples/s).
+
+    ``measurements`` counts the distinct ids measured so far: asking again for a measured id is free."""
+
+    def __init__(self, samples_per_s: Mapping[str, float]):
+        if not samples_per_s:
+            raise UsageError("the measured dataset is empty")
+        checked = {}
+        for key, value in samples_per_s.items():
+            if not isinstance(value, int | float | np.number) or not math.isfinite(value) or value <= 0:
+                raise UsageError(f"architecture {key}: measured samples/s must be a positive number, got {value!r}")
+            checked[str(key)] = float(value)
+        self.samples_per_s = MappingProxyType(checked)
+        self.measured: dict[str, float] = {}  # in the order measured
+
+    @property
+    def measurements(self) -> int:
+        return len(self.measured)
+
+    def measure(self, arch_id: str) -> float:
+        if arch_id not in self.samples_per_s:
+            raise UsageError(f"architecture {arch_id!r} was not measured in the dataset")
+        self.measured[arch_id] = self.samples_per_s[arch_id]
+        return self.samples_per_s[arch_id]
+
+    def reset(self) -> None:
+        self.measured.clear()
+
+
+def _pool_truth(pool: CandidatePool, oracle: MeasuredPool) -> np.ndarray:
+    """The dataset's samples/s of every candidate (simulation only; nothing is counted as measured)."""
+    missing = [key for key in pool.ids if key not in oracle.samples_per_s]
+    if missing:
+        raise UsageError(f"{len(missing)} pool architecture(s) are not in the measured dataset, e.g. {missing[0]}")
+    return np.array([oracle.samples_per_s[key] for key in pool.ids])
+
+
+# --- objectives and throughput estimators ---------------------------------------------------------------------
+
+
+def flops_objective(space: SearchSpace) -> Objective:
+    """FLOPs per sample (``space.complexity``): the capacity proxy to maximize."""
+
+    def objective(arch: Arch) -> float:
+        return float(space.complexity(arch).flops)
+
+    return objective
+
+
+def objective_from_table(table: Mapping[str, float]) -> Objective:
+    """The objective of an architecture looked up by its id (e.g. a measured accuracy); UsageError when missing."""
+    values = dict(table)
+
+    def objective(arch: Arch) -> float:
+        key = arch.get("id") or arch_id(arch)
+        if key not in values:
+            raise UsageError(f"the objective table has no value for architecture {key}")
+        return float(values[key])
+
+    return objective
+
+
+def objective_values(pool: CandidatePool, objective: Objective) -> np.ndarray:
+    """The objective of every candidate; UsageError when one is not a finite number."""
+    values = np.array([objective(arch) for arch in pool.archs], dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise UsageError(f"the objective of architecture {pool.ids[bad[0]]} is {values[bad[0]]}, not a finite number")
+    return values
+
+
+def flops_constant(flops_per_sample: Iterable[float], samples_per_s: Iterable[float]) -> float:
+    """c of samples/s ~ c / FLOPs: the median of measured samples/s x FLOPs per sample (in FLOP/s)."""
+    return float(np.median(np.asarray(list(samples_per_s), float) * np.asarray(list(flops_per_sample), float)))
+
+
+def flops_estimator(space: SearchSpace, calibration: Sequence[tuple[Arch, float]]) -> Estimator:
+    """samples/s ~ c / FLOPs per sample, c fitted on (architecture, measured samples/s) pairs (at least one)."""
+    if not calibration:
+        raise UsageError("the FLOPs estimator needs at least one measured architecture to calibrate on")
+    if any(not math.isfinite(value) or value <= 0 for _, value in calibration):
+        raise UsageError("calibration throughputs must be positive samples/s")
+    constant = flops_constant([space.complexity(arch).flops for arch, _ in calibration], [v for _, v in calibration])
+
+    def estimate(archs: list[Arch]) -> np.ndarray:
+        return constant / np.array([space.complexity(arch).flops for arch in archs], dtype=float)
+
+    return estimate
+
+
+def _predict(pool: CandidatePool, estimator: Estimator | None) -> np.ndarray:
+    if estimator is None:
+        raise UsageError("strategy 'predictor' needs an estimator (e.g. a latency-table predictor)")
+    estimates = np.asarray(estimator(list(pool.archs)), dtype=float)
+    if estimates.shape != (len(pool),):
+        raise UsageError(f"the estimator returned {estimates.shape} values for {len(pool)} architectures")
+    if not np.all(np.isfinite(estimates) & (estimates > 0)):
+        raise UsageError("the estimator returned a throughput that is not a positive number")
+    return estimates
+
+
+# --- strategies -----------------------------------------------------------------------------------------------
+
+
+def check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown search strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
+
+
+def _check_floor(min_throughput: float, margin: float) -> None:
+    if not math.isfinite(min_throughput) or min_throughput <= 0:
+        raise UsageError(f"the minimum throughput must be positive samples/s, got {min_throughput}")
+    if not 0 <= margin < 1:
+        raise UsageError(f"the screening margin must be in [0, 1), got {margin}")
+
+
+class _Screen:
+    """Whether a candidate may be feasible, judged without measuring it: its estimated samples/s (its measured
+    samples/s once known) >= min_throughput x (1 - margin). ``measure-all`` lets every unmeasured candidate through;
+    ``flops`` lets everything through until one measurement calibrates it."""
+
+    def __init__(self, strategy: str, pool: CandidatePool, estimator: Estimator | None, min_throughput: float,
+                 margin: float):  # fmt: skip
+        check_strategy(strategy)
+        _check_floor(min_throughput, margin)
+        self.strategy, self.pool = strategy, pool
+        self.threshold = min_throughput * (1 - margin)
+        self.predicted = _predict(pool, estimator) if strategy == "predictor" else None
+
+    def passes(self, index: int, measured: Mapping[str, float]) -> bool:
+        key = self.pool.ids[index]
+        if key in measured:
+            return measured[key] >= self.threshold
+        if self.strategy == "predictor":
+            return bool(self.predicted[index] >= self.threshold)
+        if self.strategy == "flops" and measured:
+            flops = [self.pool.flops_per_sample[self.pool.index(k)] for k in measured]
+            return flops_constant(flops, measured.values()) / self.pool.flops_per_sample[index] >= self.threshold
+        return True
+
+
+def _objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
+    """Candidate indices by decreasing objective, ties by id."""
+    return np.lexsort((np.array(pool.ids), -values))
+
+
+def _best_feasible_index(pool: CandidatePool, values: np.ndarray, samples_per_s: np.ndarray, min_throughput: float):
+    order = _objective_order(pool, values)
+    feasible = order[samples_per_s[order] >= min_throughput]
+    return int(feasible[0]) if feasible.size else None
+
+
+def true_best_feasible(
+    pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float], min_throughput: float
+) -> str | None:
+    """The id of the candidate with the largest objective among those measured at >= ``min_throughput`` samples/s
+    (ties: the smallest id); None when none is that fast."""
+    truth = _pool_truth(pool, MeasuredPool(samples_per_s))
+    return _id_or_none(pool, _best_feasible_index(pool, objective_values(pool, objective), truth, min_throughput))
+
+
+def _id_or_none(pool: CandidatePool, index: int | None) -> str | None:
+    return None if index is None else pool.ids[index]
+
+
+@dataclass
+class BestResult:
+    """How one strategy fared at finding the best feasible architecture of the pool."""
+
+    strategy: str
+    measurements: int  # distinct architectures measured
+    found: bool  # the answer is the true best feasible architecture
+    answer_id: str | None  # the first feasible architecture measured in objective order; None if none was
+    relative_objective: float  # answer's objective / true best's (nan without an answer)
+    true_best_id: str
+    pool_size: int  # what measuring everything costs
+
+
+def measurements_to_best(
+    pool: CandidatePool,
+    objective: Objective,
+    min_throughput: float,
+    oracle: MeasuredPool,
+    strategy: str,
+    estimator: Estimator | None = None,
+    margin: float = DEFAULT_MARGIN,
+) -> BestResult:
+    """Measure candidates in decreasing objective order, skipping those the strategy screens out, until one is
+    measured at >= ``min_throughput`` samples/s: that one is the answer. A screen that wrongly excluded the true best
+    gives ``found=False``. The count is of this call's distinct measurements, whatever the oracle measured before."""
+    screen = _Screen(strategy, pool, estimator, min_throughput, margin)
+    values, truth = objective_values(pool, objective), _pool_truth(pool, oracle)
+    best = _best_feasible_index(pool, values, truth, min_throughput)
+    if best is None:
+        raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
+    measured: dict[str, float] = {}
+    answer = None
+    for index in _objective_order(pool, values):
+        if not screen.passes(index, measured):
+            continue
+        measured[pool.ids[index]] = oracle.measure(pool.ids[index])
+        if measured[pool.ids[index]] >= min_throughput:
+            answer = int(index)
+            break
+    return BestResult(
+        strategy=strategy,
+        measurements=len(measured),
+        found=answer == best,
+        answer_id=_id_or_none(pool, answer),
+        relative_objective=float(values[answer] / values[best]) if answer is not None else math.nan,
+        true_best_id=pool.ids[best],
+        pool_size=len(pool),
+    )
+
+
+# --- Pareto fronts --------------------------------------------------------------------------------------------
+
+
+def _non_dominated(objective: np.ndarray, throughput: np.ndarray) -> np.ndarray:
+    """Mask of the points no other point dominates (>= in both, > in one); both maximized."""
+    order = np.lexsort((-throughput, -objective))
+    mask = np.zeros(len(order), dtype=bool)
+    best_above = -np.inf  # the largest throughput among points of strictly larger objective
+    start = 0
+    while start < len(order):
+        stop = start
+        while stop < len(order) and objective[order[stop]] == objective[order[start]]:
+            stop += 1
+        group = order[start:stop]
+        top = throughput[group[0]]  # the group's largest throughput (sorted)
+        if top > best_above:
+            mask[group[throughput[group] == top]] = True
+        best_above = max(best_above, top)
+        start = stop
+    return mask
+
+
+def pareto_layers(objective: np.ndarray, throughput: np.ndarray) -> np.ndarray:
+    """Non-dominated sorting (both maximized): 0 for the Pareto front, 1 for the front of the rest, and so on."""
+    objective, throughput = np.asarray(objective, float), np.asarray(throughput, float)
+    layers = np.full(len(objective), -1)
+    remaining = np.arange(len(objective))
+    layer = 0
+    while remaining.size:
+        front = _non_dominated(objective[remaining], throughput[remaining])
+        layers[remaining[front]] = layer
+        remaining = remaining[~front]
+        layer += 1
+    return layers
+
+
+def true_front(pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float]) -> list[str]:
+    """Ids of the Pareto front of (objective, measured samples/s) over the pool, by decreasing objective."""
+    values = objective_values(pool, objective)
+    layers = pareto_layers(values, _pool_truth(pool, MeasuredPool(samples_per_s)))
+    return [pool.ids[i] for i in _objective_order(pool, values) if layers[i] == 0]
+
+
+def _layer_order(pool: CandidatePool, values: np.ndarray, estimates: np.ndarray) -> np.ndarray:
+    """Candidates by estimated Pareto layer of (objective, estimated samples/s), within a layer by objective."""
+    return np.lexsort((np.array(pool.ids), -values, pareto_layers(values, estimates)))
+
+
+def _front_order(pool, values, oracle, strategy, estimator, rng) -> np.ndarray:
+    """The order in which ``strategy`` measures the pool when looking for the front."""
+    if strategy == "measure-all":
+        return rng.permutation(len(pool))
+    if strategy == "predictor":
+        return _layer_order(pool, values, _predict(pool, estimator))
+    first = int(_objective_order(pool, values)[0])  # measured first, to calibrate c / FLOPs
+    constant = flops_constant([pool.flops_per_sample[first]], [oracle.measure(pool.ids[first])])
+    order = _layer_order(pool, values, constant / pool.flops_per_sample)
+    return np.concatenate([[first], order[order != first]])
+
+
+@dataclass
+class FrontResult:
+    """How many measurements one strategy needs to recover the pool's Pareto front of (objective, samples/s)."""
+
+    strategy: str
+    measurements: int  # until >= fraction of the true front's ids were measured (pool size if never)
+    front_size: int
+    target_count: int  # ceil(fraction x front size)
+    pool_size: int
+
+
+def measurements_to_front(
+    pool: CandidatePool,
+    objective: Objective,
+    oracle: MeasuredPool,
+    strategy: str,
+    estimator: Estimator | None = None,
+    seed: int = 0,
+    fraction: float = FRONT_FRACTION,
+) -> FrontResult:
+    """Measure the pool in the strategy's order until ``fraction`` of the true front has been measured.
+
+    ``flops``/``predictor`` measure by estimated Pareto layer (non-dominated sorting of objective and estimated
+    samples/s, front 0 first; ``flops`` measures the largest-objective candidate first to calibrate); ``measure-all``
+    measures in a random order drawn with ``numpy.random.default_rng(seed)`` (the cost of measuring blindly)."""
+    check_strategy(strategy)
+    if not 0 < fraction <= 1:
+        raise UsageError(f"the front fraction must be in (0, 1], got {fraction}")
+    values = objective_values(pool, objective)
+    in_front = pareto_layers(values, _pool_truth(pool, oracle)) == 0
+    target = math.ceil(fraction * in_front.sum())
+    order = _front_order(pool, values, oracle, strategy, estimator, np.random.default_rng(seed))
+    reached = np.flatnonzero(np.cumsum(in_front[order]) >= target)
+    return FrontResult(
+        strategy=strategy,
+        measurements=int(reached[0]) + 1 if reached.size else len(pool),
+        front_size=int(in_front.sum()),
+        target_count=target,
+        pool_size=len(pool),
+    )
+
+
+# --- regularized evolution ------------------------------------------------------------------------------------
+
+
+class _Neighbours:
+    """The k nearest other candidates of a candidate in standardized feature space (computed on demand)."""
+
+    def __init__(self, pool: CandidatePool, k: int):
+        self.features = pool.standardized_features()
+        self.k = min(k, len(pool) - 1)
+        self.cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, index: int) -> np.ndarray:
+        if self.k < 1:
+            return np.array([index])
+        if index not in self.cache:
+            distances = np.linalg.norm(self.features - self.features[index], axis=1)
+            distances[index] = np.inf
+            self.cache[index] = np.argsort(distances, kind="stable")[: self.k]
+        return self.cache[index]
+
+
+@dataclass
+class EvolutionResult:
+    """The best feasible architecture an evolutionary search measured, and what it cost."""
+
+    strategy: str
+    best_id: str | None  # None when no measured architecture reached the throughput floor
+    best_objective: float  # -inf without one
+    best_samples_per_s: float  # nan without one
+    measurements: int  # distinct architectures measured (<= budget)
+    steps: int  # children proposed, measured or not
+    history: list[tuple[int, float]]  # after each measurement: (measurements so far, best objective so far)
+
+    def measurements_to_reach(self, objective: float) -> int | None:
+        """The measurements after which the best feasible objective was >= ``objective``; None if never."""
+        return next((count for count, best in self.history if best >= objective), None)
+
+
+def _check_evolution(budget: int, population: int, sample_size: int, max_steps: int, neighbours: int) -> None:
+    if budget < 1:
+        raise UsageError(f"the measurement budget must be at least 1, got {budget}")
+    if population < 1 or not 1 <= sample_size <= population:
+        raise UsageError(f"need population >= 1 and 1 <= sample size <= population, got {population}, {sample_size}")
+    if max_steps < 1 or neighbours < 1:
+        raise UsageError(f"max steps and neighbours must be at least 1, got {max_steps}, {neighbours}")
+
+
+def _propose(members: deque, population: int, sample_size: int, rng, neighbours: _Neighbours, size: int) -> int:
+    """A random candidate while the population fills; then a random neighbour of a tournament's winner."""
+    if len(members) < population:
+        return int(rng.integers(size))
+    contestants = rng.choice(len(members), size=sample_size, replace=False)
+    parent = max(contestants, key=lambda i: members[i][1])
+    return int(rng.choice(neighbours(members[parent][0])))
+
+
+def evolve(
+    pool: CandidatePool,
+    objective: Objective,
+    min_throughput: float,
+    budget: int,
+    strategy: str,
+    oracle: Oracle,
+    estimator: Estimator | None = None,
+    rng: np.random.Generator | None = None,
+    population: int = POPULATION,
+    sample_size: int = SAMPLE_SIZE,
+    max_steps: int = MAX_STEPS,
+    margin: float = DEFAULT_MARGIN,
+    neighbours: int = NEIGHBOURS,
+) -> EvolutionResult:
+    """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
+    is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies. Fitness = objective if
+    the measured samples/s >= ``min_throughput``, else -inf. ``measure-all`` measures every child; ``flops`` and
+    ``predictor`` discard, unmeasured and uncounted, children screened out or not beating the population's worst.
+    Stops after ``budget`` distinct measurements or ``max_steps`` children. ``rng`` defaults to default_rng(0)."""
+    _check_evolution(budget, population, sample_size, max_steps, neighbours)
+    screen = _Screen(strategy, pool, estimator, min_throughput, margin)
+    values, rng = objective_values(pool, objective), rng if rng is not None else np.random.default_rng(0)
+    nearest = _Neighbours(pool, neighbours)
+    members: deque[tuple[int, float]] = deque()  # (candidate, fitness), oldest first
+    measured: dict[str, float] = {}
+    history: list[tuple[int, float]] = []
+    best, steps = None, 0
+    while len(measured) < budget and steps < max_steps:
+        steps += 1
+        child = _propose(members, population, sample_size, rng, nearest, len(pool))
+        key = pool.ids[child]
+        if strategy != "measure-all":
+            full = len(members) == population
+            if (full and values[child] <= min(f for _, f in members)) or not screen.passes(child, measured):
+                continue
+        if key not in measured:
+            measured[key] = oracle.measure(key)
+            if measured[key] >= min_throughput and (best is None or values[child] > values[best]):
+                best = child
+            history.append((len(measured), float(values[best]) if best is not None else -math.inf))
+        members.append((child, float(values[child]) if measured[key] >= min_throughput else -math.inf))
+        if len(members) > population:
+            members.popleft()
+    return EvolutionResult(
+        strategy=strategy,
+        best_id=_id_or_none(pool, best),
+        best_objective=float(values[best]) if best is not None else -math.inf,
+        best_samples_per_s=measured[pool.ids[best]] if best is not None else math.nan,
+        measurements=len(measured),
+        steps=steps,
+        history=history,
+    )
+
+
+# --- comparison -----------------------------------------------------------------------------------------------
+
+
+def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, margin) -> dict:
+    """Mean measurements (over the seeds that got there) for evolution to measure the true best feasible."""
+    values = objective_values(pool, objective)
+    best = _best_feasible_index(pool, values, _pool_truth(pool, oracle), min_throughput)
+    target = values[best]
+    reached, relative = [], []
+    for seed in seeds:
+        result = evolve(pool, objective, min_throughput, budget, strategy, oracle, estimator,
+                        np.random.default_rng(seed), margin=margin)  # fmt: skip
+        count = result.measurements_to_reach(target)
+        if count is not None:
+            reached.append(count)
+        relative.append(result.best_objective / target if math.isfinite(result.best_objective) else 0.0)
+    return {"strategy": strategy, "target": "evolve", "measurements": float(np.mean(reached)) if reached else math.nan,
+            "found": len(reached) == len(seeds), "pool_size": len(pool), "relative_objective": float(np.mean(relative)),
+            "runs": len(seeds), "found_runs": len(reached)}  # fmt: skip
+
+
+def compare(
+    pool: CandidatePool,
+    objective: Objective,
+    min_throughput: float,
+    oracle: MeasuredPool,
+    estimator: Estimator | None,
+    budget: int,
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    margin: float | Mapping[str, float] = DEFAULT_MARGIN,
+    fraction: float = FRONT_FRACTION,
+) -> pd.DataFrame:
+    """Every strategy on three targets, one row each: ``best`` (:func:`measurements_to_best`), ``front``
+    (:func:`measurements_to_front`; ``measure-all`` averaged over the seeds' random orders) and ``evolve`` (mean,
+    over the seeds that got there, of the measurements :func:`evolve` needs to measure the true best feasible;
+    ``found`` only if every seed did). ``relative_objective``: the answer's objective over the true best's.
+    ``margin``: one screening margin for all, or one per strategy (e.g. each estimator's held-out error)."""
+    if not seeds:
+        raise UsageError("compare needs at least one seed")
+    rows = []
+    for strategy in STRATEGIES:
+        strategy_margin = margin.get(strategy, DEFAULT_MARGIN) if isinstance(margin, Mapping) else margin
+        found = measurements_to_best(pool, objective, min_throughput, oracle, strategy, estimator, strategy_margin)
+        rows.append({"strategy": strategy, "target": "best", "measurements": found.measurements, "found": found.found,
+                     "pool_size": len(pool), "relative_objective": found.relative_objective, "runs": 1,
+                     "found_runs": int(found.found)})  # fmt: skip
+        front_seeds = seeds if strategy == "measure-all" else seeds[:1]
+        fronts = [measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction)
+                  for seed in front_seeds]  # fmt: skip
+        rows.append({"strategy": strategy, "target": "front", "pool_size": len(pool), "relative_objective": math.nan,
+                     "measurements": float(np.mean([f.measurements for f in fronts])), "found": True,
+                     "runs": len(fronts), "found_runs": len(fronts)})  # fmt: skip
+        rows.append(_evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds,
+                                   strategy_margin))  # fmt: skip
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)

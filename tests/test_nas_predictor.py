@@ -1,0 +1,197 @@
+"""The latency-table predictor and `utilscope nas table|fit|predict|search` on the CPU.
+
+A synthetic table (each layer's milliseconds a fixed function of its key) and networks "measured" at exactly
+1.25 x the sum of their layers give closed-form expectations: the learned correction is log(1.25) with no slope.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from utilscope.cli import main
+from utilscope.errors import UsageError
+from utilscope.nas import predictor as P
+from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, open_table
+from utilscope.nas.sampler import sample_architectures, save_jsonl
+from utilscope.nas.space import get_space
+from utilscope.store import Store
+
+BATCHES = (1, 256)
+SLOWDOWN = 1.25  # measured network latency / sum of its layers, by construction
+
+
+def _layer_ms(key: str, batch: int) -> float:
+    return (1 + zlib.crc32(key.encode()) % 100) / 1000 * (1 if batch == 1 else 40)
+
+
+def _table(archs) -> LatencyTable:
+    layers = distinct_layers(get_space("mbv3"), archs)
+    entries = {layer.key: {b: _layer_ms(layer.key, b) for b in BATCHES} for layer in layers}
+    return LatencyTable("mbv3", "NVIDIA H200", "synthetic", "fp16", False, entries)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """60 mbv3 architectures in a JSONL file, a table of their layers, their 'measurements' and a store of them."""
+    folder = tmp_path_factory.mktemp("nas")
+    space = get_space("mbv3")
+    archs = sample_architectures(space, 60, seed=3)
+    path = save_jsonl(folder / "archs.jsonl", archs)
+    table = _table(archs)
+    rows = []
+    for arch in archs:
+        for batch in BATCHES:
+            layer_sum = sum(_layer_ms(layer.key, batch) for layer in space.layers(arch))
+            latency = SLOWDOWN * layer_sum
+            rows.append(
+                {"id": arch["id"], "batch": batch, "latency_ms": latency, "samples_per_s": batch / latency * 1e3}
+            )
+    measurements = pd.DataFrame(rows)
+    db = folder / "nas.sqlite"
+    with Store(db) as store:
+        for row in rows:
+            store.add({"model": f"nas:{path}:{row['id']}", "resolution": 0, "batch": row["batch"], "precision": "fp16",
+                       "backend": "graph", "device": "NVIDIA H200", "software": "synthetic", "status": "ok",
+                       "latency_ms": row["latency_ms"], "samples_per_s": row["samples_per_s"]})  # fmt: skip
+    return {"archs": archs, "by_id": {a["id"]: a for a in archs}, "path": path, "table": table,
+            "measurements": measurements, "db": db, "folder": folder}  # fmt: skip
+
+
+def test_holdout_split_is_fixed_by_its_seed():
+    ids = [f"a{i}" for i in range(50)]
+    first = P.holdout_split(ids, seed=0)
+    assert len(first) == 10  # 20% of 50
+    assert first == P.holdout_split(list(reversed(ids)), seed=0)  # order of the input does not matter
+    assert first != P.holdout_split(ids, seed=1)
+
+
+def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, tmp_path):
+    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"], seed=0)
+    for batch in BATCHES:
+        correction = predictor.corrections[batch]
+        assert correction.intercept == pytest.approx(np.log(SLOWDOWN), abs=1e-9)  # log(1.25)
+        assert np.allclose(correction.coef, 0.0, atol=1e-9)  # nothing else varies
+        frame = predictor.predict(dataset["archs"], batch)
+        assert np.allclose(frame["latency_ms"], SLOWDOWN * frame["layer_sum_ms"], rtol=1e-9)
+        assert np.allclose(frame["samples_per_s"], batch / frame["latency_ms"] * 1e3)
+        metrics = predictor.evaluation["per_batch"][str(batch)]
+        assert metrics["predictor"]["mape"] < 1e-9 and metrics["predictor"]["spearman"] == pytest.approx(1.0)
+        # the sum alone is 1/1.25 of the latency, so its throughput is 1.25x the measured one: 25% off
+        assert metrics["layer_sum"]["mape"] == pytest.approx(SLOWDOWN - 1)
+    # H200 fp16 dense peak 989.4 TFLOP/s: utilization = flops x samples/s / peak
+    frame = predictor.predict(dataset["archs"][:1], 256)
+    assert frame["utilization"][0] == pytest.approx(frame["gflops"][0] * 1e9 * frame["samples_per_s"][0] / 989.4e12)
+    loaded = P.load_predictor(predictor.save(tmp_path / "profile.json"))  # fit -> save -> load -> same predictions
+    for batch in BATCHES:
+        pd.testing.assert_frame_equal(
+            loaded.predict(dataset["archs"], batch), predictor.predict(dataset["archs"], batch)
+        )
+    assert loaded.holdout_ids == predictor.holdout_ids and loaded.evaluation == predictor.evaluation
+
+
+def test_missing_layers_and_batches_are_clear_errors(dataset):
+    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
+    arch = dataset["archs"][0]
+    layer = get_space("mbv3").layers(arch)[1]
+    predictor.table = copy.deepcopy(predictor.table)  # the fixture's table stays whole
+    del predictor.table.entries[layer.key]  # the table covers the whole space (its covering set): drop one layer
+    assert not P.covered(predictor.table, arch, 256)
+    with pytest.raises(UsageError, match="has no entry for layer block"):
+        predictor.predict([arch], 256)
+    with pytest.raises(UsageError, match="no model for batch 8"):
+        predictor.predict(dataset["archs"], 8)
+
+
+def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
+    assert P.gpu_matches("h200", "NVIDIA H200") and P.gpu_matches("H200", "NVIDIA H200")
+    assert not P.gpu_matches("a100", "NVIDIA H200")
+    assert P.shipped_profile("h200", "mbv3").is_file()
+    with pytest.raises(UsageError, match="no shipped predictor profile for GPU 'a100'"):
+        P.shipped_profile("a100", "mbv3")
+    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
+    with pytest.raises(UsageError, match="is for NVIDIA H200, not 'a100'"):
+        P.check_profile_gpu(predictor, "a100")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(UsageError, match="not a utilscope predictor profile"):
+        P.load_predictor(bad)
+
+
+def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
+    table_path = dataset["table"].save(tmp_path / "table.json")
+    profile = tmp_path / "profile.json"
+    assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
+                 "--out", str(profile)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--batch", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["device"] == "NVIDIA H200" and len(doc["predictions"]) == 60
+    assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--gpu", "a100"]) == 2
+    assert "is for NVIDIA H200, not 'a100'" in capsys.readouterr().err
+    assert main(["nas", "predict", str(dataset["path"]), "--gpu", "a100"]) == 2  # nothing shipped for an A100
+    malformed = tmp_path / "malformed.jsonl"
+    malformed.write_text('{"space": "mbv3", "resolution": 224, "depths": [2, 2]\n')
+    assert main(["nas", "predict", str(malformed), "--gpu", "h200"]) == 2
+    assert "malformed.jsonl:1: not JSON" in capsys.readouterr().err
+    assert main(["nas", "search", "--space", "nope", "--min-throughput", "1", "--simulate", str(dataset["db"])]) == 2
+    assert "unknown search space 'nope'" in capsys.readouterr().err
+
+
+def test_cli_search_simulation_with_a_perfect_predictor(dataset, tmp_path, capsys):
+    table_path = dataset["table"].save(tmp_path / "table.json")
+    profile = tmp_path / "profile.json"
+    main(
+        ["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path), "--out", str(profile)]
+    )
+    floor = float(dataset["measurements"].query("batch == 256")["samples_per_s"].median())
+    capsys.readouterr()
+    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
+                 str(dataset["db"]), "--profile", str(profile), "--json"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    rows = {(r["strategy"], r["target"]): r for r in doc["comparison"]}
+    assert doc["pool_size"] == 60 and doc["margins"]["predictor"] < 1e-6  # 2 x held-out MAPE of a perfect fit
+    assert rows[("predictor", "best")]["measurements"] == 1 and rows[("predictor", "best")]["found"]
+    assert rows[("measure-all", "best")]["measurements"] >= 1
+
+
+def test_layer_modules_compose_to_the_network():
+    """The latency table's layers are the network: same parameters, and each layer's input is the previous
+    layer's output."""
+    for name in ("mbv3", "regnet"):
+        space = get_space(name)
+        for arch in sample_architectures(space, 3, seed=5):
+            layers = space.layers(arch)
+            modules = [space.build_layer(layer) for layer in layers]
+            network_params = sum(p.numel() for p in space.build(arch).parameters())
+            assert sum(p.numel() for m in modules for p in m.parameters()) == network_params
+            x = torch.zeros(1, 3, layers[0].in_size, layers[0].in_size)
+            with torch.no_grad():
+                for layer, module in zip(layers, modules, strict=True):
+                    assert tuple(x.shape[1:]) == (layer.in_channels, layer.in_size, layer.in_size)
+                    x = module.eval()(x)
+            assert tuple(x.shape) == (1, 1000)
+
+
+def test_latency_table_on_the_cpu_resumes_and_checks_its_configuration(tmp_path):
+    space = get_space("regnet")
+    arch = space.validate({"space": "regnet", "resolution": 32, "depth": 13, "w0": 24, "wa": 36.44, "wm": 2.49,
+                           "group_width": 8, "bottleneck_ratio": 1, "se": False})  # fmt: skip
+    table = open_table("regnet", "fp32", "cpu", cudnn_benchmark=False)
+    timed = []
+    fill_table(table, [arch], [1], "cpu", lambda done, total: timed.append(done))
+    keys = {layer.key for layer in space.layers(arch)}
+    assert set(table.entries) == keys and len(timed) == len(keys)
+    assert all(ms > 0 for per in table.entries.values() for ms in per.values())
+    loaded = LatencyTable.load(table.save(tmp_path / "table.json"))
+    again = open_table("regnet", "fp32", "cpu", cudnn_benchmark=False, existing=loaded)
+    fill_table(again, [arch], [1], "cpu", lambda done, total: timed.append(done))
+    assert len(timed) == len(keys)  # nothing measured twice
+    with pytest.raises(UsageError, match="the existing table is for regnet"):
+        open_table("regnet", "fp32", "cpu", cudnn_benchmark=True, existing=loaded)
