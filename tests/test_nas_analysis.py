@@ -64,3 +64,16 @@ def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
 
     assert main(["nas", "analyze", str(tmp_path / "absent.sqlite")]) == 2
     assert "no results store" in capsys.readouterr().err
+
+
+def test_report_draws_the_nas_figures_only_for_nas_rows(tmp_path):
+    from utilscope.report.nas_plots import write_nas_figures
+
+    frame = _store_frame(tmp_path)
+    figures = write_nas_figures(frame, tmp_path)
+    assert [path.name for _, path, _ in figures] == [
+        "nas_throughput_vs_gflops.png", "nas_utilization.png", "nas_feature_effects.png",
+    ]  # fmt: skip
+    assert all(path.stat().st_size > 1000 for _, path, _ in figures)
+    zoo_only = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
+    assert write_nas_figures(zoo_only, tmp_path) == []

@@ -20,6 +20,7 @@ import pandas as pd
 from utilscope.errors import UsageError
 from utilscope.present.units import percent, si
 from utilscope.report import plots
+from utilscope.report.nas_plots import write_nas_figures
 
 MEASUREMENT_COLUMNS = plots.SERIES + [
     "batch", "family", "status", "flops_per_sample", "latency_ms", "samples_per_s", "achieved_tflops",
@@ -137,7 +138,7 @@ def write_figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir:
     figures = [(title, draw(measurements, out_dir / name), text) for name, title, draw, text in FIGURES]
     name, title, text = OP_CLASS_FIGURE
     figures.append((title, plots.plot_op_class_shares(op_classes, out_dir / name, measurements), text))
-    return figures
+    return figures + write_nas_figures(measurements, out_dir)
 
 
 # ---------------------------------------------------------------------------------------------- page

@@ -76,13 +76,15 @@ def _colors_of(frame: pd.DataFrame, colors: dict) -> list:
     return [colors[family] for family in family_labels(frame)]
 
 
-def _figure(width: float = 12.0, height: float = 6.5, columns: int = 1):
+def _figure(width: float = 12.0, height: float = 6.5, columns: int = 1, sharey: bool = True):
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # the Agg backend, chosen here, not at import
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(width, height), dpi=_DPI)
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, columns, sharey=True, squeeze=False)[0]
+    axes = figure.subplots(1, columns, sharey=sharey, squeeze=False)[0]
+    if not sharey:
+        figure.subplots_adjust(wspace=0.6)
     return figure, list(axes)
 
 
