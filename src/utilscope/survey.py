@@ -3,8 +3,8 @@
 The grid is expanded, cells already in the store are skipped (resume), and (model, precision, backend) groups run
 in worker subprocesses (``python -m utilscope.survey_worker``), one or several groups per worker, with a timeout
 per group: a crash, a hang or an OOM costs that group's remaining cells — recorded as ``error: ...`` rows — never
-the survey; a new worker takes over the groups after it. The worker writes each
-row as soon as it is measured, so an interrupted survey loses at most the cell in flight.
+the survey; a new worker takes over the groups after it. The worker writes each row as soon as it is measured, so
+an interrupted survey loses at most the cell in flight.
 """
 
 from __future__ import annotations
@@ -170,8 +170,10 @@ def _failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) ->
 def _watch_worker(command: list[str], env: dict, timeout_s: float, on_group_done: Callable[[], None]) -> str | None:
     """Run a worker, reading its "group done" lines; kill it when one group takes over ``timeout_s``.
     Returns None when it exited cleanly, else the failure status for the group it was measuring."""
-    with tempfile.TemporaryFile("w+") as stderr:
-        worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+    with (
+        tempfile.TemporaryFile("w+") as stderr,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as worker,
+    ):
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as selector:
             selector.register(worker.stdout, selectors.EVENT_READ)
@@ -210,16 +212,23 @@ def _missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
     return left
 
 
-def _reporter(groups: list[Group], on_group_done: Callable[[Group], None] | None) -> Callable[[], None]:
-    """Called on each "group done" line of a worker given ``groups``: reports the next of them."""
-    pending = iter(groups)
+class _Reporter:
+    """Called on each "group done" line of a worker given ``groups``: counts them and reports each group."""
 
-    def report() -> None:
-        group = next(pending, None)
-        if on_group_done is not None and group is not None:
-            on_group_done(group)
+    def __init__(self, groups: list[Group], on_group_done: Callable[[Group], None] | None):
+        self.groups, self.on_group_done, self.done = groups, on_group_done, 0
 
-    return report
+    def __call__(self) -> None:
+        if self.on_group_done is not None and self.done < len(self.groups):
+            self.on_group_done(self.groups[self.done])
+        self.done += 1
+
+    def in_flight(self) -> Group | None:
+        return self.groups[self.done] if self.done < len(self.groups) else None
+
+
+def _group_id(group: Group) -> tuple:
+    return group.model, group.resolution, group.precision, group.backend
 
 
 def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu: int | None,
@@ -233,13 +242,15 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu
     failures: list[str] = []
     remaining = list(groups)
     while remaining:
-        start_s, running = time.perf_counter(), list(remaining)
-        status = _watch_worker(_worker_command(running, options, device), env, options.timeout_s,
-                               _reporter(running, on_group_done))  # fmt: skip
-        remaining = _missing(running, plan, options.db)
+        start_s, reporter = time.perf_counter(), _Reporter(list(remaining), on_group_done)
+        status = _watch_worker(_worker_command(reporter.groups, options, device), env, options.timeout_s, reporter)
+        remaining = _missing(reporter.groups, plan, options.db)
         if not remaining:
             break
-        failed = remaining.pop(0)  # the group the worker was measuring when it stopped
+        in_flight = reporter.in_flight()
+        if status is not None and in_flight is not None and _group_id(remaining[0]) != _group_id(in_flight):
+            continue  # it died after storing its group's cells: nothing failed, the rest goes to a new worker
+        failed = remaining.pop(0)  # the group it was on (or, after a clean exit that left cells, the first left)
         reason = status or "error: the worker exited without storing this cell"
         with Store(options.db) as store:
             for row in _failure_rows(failed, plan, reason, time.perf_counter() - start_s):
