@@ -20,7 +20,7 @@ from utilscope.errors import UsageError
 from utilscope.nas import predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
-from utilscope.nas.space import get_space
+from utilscope.nas.space import get_space, parse_layer_key
 from utilscope.store import Store
 
 BATCHES = (1, 256)
@@ -103,6 +103,9 @@ def test_missing_layers_and_batches_are_clear_errors(dataset):
     predictor.table = copy.deepcopy(predictor.table)  # the fixture's table stays whole
     del predictor.table.entries[layer.key]  # the table covers the whole space (its covering set): drop one layer
     assert not P.covered(predictor.table, arch, 256)
+    estimated = predictor.predict([arch], 256)  # the block model estimates the missing layer
+    assert estimated["estimated_layers"][0] == 1 and estimated["latency_ms"][0] > 0
+    predictor.layer_models = {}
     with pytest.raises(UsageError, match="has no entry for layer block"):
         predictor.predict([arch], 256)
     with pytest.raises(UsageError, match="no model for batch 8"):
@@ -195,3 +198,31 @@ def test_latency_table_on_the_cpu_resumes_and_checks_its_configuration(tmp_path)
     assert len(timed) == len(keys)  # nothing measured twice
     with pytest.raises(UsageError, match="the existing table is for regnet"):
         open_table("regnet", "fp32", "cpu", cudnn_benchmark=True, existing=loaded)
+
+
+def test_layer_costs_add_up_to_the_network():
+    """The analytic cost of each latency-table layer sums to the network's analytic FLOPs and params."""
+    for name in ("mbv3", "regnet"):
+        space = get_space(name)
+        for arch in sample_architectures(space, 5, seed=11):
+            costs = [space.layer_cost(*parse_layer_key(layer.key)) for layer in space.layers(arch)]
+            assert sum(c.flops for c in costs) == space.complexity(arch).flops
+            assert sum(c.params for c in costs) == space.complexity(arch).params
+            assert all(c.activations > 0 for c in costs)
+
+
+def test_layer_model_learns_a_power_law():
+    """Table entries that follow ms = 1e-9 x (flops + 1) exactly: the block model recovers the law for a layer the
+    table lacks (log ms is linear in log1p(flops), one of its features)."""
+    space = get_space("mbv3")
+    table = _table(sample_architectures(space, 30, seed=4))
+    law = {key: 1e-9 * (space.layer_cost(*parse_layer_key(key)).flops + 1) for key in table.entries}
+    table.entries = {key: {256: ms} for key, ms in law.items()}
+    models, report = P.fit_layer_models(table)
+    assert report["block@256"]["holdout_mape"] < 1e-3
+    predictor = P.Predictor(table, {}, None, layer_models=models)
+    key = next(k for k in table.entries if k.startswith("block"))
+    assert predictor.layer_ms(space, key, 256) == (law[key], False)  # in the table: the entry itself
+    del table.entries[key]
+    ms, estimated = predictor.layer_ms(space, key, 256)
+    assert estimated and ms == pytest.approx(law[key], rel=1e-3)

@@ -453,6 +453,10 @@ def cmd_nas_fit(args, console: Console) -> int:
         for name in ("predictor", "layer_sum", "flops_proxy"):
             console.print(f"  batch {batch} ({metrics['architectures']} held out) {name}: Spearman "
                           f"{metrics[name]['spearman']:.3f}, MAPE {metrics[name]['mape']:.1%}")  # fmt: skip
+    for batch, metrics in evaluation["with_estimated_layers"].items():
+        console.print(f"  batch {batch}, {metrics['architectures']} architectures with "
+                      f"{metrics['mean_estimated_layers']:.1f} layers each estimated (not in the table): Spearman "
+                      f"{metrics['spearman']:.3f}, MAPE {metrics['mape']:.1%}")  # fmt: skip
     return 0
 
 

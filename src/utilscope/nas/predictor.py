@@ -21,7 +21,7 @@ import pandas as pd
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.space import Arch, get_space
+from utilscope.nas.space import Arch, LayerCost, get_space, parse_layer_key
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -31,8 +31,9 @@ RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 
 
 @dataclass
-class Correction:
-    """log(measured / layer sum) as a ridge regression on standardized features (one batch size)."""
+class LinearModel:
+    """A ridge regression on standardized features, kept as plain numbers: the network correction (target
+    log(measured / layer sum), one per batch size) and the layer models (target log ms, one per kind and batch)."""
 
     features: list[str]
     mean: list[float]
@@ -48,17 +49,18 @@ class Correction:
 @dataclass
 class Predictor:
     table: LatencyTable
-    corrections: dict[int, Correction]
+    corrections: dict[int, LinearModel]
     peak_tflops: float | None  # the device's dense peak at the table's precision (utilization's denominator)
     holdout_ids: list[str] = field(default_factory=list)
     split_seed: int = SPLIT_SEED
     evaluation: dict = field(default_factory=dict)  # held-out metrics per batch size, written by ``fit``
+    layer_models: dict[str, LinearModel] = field(default_factory=dict)  # "kind@batch": layers the table lacks
 
     @property
     def space(self) -> str:
         return self.table.space
 
-    def check_batch(self, batch: int) -> Correction:
+    def check_batch(self, batch: int) -> LinearModel:
         if batch not in self.corrections:
             raise UsageError(f"the {self.space} predictor for {self.table.device} has no model for batch {batch}; "
                              f"it has batch {', '.join(map(str, sorted(self.corrections)))}")  # fmt: skip
@@ -67,7 +69,7 @@ class Predictor:
     def predict(self, archs: list[Arch], batch: int) -> pd.DataFrame:
         """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization."""
         correction = self.check_batch(batch)
-        design = design_matrix(self.table, archs, batch, correction.features)
+        design = design_matrix(self.table, archs, batch, correction.features, self.layer_ms)
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
         samples_per_s = batch / (latency_ms / 1e3)
         flops = design["flops"]
@@ -75,14 +77,27 @@ class Predictor:
         return pd.DataFrame({
             "id": [arch.get("id", "") for arch in archs], "gflops": flops / 1e9,
             "layer_sum_ms": design["layer_sum_ms"], "latency_ms": latency_ms, "samples_per_s": samples_per_s,
-            "utilization": utilization,
+            "utilization": utilization, "estimated_layers": design["estimated_layers"],
         })  # fmt: skip
+
+    def layer_ms(self, space, key: str, batch: int) -> tuple[float, bool]:
+        """The table's milliseconds for a layer, or its layer model's estimate (second value True) when the table
+        lacks it; UsageError when neither has it."""
+        entry = self.table.entries.get(key, {}).get(batch)
+        if entry is not None:
+            return entry, False
+        kind, config = parse_layer_key(key)
+        model = self.layer_models.get(f"{kind}@{batch}")
+        if model is None:
+            return self.table.latency_ms(key, batch), False  # raises: no entry and no model
+        features = np.array([layer_features(space.layer_cost(kind, config))])
+        return float(np.exp(model.log_ratio(features)[0])), True
 
     def to_dict(self) -> dict:
         return {"format": PROFILE_FORMAT, "table": self.table.to_dict(), "peak_tflops": self.peak_tflops,
                 "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
-                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed,
-                "evaluation": self.evaluation}  # fmt: skip
+                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed, "evaluation": self.evaluation,
+                "layer_models": {k: asdict(m) for k, m in sorted(self.layer_models.items())}}  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -101,10 +116,11 @@ def load_predictor(path: str | Path) -> Predictor:
         raise UsageError(f"{path} is not JSON ({exc.msg})") from None
     if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
-    corrections = {int(b): Correction(**c) for b, c in data["corrections"].items()}
+    corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
+    layer_models = {k: LinearModel(**m) for k, m in data.get("layer_models", {}).items()}
     return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
-                     data.get("evaluation", {}))  # fmt: skip
+                     data.get("evaluation", {}), layer_models)  # fmt: skip
 
 
 def gpu_matches(gpu: str, device_name: str) -> bool:
@@ -137,16 +153,26 @@ def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
 # --- features ---------------------------------------------------------------------------------------------------
 
 
-def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None):
-    """Per architecture: layer_sum_ms, flops and the correction's features (all of them when ``features`` is None).
-    Raises when a layer is missing from the table."""
+def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None,
+                  layer_ms=None):  # fmt: skip
+    """Per architecture: layer_sum_ms, estimated_layers, flops and the correction's features (all of them when
+    ``features`` is None). ``layer_ms(space, key, batch) -> (ms, estimated)`` defaults to the table alone, which
+    raises for a missing layer."""
     rows = []
     for arch in archs:
-        summary = get_space(arch["space"]).summary(arch)
-        layer_sum_ms = sum(table.latency_ms(layer.key, batch) for layer in summary.layers)
+        space = get_space(arch["space"])
+        summary = space.summary(arch)
+        layer_sum_ms, estimated = 0.0, 0
+        for layer in summary.layers:
+            ms = table.entries.get(layer.key, {}).get(batch)
+            if ms is None:  # not in the table: the layer model's estimate, or an error naming the layer
+                ms, guessed = layer_ms(space, layer.key, batch) if layer_ms else (table.latency_ms(layer.key, batch), 0)
+                estimated += guessed
+            layer_sum_ms += ms
         flops = summary.complexity.flops
-        row = {"layer_sum_ms": layer_sum_ms, "flops": flops, "log_layer_sum": math.log(layer_sum_ms),
-               "layers": float(len(summary.layers)), "log_flops": math.log(flops)}  # fmt: skip
+        row = {"layer_sum_ms": layer_sum_ms, "estimated_layers": estimated, "flops": flops,
+               "log_layer_sum": math.log(layer_sum_ms), "layers": float(len(summary.layers)),
+               "log_flops": math.log(flops)}  # fmt: skip
         row.update({f"f:{k}": v for k, v in summary.features.items()})
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -164,15 +190,16 @@ def holdout_split(ids: list[str], seed: int = SPLIT_SEED, fraction: float = HOLD
     return {ordered[i] for i in order[: round(fraction * len(ordered))]}
 
 
-def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> Correction:
+def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> LinearModel:
     from sklearn.linear_model import RidgeCV
 
-    names = [c for c in design.columns if c not in ("layer_sum_ms", "flops") and design[c].std() > 0]
+    names = [c for c in design.columns
+             if c not in ("layer_sum_ms", "flops", "estimated_layers") and design[c].std() > 0]  # fmt: skip
     matrix = design[names].to_numpy(dtype=float)
     mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
     target = np.log(measured_ms) - np.log(design["layer_sum_ms"].to_numpy())
     model = RidgeCV(alphas=RIDGE_ALPHAS).fit((matrix - mean) / scale, target)
-    return Correction(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
+    return LinearModel(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
 
 
 # --- fitting and evaluation -------------------------------------------------------------------------------------
@@ -207,9 +234,39 @@ def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame,
         corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
     spec = hardware.detect(table.device)
     peak = spec.peak_tflops(table.precision) if spec is not None else None
-    predictor = Predictor(table, corrections, peak, sorted(holdout), seed)
+    layer_models, layer_report = fit_layer_models(table, seed)
+    predictor = Predictor(table, corrections, peak, sorted(holdout), seed, layer_models=layer_models)
     predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
+    predictor.evaluation["layer_models"] = layer_report
+    uncovered = measurements.drop(index=rows.index)
+    predictor.evaluation["with_estimated_layers"] = evaluate_estimated(predictor, archs, uncovered)
     return predictor
+
+
+def evaluate_estimated(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame) -> dict:
+    """Throughput accuracy on measured architectures the table does not cover, whose missing layers the layer
+    models estimate (never used in fitting the correction); architectures with a layer no model covers are left
+    out. Per batch size: architectures, mean estimated layers, Spearman, MAPE."""
+    from utilscope.nas.analysis import spearman
+
+    report = {}
+    for batch, group in rows.groupby("batch"):
+        predicted, measured, estimated = [], [], []
+        for key, samples_per_s in zip(group["id"], group["samples_per_s"], strict=True):
+            try:
+                row = predictor.predict([archs[key]], int(batch)).iloc[0]
+            except UsageError:
+                continue
+            predicted.append(row["samples_per_s"])
+            measured.append(samples_per_s)
+            estimated.append(row["estimated_layers"])
+        if predicted:
+            report[str(int(batch))] = {
+                "architectures": len(predicted), "mean_estimated_layers": float(np.mean(estimated)),
+                "spearman": spearman(pd.Series(predicted), pd.Series(measured)),
+                "mape": mape(np.array(predicted), np.array(measured)),
+            }  # fmt: skip
+    return report
 
 
 def screening_margins(predictor: Predictor, batch: int, errors: float = 2.0) -> dict[str, float]:
@@ -273,3 +330,51 @@ def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], 
     if rows.empty:
         raise UsageError(f"the store has no successful measurements of {space} architectures")
     return archs, rows[["id", "batch", "latency_ms", "samples_per_s"]].reset_index(drop=True)
+
+
+# --- layer models: estimates for layers the table lacks ---------------------------------------------------------
+
+LAYER_FEATURES = ["log_flops", "log_params", "log_activations"]
+MIN_LAYER_ENTRIES = 8  # fewer table entries of a kind and batch: no model (a missing layer stays an error)
+
+
+def layer_features(cost: LayerCost) -> list[float]:
+    return [math.log1p(cost.flops), math.log1p(cost.params), math.log1p(cost.activations)]
+
+
+def _ridge(matrix: np.ndarray, target: np.ndarray, names: list[str]) -> LinearModel:
+    from sklearn.linear_model import RidgeCV
+
+    mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    model = RidgeCV(alphas=RIDGE_ALPHAS).fit((matrix - mean) / scale, target)
+    return LinearModel(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
+
+
+def _layer_rows(table: LatencyTable) -> dict[str, list[tuple[str, list[float], float]]]:
+    """Per "kind@batch": (key, features, log ms) of every table entry."""
+    space = get_space(table.space)
+    rows: dict[str, list] = {}
+    for key, per_batch in table.entries.items():
+        kind, config = parse_layer_key(key)
+        features = layer_features(space.layer_cost(kind, config))
+        for batch, ms in per_batch.items():
+            rows.setdefault(f"{kind}@{batch}", []).append((key, features, math.log(ms)))
+    return rows
+
+
+def fit_layer_models(table: LatencyTable, seed: int = SPLIT_SEED) -> tuple[dict[str, LinearModel], dict]:
+    """log ms ~ ridge(log FLOPs, log params, log activation elements), one model per layer kind and batch size,
+    fitted on all the table's entries; its accuracy is first measured on a seeded 20% of the entries held out."""
+    models, report = {}, {}
+    for name, rows in sorted(_layer_rows(table).items()):
+        if len(rows) < MIN_LAYER_ENTRIES:
+            continue
+        matrix, target = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
+        held = holdout_split([r[0] for r in rows], seed)
+        test = np.array([r[0] in held for r in rows])
+        trial = _ridge(matrix[~test], target[~test], LAYER_FEATURES)
+        predicted = np.exp(trial.log_ratio(matrix[test]))
+        report[name] = {"entries": len(rows), "holdout_mape": mape(predicted, np.exp(target[test]))}
+        models[name] = _ridge(matrix, target, LAYER_FEATURES)
+    return models, report

@@ -49,6 +49,22 @@ def layer_key(kind: str, config: tuple) -> str:
     return f"{kind}({','.join(map(str, config))})"
 
 
+class LayerCost(NamedTuple):
+    """Analytic work of one layer at batch 1: FLOPs (2 x MAC), parameters, and the activation elements its
+    convolutions read and write (a proxy of its memory traffic)."""
+
+    flops: int
+    params: int
+    activations: int
+
+
+def parse_layer_key(key: str) -> tuple[str, tuple]:
+    """``block(24,40,5,4,2,relu,0,56)`` -> ("block", (24, 40, 5, 4, 2, "relu", 0, 56))."""
+    kind, _, rest = key.partition("(")
+    values = rest.rstrip(")").split(",") if rest.rstrip(")") else []
+    return kind, tuple(int(v) if v.lstrip("-").isdigit() else v for v in values)
+
+
 @dataclass(frozen=True)
 class ArchSummary:
     """What prediction needs of an architecture, from one validation: its layers, cost and design features."""
@@ -90,6 +106,9 @@ class SearchSpace(Protocol):
 
     def summary(self, arch: Arch) -> ArchSummary:
         """Layers, complexity and features together, validating the record once (the predictor's fast path)."""
+
+    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
+        """The analytic work of a layer (for estimating layers a latency table lacks)."""
 
 
 SPACES: dict[str, SearchSpace] = {}

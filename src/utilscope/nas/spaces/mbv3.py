@@ -38,6 +38,7 @@ from utilscope.nas.space import (
     ArchSummary,
     Complexity,
     Layer,
+    LayerCost,
     check_fields,
     field_error,
     int_choice,
@@ -310,6 +311,24 @@ def layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
     return result
 
 
+def layer_cost(kind: str, config: tuple) -> LayerCost:
+    """FLOPs, params and activation elements (inputs and outputs of its convolutions) of a layer at batch 1."""
+    if kind == "stem":
+        out, flops, params = conv_cost(config[0], 3, STEM_WIDTH, 3, stride=2, bn=True)
+        return LayerCost(flops, params, 3 * config[0] ** 2 + STEM_WIDTH * out**2)
+    if kind == "head":
+        size = config[0]
+        _, flops, params = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
+        flops += 2 * FINAL_EXPAND_WIDTH * FEATURE_MIX_WIDTH + 2 * FEATURE_MIX_WIDTH * NUM_CLASSES
+        params += FINAL_EXPAND_WIDTH * FEATURE_MIX_WIDTH + FEATURE_MIX_WIDTH * NUM_CLASSES + NUM_CLASSES
+        return LayerCost(flops, params, (STAGE_WIDTHS[-1] + FINAL_EXPAND_WIDTH) * size**2 + FEATURE_MIX_WIDTH)
+    c_in, c_out, kernel, expand, stride, activation, use_se, size = config
+    block = Block(c_in, c_out, kernel, expand, stride, activation, bool(use_se))
+    out, flops, params = block_cost(block, size)
+    expanded = block.mid_channels * size**2 if expand != 1 else 0
+    return LayerCost(flops, params, c_in * size**2 + expanded + block.mid_channels * out**2 + c_out * out**2)
+
+
 def build_layer(layer: Layer) -> nn.Module:
     if layer.kind == "stem":
         return _stem()
@@ -361,6 +380,9 @@ class MBV3Space:
 
     def build_layer(self, layer: Layer) -> nn.Module:
         return build_layer(layer)
+
+    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
+        return layer_cost(kind, config)
 
     def covering_archs(self) -> list[Arch]:
         """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and

@@ -32,6 +32,7 @@ from utilscope.nas.space import (
     ArchSummary,
     Complexity,
     Layer,
+    LayerCost,
     check_fields,
     field_error,
     int_choice,
@@ -287,6 +288,21 @@ def layers(arch: Arch) -> list[Layer]:
     return result
 
 
+def layer_cost(kind: str, config: tuple) -> LayerCost:
+    """FLOPs, params and activation elements (inputs and outputs of its convolutions) of a layer at batch 1."""
+    if kind == "stem":
+        out, flops, params = _conv(config[0], 3, STEM_WIDTH, 3, stride=2)
+        return LayerCost(flops, params, 3 * config[0] ** 2 + STEM_WIDTH * out**2)
+    if kind == "head":
+        width, size = config
+        return LayerCost(2 * width * NUM_CLASSES, width * NUM_CLASSES + NUM_CLASSES, width * size**2 + width)
+    w_in, w_out, stride, group_width, ratio, se, size = config
+    out, flops, params = block_cost(size, w_in, w_out, stride, group_width, ratio, bool(se))
+    inner = w_out // ratio
+    shortcut = w_out * out**2 if (w_in != w_out or stride != 1) else 0
+    return LayerCost(flops, params, w_in * size**2 + inner * (size**2 + out**2) + w_out * out**2 + shortcut)
+
+
 def build_layer(layer: Layer) -> nn.Module:
     if layer.kind == "stem":
         return SimpleStemIN(3, STEM_WIDTH, nn.BatchNorm2d, nn.ReLU)
@@ -334,6 +350,9 @@ class RegNetSpace:
 
     def build_layer(self, layer: Layer) -> nn.Module:
         return build_layer(layer)
+
+    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
+        return layer_cost(kind, config)
 
     def covering_archs(self) -> list[Arch]:
         return []  # widths are continuous: the table holds the layers of the architectures it is built for
