@@ -226,3 +226,14 @@ def test_layer_model_learns_a_power_law():
     del table.entries[key]
     ms, estimated = predictor.layer_ms(space, key, 256)
     assert estimated and ms == pytest.approx(law[key], rel=1e-3)
+
+
+def test_cli_search_measures_on_the_device(tmp_path, capsys):
+    """GPU mode, on the CPU: evolution over a small pool, each candidate measured with `profile`, within budget."""
+    archs = [a for a in sample_architectures(get_space("mbv3"), 40, seed=2) if a["resolution"] == 160][:6]
+    pool = save_jsonl(tmp_path / "pool.jsonl", archs)
+    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "2", "--pool", str(pool),
+                 "--strategy", "measure-all", "--device", "cpu", "--batch", "1", "--json"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["measurements"] == 2 and doc["best_id"] in {a["id"] for a in archs}
+    assert doc["best_samples_per_s"] > 1
