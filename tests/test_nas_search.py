@@ -231,6 +231,18 @@ def test_evolution_with_a_large_budget_finds_the_best(dataset):
     assert result.measurements_to_reach(objective(pool.archs[pool.index(best)])) <= result.measurements
 
 
+def test_evolution_with_a_perfect_predictor_measures_once(dataset):
+    """The predictor judges feasibility while evolving (free), then the visited candidates are measured best
+    objective first: with a perfect predictor and no margin, the first one measured is feasible."""
+    pool, truth, min_throughput = dataset
+    objective = flops_objective(SPACE)
+    oracle = MeasuredPool(truth)
+    result = evolve(pool, objective, min_throughput, 50, "predictor", oracle, perfect_estimator(truth),
+                    np.random.default_rng(0), max_steps=5000, margin=0.0)  # fmt: skip
+    assert result.measurements == oracle.measurements == 1
+    assert truth[result.best_id] >= min_throughput
+
+
 def test_compare_table(dataset):
     pool, truth, min_throughput = dataset
     table = compare(pool, flops_objective(SPACE), min_throughput, MeasuredPool(truth), noisy_estimator(truth),

@@ -488,43 +488,75 @@ def evolve(
     neighbours: int = NEIGHBOURS,
 ) -> EvolutionResult:
     """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
-    is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies. Fitness = objective if
-    the measured samples/s >= ``min_throughput``, else -inf. ``measure-all`` measures every child; ``flops`` and
-    ``predictor`` discard, unmeasured and uncounted, children screened out or not beating the population's worst.
-    Stops after ``budget`` distinct measurements or ``max_steps`` children. ``rng`` defaults to default_rng(0)."""
+    is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies; fitness = objective if
+    feasible, else -inf. ``measure-all`` measures every child (feasible = measured samples/s >= ``min_throughput``)
+    and stops after ``budget`` measurements or ``max_steps`` children. ``flops`` and ``predictor`` judge feasibility
+    by their estimate, so the evolution itself is free; they then measure the visited candidates the estimate
+    passes, best objective first, until one is feasible (``flops`` first measures one random candidate to
+    calibrate). ``rng`` defaults to default_rng(0)."""
     _check_evolution(budget, population, sample_size, max_steps, neighbours)
     screen = _Screen(strategy, pool, estimator, min_throughput, margin)
     values, rng = objective_values(pool, objective), rng if rng is not None else np.random.default_rng(0)
+    run = _Run(pool, values, min_throughput, oracle)
     nearest = _Neighbours(pool, neighbours)
     members: deque[tuple[int, float]] = deque()  # (candidate, fitness), oldest first
-    measured: dict[str, float] = {}
-    history: list[tuple[int, float]] = []
-    best, steps = None, 0
-    while len(measured) < budget and steps < max_steps:
-        steps += 1
+    visited: set[int] = set()
+    if strategy == "flops":
+        run.measure(int(rng.integers(len(pool))))
+    while run.count < budget and run.steps < max_steps:
+        run.steps += 1
         child = _propose(members, population, sample_size, rng, nearest, len(pool))
-        key = pool.ids[child]
-        if strategy != "measure-all":
-            full = len(members) == population
-            if (full and values[child] <= min(f for _, f in members)) or not screen.passes(child, measured):
-                continue
-        if key not in measured:
-            measured[key] = oracle.measure(key)
-            if measured[key] >= min_throughput and (best is None or values[child] > values[best]):
-                best = child
-            history.append((len(measured), float(values[best]) if best is not None else -math.inf))
-        members.append((child, float(values[child]) if measured[key] >= min_throughput else -math.inf))
+        if strategy == "measure-all":
+            feasible = run.measure(child) >= min_throughput
+        else:
+            visited.add(child)
+            feasible = screen.passes(child, run.measured)
+        members.append((child, float(values[child]) if feasible else -math.inf))
         if len(members) > population:
             members.popleft()
-    return EvolutionResult(
-        strategy=strategy,
-        best_id=_id_or_none(pool, best),
-        best_objective=float(values[best]) if best is not None else -math.inf,
-        best_samples_per_s=measured[pool.ids[best]] if best is not None else math.nan,
-        measurements=len(measured),
-        steps=steps,
-        history=history,
-    )
+    for index in _objective_order(pool, values) if strategy != "measure-all" else ():
+        if run.count >= budget or (run.best is not None and values[index] <= values[run.best]):
+            break
+        if index in visited and screen.passes(index, run.measured) and run.measure(index) >= min_throughput:
+            break
+    return run.result(strategy)
+
+
+class _Run:
+    """The measurements of one evolution: distinct ids measured, the best feasible so far, and the history."""
+
+    def __init__(self, pool: CandidatePool, values: np.ndarray, min_throughput: float, oracle: Oracle):
+        self.pool, self.values, self.min_throughput, self.oracle = pool, values, min_throughput, oracle
+        self.measured: dict[str, float] = {}
+        self.history: list[tuple[int, float]] = []
+        self.best: int | None = None
+        self.steps = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.measured)
+
+    def measure(self, index: int) -> float:
+        key = self.pool.ids[index]
+        if key not in self.measured:
+            self.measured[key] = self.oracle.measure(key)
+            feasible = self.measured[key] >= self.min_throughput
+            if feasible and (self.best is None or self.values[index] > self.values[self.best]):
+                self.best = index
+            self.history.append((self.count, float(self.values[self.best]) if self.best is not None else -math.inf))
+        return self.measured[key]
+
+    def result(self, strategy: str) -> EvolutionResult:
+        best = self.best
+        return EvolutionResult(
+            strategy=strategy,
+            best_id=_id_or_none(self.pool, best),
+            best_objective=float(self.values[best]) if best is not None else -math.inf,
+            best_samples_per_s=self.measured[self.pool.ids[best]] if best is not None else math.nan,
+            measurements=self.count,
+            steps=self.steps,
+            history=self.history,
+        )
 
 
 # --- comparison -----------------------------------------------------------------------------------------------
