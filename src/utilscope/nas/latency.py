@@ -8,7 +8,6 @@ launch cost is spread over them and the entry is the layer's time inside a netwo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
+from utilscope.files import read_json, write_json
 from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, math_mode, parse_precision
@@ -67,21 +67,11 @@ class LatencyTable:
         return cls(data["space"], data["device"], data["software"], data["precision"], data["cudnn_benchmark"], entries)
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyTable:
-        path = Path(path)
-        if not path.is_file():
-            raise UsageError(f"no latency table at {path}")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path} is not JSON ({exc.msg})") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(read_json(path, "latency table"), str(path))
 
 
 def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:

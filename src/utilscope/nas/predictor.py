@@ -10,7 +10,6 @@ needs numpy alone and runs on any machine. The held-out split is fixed by a seed
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.errors import UsageError
+from utilscope.files import read_json, write_json
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.space import Arch, LayerCost, get_space, parse_layer_key
 
@@ -100,20 +100,11 @@ class Predictor:
                 "layer_models": {k: asdict(m) for k, m in sorted(self.layer_models.items())}}  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        return path
+        return write_json(path, self.to_dict())
 
 
 def load_predictor(path: str | Path) -> Predictor:
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"no predictor profile at {path}")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not JSON ({exc.msg})") from None
+    data = read_json(path, "predictor profile")
     if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}

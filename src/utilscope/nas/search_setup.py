@@ -3,12 +3,12 @@ and the oracle — a measured dataset (simulation) or the GPU itself."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from utilscope.errors import UsageError
+from utilscope.files import read_json
 from utilscope.nas.predictor import Predictor, measured_dataset
 from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
@@ -26,13 +26,7 @@ def objective_for(spec: str, space_name: str) -> Objective:
     """``flops`` (FLOPs per sample, a capacity proxy) or a JSON file mapping architecture id -> value."""
     if spec == "flops":
         return flops_objective(get_space(space_name))
-    path = Path(spec)
-    if not path.is_file():
-        raise UsageError(f"--objective must be 'flops' or a JSON file of id -> value; no file at {spec}")
-    try:
-        table = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{spec} is not JSON ({exc.msg})") from None
+    table = read_json(spec, "objective table (--objective is 'flops' or a JSON file of id -> value)")
     if not isinstance(table, dict):
         raise UsageError(f"{spec} must be a JSON object mapping architecture id -> value")
     return objective_from_table({str(k): float(v) for k, v in table.items()})
