@@ -114,7 +114,9 @@ def test_missing_layers_and_batches_are_clear_errors(dataset):
 
 def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
     assert P.gpu_matches("h200", "NVIDIA H200") and P.gpu_matches("H200", "NVIDIA H200")
-    assert not P.gpu_matches("a100", "NVIDIA H200")
+    assert P.gpu_matches("nvidia-h200", "NVIDIA H200") and P.gpu_matches("NVIDIA H200", "NVIDIA H200")
+    assert not P.gpu_matches("a100", "NVIDIA H200") and not P.gpu_matches("h20", "NVIDIA H200")
+    assert not P.gpu_matches("a", "NVIDIA H200") and not P.gpu_matches("", "NVIDIA H200")
     assert P.shipped_profile("h200", "mbv3").is_file()
     with pytest.raises(UsageError, match="no shipped predictor profile for GPU 'a100'"):
         P.shipped_profile("a100", "mbv3")

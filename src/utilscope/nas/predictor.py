@@ -4,8 +4,10 @@ Prediction = the sum of the network's layers' latencies from the GPU's latency t
 learned correction for what the sum misses (launch gaps between layers, cache effects, the table's own offsets):
 ``latency = layer_sum x exp(ridge(features))`` with features log(layer_sum), the number of layers, log(FLOPs) and the
 space's design features, fitted by scikit-learn's ``RidgeCV`` on the training split of a measured dataset, one model
-per batch size. A fitted predictor is a JSON *profile* (the table and the correction's coefficients), so prediction
-needs numpy alone and runs on any machine. The held-out split is fixed by a seed and stored in the profile.
+per batch size. Layers the table lacks are estimated by per-kind layer models (ridge on the layer's analytic FLOPs,
+params and activations). A fitted predictor is a JSON *profile* (the table and the models' coefficients), so
+prediction needs numpy alone and runs on any machine. The held-out split is fixed by a seed and stored in the
+profile.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class Predictor:
         return self.corrections[batch]
 
     def predict(self, archs: list[Arch], batch: int) -> pd.DataFrame:
-        """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization."""
+        """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization, and
+        estimated_layers (layers the table lacks, estimated by the layer models)."""
         correction = self.check_batch(batch)
         design = design_matrix(self.table, archs, batch, correction.features, self.layer_ms)
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
@@ -115,12 +118,15 @@ def load_predictor(path: str | Path) -> Predictor:
 
 
 def gpu_matches(gpu: str, device_name: str) -> bool:
-    """``h200`` matches "NVIDIA H200": the letters and digits of ``gpu`` appear in the device's name."""
+    """``h200``, ``H200`` and ``nvidia-h200`` match "NVIDIA H200": ``gpu``'s letters and digits equal the name's, the
+    name's without its vendor word, or one of its words (so ``h20`` or ``a`` match nothing)."""
 
     def squash(text: str) -> str:
         return "".join(ch for ch in text.lower() if ch.isalnum())
 
-    return bool(squash(gpu)) and squash(gpu) in squash(device_name)
+    words = ["".join(ch for ch in word if ch.isalnum()) for word in device_name.lower().split()]
+    names = {squash(device_name), "".join(words[1:]), *words}
+    return bool(squash(gpu)) and squash(gpu) in names
 
 
 def shipped_profile(gpu: str, space: str) -> Path:
