@@ -164,6 +164,9 @@ def test_cli_search_simulation_with_a_perfect_predictor(dataset, tmp_path, capsy
     assert doc["pool_size"] == 60 and doc["margins"]["predictor"] < 1e-6  # 2 x held-out MAPE of a perfect fit
     assert rows[("predictor", "best")]["measurements"] == 1 and rows[("predictor", "best")]["found"]
     assert rows[("measure-all", "best")]["measurements"] >= 1
+    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
+                 str(dataset["db"]), "--profile", str(profile), "--holdout-only", "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["pool_size"] == 12  # the 20% of 60 held out when fitting
 
 
 def test_layer_modules_compose_to_the_network():

@@ -164,6 +164,8 @@ def _add_nas(sub) -> None:
     p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default 100)")
     p.add_argument("--simulate", metavar="DB", default=None,
                    help="answer measurements from this store's dataset; compare the strategies (CPU)")  # fmt: skip
+    p.add_argument("--holdout-only", action="store_true",
+                   help="simulate on the predictor's held-out architectures only (none it was fitted on)")  # fmt: skip
     p.add_argument("--pool", default=None, help="JSONL candidates to search (GPU mode; default: --pool-size sampled)")
     p.add_argument("--pool-size", type=int, default=1000, help="candidates sampled when no --pool (default 1000)")
     p.add_argument("--strategy", default="predictor", help="measure-all | flops | predictor (GPU mode)")
@@ -515,6 +517,8 @@ def cmd_nas_search(args, console: Console) -> int:
             frame = store.frame()
         pool, oracle = setup.simulation_inputs(frame, args.space, args.batch)
         pool, oracle, dropped = setup.covered_pool(pool, oracle, predictor, args.batch)
+        if args.holdout_only:
+            pool, oracle = setup.restrict_pool(pool, oracle, set(predictor.holdout_ids))
         margins = screening_margins(predictor, args.batch)
         table = search.compare(pool, objective, args.min_throughput, oracle, estimator, args.budget, margin=margins)
         if args.json:

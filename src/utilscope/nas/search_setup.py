@@ -60,6 +60,15 @@ def covered_pool(pool: CandidatePool, oracle: MeasuredPool, predictor: Predictor
     return kept, MeasuredPool({key: oracle.samples_per_s[key] for key in kept.ids}), len(pool) - len(kept)
 
 
+def restrict_pool(pool: CandidatePool, oracle: MeasuredPool, ids: set[str]) -> tuple[CandidatePool, MeasuredPool]:
+    """The pool and oracle narrowed to ``ids`` (e.g. the predictor's held-out architectures)."""
+    keep = [arch for arch in pool.archs if arch["id"] in ids]
+    if not keep:
+        raise UsageError("none of the pool's architectures is among the given ids")
+    narrowed = CandidatePool(pool.space, keep)
+    return narrowed, MeasuredPool({key: oracle.samples_per_s[key] for key in narrowed.ids})
+
+
 def search_pool(space_name: str, pool_path: str | None, pool_size: int, seed: int, out_dir: Path) -> Path:
     """GPU mode's candidates: the given JSONL, or ``pool_size`` architectures sampled with ``seed`` and written
     under ``out_dir`` (measured models are named by file and id, so the pool must be a file)."""
