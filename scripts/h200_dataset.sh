@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The commands that measured the H200 datasets under data/h200/ (docs/findings.md, docs/nas.md).
 # Usage: scripts/h200_dataset.sh GPU STAGE...  — stages run in turn on one GPU (CUDA_VISIBLE_DEVICES=GPU), so two
-# lists can run side by side on a 2-GPU machine. Every stage resumes: cells (layers) already stored are skipped.
+# lists can run side by side on a 2-GPU machine (or GPU "0,1" with JOBS=2 for one survey on both). Every stage
+# resumes: cells (layers) already stored are skipped.
 set -uo pipefail
 export CUDA_VISIBLE_DEVICES=$1
 shift
@@ -12,9 +13,10 @@ echo "== $stage (GPU $CUDA_VISIBLE_DEVICES) $(date -u +%T)"
 case $stage in
 survey-graph) # the default survey: 61 CNNs x 5 batch sizes, fp16, CUDA graphs
   us survey --db data/h200/survey.sqlite --batch 1,8,32,128,256 --precision fp16 --backend graph --per-worker 8 ;;
-survey-inference) # the same models with BN folded + inductor (freezing) + CUDA graphs, at batch 1 and 256
+survey-inference) # the same models with BN folded + inductor (freezing) + CUDA graphs, at batch 1 and 256;
+  # JOBS=2 with GPU "0,1" runs two workers, one per GPU
   us survey --db data/h200/survey.sqlite --batch 1,256 --precision fp16 --backend inference --per-worker 8 \
-    --attribute none ${MODELS:+--models "$MODELS"} ;;
+    --attribute none --jobs "${JOBS:-1}" ${MODELS:+--models "$MODELS"} ;;
 nas-measure-*) # 600 sampled architectures of a space at batch 256, the first 250 also at batch 1; cuDNN's
   # heuristics instead of autotuning (autotuning every new network's conv shapes costs seconds per network)
   space=${stage#nas-measure-}
