@@ -187,16 +187,21 @@ def holdout_split(ids: list[str], seed: int = SPLIT_SEED, fraction: float = HOLD
     return {ordered[i] for i in order[: round(fraction * len(ordered))]}
 
 
-def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> LinearModel:
+def _ridge(matrix: np.ndarray, target: np.ndarray, names: list[str]) -> LinearModel:
     from sklearn.linear_model import RidgeCV
 
-    names = [c for c in design.columns
-             if c not in ("layer_sum_ms", "flops", "estimated_layers") and design[c].std() > 0]  # fmt: skip
-    matrix = design[names].to_numpy(dtype=float)
     mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
-    target = np.log(measured_ms) - np.log(design["layer_sum_ms"].to_numpy())
+    scale = np.where(scale > 0, scale, 1.0)
     model = RidgeCV(alphas=RIDGE_ALPHAS).fit((matrix - mean) / scale, target)
     return LinearModel(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
+
+
+def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> LinearModel:
+    """The network correction: log(measured / layer sum) on the design's varying feature columns."""
+    names = [c for c in design.columns
+             if c not in ("layer_sum_ms", "flops", "estimated_layers") and design[c].std() > 0]  # fmt: skip
+    target = np.log(measured_ms) - np.log(design["layer_sum_ms"].to_numpy())
+    return _ridge(design[names].to_numpy(dtype=float), target, names)
 
 
 # --- fitting and evaluation -------------------------------------------------------------------------------------
@@ -337,15 +342,6 @@ MIN_LAYER_ENTRIES = 8  # fewer table entries of a kind and batch: no model (a mi
 
 def layer_features(cost: LayerCost) -> list[float]:
     return [math.log1p(cost.flops), math.log1p(cost.params), math.log1p(cost.activations)]
-
-
-def _ridge(matrix: np.ndarray, target: np.ndarray, names: list[str]) -> LinearModel:
-    from sklearn.linear_model import RidgeCV
-
-    mean, scale = matrix.mean(axis=0), matrix.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    model = RidgeCV(alphas=RIDGE_ALPHAS).fit((matrix - mean) / scale, target)
-    return LinearModel(names, mean.tolist(), scale.tolist(), model.coef_.tolist(), float(model.intercept_))
 
 
 def _layer_rows(table: LatencyTable) -> dict[str, list[tuple[str, list[float], float]]]:
