@@ -53,11 +53,11 @@ def covered_pool(pool: CandidatePool, oracle: MeasuredPool, predictor: Predictor
     """The pool restricted to architectures whose layers the predictor's table holds (and the count dropped)."""
     from utilscope.nas.predictor import covered
 
-    keep = [arch for arch in pool.archs if covered(predictor.table, arch, batch)]
+    keep = {arch["id"] for arch in pool.archs if covered(predictor.table, arch, batch)}
     if not keep:
         raise UsageError("the predictor's latency table covers none of the measured architectures")
-    kept = CandidatePool(pool.space, keep)
-    return kept, MeasuredPool({key: oracle.samples_per_s[key] for key in kept.ids}), len(pool) - len(kept)
+    kept, kept_oracle = restrict_pool(pool, oracle, keep)
+    return kept, kept_oracle, len(pool) - len(kept)
 
 
 def restrict_pool(pool: CandidatePool, oracle: MeasuredPool, ids: set[str]) -> tuple[CandidatePool, MeasuredPool]:
