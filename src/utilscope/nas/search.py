@@ -227,17 +227,25 @@ class _Screen:
         self.strategy, self.pool = strategy, pool
         self.threshold = min_throughput * (1 - margin)
         self.predicted = _predict(pool, estimator) if strategy == "predictor" else None
+        self._calibration: tuple[tuple[int, int], float] | None = None  # ((id, size) of measured, c)
 
     def passes(self, index: int, measured: Mapping[str, float]) -> bool:
+        """``measured`` only grows during a search: c is refitted when it has grown, not for every candidate."""
         key = self.pool.ids[index]
         if key in measured:
             return measured[key] >= self.threshold
         if self.strategy == "predictor":
             return bool(self.predicted[index] >= self.threshold)
         if self.strategy == "flops" and measured:
-            flops = [self.pool.flops_per_sample[self.pool.index(k)] for k in measured]
-            return flops_constant(flops, measured.values()) / self.pool.flops_per_sample[index] >= self.threshold
+            return self._flops_constant(measured) / self.pool.flops_per_sample[index] >= self.threshold
         return True
+
+    def _flops_constant(self, measured: Mapping[str, float]) -> float:
+        state = (id(measured), len(measured))
+        if self._calibration is None or self._calibration[0] != state:
+            flops = [self.pool.flops_per_sample[self.pool.index(k)] for k in measured]
+            self._calibration = (state, flops_constant(flops, measured.values()))
+        return self._calibration[1]
 
 
 def _objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
