@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import warnings
 
 from rich.console import Console
@@ -423,10 +424,13 @@ def cmd_nas_table(args, console: Console) -> int:
     existing = LatencyTable.load(args.out) if Path(args.out).exists() else None
     table = open_table(args.space, args.precision, args.device, args.cudnn_benchmark, existing)
 
+    start_s = time.perf_counter()
+
     def progress(done: int, total: int) -> None:
-        if done % 200 == 0 or done == total:
-            console.print(f"{done}/{total} layers timed")
+        if done % 25 == 0 or done == total:
             table.save(args.out)  # an interrupted run keeps what it timed
+        if done % 100 == 0 or done == total:
+            console.print(f"{done}/{total} layers timed in {time.perf_counter() - start_s:.0f} s")
 
     fill_table(table, archs, parse_batches(args.batch), args.device, progress)
     table.save(args.out)
