@@ -146,7 +146,9 @@ def _add_nas(sub) -> None:
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
     p.add_argument("--space", required=True)
     p.add_argument("--db", required=True, help="a store with `utilscope nas measure` results of this space")
-    p.add_argument("--table", required=True, help="the space's latency table from `utilscope nas table`")
+    p.add_argument("--table", required=True, action="append",
+                   help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
+                        "configuration (e.g. one per batch size)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default 0)")
     p.add_argument("--out", required=True, help="the profile's JSON file")
     p.set_defaults(run=cmd_nas_fit)
@@ -440,13 +442,13 @@ def cmd_nas_table(args, console: Console) -> int:
 
 
 def cmd_nas_fit(args, console: Console) -> int:
-    from utilscope.nas.latency import LatencyTable
+    from utilscope.nas.latency import load_tables
     from utilscope.nas.predictor import fit, measured_dataset
     from utilscope.store import Store
 
-    table = LatencyTable.load(args.table)
+    table = load_tables(args.table)
     if table.space != args.space:
-        raise UsageError(f"{args.table} is a {table.space} latency table, not {args.space}")
+        raise UsageError(f"{args.table[0]} is a {table.space} latency table, not {args.space}")
     with Store(args.db, create=False) as store:
         archs, measurements = measured_dataset(store.frame(), args.space)
     predictor = fit(table, archs, measurements, args.seed)
@@ -463,6 +465,12 @@ def cmd_nas_fit(args, console: Console) -> int:
         console.print(f"  batch {batch}, {metrics['architectures']} architectures with "
                       f"{metrics['mean_estimated_layers']:.1f} layers each estimated (not in the table): Spearman "
                       f"{metrics['spearman']:.3f}, MAPE {metrics['mape']:.1%}")  # fmt: skip
+    for batch, metrics in evaluation["unseen_layers"].items():
+        if metrics["mean_estimated_layers"] == 0:
+            continue  # the table covers the whole space: no layer is unseen
+        console.print(f"  batch {batch}, the held-out architectures with their {metrics['mean_estimated_layers']:.1f} "
+                      f"unseen layers each (timed only for them) estimated: Spearman {metrics['spearman']:.3f}, "
+                      f"MAPE {metrics['mape']:.1%}")  # fmt: skip
     return 0
 
 

@@ -74,6 +74,23 @@ class LatencyTable:
         return cls.from_dict(read_json(path, "latency table"), str(path))
 
 
+def load_tables(paths: list[str | Path]) -> LatencyTable:
+    """One table from several files of the same space and configuration (e.g. one per batch size, timed side by
+    side on two GPUs); a layer timed in two files at the same batch size keeps the later file's entry."""
+    tables = [LatencyTable.load(path) for path in paths]
+    merged = tables[0]
+    for path, table in zip(paths[1:], tables[1:], strict=True):
+        if _configuration(table) != _configuration(merged):
+            raise UsageError(f"{path} is a table for {table.describe()}, not {merged.describe()}")
+        for key, per_batch in table.entries.items():
+            merged.entries.setdefault(key, {}).update(per_batch)
+    return merged
+
+
+def _configuration(table: LatencyTable) -> tuple:
+    return table.space, table.device, table.precision, table.cudnn_benchmark
+
+
 def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:
     """The distinct layers of the space's covering architectures and of ``archs``, in first-seen order."""
     seen: dict[str, Layer] = {}
@@ -116,9 +133,7 @@ def open_table(
     table = LatencyTable(space.name, env["device_name"], software_string(env), prec.value, cudnn_benchmark)
     if existing is None:
         return table
-    if (existing.space, existing.device, existing.precision, existing.cudnn_benchmark) != (
-        table.space, table.device, table.precision, table.cudnn_benchmark,
-    ):  # fmt: skip
+    if _configuration(existing) != _configuration(table):
         raise UsageError(f"the existing table is for {existing.describe()}, not {table.describe()}")
     return existing
 

@@ -4,10 +4,10 @@ Prediction = the sum of the network's layers' latencies from the GPU's latency t
 learned correction for what the sum misses (launch gaps between layers, cache effects, the table's own offsets):
 ``latency = layer_sum x exp(ridge(features))`` with features log(layer_sum), the number of layers, log(FLOPs) and the
 space's design features, fitted by scikit-learn's ``RidgeCV`` on the training split of a measured dataset, one model
-per batch size. Layers the table lacks are estimated by per-kind layer models (ridge on the layer's analytic FLOPs,
-params and activations). A fitted predictor is a JSON *profile* (the table and the models' coefficients), so
-prediction needs numpy alone and runs on any machine. The held-out split is fixed by a seed and stored in the
-profile.
+per batch size. Layers the table lacks are estimated by per-kind layer models (scikit-learn's gradient-boosted trees
+on the layer's analytic FLOPs, params, activations and configuration), fitted from the table when first needed. A
+fitted predictor is a JSON *profile* (the table and the correction's coefficients), so it runs on any machine. The
+held-out split is fixed by a seed and stored in the profile.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 @dataclass
 class LinearModel:
     """A ridge regression on standardized features, kept as plain numbers: the network correction (target
-    log(measured / layer sum), one per batch size) and the layer models (target log ms, one per kind and batch)."""
+    log(measured / layer sum), one per batch size)."""
 
     features: list[str]
     mean: list[float]
@@ -56,7 +56,7 @@ class Predictor:
     holdout_ids: list[str] = field(default_factory=list)
     split_seed: int = SPLIT_SEED
     evaluation: dict = field(default_factory=dict)  # held-out metrics per batch size, written by ``fit``
-    layer_models: dict[str, LinearModel] = field(default_factory=dict)  # "kind@batch": layers the table lacks
+    layer_models: dict = field(default_factory=dict, repr=False)  # "kind@batch" -> model or None, fitted when needed
 
     @property
     def space(self) -> str:
@@ -72,7 +72,7 @@ class Predictor:
         """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization, and
         estimated_layers (layers the table lacks, estimated by the layer models)."""
         correction = self.check_batch(batch)
-        design = design_matrix(self.table, archs, batch, correction.features, self.layer_ms)
+        design = design_matrix(self.table, archs, batch, correction.features, self.estimate_layers)
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
         samples_per_s = batch / (latency_ms / 1e3)
         flops = design["flops"]
@@ -83,24 +83,30 @@ class Predictor:
             "utilization": utilization, "estimated_layers": design["estimated_layers"],
         })  # fmt: skip
 
-    def layer_ms(self, space, key: str, batch: int) -> tuple[float, bool]:
-        """The table's milliseconds for a layer, or its layer model's estimate (second value True) when the table
-        lacks it; UsageError when neither has it."""
-        entry = self.table.entries.get(key, {}).get(batch)
-        if entry is not None:
-            return entry, False
-        kind, config = parse_layer_key(key)
-        model = self.layer_models.get(f"{kind}@{batch}")
-        if model is None:
-            return self.table.latency_ms(key, batch), False  # raises: no entry and no model
-        features = np.array([layer_features(space.layer_cost(kind, config))])
-        return float(np.exp(model.log_ratio(features)[0])), True
+    def estimate_layers(self, keys: set[str], batch: int) -> dict[str, float]:
+        """The layer models' milliseconds for layers the table lacks at ``batch``, one model call per layer kind;
+        UsageError naming a layer whose kind has too few table entries for a model."""
+        space = get_space(self.space)
+        by_kind: dict[str, list[tuple[str, list[float]]]] = {}
+        for key in sorted(keys):
+            kind, config = parse_layer_key(key)
+            by_kind.setdefault(kind, []).append((key, layer_features(space.layer_cost(kind, config), config)))
+        estimates = {}
+        for kind, rows in by_kind.items():
+            name = f"{kind}@{batch}"
+            if name not in self.layer_models:
+                self.layer_models[name] = fit_layer_model(self.table, kind, batch)
+            if self.layer_models[name] is None:
+                self.table.latency_ms(rows[0][0], batch)  # raises: no entry and no model
+            log_ms = self.layer_models[name].predict(np.array([features for _, features in rows]))
+            estimates.update(zip([key for key, _ in rows], np.exp(log_ms).tolist(), strict=True))
+        return estimates
 
     def to_dict(self) -> dict:
         return {"format": PROFILE_FORMAT, "table": self.table.to_dict(), "peak_tflops": self.peak_tflops,
                 "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
-                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed, "evaluation": self.evaluation,
-                "layer_models": {k: asdict(m) for k, m in sorted(self.layer_models.items())}}  # fmt: skip
+                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed,
+                "evaluation": self.evaluation}  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict())
@@ -112,9 +118,8 @@ def load_predictor(path: str | Path) -> Predictor:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
-    layer_models = {k: LinearModel(**m) for k, m in data.get("layer_models", {}).items()}
     return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
-                     data.get("evaluation", {}), layer_models)  # fmt: skip
+                     data.get("evaluation", {}))  # fmt: skip
 
 
 def gpu_matches(gpu: str, device_name: str) -> bool:
@@ -151,32 +156,38 @@ def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
 
 
 def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None,
-                  layer_ms=None):  # fmt: skip
+                  estimate_layers=None):  # fmt: skip
     """Per architecture: layer_sum_ms, estimated_layers, flops and the correction's features (all of them when
-    ``features`` is None). ``layer_ms(space, key, batch) -> (ms, estimated)`` defaults to the table alone, which
-    raises for a missing layer."""
-    rows = []
+    ``features`` is None). ``estimate_layers(keys, batch) -> {key: ms}`` covers the layers the table lacks; without
+    it a missing layer is an error naming it."""
+    rows, missing = [], []  # missing: (row index, layer key) of layers the table lacks
     for arch in archs:
-        space = get_space(arch["space"])
-        summary = space.summary(arch)
-        layer_sum_ms, estimated = 0.0, 0
+        summary = get_space(arch["space"]).summary(arch)
+        layer_sum_ms = 0.0
         for layer in summary.layers:
             ms = table.entries.get(layer.key, {}).get(batch)
-            if ms is None:  # not in the table: the layer model's estimate, or an error naming the layer
-                ms, guessed = layer_ms(space, layer.key, batch) if layer_ms else (table.latency_ms(layer.key, batch), 0)
-                estimated += guessed
-            layer_sum_ms += ms
+            if ms is None:
+                missing.append((len(rows), layer.key))
+            else:
+                layer_sum_ms += ms
         flops = summary.complexity.flops
-        row = {"layer_sum_ms": layer_sum_ms, "estimated_layers": estimated, "flops": flops,
-               "log_layer_sum": math.log(layer_sum_ms), "layers": float(len(summary.layers)),
-               "log_flops": math.log(flops)}  # fmt: skip
+        row = {"layer_sum_ms": layer_sum_ms, "estimated_layers": 0, "flops": flops,
+               "layers": float(len(summary.layers)), "log_flops": math.log(flops)}  # fmt: skip
         row.update({f"f:{k}": v for k, v in summary.features.items()})
         rows.append(row)
+    if missing:
+        if estimate_layers is None:
+            table.latency_ms(missing[0][1], batch)  # raises, naming the layer
+        estimates = estimate_layers({key for _, key in missing}, batch)
+        for index, key in missing:
+            rows[index]["layer_sum_ms"] += estimates[key]
+            rows[index]["estimated_layers"] += 1
     frame = pd.DataFrame(rows)
+    frame.insert(3, "log_layer_sum", np.log(frame["layer_sum_ms"]))
     if features is not None:
-        missing = [name for name in features if name not in frame.columns]
-        if missing:
-            raise UsageError(f"architectures lack the predictor's features {', '.join(missing)}")
+        missing_features = [name for name in features if name not in frame.columns]
+        if missing_features:
+            raise UsageError(f"architectures lack the predictor's features {', '.join(missing_features)}")
     return frame
 
 
@@ -236,13 +247,34 @@ def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame,
         corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
     spec = hardware.detect(table.device)
     peak = spec.peak_tflops(table.precision) if spec is not None else None
-    layer_models, layer_report = fit_layer_models(table, seed)
-    predictor = Predictor(table, corrections, peak, sorted(holdout), seed, layer_models=layer_models)
+    predictor = Predictor(table, corrections, peak, sorted(holdout), seed)
     predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
-    predictor.evaluation["layer_models"] = layer_report
+    predictor.evaluation["layer_models"] = layer_model_report(table, seed)
     uncovered = measurements.drop(index=rows.index)
     predictor.evaluation["with_estimated_layers"] = evaluate_estimated(predictor, archs, uncovered)
+    predictor.evaluation["unseen_layers"] = evaluate_unseen_layers(predictor, archs, rows[rows["id"].isin(holdout)])
     return predictor
+
+
+def table_without_unseen(table: LatencyTable, archs: list[Arch]) -> LatencyTable:
+    """The table restricted to the layers of ``archs`` and of the space's covering set: what the table would be had
+    only those architectures been sampled."""
+    from utilscope.nas.latency import distinct_layers
+
+    seen = {layer.key for layer in distinct_layers(get_space(table.space), archs)}
+    entries = {key: dict(per_batch) for key, per_batch in table.entries.items() if key in seen}
+    return LatencyTable(table.space, table.device, table.software, table.precision, table.cudnn_benchmark, entries)
+
+
+def evaluate_unseen_layers(predictor: Predictor, archs: dict[str, Arch], holdout_rows: pd.DataFrame) -> dict:
+    """How the predictor does on new architectures whose layers were never timed: the held-out architectures
+    predicted from a table without the layers that only they contain (those go to layer models fitted on the rest
+    of the table), as ``evaluate_estimated`` reports it. The correction is unchanged: its training architectures'
+    layers are all in the restricted table."""
+    train_archs = [arch for key, arch in archs.items() if key not in set(holdout_rows["id"])]
+    table = table_without_unseen(predictor.table, train_archs)
+    restricted = Predictor(table, predictor.corrections, predictor.peak_tflops)
+    return evaluate_estimated(restricted, archs, holdout_rows)
 
 
 def evaluate_estimated(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame) -> dict:
@@ -336,38 +368,56 @@ def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], 
 
 # --- layer models: estimates for layers the table lacks ---------------------------------------------------------
 
-LAYER_FEATURES = ["log_flops", "log_params", "log_activations"]
 MIN_LAYER_ENTRIES = 8  # fewer table entries of a kind and batch: no model (a missing layer stays an error)
+LAYER_MODEL_ITERATIONS = 400
 
 
-def layer_features(cost: LayerCost) -> list[float]:
-    return [math.log1p(cost.flops), math.log1p(cost.params), math.log1p(cost.activations)]
+def layer_features(cost: LayerCost, config: tuple) -> list[float]:
+    """log1p of the layer's analytic FLOPs, params and activation elements, and of each number of its configuration
+    (widths, kernel, stride, group width, input size ...; words such as an activation's name are left out)."""
+    numbers = [value for value in config if isinstance(value, int)]
+    return [math.log1p(value) for value in (cost.flops, cost.params, cost.activations, *numbers)]
 
 
-def _layer_rows(table: LatencyTable) -> dict[str, list[tuple[str, list[float], float]]]:
-    """Per "kind@batch": (key, features, log ms) of every table entry."""
+def _layer_rows(table: LatencyTable, kind: str, batch: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The keys, feature matrix and log milliseconds of the table's ``kind`` layers timed at ``batch``."""
     space = get_space(table.space)
-    rows: dict[str, list] = {}
+    keys, features, log_ms = [], [], []
     for key, per_batch in table.entries.items():
-        kind, config = parse_layer_key(key)
-        features = layer_features(space.layer_cost(kind, config))
-        for batch, ms in per_batch.items():
-            rows.setdefault(f"{kind}@{batch}", []).append((key, features, math.log(ms)))
-    return rows
+        key_kind, config = parse_layer_key(key)
+        if key_kind == kind and batch in per_batch:
+            keys.append(key)
+            features.append(layer_features(space.layer_cost(kind, config), config))
+            log_ms.append(math.log(per_batch[batch]))
+    return keys, np.array(features), np.array(log_ms)
 
 
-def fit_layer_models(table: LatencyTable, seed: int = SPLIT_SEED) -> tuple[dict[str, LinearModel], dict]:
-    """log ms ~ ridge(log FLOPs, log params, log activation elements), one model per layer kind and batch size,
-    fitted on all the table's entries; its accuracy is first measured on a seeded 20% of the entries held out."""
-    models, report = {}, {}
-    for name, rows in sorted(_layer_rows(table).items()):
-        if len(rows) < MIN_LAYER_ENTRIES:
+def _boosted_trees(matrix: np.ndarray, target: np.ndarray):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    model = HistGradientBoostingRegressor(max_iter=LAYER_MODEL_ITERATIONS, random_state=SPLIT_SEED)
+    return model.fit(matrix, target)
+
+
+def fit_layer_model(table: LatencyTable, kind: str, batch: int):
+    """Gradient-boosted trees (scikit-learn) of log ms on ``layer_features`` over the table's entries of this kind
+    and batch size, or None with fewer than ``MIN_LAYER_ENTRIES`` of them. Deterministic: the profile keeps the
+    table, and the model is fitted again from it when a prediction first needs it."""
+    keys, matrix, target = _layer_rows(table, kind, batch)
+    return _boosted_trees(matrix, target) if len(keys) >= MIN_LAYER_ENTRIES else None
+
+
+def layer_model_report(table: LatencyTable, seed: int = SPLIT_SEED) -> dict:
+    """Per "kind@batch" with a model: its entries and its error on a seeded 20% of them, fitted on the rest."""
+    kinds = {(parse_layer_key(key)[0], batch) for key, per_batch in table.entries.items() for batch in per_batch}
+    report = {}
+    for kind, batch in sorted(kinds):
+        keys, matrix, target = _layer_rows(table, kind, batch)
+        if len(keys) < MIN_LAYER_ENTRIES:
             continue
-        matrix, target = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
-        held = holdout_split([r[0] for r in rows], seed)
-        test = np.array([r[0] in held for r in rows])
-        trial = _ridge(matrix[~test], target[~test], LAYER_FEATURES)
-        predicted = np.exp(trial.log_ratio(matrix[test]))
-        report[name] = {"entries": len(rows), "holdout_mape": mape(predicted, np.exp(target[test]))}
-        models[name] = _ridge(matrix, target, LAYER_FEATURES)
-    return models, report
+        held = holdout_split(keys, seed)
+        test = np.array([key in held for key in keys])
+        trial = _boosted_trees(matrix[~test], target[~test])
+        predicted = np.exp(trial.predict(matrix[test]))
+        report[f"{kind}@{batch}"] = {"entries": len(keys), "holdout_mape": mape(predicted, np.exp(target[test]))}
+    return report

@@ -95,9 +95,14 @@ class Stages:
 
 def stages(arch: Arch) -> Stages:
     """The stages of a (validated or sampled) record, before the 4-stage check."""
-    widths, depths, steps = generate_regnet(arch["wa"], arch["w0"], arch["wm"], arch["depth"])
-    widths, group_widths = adjust_block_compatibility(widths, arch["bottleneck_ratio"], arch["group_width"])
-    return Stages(widths, depths, group_widths, arch["bottleneck_ratio"], steps)
+    return _stages(arch["wa"], arch["w0"], arch["wm"], arch["depth"], arch["bottleneck_ratio"], arch["group_width"])
+
+
+@functools.lru_cache(maxsize=1 << 16)  # validation, layers, cost and features of one record all need them
+def _stages(wa: float, w0: int, wm: float, depth: int, ratio: int, group_width: int) -> Stages:
+    widths, depths, steps = generate_regnet(wa, w0, wm, depth)
+    widths, group_widths = adjust_block_compatibility(widths, ratio, group_width)
+    return Stages(widths, depths, group_widths, ratio, steps)
 
 
 def stage_problem(derived: Stages) -> str | None:
