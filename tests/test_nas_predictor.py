@@ -7,6 +7,7 @@ A synthetic table (each layer's milliseconds a fixed function of its key) and ne
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import statistics
 import zlib
@@ -112,6 +113,20 @@ def test_missing_layers_and_batches_are_clear_errors(dataset):
         predictor.predict([arch], 256)
     with pytest.raises(UsageError, match="no model for batch 8"):
         predictor.predict(dataset["archs"], 8)
+
+
+def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset):
+    """predict pauses the cyclic collector while it composes networks, and restores the caller's setting."""
+    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
+    assert gc.isenabled()
+    predictor.predict(dataset["archs"][:3], 256)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        predictor.predict(dataset["archs"][:3], 256)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
@@ -234,7 +249,8 @@ def test_layer_model_learns_a_power_law():
     """Table entries that follow ms = 1e-9 x (flops + 1): the block model, fitted from the table when a layer is
     missing, estimates missing layers close to the law (trees are piecewise constant: within 15%, median 3%)."""
     space = get_space("mbv3")
-    table = _table(sample_architectures(space, 30, seed=4))
+    archs = sample_architectures(space, 30, seed=4)
+    table, layers = _table(archs), {layer.key: layer for layer in distinct_layers(space, archs)}
     law = {key: 1e-9 * (space.layer_cost(*parse_layer_key(key)).flops + 1) for key in table.entries}
     table.entries = {key: {256: ms} for key, ms in law.items()}
     assert P.layer_model_report(table)["block@256"]["holdout_mape"] < 0.05
@@ -244,7 +260,7 @@ def test_layer_model_learns_a_power_law():
         del table.entries[key]
     predictor = P.Predictor(table, {}, None)
     assert predictor.layer_models == {}  # nothing fitted until a layer is missing
-    estimates = predictor.estimate_layers(set(keys), 256)
+    estimates = predictor.estimate_layers({key: layers[key] for key in keys}, 256)
     assert set(predictor.layer_models) == {"block@256"}
     ratios = [estimates[key] / law[key] for key in keys]
     assert all(abs(r - 1) < 0.15 for r in ratios) and abs(statistics.median(ratios) - 1) < 0.03

@@ -12,6 +12,8 @@ held-out split is fixed by a seed and stored in the profile.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,13 +25,27 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.space import Arch, LayerCost, get_space, parse_layer_key
+from utilscope.nas.space import Arch, Layer, LayerCost, get_space, parse_layer_key
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
 HOLDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+
+
+@contextlib.contextmanager
+def _cycle_collector_paused():
+    """Pause Python's cyclic garbage collector (reference counting still frees everything): composing many
+    networks allocates millions of small acyclic objects, and the collections they trigger re-scan the whole
+    long-lived heap (torch, the table), which took about 40% of a 10,000-network regnet prediction."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass
@@ -72,7 +88,8 @@ class Predictor:
         """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization, and
         estimated_layers (layers the table lacks, estimated by the layer models)."""
         correction = self.check_batch(batch)
-        design = design_matrix(self.table, archs, batch, correction.features, self.estimate_layers)
+        with _cycle_collector_paused():
+            design = design_matrix(self.table, archs, batch, correction.features, self.estimate_layers)
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
         samples_per_s = batch / (latency_ms / 1e3)
         flops = design["flops"]
@@ -83,14 +100,14 @@ class Predictor:
             "utilization": utilization, "estimated_layers": design["estimated_layers"],
         })  # fmt: skip
 
-    def estimate_layers(self, keys: set[str], batch: int) -> dict[str, float]:
-        """The layer models' milliseconds for layers the table lacks at ``batch``, one model call per layer kind;
-        UsageError naming a layer whose kind has too few table entries for a model."""
+    def estimate_layers(self, layers: dict[str, Layer], batch: int) -> dict[str, float]:
+        """The layer models' milliseconds for layers (by key) the table lacks at ``batch``, one model call per layer
+        kind; UsageError naming a layer whose kind has too few table entries for a model."""
         space = get_space(self.space)
-        by_kind: dict[str, list[tuple[str, list[float]]]] = {}
-        for key in sorted(keys):
-            kind, config = parse_layer_key(key)
-            by_kind.setdefault(kind, []).append((key, layer_features(space.layer_cost(kind, config), config)))
+        by_kind: dict[str, list[tuple[str, list[int]]]] = {}
+        for key, layer in sorted(layers.items()):
+            numbers = layer_numbers(space.layer_cost(layer.kind, layer.config), layer.config)
+            by_kind.setdefault(layer.kind, []).append((key, numbers))
         estimates = {}
         for kind, rows in by_kind.items():
             name = f"{kind}@{batch}"
@@ -98,7 +115,7 @@ class Predictor:
                 self.layer_models[name] = fit_layer_model(self.table, kind, batch)
             if self.layer_models[name] is None:
                 self.table.latency_ms(rows[0][0], batch)  # raises: no entry and no model
-            log_ms = self.layer_models[name].predict(np.array([features for _, features in rows]))
+            log_ms = self.layer_models[name].predict(layer_features([numbers for _, numbers in rows]))
             estimates.update(zip([key for key, _ in rows], np.exp(log_ms).tolist(), strict=True))
         return estimates
 
@@ -158,16 +175,16 @@ def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
 def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None,
                   estimate_layers=None):  # fmt: skip
     """Per architecture: layer_sum_ms, estimated_layers, flops and the correction's features (all of them when
-    ``features`` is None). ``estimate_layers(keys, batch) -> {key: ms}`` covers the layers the table lacks; without
-    it a missing layer is an error naming it."""
-    rows, missing = [], []  # missing: (row index, layer key) of layers the table lacks
+    ``features`` is None). ``estimate_layers({key: layer}, batch) -> {key: ms}`` covers the layers the table lacks;
+    without it a missing layer is an error naming it."""
+    rows, missing = [], []  # missing: (row index, layer) of layers the table lacks
     for arch in archs:
         summary = get_space(arch["space"]).summary(arch)
         layer_sum_ms = 0.0
         for layer in summary.layers:
             ms = table.entries.get(layer.key, {}).get(batch)
             if ms is None:
-                missing.append((len(rows), layer.key))
+                missing.append((len(rows), layer))
             else:
                 layer_sum_ms += ms
         flops = summary.complexity.flops
@@ -177,10 +194,10 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
         rows.append(row)
     if missing:
         if estimate_layers is None:
-            table.latency_ms(missing[0][1], batch)  # raises, naming the layer
-        estimates = estimate_layers({key for _, key in missing}, batch)
-        for index, key in missing:
-            rows[index]["layer_sum_ms"] += estimates[key]
+            table.latency_ms(missing[0][1].key, batch)  # raises, naming the layer
+        estimates = estimate_layers({layer.key: layer for _, layer in missing}, batch)
+        for index, layer in missing:
+            rows[index]["layer_sum_ms"] += estimates[layer.key]
             rows[index]["estimated_layers"] += 1
     frame = pd.DataFrame(rows)
     frame.insert(3, "log_layer_sum", np.log(frame["layer_sum_ms"]))
@@ -372,24 +389,28 @@ MIN_LAYER_ENTRIES = 8  # fewer table entries of a kind and batch: no model (a mi
 LAYER_MODEL_ITERATIONS = 400
 
 
-def layer_features(cost: LayerCost, config: tuple) -> list[float]:
-    """log1p of the layer's analytic FLOPs, params and activation elements, and of each number of its configuration
-    (widths, kernel, stride, group width, input size ...; words such as an activation's name are left out)."""
-    numbers = [value for value in config if isinstance(value, int)]
-    return [math.log1p(value) for value in (cost.flops, cost.params, cost.activations, *numbers)]
+def layer_numbers(cost: LayerCost, config: tuple) -> list[int]:
+    """The layer's analytic FLOPs, params and activation elements, and each number of its configuration (widths,
+    kernel, stride, group width, input size ...; words such as an activation's name are left out)."""
+    return [cost.flops, cost.params, cost.activations, *(value for value in config if isinstance(value, int))]
+
+
+def layer_features(numbers: list[list[int]]) -> np.ndarray:
+    """The layer models' features: log1p of ``layer_numbers``, one row per layer."""
+    return np.log1p(np.array(numbers, dtype=float))
 
 
 def _layer_rows(table: LatencyTable, kind: str, batch: int) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The keys, feature matrix and log milliseconds of the table's ``kind`` layers timed at ``batch``."""
     space = get_space(table.space)
-    keys, features, log_ms = [], [], []
+    keys, numbers, log_ms = [], [], []
     for key, per_batch in table.entries.items():
         key_kind, config = parse_layer_key(key)
         if key_kind == kind and batch in per_batch:
             keys.append(key)
-            features.append(layer_features(space.layer_cost(kind, config), config))
+            numbers.append(layer_numbers(space.layer_cost(kind, config), config))
             log_ms.append(math.log(per_batch[batch]))
-    return keys, np.array(features), np.array(log_ms)
+    return keys, layer_features(numbers), np.array(log_ms)
 
 
 def _boosted_trees(matrix: np.ndarray, target: np.ndarray):

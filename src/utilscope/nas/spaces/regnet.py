@@ -244,18 +244,27 @@ def complexity(arch: Arch) -> Complexity:
 
 
 def _complexity(arch: Arch) -> Complexity:
+    return _network(arch)[1]
+
+
+def _network(arch: Arch) -> tuple[list[Layer], Complexity]:
+    """The layers of a validated record (stem, every block with its widths, stride, group width, bottleneck ratio,
+    SE and input size, head) and its FLOPs and params, in one walk over the derived stages."""
     derived = stages(arch)
+    ratio, se = arch["bottleneck_ratio"], arch["se"]
     size, flops, params = _conv(arch["resolution"], 3, STEM_WIDTH, 3, stride=2)
+    result = [Layer("stem", (arch["resolution"],), 3, arch["resolution"])]
     width = STEM_WIDTH
     for w_out, depth, group_width in zip(derived.widths, derived.depths, derived.group_widths, strict=True):
         for index in range(depth):
-            size, f, p = block_cost(
-                size, width, w_out, 2 if index == 0 else 1, group_width, arch["bottleneck_ratio"], arch["se"]
-            )
+            stride = 2 if index == 0 else 1
+            result.append(Layer("block", (width, w_out, stride, group_width, ratio, int(se), size), width, size))
+            size, f, p = block_cost(size, width, w_out, stride, group_width, ratio, se)
             flops, params, width = flops + f, params + p, w_out
+    result.append(Layer("head", (width, size), width, size))
     flops += 2 * width * NUM_CLASSES  # classifier (its bias is not a flop)
     params += width * NUM_CLASSES + NUM_CLASSES
-    return Complexity(flops=flops, params=params)
+    return result, Complexity(flops=flops, params=params)
 
 
 def build(arch: Arch) -> nn.Module:
@@ -279,18 +288,7 @@ def build(arch: Arch) -> nn.Module:
 
 def layers(arch: Arch) -> list[Layer]:
     """Stem, every block (widths, stride, group width, bottleneck ratio, SE, input size) and head of a record."""
-    derived = stages(arch)
-    size = arch["resolution"]
-    result = [Layer("stem", (size,), 3, size)]
-    size, width = _conv(size, 3, STEM_WIDTH, 3, stride=2)[0], STEM_WIDTH
-    for w_out, depth, group_width in zip(derived.widths, derived.depths, derived.group_widths, strict=True):
-        for index in range(depth):
-            stride = 2 if index == 0 else 1
-            config = (width, w_out, stride, group_width, arch["bottleneck_ratio"], int(arch["se"]), size)
-            result.append(Layer("block", config, width, size))
-            size, width = _conv(size, 1, 1, 3, stride)[0], w_out
-    result.append(Layer("head", (width, size), width, size))
-    return result
+    return _network(arch)[0]
 
 
 def layer_cost(kind: str, config: tuple) -> LayerCost:
@@ -368,8 +366,8 @@ class RegNetSpace:
 
     def summary(self, arch: Arch) -> ArchSummary:
         record = validate(arch)
-        cost = _complexity(record)
-        return ArchSummary(layers(record), cost, _features(record, cost))
+        network_layers, cost = _network(record)
+        return ArchSummary(network_layers, cost, _features(record, cost))
 
 
 def _mean(values) -> float:
