@@ -11,8 +11,10 @@ us() { python3 -m utilscope.cli "$@"; }
 for stage in "$@"; do
 echo "== $stage (GPU $CUDA_VISIBLE_DEVICES) $(date -u +%T)"
 case $stage in
-survey-graph) # the default survey: 61 CNNs x 5 batch sizes, fp16, CUDA graphs
-  us survey --db data/h200/survey.sqlite --batch 1,8,32,128,256 --precision fp16 --backend graph --per-worker 8 ;;
+survey-graph) # the default survey: 61 CNNs x 5 batch sizes, fp16, CUDA graphs. For the cost-per-cell experiments
+  # (docs/benchmarks.md), SURVEY_DB=/tmp/cost.sqlite SURVEY_OPTIONS="--min-time-ms 500 ..." runs it into a scratch store
+  us survey --db "${SURVEY_DB:-data/h200/survey.sqlite}" --batch 1,8,32,128,256 --precision fp16 --backend graph \
+    --per-worker 8 ${SURVEY_OPTIONS:-} ;;
 survey-inference) # the same models with BN folded + inductor (freezing) + CUDA graphs, at batch 1 and 256;
   # JOBS=2 with GPU "0,1" runs two workers, one per GPU
   us survey --db data/h200/survey.sqlite --batch 1,256 --precision fp16 --backend inference --per-worker 8 \
