@@ -37,8 +37,8 @@ RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 @contextlib.contextmanager
 def _cycle_collector_paused():
     """Pause Python's cyclic garbage collector (reference counting still frees everything): composing many
-    networks allocates millions of small acyclic objects, and the collections they trigger re-scan the whole
-    long-lived heap (torch, the table), which took about 40% of a 10,000-network regnet prediction."""
+    networks allocates millions of small acyclic objects, and the collections they trigger took about 40% of a
+    10,000-network regnet prediction (benchmarks/predict_speed.py)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -288,7 +288,8 @@ def evaluate_unseen_layers(predictor: Predictor, archs: dict[str, Arch], holdout
     predicted from a table without the layers that only they contain (those go to layer models fitted on the rest
     of the table), as ``evaluate_estimated`` reports it. The correction is unchanged: its training architectures'
     layers are all in the restricted table."""
-    train_archs = [arch for key, arch in archs.items() if key not in set(holdout_rows["id"])]
+    held_out = set(holdout_rows["id"])
+    train_archs = [arch for key, arch in archs.items() if key not in held_out]
     table = table_without_unseen(predictor.table, train_archs)
     restricted = Predictor(table, predictor.corrections, predictor.peak_tflops)
     return evaluate_estimated(restricted, archs, holdout_rows)

@@ -98,7 +98,7 @@ def stages(arch: Arch) -> Stages:
     return _stages(arch["wa"], arch["w0"], arch["wm"], arch["depth"], arch["bottleneck_ratio"], arch["group_width"])
 
 
-@functools.lru_cache(maxsize=1 << 16)  # validation, layers, cost and features of one record all need them
+@functools.lru_cache(maxsize=1 << 16)  # validation, layers, cost and features all need them; shared: read only
 def _stages(wa: float, w0: int, wm: float, depth: int, ratio: int, group_width: int) -> Stages:
     widths, depths, steps = generate_regnet(wa, w0, wm, depth)
     widths, group_widths = adjust_block_compatibility(widths, ratio, group_width)
@@ -273,9 +273,9 @@ def build(arch: Arch) -> nn.Module:
     arch = validate(arch)
     derived = stages(arch)
     params = BlockParams(
-        depths=derived.depths,
-        widths=derived.widths,
-        group_widths=derived.group_widths,
+        depths=list(derived.depths),  # copies: the cached stages are shared
+        widths=list(derived.widths),
+        group_widths=list(derived.group_widths),
         bottleneck_multipliers=[1 / derived.bottleneck_ratio] * NUM_STAGES,
         strides=[2] * NUM_STAGES,
         se_ratio=SE_RATIO if arch["se"] else None,
