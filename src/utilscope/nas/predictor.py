@@ -337,12 +337,13 @@ def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.mean(np.abs(predicted - measured) / measured))
 
 
-def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str], skipped: int = 0):
-    """Held-out throughput accuracy per batch size: the predictor, the layer sum alone, and the FLOPs-only proxy
-    (samples/s = c / FLOPs with c the training median of samples/s x FLOPs)."""
-    from utilscope.nas.analysis import spearman
+ESTIMATORS = ("predictor", "layer_sum", "flops_proxy")
 
-    report = {"holdout_architectures": len(holdout), "rows_without_table_entries": skipped, "per_batch": {}}
+
+def holdout_estimates(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str]):
+    """Per held-out measurement: id, batch, measured samples/s and three estimates of it: the predictor's, the layer
+    sum's alone, and the FLOPs-only proxy's (c / FLOPs with c the training median of samples/s x FLOPs)."""
+    frames = []
     for batch, group in rows.groupby("batch"):
         test = group[group["id"].isin(holdout)]
         train = group[~group["id"].isin(holdout)]
@@ -352,16 +353,26 @@ def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, h
         train_flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in train["id"]])
         scale = float(np.median(train["samples_per_s"].to_numpy() * train_flops))
         predicted = predictor.predict([archs[i] for i in test["id"]], int(batch))
-        measured = test["samples_per_s"].to_numpy()
-        layer_sum = int(batch) / (predicted["layer_sum_ms"].to_numpy() / 1e3)
-        report["per_batch"][str(int(batch))] = {
-            "architectures": len(test),
-            "predictor": {"spearman": spearman(pd.Series(predicted["samples_per_s"].to_numpy()), pd.Series(measured)),
-                          "mape": mape(predicted["samples_per_s"].to_numpy(), measured)},
-            "layer_sum": {"spearman": spearman(pd.Series(layer_sum), pd.Series(measured)),
-                          "mape": mape(layer_sum, measured)},
-            "flops_proxy": {"spearman": spearman(pd.Series(-flops), pd.Series(measured)),
-                            "mape": mape(scale / flops, measured)},
+        frames.append(pd.DataFrame({
+            "id": test["id"].to_numpy(), "batch": int(batch), "measured": test["samples_per_s"].to_numpy(),
+            "predictor": predicted["samples_per_s"].to_numpy(),
+            "layer_sum": int(batch) / (predicted["layer_sum_ms"].to_numpy() / 1e3), "flops_proxy": scale / flops,
+        }))  # fmt: skip
+    columns = ["id", "batch", "measured", *ESTIMATORS]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str], skipped: int = 0):
+    """Held-out throughput accuracy per batch size (Spearman, MAPE) of each of ``holdout_estimates``'s estimators."""
+    from utilscope.nas.analysis import spearman
+
+    report = {"holdout_architectures": len(holdout), "rows_without_table_entries": skipped, "per_batch": {}}
+    for batch, group in holdout_estimates(predictor, archs, rows, holdout).groupby("batch"):
+        measured = group["measured"].reset_index(drop=True)
+        report["per_batch"][str(int(batch))] = {"architectures": len(group)} | {
+            name: {"spearman": spearman(group[name].reset_index(drop=True), measured),
+                   "mape": mape(group[name].to_numpy(), measured.to_numpy())}
+            for name in ESTIMATORS
         }  # fmt: skip
     return report
 
