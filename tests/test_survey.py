@@ -106,6 +106,20 @@ def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models, per_worker):
     assert statuses[("oom", 1)] == "ok" and statuses[("oom", 4)] == "oom"
 
 
+def test_progress_counts_every_cell_once(tmp_path, models):
+    """The progress callback hears of each cell once, stored by a worker or recorded as failed, also across the
+    worker that a crash replaces: 4 models x 2 batch sizes, one worker for all of them."""
+    db = tmp_path / "results.sqlite"
+    names = [models("good"), models("crash"), models("oom"), models("good2")]
+    with Store(db) as store:
+        plan = survey.plan_survey(names, [1, 4], ["fp32"], ["eager"], "cpu", store)
+    heard = []
+    result = survey.run_survey(plan, survey.WorkerOptions(str(db), "cpu", timeout_s=60), per_worker=4,
+                               on_cells_done=heard.append)  # fmt: skip
+    assert plan.cells == 8 and sum(heard) == 8 and result.failed_cells == 1
+    assert heard.count(1) == 8  # one call per cell: the crashed cell too (its error row)
+
+
 def test_a_hang_costs_only_its_cells(tmp_path, models):
     """The timeout is per model, also when one worker measures several: the worker is killed and replaced."""
     db = tmp_path / "results.sqlite"

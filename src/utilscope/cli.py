@@ -364,7 +364,7 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
         options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms,
                                        args.cudnn_benchmark)  # fmt: skip
         result = survey.run_survey(plan, options, args.jobs, args.per_worker,
-                                   lambda group: progress.advance(task, len(group.batches)))  # fmt: skip
+                                   lambda cells: progress.advance(task, cells))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0
     console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell), "
                   f"{result.failed_cells} failed")  # fmt: skip

@@ -36,6 +36,7 @@ DEFAULT_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_TIMEOUT_S = 900.0
 PARENT_ENV = "UTILSCOPE_SURVEY_PARENT"  # the runner's pid: a worker exits when its runner dies
 GROUP_DONE = "utilscope-group-done"  # a worker prints this line after each group
+CELL_DONE = "utilscope-cell-done"  # ... and this one after each cell it stores
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,9 @@ def _failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) ->
     ]
 
 
-def _watch_worker(command: list[str], env: dict, timeout_s: float, on_group_done: Callable[[], None]) -> str | None:
-    """Run a worker, reading its "group done" lines; kill it when one group takes over ``timeout_s``.
-    Returns None when it exited cleanly, else the failure status for the group it was measuring."""
+def _watch_worker(command: list[str], env: dict, timeout_s: float, reporter: _Reporter) -> str | None:
+    """Run a worker, passing its "cell done" and "group done" lines to ``reporter``; kill it when one group takes
+    over ``timeout_s``. Returns None when it exited cleanly, else the failure status for the group it was on."""
     with (
         tempfile.TemporaryFile("w+") as stderr,
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as worker,
@@ -185,9 +186,11 @@ def _watch_worker(command: list[str], env: dict, timeout_s: float, on_group_done
                 line = worker.stdout.readline()
                 if not line:
                     break
-                if line.startswith(GROUP_DONE):
+                if line.startswith(CELL_DONE):
+                    reporter.cell_done()
+                elif line.startswith(GROUP_DONE):
                     deadline = time.monotonic() + timeout_s
-                    on_group_done()
+                    reporter.group_done()
         code = worker.wait()
         if code == 0:
             return None
@@ -213,14 +216,17 @@ def _missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
 
 
 class _Reporter:
-    """Called on each "group done" line of a worker given ``groups``: counts them and reports each group."""
+    """Follows a worker given ``groups``: counts the groups it finished (so the one in flight is known) and passes
+    each stored cell on to ``on_cells_done``."""
 
-    def __init__(self, groups: list[Group], on_group_done: Callable[[Group], None] | None):
-        self.groups, self.on_group_done, self.done = groups, on_group_done, 0
+    def __init__(self, groups: list[Group], on_cells_done: Callable[[int], None] | None):
+        self.groups, self.on_cells_done, self.done = groups, on_cells_done, 0
 
-    def __call__(self) -> None:
-        if self.on_group_done is not None and self.done < len(self.groups):
-            self.on_group_done(self.groups[self.done])
+    def cell_done(self) -> None:
+        if self.on_cells_done is not None:
+            self.on_cells_done(1)
+
+    def group_done(self) -> None:
         self.done += 1
 
     def in_flight(self) -> Group | None:
@@ -232,9 +238,10 @@ def _group_id(group: Group) -> tuple:
 
 
 def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu: int | None,
-              on_group_done: Callable[[Group], None] | None = None) -> list[str]:  # fmt: skip
+              on_cells_done: Callable[[int], None] | None = None) -> list[str]:  # fmt: skip
     """Measure groups in one worker process; when it dies or hangs, store error rows for the group it was on and
-    start a new worker for the groups after it (each round settles at least one group). Returns failure messages."""
+    start a new worker for the groups after it (each round settles at least one group). ``on_cells_done(n)`` as
+    cells are stored, measured or failed. Returns failure messages."""
     env = {**os.environ, PARENT_ENV: str(os.getpid())}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -242,7 +249,7 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu
     failures: list[str] = []
     remaining = list(groups)
     while remaining:
-        start_s, reporter = time.perf_counter(), _Reporter(list(remaining), on_group_done)
+        start_s, reporter = time.perf_counter(), _Reporter(list(remaining), on_cells_done)
         status = _watch_worker(_worker_command(reporter.groups, options, device), env, options.timeout_s, reporter)
         remaining = _missing(reporter.groups, plan, options.db)
         if not remaining:
@@ -256,8 +263,8 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu
             for row in _failure_rows(failed, plan, reason, time.perf_counter() - start_s):
                 store.add(row)
         failures += [f"{failed.model} {failed.precision} {failed.backend} batch {b}: {reason}" for b in failed.batches]
-        if on_group_done is not None:
-            on_group_done(failed)
+        if on_cells_done is not None:
+            on_cells_done(len(failed.batches))
     return failures
 
 
@@ -266,7 +273,7 @@ def run_survey(
     options: WorkerOptions,
     jobs: int = 1,
     per_worker: int = 1,
-    on_group_done: Callable[[Group], None] | None = None,
+    on_cells_done: Callable[[int], None] | None = None,
 ) -> SurveyResult:
     """Run the plan's groups, ``per_worker`` groups per worker process, ``jobs`` workers at a time; on CUDA with
     several GPUs each running worker holds its own GPU."""
@@ -285,7 +292,7 @@ def run_survey(
     def task(chunk: list[Group]) -> list[str]:
         gpu = free_gpus.get()
         try:
-            return run_chunk(chunk, plan, options, gpu, on_group_done)
+            return run_chunk(chunk, plan, options, gpu, on_cells_done)
         finally:
             free_gpus.put(gpu)
 

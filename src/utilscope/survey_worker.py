@@ -26,7 +26,7 @@ from utilscope.errors import UsageError, UtilscopeError  # noqa: E402
 from utilscope.measure.profile import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.measure.timing import TimingPlan  # noqa: E402
 from utilscope.store import Store  # noqa: E402
-from utilscope.survey import GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
+from utilscope.survey import CELL_DONE, GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
 
 
 def key_of(sweep: Sweep, batch: int) -> dict:
@@ -115,6 +115,7 @@ def measure_group(store: Store, group: dict, args, plan: TimingPlan | None, sinc
         nonlocal last_s
         now_s = time.perf_counter()
         store.add(measurement_row(sweep, row, now_s - last_s))
+        print(CELL_DONE, flush=True)
         last_s = now_s
 
     rows = run_sweep(sweep, list(group["batches"]), store_row)
