@@ -177,14 +177,15 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
     """Per architecture: layer_sum_ms, estimated_layers, flops and the correction's features (all of them when
     ``features`` is None). ``estimate_layers({key: layer}, batch) -> {key: ms}`` covers the layers the table lacks;
     without it a missing layer is an error naming it."""
-    rows, missing = [], []  # missing: (row index, layer) of layers the table lacks
+    rows, missing = [], []  # missing: (row index, key, layer) of layers the table lacks
     for arch in archs:
         summary = get_space(arch["space"]).summary(arch)
         layer_sum_ms = 0.0
         for layer in summary.layers:
-            ms = table.entries.get(layer.key, {}).get(batch)
+            key = layer.key
+            ms = table.entries.get(key, {}).get(batch)
             if ms is None:
-                missing.append((len(rows), layer))
+                missing.append((len(rows), key, layer))
             else:
                 layer_sum_ms += ms
         flops = summary.complexity.flops
@@ -194,10 +195,10 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
         rows.append(row)
     if missing:
         if estimate_layers is None:
-            table.latency_ms(missing[0][1].key, batch)  # raises, naming the layer
-        estimates = estimate_layers({layer.key: layer for _, layer in missing}, batch)
-        for index, layer in missing:
-            rows[index]["layer_sum_ms"] += estimates[layer.key]
+            table.latency_ms(missing[0][1], batch)  # raises, naming the layer
+        estimates = estimate_layers({key: layer for _, key, layer in missing}, batch)
+        for index, key, _ in missing:
+            rows[index]["layer_sum_ms"] += estimates[key]
             rows[index]["estimated_layers"] += 1
     frame = pd.DataFrame(rows)
     frame.insert(3, "log_layer_sum", np.log(frame["layer_sum_ms"]))
