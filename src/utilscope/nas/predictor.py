@@ -190,6 +190,7 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
                 layer_sum_ms += ms
         flops = summary.complexity.flops
         row = {"layer_sum_ms": layer_sum_ms, "estimated_layers": 0, "flops": flops,
+               "log_layer_sum": math.nan,  # once the estimated layers are added, below
                "layers": float(len(summary.layers)), "log_flops": math.log(flops)}  # fmt: skip
         row.update({f"f:{k}": v for k, v in summary.features.items()})
         rows.append(row)
@@ -201,7 +202,7 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
             rows[index]["layer_sum_ms"] += estimates[key]
             rows[index]["estimated_layers"] += 1
     frame = pd.DataFrame(rows)
-    frame.insert(3, "log_layer_sum", np.log(frame["layer_sum_ms"]))
+    frame["log_layer_sum"] = np.log(frame["layer_sum_ms"])
     if features is not None:
         missing_features = [name for name in features if name not in frame.columns]
         if missing_features:
@@ -369,10 +370,9 @@ def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, h
 
     report = {"holdout_architectures": len(holdout), "rows_without_table_entries": skipped, "per_batch": {}}
     for batch, group in holdout_estimates(predictor, archs, rows, holdout).groupby("batch"):
-        measured = group["measured"].reset_index(drop=True)
         report["per_batch"][str(int(batch))] = {"architectures": len(group)} | {
-            name: {"spearman": spearman(group[name].reset_index(drop=True), measured),
-                   "mape": mape(group[name].to_numpy(), measured.to_numpy())}
+            name: {"spearman": spearman(group[name], group["measured"]),
+                   "mape": mape(group[name].to_numpy(), group["measured"].to_numpy())}
             for name in ESTIMATORS
         }  # fmt: skip
     return report
