@@ -3,7 +3,8 @@
 # scripts/h200_dataset.sh side by side, one per GPU, each cut at LIMIT seconds (every stage resumes), then the stores
 # are checkpointed (a run cut by `timeout` leaves its last rows in the -wal file) and copied to $OUT.
 # Usage: scripts/h200_call.sh LIMIT "GPU0 stages" "GPU1 stages" [command run on GPU 1 after its stages, <= 150 s]
-# FIRST_GPUS=0,1 JOBS=2 scripts/h200_call.sh LIMIT "survey-inference" "" runs one list on both GPUs.
+# FIRST_GPUS=0,1 JOBS=2 scripts/h200_call.sh LIMIT "survey-inference" "" runs one list on both GPUs; a scratch store
+# named by SURVEY_DB (scripts/h200_dataset.sh) is checkpointed and copied too.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 limit=$1
 gpu1_limit=$limit
@@ -21,8 +22,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wait
 python3 - <<'PY'
 import sqlite3
-for db in ("data/h200/survey.sqlite", "data/h200/nas.sqlite"):
+import os
+for db in ("data/h200/survey.sqlite", "data/h200/nas.sqlite", os.environ.get("SURVEY_DB") or "data/h200/nas.sqlite"):
     c = sqlite3.connect(db); print(db, c.execute("pragma wal_checkpoint(TRUNCATE)").fetchall()); c.close()
 PY
-cp data/h200/survey.sqlite data/h200/nas.sqlite data/h200/*table*.json "$OUT/"
+cp data/h200/survey.sqlite data/h200/nas.sqlite data/h200/*table*.json ${SURVEY_DB:+"$SURVEY_DB"} "$OUT/"
 tail -n 5 "$OUT"/gpu*.log
