@@ -264,3 +264,24 @@ def test_peaks_on_gpus(monkeypatch, gpu_name, source, peak):
     assert bool(notes) == source.startswith("measured")
     override, _ = resolve_peaks(torch.device("cuda"), Precision.FP16, 500.0, None)
     assert (override.peak_tflops, override.peak_source) == (500.0, "user --peak")
+
+
+def test_nvml_handle_is_found_by_the_devices_uuid(monkeypatch):
+    """NVML numbers every GPU of the machine; torch only the visible ones: cuda:0 of a worker given the second GPU
+    (CUDA_VISIBLE_DEVICES=1) must be sampled as that GPU, which its UUID names, not as NVML's device 0."""
+    from utilscope.measure.nvml import nvml_handle
+
+    class Properties:
+        uuid = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
+
+    class FakeNvml:
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            return ("by-uuid", uuid)
+
+        def nvmlDeviceGetHandleByIndex(self, index):
+            raise AssertionError("an index names another GPU under CUDA_VISIBLE_DEVICES")
+
+    looked_up = []
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: looked_up.append(index) or Properties())
+    handle = nvml_handle(FakeNvml(), torch.device("cuda", 0))
+    assert handle == ("by-uuid", "GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000001") and looked_up == [0]

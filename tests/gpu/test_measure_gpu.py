@@ -69,3 +69,16 @@ def test_oom_is_a_row_and_the_sweep_goes_on():
     # batch 16384 at 512 px: the first conv's fp16 output alone is 16384*64*256*256*2 B = 137 GB
     result = profile("torchvision:resnet18", batches=[16384, 1], precision="fp16", backend="eager", resolution=512)
     assert [row.status for row in result.rows] == ["oom", "ok"]
+
+
+def test_nvml_samples_the_gpu_torch_runs_on():
+    import pynvml
+
+    from utilscope.measure.nvml import nvml_handle
+
+    pynvml.nvmlInit()
+    for index in range(torch.cuda.device_count()):
+        handle = nvml_handle(pynvml, torch.device("cuda", index))
+        uuid = pynvml.nvmlDeviceGetUUID(handle)
+        uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+        assert uuid == f"GPU-{torch.cuda.get_device_properties(index).uuid}"

@@ -35,8 +35,7 @@ class NvmlSampler:
             import pynvml
 
             pynvml.nvmlInit()
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._handle = nvml_handle(pynvml, self.device)
             self._pynvml = pynvml
         except Exception as exc:  # no driver library, no permission: the row records None and why
             self.unavailable_reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
@@ -62,6 +61,13 @@ class NvmlSampler:
     @property
     def mean_percent(self) -> float | None:
         return statistics.fmean(self.samples) if self.samples else None
+
+
+def nvml_handle(pynvml, device: torch.device):
+    """NVML's handle of a torch CUDA device, found by UUID: NVML numbers all GPUs of the machine, while torch's
+    index counts only those in CUDA_VISIBLE_DEVICES (a survey worker on the second GPU is torch's cuda:0)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(index).uuid}")
 
 
 def driver_version() -> str | None:
