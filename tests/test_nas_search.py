@@ -278,3 +278,14 @@ def test_bad_input_is_a_usage_error(dataset):
         measurements_to_best(pool, objective, 1e12, oracle, "measure-all")
     with pytest.raises(UsageError, match="not in the measured dataset"):
         measurements_to_best(pool, objective, min_throughput, MeasuredPool({"a": 1.0}), "measure-all")
+
+
+def test_gpu_mode_measures_as_the_predictors_table_was_timed():
+    """The shipped tables were timed in fp16 without cuDNN autotuning: GPU-mode measurements must match (on a CPU,
+    only the precision falls back to the CPU's default)."""
+    from utilscope.cli import _table_settings
+    from utilscope.nas.predictor import load_predictor, shipped_profile
+
+    table = load_predictor(shipped_profile("h200", "mbv3")).table
+    assert (table.precision, table.cudnn_benchmark) == ("fp16", False)
+    assert _table_settings(table, "cpu") == (None, "cpu", False)

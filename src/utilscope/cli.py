@@ -507,6 +507,15 @@ def cmd_nas_predict(args, console: Console) -> int:
     return 0
 
 
+def _table_settings(table, device: str | None) -> tuple[str | None, str | None, bool]:
+    """(precision, device, cudnn_benchmark) to measure with as the predictor's table was timed; on a CPU (tests),
+    the CPU's default precision."""
+    from utilscope import hardware
+
+    on_gpu = hardware.resolve_device(device).type == "cuda"
+    return (table.precision if on_gpu else None), device, table.cudnn_benchmark
+
+
 def cmd_nas_search(args, console: Console) -> int:
     from pathlib import Path
 
@@ -546,7 +555,7 @@ def cmd_nas_search(args, console: Console) -> int:
         return 0
     pool_path = setup.search_pool(args.space, args.pool, args.pool_size, args.seed, Path("."))
     pool = setup.load_pool(pool_path, args.space)
-    oracle = setup.GpuOracle(pool_path, args.batch, device=args.device)
+    oracle = setup.GpuOracle(pool_path, args.batch, *_table_settings(predictor.table, args.device))
     screen = estimator if args.strategy == "predictor" else None
     result = search.evolve(pool, objective, args.min_throughput, args.budget, args.strategy, oracle, screen,
                            np.random.default_rng(args.seed))  # fmt: skip

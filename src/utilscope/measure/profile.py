@@ -266,12 +266,13 @@ def profile(
     ceilings=None,
     clock: Clock | None = None,
     plan: TimingPlan | None = None,
+    cudnn_benchmark: bool = True,
 ) -> ProfileResult:
     """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size."""
     dev = hardware.resolve_device(device)
     batch_list = check_batches(batches if batches is not None else default_batches(dev))
     sweep = prepare_sweep(model, precision, backend, device, resolution, channels_last, peak_tflops, ceilings, clock,
-                          plan)  # fmt: skip
+                          plan, cudnn_benchmark)  # fmt: skip
     rows = run_sweep(sweep, batch_list)
     env = sweep.environment
     return ProfileResult(

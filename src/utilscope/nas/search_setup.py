@@ -82,10 +82,13 @@ def search_pool(space_name: str, pool_path: str | None, pool_size: int, seed: in
 
 class GpuOracle:
     """Measures an architecture of a pool file on the device (``graph`` backend): its samples/s at one batch size.
-    Counts distinct measurements like the simulated oracle."""
+    Counts distinct measurements like the simulated oracle. ``precision`` and ``cudnn_benchmark`` should be those
+    of the predictor's latency table, so that what is measured is what was predicted."""
 
-    def __init__(self, pool_path: Path, batch: int, precision: str | None = None, device: str | None = None):
+    def __init__(self, pool_path: Path, batch: int, precision: str | None = None, device: str | None = None,
+                 cudnn_benchmark: bool = True):  # fmt: skip
         self.pool_path, self.batch, self.precision, self.device = pool_path, batch, precision, device
+        self.cudnn_benchmark = cudnn_benchmark
         self.measured: dict[str, float] = {}
 
     @property
@@ -96,7 +99,8 @@ class GpuOracle:
         from utilscope.measure.profile import profile
 
         if arch_id not in self.measured:
-            result = profile(f"{self.pool_path}:{arch_id}", [self.batch], self.precision, device=self.device)
+            result = profile(f"{self.pool_path}:{arch_id}", [self.batch], self.precision, device=self.device,
+                             cudnn_benchmark=self.cudnn_benchmark)  # fmt: skip
             row = result.rows[0]
             # a failed measurement is infeasible (0 samples/s), never an error that stops the search
             self.measured[arch_id] = row.samples_per_s if row.status == "ok" else 0.0
