@@ -115,6 +115,42 @@ def test_missing_layers_and_batches_are_clear_errors(dataset):
         predictor.predict(dataset["archs"], 8)
 
 
+@pytest.mark.parametrize("name", ["mbv3", "regnet"])
+def test_design_matrix_adds_up_each_network_layer_by_layer(name):
+    """Each network's layer sum, estimated layers, layer count, FLOPs and features in the design matrix (built from
+    the distinct layers of all networks at once) are those of a loop over the network's own layers."""
+    space = get_space(name)
+    archs = sample_architectures(space, 40, seed=6)
+    layers = list(dict.fromkeys(layer for arch in archs for layer in space.layers(arch)))
+    missing = {layer.key for layer in layers[1::7]}  # the table lacks these: the estimator gives 3 x their entry
+    entries = {layer.key: {256: _layer_ms(layer.key, 256)} for layer in layers if layer.key not in missing}
+    table = LatencyTable(name, "NVIDIA H200", "synthetic", "fp16", False, entries)
+    asked = []
+
+    def estimate(layers, costs, batch):
+        asked.append([layer.key for layer in layers])
+        assert costs == [space.layer_cost(layer.kind, layer.config) for layer in layers]
+        return np.array([3 * _layer_ms(layer.key, batch) for layer in layers])
+
+    design = P.design_matrix(table, archs, 256, estimate_layers=estimate)
+    assert len(asked) == 1 and sorted(asked[0]) == sorted(missing)  # each missing layer estimated once
+    for row, arch in zip(design.itertuples(index=False), archs, strict=True):
+        network = space.layers(arch)
+        expected = sum((3 if layer.key in missing else 1) * _layer_ms(layer.key, 256) for layer in network)
+        assert row.layer_sum_ms == pytest.approx(expected, rel=1e-12)
+        assert row.estimated_layers == sum(layer.key in missing for layer in network)
+        assert row.layers == len(network) and row.flops == space.complexity(arch).flops
+    features = design[[column for column in design.columns if column.startswith("f:")]]
+    assert features.to_dict("records") == [{f"f:{k}": v for k, v in space.features(a).items()} for a in archs]
+    with pytest.raises(UsageError, match="has no entry for layer"):
+        P.design_matrix(table, archs, 256)  # no estimator: a missing layer is an error naming it
+    bad = {**archs[0], "resolution": "224"}
+    with pytest.raises(UsageError, match=f"{name} architecture field 'resolution'"):
+        P.design_matrix(table, [*archs, bad], 256, estimate_layers=estimate)
+    with pytest.raises(UsageError, match="no architectures"):
+        P.design_matrix(table, [], 256, estimate_layers=estimate)
+
+
 def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset):
     """predict pauses the cyclic collector while it composes networks, and restores the caller's setting."""
     predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
@@ -260,9 +296,10 @@ def test_layer_model_learns_a_power_law():
         del table.entries[key]
     predictor = P.Predictor(table, {}, None)
     assert predictor.layer_models == {}  # nothing fitted until a layer is missing
-    estimates = predictor.estimate_layers({key: layers[key] for key in keys}, 256)
+    costs = [space.layer_cost(*parse_layer_key(key)) for key in keys]
+    estimates = predictor.estimate_layers([layers[key] for key in keys], costs, 256)
     assert set(predictor.layer_models) == {"block@256"}
-    ratios = [estimates[key] / law[key] for key in keys]
+    ratios = [ms / law[key] for key, ms in zip(keys, estimates, strict=True)]
     assert all(abs(r - 1) < 0.15 for r in ratios) and abs(statistics.median(ratios) - 1) < 0.03
 
 

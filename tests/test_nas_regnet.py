@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -179,6 +180,69 @@ def test_validate_normalizes():
 def test_validate_rejects_bad_fields(change, message):
     with pytest.raises(UsageError, match=message):
         SPACE.validate({**X_400MF, **change})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"depth": np.int64(22)},
+        {"wa": 24},  # an int
+        {"wm": 2.54049},  # more decimals than the record keeps
+        {"se": 1},
+        {"group_width": True},
+        {"resolution": 224.0},
+        {"w0": 20},  # not a multiple of 8
+        {"space": "mbv3"},
+        {"note": "x"},  # an unknown field
+    ],
+)
+def test_only_canonical_records_skip_the_field_checks(change):
+    """``validate`` keeps a canonical record's fields without checking them one by one; anything else, valid or not,
+    goes through those checks."""
+    assert regnet.is_canonical({**X_400MF, "id": "x", "seed": 3})
+    assert not regnet.is_canonical({**X_400MF, **change})
+    assert not regnet.is_canonical({k: v for k, v in X_400MF.items() if k != "wm"})
+    assert not regnet.is_canonical([X_400MF])
+
+
+def test_canonical_records_validate_as_the_field_checks_do():
+    for arch in SAMPLED:
+        assert regnet.is_canonical(arch)
+        checked = SPACE.validate({**arch, "depth": np.int64(arch["depth"])})  # not canonical: checked field by field
+        assert SPACE.validate(arch) == checked and type(checked["depth"]) is int
+
+
+def _per_block_widths(wa: float, w0: int, wm: float, depth: int, q: int = regnet.WIDTH_QUANTUM):
+    """The width rule block by block, one logarithm and power per block (a reference for ``generate_regnet``)."""
+    steps = [round(math.log((j * wa + w0) / w0) / math.log(wm)) for j in range(depth)]
+    block_widths = [round(w0 * wm ** float(k) / q) * q for k in steps]
+    widths = sorted(set(block_widths))
+    return widths, [block_widths.count(w) for w in widths], max(steps) + 1
+
+
+def test_width_rule_equals_its_block_by_block_form():
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        arch = regnet.draw(rng)
+        args = arch["wa"], arch["w0"], arch["wm"], arch["depth"]
+        assert regnet.generate_regnet(*args) == _per_block_widths(*args)
+
+
+def test_networks_equal_the_per_network_layers_cost_and_features():
+    """``networks`` (all networks' layers as arrays, the predictor's path) gives each network the layers, FLOPs and
+    features that ``layers``, ``complexity`` and ``features`` give it alone."""
+    archs = [*SAMPLED, X_400MF]  # X_400MF's first stage has one block: no repeated block there
+    networks = SPACE.networks(archs)
+    assert len(set(networks.layers)) == len(networks.layers)
+    assert networks.costs == [SPACE.layer_cost(layer.kind, layer.config) for layer in networks.layers]
+    assert np.all(networks.count > 0) and np.all(np.diff(networks.network) >= 0)
+    for index, arch in enumerate(archs):
+        pairs = networks.network == index
+        held = np.repeat(networks.layer[pairs], networks.count[pairs])  # the network's layers, repeats included
+        assert [networks.layers[layer] for layer in held] == SPACE.layers(arch)
+        assert networks.flops[index] == SPACE.complexity(arch).flops
+        assert networks.features.iloc[index].to_dict() == SPACE.features(arch)
+    assert list(networks.features.columns) == list(SPACE.features(X_400MF))
 
 
 def test_validate_rejects_missing_fields_and_non_objects():

@@ -25,7 +25,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.space import Arch, Layer, LayerCost, get_space, parse_layer_key
+from utilscope.nas.space import Arch, Layer, LayerCost, Networks, get_space, parse_layer_key
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -100,23 +100,22 @@ class Predictor:
             "utilization": utilization, "estimated_layers": design["estimated_layers"],
         })  # fmt: skip
 
-    def estimate_layers(self, layers: dict[str, Layer], batch: int) -> dict[str, float]:
-        """The layer models' milliseconds for layers (by key) the table lacks at ``batch``, one model call per layer
-        kind; UsageError naming a layer whose kind has too few table entries for a model."""
-        space = get_space(self.space)
-        by_kind: dict[str, list[tuple[str, list[int]]]] = {}
-        for key, layer in sorted(layers.items()):
-            numbers = layer_numbers(space.layer_cost(layer.kind, layer.config), layer.config)
-            by_kind.setdefault(layer.kind, []).append((key, numbers))
-        estimates = {}
-        for kind, rows in by_kind.items():
+    def estimate_layers(self, layers: list[Layer], costs: list[LayerCost], batch: int) -> np.ndarray:
+        """The layer models' milliseconds for layers the table lacks at ``batch`` (``costs``: their analytic costs,
+        from the space's ``layer_cost``), one model call per layer kind; UsageError naming a layer whose kind has too
+        few table entries for a model."""
+        by_kind: dict[str, list[int]] = {}
+        for index, layer in enumerate(layers):
+            by_kind.setdefault(layer.kind, []).append(index)
+        estimates = np.full(len(layers), math.nan)
+        for kind, indices in by_kind.items():
             name = f"{kind}@{batch}"
             if name not in self.layer_models:
                 self.layer_models[name] = fit_layer_model(self.table, kind, batch)
             if self.layer_models[name] is None:
-                self.table.latency_ms(rows[0][0], batch)  # raises: no entry and no model
-            log_ms = self.layer_models[name].predict(layer_features([numbers for _, numbers in rows]))
-            estimates.update(zip([key for key, _ in rows], np.exp(log_ms).tolist(), strict=True))
+                self.table.latency_ms(layers[indices[0]].key, batch)  # raises: no entry and no model
+            numbers = [layer_numbers(costs[i], layers[i].config) for i in indices]
+            estimates[indices] = np.exp(self.layer_models[name].predict(layer_features(numbers)))
         return estimates
 
     def to_dict(self) -> dict:
@@ -174,40 +173,51 @@ def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
 
 def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None,
                   estimate_layers=None):  # fmt: skip
-    """Per architecture: layer_sum_ms, estimated_layers, flops and the correction's features (all of them when
-    ``features`` is None). ``estimate_layers({key: layer}, batch) -> {key: ms}`` covers the layers the table lacks;
-    without it a missing layer is an error naming it."""
-    rows, missing = [], []  # missing: (row index, key, layer) of layers the table lacks
-    for arch in archs:
-        summary = get_space(arch["space"]).summary(arch)
-        layer_sum_ms = 0.0
-        for layer in summary.layers:
-            key = layer.key
-            ms = table.entries.get(key, {}).get(batch)
-            if ms is None:
-                missing.append((len(rows), key, layer))
-            else:
-                layer_sum_ms += ms
-        flops = summary.complexity.flops
-        row = {"layer_sum_ms": layer_sum_ms, "estimated_layers": 0, "flops": flops,
-               "log_layer_sum": math.nan,  # once the estimated layers are added, below
-               "layers": float(len(summary.layers)), "log_flops": math.log(flops)}  # fmt: skip
-        row.update({f"f:{k}": v for k, v in summary.features.items()})
-        rows.append(row)
-    if missing:
-        if estimate_layers is None:
-            table.latency_ms(missing[0][1], batch)  # raises, naming the layer
-        estimates = estimate_layers({key: layer for _, key, layer in missing}, batch)
-        for index, key, _ in missing:
-            rows[index]["layer_sum_ms"] += estimates[key]
-            rows[index]["estimated_layers"] += 1
-    frame = pd.DataFrame(rows)
-    frame["log_layer_sum"] = np.log(frame["layer_sum_ms"])
+    """Per architecture (of the table's space): layer_sum_ms, estimated_layers, flops and the correction's features
+    (all of them when ``features`` is None). ``estimate_layers(layers, costs, batch) -> ms`` covers the layers the
+    table lacks; without it a missing layer is an error naming it. Each distinct layer is looked up once."""
+    if not archs:
+        raise UsageError("no architectures given")
+    networks = get_space(table.space).networks(archs)
+    layer_ms, estimated = layer_latencies(table, networks, batch, estimate_layers)
+    layer_sum_ms = _per_network(networks, layer_ms)
+    frame = pd.DataFrame({
+        "layer_sum_ms": layer_sum_ms, "estimated_layers": _per_network(networks, estimated).astype(np.int64),
+        "flops": networks.flops, "log_layer_sum": np.log(layer_sum_ms),
+        "layers": _per_network(networks, np.ones(len(networks.layers))),
+        "log_flops": [math.log(flops) for flops in networks.flops.tolist()],
+    })  # fmt: skip
+    frame = pd.concat([frame, networks.features.add_prefix("f:")], axis=1)
     if features is not None:
         missing_features = [name for name in features if name not in frame.columns]
         if missing_features:
             raise UsageError(f"architectures lack the predictor's features {', '.join(missing_features)}")
     return frame
+
+
+def _per_network(networks: Networks, per_layer: np.ndarray) -> np.ndarray:
+    """Per network, the sum of a per-layer value over its layers, added one by one in the network's order (float64:
+    the same sum as a loop over the network's layers)."""
+    each = np.repeat(np.arange(len(networks.layer)), networks.count)  # every layer of every network, by its pair
+    weights = per_layer[networks.layer[each]]
+    return np.bincount(networks.network[each], weights=weights, minlength=len(networks.flops))
+
+
+def layer_latencies(table: LatencyTable, networks: Networks, batch: int, estimate_layers=None):
+    """Each distinct layer's milliseconds at ``batch`` (table entries, and ``estimate_layers``'s for the layers the
+    table lacks) and whether it was estimated, as two arrays; without ``estimate_layers`` a missing layer is an
+    error naming it."""
+    keys = [layer.key for layer in networks.layers]
+    timed = [table.entries.get(key, {}).get(batch) for key in keys]
+    estimated = np.array([ms is None for ms in timed], dtype=bool)
+    layer_ms = np.array([math.nan if ms is None else ms for ms in timed], dtype=float)
+    if estimated.any():
+        missing = np.flatnonzero(estimated)
+        if estimate_layers is None:
+            table.latency_ms(keys[missing[0]], batch)  # raises, naming the layer
+        layers, costs = [networks.layers[i] for i in missing], [networks.costs[i] for i in missing]
+        layer_ms[missing] = estimate_layers(layers, costs, batch)
+    return layer_ms, estimated
 
 
 def holdout_split(ids: list[str], seed: int = SPLIT_SEED, fraction: float = HOLDOUT_FRACTION) -> set[str]:

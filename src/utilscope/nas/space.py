@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
+import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError
@@ -67,11 +68,42 @@ def parse_layer_key(key: str) -> tuple[str, tuple]:
 
 @dataclass(frozen=True)
 class ArchSummary:
-    """What prediction needs of an architecture, from one validation: its layers, cost and design features."""
+    """An architecture's layers, cost and design features, from one validation."""
 
     layers: list[Layer]
     complexity: Complexity
     features: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Networks:
+    """What prediction needs of many architectures, each validated once: the distinct layers they are made of (with
+    their analytic costs), which of them each network holds and how many times, and per network its FLOPs and design
+    features. The (network, layer, count) pairs come network by network, each network's in its layers' order."""
+
+    layers: list[Layer]  # distinct, in first-seen order
+    costs: list[LayerCost]  # of each layer, as the space's ``layer_cost`` gives it
+    network: np.ndarray  # per pair: the network's position among the architectures
+    layer: np.ndarray  # per pair: the layer's position in ``layers``
+    count: np.ndarray  # per pair: how many times the network holds the layer
+    flops: np.ndarray  # per network (int64)
+    features: pd.DataFrame  # per network, one column per design feature
+
+
+def networks_of(space: SearchSpace, summaries: list[ArchSummary]) -> Networks:
+    """``Networks`` from per-architecture summaries: each layer of each network is a pair of count 1."""
+    distinct: dict[Layer, int] = {}  # layer -> its position among the distinct layers
+    positions = [distinct.setdefault(layer, len(distinct)) for summary in summaries for layer in summary.layers]
+    network = np.repeat(np.arange(len(summaries)), [len(summary.layers) for summary in summaries])
+    return Networks(
+        layers=list(distinct),
+        costs=[space.layer_cost(layer.kind, layer.config) for layer in distinct],
+        network=network,
+        layer=np.array(positions, dtype=np.intp),
+        count=np.ones(len(positions), dtype=np.int64),
+        flops=np.array([summary.complexity.flops for summary in summaries], dtype=np.int64),
+        features=pd.DataFrame([summary.features for summary in summaries], index=range(len(summaries))),
+    )
 
 
 class SearchSpace(Protocol):
@@ -104,8 +136,8 @@ class SearchSpace(Protocol):
     def covering_archs(self) -> list[Arch]:
         """Architectures whose layers together are every layer of the space, or [] when there are too many."""
 
-    def summary(self, arch: Arch) -> ArchSummary:
-        """Layers, complexity and features together, validating the record once (the predictor's fast path)."""
+    def networks(self, archs: list[Arch]) -> Networks:
+        """Layers, FLOPs and features of many architectures, each record validated once (the predictor's path)."""
 
     def layer_cost(self, kind: str, config: tuple) -> LayerCost:
         """The analytic work of a layer (for estimating layers a latency table lacks)."""

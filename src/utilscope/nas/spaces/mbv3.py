@@ -39,9 +39,11 @@ from utilscope.nas.space import (
     Complexity,
     Layer,
     LayerCost,
+    Networks,
     check_fields,
     field_error,
     int_choice,
+    networks_of,
     register_space,
 )
 
@@ -392,6 +394,9 @@ class MBV3Space:
     def features(self, arch: Arch) -> dict[str, float]:
         record = validate(arch)
         return _features(record, _complexity(record))
+
+    def networks(self, archs: list[Arch]) -> Networks:
+        return networks_of(self, [self.summary(arch) for arch in archs])
 
     def summary(self, arch: Arch) -> ArchSummary:
         record = validate(arch)

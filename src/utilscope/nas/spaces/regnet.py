@@ -22,17 +22,19 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from torch import nn
 from torchvision.models.regnet import BlockParams, RegNet, ResBottleneckBlock, SimpleStemIN
 
 from utilscope import zoo
 from utilscope.errors import UsageError
 from utilscope.nas.space import (
+    PASSED_THROUGH,
     Arch,
-    ArchSummary,
     Complexity,
     Layer,
     LayerCost,
+    Networks,
     check_fields,
     field_error,
     int_choice,
@@ -41,6 +43,8 @@ from utilscope.nas.space import (
 
 NAME = "regnet"
 FIELDS = ("space", "resolution", "depth", "w0", "wa", "wm", "group_width", "bottleneck_ratio", "se")
+FIELD_SET = frozenset(FIELDS)
+RECORD_KEYS = FIELD_SET | set(PASSED_THROUGH)  # a record's fields and what the sampler stores next to them
 
 DEPTH_RANGE = (12, 28)  # blocks in the network
 W0_RANGE, W0_QUANTUM = (8, 256), 8
@@ -63,8 +67,10 @@ MAX_DRAWS = 10_000  # draws per sample before giving up on finding a 4-stage net
 def generate_regnet(wa: float, w0: int, wm: float, depth: int, q: int = WIDTH_QUANTUM) -> tuple[list, list, int]:
     """pycls's ``generate_regnet``: (stage widths, stage depths, width steps ``max(k) + 1``) of the quantized linear
     width rule ``w_j = q * round(w0 * wm^k_j / q)``, ``k_j = round(log((w0 + wa * j) / w0) / log(wm))``."""
-    steps = [round(math.log((j * wa + w0) / w0) / math.log(wm)) for j in range(depth)]
-    block_widths = [round(w0 * wm ** float(k) / q) * q for k in steps]
+    log_wm = math.log(wm)
+    steps = [round(math.log((j * wa + w0) / w0) / log_wm) for j in range(depth)]
+    step_widths = {k: round(w0 * wm ** float(k) / q) * q for k in set(steps)}
+    block_widths = [step_widths[k] for k in steps]
     widths = sorted(set(block_widths))
     return widths, [block_widths.count(w) for w in widths], max(steps) + 1
 
@@ -154,6 +160,15 @@ def _check_fields(arch) -> None:
 def validate(arch: Arch) -> Arch:
     """The canonical record (plain ints, ``wa``/``wm`` rounded to 2/3 decimals, no ``id``/``seed``); UsageError
     naming the bad field and its allowed values, or saying why the derived network does not have 4 stages."""
+    record = {key: arch[key] for key in FIELDS} if is_canonical(arch) else _normalized(arch)
+    problem = stage_problem(stages(record))
+    if problem is not None:
+        raise UsageError(f"{NAME} architecture {_summary(record)}: {problem}")
+    return record
+
+
+def _normalized(arch) -> Arch:
+    """The record's fields checked one by one and normalized; UsageError naming the first bad one."""
     _check_fields(arch)
     if not isinstance(arch["se"], bool):
         raise _fail("se", "true (RegNetY) or false (RegNetX)", arch["se"])
@@ -161,7 +176,7 @@ def validate(arch: Arch) -> Arch:
         resolution = zoo.check_resolution(arch["resolution"])
     except UsageError as exc:
         raise _fail("resolution", f"an integer in [1, {zoo.MAX_RESOLUTION}]", arch["resolution"]) from exc
-    record = {
+    return {
         "space": NAME,
         "resolution": resolution,
         "depth": _integer(arch["depth"], "depth", *DEPTH_RANGE),
@@ -172,10 +187,38 @@ def validate(arch: Arch) -> Arch:
         "bottleneck_ratio": _choice(arch["bottleneck_ratio"], "bottleneck_ratio", BOTTLENECK_RATIOS),
         "se": arch["se"],
     }
-    problem = stage_problem(stages(record))
-    if problem is not None:
-        raise UsageError(f"{NAME} architecture {_summary(record)}: {problem}")
-    return record
+
+
+def is_canonical(arch) -> bool:
+    """Whether ``arch`` already is a canonical record (as ``draw`` and ``validate`` make them: plain ints, a bool,
+    ``wa`` and ``wm`` floats kept to their decimals, every value allowed), with at most the sampler's id and seed.
+    ``validate`` keeps such a record's fields as they are, without the per-field checks that name a bad field (the
+    predictor validates many sampled records); whatever else it gets takes those checks."""
+    if type(arch) is not dict or not FIELD_SET <= arch.keys() <= RECORD_KEYS:
+        return False
+    return (
+        type(arch["space"]) is str
+        and arch["space"] == NAME
+        and type(arch["se"]) is bool
+        and _plain_int(arch["resolution"], 1, zoo.MAX_RESOLUTION)
+        and _plain_int(arch["depth"], *DEPTH_RANGE)
+        and _plain_int(arch["w0"], *W0_RANGE)
+        and arch["w0"] % W0_QUANTUM == 0
+        and _plain_float(arch["wa"], WA_RANGE, WA_DECIMALS)
+        and _plain_float(arch["wm"], WM_RANGE, WM_DECIMALS)
+        and type(arch["group_width"]) is int
+        and arch["group_width"] in GROUP_WIDTHS
+        and type(arch["bottleneck_ratio"]) is int
+        and arch["bottleneck_ratio"] in BOTTLENECK_RATIOS
+    )
+
+
+def _plain_int(value, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _plain_float(value, bounds: tuple[float, float], decimals: int) -> bool:
+    return type(value) is float and bounds[0] <= value <= bounds[1] and round(value, decimals) == value
 
 
 def _summary(record: Arch) -> str:
@@ -214,9 +257,14 @@ def draw(rng: np.random.Generator) -> Arch:
 def _conv(size: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1) -> tuple[int, int, int]:
     """(output size, flops, params) of a bias-free square conv with padding kernel // 2 followed by BatchNorm:
     flops = 2 x out_size^2 x c_out x (c_in / groups) x kernel^2; params = weights + BN scale and shift."""
-    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+    out = _out_size(size, kernel, stride)
     weights = c_out * (c_in // groups) * kernel * kernel
     return out, 2 * out * out * weights, weights + 2 * c_out
+
+
+def _out_size(size, kernel: int, stride: int):
+    """The output side of a square conv with padding kernel // 2 (``size`` an int or an array of them)."""
+    return (size + 2 * (kernel // 2) - kernel) // stride + 1
 
 
 @functools.lru_cache(maxsize=16384)  # a pure function of a few ints; networks of a space share many blocks
@@ -318,6 +366,77 @@ def build_layer(layer: Layer) -> nn.Module:
     raise UsageError(f"{NAME} has no layer kind {layer.kind!r}")
 
 
+# --- many networks at once (the predictor's path) -------------------------------------------------------------
+
+SLOT_STEM, SLOT_BLOCK, SLOT_HEAD = 0, 1, 2  # kind codes of the layer slot rows
+SLOT_COLUMNS = 8  # kind code, then the layer's config (a block's 7 values; the stem's and head's padded with 0)
+
+
+def networks(archs: list[Arch]) -> Networks:
+    """The records' networks: each record validated once, the layer slots of all networks built together as arrays
+    (``_layer_slots``), and each distinct layer made and costed once. A network's FLOPs and params are its layers'
+    (they add up to ``complexity``'s, tested)."""
+    records = [validate(arch) for arch in archs]
+    derived = [stages(record) for record in records]
+    rows, counts = _layer_slots(records, derived)
+    held = counts.ravel() > 0  # a stage of depth 1 has no repeated block
+    rows, count = rows.reshape(-1, SLOT_COLUMNS)[held], counts.ravel()[held]
+    network = np.repeat(np.arange(len(records)), counts.shape[1])[held]
+    slot_frame = pd.DataFrame(rows)
+    layer = slot_frame.groupby(list(slot_frame.columns), sort=False).ngroup().to_numpy()  # numbered as first seen
+    first_rows = rows[np.unique(layer, return_index=True)[1]]  # each distinct layer's first slot row
+    distinct = [_slot_layer(row) for row in first_rows.tolist()]
+    costs = [layer_cost(item.kind, item.config) for item in distinct]
+    flops = _network_totals([cost.flops for cost in costs], network, layer, count, len(records))
+    params = _network_totals([cost.params for cost in costs], network, layer, count, len(records))
+    costs_of = zip(records, flops.tolist(), params.tolist(), strict=True)
+    features = [_features(record, Complexity(f, p)) for record, f, p in costs_of]
+    return Networks(distinct, costs, network, layer, count, flops, pd.DataFrame(features, index=range(len(records))))
+
+
+def _layer_slots(records: list[Arch], derived: list[Stages]) -> tuple[np.ndarray, np.ndarray]:
+    """Per network, the rows of its layer slots (networks x slots x ``SLOT_COLUMNS``) and how many times it holds
+    each (networks x slots): the stem, per stage its first block (stride 2) and its other blocks (alike, depth - 1
+    of them), the head; as ``_network`` builds them, for all networks at once."""
+    resolution = np.array([record["resolution"] for record in records], dtype=np.int64)
+    ratio = np.array([record["bottleneck_ratio"] for record in records], dtype=np.int64)
+    se = np.array([record["se"] for record in records], dtype=np.int64)
+    widths = np.array([stage.widths for stage in derived], dtype=np.int64).reshape(-1, NUM_STAGES)
+    depths = np.array([stage.depths for stage in derived], dtype=np.int64).reshape(-1, NUM_STAGES)
+    groups = np.array([stage.group_widths for stage in derived], dtype=np.int64).reshape(-1, NUM_STAGES)
+    one = np.ones_like(resolution)
+    size, width = _out_size(resolution, 3, 2), np.full_like(resolution, STEM_WIDTH)
+    slots = [([SLOT_STEM, resolution], one)]
+    for stage in range(NUM_STAGES):
+        w_out, group, out = widths[:, stage], groups[:, stage], _out_size(size, 3, 2)
+        slots.append(([SLOT_BLOCK, width, w_out, 2, group, ratio, se, size], one))
+        slots.append(([SLOT_BLOCK, w_out, w_out, 1, group, ratio, se, out], depths[:, stage] - 1))
+        size, width = out, w_out
+    slots.append(([SLOT_HEAD, width, size], one))
+    rows = np.zeros((len(records), len(slots), SLOT_COLUMNS), dtype=np.int64)
+    for index, (values, _) in enumerate(slots):
+        for column, value in enumerate(values):
+            rows[:, index, column] = value
+    return rows, np.stack([count for _, count in slots], axis=1)
+
+
+def _slot_layer(row: list[int]) -> Layer:
+    """The layer of a slot row, equal to the one ``_network`` builds."""
+    kind, *config = row
+    if kind == SLOT_STEM:
+        return Layer("stem", (config[0],), 3, config[0])
+    if kind == SLOT_HEAD:
+        return Layer("head", (config[0], config[1]), config[0], config[1])
+    return Layer("block", tuple(config), config[0], config[-1])
+
+
+def _network_totals(per_layer: list[int], network: np.ndarray, layer: np.ndarray, count: np.ndarray, size: int):
+    """Per network, the sum of a per-layer number over its layers, in exact integers."""
+    totals = np.zeros(size, dtype=np.int64)
+    np.add.at(totals, network, np.array(per_layer, dtype=np.int64)[layer] * count)
+    return totals
+
+
 # --- the space ------------------------------------------------------------------------------------------------
 
 
@@ -364,29 +483,23 @@ class RegNetSpace:
         record = validate(arch)
         return _features(record, _complexity(record))
 
-    def summary(self, arch: Arch) -> ArchSummary:
-        record = validate(arch)
-        network_layers, cost = _network(record)
-        return ArchSummary(network_layers, cost, _features(record, cost))
+    def networks(self, archs: list[Arch]) -> Networks:
+        return networks(archs)
 
 
-def _mean(values) -> float:
-    return sum(values) / len(values)
+STAGE_FEATURES = [(f"stage{i + 1}_width", f"stage{i + 1}_depth") for i in range(NUM_STAGES)]
 
 
 def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
     """The design choices, per-stage widths and depths, mean group count per block, GFLOPs and Mparams."""
     derived = stages(arch)
     features = {key: float(arch[key]) for key in FIELDS if key != "space"}
-    for i in range(NUM_STAGES):
-        features[f"stage{i + 1}_width"] = float(derived.widths[i])
-        features[f"stage{i + 1}_depth"] = float(derived.depths[i])
-    groups = [
-        (w // derived.bottleneck_ratio) // g
-        for w, d, g in zip(derived.widths, derived.depths, derived.group_widths, strict=True)
-        for _ in range(d)
-    ]
-    features["groups_mean"] = _mean(groups)
+    for (width_name, depth_name), width, depth in zip(STAGE_FEATURES, derived.widths, derived.depths, strict=True):
+        features[width_name] = float(width)
+        features[depth_name] = float(depth)
+    stage_groups = zip(derived.widths, derived.depths, derived.group_widths, strict=True)
+    block_groups = sum(depth * ((width // derived.bottleneck_ratio) // group) for width, depth, group in stage_groups)
+    features["groups_mean"] = block_groups / sum(derived.depths)  # per block (a stage's blocks have its groups)
     features["gflops"] = cost.flops / 1e9
     features["mparams"] = cost.params / 1e6
     return features
