@@ -211,10 +211,14 @@ def test_precisions():
     assert Precision.TF32.dtype is torch.float32 and Precision.TF32.count_dtype == "fp32"
     with pytest.raises(UsageError):
         check_precision(Precision.FP16, torch.device("cpu"))
-    before = torch.backends.cudnn.benchmark
+    before, limit_before = torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit
     with math_mode(Precision.FP32):
         assert torch.backends.cudnn.benchmark
     assert torch.backends.cudnn.benchmark == before
+    if torch.backends.cudnn.is_available():  # the limit is cuDNN's setting: None without cuDNN
+        with math_mode(Precision.FP16, cudnn_benchmark_limit=limit_before + 2):
+            assert torch.backends.cudnn.benchmark_limit == limit_before + 2
+        assert torch.backends.cudnn.benchmark_limit == limit_before
 
 
 def test_backend_registry():

@@ -185,3 +185,30 @@ def test_model_selection():
     ]
     with pytest.raises(Exception, match="unknown family"):
         survey.select_models([], ["NotAFamily"])
+
+
+def test_a_cudnn_benchmark_limit_is_a_configuration_of_its_own(tmp_path, models):
+    """A survey whose autotuning tries at most N algorithms per shape measures every cell again (its rows have a
+    software key of their own) and its rows record the limit, as the worker set it."""
+    db = tmp_path / "results.sqlite"
+    assert subprocess.run(_survey(db, [models("good")]), capture_output=True).returncode == 0
+    limited = subprocess.run(_survey(db, [models("good")], extra=["--cudnn-benchmark-limit", "3"]),
+                             capture_output=True, text=True)  # fmt: skip
+    assert limited.returncode == 0, limited.stderr
+    assert "2 cells to measure" in limited.stdout and "cudnn.benchmark_limit 3" in limited.stdout
+    with Store(db) as store:
+        frame = store.frame()
+    assert sorted(frame["software"].str.endswith("cudnn.benchmark_limit 3")) == [False, False, True, True]
+    limits = [env.get("cudnn_benchmark_limit") for env in frame["environment"]]
+    assert sorted(limits, key=str) == [3, 3, None, None]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [(["--cudnn-benchmark-limit", "-1"], "must be 0"),
+     (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one")],
+)  # fmt: skip
+def test_bad_cudnn_benchmark_limit_is_a_usage_error(tmp_path, models, extra, message):
+    result = subprocess.run(_survey(tmp_path / "r.sqlite", [models("good")], extra=extra), capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr and not (tmp_path / "r.sqlite").exists()

@@ -91,6 +91,9 @@ def _add_store_run_options(p, default_batch: str, default_per_worker: int) -> No
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="take cuDNN's heuristic algorithms instead of autotuning every new conv shape (seconds per "
                    "new network); stored as a configuration of its own")  # fmt: skip
+    p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
+                   help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
+                   "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
@@ -336,6 +339,16 @@ def cmd_survey(args, console: Console) -> int:
     return _run_survey(models, args, console, frozenset(chosen[args.attribute]))
 
 
+def _check_cudnn_options(args) -> None:
+    limit = args.cudnn_benchmark_limit
+    if limit is None:
+        return
+    if limit < 0:
+        raise UsageError(f"--cudnn-benchmark-limit must be 0 (all algorithms) or more, got {limit}")
+    if not args.cudnn_benchmark:
+        raise UsageError("--cudnn-benchmark-limit limits autotuning, which --no-cudnn-benchmark turns off: give one")
+
+
 def _run_survey(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
     """Plan, print the plan, run it with a progress bar; shared by ``survey`` and ``nas measure``."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -349,10 +362,12 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
         raise UsageError("--jobs and --per-worker must be at least 1 and --timeout positive")
     if args.min_time_ms is not None and args.min_time_ms <= 0:
         raise UsageError(f"--min-time-ms must be positive, got {args.min_time_ms}")
+    _check_cudnn_options(args)
     precisions = (args.precision or default_precision(resolve_device(args.device))).split(",")
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
-                                  args.device, store, args.res, args.retry_errors, args.cudnn_benchmark)  # fmt: skip
+                                  args.device, store, args.res, args.retry_errors, args.cudnn_benchmark,
+                                  args.cudnn_benchmark_limit)  # fmt: skip
     console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
     if args.dry_run or not plan.groups:
@@ -362,7 +377,7 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
         options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms,
-                                       args.cudnn_benchmark)  # fmt: skip
+                                       args.cudnn_benchmark, args.cudnn_benchmark_limit)  # fmt: skip
         result = survey.run_survey(plan, options, args.jobs, args.per_worker,
                                    lambda cells: progress.advance(task, cells))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0

@@ -71,9 +71,13 @@ class SurveyResult:
 
 
 def software_string(env: dict) -> str:
-    """The store's software column; cuDNN without autotuning is a configuration of its own (a different key)."""
+    """The store's software column; cuDNN without autotuning, or autotuning with a limit on the algorithms it tries,
+    is a configuration of its own (a different key)."""
     text = f"torch {env['torch']} · cuDNN {env['cudnn']} · driver {env['driver']}"
-    return text if env.get("cudnn_benchmark", True) else f"{text} · cudnn.benchmark off"
+    if not env.get("cudnn_benchmark", True):
+        return f"{text} · cudnn.benchmark off"
+    limit = env.get("cudnn_benchmark_limit")
+    return text if limit is None else f"{text} · cudnn.benchmark_limit {limit}"
 
 
 def select_models(patterns: list[str], families: list[str]) -> list[str]:
@@ -88,7 +92,7 @@ def select_models(patterns: list[str], families: list[str]) -> list[str]:
 
 
 def plan_survey(models, batches, precisions, backends, device, store: Store, resolution=None, retry_errors=True,
-                cudnn_benchmark=True):  # fmt: skip
+                cudnn_benchmark=True, cudnn_benchmark_limit=None):  # fmt: skip
     """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
     dev = hardware.resolve_device(device)
     for precision in precisions:
@@ -98,7 +102,7 @@ def plan_survey(models, batches, precisions, backends, device, store: Store, res
     batches = tuple(check_batch(b) for b in batches)
     if not batches or not models:
         raise UsageError("the survey grid is empty: give at least one model and one batch size")
-    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark)
+    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark, cudnn_benchmark_limit)
     device_name, software = env["device_name"], software_string(env)
     done = store.done_keys(retry_errors=retry_errors)
     groups, skipped = [], 0
@@ -131,6 +135,7 @@ class WorkerOptions:
     attribute_models: frozenset[str] = frozenset()
     min_time_ms: float | None = None  # the timed samples' total; None: the profile default
     cudnn_benchmark: bool = True
+    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
 
 
 def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
@@ -142,6 +147,8 @@ def _worker_command(groups: list[Group], options: WorkerOptions, device: str | N
         command += ["--min-time-ms", str(options.min_time_ms)]
     if not options.cudnn_benchmark:
         command.append("--no-cudnn-benchmark")
+    if options.cudnn_benchmark_limit is not None:
+        command += ["--cudnn-benchmark-limit", str(options.cudnn_benchmark_limit)]
     return command
 
 

@@ -21,11 +21,16 @@ def _tf32_settings() -> list[tuple[object, str, object, object]]:
 
 
 @contextlib.contextmanager
-def tf32_mode(enabled: bool, cudnn_benchmark: bool | None = None) -> Iterator[None]:
-    """Allow (or forbid) TF32 in fp32 matmuls and convolutions; optionally set cuDNN autotuning."""
+def tf32_mode(
+    enabled: bool, cudnn_benchmark: bool | None = None, cudnn_benchmark_limit: int | None = None
+) -> Iterator[None]:
+    """Allow (or forbid) TF32 in fp32 matmuls and convolutions; optionally set cuDNN autotuning and how many
+    algorithms it tries per new shape (``benchmark_limit``: torch's default 10, 0 for all)."""
     settings = _tf32_settings()
     if cudnn_benchmark is not None:
         settings.append((torch.backends.cudnn, "benchmark", cudnn_benchmark, cudnn_benchmark))
+    if cudnn_benchmark_limit is not None:
+        settings.append((torch.backends.cudnn, "benchmark_limit", cudnn_benchmark_limit, cudnn_benchmark_limit))
     saved = [getattr(owner, name) for owner, name, _, _ in settings]
     for owner, name, on, off in settings:
         setattr(owner, name, on if enabled else off)

@@ -11,10 +11,15 @@ from utilscope.measure.nvml import driver_version
 
 
 def environment(
-    device: torch.device, precision: str, backend: str, channels_last: bool, cudnn_benchmark: bool = True
+    device: torch.device,
+    precision: str,
+    backend: str,
+    channels_last: bool,
+    cudnn_benchmark: bool = True,
+    cudnn_benchmark_limit: int | None = None,
 ) -> dict:
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {
+    env = {
         "device_name": hardware.device_name(device),
         "device_type": device.type,
         "driver": driver_version() if device.type == "cuda" else None,
@@ -28,3 +33,6 @@ def environment(
         "memory_format": "channels_last" if channels_last else "contiguous",
         "cudnn_benchmark": cudnn_benchmark,  # cuDNN autotunes each new conv shape (True) or takes its heuristic
     }
+    if cudnn_benchmark_limit is not None:  # algorithms autotuning tries per new shape (absent: torch's default)
+        env["cudnn_benchmark_limit"] = cudnn_benchmark_limit
+    return env

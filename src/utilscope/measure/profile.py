@@ -165,12 +165,13 @@ class Sweep:
     environment: dict = field(default_factory=dict)
     ceilings: object = None  # hardware.Ceilings, or None when skipped
     cudnn_benchmark: bool = True  # False: cuDNN's heuristic algorithm per conv, no autotuning of new shapes
+    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
     x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.channels_last)
-    with math_mode(sweep.precision, sweep.cudnn_benchmark):
+    with math_mode(sweep.precision, sweep.cudnn_benchmark, sweep.cudnn_benchmark_limit):
         prepared = sweep.backend.prepare(sweep.module, x)
         sampler = NvmlSampler(sweep.device)
         stats = measure(prepared.run, sweep.clock, sweep.plan, during_samples=sampler)
@@ -229,6 +230,7 @@ def prepare_sweep(
     clock: Clock | None = None,
     plan: TimingPlan | None = None,
     cudnn_benchmark: bool = True,
+    cudnn_benchmark_limit: int | None = None,
 ) -> Sweep:
     """Check the arguments, count the model, find the peaks, build the model on the device. Raises on bad input.
 
@@ -249,8 +251,9 @@ def prepare_sweep(
         module, work, chosen_backend, prec, dev, res, channels_last, peaks,
         clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
         plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
-        spec.id, notes, environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark),
-        ceilings or None, cudnn_benchmark,
+        spec.id, notes,
+        environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark, cudnn_benchmark_limit),
+        ceilings or None, cudnn_benchmark, cudnn_benchmark_limit,
     )  # fmt: skip
 
 
