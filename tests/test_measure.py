@@ -134,6 +134,7 @@ def test_profile_rows_on_cpu(tmp_path, backend):
     if backend == "graph":
         assert "CUDA graphs need a CUDA device: plain launches" in result.rows[0].notes
     assert result.environment["device_type"] == "cpu" and result.environment["memory_format"] == "channels_last"
+    assert result.environment["device_uuid"] is None  # a GPU's names which of the machine's GPUs measured
     # conv 3->8 3x3 at 16x16: 2*8*16*16*27 = 110592; linear 8->4: 64  -> flops per sample
     assert result.flops_per_sample == 110_592 + 64
 

@@ -61,7 +61,7 @@ def test_profile_rows_on_gpu():
         assert row.peak_source.startswith("datasheet") and row.cuda_graph
         assert row.nvml_util is not None and 0 <= row.nvml_util <= 100
     assert result.rows[1].samples_per_s > result.rows[0].samples_per_s
-    assert result.environment["driver"] is not None
+    assert result.environment["driver"] is not None and result.environment["device_uuid"].startswith("GPU-")
 
 
 def test_oom_is_a_row_and_the_sweep_goes_on():

@@ -7,7 +7,7 @@ import platform
 import torch
 
 from utilscope import __version__, hardware
-from utilscope.measure.nvml import driver_version
+from utilscope.measure.nvml import device_uuid, driver_version
 
 
 def environment(
@@ -22,6 +22,7 @@ def environment(
     env = {
         "device_name": hardware.device_name(device),
         "device_type": device.type,
+        "device_uuid": device_uuid(device),  # which GPU of a machine with several (None on a CPU)
         "driver": driver_version() if device.type == "cuda" else None,
         "cuda": torch.version.cuda,
         "cudnn": cudnn,

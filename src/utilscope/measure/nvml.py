@@ -63,11 +63,18 @@ class NvmlSampler:
         return statistics.fmean(self.samples) if self.samples else None
 
 
+def device_uuid(device: torch.device) -> str | None:
+    """The CUDA device's UUID as NVML and nvidia-smi print it ("GPU-…"); None for other devices."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"GPU-{torch.cuda.get_device_properties(index).uuid}"
+
+
 def nvml_handle(pynvml, device: torch.device):
     """NVML's handle of a torch CUDA device, found by UUID: NVML numbers all GPUs of the machine, while torch's
     index counts only those in CUDA_VISIBLE_DEVICES (a survey worker on the second GPU is torch's cuda:0)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(index).uuid}")
+    return pynvml.nvmlDeviceGetHandleByUUID(device_uuid(device))
 
 
 def driver_version() -> str | None:
