@@ -21,9 +21,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 ) &
 wait
 python3 - <<'PY'
-import sqlite3
 import os
-for db in ("data/h200/survey.sqlite", "data/h200/nas.sqlite", os.environ.get("SURVEY_DB") or "data/h200/nas.sqlite"):
+import sqlite3
+scratch = [os.environ["SURVEY_DB"]] if os.environ.get("SURVEY_DB") else []
+for db in ["data/h200/survey.sqlite", "data/h200/nas.sqlite", *scratch]:
     c = sqlite3.connect(db); print(db, c.execute("pragma wal_checkpoint(TRUNCATE)").fetchall()); c.close()
 PY
 cp data/h200/survey.sqlite data/h200/nas.sqlite data/h200/*table*.json ${SURVEY_DB:+"$SURVEY_DB"} "$OUT/"
