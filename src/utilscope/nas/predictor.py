@@ -180,11 +180,10 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
         raise UsageError("no architectures given")
     networks = get_space(table.space).networks(archs)
     layer_ms, estimated = layer_latencies(table, networks, batch, estimate_layers)
-    layer_sum_ms = _per_network(networks, layer_ms)
+    layer_sum_ms, estimated_layers, layers = _per_network(networks, layer_ms, estimated, np.ones(len(layer_ms)))
     frame = pd.DataFrame({
-        "layer_sum_ms": layer_sum_ms, "estimated_layers": _per_network(networks, estimated).astype(np.int64),
-        "flops": networks.flops, "log_layer_sum": np.log(layer_sum_ms),
-        "layers": _per_network(networks, np.ones(len(networks.layers))),
+        "layer_sum_ms": layer_sum_ms, "estimated_layers": estimated_layers.astype(np.int64),
+        "flops": networks.flops, "log_layer_sum": np.log(layer_sum_ms), "layers": layers,
         "log_flops": [math.log(flops) for flops in networks.flops.tolist()],
     })  # fmt: skip
     frame = pd.concat([frame, networks.features.add_prefix("f:")], axis=1)
@@ -195,12 +194,12 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
     return frame
 
 
-def _per_network(networks: Networks, per_layer: np.ndarray) -> np.ndarray:
-    """Per network, the sum of a per-layer value over its layers, added one by one in the network's order (float64:
-    the same sum as a loop over the network's layers)."""
+def _per_network(networks: Networks, *per_layer: np.ndarray) -> list[np.ndarray]:
+    """Per network, the sum of each per-layer value over its layers, added one by one in the network's order
+    (float64: the same sum as a loop over the network's layers)."""
     each = np.repeat(np.arange(len(networks.layer)), networks.count)  # every layer of every network, by its pair
-    weights = per_layer[networks.layer[each]]
-    return np.bincount(networks.network[each], weights=weights, minlength=len(networks.flops))
+    network, layer = networks.network[each], networks.layer[each]
+    return [np.bincount(network, weights=values[layer], minlength=len(networks.flops)) for values in per_layer]
 
 
 def layer_latencies(table: LatencyTable, networks: Networks, batch: int, estimate_layers=None):
