@@ -14,8 +14,9 @@ from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.measure import backends, profile
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
-from utilscope.measure.profile import Peaks, utilization_row
+from utilscope.measure.profile import Peaks, check_depthwise_heuristic, utilization_row
 from utilscope.measure.timing import CpuClock, TimingPlan, TimingStats, iters_per_sample, measure, summarize
+from utilscope.torch_flags import heuristic_for_depthwise
 
 
 class FakeClock:
@@ -220,6 +221,47 @@ def test_precisions():
         with math_mode(Precision.FP16, cudnn_benchmark_limit=limit_before + 2):
             assert torch.backends.cudnn.benchmark_limit == limit_before + 2
         assert torch.backends.cudnn.benchmark_limit == limit_before
+
+
+class _ConvRecorder(torch.overrides.TorchFunctionMode):
+    """Records (groups, cudnn.benchmark) at every conv2d call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.nn.functional.conv2d:
+            self.calls.append((args[6], torch.backends.cudnn.benchmark))
+        return func(*args, **(kwargs or {}))
+
+
+def test_heuristic_for_depthwise_turns_autotuning_off_in_depthwise_convs_only():
+    """Inside, a depthwise conv (groups = input channels) runs with cudnn.benchmark off; a dense and a grouped one
+    keep the setting outside; after, the setting and the model's hooks are as before, even when a conv raised."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 8, 3, groups=8), nn.Conv2d(8, 8, 3, groups=2))
+    before = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        with heuristic_for_depthwise(model), _ConvRecorder() as recorder:
+            model(torch.randn(1, 3, 8, 8))
+        assert recorder.calls == [(1, True), (8, False), (2, True)] and torch.backends.cudnn.benchmark
+        assert not any(m._forward_pre_hooks or m._forward_hooks for m in model)
+        with pytest.raises(RuntimeError), heuristic_for_depthwise(model):
+            model(torch.randn(1, 5, 8, 8))  # a wrong channel count: the first conv raises
+        with pytest.raises(RuntimeError), heuristic_for_depthwise(model[1:]):
+            model[1:](torch.randn(1, 4, 8, 8))  # the depthwise conv itself raises
+        assert torch.backends.cudnn.benchmark
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def test_depthwise_heuristic_needs_autotuning_and_an_eager_backend():
+    check_depthwise_heuristic(True, True, "graph")
+    with pytest.raises(UsageError, match="give one"):
+        check_depthwise_heuristic(True, False, "graph")
+    with pytest.raises(UsageError, match="not inference"):
+        check_depthwise_heuristic(True, True, "inference")
 
 
 def test_backend_registry():

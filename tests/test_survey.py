@@ -203,10 +203,27 @@ def test_a_cudnn_benchmark_limit_is_a_configuration_of_its_own(tmp_path, models)
     assert sorted(limits, key=str) == [3, 3, None, None]
 
 
+def test_a_depthwise_heuristic_is_a_configuration_of_its_own(tmp_path, models):
+    """Autotuning all but the depthwise convs measures every cell again, and its rows say so."""
+    db = tmp_path / "results.sqlite"
+    assert subprocess.run(_survey(db, [models("good")]), capture_output=True).returncode == 0
+    run = subprocess.run(_survey(db, [models("good")], extra=["--cudnn-depthwise-heuristic"]), capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "2 cells to measure" in run.stdout and "depthwise heuristic" in run.stdout
+    with Store(db) as store:
+        frame = store.frame()
+    assert sorted(frame["software"].str.endswith(" · depthwise heuristic")) == [False, False, True, True]
+    flags = [env.get("cudnn_depthwise_heuristic") for env in frame["environment"]]
+    assert sorted(flags, key=str) == [None, None, True, True]
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [(["--cudnn-benchmark-limit", "-1"], "must be 0"),
-     (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one")],
+     (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one"),
+     (["--cudnn-depthwise-heuristic", "--no-cudnn-benchmark"], "give one"),
+     (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile")],
 )  # fmt: skip
 def test_bad_cudnn_benchmark_limit_is_a_usage_error(tmp_path, models, extra, message):
     result = subprocess.run(_survey(tmp_path / "r.sqlite", [models("good")], extra=extra), capture_output=True,

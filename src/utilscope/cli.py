@@ -94,6 +94,10 @@ def _add_store_run_options(p, default_batch: str, default_per_worker: int) -> No
     p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
                    help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
                    "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
+    p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
+                   help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
+                   "up their candidate algorithms is most of autotuning's time); eager and graph backends; stored "
+                   "as a configuration of its own")  # fmt: skip
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
@@ -340,6 +344,11 @@ def cmd_survey(args, console: Console) -> int:
 
 
 def _check_cudnn_options(args) -> None:
+    """Before the store is opened: a usage error never creates (or touches) it."""
+    from utilscope.measure.profile import check_depthwise_heuristic
+
+    for backend in args.backend.split(","):
+        check_depthwise_heuristic(args.cudnn_depthwise_heuristic, args.cudnn_benchmark, backend)
     limit = args.cudnn_benchmark_limit
     if limit is None:
         return
@@ -367,7 +376,7 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     with Store(args.db) as store:
         plan = survey.plan_survey(models, parse_batches(args.batch), precisions, args.backend.split(","),
                                   args.device, store, args.res, args.retry_errors, args.cudnn_benchmark,
-                                  args.cudnn_benchmark_limit)  # fmt: skip
+                                  args.cudnn_benchmark_limit, args.cudnn_depthwise_heuristic)  # fmt: skip
     console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.device}; {plan.software}")  # fmt: skip
     if args.dry_run or not plan.groups:
@@ -377,7 +386,8 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
         options = survey.WorkerOptions(args.db, args.device, args.timeout, attribute, args.min_time_ms,
-                                       args.cudnn_benchmark, args.cudnn_benchmark_limit)  # fmt: skip
+                                       args.cudnn_benchmark, args.cudnn_benchmark_limit,
+                                       args.cudnn_depthwise_heuristic)  # fmt: skip
         result = survey.run_survey(plan, options, args.jobs, args.per_worker,
                                    lambda cells: progress.advance(task, cells))  # fmt: skip
     per_cell = result.wall_s / result.cells if result.cells else 0.0

@@ -30,6 +30,7 @@ from utilscope.errors import UsageError
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
+from utilscope.measure.profile import check_depthwise_heuristic
 from utilscope.store import Store
 
 DEFAULT_BATCHES = (1, 8, 32, 128, 256)
@@ -71,13 +72,14 @@ class SurveyResult:
 
 
 def software_string(env: dict) -> str:
-    """The store's software column; cuDNN without autotuning, or autotuning with a limit on the algorithms it tries,
-    is a configuration of its own (a different key)."""
+    """The store's software column; cuDNN without autotuning, autotuning with a limit on the algorithms it tries, or
+    autotuning all but the depthwise convolutions, is a configuration of its own (a different key)."""
     text = f"torch {env['torch']} · cuDNN {env['cudnn']} · driver {env['driver']}"
     if not env.get("cudnn_benchmark", True):
         return f"{text} · cudnn.benchmark off"
     limit = env.get("cudnn_benchmark_limit")
-    return text if limit is None else f"{text} · cudnn.benchmark_limit {limit}"
+    text = text if limit is None else f"{text} · cudnn.benchmark_limit {limit}"
+    return f"{text} · depthwise heuristic" if env.get("cudnn_depthwise_heuristic") else text
 
 
 def select_models(patterns: list[str], families: list[str]) -> list[str]:
@@ -92,17 +94,18 @@ def select_models(patterns: list[str], families: list[str]) -> list[str]:
 
 
 def plan_survey(models, batches, precisions, backends, device, store: Store, resolution=None, retry_errors=True,
-                cudnn_benchmark=True, cudnn_benchmark_limit=None):  # fmt: skip
+                cudnn_benchmark=True, cudnn_benchmark_limit=None, cudnn_depthwise_heuristic=False):  # fmt: skip
     """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
     dev = hardware.resolve_device(device)
     for precision in precisions:
         check_precision(parse_precision(precision), dev)
     for backend in backends:
-        get_backend(backend)
+        check_depthwise_heuristic(cudnn_depthwise_heuristic, cudnn_benchmark, get_backend(backend).name)
     batches = tuple(check_batch(b) for b in batches)
     if not batches or not models:
         raise UsageError("the survey grid is empty: give at least one model and one batch size")
-    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark, cudnn_benchmark_limit)
+    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark, cudnn_benchmark_limit,
+                      cudnn_depthwise_heuristic)  # fmt: skip
     device_name, software = env["device_name"], software_string(env)
     done = store.done_keys(retry_errors=retry_errors)
     groups, skipped = [], 0
@@ -136,6 +139,7 @@ class WorkerOptions:
     min_time_ms: float | None = None  # the timed samples' total; None: the profile default
     cudnn_benchmark: bool = True
     cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
+    cudnn_depthwise_heuristic: bool = False  # depthwise convs take cuDNN's heuristic algorithm, others autotune
 
 
 def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
@@ -149,6 +153,8 @@ def _worker_command(groups: list[Group], options: WorkerOptions, device: str | N
         command.append("--no-cudnn-benchmark")
     if options.cudnn_benchmark_limit is not None:
         command += ["--cudnn-benchmark-limit", str(options.cudnn_benchmark_limit)]
+    if options.cudnn_depthwise_heuristic:
+        command.append("--cudnn-depthwise-heuristic")
     return command
 
 

@@ -91,6 +91,7 @@ def parse_args(argv):
     parser.add_argument("--min-time-ms", type=float, default=None, help="timed samples' total (default: profile's)")
     parser.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
     parser.add_argument("--cudnn-benchmark-limit", type=int, default=None)
+    parser.add_argument("--cudnn-depthwise-heuristic", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -108,7 +109,8 @@ def measure_group(store: Store, group: dict, args, plan: TimingPlan | None, sinc
     the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
     sweep = prepare_sweep(group["model"], group["precision"], group["backend"], args.device, group["resolution"],
                           plan=plan, cudnn_benchmark=args.cudnn_benchmark,
-                          cudnn_benchmark_limit=args.cudnn_benchmark_limit)  # fmt: skip
+                          cudnn_benchmark_limit=args.cudnn_benchmark_limit,
+                          cudnn_depthwise_heuristic=args.cudnn_depthwise_heuristic)  # fmt: skip
     if plan is not None and plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
         sweep.notes.append(f"timed samples cover {plan.min_total_ms:.0f} ms: NVML utilization not sampled reliably")
     last_s = since_s

@@ -1,4 +1,4 @@
-"""TF32 switches, set inside a ``with`` block and restored after (never at import).
+"""TF32 and cuDNN switches, set inside a ``with`` block and restored after (never at import).
 
 torch >= 2.9 has ``fp32_precision`` settings, which must not be mixed with the legacy ``allow_tf32`` flags:
 use the new ones where they exist, else the legacy ones.
@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+from torch import nn
 
 
 def _tf32_settings() -> list[tuple[object, str, object, object]]:
@@ -39,3 +40,32 @@ def tf32_mode(
     finally:
         for (owner, name, _, _), value in zip(settings, saved, strict=True):
             setattr(owner, name, value)
+
+
+def is_depthwise(conv: nn.Module) -> bool:
+    """A 2-d convolution with one group per input channel (and more than one channel)."""
+    return isinstance(conv, nn.Conv2d) and conv.groups > 1 and conv.groups == conv.in_channels
+
+
+@contextlib.contextmanager
+def heuristic_for_depthwise(model: nn.Module) -> Iterator[None]:
+    """While inside, the model's depthwise convolutions run with ``cudnn.benchmark`` off (cuDNN's heuristic
+    algorithm) and every other layer with the setting outside. torch caches cuDNN's choice per conv shape, whichever
+    way it was made, so one forward pass inside decides the depthwise algorithms for later calls too."""
+    saved: list[bool] = []
+
+    def heuristic(module, args) -> None:
+        saved.append(torch.backends.cudnn.benchmark)
+        torch.backends.cudnn.benchmark = False
+
+    def restore(module, args, output) -> None:
+        torch.backends.cudnn.benchmark = saved.pop()
+
+    convs = [m for m in model.modules() if is_depthwise(m)]
+    handles = [c.register_forward_pre_hook(heuristic) for c in convs]
+    handles += [c.register_forward_hook(restore, always_call=True) for c in convs]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -17,6 +17,7 @@ def environment(
     channels_last: bool,
     cudnn_benchmark: bool = True,
     cudnn_benchmark_limit: int | None = None,
+    cudnn_depthwise_heuristic: bool = False,
 ) -> dict:
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     env = {
@@ -36,4 +37,6 @@ def environment(
     }
     if cudnn_benchmark_limit is not None:  # algorithms autotuning tries per new shape (absent: torch's default)
         env["cudnn_benchmark_limit"] = cudnn_benchmark_limit
+    if cudnn_depthwise_heuristic:  # depthwise convs took cuDNN's heuristic algorithm (absent: autotuned as the rest)
+        env["cudnn_depthwise_heuristic"] = True
     return env

@@ -23,6 +23,7 @@ from utilscope.measure.environment import environment
 from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
 from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
+from utilscope.torch_flags import heuristic_for_depthwise
 
 # On a GPU the timed samples cover at least 1 s so that NVML's utilization readings (which look back up to 1 s)
 # mostly see the timed run; on a CPU 200 ms.
@@ -166,12 +167,16 @@ class Sweep:
     ceilings: object = None  # hardware.Ceilings, or None when skipped
     cudnn_benchmark: bool = True  # False: cuDNN's heuristic algorithm per conv, no autotuning of new shapes
     cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
+    cudnn_depthwise_heuristic: bool = False  # depthwise convs take cuDNN's heuristic algorithm, others autotune
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
     x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.channels_last)
     with math_mode(sweep.precision, sweep.cudnn_benchmark, sweep.cudnn_benchmark_limit):
+        if sweep.cudnn_depthwise_heuristic:  # one pass decides (and caches) every conv shape's algorithm
+            with heuristic_for_depthwise(sweep.module), torch.inference_mode():
+                sweep.module(x)
         prepared = sweep.backend.prepare(sweep.module, x)
         sampler = NvmlSampler(sweep.device)
         stats = measure(prepared.run, sweep.clock, sweep.plan, during_samples=sampler)
@@ -218,6 +223,17 @@ def default_precision(device: torch.device) -> str:
     return "fp16" if device.type == "cuda" else "fp32"
 
 
+def check_depthwise_heuristic(depthwise_heuristic: bool, cudnn_benchmark: bool, backend: str) -> None:
+    """The depthwise exception needs autotuning on, and a backend that runs the model's own convolutions."""
+    if not depthwise_heuristic:
+        return
+    if not cudnn_benchmark:
+        raise UsageError("--cudnn-depthwise-heuristic keeps autotuning for the other convs, which "
+                         "--no-cudnn-benchmark turns off: give one")  # fmt: skip
+    if backend not in ("eager", "graph"):
+        raise UsageError(f"--cudnn-depthwise-heuristic applies to the eager and graph backends, not {backend}")
+
+
 def prepare_sweep(
     model: str,
     precision: str | None = None,
@@ -231,15 +247,18 @@ def prepare_sweep(
     plan: TimingPlan | None = None,
     cudnn_benchmark: bool = True,
     cudnn_benchmark_limit: int | None = None,
+    cudnn_depthwise_heuristic: bool = False,
 ) -> Sweep:
     """Check the arguments, count the model, find the peaks, build the model on the device. Raises on bad input.
 
     ``ceilings`` defaults to the device's measured ceilings (cached on GPUs, measured afresh on CPUs); ``False``
-    skips them.
+    skips them. ``cudnn_depthwise_heuristic``: depthwise convolutions take cuDNN's heuristic algorithm, every other
+    one is autotuned (eager and graph backends).
     """
     dev = hardware.resolve_device(device)
     prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
     chosen_backend = get_backend(backend)
+    check_depthwise_heuristic(cudnn_depthwise_heuristic, cudnn_benchmark, chosen_backend.name)
     spec = zoo.parse_spec(model)
     res = zoo.resolve_resolution(spec, resolution)
     work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
@@ -252,8 +271,9 @@ def prepare_sweep(
         clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
         plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
         spec.id, notes,
-        environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark, cudnn_benchmark_limit),
-        ceilings or None, cudnn_benchmark, cudnn_benchmark_limit,
+        environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark, cudnn_benchmark_limit,
+                    cudnn_depthwise_heuristic),
+        ceilings or None, cudnn_benchmark, cudnn_benchmark_limit, cudnn_depthwise_heuristic,
     )  # fmt: skip
 
 
