@@ -96,8 +96,8 @@ def _add_store_run_options(p, default_batch: str, default_per_worker: int) -> No
                    "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
     p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
                    help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
-                   "up their candidate algorithms is most of autotuning's time); eager and graph backends; stored "
-                   "as a configuration of its own")  # fmt: skip
+                   "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "
+                   "stored as a configuration of its own")  # fmt: skip
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
