@@ -187,35 +187,26 @@ def test_model_selection():
         survey.select_models([], ["NotAFamily"])
 
 
-def test_a_cudnn_benchmark_limit_is_a_configuration_of_its_own(tmp_path, models):
-    """A survey whose autotuning tries at most N algorithms per shape measures every cell again (its rows have a
-    software key of their own) and its rows record the limit, as the worker set it."""
+@pytest.mark.parametrize(
+    "extra, suffix, key, value",
+    [(["--cudnn-benchmark-limit", "3"], "cudnn.benchmark_limit 3", "cudnn_benchmark_limit", 3),
+     (["--cudnn-depthwise-heuristic"], "depthwise heuristic", "cudnn_depthwise_heuristic", True)],
+)  # fmt: skip
+def test_a_cudnn_setting_is_a_configuration_of_its_own(tmp_path, models, extra, suffix, key, value):
+    """A survey whose autotuning tries at most N algorithms per shape, or leaves the depthwise convs to cuDNN's
+    heuristics, measures every cell again (its rows have a software key of their own) and its rows record the
+    setting, as the worker set it."""
     db = tmp_path / "results.sqlite"
     assert subprocess.run(_survey(db, [models("good")]), capture_output=True).returncode == 0
-    limited = subprocess.run(_survey(db, [models("good")], extra=["--cudnn-benchmark-limit", "3"]),
-                             capture_output=True, text=True)  # fmt: skip
-    assert limited.returncode == 0, limited.stderr
-    assert "2 cells to measure" in limited.stdout and "cudnn.benchmark_limit 3" in limited.stdout
+    again = subprocess.run(_survey(db, [models("good")], extra=extra), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "2 cells to measure" in again.stdout and suffix in again.stdout
     with Store(db) as store:
         frame = store.frame()
-    assert sorted(frame["software"].str.endswith("cudnn.benchmark_limit 3")) == [False, False, True, True]
-    limits = [env.get("cudnn_benchmark_limit") for env in frame["environment"]]
-    assert sorted(limits, key=str) == [3, 3, None, None]
-
-
-def test_a_depthwise_heuristic_is_a_configuration_of_its_own(tmp_path, models):
-    """Autotuning all but the depthwise convs measures every cell again, and its rows say so."""
-    db = tmp_path / "results.sqlite"
-    assert subprocess.run(_survey(db, [models("good")]), capture_output=True).returncode == 0
-    run = subprocess.run(_survey(db, [models("good")], extra=["--cudnn-depthwise-heuristic"]), capture_output=True,
-                         text=True)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    assert "2 cells to measure" in run.stdout and "depthwise heuristic" in run.stdout
-    with Store(db) as store:
-        frame = store.frame()
-    assert sorted(frame["software"].str.endswith(" · depthwise heuristic")) == [False, False, True, True]
-    flags = [env.get("cudnn_depthwise_heuristic") for env in frame["environment"]]
-    assert sorted(flags, key=str) == [None, None, True, True]
+    assert sorted(frame["software"].str.endswith(f" · {suffix}")) == [False, False, True, True]
+    assert sorted((env.get(key) for env in frame["environment"]), key=str) == sorted(
+        [value, value, None, None], key=str
+    )
 
 
 @pytest.mark.parametrize(
