@@ -13,7 +13,7 @@ start_s = time.perf_counter()
 import torch  # noqa: E402
 
 import utilscope  # noqa: E402
-from utilscope import zoo  # noqa: E402
+from utilscope.models import zoo  # noqa: E402
 
 import_s = time.perf_counter() - start_s
 

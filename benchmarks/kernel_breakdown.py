@@ -15,11 +15,11 @@ import torch
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
-from utilscope import zoo
 from utilscope.attribute.kernels import kernel_family
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.profile import make_input, prepare_module
+from utilscope.models import zoo
 
 
 def main(model: str = "torchvision:resnet50", batch: str = "256", backend: str = "inference", iters: int = 10) -> None:

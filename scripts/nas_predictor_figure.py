@@ -19,7 +19,7 @@ from utilscope.nas.predictor import (  # noqa: E402
     shipped_profile,
     usable_rows,
 )
-from utilscope.store import Store  # noqa: E402
+from utilscope.survey.store import Store  # noqa: E402
 
 SPACES = ("mbv3", "regnet")
 SHOWN = {"predictor": ("predictor", "tab:blue"), "flops_proxy": ("FLOPs proxy (c / FLOPs)", "tab:red")}

@@ -58,7 +58,7 @@ def test_layer_times_sum_to_the_profiled_total(attributed):
 
 def test_every_leaf_module_appears(attributed, tiny):
     names = {layer.name for layer in attributed.layers}
-    model = utilscope.zoo.build_model(utilscope.zoo.parse_spec(tiny))
+    model = utilscope.models.zoo.build_model(utilscope.models.zoo.parse_spec(tiny))
     leaves = {name for name, m in model.named_modules() if name and next(m.children(), None) is None}
     assert leaves <= names
     assert {"1.add", "2.add"} <= names  # ops issued by a non-leaf module are layers of their own

@@ -8,8 +8,8 @@ import torchvision.models as tvm
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from utilscope import zoo
 from utilscope.counting import count
+from utilscope.models import zoo
 
 # torchvision's num_params for googlenet is of the model without its auxiliary classifiers (the weights
 # builder drops them); built with weights=None they are there, and they hold parameters though eval never runs them.

@@ -17,7 +17,7 @@ from torchvision.ops import SqueezeExcitation
 import utilscope
 from utilscope.attribute import diagnose as dg
 from utilscope.attribute.records import Attribution, LayerTime, Point, Roofs
-from utilscope.present.units import si
+from utilscope.units import si
 
 ROOFS = Roofs(tensor_tflops=989.4, vector_tflops=66.9, bandwidth_gbs=4800, label="test")
 SM_COUNT = 132

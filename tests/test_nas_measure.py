@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 import utilscope
-from utilscope import model_sets, zoo
 from utilscope.cli import main
 from utilscope.errors import UsageError
+from utilscope.models import sets as model_sets
+from utilscope.models import zoo
 from utilscope.nas.sampler import sample_architectures, save_jsonl
 from utilscope.nas.space import get_space
-from utilscope.store import Store
+from utilscope.survey.store import Store
 
 
 @pytest.fixture()

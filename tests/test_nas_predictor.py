@@ -23,7 +23,7 @@ from utilscope.nas import predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, load_tables, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
 from utilscope.nas.space import get_space, parse_layer_key
-from utilscope.store import Store
+from utilscope.survey.store import Store
 
 BATCHES = (1, 256)
 SLOWDOWN = 1.25  # measured network latency / sum of its layers, by construction

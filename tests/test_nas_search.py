@@ -283,7 +283,7 @@ def test_bad_input_is_a_usage_error(dataset):
 def test_gpu_mode_measures_as_the_predictors_table_was_timed():
     """The shipped tables were timed in fp16 without cuDNN autotuning: GPU-mode measurements must match (on a CPU,
     only the precision falls back to the CPU's default)."""
-    from utilscope.cli import _table_settings
+    from utilscope.cli.main import _table_settings
     from utilscope.nas.predictor import load_predictor, shipped_profile
 
     table = load_predictor(shipped_profile("h200", "mbv3")).table

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from utilscope.errors import UsageError
-from utilscope.store import (
+from utilscope.survey.store import (
     APPLICATION_ID,
     KEY_COLUMNS,
     SCHEMA_VERSION,
@@ -202,7 +202,7 @@ def test_a_closed_store_is_an_error(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     path, name = sys.argv[1], sys.argv[2]
     print("ready", flush=True)
@@ -360,7 +360,7 @@ def test_a_directory_is_refused(tmp_path):
 
 
 def test_reading_a_missing_store_is_an_error(tmp_path):
-    from utilscope.store import Store, StoreError
+    from utilscope.survey.store import Store, StoreError
 
     with pytest.raises(StoreError, match="no results store"):
         Store(tmp_path / "absent.sqlite", create=False)
@@ -371,7 +371,7 @@ def _filled_store(path):
     import numpy as np
 
     from utilscope.report.synthetic import synthetic_store
-    from utilscope.store import KEY_COLUMNS, Store
+    from utilscope.survey.store import KEY_COLUMNS, Store
 
     measurements, op_classes = synthetic_store(np.random.default_rng(0), models=4)
     with Store(path) as store:

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from utilscope import survey
-from utilscope.store import Store
+from utilscope.survey.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +173,7 @@ def test_plan_skips_done_cells_and_checks_input(tmp_path, models):
 
 
 def test_model_selection():
-    from utilscope import model_sets
+    from utilscope.models import sets as model_sets
 
     assert survey.select_models([], []) == model_sets.default_survey()
     regnets = survey.select_models([], ["RegNetX"])

@@ -10,9 +10,9 @@ import torch
 import torchvision.models as tvm
 from torch import nn
 
-from utilscope import zoo
 from utilscope.counting import count
 from utilscope.errors import ModelError, UsageError
+from utilscope.models import zoo
 
 FACTORY = textwrap.dedent(
     """

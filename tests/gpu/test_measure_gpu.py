@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from utilscope import zoo
 from utilscope.measure import profile
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.profile import make_input, prepare_module, prepare_sweep, run_sweep
+from utilscope.models import zoo
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
-from utilscope.present.units import si
+from utilscope.units import si
 
 LOW_INTENSITY_CLASSES = ("depthwise_conv", "pointwise_conv", "grouped_conv")
 CONV_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv")

@@ -10,11 +10,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from utilscope import zoo
 from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
 from utilscope.counting.tracer import OpEvent, Trace, trace
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.models import zoo
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_BATCH = 1 << 16

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from utilscope import hardware, zoo
+from utilscope import hardware
 from utilscope.counting import CountResult, count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
@@ -23,6 +23,7 @@ from utilscope.measure.environment import environment
 from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
 from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
+from utilscope.models import zoo
 from utilscope.torch_flags import heuristic_for_depthwise
 
 # On a GPU the timed samples cover at least 1 s so that NVML's utilization readings (which look back up to 1 s)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from utilscope import zoo
 from utilscope.errors import UsageError
+from utilscope.models import zoo
 from utilscope.nas.space import get_space
 
 EQUAL_FLOPS_TOLERANCE = 0.05  # architectures within ±5% FLOPs of each other count as equal-FLOPs

@@ -22,7 +22,7 @@ from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, math_mode, parse_precision
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.nas.space import Arch, Layer, SearchSpace, get_space
-from utilscope.survey import software_string
+from utilscope.survey.runner import software_string
 
 TABLE_FORMAT = "utilscope-latency-table/1"
 REPEATS = 20  # calls of the layer per timed replay

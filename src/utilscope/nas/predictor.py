@@ -390,7 +390,7 @@ def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, h
 def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], pd.DataFrame]:
     """From a store's measurements: the architectures of ``space`` measured there (by id, from the JSONL files their
     model ids name) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
-    from utilscope import zoo
+    from utilscope.models import zoo
 
     rows = frame[frame["model"].str.startswith("nas:") & (frame["status"] == "ok")]
     archs: dict[str, Arch] = {}

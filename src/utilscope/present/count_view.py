@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.counting import CountResult
-from utilscope.present.units import percent, shape_text, si
+from utilscope.units import percent, shape_text, si
 
 
 def layer_table(result: CountResult, top: int | None = None) -> Table:

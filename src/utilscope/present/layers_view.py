@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from utilscope.attribute.explain import Explanation
-from utilscope.present.units import percent, si
+from utilscope.units import percent, si
 
 
 def header_text(explanation: Explanation) -> str:

@@ -6,7 +6,7 @@ import pandas as pd
 from rich.table import Table
 
 from utilscope.measure.profile import ProfileResult
-from utilscope.present.units import percent, si
+from utilscope.units import percent, si
 
 
 def _opt(value, fmt: str) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from utilscope.attribute.records import Point, Roofs
 from utilscope.attribute.roofline import RooflineRow, check_roofs, roofline
 from utilscope.counting.classify import OpClass
-from utilscope.present.units import si
+from utilscope.units import si
 
 _CLASS_COLORS = dict(
     zip(

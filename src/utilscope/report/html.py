@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.present.units import percent, si
 from utilscope.report import plots
 from utilscope.report.nas_plots import write_nas_figures
+from utilscope.units import percent, si
 
 MEASUREMENT_COLUMNS = plots.SERIES + [
     "batch", "family", "status", "flops_per_sample", "latency_ms", "samples_per_s", "achieved_tflops",

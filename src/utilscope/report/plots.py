@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.present.roofline_plot import _CLASS_COLORS
-from utilscope.present.units import si
+from utilscope.units import si
 
 # every column of a measurement's identity except the batch size: one line / one point per series
 SERIES = ["model", "resolution", "precision", "backend", "device", "software"]

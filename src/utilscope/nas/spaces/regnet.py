@@ -26,8 +26,8 @@ import pandas as pd
 from torch import nn
 from torchvision.models.regnet import BlockParams, RegNet, ResBottleneckBlock, SimpleStemIN
 
-from utilscope import zoo
 from utilscope.errors import UsageError
+from utilscope.models import zoo
 from utilscope.nas.space import (
     PASSED_THROUGH,
     Arch,

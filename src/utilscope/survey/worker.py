@@ -1,7 +1,7 @@
 """One survey worker: measure groups (a model, precision and backend at several batch sizes) in turn; store each row
 at once and print a "group done" line after each group.
 
-Run by the survey runner as ``python -m utilscope.survey_worker --db ... --groups JSON``; the runner restarts a
+Run by the survey runner as ``python -m utilscope.survey.worker --db ... --groups JSON``; the runner restarts a
 worker that crashed or hung on the groups after the one it was measuring. Exit code 2 with a one-line message for
 bad input.
 """
@@ -21,12 +21,12 @@ import sys  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 
-from utilscope import model_sets  # noqa: E402
 from utilscope.errors import UsageError, UtilscopeError  # noqa: E402
 from utilscope.measure.profile import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.measure.timing import TimingPlan  # noqa: E402
-from utilscope.store import Store  # noqa: E402
-from utilscope.survey import CELL_DONE, GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
+from utilscope.models import sets as model_sets  # noqa: E402
+from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
+from utilscope.survey.store import Store  # noqa: E402
 
 
 def key_of(sweep: Sweep, batch: int) -> dict:
@@ -83,7 +83,7 @@ def exit_with_parent() -> None:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="utilscope.survey_worker")
+    parser = argparse.ArgumentParser(prog="utilscope.survey.worker")
     parser.add_argument("--db", required=True)
     parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
                         "batches, attribute}")  # fmt: skip

@@ -15,9 +15,9 @@ import warnings
 from rich.console import Console
 from rich.markup import escape
 
-from utilscope import zoo
 from utilscope.counting import DTYPES, count
 from utilscope.errors import UsageError, UtilscopeError
+from utilscope.models import zoo
 
 EXIT_USAGE = 2
 EXIT_PARTIAL = 1
@@ -336,7 +336,8 @@ def cmd_layers(args, console: Console) -> int:
 
 
 def cmd_survey(args, console: Console) -> int:
-    from utilscope import model_sets, survey
+    from utilscope import survey
+    from utilscope.models import sets as model_sets
 
     models = survey.select_models(args.models, args.family)
     chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
@@ -365,7 +366,7 @@ def _run_survey(models: list[str], args, console: Console, attribute: frozenset[
     from utilscope import survey
     from utilscope.hardware import resolve_device
     from utilscope.measure.profile import default_precision
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     if args.jobs < 1 or args.per_worker < 1 or args.timeout <= 0:
         raise UsageError("--jobs and --per-worker must be at least 1 and --timeout positive")
@@ -411,7 +412,7 @@ def cmd_nas_measure(args, console: Console) -> int:
 
 def cmd_report(args, console: Console) -> int:
     from utilscope.report.html import build_report
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     with Store(args.db, create=False) as store:
         path = build_report(store.frame(), store.op_class_frame(), args.out)
@@ -420,7 +421,7 @@ def cmd_report(args, console: Console) -> int:
 
 
 def cmd_export(args, console: Console) -> int:
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     with Store(args.db, create=False) as store:
         store.export(args.out)
@@ -469,7 +470,7 @@ def cmd_nas_table(args, console: Console) -> int:
 def cmd_nas_fit(args, console: Console) -> int:
     from utilscope.nas.latency import load_tables
     from utilscope.nas.predictor import fit, measured_dataset
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     table = load_tables(args.table)
     if table.space != args.space:
@@ -557,7 +558,7 @@ def cmd_nas_search(args, console: Console) -> int:
     predictor = _load_predictor(args.profile, args.gpu, args.space)
     estimator = setup.predictor_estimator(predictor, args.batch)
     if args.simulate is not None:
-        from utilscope.store import Store
+        from utilscope.survey.store import Store
 
         with Store(args.simulate, create=False) as store:
             frame = store.frame()
@@ -593,7 +594,7 @@ def cmd_nas_search(args, console: Console) -> int:
 
 def cmd_nas_analyze(args, console: Console) -> int:
     from utilscope.nas.analysis import analyze
-    from utilscope.store import Store
+    from utilscope.survey.store import Store
 
     with Store(args.db, create=False) as store:
         results = analyze(store.frame())

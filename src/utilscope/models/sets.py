@@ -16,7 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 @functools.cache
 def _table() -> dict:
-    return tomllib.loads(resources.files("utilscope").joinpath("model_sets.toml").read_text())
+    return tomllib.loads(resources.files("utilscope.models").joinpath("model_sets.toml").read_text())
 
 
 def families() -> dict[str, list[str]]:
@@ -27,7 +27,7 @@ def family_of(model_id: str) -> str:
     """The family of a model id (first matching glob of model_sets.toml), or "other"; a NAS architecture's family
     is its search space ("NAS mbv3")."""
     if model_id.startswith("nas:"):
-        from utilscope import zoo
+        from utilscope.models import zoo
 
         return f"NAS {zoo.nas_record(zoo.parse_spec(model_id))['space']}"
     for family, globs in _table()["families"].items():

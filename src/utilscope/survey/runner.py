@@ -1,7 +1,7 @@
 """Survey: measure a grid of models x batch sizes x precisions x backends into a resumable store.
 
 The grid is expanded, cells already in the store are skipped (resume), and (model, precision, backend) groups run
-in worker subprocesses (``python -m utilscope.survey_worker``), one or several groups per worker, with a timeout
+in worker subprocesses (``python -m utilscope.survey.worker``), one or several groups per worker, with a timeout
 per group: a crash, a hang or an OOM costs that group's remaining cells — recorded as ``error: ...`` rows — never
 the survey; a new worker takes over the groups after it. The worker writes each row as soon as it is measured, so
 an interrupted survey loses at most the cell in flight.
@@ -24,14 +24,16 @@ from datetime import datetime, timezone
 
 import torch
 
-from utilscope import hardware, model_sets, zoo
+from utilscope import hardware
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
 from utilscope.measure.profile import check_depthwise_heuristic
-from utilscope.store import Store
+from utilscope.models import sets as model_sets
+from utilscope.models import zoo
+from utilscope.survey.store import Store
 
 DEFAULT_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_TIMEOUT_S = 900.0
@@ -144,7 +146,7 @@ class WorkerOptions:
 
 def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
     specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
-    command = [sys.executable, "-m", "utilscope.survey_worker", "--db", options.db, "--groups", json.dumps(specs)]
+    command = [sys.executable, "-m", "utilscope.survey.worker", "--db", options.db, "--groups", json.dumps(specs)]
     if device:
         command += ["--device", device]
     if options.min_time_ms is not None:

@@ -1,0 +1,5 @@
+import sys
+
+from utilscope.cli import main
+
+sys.exit(main())
