@@ -37,15 +37,13 @@ def make():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("models") / "tiny.py"
-    path.write_text(TINY)
-    return f"{path}:make"
+def tiny(write_factory):
+    return f"{write_factory(TINY, 'tiny_blocks')}:make"
 
 
 @pytest.fixture(scope="module")
 def attributed(tiny):
-    return attribute(tiny, batch=4, backend="eager", device="cpu", ceilings=False, peak_tflops=1.0, iters=3)
+    return attribute(tiny, batch=4, backend="eager", device="cpu", ceilings="skip", peak_tflops=1.0, iters=3)
 
 
 def test_layer_times_sum_to_the_profiled_total(attributed):
@@ -84,7 +82,7 @@ def test_class_summary_shares(attributed):
 
 def test_compiled_backends_need_a_gpu(tiny):
     with pytest.raises(UsageError, match="needs a CUDA device"):
-        attribute(tiny, batch=1, backend="inference", device="cpu", ceilings=False)
+        attribute(tiny, batch=1, backend="inference", device="cpu", ceilings="skip")
 
 
 @pytest.mark.parametrize(
@@ -178,9 +176,29 @@ def test_attribution_dict_round_trips_to_json(attributed):
 
 @pytest.mark.parametrize("backend", ["graph"])
 def test_graph_backend_on_cpu_times_plain_launches(tiny, backend):
-    a = attribute(tiny, batch=2, backend=backend, device="cpu", ceilings=False, peak_tflops=1.0, iters=1)
+    a = attribute(tiny, batch=2, backend=backend, device="cpu", ceilings="skip", peak_tflops=1.0, iters=1)
     assert any("CUDA graphs need a CUDA device" in note for note in a.notes)
     assert torch.isfinite(torch.tensor(a.end_to_end_ms))
+
+
+@pytest.mark.skipif(not torch.backends.cudnn.is_available(), reason="cuDNN's benchmark_limit needs cuDNN")
+def test_attribution_measures_with_the_requests_cudnn_settings(tiny, monkeypatch, cudnn_flags):
+    """The end-to-end time and the profiled passes run with exactly the request's cuDNN settings."""
+    from utilscope.attribute import attribution as module
+    from utilscope.measure.settings import CudnnSettings
+
+    seen, end_to_end = [], module.end_to_end_ms
+
+    def recording(*args):
+        seen.append((torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit))
+        return end_to_end(*args)
+
+    monkeypatch.setattr(module, "end_to_end_ms", recording)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit = True, 10
+    for settings, expected in [(CudnnSettings(benchmark=False), (False, 10)), (CudnnSettings(True, 2), (True, 2))]:
+        attribute(tiny, batch=1, backend="eager", device="cpu", ceilings="skip", iters=1, cudnn=settings)
+        assert seen.pop() == expected
+    assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit) == (True, 10)
 
 
 def test_layers_cli_json_and_roofline(tiny, tmp_path, capsys):

@@ -8,15 +8,16 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from conftest import QUICK, TINY_FLOPS
 from torch import nn
 
 from utilscope.cli import main
 from utilscope.errors import UsageError
+from utilscope.hardware import Ceilings
 from utilscope.measure import backends, profile
-from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
-from utilscope.measure.profile import Peaks, check_depthwise_heuristic, utilization_row
+from utilscope.measure.precision import Precision, check_precision, parse_precision
+from utilscope.measure.profile import Peaks, utilization_row
 from utilscope.measure.timing import CpuClock, TimingPlan, TimingStats, iters_per_sample, measure, summarize
-from utilscope.torch_flags import heuristic_for_depthwise
 
 
 class FakeClock:
@@ -107,24 +108,12 @@ def test_utilization_arithmetic():
     assert fused.achieved_gbs == pytest.approx(385.25) and fused.bytes_model == "fused"
 
 
-def _tiny_factory(tmp_path):
-    path = tmp_path / "tiny.py"
-    path.write_text(
-        "import torch.nn as nn\nRESOLUTION = 16\n"
-        "def make():\n"
-        "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),\n"
-        "                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))\n"
-    )
-    return f"{path}:make"
-
-
-QUICK = TimingPlan(warmup_iters=2, warmup_ms=1, samples=3, min_total_ms=3)
-NO_CEILINGS = False  # the CPU ceiling measurement is tested in test_hardware
+NO_CEILINGS = "skip"  # the CPU ceiling measurement is tested in test_hardware
 
 
 @pytest.mark.parametrize("backend", ["eager", "graph"])
-def test_profile_rows_on_cpu(tmp_path, backend):
-    result = profile(_tiny_factory(tmp_path), batches=[1, 4], backend=backend, device="cpu", ceilings=NO_CEILINGS,
+def test_profile_rows_on_cpu(tiny, backend):
+    result = profile(tiny, batches=[1, 4], backend=backend, device="cpu", ceilings=NO_CEILINGS,
                      peak_tflops=1.0, plan=QUICK)  # fmt: skip
     assert [row.status for row in result.rows] == ["ok", "ok"]
     for row in result.rows:
@@ -136,18 +125,12 @@ def test_profile_rows_on_cpu(tmp_path, backend):
         assert "CUDA graphs need a CUDA device: plain launches" in result.rows[0].notes
     assert result.environment["device_type"] == "cpu" and result.environment["memory_format"] == "channels_last"
     assert result.environment["device_uuid"] is None  # a GPU's names which of the machine's GPUs measured
-    # conv 3->8 3x3 at 16x16: 2*8*16*16*27 = 110592; linear 8->4: 64  -> flops per sample
-    assert result.flops_per_sample == 110_592 + 64
+    assert result.flops_per_sample == TINY_FLOPS
 
 
-def test_cpu_peak_is_the_measured_ceiling(tmp_path):
-    @dataclass
-    class FakeCeilings:
-        gemm_tflops: dict
-        copy_gbs: float
-
-    result = profile(_tiny_factory(tmp_path), batches=[1], device="cpu", ceilings=FakeCeilings({"fp32": 0.5}, 20.0),
-                     plan=QUICK)  # fmt: skip
+def test_cpu_peak_is_the_measured_ceiling(tiny):
+    ceilings = Ceilings("cpu", "cpu", {"fp32": 0.5}, 20.0, "2026-01-01T00:00:00+00:00", torch.__version__, "test")
+    result = profile(tiny, batches=[1], device="cpu", ceilings=ceilings, plan=QUICK)
     row = result.rows[0]
     assert row.peak_tflops == 0.5 and row.peak_source.startswith("measured ceiling (CPU")
     assert row.utilization == pytest.approx(row.utilization_vs_ceiling)
@@ -169,8 +152,8 @@ def failing_backend():
     del backends.BACKENDS["test-failing"]
 
 
-def test_oom_and_error_rows_and_the_sweep_goes_on(tmp_path, failing_backend):
-    result = profile(_tiny_factory(tmp_path), batches=[1, 2, 3, 4], backend=failing_backend, device="cpu",
+def test_oom_and_error_rows_and_the_sweep_goes_on(tiny, failing_backend):
+    result = profile(tiny, batches=[1, 2, 3, 4], backend=failing_backend, device="cpu",
                      ceilings=NO_CEILINGS, peak_tflops=1.0, plan=QUICK)  # fmt: skip
     statuses = [row.status for row in result.rows]
     assert statuses[0] == "ok" and statuses[1] == "oom" and statuses[3] == "ok"
@@ -178,8 +161,8 @@ def test_oom_and_error_rows_and_the_sweep_goes_on(tmp_path, failing_backend):
     assert result.rows[1].latency_ms is None and result.rows[1].utilization is None
 
 
-def test_profile_cli_json(tmp_path, capsys):
-    assert main(["profile", _tiny_factory(tmp_path), "--device", "cpu", "--batch", "1", "--peak", "2", "--json"]) == 0
+def test_profile_cli_json(tiny, capsys):
+    assert main(["profile", tiny, "--device", "cpu", "--batch", "1", "--peak", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"model", "device", "backend", "precision", "rows"} <= doc.keys()
     row_keys = {"batch", "latency_ms", "samples_per_s", "achieved_tflops", "utilization", "utilization_vs_ceiling",
@@ -198,14 +181,30 @@ def test_profile_cli_json(tmp_path, capsys):
         (["--precision", "fp8"], "unknown precision 'fp8'"),
         (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
         (["--precision", "tf32"], "precision tf32 is not supported on cpu"),
-        (["--peak", "-5"], "--peak must be positive"),
+        (["--peak", "-5"], "--peak must be a positive, finite number"),
+        (["--peak", "nan"], "--peak must be a positive, finite number"),
+        (["--peak", "inf"], "--peak must be a positive, finite number"),
+        (["--peak", "0"], "--peak must be a positive, finite number"),
+        (["--cudnn-benchmark-limit", "-1"], "must be 0 (all algorithms) or more"),
+        (["--backend", "inference", "--cudnn-depthwise-heuristic"], "not inference"),
         (["--device", "tpu"], ""),
     ],
 )
-def test_profile_bad_input_exit_2(tmp_path, argv, message, capsys):
-    assert main(["profile", _tiny_factory(tmp_path), "--device", "cpu", *argv]) == 2
+def test_profile_bad_input_exit_2(tiny, argv, message, capsys):
+    assert main(["profile", tiny, "--device", "cpu", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("utilscope: error: ") and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("peak", ["nan", "inf", "0", "-1"])
+@pytest.mark.parametrize("verb", ["profile", "layers", "survey"])
+def test_a_bad_peak_is_one_line_and_exit_2_on_every_verb(tiny, tmp_path, verb, peak, capsys):
+    db = tmp_path / "r.sqlite"
+    argv = ["--models", tiny, "--db", str(db)] if verb == "survey" else [tiny]
+    assert main([verb, *argv, "--device", "cpu", "--batch", "1", "--peak", peak]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("utilscope: error: --peak must be a positive, finite number") and err.count("\n") == 1
+    assert not db.exists()  # a usage error never creates the store
 
 
 def test_precisions():
@@ -213,55 +212,6 @@ def test_precisions():
     assert Precision.TF32.dtype is torch.float32 and Precision.TF32.count_dtype == "fp32"
     with pytest.raises(UsageError):
         check_precision(Precision.FP16, torch.device("cpu"))
-    before, limit_before = torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit
-    with math_mode(Precision.FP32):
-        assert torch.backends.cudnn.benchmark
-    assert torch.backends.cudnn.benchmark == before
-    if torch.backends.cudnn.is_available():  # the limit is cuDNN's setting: None without cuDNN
-        with math_mode(Precision.FP16, cudnn_benchmark_limit=limit_before + 2):
-            assert torch.backends.cudnn.benchmark_limit == limit_before + 2
-        assert torch.backends.cudnn.benchmark_limit == limit_before
-
-
-class _ConvRecorder(torch.overrides.TorchFunctionMode):
-    """Records (groups, cudnn.benchmark) at every conv2d call."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.nn.functional.conv2d:
-            self.calls.append((args[6], torch.backends.cudnn.benchmark))
-        return func(*args, **(kwargs or {}))
-
-
-def test_heuristic_for_depthwise_turns_autotuning_off_in_depthwise_convs_only():
-    """Inside, a depthwise conv (groups = input channels) runs with cudnn.benchmark off; a dense and a grouped one
-    keep the setting outside; after, the setting and the model's hooks are as before, even when a conv raised."""
-    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Conv2d(8, 8, 3, groups=8), nn.Conv2d(8, 8, 3, groups=2))
-    before = torch.backends.cudnn.benchmark
-    try:
-        torch.backends.cudnn.benchmark = True
-        with heuristic_for_depthwise(model), _ConvRecorder() as recorder:
-            model(torch.randn(1, 3, 8, 8))
-        assert recorder.calls == [(1, True), (8, False), (2, True)] and torch.backends.cudnn.benchmark
-        assert not any(m._forward_pre_hooks or m._forward_hooks for m in model)
-        with pytest.raises(RuntimeError), heuristic_for_depthwise(model):
-            model(torch.randn(1, 5, 8, 8))  # a wrong channel count: the first conv raises
-        with pytest.raises(RuntimeError), heuristic_for_depthwise(model[1:]):
-            model[1:](torch.randn(1, 4, 8, 8))  # the depthwise conv itself raises
-        assert torch.backends.cudnn.benchmark
-    finally:
-        torch.backends.cudnn.benchmark = before
-
-
-def test_depthwise_heuristic_needs_autotuning_and_an_eager_backend():
-    check_depthwise_heuristic(True, True, "graph")
-    with pytest.raises(UsageError, match="give one"):
-        check_depthwise_heuristic(True, False, "graph")
-    with pytest.raises(UsageError, match="not inference"):
-        check_depthwise_heuristic(True, True, "inference")
 
 
 def test_backend_registry():

@@ -23,7 +23,10 @@ from utilscope.nas import predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, load_tables, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
 from utilscope.nas.space import get_space, parse_layer_key
+from utilscope.survey.schema import CellKey, Configuration
 from utilscope.survey.store import Store
+
+SYNTHETIC = Configuration("NVIDIA H200", "channels_last", "synthetic", "", "", False, None, False)
 
 BATCHES = (1, 256)
 SLOWDOWN = 1.25  # measured network latency / sum of its layers, by construction
@@ -59,9 +62,9 @@ def dataset(tmp_path_factory):
     db = folder / "nas.sqlite"
     with Store(db) as store:
         for row in rows:
-            store.add({"model": f"nas:{path}:{row['id']}", "resolution": 0, "batch": row["batch"], "precision": "fp16",
-                       "backend": "graph", "device": "NVIDIA H200", "software": "synthetic", "status": "ok",
-                       "latency_ms": row["latency_ms"], "samples_per_s": row["samples_per_s"]})  # fmt: skip
+            key = CellKey(f"nas:{path}:{row['id']}", 0, row["batch"], "fp16", "graph", SYNTHETIC)
+            store.add({"key": key, "status": "ok", "latency_ms": row["latency_ms"],
+                       "samples_per_s": row["samples_per_s"]})  # fmt: skip
     return {"archs": archs, "by_id": {a["id"]: a for a in archs}, "path": path, "table": table,
             "measurements": measurements, "db": db, "folder": folder}  # fmt: skip
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,9 +284,12 @@ def test_bad_input_is_a_usage_error(dataset):
 def test_gpu_mode_measures_as_the_predictors_table_was_timed():
     """The shipped tables were timed in fp16 without cuDNN autotuning: GPU-mode measurements must match (on a CPU,
     only the precision falls back to the CPU's default)."""
-    from utilscope.cli.main import _table_settings
+    from utilscope.measure.settings import CudnnSettings
     from utilscope.nas.predictor import load_predictor, shipped_profile
+    from utilscope.nas.search_setup import oracle_for
 
     table = load_predictor(shipped_profile("h200", "mbv3")).table
     assert (table.precision, table.cudnn_benchmark) == ("fp16", False)
-    assert _table_settings(table, "cpu") == (None, "cpu", False)
+    request = oracle_for(Path("pool.jsonl"), 256, table, "cpu").request("abc")
+    assert (request.model, request.precision, request.device) == ("pool.jsonl:abc", None, "cpu")
+    assert request.cudnn == CudnnSettings(benchmark=False)

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import asdict
 from enum import Enum
 
 import numpy as np
@@ -15,26 +16,12 @@ import pandas as pd
 import pytest
 
 from utilscope.errors import UsageError
-from utilscope.survey.store import (
-    APPLICATION_ID,
-    KEY_COLUMNS,
-    SCHEMA_VERSION,
-    VALUE_COLUMNS,
-    Store,
-    StoreError,
-    read_export,
-    row_key,
-)
+from utilscope.survey.schema import KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
+from utilscope.survey.store import APPLICATION_ID, Store, StoreError, read_export
 
-KEY = {
-    "model": "resnet50",
-    "resolution": 224,
-    "batch": 8,
-    "precision": "fp16",
-    "backend": "graph",
-    "device": "NVIDIA H200",
-    "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04",
-}
+CONFIG = Configuration("NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False)
+CELL = CellKey("resnet50", 224, 8, "fp16", "graph", CONFIG)
+KEY = CELL.columns()  # the key as columns: a row may name its key either way
 
 
 def make_row(**overrides) -> dict:
@@ -81,11 +68,11 @@ def test_a_missing_store_is_created_with_its_folders_and_reopens_with_its_rows(t
     path = tmp_path / "deep" / "er" / "results.sqlite"
     with Store(path) as store:
         assert store.frame().empty
-        assert list(store.frame().columns) == list(KEY_COLUMNS + VALUE_COLUMNS)
+        assert list(store.frame().columns) == [*KEY_COLUMNS, "software", *VALUE_COLUMNS]
         store.add(make_row())
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     with Store(path) as store:
@@ -95,6 +82,22 @@ def test_a_missing_store_is_created_with_its_folders_and_reopens_with_its_rows(t
     assert frame.loc[0, "environment"] == make_row()["environment"]
     assert frame["cuda_graph"].dtype == bool and frame.loc[0, "cuda_graph"]
     assert frame.loc[0, "latency_ms"] == 1 / 3
+    assert frame.loc[0, "software"] == "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04"
+    assert pd.isna(frame.loc[0, "cudnn_benchmark_limit"]) and frame.loc[0, "cudnn_benchmark"]
+
+
+def test_a_row_names_its_key_as_a_cell_key_or_as_columns(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add({"key": CELL, "status": "ok", "latency_ms": 1.0})
+        store.add({**KEY, "status": "ok", "latency_ms": 2.0})  # the same cell: replaces the first
+        limited = CellKey(
+            "resnet50", 224, 8, "fp16", "graph", Configuration(**{**asdict(CONFIG), "cudnn_benchmark_limit": 3})
+        )
+        store.add({"key": limited, "status": "ok"})
+        assert store.done_keys() == {CELL, limited}
+        frame = store.frame()
+    assert list(frame["latency_ms"].fillna(-1)) == [2.0, -1] and frame.loc[1, "cudnn_benchmark_limit"] == 3
+    assert frame.loc[1, "software"].endswith(" · cudnn.benchmark_limit 3")
 
 
 def test_an_empty_file_becomes_a_store(tmp_path):
@@ -132,8 +135,7 @@ def test_done_keys_count_errors_as_done_only_when_they_are_not_retried(tmp_path)
         store.add(make_row(batch=1))
         store.add(make_row(batch=8, status="oom"))
         store.add(make_row(batch=32, status="error: RuntimeError: cuDNN failed"))
-        ok, oom, error = (row_key(make_row(batch=b)) for b in (1, 8, 32))
-        assert ok == tuple(KEY.values())[:2] + (1,) + tuple(KEY.values())[3:]
+        ok, oom, error = (CellKey("resnet50", 224, b, "fp16", "graph", CONFIG) for b in (1, 8, 32))
         assert store.done_keys() == {ok, oom}
         assert store.done_keys(retry_errors=True) == {ok, oom}
         assert store.done_keys(retry_errors=False) == {ok, oom, error}
@@ -168,24 +170,24 @@ def test_bad_rows_raise_naming_the_columns_and_write_nothing(tmp_path, row, name
 def test_op_classes_of_a_key_are_replaced_together(tmp_path):
     with Store(tmp_path / "r.sqlite") as store:
         store.add_op_classes(
-            make_row(),  # a full measurement row works as the key
+            CELL,
             [
                 {"op_class": "conv", "flop_share": 0.9, "time_share": 0.6, "time_ms": 0.6},
                 {"op_class": "norm", "flop_share": 0.05, "time_share": 0.3, "time_ms": 0.3},
             ],
         )
-        store.add_op_classes({**KEY, "batch": 16}, [{"op_class": "conv", "flop_share": 1.0}])
+        store.add_op_classes(CellKey.from_columns({**KEY, "batch": 16}), [{"op_class": "conv", "flop_share": 1.0}])
         pool = Enum("Kind", {"POOL": "pool"}, type=str).POOL  # a (str, Enum) member is stored as its value
-        store.add_op_classes(KEY, [{"op_class": pool, "flop_share": 0.1, "time_share": 0.1, "time_ms": 0.01}])
+        store.add_op_classes(CELL, [{"op_class": pool, "flop_share": 0.1, "time_share": 0.1, "time_ms": 0.01}])
         frame = store.op_class_frame()
         assert list(zip(frame["batch"], frame["op_class"], strict=True)) == [(8, "pool"), (16, "conv")]
         assert pd.isna(frame.loc[1, "time_ms"])
         with pytest.raises(ValueError, match="twice"):
-            store.add_op_classes(KEY, [{"op_class": "conv"}, {"op_class": "conv"}])
+            store.add_op_classes(CELL, [{"op_class": "conv"}, {"op_class": "conv"}])
         with pytest.raises(ValueError, match="share"):
-            store.add_op_classes(KEY, [{"op_class": "conv", "share": 1.0}])
-        with pytest.raises(ValueError, match="software"):
-            store.add_op_classes({k: v for k, v in KEY.items() if k != "software"}, [])
+            store.add_op_classes(CELL, [{"op_class": "conv", "share": 1.0}])
+        with pytest.raises(ValueError, match="CellKey"):
+            store.add_op_classes(KEY, [])
         assert len(store.op_class_frame()) == 2  # the failed calls changed nothing
 
 
@@ -202,15 +204,17 @@ def test_a_closed_store_is_an_error(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
+    from utilscope.survey.schema import CellKey, Configuration
     from utilscope.survey.store import Store
 
     path, name = sys.argv[1], sys.argv[2]
     print("ready", flush=True)
     sys.stdin.readline()  # start together
     with Store(path) as store:  # both processes create the (missing) file at once, too
+        config = Configuration("cpu", "channels_last", "2.11", "", "", True, None, False)
         for batch in range(200):
-            store.add({"model": name, "resolution": 224, "batch": batch, "precision": "fp32", "backend": "eager",
-                       "device": "cpu", "software": "torch", "status": "ok", "latency_ms": float(batch)})
+            key = CellKey(name, 224, batch, "fp32", "eager", config)
+            store.add({"key": key, "status": "ok", "latency_ms": float(batch)})
     """
 )
 
@@ -255,7 +259,7 @@ def filled_store(path) -> Store:
     store.add(make_row(batch=16, unstable=True, cv=0.05, notes=[], environment={}, family=""))
     store.add({**KEY, "batch": 256, "status": "oom", "wall_s": 0.1})
     store.add({**KEY, "batch": 512, "status": 'error: RuntimeError: "bad", very\nbad'})
-    store.add_op_classes(KEY, [{"op_class": "conv", "flop_share": 0.9, "time_share": 2 / 3, "time_ms": 0.1}])
+    store.add_op_classes(CELL, [{"op_class": "conv", "flop_share": 0.9, "time_share": 2 / 3, "time_ms": 0.1}])
     return store
 
 
@@ -333,10 +337,10 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_unchanged(tmp_path):
     with filled_store(path):
         pass
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()
     conn.close()
-    assert_refused(path, r"newer utilscope \(schema 2 > 1\): upgrade utilscope")
+    assert_refused(path, rf"newer utilscope \(schema {SCHEMA_VERSION + 1} > {SCHEMA_VERSION}\): upgrade utilscope")
 
 
 def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path):
@@ -371,15 +375,20 @@ def _filled_store(path):
     import numpy as np
 
     from utilscope.report.synthetic import synthetic_store
-    from utilscope.survey.store import KEY_COLUMNS, Store
+    from utilscope.survey.store import Store
+
+    def plain(row: dict) -> dict:  # NaN and <NA> back to None, the derived label dropped
+        missing = {k for k, v in row.items() if not isinstance(v, (list, dict)) and pd.isna(v)}
+        return {k: (None if k in missing else v) for k, v in row.items() if k != "software"}
 
     measurements, op_classes = synthetic_store(np.random.default_rng(0), models=4)
     with Store(path) as store:
         for row in measurements.to_dict(orient="records"):
-            store.add({k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()})
-        for key, rows in op_classes.groupby(list(KEY_COLUMNS)):
-            classes = rows.drop(columns=list(KEY_COLUMNS))
-            store.add_op_classes(dict(zip(KEY_COLUMNS, key, strict=True)), classes.to_dict(orient="records"))
+            store.add(plain(row))
+        for _, rows in op_classes.groupby(list(KEY_COLUMNS), dropna=False):
+            key = CellKey.from_columns(plain(rows.iloc[0].to_dict()))
+            classes = rows.drop(columns=[*KEY_COLUMNS, "software"])
+            store.add_op_classes(key, classes.to_dict(orient="records"))
     return len(measurements)
 
 

@@ -1,81 +1,78 @@
-"""The survey runner on the CPU: resume, crashes, OOM, hangs and two surveys sharing one store.
+"""The survey on the CPU: planning, resume, crashes, OOM, hangs, two surveys sharing one store, cuDNN settings.
 
-Each test runs real worker subprocesses on tiny models, so the file takes tens of seconds.
+Three tests run real worker subprocesses on tiny models (one of them the whole CLI in a subprocess, killed and
+resumed); the rest stop at the subprocess boundary.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-import textwrap
+import threading
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
-from utilscope import survey
+from utilscope.cli import main
+from utilscope.measure.backends import get_backend
+from utilscope.measure.settings import CudnnSettings
+from utilscope.models import sets as model_sets
+from utilscope.survey import plan as survey_plan
+from utilscope.survey import runner, worker
+from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
+from utilscope.survey.runner import CELL_DONE, Reporter, RunOptions, run_survey, watch_worker
 from utilscope.survey.store import Store
 
-pytestmark = pytest.mark.slow
+MODELS = """
+import os, time
+import torch
+import torch.nn as nn
 
-MODELS = textwrap.dedent(
-    """
-    import os, time
-    import torch
-    import torch.nn as nn
+RESOLUTION = 16
 
-    RESOLUTION = 16
+def _cnn():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 4))
 
-    def _cnn():
-        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                             nn.Linear(8, 4))
+class Faulty(nn.Module):
+    def __init__(self, fault):
+        super().__init__()
+        self.body, self.fault = _cnn(), fault
 
-    class Faulty(nn.Module):
-        def __init__(self, fault):
-            super().__init__()
-            self.body, self.fault = _cnn(), fault
+    def forward(self, x):
+        if x.device.type != "meta" and x.shape[0] >= 4:
+            if self.fault == "crash":
+                os._exit(3)
+            if self.fault == "oom":
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+        return self.body(x)
 
-        def forward(self, x):
-            if x.device.type != "meta" and x.shape[0] >= 4:
-                if self.fault == "crash":
-                    os._exit(3)
-                if self.fault == "oom":
-                    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
-                if self.fault == "hang":
-                    time.sleep(3600)
-            return self.body(x)
+def good():
+    return _cnn()
 
-    def good():
-        return _cnn()
+def good2():
+    return nn.Sequential(_cnn(), nn.ReLU())
 
-    def good2():
-        return nn.Sequential(_cnn(), nn.ReLU())
+def crash():
+    return Faulty("crash")
 
-    def crash():
-        return Faulty("crash")
-
-    def oom():
-        return Faulty("oom")
-
-    def hang():
-        return Faulty("hang")
-    """
-)
+def oom():
+    return Faulty("oom")
+"""
 
 
-@pytest.fixture()
-def models(tmp_path):
-    path = tmp_path / "models.py"
-    path.write_text(MODELS)
+@pytest.fixture(scope="module")
+def models(write_factory):
+    path = write_factory(MODELS)
     return lambda name: f"{path}:{name}"
 
 
-def _survey(db, models, batches="1,4", extra=()):
-    argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", batches,
-            "--backend", "eager", "--attribute", "none", "--timeout", "60"]  # fmt: skip
-    for model in models:
-        argv += ["--models", model]
-    return [*argv, *extra]
+def grid(models, names, batches=(1, 4), **changes) -> SurveyGrid:
+    fields = {"precisions": ("fp32",), "backends": ("eager",), "device": "cpu", **changes}
+    return SurveyGrid(tuple(models(n) for n in names), batches, **fields)
 
 
 def _statuses(db) -> dict:
@@ -90,14 +87,15 @@ def _key_counts(db) -> Counter:
     return Counter(zip(frame["model"], frame["batch"], frame["precision"], frame["backend"], strict=True))
 
 
-@pytest.mark.parametrize("per_worker", [1, 4])
-def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models, per_worker):
-    """One worker per model, or all four in one worker: after the crash a new worker takes the models after it."""
+def test_failures_are_rows_each_cell_is_heard_once_and_a_new_worker_goes_on(tmp_path, models):
+    """Four models in one worker: after the crash a new worker takes the models after it; the progress callback
+    hears of each cell once, stored by a worker or recorded as failed."""
     db = tmp_path / "results.sqlite"
-    argv = _survey(db, [models("good"), models("crash"), models("oom"), models("good2")],
-                   extra=("--per-worker", str(per_worker)))  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1, done.stderr  # some cells failed, the survey finished
+    with Store(db) as store:
+        plan = plan_survey(grid(models, ["good", "crash", "oom", "good2"]), store)
+    heard = []
+    result = run_survey(plan, RunOptions(str(db), per_worker=4, timeout_s=120), on_cells_done=heard.append)
+    assert plan.cells == 8 and heard == [1] * 8 and result.failed_cells == 1
     statuses = _statuses(db)
     assert statuses[("good", 1)] == statuses[("good", 4)] == "ok"
     assert statuses[("good2", 1)] == statuses[("good2", 4)] == "ok"  # measured after the crash
@@ -106,107 +104,133 @@ def test_failures_are_rows_and_the_survey_goes_on(tmp_path, models, per_worker):
     assert statuses[("oom", 1)] == "ok" and statuses[("oom", 4)] == "oom"
 
 
-def test_progress_counts_every_cell_once(tmp_path, models):
-    """The progress callback hears of each cell once, stored by a worker or recorded as failed, also across the
-    worker that a crash replaces: 4 models x 2 batch sizes, one worker for all of them."""
-    db = tmp_path / "results.sqlite"
-    names = [models("good"), models("crash"), models("oom"), models("good2")]
-    with Store(db) as store:
-        plan = survey.plan_survey(names, [1, 4], ["fp32"], ["eager"], "cpu", store)
-    heard = []
-    result = survey.run_survey(plan, survey.WorkerOptions(str(db), "cpu", timeout_s=60), per_worker=4,
-                               on_cells_done=heard.append)  # fmt: skip
-    assert plan.cells == 8 and sum(heard) == 8 and result.failed_cells == 1
-    assert heard.count(1) == 8  # one call per cell: the crashed cell too (its error row)
-
-
-def test_a_hang_costs_only_its_cells(tmp_path, models):
-    """The timeout is per model, also when one worker measures several: the worker is killed and replaced."""
-    db = tmp_path / "results.sqlite"
-    names = [models("good2"), models("hang"), models("good")]
-    argv = _survey(db, names, extra=("--timeout", "25", "--per-worker", "3"))
-    subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    statuses = _statuses(db)
-    assert statuses[("hang", 1)] == "ok" and statuses[("hang", 4)] == "error: timeout after 25 s"
-    assert statuses[("good", 4)] == statuses[("good2", 4)] == "ok"
-
-
-def test_resume_after_an_interrupted_survey_measures_every_cell_once(tmp_path, models):
+def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settings(tmp_path, models):
+    """The one end-to-end run of the command line: killed mid-way, then run again; every cell is stored once, in
+    columns naming the cuDNN settings, and the op-class rows carry the cell's settings too."""
     db = tmp_path / "results.sqlite"
     names = [models("good"), models("good2"), models("oom")]
-    runner = subprocess.Popen(_survey(db, names, batches="1,2,4"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,2,4",
+            "--backend", "eager", "--attribute", "all", "--per-worker", "3", "--no-cudnn-benchmark"]  # fmt: skip
+    argv += [arg for model in names for arg in ("--models", model)]
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not db.exists() or not _key_counts(db)):
         time.sleep(0.2)
-    runner.kill()  # mid-way: at least one cell stored, not all of them; its worker dies with it
-    runner.wait()
+    first.kill()  # mid-way: at least one cell stored, not all of them; its worker dies with it
+    first.wait()
     time.sleep(1.0)
     interrupted = sum(_key_counts(db).values())
     assert 0 < interrupted < 9
-    done = subprocess.run(_survey(db, names, batches="1,2,4"), capture_output=True, text=True, timeout=300)
-    assert "already in" in done.stdout
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{9 - interrupted} cells to measure" in again.stdout and "cudnn.benchmark off" in again.stdout
     counts = _key_counts(db)
     assert len(counts) == 9 and set(counts.values()) == {1}  # 3 models x 3 batches, each exactly once
-    assert f"{9 - interrupted} cells to measure" in done.stdout
+    with Store(db) as store:
+        frame, op_classes = store.frame(), store.op_class_frame()
+    assert not frame["cudnn_benchmark"].any() and (frame["memory_format"] == "channels_last").all()
+    assert not any(env["cudnn_benchmark"] for env in frame["environment"])  # as the worker set it
+    assert set(op_classes["model"]) == set(frame["model"]) and not op_classes["cudnn_benchmark"].any()
 
 
 def test_two_surveys_write_one_store_concurrently(tmp_path, models):
     db = tmp_path / "results.sqlite"
-    first = subprocess.Popen(_survey(db, [models("good")], batches="1,2,4"), stdout=subprocess.DEVNULL)
-    second = subprocess.Popen(_survey(db, [models("good2")], batches="1,2,4"), stdout=subprocess.DEVNULL)
-    assert first.wait(timeout=300) == 0 and second.wait(timeout=300) == 0
+    runs = []
+    for name in ("good", "good2"):
+        with Store(db) as store:
+            runs.append(plan_survey(grid(models, [name], (1, 2, 4)), store))
+    threads = [threading.Thread(target=run_survey, args=(plan, RunOptions(str(db)))) for plan in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
     counts = _key_counts(db)
     assert len(counts) == 6 and set(counts.values()) == {1}
+
+
+def test_a_silent_worker_is_killed_at_the_timeout(tmp_path):
+    """The timeout is per group: a worker that stores a cell and then hangs is killed, the cell was heard."""
+    heard = []
+    hang = [sys.executable, "-c", f"import time; print({CELL_DONE!r}, flush=True); time.sleep(60)"]
+    start_s = time.monotonic()
+    status = watch_worker(hang, {}, 1.0, Reporter([], heard.append))
+    assert status == "error: timeout after 1 s" and heard == [1] and time.monotonic() - start_s < 30
+    crash = [sys.executable, "-c", "import sys; print('it broke', file=sys.stderr); sys.exit(3)"]
+    assert watch_worker(crash, {}, 10.0, Reporter([], None)) == "error: worker exited with code 3: it broke"
 
 
 def test_plan_skips_done_cells_and_checks_input(tmp_path, models):
     db = tmp_path / "results.sqlite"
     with Store(db) as store:
-        plan = survey.plan_survey([models("good")], [1, 4], ["fp32"], ["eager"], "cpu", store)
+        plan = plan_survey(grid(models, ["good"]), store)
         assert plan.cells == 2 and plan.skipped == 0
         with pytest.raises(Exception, match="unknown backend"):
-            survey.plan_survey([models("good")], [1], ["fp32"], ["nope"], "cpu", store)
+            grid(models, ["good"], backends=("nope",))
         with pytest.raises(Exception, match="not supported on cpu"):
-            survey.plan_survey([models("good")], [1], ["fp16"], ["eager"], "cpu", store)
+            plan_survey(grid(models, ["good"], precisions=("fp16",)), store)
         with pytest.raises(Exception, match="batch size must be"):
-            survey.plan_survey([models("good")], [0], ["fp32"], ["eager"], "cpu", store)
+            grid(models, ["good"], (0,))
+        with pytest.raises(Exception, match="grid is empty"):
+            grid(models, [])
+
+
+def test_a_cudnn_setting_is_a_configuration_of_its_own(tmp_path, models):
+    """Cells stored in one cuDNN configuration are done for it only: each other setting plans them again."""
+    db = tmp_path / "results.sqlite"
+    with Store(db) as store:
+        plan = plan_survey(grid(models, ["good"]), store)
+        for key in plan.groups[0].keys(plan.config):
+            store.add({"key": key, "status": "ok"})
+        assert plan_survey(grid(models, ["good"]), store).cells == 0
+        for settings in (CudnnSettings(False), CudnnSettings(True, 3), CudnnSettings(depthwise_heuristic=True)):
+            other = plan_survey(grid(models, ["good"], cudnn=settings), store)
+            assert other.cells == 2 and other.config.cudnn_settings == settings
+            assert other.config.software == f"{plan.config.software} · {settings.label()}"
+        assert plan_survey(grid(models, ["good"], channels_last=False), store).cells == 2
+
+
+def test_the_worker_measures_and_attributes_with_the_cells_settings(models):
+    """The worker's request carries the run's settings, and its op-class attribution the same ones."""
+    settings = {"device": "cpu", "channels_last": False, "cudnn": CudnnSettings(True, 3).to_dict(),
+                "min_time_ms": 50.0, "peak_tflops": 2.0}  # fmt: skip
+    group = {"model": models("good"), "resolution": 16, "precision": "fp32", "backend": "graph", "batches": [1]}
+    request = worker.group_request(group, settings)
+    assert (request.cudnn, request.channels_last, request.peak_tflops) == (CudnnSettings(True, 3), False, 2.0)
+    assert request.plan.min_total_ms == 50.0
+    sweep = worker.prepare_sweep(request.replace(ceilings="skip"))
+    attribution = worker.attribution_request(sweep)
+    assert attribution == request.replace(ceilings="skip", plan=None)  # its own default timing, nothing else
+    inference = worker.attribution_request(replace(sweep, backend=get_backend("inference")))
+    assert inference.backend == "eager"  # a compiled backend is attributed per layer on a CPU
+    key = worker.key_of(sweep, 1)
+    assert key.config.cudnn_settings == CudnnSettings(True, 3) and key.config.memory_format == "contiguous"
+
+
+def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        plan = plan_survey(grid(models, ["good"], cudnn=CudnnSettings(depthwise_heuristic=True)), store)
+    options = RunOptions("r.sqlite", attribute_models=frozenset({plan.groups[0].model}), min_time_ms=300.0)
+    command = runner.worker_command(plan.groups, plan, options, "cpu")
+    assert command[1:3] == ["-m", "utilscope.survey.worker"]
+    args = worker.parse_args(command[3:])
+    (group,) = json.loads(args.groups)
+    assert group["attribute"] and group["batches"] == [1, 4]
+    cudnn = CudnnSettings(True, None, True).to_dict()
+    assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,
+                                         "peak_tflops": None, "cudnn": cudnn}  # fmt: skip
 
 
 def test_model_selection():
-    from utilscope.models import sets as model_sets
-
-    assert survey.select_models([], []) == model_sets.default_survey()
-    regnets = survey.select_models([], ["RegNetX"])
+    assert select_models([], []) == model_sets.default_survey()
+    regnets = select_models([], ["RegNetX"])
     assert regnets and all(model_sets.family_of(m) == "RegNetX" for m in regnets)
-    assert survey.select_models(["torchvision:resnet18", "torchvision:resnet1*"], []) == [
+    assert select_models(["torchvision:resnet18", "torchvision:resnet1*"], []) == [
         "torchvision:resnet18",
         "torchvision:resnet101",
         "torchvision:resnet152",
     ]
     with pytest.raises(Exception, match="unknown family"):
-        survey.select_models([], ["NotAFamily"])
-
-
-@pytest.mark.parametrize(
-    "extra, suffix, key, value",
-    [(["--cudnn-benchmark-limit", "3"], "cudnn.benchmark_limit 3", "cudnn_benchmark_limit", 3),
-     (["--cudnn-depthwise-heuristic"], "depthwise heuristic", "cudnn_depthwise_heuristic", True)],
-)  # fmt: skip
-def test_a_cudnn_setting_is_a_configuration_of_its_own(tmp_path, models, extra, suffix, key, value):
-    """A survey whose autotuning tries at most N algorithms per shape, or leaves the depthwise convs to cuDNN's
-    heuristics, measures every cell again (its rows have a software key of their own) and its rows record the
-    setting, as the worker set it."""
-    db = tmp_path / "results.sqlite"
-    assert subprocess.run(_survey(db, [models("good")]), capture_output=True).returncode == 0
-    again = subprocess.run(_survey(db, [models("good")], extra=extra), capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr
-    assert "2 cells to measure" in again.stdout and suffix in again.stdout
-    with Store(db) as store:
-        frame = store.frame()
-    assert sorted(frame["software"].str.endswith(f" · {suffix}")) == [False, False, True, True]
-    assert sorted((env.get(key) for env in frame["environment"]), key=str) == sorted(
-        [value, value, None, None], key=str
-    )
+        select_models([], ["NotAFamily"])
 
 
 @pytest.mark.parametrize(
@@ -214,9 +238,21 @@ def test_a_cudnn_setting_is_a_configuration_of_its_own(tmp_path, models, extra, 
     [(["--cudnn-benchmark-limit", "-1"], "must be 0"),
      (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one"),
      (["--cudnn-depthwise-heuristic", "--no-cudnn-benchmark"], "give one"),
-     (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile")],
+     (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
+     (["--jobs", "0"], "--jobs and --per-worker must be at least 1"),
+     (["--min-time-ms", "0"], "--min-time-ms must be positive"),
+     (["--batch", ""], "grid is empty")],
 )  # fmt: skip
-def test_bad_cudnn_benchmark_limit_is_a_usage_error(tmp_path, models, extra, message):
-    result = subprocess.run(_survey(tmp_path / "r.sqlite", [models("good")], extra=extra), capture_output=True,
-                            text=True)  # fmt: skip
-    assert result.returncode == 2 and message in result.stderr and not (tmp_path / "r.sqlite").exists()
+def test_bad_survey_options_are_usage_errors_that_never_create_the_store(tmp_path, models, extra, message, capsys):
+    db = tmp_path / "r.sqlite"
+    argv = ["survey", "--db", str(db), "--device", "cpu", "--models", models("good"), "--batch", "1"]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not db.exists()
+
+
+def test_the_survey_default_precision_follows_the_device(models, tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        plan = plan_survey(SurveyGrid((models("good"),), (1,), device="cpu"), store)
+    assert [g.precision for g in plan.groups] == ["fp32"]
+    assert survey_plan.grid_configuration(SurveyGrid((models("good"),), device="cpu"))[1] == ("fp32",)

@@ -22,24 +22,30 @@ def _tf32_settings() -> list[tuple[object, str, object, object]]:
 
 
 @contextlib.contextmanager
-def tf32_mode(
-    enabled: bool, cudnn_benchmark: bool | None = None, cudnn_benchmark_limit: int | None = None
-) -> Iterator[None]:
-    """Allow (or forbid) TF32 in fp32 matmuls and convolutions; optionally set cuDNN autotuning and how many
-    algorithms it tries per new shape (``benchmark_limit``: torch's default 10, 0 for all)."""
-    settings = _tf32_settings()
-    if cudnn_benchmark is not None:
-        settings.append((torch.backends.cudnn, "benchmark", cudnn_benchmark, cudnn_benchmark))
-    if cudnn_benchmark_limit is not None:
-        settings.append((torch.backends.cudnn, "benchmark_limit", cudnn_benchmark_limit, cudnn_benchmark_limit))
-    saved = [getattr(owner, name) for owner, name, _, _ in settings]
-    for owner, name, on, off in settings:
-        setattr(owner, name, on if enabled else off)
+def _flags(settings: list[tuple[object, str, object]]) -> Iterator[None]:
+    """Set each (owner, attribute, value) inside the block; restore the values found before, also on errors."""
+    saved = [getattr(owner, name) for owner, name, _ in settings]
+    for owner, name, value in settings:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        for (owner, name, _, _), value in zip(settings, saved, strict=True):
+        for (owner, name, _), value in zip(settings, saved, strict=True):
             setattr(owner, name, value)
+
+
+def tf32_mode(enabled: bool):
+    """Allow (or forbid) TF32 in fp32 matmuls and convolutions inside the block."""
+    return _flags([(owner, name, on if enabled else off) for owner, name, on, off in _tf32_settings()])
+
+
+def cudnn_mode(benchmark: bool, benchmark_limit: int | None = None):
+    """cuDNN autotuning on or off inside the block, trying at most ``benchmark_limit`` algorithms per new shape when
+    given (torch's default 10; 0: all)."""
+    settings = [(torch.backends.cudnn, "benchmark", benchmark)]
+    if benchmark_limit is not None:
+        settings.append((torch.backends.cudnn, "benchmark_limit", benchmark_limit))
+    return _flags(settings)
 
 
 def is_depthwise(conv: nn.Module) -> bool:

@@ -13,6 +13,7 @@ from utilscope.errors import UsageError
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.profile import Peaks, make_input, prepare_sweep
+from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 
 END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)
@@ -37,29 +38,20 @@ def end_to_end_ms(backend: Backend, module, x: torch.Tensor, plan: TimingPlan) -
     return measure(prepared.run, clock, plan).median_ms, prepared
 
 
-def attribute(
-    model: str,
-    batch: int = 1,
-    precision: str | None = None,
-    backend: str = "graph",
-    device: str | None = None,
-    resolution: int | None = None,
-    channels_last: bool = True,
-    peak_tflops: float | None = None,
-    ceilings=None,
-    iters: int = 3,
-    plan: TimingPlan | None = None,
-) -> Attribution:
-    """Per-layer (eager, graph) or per-region (compile, inference) device time of one inference of ``model``."""
-    if get_backend(backend).fuses_elementwise and hardware.resolve_device(device).type != "cuda":
-        raise UsageError(f"per-region attribution of the {backend} backend needs a CUDA device (kernel names)")
+def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **options) -> Attribution:
+    """Per-layer (eager, graph) or per-region (compile, inference) device time of one inference of the request's
+    model at ``batch``, measured with exactly the request's settings (precision, layout, cuDNN). A model string and
+    ``MeasureRequest`` fields as keywords work too. The end-to-end time uses the request's timing plan (default:
+    300 ms of timed samples)."""
+    request = as_request(request, **options)
+    if get_backend(request.backend).fuses_elementwise and hardware.resolve_device(request.device).type != "cuda":
+        raise UsageError(f"per-region attribution of the {request.backend} backend needs a CUDA device (kernel names)")
     check_batch(batch)
-    sweep = prepare_sweep(model, precision, backend, device, resolution, channels_last, peak_tflops, ceilings,
-                          plan=plan or END_TO_END_PLAN)  # fmt: skip
+    sweep = prepare_sweep(request.replace(plan=request.plan or END_TO_END_PLAN))
     dev, prec = sweep.device, sweep.precision
     roofs, ceiling_roofs = make_roofs(dev, prec, sweep.peaks, sweep.ceilings)
-    x = make_input(batch, sweep.resolution, dev, prec, sweep.channels_last)
-    with math_mode(prec):
+    x = make_input(batch, sweep.resolution, dev, prec, request.channels_last)
+    with math_mode(prec), request.cudnn.applied(sweep.module, x):
         e2e_ms, prepared = end_to_end_ms(sweep.backend, sweep.module, x, sweep.plan)
         if sweep.backend.fuses_elementwise:
             counts = count(sweep.model_id, batch=batch, resolution=sweep.resolution, dtype=prec.count_dtype)

@@ -255,6 +255,13 @@ def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceS
     return found
 
 
+def check_peak_tflops(tflops) -> float:
+    """A user's peak (``--peak``): a positive, finite number of TFLOP/s; UsageError otherwise."""
+    if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not math.isfinite(tflops) or tflops <= 0:
+        raise UsageError(f"--peak must be a positive, finite number of TFLOP/s (TOPS for int8), got {tflops!r}")
+    return float(tflops)
+
+
 def override_peak(spec: DeviceSpec | None, tflops: float, precision: str | Enum) -> DeviceSpec:
     """A DeviceSpec whose only peak is the user's ``--peak`` for ``precision`` (peak_source "user --peak").
 
@@ -262,8 +269,7 @@ def override_peak(spec: DeviceSpec | None, tflops: float, precision: str | Enum)
     memory) are kept when a spec is given.
     """
     prec = normalize_precision(precision)
-    if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not math.isfinite(tflops) or tflops <= 0:
-        raise UsageError(f"--peak must be a positive number of TFLOP/s (TOPS for int8), got {tflops!r}")
+    check_peak_tflops(tflops)
     if spec is None:
         spec = DeviceSpec(key="user", name="unknown device", patterns=(), peaks_tflops={})
     note = f"peak {prec} = {float(tflops):g} given by the user"

@@ -8,35 +8,32 @@ import torch
 
 from utilscope import __version__, hardware
 from utilscope.measure.nvml import device_uuid, driver_version
+from utilscope.measure.settings import CudnnSettings
 
 
-def environment(
-    device: torch.device,
-    precision: str,
-    backend: str,
-    channels_last: bool,
-    cudnn_benchmark: bool = True,
-    cudnn_benchmark_limit: int | None = None,
-    cudnn_depthwise_heuristic: bool = False,
-) -> dict:
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    env = {
+def environment(device: torch.device, precision: str, backend: str, channels_last: bool, cudnn: CudnnSettings) -> dict:
+    """What a row was measured with: device, driver and library versions, precision, backend, memory format and
+    the cuDNN settings (``CudnnSettings.to_dict`` keys)."""
+    cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
         "device_name": hardware.device_name(device),
         "device_type": device.type,
         "device_uuid": device_uuid(device),  # which GPU of a machine with several (None on a CPU)
         "driver": driver_version() if device.type == "cuda" else None,
         "cuda": torch.version.cuda,
-        "cudnn": cudnn,
+        "cudnn": cudnn_version,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "utilscope": __version__,
         "precision": precision,
         "backend": backend,
         "memory_format": "channels_last" if channels_last else "contiguous",
-        "cudnn_benchmark": cudnn_benchmark,  # cuDNN autotunes each new conv shape (True) or takes its heuristic
+        **cudnn.to_dict(),
     }
-    if cudnn_benchmark_limit is not None:  # algorithms autotuning tries per new shape (absent: torch's default)
-        env["cudnn_benchmark_limit"] = cudnn_benchmark_limit
-    if cudnn_depthwise_heuristic:  # depthwise convs took cuDNN's heuristic algorithm (absent: autotuned as the rest)
-        env["cudnn_depthwise_heuristic"] = True
-    return env
+
+
+def software_label(torch_version: str, cudnn_version, driver, cudnn: CudnnSettings) -> str:
+    """A configuration's software as tables and reports show it, e.g. "torch 2.11.0+cu130 · cuDNN 91900 · driver
+    580.159.04 · cudnn.benchmark off". A label only: results are keyed by the versions and settings themselves."""
+    text = f"torch {torch_version} · cuDNN {cudnn_version} · driver {driver}"
+    return f"{text} · {cudnn.label()}" if cudnn.label() else text

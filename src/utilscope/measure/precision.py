@@ -57,7 +57,7 @@ def check_precision(precision: Precision, device: torch.device) -> Precision:
     return precision
 
 
-def math_mode(precision: Precision, cudnn_benchmark: bool = True, cudnn_benchmark_limit: int | None = None):
-    """TF32 on for ``tf32`` only, cuDNN autotuning on (trying at most ``cudnn_benchmark_limit`` algorithms per new
-    shape when given), for the duration of a measurement; restored after."""
-    return tf32_mode(precision is Precision.TF32, cudnn_benchmark, cudnn_benchmark_limit)
+def math_mode(precision: Precision):
+    """TF32 on for ``tf32`` only, for the duration of a measurement; restored after. (cuDNN's algorithm choice is
+    ``CudnnSettings.applied``.)"""
+    return tf32_mode(precision is Precision.TF32)

@@ -18,13 +18,14 @@ from utilscope import hardware
 from utilscope.counting import CountResult, count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
+from utilscope.hardware import Ceilings, check_peak_tflops
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
+from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
 from utilscope.models import zoo
-from utilscope.torch_flags import heuristic_for_depthwise
 
 # On a GPU the timed samples cover at least 1 s so that NVML's utilization readings (which look back up to 1 s)
 # mostly see the timed run; on a CPU 200 ms.
@@ -94,9 +95,7 @@ def resolve_peaks(
     spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
     bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
     if peak_override_tflops is not None:
-        if peak_override_tflops <= 0:
-            raise UsageError(f"--peak must be positive TFLOP/s, got {peak_override_tflops}")
-        return Peaks(peak_override_tflops, "user --peak", ceiling, bandwidth, copy_gbs), notes
+        return Peaks(check_peak_tflops(peak_override_tflops), "user --peak", ceiling, bandwidth, copy_gbs), notes
     if spec is not None:
         return Peaks(spec.peak_tflops(precision.value), f"datasheet: {spec.name}", ceiling, bandwidth, copy_gbs), notes
     if device.type == "cuda":
@@ -150,34 +149,28 @@ def utilization_row(
 
 @dataclass
 class Sweep:
-    """Everything one batch measurement needs, fixed for the sweep."""
+    """Everything one batch measurement needs, fixed for the sweep: the request and what it resolved to."""
 
+    request: MeasureRequest
     module: nn.Module
     work: CountResult
     backend: Backend
     precision: Precision
     device: torch.device
     resolution: int
-    channels_last: bool
     peaks: Peaks
     clock: Clock
     plan: TimingPlan
-    model_id: str = ""
+    model_id: str
+    environment: dict
+    ceilings: Ceilings | None  # None when skipped
     notes: list[str] = field(default_factory=list)  # device-level notes (an unknown GPU), given to every row
-    environment: dict = field(default_factory=dict)
-    ceilings: object = None  # hardware.Ceilings, or None when skipped
-    cudnn_benchmark: bool = True  # False: cuDNN's heuristic algorithm per conv, no autotuning of new shapes
-    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
-    cudnn_depthwise_heuristic: bool = False  # depthwise convs take cuDNN's heuristic algorithm, others autotune
 
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
-    x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.channels_last)
-    with math_mode(sweep.precision, sweep.cudnn_benchmark, sweep.cudnn_benchmark_limit):
-        if sweep.cudnn_depthwise_heuristic:  # one pass decides (and caches) every conv shape's algorithm
-            with heuristic_for_depthwise(sweep.module), torch.inference_mode():
-                sweep.module(x)
+    x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.request.channels_last)
+    with math_mode(sweep.precision), sweep.request.cudnn.applied(sweep.module, x):
         prepared = sweep.backend.prepare(sweep.module, x)
         sampler = NvmlSampler(sweep.device)
         stats = measure(prepared.run, sweep.clock, sweep.plan, during_samples=sampler)
@@ -224,82 +217,58 @@ def default_precision(device: torch.device) -> str:
     return "fp16" if device.type == "cuda" else "fp32"
 
 
-def check_depthwise_heuristic(depthwise_heuristic: bool, cudnn_benchmark: bool, backend: str) -> None:
-    """The depthwise exception needs autotuning on, and a backend that runs the model's own convolutions."""
-    if not depthwise_heuristic:
-        return
-    if not cudnn_benchmark:
-        raise UsageError("--cudnn-depthwise-heuristic keeps autotuning for the other convs, which "
-                         "--no-cudnn-benchmark turns off: give one")  # fmt: skip
-    if backend not in ("eager", "graph"):
-        raise UsageError(f"--cudnn-depthwise-heuristic applies to the eager and graph backends, not {backend}")
+def resolve_ceilings(request: MeasureRequest, device: torch.device) -> Ceilings | None:
+    """The request's ceilings: given, skipped, or measured (cached on GPUs; a CPU's ceiling moves with the
+    machine's load, so it is measured afresh, ~1 s)."""
+    if request.ceilings == "skip":
+        return None
+    if request.ceilings == "measure":
+        return hardware.get_ceilings(device, refresh=device.type == "cpu")
+    return request.ceilings
 
 
-def prepare_sweep(
-    model: str,
-    precision: str | None = None,
-    backend: str = "graph",
-    device: str | None = None,
-    resolution: int | None = None,
-    channels_last: bool = True,
-    peak_tflops: float | None = None,
-    ceilings=None,
-    clock: Clock | None = None,
-    plan: TimingPlan | None = None,
-    cudnn_benchmark: bool = True,
-    cudnn_benchmark_limit: int | None = None,
-    cudnn_depthwise_heuristic: bool = False,
-) -> Sweep:
-    """Check the arguments, count the model, find the peaks, build the model on the device. Raises on bad input.
-
-    ``ceilings`` defaults to the device's measured ceilings (cached on GPUs, measured afresh on CPUs); ``False``
-    skips them. ``cudnn_depthwise_heuristic``: depthwise convolutions take cuDNN's heuristic algorithm, every other
-    one is autotuned (eager and graph backends).
-    """
-    dev = hardware.resolve_device(device)
-    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
-    chosen_backend = get_backend(backend)
-    check_depthwise_heuristic(cudnn_depthwise_heuristic, cudnn_benchmark, chosen_backend.name)
-    spec = zoo.parse_spec(model)
-    res = zoo.resolve_resolution(spec, resolution)
+def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, **options) -> Sweep:
+    """Resolve the request on its device (precision supported there, native resolution, peaks, ceilings), count the
+    model and build it on the device. Raises on bad input. A model string and ``MeasureRequest`` fields as
+    keywords work too."""
+    request = as_request(request, **options)
+    dev = hardware.resolve_device(request.device)
+    prec = check_precision(parse_precision(request.precision or default_precision(dev)), dev)
+    backend = get_backend(request.backend)
+    spec = zoo.parse_spec(request.model)
+    res = zoo.resolve_resolution(spec, request.resolution)
     work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
-    if ceilings is None:  # a CPU's ceiling moves with the machine's load: measured afresh (~1 s), not cached
-        ceilings = hardware.get_ceilings(dev, refresh=dev.type == "cpu")
-    peaks, notes = resolve_peaks(dev, prec, peak_tflops, ceilings or None)
-    module = prepare_module(zoo.build_model(spec, res), dev, prec, channels_last)
+    ceilings = resolve_ceilings(request, dev)
+    peaks, notes = resolve_peaks(dev, prec, request.peak_tflops, ceilings)
     return Sweep(
-        module, work, chosen_backend, prec, dev, res, channels_last, peaks,
-        clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
-        plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
-        spec.id, notes,
-        environment(dev, prec.value, chosen_backend.name, channels_last, cudnn_benchmark, cudnn_benchmark_limit,
-                    cudnn_depthwise_heuristic),
-        ceilings or None, cudnn_benchmark, cudnn_benchmark_limit, cudnn_depthwise_heuristic,
-    )  # fmt: skip
+        request=request,
+        module=prepare_module(zoo.build_model(spec, res), dev, prec, request.channels_last),
+        work=work,
+        backend=backend,
+        precision=prec,
+        device=dev,
+        resolution=res,
+        peaks=peaks,
+        clock=clock or (CudaClock(dev) if dev.type == "cuda" else CpuClock()),
+        plan=request.plan or (GPU_PLAN if dev.type == "cuda" else CPU_PLAN),
+        model_id=spec.id,
+        environment=environment(dev, prec.value, backend.name, request.channels_last, request.cudnn),
+        ceilings=ceilings,
+        notes=notes,
+    )
 
 
-def profile(
-    model: str,
-    batches=None,
-    precision: str | None = None,
-    backend: str = "graph",
-    device: str | None = None,
-    resolution: int | None = None,
-    channels_last: bool = True,
-    peak_tflops: float | None = None,
-    ceilings=None,
-    clock: Clock | None = None,
-    plan: TimingPlan | None = None,
-    cudnn_benchmark: bool = True,
-) -> ProfileResult:
-    """Measure ``model``'s inference over batch sizes and report throughput and utilization per batch size."""
-    dev = hardware.resolve_device(device)
-    batch_list = check_batches(batches if batches is not None else default_batches(dev))
-    sweep = prepare_sweep(model, precision, backend, device, resolution, channels_last, peak_tflops, ceilings, clock,
-                          plan, cudnn_benchmark)  # fmt: skip
+def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = None, **options) -> ProfileResult:
+    """Measure a model's inference over batch sizes and report throughput and utilization per batch size.
+    ``profile("torchvision:resnet18", [1, 8], backend="eager")`` is ``profile(MeasureRequest(...), [1, 8])``."""
+    request = as_request(request, **options)
+    batch_list = check_batches(
+        batches if batches is not None else default_batches(hardware.resolve_device(request.device))
+    )
+    sweep = prepare_sweep(request, clock)
     rows = run_sweep(sweep, batch_list)
     env = sweep.environment
     return ProfileResult(
         sweep.model_id, sweep.resolution, env["device_name"], sweep.backend.name, sweep.precision.value,
-        sweep.channels_last, sweep.work.total.flops, env, rows,
+        request.channels_last, sweep.work.total.flops, env, rows,
     )  # fmt: skip

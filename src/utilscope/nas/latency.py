@@ -18,11 +18,12 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.measure.backends import capture_cuda_graph
-from utilscope.measure.environment import environment
+from utilscope.measure.environment import environment, software_label
 from utilscope.measure.precision import check_precision, math_mode, parse_precision
+from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
+from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace, get_space
-from utilscope.survey.runner import software_string
 
 TABLE_FORMAT = "utilscope-latency-table/1"
 REPEATS = 20  # calls of the layer per timed replay
@@ -37,6 +38,11 @@ class LatencyTable:
     precision: str
     cudnn_benchmark: bool = True
     entries: dict[str, dict[int, float]] = field(default_factory=dict)  # layer key -> batch -> milliseconds
+
+    @property
+    def cudnn(self) -> CudnnSettings:
+        """The cuDNN settings its layers were timed with (tables record autotuning on or off)."""
+        return CudnnSettings(benchmark=self.cudnn_benchmark)
 
     def describe(self) -> str:
         tuning = "" if self.cudnn_benchmark else ", cudnn.benchmark off"
@@ -101,7 +107,7 @@ def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:
 
 
 def time_layer_ms(
-    space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision, cudnn_benchmark: bool = True
+    space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision, cudnn: CudnnSettings
 ) -> float:
     """Median milliseconds of one call of the layer at ``batch``, ``REPEATS`` calls per timed CUDA-graph replay."""
     module = space.build_layer(layer).to(device=device, dtype=precision.dtype).eval()
@@ -114,7 +120,7 @@ def time_layer_ms(
             for _ in range(REPEATS):
                 module(x)
 
-    with math_mode(precision, cudnn_benchmark):
+    with math_mode(precision), cudnn.applied():
         run = capture_cuda_graph(calls) if device.type == "cuda" else calls
         clock = CudaClock(device) if device.type == "cuda" else CpuClock()
         stats = measure(run, clock, LAYER_PLAN)
@@ -129,8 +135,10 @@ def open_table(
     space = get_space(space_name)
     dev = hardware.resolve_device(device)
     prec = check_precision(parse_precision(precision), dev)
-    env = environment(dev, prec.value, "graph", True, cudnn_benchmark)
-    table = LatencyTable(space.name, env["device_name"], software_string(env), prec.value, cudnn_benchmark)
+    cudnn = CudnnSettings(benchmark=cudnn_benchmark)
+    env = environment(dev, prec.value, "graph", True, cudnn)
+    software = software_label(env["torch"], env["cudnn"], env["driver"], cudnn)
+    table = LatencyTable(space.name, env["device_name"], software, prec.value, cudnn_benchmark)
     if existing is None:
         return table
     if _configuration(existing) != _configuration(table):
@@ -153,10 +161,34 @@ def fill_table(
     todo = [(layer, b) for layer in distinct_layers(space, archs) for b in batches
             if b not in table.entries.get(layer.key, {})]  # fmt: skip
     for done, (layer, batch) in enumerate(todo, start=1):
-        latency_ms = time_layer_ms(space, layer, batch, dev, prec, table.cudnn_benchmark)
+        latency_ms = time_layer_ms(space, layer, batch, dev, prec, table.cudnn)
         table.entries.setdefault(layer.key, {})[batch] = latency_ms
         if on_layer is not None:
             on_layer(done, len(todo))
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+    return table
+
+
+SAVE_EVERY = 25  # layers timed between saves of a table being filled
+
+
+def build_table(out: str | Path, space: str, batches: list[int], arch_files: Iterable[str | Path] = (),
+                precision: str = "fp16", device: str | None = None, cudnn_benchmark: bool = True,
+                on_layer: Callable[[int, int], None] | None = None) -> LatencyTable:  # fmt: skip
+    """Fill the table at ``out`` (resumed when it exists and matches the configuration) with every distinct layer
+    of the space's covering set and of ``arch_files``, saving it every ``SAVE_EVERY`` layers and at the end, so an
+    interrupted run keeps what it timed. ``on_layer(done, total)`` after each layer."""
+    archs = [arch for path in arch_files for arch in load_jsonl(path, space)]
+    existing = LatencyTable.load(out) if Path(out).exists() else None
+    table = open_table(space, precision, device, cudnn_benchmark, existing)
+
+    def progress(done: int, total: int) -> None:
+        if done % SAVE_EVERY == 0:
+            table.save(out)
+        if on_layer is not None:
+            on_layer(done, total)
+
+    fill_table(table, archs, batches, device, progress)
+    table.save(out)
     return table

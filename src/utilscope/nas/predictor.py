@@ -25,6 +25,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.nas.latency import LatencyTable
+from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, get_space, parse_layer_key
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
@@ -166,6 +167,27 @@ def shipped_profile(gpu: str, space: str) -> Path:
 def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
     if gpu is not None and not gpu_matches(gpu, predictor.table.device):
         raise UsageError(f"the predictor profile is for {predictor.table.device}, not {gpu!r}")
+
+
+def select_predictor(profile: str | Path | None, gpu: str | None, space: str) -> Predictor:
+    """The predictor of a profile file, or the one shipped for ``gpu``; checked against the GPU and the space."""
+    if profile is None and gpu is None:
+        raise UsageError("give --gpu (a shipped profile, e.g. h200) or --profile")
+    predictor = load_predictor(profile if profile is not None else shipped_profile(gpu, space))
+    check_profile_gpu(predictor, gpu)
+    if predictor.space != space:
+        raise UsageError(f"the predictor profile is for the {predictor.space} space, not {space}")
+    return predictor
+
+
+def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, batch: int):
+    """(predictor, predictions frame) for the architectures of one JSONL file, all of one space."""
+    archs = load_jsonl(path)
+    spaces = sorted({arch["space"] for arch in archs})
+    if len(spaces) != 1:
+        raise UsageError(f"{path} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")
+    predictor = select_predictor(profile, gpu, spaces[0])
+    return predictor, predictor.predict(archs, batch)
 
 
 # --- features ---------------------------------------------------------------------------------------------------

@@ -70,3 +70,13 @@ def load_jsonl(path: str | Path, space_name: str | None = None) -> list[Arch]:
         except UsageError as exc:
             raise UsageError(f"{path}:{number}: {exc}") from None
     return archs
+
+
+def measurement_models(path: str | Path, limit: int | None = None) -> list[str]:
+    """The model ids (``path:ID``) of a sampled file's architectures, the first ``limit`` of them when given."""
+    ids = [f"{path}:{arch['id']}" for arch in load_jsonl(path) if "id" in arch]
+    if not ids:
+        raise UsageError(f"{path} has no architectures with ids (write it with `utilscope nas sample`)")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}")
+    return ids[:limit]

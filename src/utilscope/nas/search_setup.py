@@ -3,19 +3,29 @@ and the oracle — a measured dataset (simulation) or the GPU itself."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json
-from utilscope.nas.predictor import Predictor, measured_dataset
+from utilscope.measure.profile import profile
+from utilscope.measure.settings import CudnnSettings, MeasureRequest
+from utilscope.nas.latency import LatencyTable
+from utilscope.nas.predictor import Predictor, covered, measured_dataset, screening_margins, select_predictor
 from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
     CandidatePool,
     Estimator,
+    EvolutionResult,
     MeasuredPool,
     Objective,
+    check_strategy,
+    compare,
+    evolve,
     flops_objective,
     objective_from_table,
 )
@@ -51,8 +61,6 @@ def simulation_inputs(frame: pd.DataFrame, space_name: str, batch: int) -> tuple
 
 def covered_pool(pool: CandidatePool, oracle: MeasuredPool, predictor: Predictor, batch: int):
     """The pool restricted to architectures whose layers the predictor's table holds (and the count dropped)."""
-    from utilscope.nas.predictor import covered
-
     keep = {arch["id"] for arch in pool.archs if covered(predictor.table, arch, batch)}
     if not keep:
         raise UsageError("the predictor's latency table covers none of the measured architectures")
@@ -82,30 +90,96 @@ def search_pool(space_name: str, pool_path: str | None, pool_size: int, seed: in
 
 class GpuOracle:
     """Measures an architecture of a pool file on the device (``graph`` backend): its samples/s at one batch size.
-    Counts distinct measurements like the simulated oracle. ``precision`` and ``cudnn_benchmark`` should be those
-    of the predictor's latency table, so that what is measured is what was predicted."""
+    Counts distinct measurements like the simulated oracle. ``precision`` and ``cudnn`` should be those of the
+    predictor's latency table (``oracle_for``), so that what is measured is what was predicted."""
 
     def __init__(self, pool_path: Path, batch: int, precision: str | None = None, device: str | None = None,
-                 cudnn_benchmark: bool = True):  # fmt: skip
+                 cudnn: CudnnSettings | None = None):  # fmt: skip
         self.pool_path, self.batch, self.precision, self.device = pool_path, batch, precision, device
-        self.cudnn_benchmark = cudnn_benchmark
+        self.cudnn = cudnn or CudnnSettings()
         self.measured: dict[str, float] = {}
 
     @property
     def measurements(self) -> int:
         return len(self.measured)
 
-    def measure(self, arch_id: str) -> float:
-        from utilscope.measure.profile import profile
+    def request(self, arch_id: str) -> MeasureRequest:
+        return MeasureRequest(f"{self.pool_path}:{arch_id}", self.precision, device=self.device, cudnn=self.cudnn)
 
+    def measure(self, arch_id: str) -> float:
         if arch_id not in self.measured:
-            result = profile(f"{self.pool_path}:{arch_id}", [self.batch], self.precision, device=self.device,
-                             cudnn_benchmark=self.cudnn_benchmark)  # fmt: skip
-            row = result.rows[0]
+            row = profile(self.request(arch_id), [self.batch]).rows[0]
             # a failed measurement is infeasible (0 samples/s), never an error that stops the search
             self.measured[arch_id] = row.samples_per_s if row.status == "ok" else 0.0
         return self.measured[arch_id]
 
 
+def oracle_for(pool_path: Path, batch: int, table: LatencyTable, device: str | None) -> GpuOracle:
+    """An oracle measuring as the predictor's table was timed (its precision and cuDNN settings); on a CPU (tests)
+    in the CPU's default precision."""
+    on_gpu = hardware.resolve_device(device).type == "cuda"
+    return GpuOracle(pool_path, batch, table.precision if on_gpu else None, device, table.cudnn)
+
+
 def load_pool(path: Path, space_name: str) -> CandidatePool:
     return CandidatePool(get_space(space_name), load_jsonl(path, space_name))
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One ``nas search``: the space, the throughput floor (samples/s), the GPU-measurement budget, the objective
+    (``flops`` or a JSON file of id -> value), the batch size, and the predictor (a shipped GPU's or a profile)."""
+
+    space: str
+    min_throughput: float
+    budget: int = 100
+    objective: str = "flops"
+    batch: int = 256
+    gpu: str | None = "h200"
+    profile: str | None = None
+    seed: int = 0
+    strategy: str = "predictor"  # what GPU mode screens candidates with: measure-all | flops | predictor
+
+    def __post_init__(self) -> None:
+        get_space(self.space)  # an unknown space is the first thing to say
+        if not self.min_throughput > 0 or self.budget < 1:
+            raise UsageError("--min-throughput must be positive and --budget at least 1")
+        check_strategy(self.strategy)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    pool_size: int
+    dropped: int  # measured architectures the predictor's table does not cover
+    margins: dict[str, float]  # screening margins (2 x held-out MAPE)
+    comparison: pd.DataFrame  # one row per strategy
+
+
+def simulate(request: SearchRequest, frame: pd.DataFrame, holdout_only: bool = False) -> Simulation:
+    """Compare the strategies on a measured store's architectures (answers come from the measurements)."""
+    predictor = select_predictor(request.profile, request.gpu, request.space)
+    pool, oracle = simulation_inputs(frame, request.space, request.batch)
+    pool, oracle, dropped = covered_pool(pool, oracle, predictor, request.batch)
+    if holdout_only:
+        pool, oracle = restrict_pool(pool, oracle, set(predictor.holdout_ids))
+    margins = screening_margins(predictor, request.batch)
+    objective = objective_for(request.objective, request.space)
+    estimator = predictor_estimator(predictor, request.batch)
+    table = compare(pool, objective, request.min_throughput, oracle, estimator, request.budget, margin=margins)
+    return Simulation(len(pool), dropped, margins, table)
+
+
+def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, out_dir: Path,
+                     device: str | None = None) -> tuple[Path, EvolutionResult]:  # fmt: skip
+    """Search on the device: candidates from ``pool`` (or ``pool_size`` sampled into ``out_dir``), measured as the
+    predictor's table was timed. Returns the pool file and the result."""
+    predictor = select_predictor(request.profile, request.gpu, request.space)
+    objective = objective_for(request.objective, request.space)
+    estimator = predictor_estimator(predictor, request.batch)
+    pool_path = search_pool(request.space, pool, pool_size, request.seed, out_dir)
+    candidates = load_pool(pool_path, request.space)
+    oracle = oracle_for(pool_path, request.batch, predictor.table, device)
+    screen = estimator if request.strategy == "predictor" else None
+    result = evolve(candidates, objective, request.min_throughput, request.budget, request.strategy, oracle, screen,
+                    np.random.default_rng(request.seed))  # fmt: skip
+    return pool_path, result

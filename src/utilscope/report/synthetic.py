@@ -5,8 +5,12 @@ nvml_util stays high while FLOP utilization stays low, the largest models run ou
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
+
+from utilscope.survey.schema import KEY_COLUMNS, Configuration
 
 FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest model)
     "ResNet": (0.20, 1.8),
@@ -19,6 +23,7 @@ FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest mo
     "ViT": (0.30, 4.4),
 }
 PEAK_TFLOPS = 989.5  # H200 dense bf16/fp16 tensor
+CONFIG = Configuration("NVIDIA H200", "channels_last", "2.5.1+cu124", "90100", "550.54", True, None, False)
 OP_CLASSES = ["dense_conv", "pointwise_conv", "depthwise_conv", "linear", "norm", "activation", "pool", "elementwise"]
 
 
@@ -85,8 +90,8 @@ def _measure(grid: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return grid.drop(columns="scale").assign(
         resolution=224,
         precision="fp16",
-        device="NVIDIA H200",
-        software="torch 2.5.1+cu124",
+        **asdict(CONFIG),
+        software=CONFIG.software,
         status="ok",
         latency_ms=1e3 * batch / samples_per_s,
         samples_per_s=samples_per_s,
@@ -111,9 +116,9 @@ def _measure(grid: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
 
 def _op_classes(frame: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """Op-class shares of every successful series at its largest successful batch (Dirichlet-drawn shares)."""
-    keys = ["model", "resolution", "batch", "precision", "backend", "device", "software"]
+    keys = [*KEY_COLUMNS, "software"]
     ok = frame[frame["status"] == "ok"].sort_values("batch")
-    tops = ok.groupby([k for k in keys if k != "batch"], sort=False).tail(1)
+    tops = ok.groupby([k for k in keys if k != "batch"], sort=False, dropna=False).tail(1)
     rows = []
     for row in tops.itertuples(index=False):
         flop_share = rng.dirichlet(np.ones(len(OP_CLASSES)))

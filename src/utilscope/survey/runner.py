@@ -1,10 +1,7 @@
-"""Survey: measure a grid of models x batch sizes x precisions x backends into a resumable store.
-
-The grid is expanded, cells already in the store are skipped (resume), and (model, precision, backend) groups run
-in worker subprocesses (``python -m utilscope.survey.worker``), one or several groups per worker, with a timeout
-per group: a crash, a hang or an OOM costs that group's remaining cells — recorded as ``error: ...`` rows — never
-the survey; a new worker takes over the groups after it. The worker writes each row as soon as it is measured, so
-an interrupted survey loses at most the cell in flight.
+"""Survey runner: measure a plan's groups in worker subprocesses (``python -m utilscope.survey.worker``), one or
+several groups per worker, with a timeout per group. A crash, a hang or an OOM costs that group's remaining cells —
+recorded as ``error: ...`` rows — never the survey; a new worker takes over the groups after it. The worker writes
+each row as soon as it is measured, so an interrupted survey loses at most the cell in flight.
 """
 
 from __future__ import annotations
@@ -20,22 +17,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 
 import torch
 
 from utilscope import hardware
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
-from utilscope.measure.backends import get_backend
-from utilscope.measure.environment import environment
-from utilscope.measure.precision import check_precision, parse_precision
-from utilscope.measure.profile import check_depthwise_heuristic
+from utilscope.hardware import check_peak_tflops
+from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
-from utilscope.models import zoo
+from utilscope.survey.plan import Group, SurveyPlan
+from utilscope.survey.schema import now_iso
 from utilscope.survey.store import Store
 
-DEFAULT_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_TIMEOUT_S = 900.0
 PARENT_ENV = "UTILSCOPE_SURVEY_PARENT"  # the runner's pid: a worker exits when its runner dies
 GROUP_DONE = "utilscope-group-done"  # a worker prints this line after each group
@@ -43,26 +36,25 @@ CELL_DONE = "utilscope-cell-done"  # ... and this one after each cell it stores
 
 
 @dataclass(frozen=True)
-class Group:
-    """The cells one worker measures: one model, precision and backend, several batch sizes."""
+class RunOptions:
+    """How to run a plan, checked when made: the store, workers at a time (``jobs``, one GPU each when there are
+    several), groups per worker process, the timeout per group, which models also get op-class attribution, the
+    timed window per cell (None: the profile default) and a user peak (None: the datasheet's)."""
 
-    model: str
-    resolution: int
-    precision: str
-    backend: str
-    batches: tuple[int, ...]
+    db: str
+    jobs: int = 1
+    per_worker: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per group: a worker silent for longer is killed
+    attribute_models: frozenset[str] = frozenset()
+    min_time_ms: float | None = None
+    peak_tflops: float | None = None
 
-
-@dataclass
-class SurveyPlan:
-    device: str  # the store's device column: the device's name
-    software: str  # the store's software column
-    groups: list[Group]
-    skipped: int  # cells already in the store
-
-    @property
-    def cells(self) -> int:
-        return sum(len(g.batches) for g in self.groups)
+    def __post_init__(self) -> None:
+        if self.jobs < 1 or self.per_worker < 1 or not self.timeout_s > 0:
+            raise UsageError("--jobs and --per-worker must be at least 1 and --timeout positive")
+        timing_window(self.min_time_ms)
+        if self.peak_tflops is not None:
+            check_peak_tflops(self.peak_tflops)
 
 
 @dataclass
@@ -73,58 +65,6 @@ class SurveyResult:
     failures: list[str] = field(default_factory=list)
 
 
-def software_string(env: dict) -> str:
-    """The store's software column; cuDNN without autotuning, autotuning with a limit on the algorithms it tries, or
-    autotuning all but the depthwise convolutions, is a configuration of its own (a different key)."""
-    text = f"torch {env['torch']} · cuDNN {env['cudnn']} · driver {env['driver']}"
-    if not env.get("cudnn_benchmark", True):
-        return f"{text} · cudnn.benchmark off"
-    limit = env.get("cudnn_benchmark_limit")
-    text = text if limit is None else f"{text} · cudnn.benchmark_limit {limit}"
-    return f"{text} · depthwise heuristic" if env.get("cudnn_depthwise_heuristic") else text
-
-
-def select_models(patterns: list[str], families: list[str]) -> list[str]:
-    """Model ids from names/globs and family names; neither given: the curated default survey."""
-    if not patterns and not families:
-        return model_sets.default_survey()
-    ids = [spec.id for spec in zoo.expand_models(patterns)] if patterns else []
-    candidates = zoo.list_models("torchvision:*") + zoo.list_models("timm:*")
-    for family in families:
-        ids += model_sets.models_of_family(family, candidates)
-    return list(dict.fromkeys(ids))
-
-
-def plan_survey(models, batches, precisions, backends, device, store: Store, resolution=None, retry_errors=True,
-                cudnn_benchmark=True, cudnn_benchmark_limit=None, cudnn_depthwise_heuristic=False):  # fmt: skip
-    """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
-    dev = hardware.resolve_device(device)
-    for precision in precisions:
-        check_precision(parse_precision(precision), dev)
-    for backend in backends:
-        check_depthwise_heuristic(cudnn_depthwise_heuristic, cudnn_benchmark, get_backend(backend).name)
-    batches = tuple(check_batch(b) for b in batches)
-    if not batches or not models:
-        raise UsageError("the survey grid is empty: give at least one model and one batch size")
-    env = environment(dev, precisions[0], backends[0], True, cudnn_benchmark, cudnn_benchmark_limit,
-                      cudnn_depthwise_heuristic)  # fmt: skip
-    device_name, software = env["device_name"], software_string(env)
-    done = store.done_keys(retry_errors=retry_errors)
-    groups, skipped = [], 0
-    for model in models:
-        spec = zoo.parse_spec(model)
-        res = zoo.resolve_resolution(spec, resolution)
-        for precision in precisions:
-            for backend in backends:
-                todo = tuple(
-                    b for b in batches if (spec.id, res, b, precision, backend, device_name, software) not in done
-                )
-                skipped += len(batches) - len(todo)
-                if todo:
-                    groups.append(Group(spec.id, res, precision, backend, todo))
-    return SurveyPlan(device_name, software, groups, skipped)
-
-
 def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
     """Consecutive groups, ``per_worker`` to a worker process (more per worker: less start-up, less isolation)."""
     if per_worker < 1:
@@ -132,58 +72,24 @@ def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
     return [groups[i : i + per_worker] for i in range(0, len(groups), per_worker)]
 
 
-@dataclass(frozen=True)
-class WorkerOptions:
-    db: str
-    device: str | None = None
-    timeout_s: float = DEFAULT_TIMEOUT_S  # per group: a worker silent for longer is killed
-    attribute_models: frozenset[str] = frozenset()
-    min_time_ms: float | None = None  # the timed samples' total; None: the profile default
-    cudnn_benchmark: bool = True
-    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per new shape; None: torch's default
-    cudnn_depthwise_heuristic: bool = False  # depthwise convs take cuDNN's heuristic algorithm, others autotune
-
-
-def _worker_command(groups: list[Group], options: WorkerOptions, device: str | None) -> list[str]:
+def worker_command(groups: list[Group], plan: SurveyPlan, options: RunOptions, device: str | None) -> list[str]:
+    """The worker's command line: the store, the groups, and one JSON object of measurement settings."""
     specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
-    command = [sys.executable, "-m", "utilscope.survey.worker", "--db", options.db, "--groups", json.dumps(specs)]
-    if device:
-        command += ["--device", device]
-    if options.min_time_ms is not None:
-        command += ["--min-time-ms", str(options.min_time_ms)]
-    if not options.cudnn_benchmark:
-        command.append("--no-cudnn-benchmark")
-    if options.cudnn_benchmark_limit is not None:
-        command += ["--cudnn-benchmark-limit", str(options.cudnn_benchmark_limit)]
-    if options.cudnn_depthwise_heuristic:
-        command.append("--cudnn-depthwise-heuristic")
-    return command
+    settings = {"device": device, "channels_last": plan.grid.channels_last, "cudnn": plan.grid.cudnn.to_dict(),
+                "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops}  # fmt: skip
+    module = "utilscope.survey.worker"
+    return [sys.executable, "-m", module, "--db", options.db, "--groups", json.dumps(specs), "--settings",
+            json.dumps(settings)]  # fmt: skip
 
 
-def _failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) -> list[dict]:
+def failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) -> list[dict]:
     """Error rows for a group's cells that its worker did not store."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return [
-        {
-            "model": group.model,
-            "resolution": group.resolution,
-            "batch": batch,
-            "precision": group.precision,
-            "backend": group.backend,
-            "device": plan.device,
-            "software": plan.software,
-            "family": model_sets.family_of(group.model),
-            "status": status,
-            "measured_at": now,
-            "wall_s": wall_s / len(group.batches),
-            "notes": [],
-            "environment": {},
-        }  # fmt: skip
-        for batch in group.batches
-    ]
+    now, family = now_iso(), model_sets.family_of(group.model)
+    return [{"key": key, "family": family, "status": status, "measured_at": now, "wall_s": wall_s / len(group.batches)}
+            for key in group.keys(plan.config)]  # fmt: skip
 
 
-def _watch_worker(command: list[str], env: dict, timeout_s: float, reporter: _Reporter) -> str | None:
+def watch_worker(command: list[str], env: dict, timeout_s: float, reporter: Reporter) -> str | None:
     """Run a worker, passing its "cell done" and "group done" lines to ``reporter``; kill it when one group takes
     over ``timeout_s``. Returns None when it exited cleanly, else the failure status for the group it was on."""
     with (
@@ -214,23 +120,15 @@ def _watch_worker(command: list[str], env: dict, timeout_s: float, reporter: _Re
         return f"error: worker exited with code {code}: {last[:300]}"
 
 
-def _cell_key(group: Group, batch: int, plan: SurveyPlan) -> tuple:
-    return (group.model, group.resolution, batch, group.precision, group.backend, plan.device, plan.software)
-
-
-def _missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
+def missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
     """The groups reduced to their cells the store does not hold (groups with none left dropped)."""
     with Store(db) as store:
         present = store.done_keys(retry_errors=False)
-    left = []
-    for g in groups:
-        todo = tuple(b for b in g.batches if _cell_key(g, b, plan) not in present)
-        if todo:
-            left.append(Group(g.model, g.resolution, g.precision, g.backend, todo))
-    return left
+    left = [g.only(key.batch for key in g.keys(plan.config) if key not in present) for g in groups]
+    return [g for g in left if g.batches]
 
 
-class _Reporter:
+class Reporter:
     """Follows a worker given ``groups``: counts the groups it finished (so the one in flight is known) and passes
     each stored cell on to ``on_cells_done``."""
 
@@ -248,11 +146,11 @@ class _Reporter:
         return self.groups[self.done] if self.done < len(self.groups) else None
 
 
-def _group_id(group: Group) -> tuple:
-    return group.model, group.resolution, group.precision, group.backend
+def _same_group(a: Group, b: Group) -> bool:
+    return (a.model, a.resolution, a.precision, a.backend) == (b.model, b.resolution, b.precision, b.backend)
 
 
-def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu: int | None,
+def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, gpu: int | None,
               on_cells_done: Callable[[int], None] | None = None) -> list[str]:  # fmt: skip
     """Measure groups in one worker process; when it dies or hangs, store error rows for the group it was on and
     start a new worker for the groups after it (each round settles at least one group). ``on_cells_done(n)`` as
@@ -260,22 +158,23 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu
     env = {**os.environ, PARENT_ENV: str(os.getpid())}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    device = options.device if gpu is None else "cuda:0"
+    device = plan.grid.device if gpu is None else "cuda:0"
     failures: list[str] = []
     remaining = list(groups)
     while remaining:
-        start_s, reporter = time.perf_counter(), _Reporter(list(remaining), on_cells_done)
-        status = _watch_worker(_worker_command(reporter.groups, options, device), env, options.timeout_s, reporter)
-        remaining = _missing(reporter.groups, plan, options.db)
+        start_s, reporter = time.perf_counter(), Reporter(list(remaining), on_cells_done)
+        command = worker_command(reporter.groups, plan, options, device)
+        status = watch_worker(command, env, options.timeout_s, reporter)
+        remaining = missing(reporter.groups, plan, options.db)
         if not remaining:
             break
         in_flight = reporter.in_flight()
-        if status is not None and in_flight is not None and _group_id(remaining[0]) != _group_id(in_flight):
+        if status is not None and in_flight is not None and not _same_group(remaining[0], in_flight):
             continue  # it died after storing its group's cells: nothing failed, the rest goes to a new worker
         failed = remaining.pop(0)  # the group it was on (or, after a clean exit that left cells, the first left)
         reason = status or "error: the worker exited without storing this cell"
         with Store(options.db) as store:
-            for row in _failure_rows(failed, plan, reason, time.perf_counter() - start_s):
+            for row in failure_rows(failed, plan, reason, time.perf_counter() - start_s):
                 store.add(row)
         failures += [f"{failed.model} {failed.precision} {failed.backend} batch {b}: {reason}" for b in failed.batches]
         if on_cells_done is not None:
@@ -283,25 +182,21 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: WorkerOptions, gpu
     return failures
 
 
-def run_survey(
-    plan: SurveyPlan,
-    options: WorkerOptions,
-    jobs: int = 1,
-    per_worker: int = 1,
-    on_cells_done: Callable[[int], None] | None = None,
-) -> SurveyResult:
-    """Run the plan's groups, ``per_worker`` groups per worker process, ``jobs`` workers at a time; on CUDA with
-    several GPUs each running worker holds its own GPU."""
-    dev = hardware.resolve_device(options.device)
+def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[int], None] | None = None,
+               ) -> SurveyResult:  # fmt: skip
+    """Run the plan's groups, ``options.per_worker`` groups per worker process, ``options.jobs`` workers at a
+    time; on CUDA with several GPUs each running worker holds its own GPU."""
+    dev = hardware.resolve_device(plan.grid.device)
     gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
-    if gpus and jobs > gpus:
-        raise UsageError(f"--jobs {jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each other's timings")
-    chunks = chunk_groups(plan.groups, per_worker)
+    if gpus and options.jobs > gpus:
+        raise UsageError(f"--jobs {options.jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each "
+                         "other's timings")  # fmt: skip
+    chunks = chunk_groups(plan.groups, options.per_worker)
     start_s = time.perf_counter()
     if dev.type == "cuda":
         hardware.get_ceilings(dev)  # measured once here and cached, not by every worker at once
     free_gpus: queue.Queue[int | None] = queue.Queue()
-    for index in range(max(1, jobs)):
+    for index in range(options.jobs):
         free_gpus.put(index if gpus > 1 else None)
 
     def task(chunk: list[Group]) -> list[str]:
@@ -312,19 +207,7 @@ def run_survey(
             free_gpus.put(gpu)
 
     failures: list[str] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
         for messages in pool.map(task, chunks):
             failures += messages
     return SurveyResult(plan.cells, len(failures), time.perf_counter() - start_s, failures)
-
-
-def describe_plan(plan: SurveyPlan) -> str:
-    return json.dumps(
-        {
-            "device": plan.device,
-            "software": plan.software,
-            "cells": plan.cells,
-            "skipped": plan.skipped,
-            "groups": len(plan.groups),
-        }  # fmt: skip
-    )

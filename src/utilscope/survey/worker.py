@@ -1,9 +1,9 @@
 """One survey worker: measure groups (a model, precision and backend at several batch sizes) in turn; store each row
-at once and print a "group done" line after each group.
+at once and print a "cell done" line after each row and a "group done" line after each group.
 
-Run by the survey runner as ``python -m utilscope.survey.worker --db ... --groups JSON``; the runner restarts a
-worker that crashed or hung on the groups after the one it was measuring. Exit code 2 with a one-line message for
-bad input.
+Run by the survey runner as ``python -m utilscope.survey.worker --db ... --groups JSON --settings JSON``; the runner
+restarts a worker that crashed or hung on the groups after the one it was measuring. Exit code 2 with a one-line
+message for bad input.
 """
 
 from __future__ import annotations
@@ -19,41 +19,35 @@ import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import asdict  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
 
-from utilscope.errors import UsageError, UtilscopeError  # noqa: E402
+from utilscope.errors import UtilscopeError  # noqa: E402
 from utilscope.measure.profile import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
-from utilscope.measure.timing import TimingPlan  # noqa: E402
+from utilscope.measure.settings import CudnnSettings, MeasureRequest, timing_window  # noqa: E402
 from utilscope.models import sets as model_sets  # noqa: E402
-from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV, software_string  # noqa: E402
+from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV  # noqa: E402
+from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402
 from utilscope.survey.store import Store  # noqa: E402
 
 
-def key_of(sweep: Sweep, batch: int) -> dict:
-    env = sweep.environment
-    return {
-        "model": sweep.model_id,
-        "resolution": sweep.resolution,
-        "batch": batch,
-        "precision": sweep.precision.value,
-        "backend": sweep.backend.name,
-        "device": env["device_name"],
-        "software": software_string(env),
-    }
+def key_of(sweep: Sweep, batch: int) -> CellKey:
+    """The cell a sweep's row fills, in the configuration the worker measured it in."""
+    config = Configuration.from_environment(sweep.environment)
+    return CellKey(sweep.model_id, sweep.resolution, batch, sweep.precision.value, sweep.backend.name, config)
 
 
 def measurement_row(sweep: Sweep, row: ProfileRow, wall_s: float) -> dict:
-    values = asdict(row)
-    return {
-        **key_of(sweep, row.batch),
-        **{k: v for k, v in values.items() if k != "batch"},
-        "family": model_sets.family_of(sweep.model_id),
-        "flops_per_sample": sweep.work.total.flops,
-        "params": sweep.work.total.params,
-        "environment": sweep.environment,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "wall_s": wall_s,
-    }
+    values = {k: v for k, v in asdict(row).items() if k != "batch"}
+    return {"key": key_of(sweep, row.batch), **values, "family": model_sets.family_of(sweep.model_id),
+            "flops_per_sample": sweep.work.total.flops, "params": sweep.work.total.params,
+            "environment": sweep.environment, "measured_at": now_iso(), "wall_s": wall_s}  # fmt: skip
+
+
+def attribution_request(sweep: Sweep) -> MeasureRequest:
+    """The cell's own request for its op-class attribution (same precision, layout and cuDNN settings), with
+    attribution's default timing; on a CPU, compiled backends are attributed per layer as ``eager``."""
+    fuses = sweep.backend.fuses_elementwise
+    backend = sweep.backend.name if sweep.device.type == "cuda" or not fuses else "eager"
+    return sweep.request.replace(backend=backend, plan=None)
 
 
 def record_op_classes(store: Store, sweep: Sweep, rows: list[ProfileRow]) -> None:
@@ -64,9 +58,7 @@ def record_op_classes(store: Store, sweep: Sweep, rows: list[ProfileRow]) -> Non
     ok = [row.batch for row in rows if row.status == "ok"]
     if not ok:
         return
-    backend = sweep.backend.name if sweep.device.type == "cuda" or not sweep.backend.fuses_elementwise else "eager"
-    attribution = attribute(sweep.model_id, batch=max(ok), precision=sweep.precision.value, backend=backend,
-                            device=str(sweep.device), resolution=sweep.resolution)  # fmt: skip
+    attribution = attribute(attribution_request(sweep), batch=max(ok))
     classes = class_summary(attribution)[["op_class", "flop_share", "time_share", "time_ms"]]
     store.add_op_classes(key_of(sweep, max(ok)), classes.to_dict(orient="records"))
 
@@ -87,32 +79,33 @@ def parse_args(argv):
     parser.add_argument("--db", required=True)
     parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
                         "batches, attribute}")  # fmt: skip
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--min-time-ms", type=float, default=None, help="timed samples' total (default: profile's)")
-    parser.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
-    parser.add_argument("--cudnn-benchmark-limit", type=int, default=None)
-    parser.add_argument("--cudnn-depthwise-heuristic", action="store_true")
+    parser.add_argument("--settings", required=True, help="JSON {device, channels_last, cudnn, min_time_ms, "
+                        "peak_tflops}")  # fmt: skip
     return parser.parse_args(argv)
 
 
-def timing_plan(min_time_ms: float | None) -> TimingPlan | None:
-    """The profile default (None), or a shorter or longer timed window with a warm-up of at most 100 ms."""
-    if min_time_ms is None:
-        return None
-    if min_time_ms <= 0:
-        raise UsageError(f"--min-time-ms must be positive, got {min_time_ms}")
-    return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=min_time_ms)
+def group_request(group: dict, settings: dict) -> MeasureRequest:
+    """The request of one group's sweep (checked: a bad setting is a UsageError)."""
+    return MeasureRequest(
+        group["model"],
+        precision=group["precision"],
+        backend=group["backend"],
+        device=settings["device"],
+        resolution=group["resolution"],
+        channels_last=settings["channels_last"],
+        peak_tflops=settings["peak_tflops"],
+        plan=timing_window(settings["min_time_ms"]),
+        cudnn=CudnnSettings.from_dict(settings["cudnn"]),
+    )
 
 
-def measure_group(store: Store, group: dict, args, plan: TimingPlan | None, since_s: float) -> float:
+def measure_group(store: Store, group: dict, settings: dict, since_s: float) -> float:
     """One model's sweep over its batch sizes, each row stored as soon as it is measured, with the wall time since
     the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
-    sweep = prepare_sweep(group["model"], group["precision"], group["backend"], args.device, group["resolution"],
-                          plan=plan, cudnn_benchmark=args.cudnn_benchmark,
-                          cudnn_benchmark_limit=args.cudnn_benchmark_limit,
-                          cudnn_depthwise_heuristic=args.cudnn_depthwise_heuristic)  # fmt: skip
-    if plan is not None and plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
-        sweep.notes.append(f"timed samples cover {plan.min_total_ms:.0f} ms: NVML utilization not sampled reliably")
+    sweep = prepare_sweep(group_request(group, settings))
+    if sweep.plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
+        sweep.notes.append(f"timed samples cover {sweep.plan.min_total_ms:.0f} ms: NVML utilization not sampled "
+                           "reliably")  # fmt: skip
     last_s = since_s
 
     def store_row(row: ProfileRow) -> None:
@@ -135,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     with Store(args.db) as store:
         for group in json.loads(args.groups):
             try:
-                last_s = measure_group(store, group, args, timing_plan(args.min_time_ms), last_s)
+                last_s = measure_group(store, group, json.loads(args.settings), last_s)
             except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
                 print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
                 return 2

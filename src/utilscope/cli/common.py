@@ -1,0 +1,62 @@
+"""What the verb modules share: exit codes, option groups, and turning options into the library's objects."""
+
+from __future__ import annotations
+
+import argparse
+
+from utilscope.errors import UsageError
+from utilscope.measure.settings import CudnnSettings, MeasureRequest
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells) failed: each failure is printed
+EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a newer schema, ...): one line
+EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
+
+
+def parse_batches(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
+
+
+def parse_list(text: str | None) -> tuple[str, ...]:
+    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> ()."""
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+
+
+def add_measurement_options(p: argparse.ArgumentParser) -> None:
+    """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
+    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
+    p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+    add_cudnn_options(p)
+
+
+def add_cudnn_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="take cuDNN's heuristic algorithms instead of autotuning every new conv shape (seconds per "
+                   "new network); stored as a configuration of its own")  # fmt: skip
+    p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
+                   help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
+                   "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
+    p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
+                   help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
+                   "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "
+                   "stored as a configuration of its own")  # fmt: skip
+
+
+def cudnn_settings(args: argparse.Namespace) -> CudnnSettings:
+    return CudnnSettings(args.cudnn_benchmark, args.cudnn_benchmark_limit, args.cudnn_depthwise_heuristic)
+
+
+def measure_request(args: argparse.Namespace) -> MeasureRequest:
+    return MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
+                          resolution=args.res, channels_last=args.channels_last, peak_tflops=args.peak,
+                          cudnn=cudnn_settings(args))  # fmt: skip

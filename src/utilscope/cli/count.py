@@ -1,0 +1,76 @@
+"""``count`` and ``models``: per-layer work of a model (no GPU needed), and the model names a glob matches."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+from rich.console import Console
+
+from utilscope.cli.common import EXIT_PARTIAL
+from utilscope.counting import DTYPES, count
+from utilscope.errors import UsageError, UtilscopeError
+from utilscope.models import zoo
+from utilscope.present.count_view import render_count, summary_table
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, or a glob like 'timm:resnet*'")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--dtype", default="fp32", help=f"one of {', '.join(DTYPES)} (sets bytes per element)")
+    p.add_argument("--top", type=int, default=None, help="show only the K layers with the most FLOPs")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
+    fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
+    p.set_defaults(run=cmd_count)
+    p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
+    p.add_argument("pattern", nargs="?", default="torchvision:*", help="e.g. 'torchvision:*', 'timm:efficientnet*'")
+    p.set_defaults(run=cmd_models)
+
+
+def cmd_count(args, console: Console) -> int:
+    names = [args.model] if not zoo.is_glob(args.model) else zoo.list_models(args.model)
+    if not names:
+        raise UsageError(f"no model matches '{args.model}'")
+    if len(names) > 1:
+        return count_many(names, args, console)
+    result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    elif args.csv:
+        print(result.layers_frame().to_csv(index=False), end="")
+    else:
+        render_count(result, console, top=args.top)
+    return 0
+
+
+def count_many(names: list[str], args, console: Console) -> int:
+    """One summary row per model; a model's failure is printed and the others still run."""
+    results, failures = [], []
+    for name in names:
+        try:
+            results.append(count(name, batch=args.batch, resolution=args.res, dtype=args.dtype))
+        except UtilscopeError as exc:
+            failures.append(f"{name}: {' '.join(str(exc).split())}")
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results]))
+    elif args.csv:
+        frames = [r.layers_frame().assign(model=r.model) for r in results]
+        print(pd.concat(frames).to_csv(index=False), end="")
+    else:
+        console.print(summary_table(results))
+    for failure in failures:
+        print(f"utilscope: error: {failure}", file=sys.stderr)
+    return EXIT_PARTIAL if failures else 0
+
+
+def cmd_models(args, console: Console) -> int:
+    names = zoo.list_models(args.pattern)
+    if not names:
+        raise UsageError(f"no model matches '{args.pattern}'")
+    for name in names:
+        print(f"{name}\t{zoo.native_resolution(zoo.parse_spec(name))}")
+    return 0

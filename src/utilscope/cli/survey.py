@@ -1,0 +1,118 @@
+"""``survey``, ``report``, ``export``: measure a grid into a store, and read a store back (``nas measure`` shares the
+grid options and the run)."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.models import sets as model_sets
+from utilscope.report.html import build_report
+from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
+from utilscope.survey.runner import RunOptions, run_survey
+from utilscope.survey.store import Store
+
+
+def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
+    """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
+    p.add_argument("--batch", default=default_batch, help=f"comma-separated batch sizes (default {default_batch})")
+    p.add_argument("--precision", default=None, help="comma-separated (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="comma-separated backends (default graph)")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution (default: each model's native)")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--db", default="results.sqlite", help="the SQLite store (default results.sqlite)")
+    p.add_argument("--jobs", type=int, default=1, help="workers at a time (one per GPU when there are several)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds one model's group of cells may take")
+    p.add_argument("--per-worker", type=int, default=default_per_worker,
+                   help=f"models each worker process measures in turn (default {default_per_worker}; more: less "
+                   "start-up time, a crash restarts the worker on the models after it)")  # fmt: skip
+    p.add_argument("--min-time-ms", type=float, default=None,
+                   help="total timed milliseconds per cell (default 1000 on GPU, 200 on CPU)")  # fmt: skip
+    add_cudnn_options(p)
+    p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
+    p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
+    p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
+    add_grid_options(p, default_batch="1,8,32,128,256", default_per_worker=1)
+    p.add_argument("--attribute", choices=["representative", "all", "none"], default="representative",
+                   help="record op-class time shares for these models (default: the curated representative "
+                   "set)")  # fmt: skip
+    p.set_defaults(run=cmd_survey)
+    p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
+    p.add_argument("db", help="the SQLite store")
+    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
+    p.set_defaults(run=cmd_report)
+    p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
+    p.add_argument("db")
+    p.add_argument("out", help="a .csv or .parquet path")
+    p.set_defaults(run=cmd_export)
+
+
+def cmd_survey(args, console: Console) -> int:
+    models = select_models(args.models, args.family)
+    chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
+    return run_grid(models, args, console, frozenset(chosen[args.attribute]))
+
+
+def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tuple[SurveyGrid, RunOptions]:
+    """The library's objects for the options; built (and so checked) before the store is opened, so a usage error
+    never creates or touches it."""
+    grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
+                      parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
+                      args.retry_errors)  # fmt: skip
+    options = RunOptions(args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak)
+    return grid, options
+
+
+def run_grid(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
+    """Plan, print the plan, run it with a progress bar; shared by ``survey`` and ``nas measure``."""
+    grid, options = grid_and_options(models, args, attribute)
+    with Store(args.db) as store:
+        report_migration(store)
+        plan = plan_survey(grid, store)
+    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
+                  f"in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
+    if args.dry_run or not plan.groups:
+        return 0
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
+               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("measuring", total=plan.cells)
+        result = run_survey(plan, options, lambda cells: progress.advance(task, cells))
+    per_cell = result.wall_s / result.cells if result.cells else 0.0
+    console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell), "
+                  f"{result.failed_cells} failed")  # fmt: skip
+    for failure in result.failures[:20]:
+        console.print(f"  [red]{escape(failure)}[/]")
+    return EXIT_PARTIAL if result.failed_cells else 0
+
+
+def report_migration(store: Store) -> None:
+    if store.migration is not None:
+        print(f"utilscope: {store.path}: {store.migration.describe()}", file=sys.stderr)
+
+
+def cmd_report(args, console: Console) -> int:
+    with Store(args.db, create=False) as store:
+        report_migration(store)
+        path = build_report(store.frame(), store.op_class_frame(), args.out)
+    console.print(f"report: {path}")
+    return 0
+
+
+def cmd_export(args, console: Console) -> int:
+    with Store(args.db, create=False) as store:
+        report_migration(store)
+        store.export(args.out)
+    console.print(f"exported {args.db} to {args.out}")
+    return 0

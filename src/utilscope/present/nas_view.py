@@ -1,0 +1,52 @@
+"""Terminal views of NAS results: a fitted predictor's held-out accuracy, a search simulation, a store's analysis."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+
+def render_fit(predictor, out: str, seed: int, console: Console) -> None:
+    """Where the profile went and how well it predicts what it was not fitted on."""
+    evaluation = predictor.evaluation
+    console.print(f"{predictor.space} predictor for {predictor.table.device} in {out}; held out: "
+                  f"{evaluation['holdout_architectures']} architectures (seed {seed}); "
+                  f"{evaluation['rows_without_table_entries']} rows skipped for missing table entries")  # fmt: skip
+    for batch, metrics in evaluation["per_batch"].items():
+        for name in ("predictor", "layer_sum", "flops_proxy"):
+            console.print(f"  batch {batch} ({metrics['architectures']} held out) {name}: Spearman "
+                          f"{metrics[name]['spearman']:.3f}, MAPE {metrics[name]['mape']:.1%}")  # fmt: skip
+    for batch, metrics in evaluation["with_estimated_layers"].items():
+        console.print(f"  batch {batch}, {metrics['architectures']} architectures with "
+                      f"{metrics['mean_estimated_layers']:.1f} layers each estimated (not in the table): Spearman "
+                      f"{metrics['spearman']:.3f}, MAPE {metrics['mape']:.1%}")  # fmt: skip
+    for batch, metrics in evaluation["unseen_layers"].items():
+        if metrics["mean_estimated_layers"] == 0:
+            continue  # the table covers the whole space: no layer is unseen
+        console.print(f"  batch {batch}, the held-out architectures with their {metrics['mean_estimated_layers']:.1f} "
+                      f"unseen layers each (timed only for them) estimated: Spearman {metrics['spearman']:.3f}, "
+                      f"MAPE {metrics['mape']:.1%}")  # fmt: skip
+
+
+def render_simulation(request, simulation, console: Console) -> None:
+    margins = ", ".join(f"{k} {v:.1%}" for k, v in simulation.margins.items())
+    console.print(
+        f"simulated on {simulation.pool_size} measured {request.space} architectures at batch {request.batch} "
+        f"({simulation.dropped} without latency-table entries left out); samples/s >= {request.min_throughput:g}; "
+        f"screening margins (2x held-out MAPE) {margins}"
+    )
+    console.print(simulation.comparison.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+
+
+def render_analysis(results, console: Console) -> None:
+    for r in results:
+        q = r.utilization_quantiles
+        console.print(f"[bold]{r.space}[/] batch {r.batch}: {r.architectures} architectures; Spearman(FLOPs, "
+                      f"samples/s) = {r.flops_throughput_spearman:.2f}; utilization p5 {q['p5']:.2%}, median "
+                      f"{q['p50']:.2%}, p95 {q['p95']:.2%}")  # fmt: skip
+        if not r.spread.empty:
+            worst = r.spread.sort_values("max_over_min", ascending=False).iloc[0]
+            console.print(f"  equal FLOPs (±5%), {len(r.spread)} groups: throughput differs up to "
+                          f"{worst.max_over_min:.2f}× (at {worst.gflops:.2f} GFLOPs)")  # fmt: skip
+        for effect in r.effects.head(6).itertuples():
+            console.print(f"  {effect.feature}: Spearman {effect.spearman:+.2f} with utilization; top quarter / "
+                          f"bottom quarter {effect.top_over_bottom:.2f}×")  # fmt: skip

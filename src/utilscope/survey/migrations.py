@@ -1,0 +1,187 @@
+"""Schema migrations of a results store, keyed on SQLite's ``user_version``: each converts a store in place, in one
+transaction, after copying the file to a backup beside it.
+
+v1 -> v2: v1 keyed a configuration by a prose ``software`` column ("torch 2.11.0+cu130 · cuDNN 91900 · driver
+580.159.04 · cudnn.benchmark off"); v2 keys it by columns (``schema.Configuration``). The prose is parsed back
+into versions and cuDNN settings, and must regenerate exactly, else the store is left unchanged. v1 op-class rows
+of a non-default cuDNN setting were measured with full autotuning (a v1 bug: attribution ignored the survey's cuDNN
+options), so they are keyed with the settings they were measured with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from utilscope.measure.settings import CudnnSettings
+from utilscope.survey.schema import (
+    KEY_COLUMNS,
+    OP_CLASS_VALUE_KINDS,
+    SCHEMA_VERSION,
+    VALUE_COLUMNS,
+    CellKey,
+    Configuration,
+    StoreError,
+    encode_key,
+    schema_sql,
+)
+
+V1_KEY_COLUMNS = ("model", "resolution", "batch", "precision", "backend", "device", "software")
+V1_VALUE_COLUMNS = ("family", "flops_per_sample", "params", "status", "latency_ms", "samples_per_s", "achieved_tflops",
+                    "utilization", "utilization_vs_ceiling", "peak_tflops", "peak_source", "achieved_gbs",
+                    "bandwidth_utilization", "bytes_model", "nvml_util", "cv", "unstable", "iters_per_sample",
+                    "cuda_graph", "notes", "environment", "measured_at", "wall_s")  # fmt: skip
+V1_MEMORY_FORMAT = "channels_last"  # every v1 survey and NAS measurement ran channels_last
+_V1_SOFTWARE = re.compile(r"torch (?P<torch>\S+) · cuDNN (?P<cudnn>\S+) · driver (?P<driver>\S+)(?P<rest>.*)")
+
+
+class MigrationError(StoreError):
+    """A store that cannot be migrated; it was left unchanged."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What opening a store of an older schema did."""
+
+    from_version: int
+    to_version: int
+    backup: Path
+    measurements: int  # rows converted
+    op_classes: int  # op-class rows kept
+    op_classes_rekeyed: int  # op-class rows keyed with the cuDNN settings they were measured with
+
+    def describe(self) -> str:
+        rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
+        kept = f"the schema-{self.from_version} file is kept as {self.backup}"
+        return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
+
+
+def v1_configuration(software: str, device: str, memory_format: str) -> Configuration:
+    """The configuration a v1 ``software`` string names; MigrationError when it is not one v1 wrote."""
+    match = _V1_SOFTWARE.fullmatch(software)
+    if match is None:
+        raise MigrationError(f"unrecognized software {software!r}")
+    rest = [part for part in match["rest"].split(" · ") if part]
+    if rest == ["cudnn.benchmark off"]:
+        cudnn = CudnnSettings(benchmark=False)
+    else:
+        limits = [int(p.rpartition(" ")[2]) for p in rest if re.fullmatch(r"cudnn\.benchmark_limit \d+", p)]
+        cudnn = CudnnSettings(True, limits[0] if limits else None, "depthwise heuristic" in rest)
+    versions = [("" if match[name] == "None" else match[name]) for name in ("torch", "cudnn", "driver")]
+    config = Configuration(device, memory_format, *versions, cudnn.benchmark, cudnn.benchmark_limit,
+                           cudnn.depthwise_heuristic)  # fmt: skip
+    if config.software != software:  # anything the parse did not understand
+        raise MigrationError(f"unrecognized software {software!r}")
+    return config
+
+
+def backup_path(path: Path, version: int) -> Path:
+    """A file name beside ``path`` that does not exist yet."""
+    candidate, n = path.with_name(f"{path.stem}.schema{version}-backup{path.suffix}"), 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}.schema{version}-backup-{n}{path.suffix}")
+    return candidate
+
+
+def copy_store(path: Path, destination: Path) -> None:
+    """A consistent copy through SQLite's backup API (the write-ahead log included)."""
+    source, target = sqlite3.connect(path), sqlite3.connect(destination)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+
+
+def _v1_measurements(conn: sqlite3.Connection) -> tuple[list[tuple], dict[tuple, str]]:
+    """v2 rows of the v1 measurements, and each v1 key's memory format (for its op-class rows)."""
+    rows, formats = [], {}
+    env_at = V1_VALUE_COLUMNS.index("environment")
+    for record in conn.execute(f"SELECT {', '.join(V1_KEY_COLUMNS + V1_VALUE_COLUMNS)} FROM measurements"):
+        v1_key, values = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
+        memory_format = json.loads(values[env_at]).get("memory_format", V1_MEMORY_FORMAT)
+        formats[v1_key] = memory_format
+        key = _v2_key(v1_key, memory_format)
+        by_name = dict(zip(V1_VALUE_COLUMNS, values, strict=True))
+        rows.append(encode_key(key) + tuple(by_name[name] for name in VALUE_COLUMNS))
+    return rows, formats
+
+
+def _v2_key(v1_key: tuple, memory_format: str, cudnn: CudnnSettings | None = None) -> CellKey:
+    model, resolution, batch, precision, backend, device, software = v1_key
+    config = v1_configuration(software, device, memory_format)
+    if cudnn is not None:
+        config = Configuration(config.device, config.memory_format, config.torch, config.cudnn, config.driver,
+                               cudnn.benchmark, cudnn.benchmark_limit, cudnn.depthwise_heuristic)  # fmt: skip
+    return CellKey(model, resolution, batch, precision, backend, config)
+
+
+def _v1_op_classes(conn: sqlite3.Connection, formats: dict[tuple, str]) -> tuple[list[tuple], int]:
+    """v2 op-class rows keyed with the settings they were measured with (full autotuning), those already keyed so
+    first; and how many were re-keyed."""
+    values = tuple(OP_CLASS_VALUE_KINDS)
+    rows, rekeyed = [], []
+    for record in conn.execute(f"SELECT {', '.join(V1_KEY_COLUMNS + values)} FROM op_classes"):
+        v1_key, rest = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
+        stored = _v2_key(v1_key, formats.get(v1_key, V1_MEMORY_FORMAT))
+        measured = _v2_key(v1_key, stored.config.memory_format, CudnnSettings())
+        (rows if measured == stored else rekeyed).append(encode_key(measured) + rest)
+    return rows + rekeyed, len(rekeyed)
+
+
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_classes: list[tuple]) -> int:
+    """The v1 tables replaced by current ones holding the converted rows; returns the op-class rows kept."""
+    conn.execute("ALTER TABLE measurements RENAME TO measurements_v1")
+    conn.execute("ALTER TABLE op_classes RENAME TO op_classes_v1")
+    for statement in schema_sql():
+        conn.execute(statement)
+    conn.executemany(_insert_sql("measurements", KEY_COLUMNS + VALUE_COLUMNS), measurements)
+    conn.executemany(_insert_sql("op_classes", KEY_COLUMNS + tuple(OP_CLASS_VALUE_KINDS)), op_classes)
+    if conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] != len(measurements):
+        raise MigrationError("two v1 rows map to one key")  # cannot happen: the v1 key is part of the v2 key
+    conn.execute("DROP TABLE measurements_v1")
+    conn.execute("DROP TABLE op_classes_v1")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return conn.execute("SELECT COUNT(*) FROM op_classes").fetchone()[0]
+
+
+def migrate_v1(conn: sqlite3.Connection, path: Path) -> Migration:
+    """Convert a v1 store to the current schema inside the caller's write transaction (the caller commits or
+    rolls back), after a backup copy. MigrationError (the store unchanged) when a row cannot be converted."""
+    try:
+        measurements, formats = _v1_measurements(conn)
+        op_classes, rekeyed = _v1_op_classes(conn, formats)
+    except (MigrationError, ValueError) as exc:
+        raise MigrationError(f"cannot migrate {path} from schema 1: {exc}; it was left unchanged") from None
+    backup = backup_path(path, 1)
+    copy_store(path, backup)
+    try:
+        kept = _replace_tables(conn, measurements, op_classes)
+    except BaseException:
+        backup.unlink(missing_ok=True)  # the caller rolls back: the store stays as it was
+        raise
+    return Migration(1, SCHEMA_VERSION, backup, len(measurements), kept, rekeyed)
+
+
+V1_SCHEMA = [
+    "CREATE TABLE measurements (model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, "
+    "precision TEXT NOT NULL, backend TEXT NOT NULL, device TEXT NOT NULL, software TEXT NOT NULL, family TEXT NOT "
+    "NULL, flops_per_sample INTEGER, params INTEGER, status TEXT NOT NULL, latency_ms REAL, samples_per_s REAL, "
+    "achieved_tflops REAL, utilization REAL, utilization_vs_ceiling REAL, peak_tflops REAL, peak_source TEXT NOT "
+    "NULL, achieved_gbs REAL, bandwidth_utilization REAL, bytes_model TEXT NOT NULL, nvml_util REAL, cv REAL, "
+    "unstable INTEGER NOT NULL, iters_per_sample INTEGER, cuda_graph INTEGER NOT NULL, notes TEXT NOT NULL, "
+    "environment TEXT NOT NULL, measured_at TEXT NOT NULL, wall_s REAL, PRIMARY KEY (model, resolution, batch, "
+    "precision, backend, device, software))",
+    "CREATE TABLE op_classes (model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, precision "
+    "TEXT NOT NULL, backend TEXT NOT NULL, device TEXT NOT NULL, software TEXT NOT NULL, op_class TEXT NOT NULL, "
+    "flop_share REAL, time_share REAL, time_ms REAL, PRIMARY KEY (model, resolution, batch, precision, backend, "
+    "device, software, op_class))",
+]  # the v1 tables as utilscope wrote them (tests build v1 stores from this)

@@ -1,0 +1,127 @@
+"""Survey planning: a grid (models x batch sizes x precisions x backends, in one configuration) minus the cells a
+store already holds, as groups of cells for workers (one model, precision and backend, several batch sizes)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from utilscope import hardware
+from utilscope.counting.counter import check_batch
+from utilscope.errors import UsageError
+from utilscope.measure.backends import get_backend
+from utilscope.measure.environment import environment
+from utilscope.measure.precision import check_precision, parse_precision
+from utilscope.measure.profile import default_precision
+from utilscope.measure.settings import CudnnSettings
+from utilscope.models import sets as model_sets
+from utilscope.models import zoo
+from utilscope.survey.schema import CellKey, Configuration
+from utilscope.survey.store import Store
+
+DEFAULT_BATCHES = (1, 8, 32, 128, 256)
+
+
+@dataclass(frozen=True)
+class SurveyGrid:
+    """What to measure, checked when made. ``precisions`` empty: the device's default (fp16 on a GPU, fp32 on a
+    CPU); ``resolution`` None: each model's native one; ``retry_errors``: error rows are measured again."""
+
+    models: tuple[str, ...]
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    precisions: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ("graph",)
+    device: str | None = None
+    resolution: int | None = None
+    channels_last: bool = True
+    cudnn: CudnnSettings = field(default_factory=CudnnSettings)
+    retry_errors: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("models", "batches", "precisions", "backends"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not self.models or not self.batches:
+            raise UsageError("the survey grid is empty: give at least one model and one batch size")
+        for batch in self.batches:
+            check_batch(batch)
+        for precision in self.precisions:
+            parse_precision(precision)
+        if not self.backends:
+            raise UsageError("give at least one backend")
+        for backend in self.backends:
+            self.cudnn.check_backend(get_backend(backend).name)
+        if self.resolution is not None:
+            zoo.check_resolution(self.resolution)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The cells one worker measures: one model, precision and backend, several batch sizes."""
+
+    model: str
+    resolution: int
+    precision: str
+    backend: str
+    batches: tuple[int, ...]
+
+    def keys(self, config: Configuration) -> list[CellKey]:
+        return [CellKey(self.model, self.resolution, b, self.precision, self.backend, config) for b in self.batches]
+
+    def only(self, batches) -> Group:
+        return Group(self.model, self.resolution, self.precision, self.backend, tuple(batches))
+
+
+@dataclass
+class SurveyPlan:
+    grid: SurveyGrid
+    config: Configuration  # the configuration every cell is keyed with
+    groups: list[Group]
+    skipped: int  # cells already in the store
+
+    @property
+    def cells(self) -> int:
+        return sum(len(g.batches) for g in self.groups)
+
+    def describe(self) -> str:
+        summary = {"device": self.config.device, "software": self.config.software, "cells": self.cells,
+                   "skipped": self.skipped, "groups": len(self.groups)}  # fmt: skip
+        return json.dumps(summary)
+
+
+def select_models(patterns: list[str], families: list[str]) -> list[str]:
+    """Model ids from names/globs and family names; neither given: the curated default survey."""
+    if not patterns and not families:
+        return model_sets.default_survey()
+    ids = [spec.id for spec in zoo.expand_models(patterns)] if patterns else []
+    candidates = zoo.list_models("torchvision:*") + zoo.list_models("timm:*")
+    for family in families:
+        ids += model_sets.models_of_family(family, candidates)
+    return list(dict.fromkeys(ids))
+
+
+def grid_configuration(grid: SurveyGrid) -> tuple[Configuration, tuple[str, ...]]:
+    """The configuration this machine measures the grid in, and the grid's precisions (checked on the device)."""
+    dev = hardware.resolve_device(grid.device)
+    precisions = grid.precisions or (default_precision(dev),)
+    for precision in precisions:
+        check_precision(parse_precision(precision), dev)
+    env = environment(dev, precisions[0], grid.backends[0], grid.channels_last, grid.cudnn)
+    return Configuration.from_environment(env), precisions
+
+
+def plan_survey(grid: SurveyGrid, store: Store) -> SurveyPlan:
+    """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
+    config, precisions = grid_configuration(grid)
+    done = store.done_keys(retry_errors=grid.retry_errors)
+    groups, skipped = [], 0
+    for model in grid.models:
+        spec = zoo.parse_spec(model)
+        res = zoo.resolve_resolution(spec, grid.resolution)
+        for precision in precisions:
+            for backend in grid.backends:
+                group = Group(spec.id, res, precision, backend, grid.batches)
+                todo = [key.batch for key in group.keys(config) if key not in done]
+                skipped += len(grid.batches) - len(todo)
+                if todo:
+                    groups.append(group.only(todo))
+    return SurveyPlan(grid, config, groups, skipped)

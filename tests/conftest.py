@@ -1,0 +1,66 @@
+"""Fixtures the test files share: tiny factory-file models, a quick timing plan, a recorder of cuDNN's settings."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from utilscope.measure.timing import TimingPlan
+
+QUICK = TimingPlan(warmup_iters=2, warmup_ms=1, samples=3, min_total_ms=3)
+
+# conv 3->8 3x3 at 16x16: 2*8*16*16*27 = 110592 FLOPs; linear 8->4: 2*8*4 = 64 FLOPs per sample
+TINY_SOURCE = """
+import torch.nn as nn
+RESOLUTION = 16
+
+
+def make():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+"""
+TINY_FLOPS = 110_592 + 64
+
+
+@pytest.fixture(scope="session")
+def write_factory(tmp_path_factory):
+    """``write_factory(source, name="models")`` -> the path of a new factory file holding ``source``."""
+
+    def write(source: str, name: str = "models"):
+        path = tmp_path_factory.mktemp("factory") / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def tiny(write_factory) -> str:
+    """The model spec of a tiny CNN (``TINY_FLOPS`` FLOPs per sample at its native 16x16)."""
+    return f"{write_factory(TINY_SOURCE, 'tiny')}:make"
+
+
+class ConvRecorder(torch.overrides.TorchFunctionMode):
+    """Records (groups, cudnn.benchmark, cudnn.benchmark_limit) at every conv2d call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.nn.functional.conv2d:
+            groups = args[6] if len(args) > 6 else (kwargs or {}).get("groups", 1)
+            cudnn = torch.backends.cudnn
+            self.calls.append((groups, cudnn.benchmark, cudnn.benchmark_limit))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture()
+def cudnn_flags():
+    """Restores cuDNN's global flags after a test that sets them."""
+    cudnn = torch.backends.cudnn
+    saved = cudnn.benchmark, cudnn.benchmark_limit
+    yield
+    cudnn.benchmark, cudnn.benchmark_limit = saved

@@ -1,0 +1,138 @@
+"""Schema migrations: a v1 store becomes v2 in place, with a backup; every committed store is at v2 and exports the
+rows and values its schema-1 export had; a migrated store resumes with nothing left to measure."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from utilscope.measure.environment import environment, software_label
+from utilscope.measure.settings import CudnnSettings
+from utilscope.survey.migrations import V1_SCHEMA, MigrationError, v1_configuration
+from utilscope.survey.plan import SurveyGrid, plan_survey
+from utilscope.survey.schema import SCHEMA_VERSION
+from utilscope.survey.store import APPLICATION_ID, Store, StoreError
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "h200"
+STORES = sorted(p for p in DATA.rglob("*.sqlite") if "backup" not in p.name)
+SETTINGS = [CudnnSettings(), CudnnSettings(benchmark=False), CudnnSettings(benchmark_limit=3),
+            CudnnSettings(depthwise_heuristic=True), CudnnSettings(True, 3, True)]  # fmt: skip
+V1_VALUES = {"family": "", "status": "ok", "peak_source": "", "bytes_model": "", "unstable": 0, "cuda_graph": 0,
+             "notes": "[]", "environment": "{}", "measured_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+
+
+def write_v1_store(path: Path, rows: list[dict], op_classes: list[dict] = ()) -> None:
+    """A store as utilscope's schema 1 wrote it."""
+    conn = sqlite3.connect(path)
+    for statement in V1_SCHEMA:
+        conn.execute(statement)
+    for table, records in (("measurements", rows), ("op_classes", op_classes)):
+        for record in records:
+            record = {**V1_VALUES, **record} if table == "measurements" else record
+            names = ", ".join(record)
+            conn.execute(
+                f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(record))})", list(record.values())
+            )
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+
+def v1_device_and_software(cudnn: CudnnSettings) -> dict:
+    """What schema 1 wrote as the device and software of a row measured here with these settings."""
+    env = environment(torch.device("cpu"), "fp32", "eager", True, cudnn)
+    return {"device": env["device_name"], "software": software_label(env["torch"], env["cudnn"], env["driver"], cudnn)}
+
+
+def test_v1_software_strings_parse_into_the_configuration_they_name():
+    for text, settings in [
+        ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04", CudnnSettings()),
+        ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark off", CudnnSettings(False)),
+        ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark_limit 3", CudnnSettings(True, 3)),
+        ("torch 2.3.0 · cuDNN None · driver None · depthwise heuristic", CudnnSettings(depthwise_heuristic=True)),
+    ]:
+        config = v1_configuration(text, "NVIDIA H200", "channels_last")
+        assert config.cudnn_settings == settings and config.software == text
+    config = v1_configuration("torch 2.3.0 · cuDNN None · driver None", "cpu", "contiguous")
+    assert (config.torch, config.cudnn, config.driver, config.memory_format) == ("2.3.0", "", "", "contiguous")
+    for bad in ("torch 2.3.0", "torch 2.3 · cuDNN 1 · driver 2 · turbo mode", "torch 2.3 · cuDNN 1 · driver 2 · "):
+        with pytest.raises(MigrationError, match="unrecognized software"):
+            v1_configuration(bad, "cpu", "channels_last")
+
+
+def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting(tmp_path, tiny):
+    """v1 rows of every cuDNN configuration, migrated: the same grid plans 0 cells in each, a new setting all."""
+    path = tmp_path / "results.sqlite"
+    model = f"file:{tiny}"
+    cells = [{"model": f"file:{tiny}", "resolution": 16, "batch": batch, "precision": "fp32", "backend": "eager",
+              **v1_device_and_software(settings)} for settings in SETTINGS for batch in (1, 2)]  # fmt: skip
+    ops = [{**cells[-1], "op_class": "dense_conv", "flop_share": 1.0, "time_share": 0.5, "time_ms": 0.1}]
+    write_v1_store(path, cells, ops)
+    with Store(path) as store:
+        migration = store.migration
+        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 2, len(cells))
+        for settings in SETTINGS:
+            grid = SurveyGrid((model,), (1, 2), ("fp32",), ("eager",), "cpu", cudnn=settings)
+            plan = plan_survey(grid, store)
+            assert (plan.cells, plan.skipped) == (0, 2), settings
+        new = SurveyGrid((model,), (1, 2), ("fp32",), ("eager",), "cpu", cudnn=CudnnSettings(benchmark_limit=5))
+        assert plan_survey(new, store).cells == 2
+        op_classes = store.op_class_frame()
+    # the v1 op-class row of the last setting was measured with full autotuning (v1 bug): keyed so now
+    assert migration.op_classes_rekeyed == 1 and op_classes.loc[0, "cudnn_benchmark"]
+    assert pd.isna(op_classes.loc[0, "cudnn_benchmark_limit"]) and not op_classes.loc[0, "cudnn_depthwise_heuristic"]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    backup = sqlite3.connect(migration.backup)
+    assert backup.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert backup.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == len(cells)
+    with Store(path) as store:
+        assert store.migration is None  # migrated once
+
+
+def test_a_v1_store_that_cannot_be_migrated_is_left_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    row = {"model": "m", "resolution": 8, "batch": 1, "precision": "fp32", "backend": "eager", "device": "cpu"}
+    write_v1_store(path, [{**row, "software": "torch 2.3 · cuDNN 1 · driver 2"}, {**row, "batch": 2, "software": "?"}])
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="cannot migrate .* unrecognized software '\\?'; it was left unchanged"):
+        Store(path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+@pytest.mark.parametrize("path", STORES, ids=[str(p.relative_to(DATA)) for p in STORES])
+def test_every_committed_store_is_at_the_current_schema_and_exports_its_schema_1_values(path, tmp_path):
+    """Each store's export has the rows and values of the CSV exported before the migration, on every column
+    that CSV has (op-class rows too, but for the cuDNN columns of those v1 mis-keyed)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+    copy = tmp_path / path.name
+    shutil.copy(path, copy)
+    tables = [("measurements", path.with_suffix(".csv"))]
+    if path.with_name(f"{path.stem}_op_classes.csv").exists():
+        tables.append(("op_classes", path.with_name(f"{path.stem}_op_classes.csv")))
+    with Store(copy, create=False) as store:
+        for table, reference in tables:
+            exported = pd.read_csv(store.export(tmp_path / f"{table}.csv", table), dtype=str, keep_default_na=False)
+            before = pd.read_csv(reference, dtype=str, keep_default_na=False)
+            columns = [c for c in before.columns if table == "measurements" or c != "software"]
+            order = [c for c in ("model", "resolution", "batch", "precision", "backend", "op_class") if c in columns]
+            pd.testing.assert_frame_equal(
+                exported[columns].sort_values(order).reset_index(drop=True),
+                before[columns].sort_values(order).reset_index(drop=True),
+            )
+
+
+def test_rows_of_a_committed_store_name_their_configuration_in_columns():
+    with Store(DATA / "survey.sqlite", create=False) as store:
+        frame = store.frame()
+    assert set(frame["torch"]) == {"2.11.0+cu130"} and set(frame["driver"]) == {"580.159.04"}
+    assert set(frame["cudnn"]) == {"91900"} and set(frame["memory_format"]) == {"channels_last"}
+    assert frame["cudnn_benchmark"].all() and frame["cudnn_benchmark_limit"].isna().all()
+    assert set(frame["software"]) == {"torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04"}
