@@ -1,10 +1,13 @@
-"""The generic name -> item registry."""
+"""The generic name -> item registry, and the project's registries built on it."""
 
 from __future__ import annotations
 
 import pytest
 
+from utilscope.counting import formulas
 from utilscope.errors import UsageError
+from utilscope.measure import backends
+from utilscope.nas import space
 from utilscope.registry import Registry
 
 
@@ -58,3 +61,29 @@ def test_names_filter_by_glob_in_registration_order(widgets):
     assert widgets.names("?ut") == ["nut"]
     assert widgets.names("B*") == []  # case-sensitive, like model names
     assert widgets.names("gear*") == []
+
+
+@pytest.mark.parametrize(
+    ("registry", "known", "unknown_message"),
+    [
+        (backends.BACKENDS, "eager", "unknown backend 'nope'; use one of: eager, graph, compile, inference"),
+        (formulas.REGISTRY, "aten.relu", "unknown op 'nope'; use one of: aten.convolution, "),
+        (space.SPACES, "mbv3", "unknown search space 'nope'; use one of: mbv3, regnet"),
+    ],
+)
+def test_the_project_registries(registry, known, unknown_message):
+    space.get_space("mbv3")  # registers the spaces
+    assert known in registry
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.add(known, registry[known])
+    with pytest.raises(UsageError) as info:
+        registry.get("nope")
+    assert str(info.value).startswith(unknown_message)
+
+
+def test_public_lookups_use_the_registries():
+    assert backends.get_backend("graph") is backends.BACKENDS["graph"]
+    assert formulas.lookup("aten.relu") is formulas.REGISTRY["aten.relu"] and formulas.lookup("aten.nope") is None
+    assert space.get_space("regnet") is space.SPACES["regnet"] and space.list_spaces("r*") == ["regnet"]
+    with pytest.raises(UsageError, match="unknown search space 'nope'; use one of: mbv3, regnet"):
+        space.get_space("nope")
