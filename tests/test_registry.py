@@ -7,6 +7,7 @@ import pytest
 from utilscope.counting import formulas
 from utilscope.errors import UsageError
 from utilscope.measure import backends
+from utilscope.models import sources
 from utilscope.nas import space
 from utilscope.registry import Registry
 
@@ -69,6 +70,7 @@ def test_names_filter_by_glob_in_registration_order(widgets):
         (backends.BACKENDS, "eager", "unknown backend 'nope'; use one of: eager, graph, compile, inference"),
         (formulas.REGISTRY, "aten.relu", "unknown op 'nope'; use one of: aten.convolution, "),
         (space.SPACES, "mbv3", "unknown search space 'nope'; use one of: mbv3, regnet"),
+        (sources.model_sources(), "timm", "unknown model source 'nope'; use one of: torchvision, timm, file, nas"),
     ],
 )
 def test_the_project_registries(registry, known, unknown_message):
