@@ -12,7 +12,7 @@ from torch import nn
 
 from utilscope.counting import count
 from utilscope.errors import ModelError, UsageError
-from utilscope.models import zoo
+from utilscope.models import sources, zoo
 
 FACTORY = textwrap.dedent(
     """
@@ -192,7 +192,7 @@ def test_native_resolution_of_factory_files(factory, tmp_path):
     assert zoo.native_resolution(zoo.parse_spec(f"{factory}:make")) == 96
     plain = tmp_path / "plain.py"
     plain.write_text("import torch.nn as nn\n\ndef make():\n    return nn.Conv2d(3, 4, 3)\n")
-    assert zoo.native_resolution(zoo.parse_spec(f"{plain}:make")) == zoo.DEFAULT_FILE_RESOLUTION == 224
+    assert zoo.native_resolution(zoo.parse_spec(f"{plain}:make")) == sources.DEFAULT_FILE_RESOLUTION == 224
 
 
 @pytest.mark.parametrize("bad", [0, -1, 5000, zoo.MAX_RESOLUTION + 1, True, 224.0, "224", None])

@@ -15,6 +15,7 @@ from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
 from utilscope.counting.tracer import OpEvent, Trace, trace
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.models import zoo
+from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_BATCH = 1 << 16
@@ -117,7 +118,7 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
-        resolution = zoo.check_resolution(zoo.DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
+        resolution = zoo.check_resolution(DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
         name, module = type(model).__name__, meta_copy(model)
         rebuild = lambda: _cpu_copy(model)  # noqa: E731  (the caller's module is never changed)
     else:

@@ -27,6 +27,8 @@ from enum import Enum
 
 import torch
 
+from utilscope.registry import Registry
+
 Shape = Sequence[int]
 
 
@@ -153,25 +155,21 @@ class Rule:
     first_output_only: bool = False  # norms' saved statistics, max-pool indices: not needed at inference
 
 
-REGISTRY: dict[str, Rule] = {}
+REGISTRY: Registry[Rule] = Registry("op")
 
 
 def register(kind: Kind, names: str, overwrites_first: bool = False, first_output_only: bool = False):
     """Register one cost function for whitespace-separated aten op names (``aten.convolution``)."""
 
     def decorate(cost: Callable[[Call], Cost]):
-        taken = [name for name in names.split() if name in REGISTRY or names.split().count(name) > 1]
-        if taken:
-            raise ValueError(f"op {', '.join(taken)} registered twice")
-        for name in names.split():
-            REGISTRY[name] = Rule(kind, cost, overwrites_first, first_output_only)
+        REGISTRY.add_all(names.split(), Rule(kind, cost, overwrites_first, first_output_only))
         return cost
 
     return decorate
 
 
 def lookup(op_name: str) -> Rule | None:
-    return REGISTRY.get(op_name)
+    return REGISTRY.get(op_name, None)
 
 
 def _free(_: Call) -> Cost:

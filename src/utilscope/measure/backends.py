@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from utilscope.errors import UsageError
+from utilscope.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -38,23 +38,19 @@ class Backend:
     description: str
 
 
-BACKENDS: dict[str, Backend] = {}
+BACKENDS: Registry[Backend] = Registry("backend")
 
 
 def register_backend(name: str, fuses_elementwise: bool, description: str):
     def decorate(prepare: Callable[[nn.Module, torch.Tensor], Prepared]):
-        if name in BACKENDS:
-            raise ValueError(f"backend {name} registered twice")
-        BACKENDS[name] = Backend(name, prepare, fuses_elementwise, description)
+        BACKENDS.add(name, Backend(name, prepare, fuses_elementwise, description))
         return prepare
 
     return decorate
 
 
 def get_backend(name: str) -> Backend:
-    if name not in BACKENDS:
-        raise UsageError(f"unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
-    return BACKENDS[name]
+    return BACKENDS.get(name)
 
 
 def _inference_call(fn: Callable, x: torch.Tensor) -> Callable[[], torch.Tensor]:

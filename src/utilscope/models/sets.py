@@ -24,12 +24,13 @@ def families() -> dict[str, list[str]]:
 
 
 def family_of(model_id: str) -> str:
-    """The family of a model id (first matching glob of model_sets.toml), or "other"; a NAS architecture's family
-    is its search space ("NAS mbv3")."""
-    if model_id.startswith("nas:"):
-        from utilscope.models import zoo
+    """The family of a model id: the one its source gives (a NAS architecture's is its search space, "NAS mbv3"),
+    else the first matching glob of model_sets.toml, else "other"."""
+    from utilscope.models import zoo
 
-        return f"NAS {zoo.nas_record(zoo.parse_spec(model_id))['space']}"
+    own = zoo.source_family(model_id)
+    if own is not None:
+        return own
     for family, globs in _table()["families"].items():
         if any(fnmatch.fnmatchcase(model_id, glob) for glob in globs):
             return family

@@ -1,41 +1,30 @@
-"""Model zoo: turn ``torchvision:NAME``, ``timm:NAME`` or ``path/file.py:factory`` into an ``nn.Module``.
+"""Model zoo: turn a model spec (``torchvision:NAME``, ``timm:NAME``, ``path/file.py:factory``, ``archs.jsonl:ID``)
+into an ``nn.Module`` at a resolution, through the registered model sources (``utilscope.models.sources``).
 
-Weights are always random (torchvision ``weights=None``, timm ``pretrained=False``): nothing is downloaded.
-Each model also has a *native* input resolution: the crop size of torchvision's default weights, timm's
-pretrained config ``input_size``, or for a factory file its ``RESOLUTION`` constant (224 if absent).
+Weights are always random: nothing is downloaded. Each model also has a *native* input resolution, which its
+source gives (the crop size of torchvision's default weights, timm's pretrained ``input_size``, ...).
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
-import functools
-import importlib.util
-import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.models.sources import ModelSource, model_sources
 
-SOURCES = ("torchvision", "timm")
 MAX_RESOLUTION = 4096
-DEFAULT_FILE_RESOLUTION = 224
-
-# torchvision builders whose architecture is fixed to one input size: the keyword that sets it.
-_TORCHVISION_SIZE_KWARG: dict[str, Callable[[int], tuple[str, object]]] = {
-    "vit_": lambda res: ("image_size", res),
-    "maxvit_": lambda res: ("input_size", (res, res)),
-}
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A resolved model name: ``source`` is torchvision, timm or file; ``name`` the builder or path:factory."""
+    """A resolved model name: ``source`` is a registered source's name, ``name`` the model's name within it."""
 
     source: str
     name: str
@@ -48,83 +37,69 @@ class ModelSpec:
         return self.id
 
 
-@functools.cache
-def _torchvision_names() -> tuple[str, ...]:
-    import torchvision.models as tvm
-
-    return tuple(tvm.list_models(module=tvm))
+def _named_sources() -> dict[str, ModelSource]:
+    """The sources addressed as ``source:NAME`` (the others are recognised by the shape of their specs)."""
+    return {source.name: source for source in model_sources().values() if source.match is None}
 
 
-@functools.cache
-def _timm_names() -> tuple[str, ...]:
-    import timm
-
-    return tuple(timm.list_models())
+def _bare_sources() -> list[ModelSource]:
+    return [source for source in model_sources().values() if source.bare_names]
 
 
-def _names(source: str) -> tuple[str, ...]:
-    return _torchvision_names() if source == "torchvision" else _timm_names()
-
-
-def _unknown(text: str, sources: tuple[str, ...], name: str) -> UsageError:
+def _unknown(text: str, sources: Sequence[ModelSource], name: str) -> UsageError:
     scored = [
-        (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source}:{candidate}")
+        (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source.name}:{candidate}")
         for source in sources
-        for candidate in difflib.get_close_matches(name, _names(source), n=4, cutoff=0.5)
+        for candidate in difflib.get_close_matches(name, source.list_names(), n=4, cutoff=0.5)
     ]
     close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     return UsageError(f"unknown model '{text}'{hint}")
 
 
-def _exists(source: str, name: str) -> bool:
-    if source == "timm":
-        import timm
-
-        return timm.is_model(name)  # also accepts pretrained tags: resnet50.a1_in1k
-    return name in _names(source)
+def _unknown_source(source: str, text: str) -> UsageError:
+    hints = [s.hint for s in model_sources().values() if s.match is not None and s.hint]
+    choices = ", ".join(_named_sources()) + "".join(f", or {hint}" for hint in hints)
+    return UsageError(f"unknown model source '{source}' in '{text}'; use one of: {choices}")
 
 
 def parse_spec(text: str) -> ModelSpec:
-    """Resolve a model string. A bare NAME tries torchvision first, then timm; ``file:``/``nas:`` prefixes are
-    optional. ``archs.jsonl:ID`` is the architecture ``ID`` of a file written by ``utilscope nas sample``."""
-    text = text.strip().removeprefix("file:").removeprefix("nas:")
-    if ".jsonl:" in text:
-        path, _, arch = text.rpartition(":")
-        nas_record(ModelSpec("nas", f"{path}:{arch}"))  # checks the file and the id
-        return ModelSpec("nas", f"{path}:{arch}")
-    if ".py:" in text or text.endswith(".py"):
-        path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
-        if not factory:
-            raise UsageError(f"factory file model '{text}' needs a factory name: path/to/file.py:factory")
-        if not Path(path).is_file():
-            raise UsageError(f"factory file not found: {path}")
-        return ModelSpec("file", f"{path}:{factory}")
-    source, sep, name = text.partition(":")
+    """Resolve a model string. A bare NAME tries torchvision first, then timm; a spec a source recognises by its
+    shape needs no prefix (``file:``/``nas:`` are optional). ``archs.jsonl:ID`` is the architecture ``ID`` of a
+    file written by ``utilscope nas sample``."""
+    shaped = [source for source in model_sources().values() if source.match is not None]
+    text = text.strip()
+    for source in shaped:
+        text = text.removeprefix(f"{source.name}:")
+    for source in shaped:
+        name = source.match(text)
+        if name is not None:
+            return ModelSpec(source.name, name)
+    prefix, sep, name = text.partition(":")
     if not sep:
-        source, name = "", text
-    if source and source not in SOURCES:
-        raise UsageError(
-            f"unknown model source '{source}' in '{text}'; use one of: {', '.join(SOURCES)}, or a .py file"
-        )
+        prefix, name = "", text
+    named = _named_sources()
+    if prefix and prefix not in named:
+        raise _unknown_source(prefix, text)
     if not name:
         raise UsageError(f"empty model name in '{text}'")
-    sources = (source,) if source else SOURCES
-    for candidate in sources:
-        if _exists(candidate, name):
-            return ModelSpec(candidate, name)
+    sources = [named[prefix]] if prefix else _bare_sources()
+    for source in sources:
+        if source.exists(name):
+            return ModelSpec(source.name, name)
     raise _unknown(text, sources, name)
 
 
 def list_models(pattern: str = "torchvision:*") -> list[str]:
     """Model ids matching a glob: ``torchvision:*``, ``timm:efficientnet*``; a bare glob searches both."""
-    source, sep, glob = pattern.partition(":")
+    prefix, sep, glob = pattern.partition(":")
     if not sep:
-        source, glob = "", pattern
-    if source and source not in SOURCES:
-        raise UsageError(f"unknown model source '{source}'; use one of: {', '.join(SOURCES)}")
-    sources = (source,) if source else SOURCES
-    return [f"{s}:{n}" for s in sources for n in _names(s) if fnmatch.fnmatchcase(n, glob)]
+        prefix, glob = "", pattern
+    named = _named_sources()
+    if prefix and prefix not in named:
+        raise UsageError(f"unknown model source '{prefix}'; use one of: {', '.join(named)}")
+    sources = [named[prefix]] if prefix else _bare_sources()
+    return [f"{s.name}:{n}" for s in sources for n in s.list_names() if fnmatch.fnmatchcase(n, glob)]
 
 
 def is_glob(pattern: str) -> bool:
@@ -146,43 +121,16 @@ def expand_models(patterns: list[str]) -> list[ModelSpec]:
     return list(specs.values())
 
 
-@functools.cache
-def _nas_file(path: str, mtime_ns: int) -> dict[str, dict]:
-    from utilscope.nas.sampler import load_jsonl
-
-    return {arch["id"]: arch for arch in load_jsonl(path) if "id" in arch}
-
-
-def nas_record(spec: ModelSpec) -> dict:
-    """The architecture record behind a ``nas`` spec (``path.jsonl:ID``)."""
-    path, _, arch = spec.name.rpartition(":")
-    if not Path(path).is_file():
-        raise UsageError(f"architecture file not found: {path}")
-    records = _nas_file(path, Path(path).stat().st_mtime_ns)
-    if arch not in records:
-        raise UsageError(f"no architecture with id {arch!r} in {path} ({len(records)} architectures)")
-    return records[arch]
+def source_family(model_id: str) -> str | None:
+    """The family a model's source gives it (a NAS architecture's is "NAS <space>"), or None."""
+    prefix, _, name = model_id.partition(":")
+    source = model_sources().get(prefix, None)
+    return source.family(name) if source is not None else None
 
 
 def native_resolution(spec: ModelSpec) -> int:
     """The input resolution the model was designed for."""
-    if spec.source == "nas":
-        from utilscope.nas.space import get_space
-
-        record = nas_record(spec)
-        return get_space(record["space"]).resolution(record)
-    if spec.source == "torchvision":
-        import torchvision.models as tvm
-
-        crop = tvm.get_model_weights(spec.name).DEFAULT.transforms.keywords["crop_size"]
-        return int(crop)
-    if spec.source == "timm":
-        from timm.models import get_pretrained_cfg
-
-        cfg = get_pretrained_cfg(spec.name)
-        return int(cfg.input_size[-1]) if cfg is not None else 224
-    module = _load_factory_module(spec.name.rpartition(":")[0])
-    return int(getattr(module, "RESOLUTION", DEFAULT_FILE_RESOLUTION))
+    return model_sources().get(spec.source).native_resolution(spec.name)
 
 
 def check_resolution(resolution: int) -> int:
@@ -198,48 +146,9 @@ def resolve_resolution(spec: ModelSpec, resolution: int | None) -> int:
     return check_resolution(native_resolution(spec) if resolution is None else resolution)
 
 
-@functools.cache
-def _load_factory_module(path: str):
-    module_name = f"utilscope_factory_{abs(hash(path))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import factory file {path}")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
-    sys.modules[module_name] = module
-    return module
-
-
 def _construct(spec: ModelSpec, resolution: int) -> nn.Module:
     """Call the model's builder; the caller chooses the device and init mode."""
-    if spec.source == "torchvision":
-        import torchvision.models as tvm
-
-        kwargs = dict(kw(resolution) for prefix, kw in _TORCHVISION_SIZE_KWARG.items() if spec.name.startswith(prefix))
-        return tvm.get_model(spec.name, weights=None, **kwargs)
-    if spec.source == "timm":
-        import timm
-        from timm.models import get_pretrained_cfg
-
-        cfg = get_pretrained_cfg(spec.name)
-        kwargs = {"img_size": resolution} if cfg is not None and cfg.fixed_input_size else {}
-        return timm.create_model(spec.name, pretrained=False, **kwargs)
-    if spec.source == "nas":
-        from utilscope.nas.space import get_space
-
-        record = nas_record(spec)
-        return get_space(record["space"]).build(record)
-    path, _, factory_name = spec.name.rpartition(":")
-    factory = getattr(_load_factory_module(path), factory_name, None)
-    if not callable(factory):
-        raise UsageError(f"{path} has no callable '{factory_name}'")
-    model = factory()
-    if not isinstance(model, nn.Module):
-        raise ModelError(f"factory {spec.name} returned {type(model).__name__}, not an nn.Module")
-    return model
+    return model_sources().get(spec.source).build(spec.name, resolution)
 
 
 def build_model(spec: ModelSpec, resolution: int | None = None) -> nn.Module:

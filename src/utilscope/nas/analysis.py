@@ -13,6 +13,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.models import zoo
+from utilscope.nas.source import nas_record
 from utilscope.nas.space import get_space
 
 EQUAL_FLOPS_TOLERANCE = 0.05  # architectures within ±5% FLOPs of each other count as equal-FLOPs
@@ -33,7 +34,7 @@ def nas_frame(measurements: pd.DataFrame) -> pd.DataFrame:
         raise UsageError("the store has no successful measurements of sampled architectures (utilscope nas measure)")
     features = {}
     for model in rows["model"].unique():
-        record = zoo.nas_record(zoo.parse_spec(model))
+        record = nas_record(zoo.parse_spec(model))
         features[model] = {f"feature:{k}": v for k, v in get_space(record["space"]).features(record).items()}
         features[model]["space"] = record["space"]
     return rows.join(pd.DataFrame.from_dict(features, orient="index"), on="model")

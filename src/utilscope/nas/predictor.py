@@ -413,11 +413,12 @@ def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], 
     """From a store's measurements: the architectures of ``space`` measured there (by id, from the JSONL files their
     model ids name) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
     from utilscope.models import zoo
+    from utilscope.nas.source import nas_record
 
     rows = frame[frame["model"].str.startswith("nas:") & (frame["status"] == "ok")]
     archs: dict[str, Arch] = {}
     for model in rows["model"].unique():
-        record = zoo.nas_record(zoo.parse_spec(model))
+        record = nas_record(zoo.parse_spec(model))
         if record["space"] == space:
             archs[model.rsplit(":", 1)[-1]] = record
     rows = rows.assign(id=rows["model"].str.rsplit(":", n=1).str[-1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import hashlib
 import json
@@ -15,6 +14,7 @@ import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError
+from utilscope.registry import Registry
 
 Arch = dict  # a JSON-serializable architecture record; "space" names its search space
 PASSED_THROUGH = ("id", "seed")  # stored next to a record by the sampler; not part of the architecture
@@ -143,28 +143,23 @@ class SearchSpace(Protocol):
         """The analytic work of a layer (for estimating layers a latency table lacks)."""
 
 
-SPACES: dict[str, SearchSpace] = {}
+SPACES: Registry[SearchSpace] = Registry("search space")
 
 
 def register_space(space: SearchSpace) -> SearchSpace:
-    if space.name in SPACES:
-        raise ValueError(f"search space {space.name} registered twice")
-    SPACES[space.name] = space
-    return space
+    return SPACES.add(space.name, space)
 
 
 def get_space(name: str) -> SearchSpace:
     import utilscope.nas.spaces  # noqa: F401  (registers the spaces)
 
-    if name not in SPACES:
-        raise UsageError(f"unknown search space {name!r}; use one of: {', '.join(sorted(SPACES))}")
-    return SPACES[name]
+    return SPACES.get(name)
 
 
 def list_spaces(pattern: str = "*") -> list[str]:
     import utilscope.nas.spaces  # noqa: F401
 
-    return sorted(name for name in SPACES if fnmatch.fnmatchcase(name, pattern))
+    return sorted(SPACES.names(pattern))
 
 
 def field_error(space: str, field: str, expected: str, got) -> UsageError:

@@ -1,0 +1,231 @@
+"""Model sources: where a model name comes from (torchvision, timm, a factory file, a NAS record), in a registry.
+
+The built-in sources ``torchvision``, ``timm`` and ``file`` (a factory function in a Python file) are registered
+here, first. Other sources register themselves with ``register_source`` when their module is imported; those
+modules are plug-ins, imported on the first lookup: the ones named in ``PLUGINS`` (so the package also works
+un-installed, with ``PYTHONPATH=src``) and any declared as entry points of the ``utilscope.model_sources`` group.
+So this package never imports the packages above it that provide sources (the NAS records live in utilscope.nas).
+
+Weights are always random (torchvision ``weights=None``, timm ``pretrained=False``): nothing is downloaded.
+Native resolutions: the crop size of torchvision's default weights, timm's pretrained config ``input_size``, or
+for a factory file its ``RESOLUTION`` constant (``DEFAULT_FILE_RESOLUTION`` if absent).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from torch import nn
+
+from utilscope.errors import ModelError, UsageError, describe
+from utilscope.registry import Registry
+
+PLUGINS = ("utilscope.nas.source",)
+ENTRY_POINT_GROUP = "utilscope.model_sources"
+DEFAULT_FILE_RESOLUTION = 224  # of a factory file without a RESOLUTION constant, and of a module counted as is
+
+
+def _no_names() -> tuple[str, ...]:
+    return ()
+
+
+def _no_family(name: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """One source of models. ``name`` prefixes the ids of its models (``torchvision:resnet18``); the functions take
+    a model's name within the source (``resnet18``, ``path/file.py:factory``)."""
+
+    name: str
+    build: Callable[[str, int], nn.Module]  # (name, resolution in pixels) -> the model, random weights, on the
+    # current default device (the zoo chooses it and the init mode, and puts it in eval mode)
+    native_resolution: Callable[[str], int]  # the input side in pixels the model was designed for
+    exists: Callable[[str], bool]  # whether the name is a model of this source
+    list_names: Callable[[], Sequence[str]] = _no_names  # every name, for globs and suggestions (none for files)
+    # A spec recognised by its shape, without the ``name:`` prefix (``path/file.py:factory``): the model's name,
+    # checked (UsageError saying what is wrong), or None when the text does not have this source's shape.
+    match: Callable[[str], str | None] | None = None
+    bare_names: bool = False  # whether a bare NAME tries this source (in registration order)
+    family: Callable[[str], str | None] = _no_family  # a family model_sets.toml cannot tell ("NAS mbv3")
+    hint: str = ""  # how the unknown-source message names a source found by its shape ("a .py file")
+
+
+SOURCES: Registry[ModelSource] = Registry("model source")
+
+
+def register_source(source: ModelSource) -> ModelSource:
+    """Add a source (the built-ins below, a plug-in module when imported); a name registered twice is a
+    ``ValueError``. Registration order is the order bare names try sources and messages list them."""
+    return SOURCES.add(source.name, source)
+
+
+@functools.cache
+def _load_plugins() -> None:
+    for module in PLUGINS:
+        importlib.import_module(module)
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        entry_point.load()  # one of PLUGINS again is a no-op: a module is imported once
+
+
+def model_sources() -> Registry[ModelSource]:
+    """Every model source, in registration order, the plug-ins loaded."""
+    _load_plugins()
+    return SOURCES
+
+
+# --- torchvision -----------------------------------------------------------------------------------------------
+
+# torchvision builders whose architecture is fixed to one input size: the keyword that sets it.
+_TORCHVISION_SIZE_KWARG: dict[str, Callable[[int], tuple[str, object]]] = {
+    "vit_": lambda res: ("image_size", res),
+    "maxvit_": lambda res: ("input_size", (res, res)),
+}
+
+
+@functools.cache
+def _torchvision_names() -> tuple[str, ...]:
+    import torchvision.models as tvm
+
+    return tuple(tvm.list_models(module=tvm))
+
+
+def _torchvision_resolution(name: str) -> int:
+    import torchvision.models as tvm
+
+    return int(tvm.get_model_weights(name).DEFAULT.transforms.keywords["crop_size"])
+
+
+def _torchvision_build(name: str, resolution: int) -> nn.Module:
+    import torchvision.models as tvm
+
+    kwargs = dict(kw(resolution) for prefix, kw in _TORCHVISION_SIZE_KWARG.items() if name.startswith(prefix))
+    return tvm.get_model(name, weights=None, **kwargs)
+
+
+TORCHVISION = register_source(
+    ModelSource(
+        "torchvision",
+        build=_torchvision_build,
+        native_resolution=_torchvision_resolution,
+        exists=lambda name: name in _torchvision_names(),
+        list_names=_torchvision_names,
+        bare_names=True,
+    )
+)
+
+
+# --- timm ------------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _timm_names() -> tuple[str, ...]:
+    import timm
+
+    return tuple(timm.list_models())
+
+
+def _timm_exists(name: str) -> bool:
+    import timm
+
+    return timm.is_model(name)  # also accepts pretrained tags: resnet50.a1_in1k
+
+
+def _timm_resolution(name: str) -> int:
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    return int(cfg.input_size[-1]) if cfg is not None else 224
+
+
+def _timm_build(name: str, resolution: int) -> nn.Module:
+    import timm
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    kwargs = {"img_size": resolution} if cfg is not None and cfg.fixed_input_size else {}
+    return timm.create_model(name, pretrained=False, **kwargs)
+
+
+TIMM = register_source(
+    ModelSource(
+        "timm",
+        build=_timm_build,
+        native_resolution=_timm_resolution,
+        exists=_timm_exists,
+        list_names=_timm_names,
+        bare_names=True,
+    )
+)
+
+
+# --- factory files ---------------------------------------------------------------------------------------------
+
+
+def _file_match(text: str) -> str | None:
+    """``path/file.py:factory``, the file checked (the factory is checked when building)."""
+    if ".py:" not in text and not text.endswith(".py"):
+        return None
+    path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
+    if not factory:
+        raise UsageError(f"factory file model '{text}' needs a factory name: path/to/file.py:factory")
+    if not Path(path).is_file():
+        raise UsageError(f"factory file not found: {path}")
+    return f"{path}:{factory}"
+
+
+def _file_exists(name: str) -> bool:
+    path, _, factory = name.rpartition(":")
+    return bool(factory) and path.endswith(".py") and Path(path).is_file()
+
+
+@functools.cache
+def _load_factory_module(path: str):
+    module_name = f"utilscope_factory_{abs(hash(path))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import factory file {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
+    sys.modules[module_name] = module
+    return module
+
+
+def _file_resolution(name: str) -> int:
+    module = _load_factory_module(name.rpartition(":")[0])
+    return int(getattr(module, "RESOLUTION", DEFAULT_FILE_RESOLUTION))
+
+
+def _file_build(name: str, resolution: int) -> nn.Module:
+    """Call the factory, with no arguments (the resolution is only the input's)."""
+    path, _, factory_name = name.rpartition(":")
+    factory = getattr(_load_factory_module(path), factory_name, None)
+    if not callable(factory):
+        raise UsageError(f"{path} has no callable '{factory_name}'")
+    model = factory()
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"factory {name} returned {type(model).__name__}, not an nn.Module")
+    return model
+
+
+FILE = register_source(
+    ModelSource(
+        "file",
+        build=_file_build,
+        native_resolution=_file_resolution,
+        exists=_file_exists,
+        match=_file_match,
+        hint="a .py file",
+    )
+)
