@@ -29,11 +29,9 @@ TINY_FACTORY = textwrap.dedent(
 )
 
 
-@pytest.fixture()
-def factory(tmp_path):
-    path = tmp_path / "tiny.py"
-    path.write_text(TINY_FACTORY)
-    return path
+@pytest.fixture(scope="module")
+def factory(write_factory):
+    return write_factory(TINY_FACTORY, "tiny")
 
 
 def test_count_json_follows_the_contract(factory, capsys):

@@ -40,11 +40,9 @@ FACTORY = textwrap.dedent(
 )
 
 
-@pytest.fixture()
-def factory(tmp_path):
-    path = tmp_path / "tiny.py"
-    path.write_text(FACTORY)
-    return path
+@pytest.fixture(scope="module")
+def factory(write_factory):
+    return write_factory(FACTORY, "tiny")
 
 
 def _error(exc_type, fn, *args) -> str:

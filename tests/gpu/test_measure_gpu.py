@@ -10,6 +10,7 @@ from utilscope.measure import profile
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.profile import make_input, prepare_module, prepare_sweep, run_sweep
+from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.models import zoo
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -86,7 +87,10 @@ def test_nvml_samples_the_gpu_torch_runs_on():
 
 def test_depthwise_heuristic_sweep_on_gpu():
     """Autotuning all but the depthwise convs (one primed pass, then the CUDA graph): rows are ok and say so."""
-    sweep = prepare_sweep("torchvision:mobilenet_v3_small", "fp16", "graph", cudnn_depthwise_heuristic=True)
+    request = MeasureRequest(
+        "torchvision:mobilenet_v3_small", "fp16", "graph", cudnn=CudnnSettings(depthwise_heuristic=True)
+    )
+    sweep = prepare_sweep(request)
     rows = run_sweep(sweep, [1, 8])
     assert [row.status for row in rows] == ["ok", "ok"] and all(row.cuda_graph for row in rows)
     assert rows[1].samples_per_s > rows[0].samples_per_s

@@ -6,7 +6,8 @@ import platform
 
 import torch
 
-from utilscope import __version__, hardware
+from utilscope import hardware
+from utilscope._version import __version__
 from utilscope.measure.nvml import device_uuid, driver_version
 from utilscope.measure.settings import CudnnSettings
 

@@ -1,0 +1,124 @@
+"""The package's shape: its import graph has no cycles and no import from a lower layer to a higher one, and no
+function is longer than 60 lines. Read from the source with ``ast``: function-local imports count too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "utilscope"
+# Bottom to top: a module may import modules of its own layer or of the layers below it.
+LAYERS = (
+    ("errors", "files", "units", "registry", "torch_flags", "precision", "_version"),
+    ("models",),
+    ("counting",),
+    ("hardware",),
+    ("measure",),
+    ("attribute",),
+    ("predict",),
+    ("survey",),
+    ("nas",),
+    ("report", "present"),
+    ("cli",),
+    ("__init__",),  # the package's facade: ``utilscope.count``
+)
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+MAX_FUNCTION_LINES = 60
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str) -> str | None:
+    """The project module an imported name lives in (``utilscope.measure.profile.profile`` -> its module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(module: str) -> set[str]:
+    """The project modules ``module`` imports, anywhere in its file."""
+    path, found = MODULES[module], set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {resolve(alias.name) for alias in node.names if alias.name.startswith("utilscope")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).rstrip(".")
+            if base.startswith("utilscope"):
+                found |= {resolve(f"{base}.{alias.name}") for alias in node.names}
+    return {name for name in found if name and name != module}
+
+
+GRAPH = {module: imports(module) for module in MODULES}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_every_module_belongs_to_a_layer():
+    assert {layer_of(m) for m in MODULES} <= set(RANK), {layer_of(m) for m in MODULES} - set(RANK)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    upward = sorted(f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps
+                    if RANK[layer_of(dep)] > RANK[layer_of(m)])  # fmt: skip
+    assert not upward, "\n".join(upward)
+
+
+def test_the_import_graph_has_no_cycles():
+    """Tarjan's strongly connected components: each must be a single module."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in GRAPH[node]:
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    assert not cycles, cycles
+
+
+def test_the_checks_see_an_upward_import_and_a_cycle():
+    """The graph is read right: measure imports models (downward), and a made-up edge back would be a cycle."""
+    assert "utilscope.models.zoo" in GRAPH["utilscope.measure.profile"] or any(
+        dep.startswith("utilscope.models") for dep in GRAPH["utilscope.measure.settings"]
+    )
+    assert RANK[layer_of("utilscope.cli.survey")] > RANK[layer_of("utilscope.survey.plan")]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_function_is_longer_than_60_lines(path):
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]  # fmt: skip
+    assert not long, long
