@@ -14,7 +14,7 @@ from utilscope import hardware
 from utilscope.counting import count
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, math_mode
-from utilscope.measure.profile import GPU_PLAN, make_input, prepare_module
+from utilscope.measure.sweep import GPU_PLAN, make_input, prepare_module
 from utilscope.measure.timing import CudaClock, measure
 from utilscope.models import zoo
 

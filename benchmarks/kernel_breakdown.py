@@ -18,7 +18,7 @@ from torch.profiler import profile as torch_profile
 from utilscope.attribute.kernels import kernel_family
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import Precision, math_mode
-from utilscope.measure.profile import make_input, prepare_module
+from utilscope.measure.sweep import make_input, prepare_module
 from utilscope.models import zoo
 
 

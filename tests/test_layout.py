@@ -37,7 +37,7 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def resolve(name: str) -> str | None:
-    """The project module an imported name lives in (``utilscope.measure.profile.profile`` -> its module)."""
+    """The project module an imported name lives in (``utilscope.measure.sweep.profile`` -> its module)."""
     while name and name not in MODULES:
         name = name.rpartition(".")[0]
     return name or None
@@ -110,7 +110,7 @@ def test_the_import_graph_has_no_cycles():
 
 def test_the_checks_see_an_upward_import_and_a_cycle():
     """The graph is read right: measure imports models (downward), and a made-up edge back would be a cycle."""
-    assert "utilscope.models.zoo" in GRAPH["utilscope.measure.profile"] or any(
+    assert "utilscope.models.zoo" in GRAPH["utilscope.measure.sweep"] or any(
         dep.startswith("utilscope.models") for dep in GRAPH["utilscope.measure.settings"]
     )
     assert RANK[layer_of("utilscope.cli.survey")] > RANK[layer_of("utilscope.survey.plan")]

@@ -16,7 +16,7 @@ from utilscope.errors import UsageError
 from utilscope.hardware import Ceilings
 from utilscope.measure import backends, profile
 from utilscope.measure.precision import Precision, check_precision, parse_precision
-from utilscope.measure.profile import Peaks, utilization_row
+from utilscope.measure.sweep import Peaks, utilization_row
 from utilscope.measure.timing import CpuClock, TimingPlan, TimingStats, iters_per_sample, measure, summarize
 
 
@@ -247,7 +247,7 @@ def test_inference_backend_folds_batchnorm_in_fp32():
 def test_peaks_on_gpus(monkeypatch, gpu_name, source, peak):
     """Detection from the CUDA device name; an unknown GPU falls back to the measured ceiling and says so."""
     from utilscope import hardware
-    from utilscope.measure.profile import resolve_peaks
+    from utilscope.measure.sweep import resolve_peaks
 
     monkeypatch.setattr(hardware, "device_name", lambda device: gpu_name)
 

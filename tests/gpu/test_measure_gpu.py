@@ -9,8 +9,8 @@ from torch import nn
 from utilscope.measure import profile
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, math_mode
-from utilscope.measure.profile import make_input, prepare_module, prepare_sweep, run_sweep
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
+from utilscope.measure.sweep import make_input, prepare_module, prepare_sweep, run_sweep
 from utilscope.models import zoo
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

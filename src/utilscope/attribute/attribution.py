@@ -12,8 +12,8 @@ from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.precision import Precision, math_mode
-from utilscope.measure.profile import Peaks, make_input, prepare_sweep
 from utilscope.measure.settings import MeasureRequest, as_request
+from utilscope.measure.sweep import Peaks, make_input, prepare_sweep
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 
 END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)

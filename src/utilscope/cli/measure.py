@@ -11,7 +11,7 @@ from utilscope.attribute.explain import explain
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, parse_batches
 from utilscope.errors import UsageError
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
-from utilscope.measure.profile import profile
+from utilscope.measure.sweep import profile
 from utilscope.present.layers_view import render_layers
 from utilscope.present.profile_view import frame_table, profile_footer, profile_table
 from utilscope.present.roofline_plot import plot_roofline

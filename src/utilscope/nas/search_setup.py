@@ -12,8 +12,8 @@ import pandas as pd
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json
-from utilscope.measure.profile import profile
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
+from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.predictor import Predictor, covered, measured_dataset, screening_margins, select_predictor
 from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from utilscope.measure.profile import ProfileResult
+from utilscope.measure.sweep import ProfileResult
 from utilscope.units import percent, si
 
 

@@ -12,8 +12,8 @@ from utilscope.errors import UsageError
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
-from utilscope.measure.profile import default_precision
 from utilscope.measure.settings import CudnnSettings
+from utilscope.measure.sweep import default_precision
 from utilscope.models import sets as model_sets
 from utilscope.models import zoo
 from utilscope.survey.schema import CellKey, Configuration

@@ -19,8 +19,8 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.measure.environment import software_label
-from utilscope.measure.profile import ProfileRow
 from utilscope.measure.settings import CudnnSettings
+from utilscope.measure.sweep import ProfileRow
 
 SCHEMA_VERSION = 2
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL

@@ -21,8 +21,8 @@ import sys  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 
 from utilscope.errors import UtilscopeError  # noqa: E402
-from utilscope.measure.profile import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.measure.settings import CudnnSettings, MeasureRequest, timing_window  # noqa: E402
+from utilscope.measure.sweep import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.models import sets as model_sets  # noqa: E402
 from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV  # noqa: E402
 from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402

@@ -1,4 +1,4 @@
-"""Profile: a batch-size sweep of one model on one backend and precision, turned into utilization rows.
+"""``profile``: a batch-size sweep of one model on one backend and precision, turned into utilization rows.
 
 utilization            = flops per sample x samples/s / the datasheet dense peak of the precision's math unit
 utilization_vs_ceiling = the same against the measured large-GEMM ceiling of this device
