@@ -133,3 +133,16 @@ def test_nas_sample_cli(tmp_path, capsys):
     assert main(["nas", "sample", "--space", "nope", "--out", str(out)]) == 2
     assert "unknown search space 'nope'; use one of: mbv3, regnet" in capsys.readouterr().err
     assert main(["nas", "sample", "--space", "mbv3", "-n", "0", "--out", str(out)]) == 2
+
+
+def test_an_unexpected_error_exits_3_with_its_traceback(monkeypatch, capsys):
+    """A bug is not "some models failed" (1) nor bad input (2)."""
+    from utilscope.cli import measure
+
+    def broken(args, console):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(measure, "cmd_devices", broken)
+    assert main(["devices"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().endswith("utilscope: internal error: KeyError: 'a bug'")
