@@ -3,7 +3,6 @@ store already holds, as groups of cells for workers (one model, precision and ba
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from utilscope import hardware
@@ -81,11 +80,6 @@ class SurveyPlan:
     @property
     def cells(self) -> int:
         return sum(len(g.batches) for g in self.groups)
-
-    def describe(self) -> str:
-        summary = {"device": self.config.device, "software": self.config.software, "cells": self.cells,
-                   "skipped": self.skipped, "groups": len(self.groups)}  # fmt: skip
-        return json.dumps(summary)
 
 
 def select_models(patterns: list[str], families: list[str]) -> list[str]:
