@@ -39,6 +39,7 @@ from utilscope.nas.space import (
     Arch,
     ArchSummary,
     Complexity,
+    FunctionSpace,
     Layer,
     LayerCost,
     Networks,
@@ -286,7 +287,7 @@ class Head(nn.Module):
 # --- the layers of the latency table -------------------------------------------------------------------------
 
 
-def layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
+def _layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
     """Stem, the blocks (with their input size) and head of a validated record."""
     resolution = arch["resolution"]
     size = conv_output_size(resolution, 3, stride=2, padding=1)
@@ -330,64 +331,51 @@ def build_layer(layer: Layer) -> nn.Module:
 # --- the space -----------------------------------------------------------------------------------------------
 
 
-class MBV3Space:
-    """OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution."""
+def sample(rng: np.random.Generator) -> Arch:
+    """Uniform choices drawn from ``rng`` in a fixed order: resolution, 5 depths, 5x4 kernel sizes, 5x4 expand ratios
+    (max-depth draws, truncated to each depth: every active block's choice is uniform, as in OFA)."""
+    resolution = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
+    depths = [DEPTHS[int(i)] for i in rng.integers(len(DEPTHS), size=NUM_STAGES)]
+    kernels = rng.integers(len(KERNEL_SIZES), size=(NUM_STAGES, MAX_DEPTH))
+    expands = rng.integers(len(EXPAND_RATIOS), size=(NUM_STAGES, MAX_DEPTH))
+    return {
+        "space": NAME,
+        "resolution": resolution,
+        "depths": depths,
+        "kernel_sizes": [[KERNEL_SIZES[int(i)] for i in row[:d]] for row, d in zip(kernels, depths, strict=True)],
+        "expand_ratios": [[EXPAND_RATIOS[int(i)] for i in row[:d]] for row, d in zip(expands, depths, strict=True)],
+    }
 
-    name = NAME
 
-    def sample(self, rng: np.random.Generator) -> Arch:
-        """Uniform choices drawn from ``rng`` in a fixed order: resolution, 5 depths, 5x4 kernel sizes, 5x4 expand
-        ratios (max-depth draws, truncated to each depth: every active block's choice is uniform, as in OFA)."""
-        resolution = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
-        depths = [DEPTHS[int(i)] for i in rng.integers(len(DEPTHS), size=NUM_STAGES)]
-        kernels = rng.integers(len(KERNEL_SIZES), size=(NUM_STAGES, MAX_DEPTH))
-        expands = rng.integers(len(EXPAND_RATIOS), size=(NUM_STAGES, MAX_DEPTH))
-        return {
-            "space": NAME,
-            "resolution": resolution,
-            "depths": depths,
-            "kernel_sizes": [[KERNEL_SIZES[int(i)] for i in row[:d]] for row, d in zip(kernels, depths, strict=True)],
-            "expand_ratios": [[EXPAND_RATIOS[int(i)] for i in row[:d]] for row, d in zip(expands, depths, strict=True)],
-        }
+def build(arch: Arch) -> nn.Module:
+    return MobileNetV3Subnet(validate(arch))
 
-    def validate(self, arch: Arch) -> Arch:
-        return validate(arch)
 
-    def build(self, arch: Arch) -> nn.Module:
-        return MobileNetV3Subnet(validate(arch))
+def layers(arch: Arch) -> list[Layer]:
+    return _layers(validate(arch))
 
-    def resolution(self, arch: Arch) -> int:
-        return validate(arch)["resolution"]
 
-    def complexity(self, arch: Arch) -> Complexity:
-        return complexity(arch)
+def covering_archs() -> list[Arch]:
+    """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and the
+    second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
+    return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
 
-    def layers(self, arch: Arch) -> list[Layer]:
-        return layers(validate(arch))
 
-    def build_layer(self, layer: Layer) -> nn.Module:
-        return build_layer(layer)
+def features(arch: Arch) -> dict[str, float]:
+    record = validate(arch)
+    return _features(record, _complexity(record))
 
-    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
-        return layer_cost(kind, config)
 
-    def covering_archs(self) -> list[Arch]:
-        """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and
-        the second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
-        return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
+def networks(archs: list[Arch]) -> Networks:
+    return networks_of(layer_cost, [summary(arch) for arch in archs])
 
-    def features(self, arch: Arch) -> dict[str, float]:
-        record = validate(arch)
-        return _features(record, _complexity(record))
 
-    def networks(self, archs: list[Arch]) -> Networks:
-        return networks_of(self, [self.summary(arch) for arch in archs])
-
-    def summary(self, arch: Arch) -> ArchSummary:
-        record = validate(arch)
-        arch_blocks = blocks(record)
-        cost = _complexity(record, arch_blocks)
-        return ArchSummary(layers(record, arch_blocks), cost, _features(record, cost))
+def summary(arch: Arch) -> ArchSummary:
+    """Layers, complexity and features of a record, validated once."""
+    record = validate(arch)
+    arch_blocks = blocks(record)
+    cost = _complexity(record, arch_blocks)
+    return ArchSummary(_layers(record, arch_blocks), cost, _features(record, cost))
 
 
 def _mean(values) -> float:
@@ -413,4 +401,19 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
     return features
 
 
-SPACE = register_space(MBV3Space())
+# OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution
+SPACE = register_space(
+    FunctionSpace(
+        name=NAME,
+        sample=sample,
+        validate=validate,
+        build=build,
+        complexity=complexity,
+        features=features,
+        layers=layers,
+        build_layer=build_layer,
+        covering_archs=covering_archs,
+        networks=networks,
+        layer_cost=layer_cost,
+    )
+)

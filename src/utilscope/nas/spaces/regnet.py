@@ -34,6 +34,7 @@ from utilscope.nas.space import (
     PASSED_THROUGH,
     Arch,
     Complexity,
+    FunctionSpace,
     Layer,
     LayerCost,
     Networks,
@@ -326,7 +327,7 @@ def build(arch: Arch) -> nn.Module:
 
 def layers(arch: Arch) -> list[Layer]:
     """Stem, every block (widths, stride, group width, bottleneck ratio, SE, input size) and head of a record."""
-    return _network(arch)[0]
+    return _network(validate(arch))[0]
 
 
 def layer_cost(kind: str, config: tuple) -> LayerCost:
@@ -430,51 +431,24 @@ def _network_totals(per_layer: list[int], network: np.ndarray, layer: np.ndarray
 # --- the space ------------------------------------------------------------------------------------------------
 
 
-class RegNetSpace:
-    """RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages."""
+def sample(rng: np.random.Generator) -> Arch:
+    """A 4-stage network drawn with ``rng`` (draws with other stage counts are redrawn, as in pycls's sweeps)."""
+    if not isinstance(rng, np.random.Generator):
+        raise UsageError(f"sampling needs a numpy.random.Generator (numpy.random.default_rng(seed)), got {rng!r}")
+    for _ in range(MAX_DRAWS):
+        arch = draw(rng)
+        if stage_problem(stages(arch)) is None:
+            return arch
+    raise RuntimeError(f"no {NUM_STAGES}-stage {NAME} network in {MAX_DRAWS} draws")  # a bug, not bad input
 
-    name = NAME
 
-    def sample(self, rng: np.random.Generator) -> Arch:
-        """A 4-stage network drawn with ``rng`` (draws with other stage counts are redrawn, as in pycls's sweeps)."""
-        if not isinstance(rng, np.random.Generator):
-            raise UsageError(f"sampling needs a numpy.random.Generator (numpy.random.default_rng(seed)), got {rng!r}")
-        for _ in range(MAX_DRAWS):
-            arch = draw(rng)
-            if stage_problem(stages(arch)) is None:
-                return arch
-        raise RuntimeError(f"no {NUM_STAGES}-stage {NAME} network in {MAX_DRAWS} draws")  # a bug, not bad input
+def covering_archs() -> list[Arch]:
+    return []  # widths are continuous: the table holds the layers of the architectures it is built for
 
-    def validate(self, arch: Arch) -> Arch:
-        return validate(arch)
 
-    def build(self, arch: Arch) -> nn.Module:
-        return build(arch)
-
-    def resolution(self, arch: Arch) -> int:
-        return validate(arch)["resolution"]
-
-    def complexity(self, arch: Arch) -> Complexity:
-        return complexity(arch)
-
-    def layers(self, arch: Arch) -> list[Layer]:
-        return layers(validate(arch))
-
-    def build_layer(self, layer: Layer) -> nn.Module:
-        return build_layer(layer)
-
-    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
-        return layer_cost(kind, config)
-
-    def covering_archs(self) -> list[Arch]:
-        return []  # widths are continuous: the table holds the layers of the architectures it is built for
-
-    def features(self, arch: Arch) -> dict[str, float]:
-        record = validate(arch)
-        return _features(record, _complexity(record))
-
-    def networks(self, archs: list[Arch]) -> Networks:
-        return networks(archs)
+def features(arch: Arch) -> dict[str, float]:
+    record = validate(arch)
+    return _features(record, _complexity(record))
 
 
 STAGE_FEATURES = [(f"stage{i + 1}_width", f"stage{i + 1}_depth") for i in range(NUM_STAGES)]
@@ -495,4 +469,19 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
     return features
 
 
-SPACE = register_space(RegNetSpace())
+# RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages
+SPACE = register_space(
+    FunctionSpace(
+        name=NAME,
+        sample=sample,
+        validate=validate,
+        build=build,
+        complexity=complexity,
+        features=features,
+        layers=layers,
+        build_layer=build_layer,
+        covering_archs=covering_archs,
+        networks=networks,
+        layer_cost=layer_cost,
+    )
+)
