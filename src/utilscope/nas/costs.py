@@ -11,7 +11,6 @@ import functools
 from utilscope.counting.formulas import conv_flops, conv_output_size, matmul_flops, numel
 
 
-@functools.lru_cache(maxsize=4096)  # a pure function of a few ints, called for every network's stem and head
 def conv_cost(
     size: int,
     c_in: int,
@@ -31,7 +30,7 @@ def conv_cost(
     return out, flops, numel(weight) + (c_out if bias else 0) + (2 * c_out if bn else 0)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256)  # matmul_flops broadcasts batch shapes with torch: slow for a network's classifier
 def linear_cost(in_features: int, out_features: int) -> tuple[int, int]:
     """(flops, params) of a linear layer with bias on one sample: flops = 2 x in x out (the bias add is not a flop,
     as in ``counting.formulas``); params = in x out weights + out biases."""

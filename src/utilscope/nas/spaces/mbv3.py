@@ -214,6 +214,7 @@ def _complexity(arch: Arch, arch_blocks: list[Block] | None = None) -> Complexit
     return Complexity(flops=flops + f, params=params + p)
 
 
+@functools.lru_cache(maxsize=64)  # one per input size: every network has a head
 def head_cost(size: int) -> tuple[int, int]:
     """(flops, params) of the head on a ``size`` x ``size`` input: final expand conv with BN, global average pool,
     feature mix conv on the pooled 1x1 map (no bias, no BN), classifier."""
