@@ -240,3 +240,22 @@ def test_attribution_round_trips_through_its_dict(attributed):
 
     rebuilt = attribution_from_dict(json.loads(json.dumps(attributed.to_dict())))
     assert rebuilt == attributed
+
+
+def test_layer_time_reads_its_count_and_writes_one_flat_record():
+    from utilscope.attribute.records import LayerTime
+    from utilscope.counting.counter import LayerCount
+
+    counted = LayerCount("conv", "Conv2d", "dense_conv", 100, 10, 64, 48, 16, 8, [[1, 3, 4, 4]], [[1, 2, 4, 4]])
+    layer = LayerTime(counted, time_ms=0.5, kernel_count=1, kernels=["k"])
+    assert (layer.name, layer.op_class, layer.flops, layer.bytes_fused, layer.output_shapes) == (
+        "conv", "dense_conv", 100, 48, [[1, 2, 4, 4]]
+    )  # fmt: skip
+    record = layer.to_dict()
+    flat = "name type op_class flops other_flops bytes bytes_fused weight_bytes params input_shapes output_shapes"
+    flat += " ops unsupported time_ms kernel_count kernels region"
+    assert list(record) == flat.split() and LayerTime.from_dict(record) == layer
+    # a record saved before it held weight_bytes, ops and unsupported
+    old = {key: value for key, value in record.items() if key not in ("weight_bytes", "ops", "unsupported")}
+    rebuilt = LayerTime.from_dict(old)
+    assert rebuilt.count.weight_bytes is None and rebuilt.flops == 100 and rebuilt.time_ms == 0.5

@@ -22,8 +22,6 @@ from utilscope.units import si
 ROOFS = Roofs(tensor_tflops=989.4, vector_tflops=66.9, bandwidth_gbs=4800, label="test")
 SM_COUNT = 132
 LAUNCH_MS = 0.002
-LAYER_FIELDS = ("name", "type", "op_class", "flops", "other_flops", "bytes", "bytes_fused", "params")
-LAYER_FIELDS += ("input_shapes", "output_shapes")
 
 
 def roofline_ms(flops: int, other_flops: int, nbytes: int) -> float:
@@ -50,10 +48,7 @@ def attribution_of(
     for lay in result.layers:
         region = region_of.get(lay.name)
         ms = times.get(lay.name, roofline_ms(lay.flops, lay.other_flops, lay.bytes))
-        fields = {k: getattr(lay, k) for k in LAYER_FIELDS}
-        layers.append(
-            LayerTime(**fields, time_ms=None if region else ms, kernel_count=0 if region else 1, region=region)
-        )
+        layers.append(LayerTime(lay, time_ms=None if region else ms, kernel_count=0 if region else 1, region=region))
         if region is None:
             points.append(Point(lay.name, lay.op_class, lay.flops, lay.other_flops, lay.bytes, ms, [lay.name]))
     for region, names in regions.items():

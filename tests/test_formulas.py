@@ -7,6 +7,7 @@ Unless stated, ``count`` runs at batch 2, resolution 8: the input is (2, 3, 8, 8
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -61,6 +62,25 @@ def test_conv_flops_transposed_scatters_each_input():
     # transposed: w (Cin 8, Cout 4, 2, 2); each of the 2*8*8*8 = 1024 inputs meets 4*2*2 = 16 weights:
     # 2 * 1024 * 16 = 32768 (y (2, 4, 16, 16) is not used)
     assert formulas.conv_flops((2, 8, 8, 8), (8, 4, 2, 2), (2, 4, 16, 16), transposed=True) == 32768
+
+
+def test_conv_output_size():
+    # (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    assert formulas.conv_output_size(224, 3, stride=2, padding=1) == 112  # (224 + 2 - 2 - 1) // 2 + 1
+    assert formulas.conv_output_size(13, 7, stride=2, padding=3) == 7  # (13 + 6 - 6 - 1) // 2 + 1
+    assert formulas.conv_output_size(8, 3) == 6  # (8 - 2 - 1) // 1 + 1
+    assert formulas.conv_output_size(8, 3, padding=2, dilation=2) == 8  # (8 + 4 - 4 - 1) // 1 + 1
+    sizes = formulas.conv_output_size(np.array([224, 7]), 3, stride=2, padding=1)  # elementwise on arrays
+    assert sizes.tolist() == [112, 4]  # (7 + 2 - 2 - 1) // 2 + 1 = 4
+
+
+@pytest.mark.parametrize(
+    ("size", "kernel", "stride", "padding", "dilation"), [(8, 3, 1, 1, 1), (9, 3, 2, 1, 1), (10, 5, 3, 0, 2)]
+)
+def test_conv_output_size_matches_torch(size, kernel, stride, padding, dilation):
+    conv = nn.Conv2d(1, 1, kernel, stride, padding, dilation)
+    out = conv(torch.zeros(1, 1, size, size, device="meta")).shape[-1]
+    assert formulas.conv_output_size(size, kernel, stride, padding, dilation) == out
 
 
 def conv_call(x, w, bias, y, transposed=False, groups=1) -> Call:

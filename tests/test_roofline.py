@@ -28,6 +28,7 @@ from utilscope.attribute.roofline import (
     gap_split,
     roofline,
 )
+from utilscope.counting.counter import LayerCount
 from utilscope.present.roofline_plot import plot_roofline
 
 ROOFS = Roofs(tensor_tflops=100.0, vector_tflops=10.0, bandwidth_gbs=1000.0, label="synthetic")
@@ -173,7 +174,7 @@ def test_class_gaps():
 
 
 def test_class_gaps_fused_bytes():
-    layer = LayerTime(
+    counted = LayerCount(
         name="relu",
         type="ReLU",
         op_class="activation",
@@ -181,11 +182,12 @@ def test_class_gaps_fused_bytes():
         other_flops=10**8,
         bytes=2 * 10**9,
         bytes_fused=0,
+        weight_bytes=0,
         params=0,
         input_shapes=[],
         output_shapes=[],
-        time_ms=3.0,
     )
+    layer = LayerTime(counted, time_ms=3.0)
     # unfused: max(0.01, 2) = 2 ms attainable, gap 1 ms; fused: max(0.01, 0) = 0.01 ms, gap 2.99 ms
     assert class_gaps([layer], ROOFS)["gap_ms"].item() == pytest.approx(1.0)
     assert class_gaps([layer], ROOFS, fused=True)["gap_ms"].item() == pytest.approx(2.99)

@@ -58,7 +58,7 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
             kernels = kernel_sequence(prepared.run, dev)
             points, region_of, region_notes = region_points(counts, kernels)
             layers = [
-                LayerTime.from_count(layer, time_ms=None, region=region or None)
+                LayerTime(layer, time_ms=None, region=region or None)
                 for layer, region in zip(counts.layers, region_of, strict=True)
             ]
             kernel_ms, attributed_ms = sum(us for _, us in kernels) / 1e3, sum(p.time_ms for p in points)

@@ -8,42 +8,71 @@ read points.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+from utilscope.counting.counter import LayerCount
+
+
+def _counted(name: str) -> property:
+    return property(lambda self: getattr(self.count, name), doc=f"``count.{name}``")
 
 
 @dataclass
 class LayerTime:
-    """One layer of the counting engine with the device time its kernels took, per inference."""
+    """One layer of the counting engine with the device time its kernels took, per inference.
 
-    name: str
-    type: str
-    op_class: str
-    flops: int
-    other_flops: int
-    bytes: int  # unfused minimum traffic
-    bytes_fused: int  # with elementwise/norm ops fused into their producers
-    params: int
-    input_shapes: list[list[int]]
-    output_shapes: list[list[int]]
+    Its counted work reads through to the count (``layer.flops`` is ``layer.count.flops``), so the roofline, the
+    attainable bounds and the diagnosis read layers and points alike.
+    """
+
+    count: LayerCount
     time_ms: float | None  # None: the layer's kernels are accounted for in its fused region
     kernel_count: int = 0  # kernels launched per inference
     kernels: list[str] = field(default_factory=list)  # distinct kernel names
     region: str | None = None  # compiled backends: the fused region this layer became part of
 
+    name = _counted("name")
+    type = _counted("type")
+    op_class = _counted("op_class")
+    flops = _counted("flops")
+    other_flops = _counted("other_flops")
+    bytes = _counted("bytes")  # unfused minimum traffic
+    bytes_fused = _counted("bytes_fused")  # with elementwise/norm ops fused into their producers
+    params = _counted("params")
+    input_shapes = _counted("input_shapes")
+    output_shapes = _counted("output_shapes")
+
+    def to_dict(self) -> dict:
+        """One flat record: the count's fields, then the measurement's (a layer of ``utilscope layers --json``)."""
+        return {
+            **asdict(self.count),
+            "time_ms": self.time_ms,
+            "kernel_count": self.kernel_count,
+            "kernels": list(self.kernels),
+            "region": self.region,
+        }
+
     @classmethod
-    def from_count(cls, layer, **measured) -> LayerTime:
-        """A counted layer (``counting.LayerCount``) with its measurement (``time_ms``, kernels, region)."""
-        counted = {name: getattr(layer, name) for name in _COUNTED_FIELDS}
-        return cls(**counted, **measured)
+    def from_dict(cls, record: dict) -> LayerTime:
+        """The layer of a ``to_dict`` record. Records saved before they held the count's ``weight_bytes``, ``ops``
+        and ``unsupported`` read as None (not recorded), {} and {}."""
+        counted = {name: record[name] for name in _COUNT_FIELDS if name in record}
+        counted.setdefault("weight_bytes", None)
+        measured = {name: record[name] for name in _MEASURED_FIELDS if name in record}
+        return cls(LayerCount(**counted), **measured)
 
 
-_COUNTED_FIELDS = ("name", "type", "op_class", "flops", "other_flops", "bytes", "bytes_fused", "params",
-                   "input_shapes", "output_shapes")  # fmt: skip
+_COUNT_FIELDS = tuple(f.name for f in fields(LayerCount))
+_MEASURED_FIELDS = ("time_ms", "kernel_count", "kernels", "region")
 
 
 @dataclass
 class Point:
-    """A unit of work with a measured time: a layer (eager, graph) or a fused region (compiled backends)."""
+    """A unit of work with a measured time: a layer (eager, graph) or a fused region (compiled backends).
+
+    Not a ``LayerCount``: a region's work is the sum over the layers it covers (its ``bytes`` are their fused
+    bytes), and it has no single type, shapes or params.
+    """
 
     name: str
     op_class: str
@@ -115,14 +144,19 @@ class Attribution:
         return self.flops / (self.end_to_end_ms / 1e3) / 1e12 / self.peak_tflops
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "idle_share": self.idle_share, "measured_utilization": self.measured_utilization}
+        return {
+            **asdict(self),
+            "layers": [layer.to_dict() for layer in self.layers],
+            "idle_share": self.idle_share,
+            "measured_utilization": self.measured_utilization,
+        }
 
 
 def attribution_from_dict(doc: dict) -> Attribution:
     """Rebuild an Attribution from ``Attribution.to_dict()`` output (e.g. a saved ``utilscope layers --json``)."""
     names = {f for f in Attribution.__dataclass_fields__}
     values = {key: doc[key] for key in names if key in doc}
-    values["layers"] = [LayerTime(**layer) for layer in doc["layers"]]
+    values["layers"] = [LayerTime.from_dict(layer) for layer in doc["layers"]]
     values["points"] = [Point(**point) for point in doc["points"]]
     values["roofs"] = Roofs(**doc["roofs"]) if doc.get("roofs") else None
     values["ceiling_roofs"] = Roofs(**doc["ceiling_roofs"]) if doc.get("ceiling_roofs") else None

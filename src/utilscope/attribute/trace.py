@@ -104,7 +104,7 @@ def device_times(events, device: torch.device, iters: int) -> DeviceTimes:
 
 def layer_time(layer: LayerCount, time_us: float, kernels: Counter, iters: int) -> LayerTime:
     kernel_count = sum(kernels.values()) // iters
-    return LayerTime.from_count(layer, time_ms=time_us / 1e3, kernel_count=kernel_count, kernels=sorted(kernels))
+    return LayerTime(layer, time_ms=time_us / 1e3, kernel_count=kernel_count, kernels=sorted(kernels))
 
 
 def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int = 3):

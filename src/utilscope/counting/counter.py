@@ -16,8 +16,9 @@ from utilscope.counting.tracer import OpEvent, Trace, trace
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.models import zoo
 from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
+from utilscope.precision import COUNTED
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {p.value: p.dtype for p in COUNTED}  # --dtype name -> torch dtype
 MAX_BATCH = 1 << 16
 
 

@@ -67,6 +67,12 @@ def conv_flops(input_shape: Shape, weight_shape: Shape, output_shape: Shape, tra
     return 2 * (numel(input_shape) if transposed else numel(output_shape)) * per_element_macs
 
 
+def conv_output_size(size, kernel: int, stride: int = 1, padding: int = 0, dilation: int = 1):
+    """One spatial side of a convolution's output, as PyTorch computes it:
+    (size + 2 x padding - dilation x (kernel - 1) - 1) // stride + 1. ``size`` may be a numpy array of sides."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
 def matmul_flops(a_shape: Shape, b_shape: Shape) -> int:
     """2 x MACs of (..., M, K) @ (..., K, N), batch dims broadcast: 2 x batch x M x K x N."""
     *batch_a, m, k = a_shape

@@ -28,6 +28,7 @@ import torch
 
 from utilscope.errors import UsageError
 from utilscope.hardware.specs import PRECISIONS, normalize_precision
+from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
 
 GPU_GEMM_N = 8192
@@ -40,7 +41,6 @@ CPU_BUDGET_S = 0.4  # per measurement: fp32 GEMM, bf16 GEMM and copy stay well u
 GPU_BUDGET_S = 5.0
 SEED = 0
 CACHE_ENV = "UTILSCOPE_CACHE_DIR"
-_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -235,11 +235,11 @@ def measure_gemm_tflops(dev: torch.device, precision: str, n: int) -> float:
 
 def _make_gemm(dev: torch.device, precision: str, n: int) -> Callable[[], Any]:
     gen = torch.Generator(device=dev).manual_seed(SEED)
+    dtype = Precision(precision).dtype
     if precision == "int8":
-        a = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=torch.int8)
-        b = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=torch.int8)
+        a = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=dtype)
+        b = torch.randint(-8, 8, (n, n), generator=gen, device=dev, dtype=dtype)
         return lambda: torch._int_mm(a, b)
-    dtype = _DTYPES[precision]
     a = torch.randn(n, n, generator=gen, device=dev, dtype=torch.float32).to(dtype)
     b = torch.randn(n, n, generator=gen, device=dev, dtype=torch.float32).to(dtype)
     return lambda: torch.mm(a, b)

@@ -21,13 +21,14 @@ from typing import Any
 import pandas as pd
 
 from utilscope.errors import UsageError
+from utilscope.precision import Precision
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
+PRECISIONS = tuple(p.value for p in Precision)  # fp32, tf32, fp16, bf16, int8
 PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
 REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source")
 OPTIONAL_FIELDS = ("notes", *PEAK_FIELDS.values())

@@ -1,4 +1,5 @@
-"""Precisions: what each one casts, which math unit's peak it is measured against, and which devices run it.
+"""Precisions on a device: which ones it runs, and the math mode a measurement runs in (``utilscope.precision``
+has the names and dtypes).
 
 fp16 and bf16 cast weights and activations (no autocast); tf32 keeps fp32 tensors and lets matmuls and
 convolutions use the TF32 tensor cores; fp32 forbids TF32.
@@ -6,36 +7,20 @@ convolutions use the TF32 tensor cores; fp32 forbids TF32.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import torch
 
 from utilscope.errors import UsageError
+from utilscope.precision import MEASURED, Precision
 from utilscope.torch_flags import tf32_mode
 
-
-class Precision(str, Enum):
-    FP32 = "fp32"
-    TF32 = "tf32"
-    FP16 = "fp16"
-    BF16 = "bf16"
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.value, torch.float32)
-
-    @property
-    def count_dtype(self) -> str:
-        """The counting engine's dtype name for this precision's tensors."""
-        return {"fp16": "fp16", "bf16": "bf16"}.get(self.value, "fp32")
+__all__ = ["MEASURED", "Precision", "check_precision", "math_mode", "parse_precision", "supported_precisions"]
 
 
 def parse_precision(text: str) -> Precision:
-    try:
-        return Precision(text)
-    except ValueError:
-        choices = ", ".join(p.value for p in Precision)
-        raise UsageError(f"unknown precision {text!r}; use one of: {choices}") from None
+    if text not in MEASURED:
+        choices = ", ".join(p.value for p in MEASURED)
+        raise UsageError(f"unknown precision {text!r}; use one of: {choices}")
+    return Precision(text)
 
 
 def supported_precisions(device: torch.device) -> list[Precision]:

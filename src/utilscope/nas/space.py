@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -90,20 +91,42 @@ class Networks:
     features: pd.DataFrame  # per network, one column per design feature
 
 
-def networks_of(space: SearchSpace, summaries: list[ArchSummary]) -> Networks:
-    """``Networks`` from per-architecture summaries: each layer of each network is a pair of count 1."""
+def networks_of(layer_cost: Callable[[str, tuple], LayerCost], summaries: list[ArchSummary]) -> Networks:
+    """``Networks`` from per-architecture summaries (layers costed by the space's ``layer_cost``): each layer of each
+    network is a pair of count 1."""
     distinct: dict[Layer, int] = {}  # layer -> its position among the distinct layers
     positions = [distinct.setdefault(layer, len(distinct)) for summary in summaries for layer in summary.layers]
     network = np.repeat(np.arange(len(summaries)), [len(summary.layers) for summary in summaries])
     return Networks(
         layers=list(distinct),
-        costs=[space.layer_cost(layer.kind, layer.config) for layer in distinct],
+        costs=[layer_cost(layer.kind, layer.config) for layer in distinct],
         network=network,
         layer=np.array(positions, dtype=np.intp),
         count=np.ones(len(positions), dtype=np.int64),
         flops=np.array([summary.complexity.flops for summary in summaries], dtype=np.int64),
         features=pd.DataFrame([summary.features for summary in summaries], index=range(len(summaries))),
     )
+
+
+@dataclass(frozen=True)
+class FunctionSpace:
+    """A ``SearchSpace`` made of a space module's functions: each field is the method of the same name."""
+
+    name: str
+    sample: Callable[[np.random.Generator], Arch]
+    validate: Callable[[Arch], Arch]
+    build: Callable[[Arch], nn.Module]
+    complexity: Callable[[Arch], Complexity]
+    features: Callable[[Arch], dict[str, float]]
+    layers: Callable[[Arch], list[Layer]]
+    build_layer: Callable[[Layer], nn.Module]
+    covering_archs: Callable[[], list[Arch]]
+    networks: Callable[[list[Arch]], Networks]
+    layer_cost: Callable[[str, tuple], LayerCost]
+
+    def resolution(self, arch: Arch) -> int:
+        """The validated record's ``resolution``."""
+        return self.validate(arch)["resolution"]
 
 
 class SearchSpace(Protocol):

@@ -44,7 +44,6 @@ def plot_roofline(
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # the Agg backend, chosen here, not at import
     from matplotlib.figure import Figure
-    from matplotlib.ticker import EngFormatter
 
     roof_sets = [(check_roofs(roofs), "-")] + ([(check_roofs(ceiling_roofs), "--")] if ceiling_roofs else [])
     rows = roofline(points, roofs)
@@ -58,11 +57,23 @@ def plot_roofline(
     intensity = _intensity_grid(shown, [r for r, _ in roof_sets])
     roof_handles = [h for r, style in roof_sets for h in _draw_roofs(axes, r, style, intensity)]
     class_handles = _draw_points(axes, shown)
+    _label_axes(axes, shown, [r for r, _ in roof_sets], intensity, title)
+    roofs_legend = _draw_legends(axes, roof_handles, class_handles)
+    note = figure.text(0.12, 0.02, _footnote(len(shown), len(rows)), fontsize=8, color="#555555")
+    path = Path(path)
+    # "tight" grows the canvas to hold the legends outside the axes
+    figure.savefig(path, bbox_inches="tight", bbox_extra_artists=[roofs_legend, note], pad_inches=0.15)
+    return path
+
+
+def _label_axes(axes, shown: list[RooflineRow], roof_sets: list[Roofs], intensity: np.ndarray, title: str) -> None:
+    """Limits that hold every point and roof, FLOP/s ticks, axis labels, grid and title."""
+    from matplotlib.ticker import EngFormatter
 
     lowest = min(
-        [row.achieved_tflops * 1e12 for row in shown] + [r.bandwidth_gbs * 1e9 * intensity[0] for r, _ in roof_sets]
+        [row.achieved_tflops * 1e12 for row in shown] + [r.bandwidth_gbs * 1e9 * intensity[0] for r in roof_sets]
     )
-    highest = max(r.tensor_tflops * 1e12 for r, _ in roof_sets)
+    highest = max(r.tensor_tflops * 1e12 for r in roof_sets)
     axes.set_xlim(intensity[0], intensity[-1])
     axes.set_ylim(lowest / 3, highest * 3)
     axes.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
@@ -72,6 +83,9 @@ def plot_roofline(
     axes.grid(True, which="minor", alpha=0.08)
     axes.set_title(title or "roofline")
 
+
+def _draw_legends(axes, roof_handles: list, class_handles: list):
+    """The roofs' legend and, below it, the op classes' (both outside the axes, on the right); returns the first."""
     roofs_legend = axes.legend(
         handles=roof_handles, title="roofs", loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title_fontsize=9
     )
@@ -85,15 +99,14 @@ def plot_roofline(
             fontsize=8,
             title_fontsize=9,
         )
-    skipped = len(rows) - len(shown)
-    footnote = f"{len(shown)} of {len(rows)} points shown"
-    if skipped:
-        footnote += f"; {skipped} skipped (no work or no bytes: no place on log axes)"
-    note = figure.text(0.12, 0.02, footnote, fontsize=8, color="#555555")
-    path = Path(path)
-    # "tight" grows the canvas to hold the legends outside the axes
-    figure.savefig(path, bbox_inches="tight", bbox_extra_artists=[roofs_legend, note], pad_inches=0.15)
-    return path
+    return roofs_legend
+
+
+def _footnote(shown: int, total: int) -> str:
+    footnote = f"{shown} of {total} points shown"
+    if total > shown:
+        footnote += f"; {total - shown} skipped (no work or no bytes: no place on log axes)"
+    return footnote
 
 
 def _intensity_grid(shown: list[RooflineRow], roof_sets: list[Roofs]) -> np.ndarray:

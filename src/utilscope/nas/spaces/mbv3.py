@@ -32,11 +32,14 @@ import numpy as np
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 
+from utilscope.counting.formulas import conv_output_size
 from utilscope.errors import UsageError
+from utilscope.nas.costs import conv_cost, linear_cost
 from utilscope.nas.space import (
     Arch,
     ArchSummary,
     Complexity,
+    FunctionSpace,
     Layer,
     LayerCost,
     Networks,
@@ -180,25 +183,6 @@ def blocks(arch: Arch) -> list[Block]:
 # --- analytic complexity (pure arithmetic) --------------------------------------------------------------------
 
 
-def conv_cost(
-    size: int,
-    c_in: int,
-    c_out: int,
-    kernel: int,
-    stride: int = 1,
-    groups: int = 1,
-    bias: bool = False,
-    bn: bool = False,
-) -> tuple[int, int, int]:
-    """(output size, flops, params) of a square conv with padding kernel // 2 on a ``size`` x ``size`` input,
-    optionally followed by BN (2 params per channel; running statistics are buffers).
-    flops = 2 x out_size^2 x c_out x (c_in / groups) x kernel^2."""
-    out = (size + 2 * (kernel // 2) - kernel) // stride + 1
-    weights = c_out * (c_in // groups) * kernel * kernel
-    params = weights + (c_out if bias else 0) + (2 * c_out if bn else 0)
-    return out, 2 * out * out * weights, params
-
-
 @functools.lru_cache(maxsize=4096)  # a pure function of a few ints; networks of a space share most blocks
 def block_cost(block: Block, size: int) -> tuple[int, int, int]:
     """(output size, flops, params) of one inverted-residual block on a ``size`` x ``size`` input."""
@@ -226,13 +210,18 @@ def _complexity(arch: Arch, arch_blocks: list[Block] | None = None) -> Complexit
     for block in blocks(arch) if arch_blocks is None else arch_blocks:
         size, f, p = block_cost(block, size)
         flops, params = flops + f, params + p
-    size, f, p = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
-    flops, params = flops + f, params + p
-    _, f, p = conv_cost(1, FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1)  # after global average pooling
-    flops, params = flops + f, params + p
-    flops += 2 * FEATURE_MIX_WIDTH * NUM_CLASSES  # classifier
-    params += FEATURE_MIX_WIDTH * NUM_CLASSES + NUM_CLASSES
-    return Complexity(flops=flops, params=params)
+    f, p = head_cost(size)
+    return Complexity(flops=flops + f, params=params + p)
+
+
+@functools.lru_cache(maxsize=64)  # one per input size: every network has a head
+def head_cost(size: int) -> tuple[int, int]:
+    """(flops, params) of the head on a ``size`` x ``size`` input: final expand conv with BN, global average pool,
+    feature mix conv on the pooled 1x1 map (no bias, no BN), classifier."""
+    _, flops, params = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
+    _, mix_flops, mix_params = conv_cost(1, FINAL_EXPAND_WIDTH, FEATURE_MIX_WIDTH, 1)
+    classifier_flops, classifier_params = linear_cost(FEATURE_MIX_WIDTH, NUM_CLASSES)
+    return flops + mix_flops + classifier_flops, params + mix_params + classifier_params
 
 
 # --- the network -------------------------------------------------------------------------------------------------
@@ -299,16 +288,16 @@ class Head(nn.Module):
 # --- the layers of the latency table -------------------------------------------------------------------------
 
 
-def layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
+def _layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
     """Stem, the blocks (with their input size) and head of a validated record."""
     resolution = arch["resolution"]
-    size = conv_cost(resolution, 3, STEM_WIDTH, 3, stride=2)[0]
+    size = conv_output_size(resolution, 3, stride=2, padding=1)
     result = [Layer("stem", (resolution,), 3, resolution)]
     for block in blocks(arch) if arch_blocks is None else arch_blocks:
         config = (block.in_channels, block.out_channels, block.kernel_size, block.expand_ratio, block.stride,
                   block.activation, int(block.use_se), size)  # fmt: skip
         result.append(Layer("block", config, block.in_channels, size))
-        size = conv_cost(size, 1, 1, block.kernel_size, block.stride)[0]
+        size = conv_output_size(size, block.kernel_size, block.stride, padding=block.kernel_size // 2)
     result.append(Layer("head", (size,), STAGE_WIDTHS[-1], size))
     return result
 
@@ -320,9 +309,7 @@ def layer_cost(kind: str, config: tuple) -> LayerCost:
         return LayerCost(flops, params, 3 * config[0] ** 2 + STEM_WIDTH * out**2)
     if kind == "head":
         size = config[0]
-        _, flops, params = conv_cost(size, STAGE_WIDTHS[-1], FINAL_EXPAND_WIDTH, 1, bn=True)
-        flops += 2 * FINAL_EXPAND_WIDTH * FEATURE_MIX_WIDTH + 2 * FEATURE_MIX_WIDTH * NUM_CLASSES
-        params += FINAL_EXPAND_WIDTH * FEATURE_MIX_WIDTH + FEATURE_MIX_WIDTH * NUM_CLASSES + NUM_CLASSES
+        flops, params = head_cost(size)
         return LayerCost(flops, params, (STAGE_WIDTHS[-1] + FINAL_EXPAND_WIDTH) * size**2 + FEATURE_MIX_WIDTH)
     c_in, c_out, kernel, expand, stride, activation, use_se, size = config
     block = Block(c_in, c_out, kernel, expand, stride, activation, bool(use_se))
@@ -345,64 +332,51 @@ def build_layer(layer: Layer) -> nn.Module:
 # --- the space -----------------------------------------------------------------------------------------------
 
 
-class MBV3Space:
-    """OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution."""
+def sample(rng: np.random.Generator) -> Arch:
+    """Uniform choices drawn from ``rng`` in a fixed order: resolution, 5 depths, 5x4 kernel sizes, 5x4 expand ratios
+    (max-depth draws, truncated to each depth: every active block's choice is uniform, as in OFA)."""
+    resolution = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
+    depths = [DEPTHS[int(i)] for i in rng.integers(len(DEPTHS), size=NUM_STAGES)]
+    kernels = rng.integers(len(KERNEL_SIZES), size=(NUM_STAGES, MAX_DEPTH))
+    expands = rng.integers(len(EXPAND_RATIOS), size=(NUM_STAGES, MAX_DEPTH))
+    return {
+        "space": NAME,
+        "resolution": resolution,
+        "depths": depths,
+        "kernel_sizes": [[KERNEL_SIZES[int(i)] for i in row[:d]] for row, d in zip(kernels, depths, strict=True)],
+        "expand_ratios": [[EXPAND_RATIOS[int(i)] for i in row[:d]] for row, d in zip(expands, depths, strict=True)],
+    }
 
-    name = NAME
 
-    def sample(self, rng: np.random.Generator) -> Arch:
-        """Uniform choices drawn from ``rng`` in a fixed order: resolution, 5 depths, 5x4 kernel sizes, 5x4 expand
-        ratios (max-depth draws, truncated to each depth: every active block's choice is uniform, as in OFA)."""
-        resolution = RESOLUTIONS[int(rng.integers(len(RESOLUTIONS)))]
-        depths = [DEPTHS[int(i)] for i in rng.integers(len(DEPTHS), size=NUM_STAGES)]
-        kernels = rng.integers(len(KERNEL_SIZES), size=(NUM_STAGES, MAX_DEPTH))
-        expands = rng.integers(len(EXPAND_RATIOS), size=(NUM_STAGES, MAX_DEPTH))
-        return {
-            "space": NAME,
-            "resolution": resolution,
-            "depths": depths,
-            "kernel_sizes": [[KERNEL_SIZES[int(i)] for i in row[:d]] for row, d in zip(kernels, depths, strict=True)],
-            "expand_ratios": [[EXPAND_RATIOS[int(i)] for i in row[:d]] for row, d in zip(expands, depths, strict=True)],
-        }
+def build(arch: Arch) -> nn.Module:
+    return MobileNetV3Subnet(validate(arch))
 
-    def validate(self, arch: Arch) -> Arch:
-        return validate(arch)
 
-    def build(self, arch: Arch) -> nn.Module:
-        return MobileNetV3Subnet(validate(arch))
+def layers(arch: Arch) -> list[Layer]:
+    return _layers(validate(arch))
 
-    def resolution(self, arch: Arch) -> int:
-        return validate(arch)["resolution"]
 
-    def complexity(self, arch: Arch) -> Complexity:
-        return complexity(arch)
+def covering_archs() -> list[Arch]:
+    """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and the
+    second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
+    return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
 
-    def layers(self, arch: Arch) -> list[Layer]:
-        return layers(validate(arch))
 
-    def build_layer(self, layer: Layer) -> nn.Module:
-        return build_layer(layer)
+def features(arch: Arch) -> dict[str, float]:
+    record = validate(arch)
+    return _features(record, _complexity(record))
 
-    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
-        return layer_cost(kind, config)
 
-    def covering_archs(self) -> list[Arch]:
-        """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and
-        the second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
-        return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
+def networks(archs: list[Arch]) -> Networks:
+    return networks_of(layer_cost, [summary(arch) for arch in archs])
 
-    def features(self, arch: Arch) -> dict[str, float]:
-        record = validate(arch)
-        return _features(record, _complexity(record))
 
-    def networks(self, archs: list[Arch]) -> Networks:
-        return networks_of(self, [self.summary(arch) for arch in archs])
-
-    def summary(self, arch: Arch) -> ArchSummary:
-        record = validate(arch)
-        arch_blocks = blocks(record)
-        cost = _complexity(record, arch_blocks)
-        return ArchSummary(layers(record, arch_blocks), cost, _features(record, cost))
+def summary(arch: Arch) -> ArchSummary:
+    """Layers, complexity and features of a record, validated once."""
+    record = validate(arch)
+    arch_blocks = blocks(record)
+    cost = _complexity(record, arch_blocks)
+    return ArchSummary(_layers(record, arch_blocks), cost, _features(record, cost))
 
 
 def _mean(values) -> float:
@@ -428,4 +402,19 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
     return features
 
 
-SPACE = register_space(MBV3Space())
+# OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution
+SPACE = register_space(
+    FunctionSpace(
+        name=NAME,
+        sample=sample,
+        validate=validate,
+        build=build,
+        complexity=complexity,
+        features=features,
+        layers=layers,
+        build_layer=build_layer,
+        covering_archs=covering_archs,
+        networks=networks,
+        layer_cost=layer_cost,
+    )
+)

@@ -26,12 +26,15 @@ import pandas as pd
 from torch import nn
 from torchvision.models.regnet import BlockParams, RegNet, ResBottleneckBlock, SimpleStemIN
 
+from utilscope.counting.formulas import conv_output_size
 from utilscope.errors import UsageError
 from utilscope.models import zoo
+from utilscope.nas.costs import conv_cost, linear_cost
 from utilscope.nas.space import (
     PASSED_THROUGH,
     Arch,
     Complexity,
+    FunctionSpace,
     Layer,
     LayerCost,
     Networks,
@@ -254,34 +257,23 @@ def draw(rng: np.random.Generator) -> Arch:
 # --- cost and network -----------------------------------------------------------------------------------------
 
 
-def _conv(size: int, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1) -> tuple[int, int, int]:
-    """(output size, flops, params) of a bias-free square conv with padding kernel // 2 followed by BatchNorm:
-    flops = 2 x out_size^2 x c_out x (c_in / groups) x kernel^2; params = weights + BN scale and shift."""
-    out = _out_size(size, kernel, stride)
-    weights = c_out * (c_in // groups) * kernel * kernel
-    return out, 2 * out * out * weights, weights + 2 * c_out
-
-
-def _out_size(size, kernel: int, stride: int):
-    """The output side of a square conv with padding kernel // 2 (``size`` an int or an array of them)."""
-    return (size + 2 * (kernel // 2) - kernel) // stride + 1
-
-
 @functools.lru_cache(maxsize=16384)  # a pure function of a few ints; networks of a space share many blocks
 def block_cost(size: int, w_in: int, w_out: int, stride: int, group_width: int, ratio: int, se: bool):
     """(output size, flops, params) of one X block (Y block with ``se``): 1x1, 3x3 group conv [+ SE], 1x1, with a
     1x1 projection shortcut when the shape changes. SE: pool, 1x1 conv w_b -> w_se and back, both with bias."""
     inner = w_out // ratio
-    _, flops, params = _conv(size, w_in, inner, 1)
-    out, f, p = _conv(size, inner, inner, 3, stride, groups=inner // group_width)
+    _, flops, params = conv_cost(size, w_in, inner, 1, bn=True)
+    out, f, p = conv_cost(size, inner, inner, 3, stride, groups=inner // group_width, bn=True)
     flops, params = flops + f, params + p
     if se:
         squeeze = int(round(SE_RATIO * w_in))
-        flops, params = flops + 2 * 2 * inner * squeeze, params + 2 * inner * squeeze + squeeze + inner
-    _, f, p = _conv(out, inner, w_out, 1)
+        for c_in, c_out in ((inner, squeeze), (squeeze, inner)):  # on the pooled 1x1 map
+            _, f, p = conv_cost(1, c_in, c_out, 1, bias=True)
+            flops, params = flops + f, params + p
+    _, f, p = conv_cost(out, inner, w_out, 1, bn=True)
     flops, params = flops + f, params + p
     if w_in != w_out or stride != 1:
-        _, f, p = _conv(size, w_in, w_out, 1, stride)
+        _, f, p = conv_cost(size, w_in, w_out, 1, stride, bn=True)
         flops, params = flops + f, params + p
     return out, flops, params
 
@@ -300,7 +292,7 @@ def _network(arch: Arch) -> tuple[list[Layer], Complexity]:
     SE and input size, head) and its FLOPs and params, in one walk over the derived stages."""
     derived = stages(arch)
     ratio, se = arch["bottleneck_ratio"], arch["se"]
-    size, flops, params = _conv(arch["resolution"], 3, STEM_WIDTH, 3, stride=2)
+    size, flops, params = conv_cost(arch["resolution"], 3, STEM_WIDTH, 3, stride=2, bn=True)
     result = [Layer("stem", (arch["resolution"],), 3, arch["resolution"])]
     width = STEM_WIDTH
     for w_out, depth, group_width in zip(derived.widths, derived.depths, derived.group_widths, strict=True):
@@ -310,9 +302,8 @@ def _network(arch: Arch) -> tuple[list[Layer], Complexity]:
             size, f, p = block_cost(size, width, w_out, stride, group_width, ratio, se)
             flops, params, width = flops + f, params + p, w_out
     result.append(Layer("head", (width, size), width, size))
-    flops += 2 * width * NUM_CLASSES  # classifier (its bias is not a flop)
-    params += width * NUM_CLASSES + NUM_CLASSES
-    return result, Complexity(flops=flops, params=params)
+    classifier_flops, classifier_params = linear_cost(width, NUM_CLASSES)
+    return result, Complexity(flops=flops + classifier_flops, params=params + classifier_params)
 
 
 def build(arch: Arch) -> nn.Module:
@@ -336,17 +327,17 @@ def build(arch: Arch) -> nn.Module:
 
 def layers(arch: Arch) -> list[Layer]:
     """Stem, every block (widths, stride, group width, bottleneck ratio, SE, input size) and head of a record."""
-    return _network(arch)[0]
+    return _network(validate(arch))[0]
 
 
 def layer_cost(kind: str, config: tuple) -> LayerCost:
     """FLOPs, params and activation elements (inputs and outputs of its convolutions) of a layer at batch 1."""
     if kind == "stem":
-        out, flops, params = _conv(config[0], 3, STEM_WIDTH, 3, stride=2)
+        out, flops, params = conv_cost(config[0], 3, STEM_WIDTH, 3, stride=2, bn=True)
         return LayerCost(flops, params, 3 * config[0] ** 2 + STEM_WIDTH * out**2)
     if kind == "head":
         width, size = config
-        return LayerCost(2 * width * NUM_CLASSES, width * NUM_CLASSES + NUM_CLASSES, width * size**2 + width)
+        return LayerCost(*linear_cost(width, NUM_CLASSES), width * size**2 + width)
     w_in, w_out, stride, group_width, ratio, se, size = config
     out, flops, params = block_cost(size, w_in, w_out, stride, group_width, ratio, bool(se))
     inner = w_out // ratio
@@ -405,10 +396,10 @@ def _layer_slots(records: list[Arch], derived: list[Stages]) -> tuple[np.ndarray
     depths = np.array([stage.depths for stage in derived], dtype=np.int64).reshape(-1, NUM_STAGES)
     groups = np.array([stage.group_widths for stage in derived], dtype=np.int64).reshape(-1, NUM_STAGES)
     one = np.ones_like(resolution)
-    size, width = _out_size(resolution, 3, 2), np.full_like(resolution, STEM_WIDTH)
+    size, width = conv_output_size(resolution, 3, 2, padding=1), np.full_like(resolution, STEM_WIDTH)
     slots = [([SLOT_STEM, resolution], one)]
     for stage in range(NUM_STAGES):
-        w_out, group, out = widths[:, stage], groups[:, stage], _out_size(size, 3, 2)
+        w_out, group, out = widths[:, stage], groups[:, stage], conv_output_size(size, 3, 2, padding=1)
         slots.append(([SLOT_BLOCK, width, w_out, 2, group, ratio, se, size], one))
         slots.append(([SLOT_BLOCK, w_out, w_out, 1, group, ratio, se, out], depths[:, stage] - 1))
         size, width = out, w_out
@@ -440,51 +431,24 @@ def _network_totals(per_layer: list[int], network: np.ndarray, layer: np.ndarray
 # --- the space ------------------------------------------------------------------------------------------------
 
 
-class RegNetSpace:
-    """RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages."""
+def sample(rng: np.random.Generator) -> Arch:
+    """A 4-stage network drawn with ``rng`` (draws with other stage counts are redrawn, as in pycls's sweeps)."""
+    if not isinstance(rng, np.random.Generator):
+        raise UsageError(f"sampling needs a numpy.random.Generator (numpy.random.default_rng(seed)), got {rng!r}")
+    for _ in range(MAX_DRAWS):
+        arch = draw(rng)
+        if stage_problem(stages(arch)) is None:
+            return arch
+    raise RuntimeError(f"no {NUM_STAGES}-stage {NAME} network in {MAX_DRAWS} draws")  # a bug, not bad input
 
-    name = NAME
 
-    def sample(self, rng: np.random.Generator) -> Arch:
-        """A 4-stage network drawn with ``rng`` (draws with other stage counts are redrawn, as in pycls's sweeps)."""
-        if not isinstance(rng, np.random.Generator):
-            raise UsageError(f"sampling needs a numpy.random.Generator (numpy.random.default_rng(seed)), got {rng!r}")
-        for _ in range(MAX_DRAWS):
-            arch = draw(rng)
-            if stage_problem(stages(arch)) is None:
-                return arch
-        raise RuntimeError(f"no {NUM_STAGES}-stage {NAME} network in {MAX_DRAWS} draws")  # a bug, not bad input
+def covering_archs() -> list[Arch]:
+    return []  # widths are continuous: the table holds the layers of the architectures it is built for
 
-    def validate(self, arch: Arch) -> Arch:
-        return validate(arch)
 
-    def build(self, arch: Arch) -> nn.Module:
-        return build(arch)
-
-    def resolution(self, arch: Arch) -> int:
-        return validate(arch)["resolution"]
-
-    def complexity(self, arch: Arch) -> Complexity:
-        return complexity(arch)
-
-    def layers(self, arch: Arch) -> list[Layer]:
-        return layers(validate(arch))
-
-    def build_layer(self, layer: Layer) -> nn.Module:
-        return build_layer(layer)
-
-    def layer_cost(self, kind: str, config: tuple) -> LayerCost:
-        return layer_cost(kind, config)
-
-    def covering_archs(self) -> list[Arch]:
-        return []  # widths are continuous: the table holds the layers of the architectures it is built for
-
-    def features(self, arch: Arch) -> dict[str, float]:
-        record = validate(arch)
-        return _features(record, _complexity(record))
-
-    def networks(self, archs: list[Arch]) -> Networks:
-        return networks(archs)
+def features(arch: Arch) -> dict[str, float]:
+    record = validate(arch)
+    return _features(record, _complexity(record))
 
 
 STAGE_FEATURES = [(f"stage{i + 1}_width", f"stage{i + 1}_depth") for i in range(NUM_STAGES)]
@@ -505,4 +469,19 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
     return features
 
 
-SPACE = register_space(RegNetSpace())
+# RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages
+SPACE = register_space(
+    FunctionSpace(
+        name=NAME,
+        sample=sample,
+        validate=validate,
+        build=build,
+        complexity=complexity,
+        features=features,
+        layers=layers,
+        build_layer=build_layer,
+        covering_archs=covering_archs,
+        networks=networks,
+        layer_cost=layer_cost,
+    )
+)
