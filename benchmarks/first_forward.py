@@ -10,7 +10,7 @@ import time
 import torch
 
 from utilscope.nas.sampler import load_jsonl
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 
 
 def forward_times_s(model, x, calls: int = 3) -> list[float]:

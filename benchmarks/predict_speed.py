@@ -12,7 +12,7 @@ import time
 
 from utilscope.nas.predictor import load_predictor, shipped_profile
 from utilscope.nas.sampler import sample_architectures
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 
 ARCHITECTURES = 10_000
 BATCH = 256

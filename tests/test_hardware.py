@@ -20,11 +20,11 @@ from utilscope.hardware import (
     SpecFileError,
     cache_dir,
     cache_path,
+    check_peak_tflops,
     detect,
     get_ceilings,
     get_spec,
     load_specs,
-    override_peak,
     resolve_device,
     specs_frame,
 )
@@ -170,23 +170,11 @@ def test_unknown_precision_lists_choices() -> None:
     assert get_spec("a10").peak_tflops("FP16") == 125
 
 
-def test_override_peak_without_spec() -> None:
-    spec = override_peak(None, 123.0, "fp16")
-    assert spec.peak_source == USER_PEAK == "user --peak"
-    assert spec.peak_tflops("fp16") == 123.0
-    with pytest.raises(UsageError):
-        spec.peak_tflops("fp32")
-
-
-def test_override_peak_keeps_device_facts_and_only_the_user_peak() -> None:
-    base = get_spec("l4")
-    spec = override_peak(base, 100, "bf16")
-    assert (spec.name, spec.sm_count, spec.peak_source) == (base.name, 58, "user --peak")
-    assert spec.precisions == ("bf16",)  # never mixes datasheet and user peaks
-    assert base.peak_tflops("bf16") == 121  # the original is untouched
-    for bad in (0, -1, math.nan, math.inf):
-        with pytest.raises(UsageError):
-            override_peak(base, bad, "fp16")
+def test_a_user_peak_is_a_positive_finite_number() -> None:
+    assert check_peak_tflops(123) == 123.0 and USER_PEAK == "user --peak"
+    for bad in (0, -1, math.nan, math.inf, True, "100"):
+        with pytest.raises(UsageError, match="--peak must be a positive, finite number"):
+            check_peak_tflops(bad)
 
 
 def test_specs_frame() -> None:

@@ -78,7 +78,7 @@ def test_a_registered_source_takes_part_in_globs_and_messages(toy):
 
 def test_the_nas_source_resolves_architecture_files(tmp_path):
     from utilscope.nas.sampler import sample_architectures, save_jsonl
-    from utilscope.nas.space import get_space
+    from utilscope.nas.spaces import get_space
 
     space = get_space("regnet")
     record = sample_architectures(space, 1, seed=3)[0]

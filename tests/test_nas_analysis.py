@@ -9,7 +9,7 @@ import pytest
 from utilscope.errors import UsageError
 from utilscope.nas.analysis import analyze, equal_flops_spread, spearman
 from utilscope.nas.sampler import sample_architectures, save_jsonl
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 
 
 def test_spearman_is_pearson_on_ranks():

@@ -12,8 +12,8 @@ import torch
 import utilscope
 from utilscope.errors import UsageError
 from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
-from utilscope.nas.space import arch_id, get_space, list_spaces
-from utilscope.nas.spaces import mbv3
+from utilscope.nas.space import arch_id
+from utilscope.nas.spaces import get_space, list_spaces, mbv3
 
 SPACE = get_space("mbv3")
 SMALLEST = mbv3.uniform_arch(resolution=160, depth=2, kernel_size=3, expand_ratio=3)

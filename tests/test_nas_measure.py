@@ -10,7 +10,7 @@ from utilscope.errors import UsageError
 from utilscope.models import sets as model_sets
 from utilscope.models import zoo
 from utilscope.nas.sampler import sample_architectures, save_jsonl
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 from utilscope.survey.store import Store
 
 

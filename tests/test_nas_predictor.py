@@ -22,7 +22,8 @@ from utilscope.errors import UsageError
 from utilscope.nas import predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, load_tables, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
-from utilscope.nas.space import get_space, parse_layer_key
+from utilscope.nas.space import parse_layer_key
+from utilscope.nas.spaces import get_space
 from utilscope.survey.schema import CellKey, Configuration
 from utilscope.survey.store import Store
 

@@ -12,8 +12,7 @@ from torchvision.models.regnet import BlockParams
 import utilscope
 from utilscope.errors import UsageError
 from utilscope.nas.sampler import sample_architectures
-from utilscope.nas.space import get_space, list_spaces
-from utilscope.nas.spaces import regnet
+from utilscope.nas.spaces import get_space, list_spaces, regnet
 
 SPACE = get_space("regnet")
 BAND = (400e6, 1.6e9)

@@ -26,7 +26,7 @@ from utilscope.nas.search import (
     true_best_feasible,
     true_front,
 )
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 from utilscope.nas.spaces.mbv3 import uniform_arch
 
 SPACE = get_space("mbv3")

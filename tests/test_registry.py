@@ -8,7 +8,7 @@ from utilscope.counting import formulas
 from utilscope.errors import UsageError
 from utilscope.measure import backends
 from utilscope.models import sources
-from utilscope.nas import space
+from utilscope.nas import space, spaces
 from utilscope.registry import Registry
 
 
@@ -74,7 +74,7 @@ def test_names_filter_by_glob_in_registration_order(widgets):
     ],
 )
 def test_the_project_registries(registry, known, unknown_message):
-    space.get_space("mbv3")  # registers the spaces
+    spaces.get_space("mbv3")  # registers the spaces
     assert known in registry
     with pytest.raises(ValueError, match="registered twice"):
         registry.add(known, registry[known])
@@ -86,6 +86,6 @@ def test_the_project_registries(registry, known, unknown_message):
 def test_public_lookups_use_the_registries():
     assert backends.get_backend("graph") is backends.BACKENDS["graph"]
     assert formulas.lookup("aten.relu") is formulas.REGISTRY["aten.relu"] and formulas.lookup("aten.nope") is None
-    assert space.get_space("regnet") is space.SPACES["regnet"] and space.list_spaces("r*") == ["regnet"]
+    assert spaces.get_space("regnet") is space.SPACES["regnet"] and spaces.list_spaces("r*") == ["regnet"]
     with pytest.raises(UsageError, match="unknown search space 'nope'; use one of: mbv3, regnet"):
-        space.get_space("nope")
+        spaces.get_space("nope")

@@ -16,7 +16,7 @@ from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
 from utilscope.nas.sampler import measurement_models, sample_architectures, save_jsonl
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 from utilscope.present.nas_view import render_analysis, render_fit, render_simulation
 from utilscope.survey.store import Store
 

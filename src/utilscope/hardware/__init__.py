@@ -20,7 +20,6 @@ from utilscope.hardware.specs import (
     get_spec,
     load_specs,
     normalize_precision,
-    override_peak,
     specs_frame,
 )
 
@@ -41,7 +40,6 @@ __all__ = [
     "load_specs",
     "measure_ceilings",
     "normalize_precision",
-    "override_peak",
     "resolve_device",
     "specs_frame",
 ]

@@ -11,7 +11,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -261,20 +261,6 @@ def check_peak_tflops(tflops) -> float:
     if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not math.isfinite(tflops) or tflops <= 0:
         raise UsageError(f"--peak must be a positive, finite number of TFLOP/s (TOPS for int8), got {tflops!r}")
     return float(tflops)
-
-
-def override_peak(spec: DeviceSpec | None, tflops: float, precision: str | Enum) -> DeviceSpec:
-    """A DeviceSpec whose only peak is the user's ``--peak`` for ``precision`` (peak_source "user --peak").
-
-    Other datasheet peaks are dropped so one spec never mixes two peak sources. Device facts (name, SMs,
-    memory) are kept when a spec is given.
-    """
-    prec = normalize_precision(precision)
-    check_peak_tflops(tflops)
-    if spec is None:
-        spec = DeviceSpec(key="user", name="unknown device", patterns=(), peaks_tflops={})
-    note = f"peak {prec} = {float(tflops):g} given by the user"
-    return replace(spec, peaks_tflops={prec: float(tflops)}, peak_source=USER_PEAK, notes=note)
 
 
 def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:

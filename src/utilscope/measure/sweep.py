@@ -18,7 +18,7 @@ from utilscope import hardware
 from utilscope.counting import CountResult, count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
-from utilscope.hardware import Ceilings, check_peak_tflops
+from utilscope.hardware import USER_PEAK, Ceilings, check_peak_tflops
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.nvml import NvmlSampler
@@ -95,7 +95,7 @@ def resolve_peaks(
     spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
     bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
     if peak_override_tflops is not None:
-        return Peaks(check_peak_tflops(peak_override_tflops), "user --peak", ceiling, bandwidth, copy_gbs), notes
+        return Peaks(check_peak_tflops(peak_override_tflops), USER_PEAK, ceiling, bandwidth, copy_gbs), notes
     if spec is not None:
         return Peaks(spec.peak_tflops(precision.value), f"datasheet: {spec.name}", ceiling, bandwidth, copy_gbs), notes
     if device.type == "cuda":

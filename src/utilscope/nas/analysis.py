@@ -14,7 +14,7 @@ import pandas as pd
 from utilscope.errors import UsageError
 from utilscope.models import zoo
 from utilscope.nas.source import nas_record
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 
 EQUAL_FLOPS_TOLERANCE = 0.05  # architectures within ±5% FLOPs of each other count as equal-FLOPs
 

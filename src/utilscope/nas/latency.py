@@ -23,7 +23,8 @@ from utilscope.measure.precision import check_precision, math_mode, parse_precis
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.nas.sampler import load_jsonl
-from utilscope.nas.space import Arch, Layer, SearchSpace, get_space
+from utilscope.nas.space import Arch, Layer, SearchSpace
+from utilscope.nas.spaces import get_space
 
 TABLE_FORMAT = "utilscope-latency-table/1"
 REPEATS = 20  # calls of the layer per timed replay

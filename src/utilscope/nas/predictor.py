@@ -26,7 +26,8 @@ from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
-from utilscope.nas.space import Arch, Layer, LayerCost, Networks, get_space, parse_layer_key
+from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key
+from utilscope.nas.spaces import get_space
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.errors import UsageError
-from utilscope.nas.space import Arch, SearchSpace, arch_id, get_space
+from utilscope.nas.space import Arch, SearchSpace, arch_id
+from utilscope.nas.spaces import get_space
 
 MAX_TRIES_PER_ARCH = 200
 

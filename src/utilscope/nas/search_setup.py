@@ -29,7 +29,7 @@ from utilscope.nas.search import (
     flops_objective,
     objective_from_table,
 )
-from utilscope.nas.space import get_space
+from utilscope.nas.spaces import get_space
 
 
 def objective_for(spec: str, space_name: str) -> Objective:

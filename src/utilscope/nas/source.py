@@ -15,7 +15,8 @@ from utilscope.errors import UsageError
 from utilscope.models.sources import ModelSource, register_source
 from utilscope.models.zoo import ModelSpec
 from utilscope.nas.sampler import load_jsonl
-from utilscope.nas.space import Arch, get_space
+from utilscope.nas.space import Arch
+from utilscope.nas.spaces import get_space
 
 
 @functools.cache

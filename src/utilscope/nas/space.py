@@ -173,18 +173,6 @@ def register_space(space: SearchSpace) -> SearchSpace:
     return SPACES.add(space.name, space)
 
 
-def get_space(name: str) -> SearchSpace:
-    import utilscope.nas.spaces  # noqa: F401  (registers the spaces)
-
-    return SPACES.get(name)
-
-
-def list_spaces(pattern: str = "*") -> list[str]:
-    import utilscope.nas.spaces  # noqa: F401
-
-    return sorted(SPACES.names(pattern))
-
-
 def field_error(space: str, field: str, expected: str, got) -> UsageError:
     return UsageError(f"{space} architecture field {field!r}: expected {expected}, got {got!r}")
 
