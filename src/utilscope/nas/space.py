@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -127,6 +128,15 @@ class FunctionSpace:
     def resolution(self, arch: Arch) -> int:
         """The validated record's ``resolution``."""
         return self.validate(arch)["resolution"]
+
+    @classmethod
+    def of_module(cls, name: str, namespace: dict) -> FunctionSpace:
+        """The space whose methods are the functions of the same names in a module's ``globals()``."""
+        methods = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
+        missing = [method for method in methods if not callable(namespace.get(method))]
+        if missing:
+            raise TypeError(f"search space {name} lacks the functions {missing}")
+        return cls(name, *(namespace[method] for method in methods))
 
 
 class SearchSpace(Protocol):

@@ -403,18 +403,4 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
 
 
 # OFA-MobileNetV3: per block kernel size and expand ratio, per stage depth, per network resolution
-SPACE = register_space(
-    FunctionSpace(
-        name=NAME,
-        sample=sample,
-        validate=validate,
-        build=build,
-        complexity=complexity,
-        features=features,
-        layers=layers,
-        build_layer=build_layer,
-        covering_archs=covering_archs,
-        networks=networks,
-        layer_cost=layer_cost,
-    )
-)
+SPACE = register_space(FunctionSpace.of_module(NAME, globals()))

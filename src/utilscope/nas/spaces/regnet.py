@@ -470,18 +470,4 @@ def _features(arch: Arch, cost: Complexity) -> dict[str, float]:
 
 
 # RegNetX/RegNetY: depth, w0, wa, wm, group width, bottleneck ratio and squeeze-excite; 4 stages
-SPACE = register_space(
-    FunctionSpace(
-        name=NAME,
-        sample=sample,
-        validate=validate,
-        build=build,
-        complexity=complexity,
-        features=features,
-        layers=layers,
-        build_layer=build_layer,
-        covering_archs=covering_archs,
-        networks=networks,
-        layer_cost=layer_cost,
-    )
-)
+SPACE = register_space(FunctionSpace.of_module(NAME, globals()))
