@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from utilscope.errors import UsageError
+from utilscope.measure.backends import BACKENDS
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
+from utilscope.precision import MEASURED
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells) failed: each failure is printed
@@ -30,8 +32,8 @@ def parse_list(text: str | None) -> tuple[str, ...]:
 def add_measurement_options(p: argparse.ArgumentParser) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
     p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
-    p.add_argument("--precision", default=None, help="fp32 | tf32 | fp16 | bf16 (default fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--backend", default="graph", help="eager | graph | compile | inference (default graph)")
+    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default graph)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
