@@ -136,3 +136,19 @@ def test_rows_of_a_committed_store_name_their_configuration_in_columns():
     assert set(frame["cudnn"]) == {"91900"} and set(frame["memory_format"]) == {"channels_last"}
     assert frame["cudnn_benchmark"].all() and frame["cudnn_benchmark_limit"].isna().all()
     assert set(frame["software"]) == {"torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04"}
+
+
+def test_the_cli_refuses_a_store_of_a_newer_schema_in_one_line(tmp_path, capsys):
+    from utilscope.cli import main
+
+    path = tmp_path / "results.sqlite"
+    write_v1_store(path, [])
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    assert main(["export", str(path), str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"newer utilscope (schema {SCHEMA_VERSION + 1} > {SCHEMA_VERSION})" in err
+    assert path.read_bytes() == before and not (tmp_path / "out.csv").exists()

@@ -10,7 +10,6 @@ from rich.console import Console
 
 from utilscope.cli.common import parse_batches
 from utilscope.cli.survey import add_grid_options, report_migration, run_grid
-from utilscope.errors import UsageError
 from utilscope.nas.analysis import analyze
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
@@ -136,9 +135,7 @@ def cmd_table(args, console: Console) -> int:
 
 
 def cmd_fit(args, console: Console) -> int:
-    table = load_tables(args.table)
-    if table.space != args.space:
-        raise UsageError(f"{args.table[0]} is a {table.space} latency table, not {args.space}")
+    table = load_tables(args.table, args.space)
     with Store(args.db, create=False) as store:
         report_migration(store)
         archs, measurements = measured_dataset(store.frame(), args.space)

@@ -81,11 +81,14 @@ class LatencyTable:
         return cls.from_dict(read_json(path, "latency table"), str(path))
 
 
-def load_tables(paths: list[str | Path]) -> LatencyTable:
-    """One table from several files of the same space and configuration (e.g. one per batch size, timed side by
-    side on two GPUs); a layer timed in two files at the same batch size keeps the later file's entry."""
+def load_tables(paths: list[str | Path], space: str | None = None) -> LatencyTable:
+    """One table from several files of the same space (``space`` when given) and configuration (e.g. one per batch
+    size, timed side by side on two GPUs); a layer timed in two files at the same batch size keeps the later file's
+    entry."""
     tables = [LatencyTable.load(path) for path in paths]
     merged = tables[0]
+    if space is not None and merged.space != space:
+        raise UsageError(f"{paths[0]} is a {merged.space} latency table, not {space}")
     for path, table in zip(paths[1:], tables[1:], strict=True):
         if _configuration(table) != _configuration(merged):
             raise UsageError(f"{path} is a table for {table.describe()}, not {merged.describe()}")
