@@ -24,6 +24,26 @@ def make():
 TINY_FLOPS = 110_592 + 64
 
 
+CACHE_VARIABLES = (
+    "UTILSCOPE_CACHE_DIR",
+    "XDG_CACHE_HOME",
+    "MPLCONFIGDIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR",
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_caches(tmp_path_factory):
+    """Every cache the suite (and the worker processes it starts) writes lives in a temporary folder, never in the
+    user's ``~/.cache``: utilscope's ceilings, matplotlib's and inductor's caches."""
+    root = tmp_path_factory.mktemp("caches")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in CACHE_VARIABLES:
+            patch.setenv(name, str(root / name.lower()))
+        yield root
+
+
 @pytest.fixture(scope="session")
 def write_factory(tmp_path_factory):
     """``write_factory(source, name="models")`` -> the path of a new factory file holding ``source``."""

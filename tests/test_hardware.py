@@ -6,6 +6,7 @@ import json
 import math
 import textwrap
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -286,6 +287,10 @@ TINY = {"gemm_n": 64, "copy_mib": 1}
 def cache_env(tmp_path, monkeypatch):
     monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
     return tmp_path
+
+
+def test_the_suite_never_writes_the_users_cache(isolated_caches) -> None:
+    assert cache_dir().is_relative_to(isolated_caches) and not cache_dir().is_relative_to(Path.home() / ".cache")
 
 
 def test_cache_dir_honours_env_var(cache_env) -> None:
