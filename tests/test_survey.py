@@ -7,23 +7,28 @@ resumed); the rest stop at the subprocess boundary.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
+import pandas as pd
 import pytest
+from rich.console import Console
 
 from utilscope.cli import main
+from utilscope.cli.survey import render_result
 from utilscope.measure.backends import get_backend
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import sets as model_sets
 from utilscope.survey import plan as survey_plan
 from utilscope.survey import runner, worker
 from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
-from utilscope.survey.runner import CELL_DONE, Reporter, RunOptions, run_survey, watch_worker
+from utilscope.survey.runner import CELL_DONE, Reporter, RunOptions, SurveyResult, run_survey, watch_worker
 from utilscope.survey.store import Store
 
 MODELS = """
@@ -48,6 +53,10 @@ class Faulty(nn.Module):
                 os._exit(3)
             if self.fault == "oom":
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+            if self.fault == "raise":
+                raise RuntimeError("this layer fails at batch 4")
+            if self.fault == "slow":
+                time.sleep(30)
         return self.body(x)
 
 def good():
@@ -61,6 +70,12 @@ def crash():
 
 def oom():
     return Faulty("oom")
+
+def raises():
+    return Faulty("raise")
+
+def slow():
+    return Faulty("slow")
 """
 
 
@@ -88,20 +103,54 @@ def _key_counts(db) -> Counter:
 
 
 def test_failures_are_rows_each_cell_is_heard_once_and_a_new_worker_goes_on(tmp_path, models):
-    """Four models in one worker: after the crash a new worker takes the models after it; the progress callback
-    hears of each cell once, stored by a worker or recorded as failed."""
+    """Five models in one worker: after the crash a new worker takes the models after it; the progress callback
+    hears of each cell once, stored by a worker or recorded as failed; every error row counts as failed, whether
+    the worker died (crash) or stored the error (raises)."""
     db = tmp_path / "results.sqlite"
     with Store(db) as store:
-        plan = plan_survey(grid(models, ["good", "crash", "oom", "good2"]), store)
+        plan = plan_survey(grid(models, ["good", "crash", "oom", "raises", "good2"]), store)
     heard = []
-    result = run_survey(plan, RunOptions(str(db), per_worker=4, timeout_s=120), on_cells_done=heard.append)
-    assert plan.cells == 8 and heard == [1] * 8 and result.failed_cells == 1
+    result = run_survey(plan, RunOptions(str(db), per_worker=5, timeout_s=120), on_cells_done=heard.append)
+    assert plan.cells == 10 and heard == [1] * 10
+    assert (result.failed_cells, result.count("oom"), result.count("ok")) == (2, 1, 7) and len(result.failures) == 1
     statuses = _statuses(db)
     assert statuses[("good", 1)] == statuses[("good", 4)] == "ok"
     assert statuses[("good2", 1)] == statuses[("good2", 4)] == "ok"  # measured after the crash
     assert statuses[("crash", 1)] == "ok"  # stored before the worker died
     assert statuses[("crash", 4)].startswith("error: worker exited with code 3")
     assert statuses[("oom", 1)] == "ok" and statuses[("oom", 4)] == "oom"
+    assert statuses[("raises", 4)] == "error: RuntimeError: this layer fails at batch 4"
+
+
+def test_an_interrupted_survey_stores_nothing_for_the_cell_in_flight_and_exits_130(tmp_path, models):
+    """Ctrl-C: one line saying what was stored and what is left, exit 130, no error row for the cell the worker was
+    on (so --no-retry-errors does not skip it), no worker left running; a rerun measures what is left."""
+    db = tmp_path / "results.sqlite"
+    argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,4",
+            "--backend", "eager", "--attribute", "none", "--models", models("slow")]  # fmt: skip
+    survey = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not db.exists() or not _key_counts(db)):
+        time.sleep(0.2)
+    survey.send_signal(signal.SIGINT)  # the worker sleeps in batch 4's forward pass
+    _, err = survey.communicate(timeout=60)
+    assert survey.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "utilscope: interrupted: 1 cells stored, 1 left; rerun to resume"
+    assert _statuses(db) == {("slow", 1): "ok"}
+    assert not _processes_naming(str(db))  # the worker was stopped with the survey
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of the running processes that contain ``text`` (Linux /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # the process ended meanwhile
+        if text in line:
+            found.append(line)
+    return found
 
 
 def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settings(tmp_path, models):
@@ -130,7 +179,8 @@ def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settin
         frame, op_classes = store.frame(), store.op_class_frame()
     assert not frame["cudnn_benchmark"].any() and (frame["memory_format"] == "channels_last").all()
     assert not any(env["cudnn_benchmark"] for env in frame["environment"])  # as the worker set it
-    assert set(op_classes["model"]) == set(frame["model"]) and not op_classes["cudnn_benchmark"].any()
+    # (a model whose cells were all stored before the kill is not measured again, nor attributed)
+    assert not op_classes.empty and not op_classes["cudnn_benchmark"].any()
 
 
 def test_two_surveys_write_one_store_concurrently(tmp_path, models):
@@ -241,7 +291,13 @@ def test_model_selection():
      (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
      (["--jobs", "0"], "--jobs and --per-worker must be at least 1"),
      (["--min-time-ms", "0"], "--min-time-ms must be positive"),
-     (["--batch", ""], "grid is empty")],
+     (["--batch", ""], "grid is empty"),
+     (["--batch", "0"], "batch size must be"),
+     (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
+     (["--backend", "foo"], "unknown backend 'foo'"),
+     (["--res", "0"], "resolution must be between 1 and"),
+     (["--models", "torchvision:resnet5"], "unknown model 'torchvision:resnet5'"),
+     (["--peak", "nan"], "--peak must be a positive, finite number")],
 )  # fmt: skip
 def test_bad_survey_options_are_usage_errors_that_never_create_the_store(tmp_path, models, extra, message, capsys):
     db = tmp_path / "r.sqlite"
@@ -256,3 +312,32 @@ def test_the_survey_default_precision_follows_the_device(models, tmp_path):
         plan = plan_survey(SurveyGrid((models("good"),), (1,), device="cpu"), store)
     assert [g.precision for g in plan.groups] == ["fp32"]
     assert survey_plan.grid_configuration(SurveyGrid((models("good"),), device="cpu"))[1] == ("fp32",)
+
+
+def test_a_dry_run_lists_the_cells_and_writes_nothing(tmp_path, models, capsys):
+    """No file is created, an empty file stays empty, a store stays byte for byte as it was."""
+    argv = ["survey", "--device", "cpu", "--batch", "1,4", "--backend", "eager", "--models", models("good"),
+            "--models", models("good2"), "--dry-run"]  # fmt: skip
+    missing, empty, stored = tmp_path / "missing.sqlite", tmp_path / "empty.sqlite", tmp_path / "stored.sqlite"
+    empty.touch()
+    with Store(stored) as store:
+        plan = plan_survey(grid(models, ["good"]), store)
+        store.add({"key": plan.groups[0].keys(plan.config)[0], "status": "ok"})
+    before = stored.read_bytes()
+    for db, cells in ((missing, 4), (empty, 4), (stored, 3)):
+        assert main([*argv, "--db", str(db)]) == 0
+        out = capsys.readouterr().out
+        assert f"survey: {cells} cells to measure in 2 groups" in out and "good2" in out and "1,4" in out
+    assert not missing.exists() and empty.stat().st_size == 0 and stored.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "stored.sqlite"]
+
+
+def test_the_summary_counts_every_error_row_and_sets_the_exit_code(capsys):
+    statuses = ["ok", "oom", "ok", "error: RuntimeError: boom"]
+    outcome = pd.DataFrame({"model": ["a", "a", "b", "b"], "precision": "fp32", "backend": "eager",
+                            "batch": [1, 4, 1, 4], "status": statuses})  # fmt: skip
+    console = Console(width=200, force_terminal=False)
+    assert render_result(SurveyResult(4, 2.0, outcome, []), console) == 1
+    out = capsys.readouterr().out
+    assert "4 cells in 2.0 s (0.50 s per cell): 2 ok, 1 oom, 1 failed" in out and "1 × error: RuntimeError: boom" in out
+    assert render_result(SurveyResult(2, 1.0, outcome.iloc[:2], []), console) == 0  # an oom is a result, not a failure

@@ -3,7 +3,7 @@ option is checked by the library object it builds (``MeasureRequest``, ``CudnnSe
 
 Exit codes: 0 ok; 1 some models (or cells) of a multi-model command failed, each failure printed, the others ran;
 2 usage error (bad input: unknown model, batch <= 0, ``--peak nan``, a store of a newer schema, ...), one line;
-3 an unexpected error (a bug), with its traceback.
+3 an unexpected error (a bug), with its traceback; 130 interrupted (Ctrl-C; a survey keeps what it stored).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import warnings
 from rich.console import Console
 
 from utilscope.cli import count, measure, nas, survey
-from utilscope.cli.common import EXIT_INTERNAL, EXIT_USAGE
+from utilscope.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from utilscope.errors import UtilscopeError
 
 VERB_GROUPS = (count, measure, survey, nas)
@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     except UtilscopeError as exc:
         print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt as exc:  # a survey says what it stored and what is left
+        print(f"utilscope: {exc or 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: say so, with the traceback, and an exit code of its own
         traceback.print_exc()
         print(f"utilscope: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)

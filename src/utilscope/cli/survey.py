@@ -11,8 +11,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
 from utilscope.models import sets as model_sets
+from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
 from utilscope.report.html import build_report
-from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
+from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
 from utilscope.survey.runner import RunOptions, run_survey
 from utilscope.survey.store import Store
 
@@ -75,25 +76,36 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
 
 
 def run_grid(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
-    """Plan, print the plan, run it with a progress bar; shared by ``survey`` and ``nas measure``."""
+    """Plan, print the plan, run it with a progress bar, print what was stored; shared by ``survey`` and ``nas
+    measure``. Everything is checked before the store is opened; a dry run reads a copy and writes nothing."""
     grid, options = grid_and_options(models, args, attribute)
-    with Store(args.db) as store:
+    expanded = expand_grid(grid)
+    with Store(args.db, snapshot=args.dry_run) as store:
         report_migration(store)
-        plan = plan_survey(grid, store)
+        plan = plan_survey(grid, store, expanded)
     console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
-    if args.dry_run or not plan.groups:
+    if args.dry_run:
+        if plan.groups:
+            console.print(plan_table(plan))
+        return 0
+    if not plan.groups:
         return 0
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("measuring", total=plan.cells)
         result = run_survey(plan, options, lambda cells: progress.advance(task, cells))
+    return render_result(result, console)
+
+
+def render_result(result, console: Console) -> int:
     per_cell = result.wall_s / result.cells if result.cells else 0.0
-    console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell), "
-                  f"{result.failed_cells} failed")  # fmt: skip
-    for failure in result.failures[:20]:
-        console.print(f"  [red]{escape(failure)}[/]")
+    console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
+                  f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed")  # fmt: skip
+    console.print(outcome_table(result))
+    for line in worst_errors(result):
+        console.print(f"  [red]{escape(line)}[/]")
     return EXIT_PARTIAL if result.failed_cells else 0
 
 

@@ -48,14 +48,14 @@ class Migration:
 
     from_version: int
     to_version: int
-    backup: Path
+    backup: Path | None  # None: migrated in memory only (a snapshot), no file was copied
     measurements: int  # rows converted
     op_classes: int  # op-class rows kept
     op_classes_rekeyed: int  # op-class rows keyed with the cuDNN settings they were measured with
 
     def describe(self) -> str:
         rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
-        kept = f"the schema-{self.from_version} file is kept as {self.backup}"
+        kept = f"the schema-{self.from_version} file is kept as {self.backup}" if self.backup else "in memory only"
         return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
 
 
@@ -153,22 +153,25 @@ def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_clas
     return conn.execute("SELECT COUNT(*) FROM op_classes").fetchone()[0]
 
 
-def migrate_v1(conn: sqlite3.Connection, path: Path) -> Migration:
+def migrate_v1(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
     """Convert a v1 store to the current schema inside the caller's write transaction (the caller commits or
-    rolls back), after a backup copy. MigrationError (the store unchanged) when a row cannot be converted."""
+    rolls back), after a backup copy of ``path`` unless ``backup`` is False. MigrationError (the store unchanged)
+    when a row cannot be converted."""
     try:
         measurements, formats = _v1_measurements(conn)
         op_classes, rekeyed = _v1_op_classes(conn, formats)
     except (MigrationError, ValueError) as exc:
         raise MigrationError(f"cannot migrate {path} from schema 1: {exc}; it was left unchanged") from None
-    backup = backup_path(path, 1)
-    copy_store(path, backup)
+    copy = backup_path(path, 1) if backup else None
+    if copy is not None:
+        copy_store(path, copy)
     try:
         kept = _replace_tables(conn, measurements, op_classes)
     except BaseException:
-        backup.unlink(missing_ok=True)  # the caller rolls back: the store stays as it was
+        if copy is not None:
+            copy.unlink(missing_ok=True)  # the caller rolls back: the store stays as it was
         raise
-    return Migration(1, SCHEMA_VERSION, backup, len(measurements), kept, rekeyed)
+    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed)
 
 
 V1_SCHEMA = [

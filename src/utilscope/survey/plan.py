@@ -103,19 +103,25 @@ def grid_configuration(grid: SurveyGrid) -> tuple[Configuration, tuple[str, ...]
     return Configuration.from_environment(env), precisions
 
 
-def plan_survey(grid: SurveyGrid, store: Store) -> SurveyPlan:
-    """Expand the grid and drop the cells the store already holds. Raises on bad input before anything runs."""
+def expand_grid(grid: SurveyGrid) -> tuple[Configuration, list[Group]]:
+    """Every group of the grid, in the configuration this machine measures it in: models resolved, resolutions and
+    precisions checked on the device. Touches no store, so bad input never creates one."""
     config, precisions = grid_configuration(grid)
-    done = store.done_keys(retry_errors=grid.retry_errors)
-    groups, skipped = [], 0
+    groups = []
     for model in grid.models:
         spec = zoo.parse_spec(model)
         res = zoo.resolve_resolution(spec, grid.resolution)
-        for precision in precisions:
-            for backend in grid.backends:
-                group = Group(spec.id, res, precision, backend, grid.batches)
-                todo = [key.batch for key in group.keys(config) if key not in done]
-                skipped += len(grid.batches) - len(todo)
-                if todo:
-                    groups.append(group.only(todo))
-    return SurveyPlan(grid, config, groups, skipped)
+        groups += [Group(spec.id, res, precision, backend, grid.batches) for precision in precisions
+                   for backend in grid.backends]  # fmt: skip
+    return config, groups
+
+
+def plan_survey(grid: SurveyGrid, store: Store, expanded: tuple[Configuration, list[Group]] | None = None,
+                ) -> SurveyPlan:  # fmt: skip
+    """The grid (``expanded`` when already expanded) without the cells the store holds. Raises on bad input."""
+    config, groups = expanded or expand_grid(grid)
+    done = store.done_keys(retry_errors=grid.retry_errors)
+    todo = [group.only(key.batch for key in group.keys(config) if key not in done) for group in groups]
+    planned = [group for group in todo if group.batches]
+    skipped = len(groups) * len(grid.batches) - sum(len(group.batches) for group in planned)
+    return SurveyPlan(grid, config, planned, skipped)

@@ -13,11 +13,13 @@ import selectors
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+import pandas as pd
 import torch
 
 from utilscope import hardware
@@ -59,10 +61,40 @@ class RunOptions:
 
 @dataclass
 class SurveyResult:
+    """What a run did: the planned cells' rows as stored (``outcome``: model, precision, backend, batch, status),
+    its wall time, and the workers that died or hung (``failures``)."""
+
     cells: int
-    failed_cells: int
     wall_s: float
+    outcome: pd.DataFrame
     failures: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        """Cells with this status: "ok", "oom" or "error" (any ``error: ...``)."""
+        statuses = self.outcome["status"]
+        return int((statuses.str.startswith("error") if status == "error" else statuses == status).sum())
+
+    @property
+    def failed_cells(self) -> int:
+        """Cells whose row is an error (a worker that raised, died or hung); oom is a measurement's outcome."""
+        return self.count("error")
+
+
+class SurveyInterrupted(KeyboardInterrupt):
+    """An interrupted run: the cells stored stay, the one in flight was not stored; rerunning resumes."""
+
+    def __init__(self, stored: int, left: int):
+        super().__init__(f"interrupted: {stored} cells stored, {left} left; rerun to resume")
+        self.stored, self.left = stored, left
+
+
+def outcome(plan: SurveyPlan, db: str) -> pd.DataFrame:
+    """The rows the store holds for the plan's cells (a cell not stored has no row)."""
+    with Store(db) as store:
+        statuses = store.statuses()
+    rows = [(key.model, key.precision, key.backend, key.batch, statuses[key])
+            for group in plan.groups for key in group.keys(plan.config) if key in statuses]  # fmt: skip
+    return pd.DataFrame(rows, columns=["model", "precision", "backend", "batch", "status"])
 
 
 def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
@@ -89,35 +121,70 @@ def failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) -> 
             for key in group.keys(plan.config)]  # fmt: skip
 
 
-def watch_worker(command: list[str], env: dict, timeout_s: float, reporter: Reporter) -> str | None:
+class Workers:
+    """The worker processes of a run, so that an interrupt stops them all. Each runs in a session of its own: a
+    terminal's Ctrl-C reaches the runner only, which stops the workers and stores nothing for their cells in
+    flight."""
+
+    def __init__(self):
+        self.lock, self.running, self.stopping = threading.Lock(), set(), threading.Event()
+
+    def start(self, command: list[str], env: dict, stderr) -> subprocess.Popen:
+        with self.lock:
+            if self.stopping.is_set():
+                raise KeyboardInterrupt
+            worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                                      start_new_session=True)  # fmt: skip
+            self.running.add(worker)
+            return worker
+
+    def finished(self, worker: subprocess.Popen) -> None:
+        with self.lock:
+            self.running.discard(worker)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping.set()
+            for worker in self.running:
+                worker.kill()
+
+
+def watch_worker(command: list[str], env: dict, timeout_s: float, reporter: Reporter,
+                 workers: Workers | None = None) -> str | None:  # fmt: skip
     """Run a worker, passing its "cell done" and "group done" lines to ``reporter``; kill it when one group takes
     over ``timeout_s``. Returns None when it exited cleanly, else the failure status for the group it was on."""
-    with (
-        tempfile.TemporaryFile("w+") as stderr,
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as worker,
-    ):
-        deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as selector:
-            selector.register(worker.stdout, selectors.EVENT_READ)
-            while True:
-                if not selector.select(max(0.0, deadline - time.monotonic())):
-                    worker.kill()
-                    worker.wait()
-                    return f"error: timeout after {timeout_s:.0f} s"
-                line = worker.stdout.readline()
-                if not line:
-                    break
-                if line.startswith(CELL_DONE):
-                    reporter.cell_done()
-                elif line.startswith(GROUP_DONE):
-                    deadline = time.monotonic() + timeout_s
-                    reporter.group_done()
-        code = worker.wait()
-        if code == 0:
-            return None
-        stderr.seek(0)
-        last = (stderr.read().strip().splitlines() or ["(no output)"])[-1]
-        return f"error: worker exited with code {code}: {last[:300]}"
+    workers = workers or Workers()
+    with tempfile.TemporaryFile("w+") as stderr, workers.start(command, env, stderr) as worker:
+        try:
+            return _follow(worker, stderr, timeout_s, reporter)
+        finally:
+            workers.finished(worker)
+
+
+def _follow(worker: subprocess.Popen, stderr, timeout_s: float, reporter: Reporter) -> str | None:
+    """Read a running worker's lines until it exits or stays silent for ``timeout_s`` (then it is killed)."""
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(worker.stdout, selectors.EVENT_READ)
+        while True:
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                worker.kill()
+                worker.wait()
+                return f"error: timeout after {timeout_s:.0f} s"
+            line = worker.stdout.readline()
+            if not line:
+                break
+            if line.startswith(CELL_DONE):
+                reporter.cell_done()
+            elif line.startswith(GROUP_DONE):
+                deadline = time.monotonic() + timeout_s
+                reporter.group_done()
+    code = worker.wait()
+    if code == 0:
+        return None
+    stderr.seek(0)
+    last = (stderr.read().strip().splitlines() or ["(no output)"])[-1]
+    return f"error: worker exited with code {code}: {last[:300]}"
 
 
 def missing(groups: list[Group], plan: SurveyPlan, db: str) -> list[Group]:
@@ -151,20 +218,25 @@ def _same_group(a: Group, b: Group) -> bool:
 
 
 def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, gpu: int | None,
-              on_cells_done: Callable[[int], None] | None = None) -> list[str]:  # fmt: skip
+              on_cells_done: Callable[[int], None] | None = None,
+              workers: Workers | None = None) -> list[str]:  # fmt: skip
     """Measure groups in one worker process; when it dies or hangs, store error rows for the group it was on and
     start a new worker for the groups after it (each round settles at least one group). ``on_cells_done(n)`` as
-    cells are stored, measured or failed. Returns failure messages."""
+    cells are stored, measured or failed. After ``workers.stop()`` nothing more is stored or started. Returns
+    failure messages."""
+    workers = workers or Workers()
     env = {**os.environ, PARENT_ENV: str(os.getpid())}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     device = plan.grid.device if gpu is None else "cuda:0"
     failures: list[str] = []
     remaining = list(groups)
-    while remaining:
+    while remaining and not workers.stopping.is_set():
         start_s, reporter = time.perf_counter(), Reporter(list(remaining), on_cells_done)
         command = worker_command(reporter.groups, plan, options, device)
-        status = watch_worker(command, env, options.timeout_s, reporter)
+        status = watch_worker(command, env, options.timeout_s, reporter, workers)
+        if workers.stopping.is_set():
+            break  # interrupted: the cell in flight is not a failure, and is not stored
         remaining = missing(reporter.groups, plan, options.db)
         if not remaining:
             break
@@ -172,42 +244,60 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, gpu: i
         if status is not None and in_flight is not None and not _same_group(remaining[0], in_flight):
             continue  # it died after storing its group's cells: nothing failed, the rest goes to a new worker
         failed = remaining.pop(0)  # the group it was on (or, after a clean exit that left cells, the first left)
-        reason = status or "error: the worker exited without storing this cell"
-        with Store(options.db) as store:
-            for row in failure_rows(failed, plan, reason, time.perf_counter() - start_s):
-                store.add(row)
-        failures += [f"{failed.model} {failed.precision} {failed.backend} batch {b}: {reason}" for b in failed.batches]
+        failures += _record_failure(failed, plan, options.db, status, time.perf_counter() - start_s)
         if on_cells_done is not None:
             on_cells_done(len(failed.batches))
     return failures
 
 
+def _record_failure(group: Group, plan: SurveyPlan, db: str, status: str | None, wall_s: float) -> list[str]:
+    reason = status or "error: the worker exited without storing this cell"
+    with Store(db) as store:
+        for row in failure_rows(group, plan, reason, wall_s):
+            store.add(row)
+    return [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}" for b in group.batches]
+
+
 def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[int], None] | None = None,
                ) -> SurveyResult:  # fmt: skip
     """Run the plan's groups, ``options.per_worker`` groups per worker process, ``options.jobs`` workers at a
-    time; on CUDA with several GPUs each running worker holds its own GPU."""
+    time; on CUDA with several GPUs each running worker holds its own GPU. An interrupt (Ctrl-C) stops every
+    worker and raises ``SurveyInterrupted``: the cells stored stay, the ones in flight are not stored."""
     dev = hardware.resolve_device(plan.grid.device)
     gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
     if gpus and options.jobs > gpus:
         raise UsageError(f"--jobs {options.jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each "
                          "other's timings")  # fmt: skip
-    chunks = chunk_groups(plan.groups, options.per_worker)
     start_s = time.perf_counter()
     if dev.type == "cuda":
         hardware.get_ceilings(dev)  # measured once here and cached, not by every worker at once
+    failures = _run_chunks(plan, options, chunk_groups(plan.groups, options.per_worker), gpus, on_cells_done)
+    return SurveyResult(plan.cells, time.perf_counter() - start_s, outcome(plan, options.db), failures)
+
+
+def _run_chunks(plan: SurveyPlan, options: RunOptions, chunks: list[list[Group]], gpus: int,
+                on_cells_done: Callable[[int], None] | None) -> list[str]:  # fmt: skip
+    """The chunks on ``options.jobs`` threads, each holding a GPU of its own (when there are several)."""
     free_gpus: queue.Queue[int | None] = queue.Queue()
     for index in range(options.jobs):
         free_gpus.put(index if gpus > 1 else None)
+    workers = Workers()
 
     def task(chunk: list[Group]) -> list[str]:
         gpu = free_gpus.get()
         try:
-            return run_chunk(chunk, plan, options, gpu, on_cells_done)
+            return [] if workers.stopping.is_set() else run_chunk(chunk, plan, options, gpu, on_cells_done, workers)
         finally:
             free_gpus.put(gpu)
 
-    failures: list[str] = []
-    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        for messages in pool.map(task, chunks):
-            failures += messages
-    return SurveyResult(plan.cells, len(failures), time.perf_counter() - start_s, failures)
+    pool = ThreadPoolExecutor(max_workers=options.jobs)
+    try:
+        futures = [pool.submit(task, chunk) for chunk in chunks]
+        failures = [message for future in futures for message in future.result()]
+    except KeyboardInterrupt:
+        workers.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        stored = len(outcome(plan, options.db))
+        raise SurveyInterrupted(stored, plan.cells - stored) from None
+    pool.shutdown()
+    return failures

@@ -11,7 +11,9 @@ newer utilscope is a ``StoreError`` and is never modified.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,9 +115,10 @@ def _check_file(path: Path) -> None:
             raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
 
 
-def _init_schema(conn: sqlite3.Connection, path: Path) -> Migration | None:
+def _init_schema(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration | None:
     """Check the file; create the tables in a fresh one, or migrate an older schema's (in one transaction, so
-    concurrent openers agree). Returns what a migration did."""
+    concurrent openers agree; after a backup copy of ``path`` unless ``backup`` is False). Returns what a
+    migration did."""
     state = _read_state(conn)
     _verify(state, path)
     if state.version == SCHEMA_VERSION:
@@ -129,7 +132,7 @@ def _init_schema(conn: sqlite3.Connection, path: Path) -> Migration | None:
         state = _read_state(conn)  # another process may have created or migrated it meanwhile
         _verify(state, path)
         if state.version in MIGRATIONS:
-            migration = MIGRATIONS[state.version](conn, path)
+            migration = MIGRATIONS[state.version](conn, path, backup)
         elif state.version != SCHEMA_VERSION:
             for statement in schema_sql():
                 conn.execute(statement)
@@ -139,7 +142,7 @@ def _init_schema(conn: sqlite3.Connection, path: Path) -> Migration | None:
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if migration is not None:
+        if migration is not None and migration.backup is not None:
             migration.backup.unlink(missing_ok=True)  # the store is unchanged: the copy is not needed
         raise
     return migration
@@ -195,6 +198,33 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
     return conn, migration
 
 
+def _snapshot(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
+    """An in-memory copy of the store at ``path`` (an empty store when there is none or it is empty), at the
+    current schema. The file is never written: it is copied (with its write-ahead log) to a temporary folder, read
+    from there, and an older schema is migrated in memory only."""
+    _check_file(path)
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        if path.exists() and path.stat().st_size > 0:
+            with tempfile.TemporaryDirectory() as folder:
+                copy = Path(folder) / path.name
+                for suffix in ("", "-wal"):
+                    if Path(f"{path}{suffix}").exists():
+                        shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+                source = sqlite3.connect(copy)
+                try:
+                    source.backup(memory)
+                finally:
+                    source.close()
+        return memory, _init_schema(memory, path, backup=False)
+    except sqlite3.DatabaseError as exc:
+        memory.close()
+        raise StoreError(f"{path} is corrupt or not a usable results store (SQLite: {exc}); left unchanged") from exc
+    except BaseException:
+        memory.close()
+        raise
+
+
 # --- the store -------------------------------------------------------------------------------------------------
 
 
@@ -207,14 +237,15 @@ def _upsert_sql(table: str, kinds: dict, conflict: tuple) -> str:
 
 class Store:
     """A results store file; ``Store(path)`` creates a missing one (and its parent folders) unless
-    ``create=False`` (reading commands: a missing store is an error, not an empty one). ``migration`` says what
-    opening an older schema's store did (None when nothing was migrated)."""
+    ``create=False`` (reading commands: a missing store is an error, not an empty one). ``snapshot=True`` reads an
+    in-memory copy and never writes the file (a dry run; a missing file reads as an empty store). ``migration``
+    says what opening an older schema's store did (None when nothing was migrated)."""
 
-    def __init__(self, path, create: bool = True):
+    def __init__(self, path, create: bool = True, snapshot: bool = False):
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"no results store at {self.path}")
-        self._conn, self.migration = _connect(self.path)
+        self._conn, self.migration = _snapshot(self.path) if snapshot else _connect(self.path)
 
     def __enter__(self) -> Store:
         return self
@@ -286,6 +317,11 @@ class Store:
         return {
             decode_key(values) for values in self._query(f"SELECT {', '.join(KEY_COLUMNS)} FROM measurements{where}")
         }
+
+    def statuses(self) -> dict[CellKey, str]:
+        """The status of every stored cell."""
+        rows = self._query(f"SELECT {', '.join(KEY_COLUMNS)}, status FROM measurements")
+        return {decode_key(values[:-1]): values[-1] for values in rows}
 
     def frame(self) -> pd.DataFrame:
         """All measurements, ordered by key: notes and environment decoded, bools as bools, missing ints <NA>, and

@@ -1,0 +1,38 @@
+"""Terminal views of a survey: the plan a dry run lists, and the summary of what a run stored."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+
+def plan_table(plan) -> Table:
+    """One row per group of cells: the model, precision, backend and the batch sizes still to measure."""
+    table = Table(title=f"{plan.cells} cells to measure in {len(plan.groups)} groups ({plan.skipped} already stored)")
+    for name in ("model", "resolution", "precision", "backend", "batch sizes"):
+        table.add_column(name, justify="right" if name == "resolution" else "left")
+    for group in plan.groups:
+        batches = ",".join(map(str, group.batches))
+        table.add_row(group.model, str(group.resolution), group.precision, group.backend, batches)
+    return table
+
+
+def outcome_table(result) -> Table:
+    """Per model (precision, backend): how many cells are ok, oom and error."""
+    frame = result.outcome.assign(kind=result.outcome["status"].str.split(":").str[0])
+    counts = frame.groupby(["model", "precision", "backend", "kind"]).size().unstack(fill_value=0)
+    summary = f"{result.count('ok')} ok, {result.count('oom')} oom, {result.count('error')} error"
+    table = Table(title=f"{len(frame)} of {result.cells} cells stored: {summary}")
+    for name in ("model", "precision", "backend", "ok", "oom", "error"):
+        table.add_column(name, justify="right" if name in ("ok", "oom", "error") else "left")
+    for (model, precision, backend), row in counts.iterrows():
+        cells = [str(int(row.get(kind, 0))) for kind in ("ok", "oom", "error")]
+        style = "red" if row.get("error", 0) else None
+        table.add_row(model, precision, backend, *cells, style=style)
+    return table
+
+
+def worst_errors(result, most: int = 5) -> list[str]:
+    """The most frequent error messages of the run, with how many cells each hit."""
+    errors = result.outcome[result.outcome["status"].str.startswith("error")]
+    counts = errors["status"].value_counts().head(most)
+    return [f"{count} × {status[:300]}" for status, count in counts.items()]
