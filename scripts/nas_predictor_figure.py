@@ -28,11 +28,11 @@ SHOWN = {"predictor": ("predictor", "tab:blue"), "flops_proxy": ("FLOPs proxy (c
 def panels(db: str) -> list[tuple[str, int, object]]:
     """(space, batch, held-out estimates) for each space's shipped H200 profile and the store's measurements."""
     with Store(db, create=False) as store:
-        frame = store.frame()
+        frame, records = store.frame(), store.model_records()
     result = []
     for space in SPACES:
         predictor = load_predictor(shipped_profile("h200", space))
-        archs, measurements = measured_dataset(frame, space)
+        archs, measurements = measured_dataset(frame, space, records)
         rows = usable_rows(predictor.table, archs, measurements)
         estimates = holdout_estimates(predictor, archs, rows, set(predictor.holdout_ids))
         result += [(space, int(batch), group) for batch, group in estimates.groupby("batch")]

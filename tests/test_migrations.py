@@ -15,7 +15,7 @@ from utilscope.measure.environment import environment, software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.survey.migrations import V1_SCHEMA, MigrationError, v1_configuration
 from utilscope.survey.plan import SurveyGrid, plan_survey
-from utilscope.survey.schema import SCHEMA_VERSION
+from utilscope.survey.schema import ALL_TABLES, SCHEMA_VERSION
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200"
@@ -105,22 +105,35 @@ def test_a_v1_store_that_cannot_be_migrated_is_left_unchanged(tmp_path):
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
+def v1_nas_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """Schema 1 named an architecture by its file (``nas:data/h200/mbv3_archs.jsonl:ID``), schema 2 by content
+    (``nas:mbv3:ID``, the space from the row's family): the only value the migration changes on purpose."""
+    if "family" not in frame.columns:
+        return frame
+    nas = frame["model"].str.startswith("nas:")
+    space = frame.loc[nas, "family"].str.removeprefix("NAS ")
+    arch = frame.loc[nas, "model"].str.rsplit(":", n=1).str[-1]
+    return frame.assign(model=frame["model"].where(~nas, "nas:" + space + ":" + arch))
+
+
 @pytest.mark.parametrize("path", STORES, ids=[str(p.relative_to(DATA)) for p in STORES])
 def test_every_committed_store_is_at_the_current_schema_and_exports_its_schema_1_values(path, tmp_path):
     """Each store's export has the rows and values of the CSV exported before the migration, on every column
     that CSV has (op-class rows too, but for the cuDNN columns of those v1 mis-keyed)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    conn.close()
     copy = tmp_path / path.name
     shutil.copy(path, copy)
+    conn = sqlite3.connect(copy)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    for table, kinds in ALL_TABLES.items():  # the file's tables have the current schema's columns
+        assert [row[1] for row in conn.execute(f"PRAGMA table_info({table})")] == list(kinds), table
+    conn.close()
     tables = [("measurements", path.with_suffix(".csv"))]
     if path.with_name(f"{path.stem}_op_classes.csv").exists():
         tables.append(("op_classes", path.with_name(f"{path.stem}_op_classes.csv")))
     with Store(copy, create=False) as store:
         for table, reference in tables:
             exported = pd.read_csv(store.export(tmp_path / f"{table}.csv", table), dtype=str, keep_default_na=False)
-            before = pd.read_csv(reference, dtype=str, keep_default_na=False)
+            before = v1_nas_ids(pd.read_csv(reference, dtype=str, keep_default_na=False))
             columns = [c for c in before.columns if table == "measurements" or c != "software"]
             order = [c for c in ("model", "resolution", "batch", "precision", "backend", "op_class") if c in columns]
             pd.testing.assert_frame_equal(
@@ -152,3 +165,30 @@ def test_the_cli_refuses_a_store_of_a_newer_schema_in_one_line(tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"newer utilscope (schema {SCHEMA_VERSION + 1} > {SCHEMA_VERSION})" in err
     assert path.read_bytes() == before and not (tmp_path / "out.csv").exists()
+
+
+def test_v1_nas_rows_are_named_by_content_and_keep_their_records(tmp_path, monkeypatch):
+    """A v1 NAS id names its JSONL file relative to where it was measured: found from the store's folder up, the
+    row is renamed nas:<space>:<ID> and the record is kept in the store; without the file, nothing changes."""
+    from utilscope.nas.sampler import sample_architectures, save_jsonl
+    from utilscope.nas.spaces import get_space
+
+    record = sample_architectures(get_space("mbv3"), 1, seed=2)[0]
+    (tmp_path / "data").mkdir()
+    save_jsonl(tmp_path / "data" / "archs.jsonl", [record])
+    store = tmp_path / "data" / "nas.sqlite"
+    row = {"model": f"nas:data/archs.jsonl:{record['id']}", "resolution": 0, "batch": 1, "precision": "fp16",
+           "backend": "graph", "device": "NVIDIA H200", "family": "NAS mbv3",
+           "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark off"}  # fmt: skip
+    write_v1_store(store, [row])
+    orphan = tmp_path / "orphan.sqlite"
+    write_v1_store(orphan, [{**row, "model": f"nas:gone/archs.jsonl:{record['id']}"}])
+    monkeypatch.chdir(tmp_path / "data")  # not where it was measured: the file is found above the store
+    with Store(store) as migrated:
+        assert migrated.migration.architectures == 1
+        assert list(migrated.frame()["model"]) == [f"nas:mbv3:{record['id']}"]
+        assert migrated.model_records() == {f"nas:mbv3:{record['id']}": record}
+    before = orphan.read_bytes()
+    with pytest.raises(StoreError, match="architectures file gone/archs.jsonl its NAS rows name is not found"):
+        Store(orphan)
+    assert orphan.read_bytes() == before

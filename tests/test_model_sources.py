@@ -84,12 +84,15 @@ def test_the_nas_source_resolves_architecture_files(tmp_path):
     record = sample_architectures(space, 1, seed=3)[0]
     path = save_jsonl(tmp_path / "archs.jsonl", [record])
     spec = zoo.parse_spec(f"{path}:{record['id']}")
-    assert spec == zoo.ModelSpec("nas", f"{path}:{record['id']}") and zoo.parse_spec(spec.id) == spec
+    assert spec == zoo.ModelSpec("nas", f"regnet:{record['id']}") and zoo.parse_spec(spec.id) == spec  # by content
+    assert zoo.model_record(spec) == record and zoo.portable_spec(spec) == f"nas:{path}:{record['id']}"
     assert zoo.native_resolution(spec) == space.resolution(record)
     assert sum(p.numel() for p in zoo.build_model(spec).parameters()) == space.complexity(record).params
     assert sets.family_of(spec.id) == "NAS regnet"
     source = sources.model_sources()["nas"]
-    assert source.exists(spec.name) and not source.exists(f"{path}:nope") and source.list_names() == ()
+    assert source.exists(spec.name) and not source.exists("regnet:0123456789abcdef") and source.list_names() == ()
+    with pytest.raises(UsageError, match="give it as archs.jsonl:ID"):
+        source.build("regnet:0123456789abcdef", 224)
 
 
 def _imported_modules(path: Path) -> set[str]:

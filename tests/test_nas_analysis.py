@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from utilscope.errors import UsageError
 from utilscope.nas.analysis import analyze, equal_flops_spread, spearman
-from utilscope.nas.sampler import sample_architectures, save_jsonl
+from utilscope.nas.sampler import sample_architectures
 from utilscope.nas.spaces import get_space
 
 
@@ -20,24 +22,24 @@ def test_spearman_is_pearson_on_ranks():
 
 
 def _store_frame(tmp_path, n=12):
+    """(measurements, records) as a store holds them: rows keyed by content ids, the records beside them."""
     space = get_space("mbv3")
     records = sample_architectures(space, n, seed=7)
-    path = save_jsonl(tmp_path / "archs.jsonl", records)
     rows = []
     for record in records:
         flops = space.complexity(record).flops
         expand = space.features(record)["expand_ratio_mean"]
         utilization = 0.01 * expand  # by construction: utilization grows with the expand ratio only
         samples_per_s = utilization * 989.4e12 / flops
-        rows.append({"model": f"nas:{path}:{record['id']}", "status": "ok", "batch": 256, "precision": "fp16",
+        rows.append({"model": f"nas:mbv3:{record['id']}", "status": "ok", "batch": 256, "precision": "fp16",
                      "backend": "graph", "flops_per_sample": flops, "samples_per_s": samples_per_s,
                      "utilization": utilization})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), {f"nas:mbv3:{record['id']}": record for record in records}
 
 
 def test_analysis_finds_the_feature_that_drives_utilization(tmp_path):
-    frame = _store_frame(tmp_path)
-    [result] = analyze(frame)
+    frame, records = _store_frame(tmp_path)
+    [result] = analyze(frame, records)
     assert (result.space, result.batch, result.architectures) == ("mbv3", 256, 12)
     top = result.effects.iloc[0]
     assert top.feature == "expand_ratio_mean" and top.spearman == pytest.approx(1.0)
@@ -56,7 +58,7 @@ def test_equal_flops_spread():
 def test_no_nas_rows_is_a_clear_error():
     frame = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
     with pytest.raises(UsageError, match="no successful measurements of sampled architectures"):
-        analyze(frame)
+        analyze(frame, {})
 
 
 def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
@@ -69,11 +71,20 @@ def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
 def test_report_draws_the_nas_figures_only_for_nas_rows(tmp_path):
     from utilscope.report.nas_plots import write_nas_figures
 
-    frame = _store_frame(tmp_path)
-    figures = write_nas_figures(frame, tmp_path)
+    frame, records = _store_frame(tmp_path)
+    figures = write_nas_figures(frame, tmp_path, records)
     assert [path.name for _, path, _ in figures] == [
         "nas_throughput_vs_gflops.png", "nas_utilization.png", "nas_feature_effects.png",
     ]  # fmt: skip
     assert all(path.stat().st_size > 1000 for _, path, _ in figures)
     zoo_only = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
-    assert write_nas_figures(zoo_only, tmp_path) == []
+    assert write_nas_figures(zoo_only, tmp_path, {}) == []
+
+
+def test_a_nas_store_is_analyzed_from_any_folder(tmp_path, monkeypatch):
+    """The committed store names its architectures by content and holds their records: no file is needed."""
+    from utilscope.cli import main
+
+    store = Path(__file__).resolve().parent.parent / "data" / "h200" / "nas.sqlite"
+    monkeypatch.chdir(tmp_path)
+    assert main(["nas", "analyze", str(store), "--json"]) == 0

@@ -43,8 +43,13 @@ def test_nas_measure_stores_one_row_per_architecture_and_batch(archs, tmp_path):
     assert main(argv) == 0
     with Store(db) as store:
         frame = store.frame()
-    assert sorted(frame["model"]) == sorted(f"nas:{path}:{r['id']}" for r in records[:2])
+        stored = store.model_records()
+    ids = sorted(f"nas:mbv3:{r['id']}" for r in records[:2])  # named by content, wherever the file is
+    assert sorted(frame["model"]) == ids and stored == {f"nas:mbv3:{r['id']}": r for r in records[:2]}
     assert set(frame["status"]) == {"ok"} and set(frame["family"]) == {"NAS mbv3"}
-    assert main(argv) == 0  # resumed: nothing left to measure
+    moved = tmp_path / "elsewhere" / "copy.jsonl"
+    moved.parent.mkdir()
+    moved.write_text(path.read_text())
+    assert main([*argv[:2], str(moved), *argv[3:]]) == 0  # resumed from another file: nothing left to measure
     with Store(db) as store:
         assert len(store.frame()) == 2

@@ -63,9 +63,11 @@ def dataset(tmp_path_factory):
     db = folder / "nas.sqlite"
     with Store(db) as store:
         for row in rows:
-            key = CellKey(f"nas:{path}:{row['id']}", 0, row["batch"], "fp16", "graph", SYNTHETIC)
+            key = CellKey(f"nas:mbv3:{row['id']}", 0, row["batch"], "fp16", "graph", SYNTHETIC)
             store.add({"key": key, "status": "ok", "latency_ms": row["latency_ms"],
                        "samples_per_s": row["samples_per_s"]})  # fmt: skip
+        for arch in archs:
+            store.add_model_record(f"nas:mbv3:{arch['id']}", arch)
     return {"archs": archs, "by_id": {a["id"]: a for a in archs}, "path": path, "table": table,
             "measurements": measurements, "db": db, "folder": folder}  # fmt: skip
 

@@ -406,3 +406,29 @@ def test_report_and_export_commands(tmp_path, capsys):
     assert "no results store" in capsys.readouterr().err
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
     assert main(["export", str(tmp_path / "junk.sqlite"), str(tmp_path / "x.csv")]) == 2
+
+
+# --- claims and model records -------------------------------------------------------------------------------------
+
+
+def test_claims_keep_a_cell_for_its_owner_until_released_or_expired(tmp_path):
+    other = CellKey.from_columns({**KEY, "batch": 16})
+    with Store(tmp_path / "r.sqlite") as store:
+        assert store.claim([CELL, other], "run-a", "host:gpu0", lease_s=60) == {CELL, other}
+        assert store.claim([CELL], "run-b", "host:gpu0", lease_s=60) == set()  # held by a live run
+        assert store.claims() == {CELL: ("run-a", "host:gpu0"), other: ("run-a", "host:gpu0")}
+        store.release("run-a")
+        assert store.claim([CELL], "run-b", "host:gpu1", lease_s=-1) == set()  # claimed, but already expired
+        assert store.claims() == {}
+        assert store.claim([CELL], "run-c", "host:gpu1", lease_s=60) == {CELL}  # an expired claim is taken over
+        store.renew("run-c", lease_s=-1)
+        assert store.claims() == {} and store.claim([CELL], "run-d", "x", 60) == {CELL}
+        assert len(store.frame()) == 0  # claims are not measurements
+
+
+def test_model_records_are_kept_beside_the_rows(tmp_path):
+    record = {"space": "mbv3", "id": "0123456789abcdef", "depths": [2, 2, 2, 2, 2]}
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add_model_record("nas:mbv3:0123456789abcdef", record)
+        store.add_model_record("nas:mbv3:0123456789abcdef", record)  # again: replaced, not doubled
+        assert store.model_records() == {"nas:mbv3:0123456789abcdef": record}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +28,7 @@ from utilscope.measure.settings import CudnnSettings
 from utilscope.models import sets as model_sets
 from utilscope.survey import plan as survey_plan
 from utilscope.survey import runner, worker
+from utilscope.survey.claims import claim
 from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
 from utilscope.survey.runner import CELL_DONE, Reporter, RunOptions, SurveyResult, run_survey, watch_worker
 from utilscope.survey.store import Store
@@ -183,19 +185,31 @@ def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settin
     assert not op_classes.empty and not op_classes["cudnn_benchmark"].any()
 
 
-def test_two_surveys_write_one_store_concurrently(tmp_path, models):
+def test_two_surveys_on_one_store_measure_each_cell_once(tmp_path, models):
+    """Two runs whose grids overlap: the second skips the cells the first holds, and is told it shares the device;
+    both write the store at the same time, and every cell is measured once."""
     db = tmp_path / "results.sqlite"
-    runs = []
-    for name in ("good", "good2"):
+    leases = []
+    for names in (["good", "good2"], ["good2", "oom"]):
         with Store(db) as store:
-            runs.append(plan_survey(grid(models, [name], (1, 2, 4)), store))
-    threads = [threading.Thread(target=run_survey, args=(plan, RunOptions(str(db)))) for plan in runs]
+            leases.append(claim(plan_survey(grid(models, names, (1, 2, 4)), store), str(db)))
+    assert (leases[0].plan.cells, leases[1].plan.cells, leases[1].taken) == (6, 3, 3)
+    assert leases[1].neighbours == [leases[0].owner]  # the same device: the two runs disturb each other
+    heard, results = [], []
+
+    def run(lease):
+        results.append(run_survey(lease.plan, RunOptions(str(db)), heard.append, lease))
+
+    threads = [threading.Thread(target=run, args=(lease,)) for lease in leases]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=300)
     counts = _key_counts(db)
-    assert len(counts) == 6 and set(counts.values()) == {1}
+    assert len(counts) == 9 and set(counts.values()) == {1} and sum(heard) == 9  # each cell measured once
+    assert sorted(r.taken for r in results) == [0, 3]
+    with Store(db) as store:
+        assert store.claims() == {}  # both released what they held
 
 
 def test_a_silent_worker_is_killed_at_the_timeout(tmp_path):
@@ -341,3 +355,16 @@ def test_the_summary_counts_every_error_row_and_sets_the_exit_code(capsys):
     out = capsys.readouterr().out
     assert "4 cells in 2.0 s (0.50 s per cell): 2 ok, 1 oom, 1 failed" in out and "1 × error: RuntimeError: boom" in out
     assert render_result(SurveyResult(2, 1.0, outcome.iloc[:2], []), console) == 0  # an oom is a result, not a failure
+
+
+def test_a_killed_run_on_this_host_leaves_no_claim_in_the_way(tmp_path, models):
+    """The owner of a claim is a run of this host whose process ended: its cells are free at once."""
+    db = tmp_path / "results.sqlite"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with Store(db) as store:
+        plan = plan_survey(grid(models, ["good"]), store)
+        keys = plan.groups[0].keys(plan.config)
+        store.claim(keys[1:], f"{socket.gethostname()}:{dead.stdout.strip()}:feed", "elsewhere", lease_s=600)
+        store.claim(keys[:1], "another-host:1:beef", "elsewhere", lease_s=600)  # not ours to judge: kept
+    lease = claim(plan, str(db))
+    assert (lease.plan.cells, lease.taken) == (1, 1)

@@ -138,7 +138,7 @@ def cmd_fit(args, console: Console) -> int:
     table = load_tables(args.table, args.space)
     with Store(args.db, create=False) as store:
         report_migration(store)
-        archs, measurements = measured_dataset(store.frame(), args.space)
+        archs, measurements = measured_dataset(store.frame(), args.space, store.model_records())
     predictor = fit(table, archs, measurements, args.seed)
     predictor.save(args.out)
     render_fit(predictor, args.out, args.seed, console)
@@ -165,8 +165,8 @@ def cmd_search(args, console: Console) -> int:
     if args.simulate is not None:
         with Store(args.simulate, create=False) as store:
             report_migration(store)
-            frame = store.frame()
-        simulation = simulate(request, frame, args.holdout_only)
+            frame, records = store.frame(), store.model_records()
+        simulation = simulate(request, frame, records, args.holdout_only)
         if args.json:
             print(json.dumps({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
                               "margins": simulation.margins,
@@ -190,7 +190,7 @@ def cmd_search(args, console: Console) -> int:
 def cmd_analyze(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
-        results = analyze(store.frame())
+        results = analyze(store.frame(), store.model_records())
     if args.json:
         docs = [{**vars(r), "spread": r.spread.to_dict(orient="records"),
                  "effects": r.effects.to_dict(orient="records")} for r in results]  # fmt: skip

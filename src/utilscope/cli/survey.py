@@ -13,6 +13,7 @@ from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.models import sets as model_sets
 from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
 from utilscope.report.html import build_report
+from utilscope.survey.claims import claim
 from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
 from utilscope.survey.runner import RunOptions, run_survey
 from utilscope.survey.store import Store
@@ -91,12 +92,23 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
         return 0
     if not plan.groups:
         return 0
+    lease = claim(plan, args.db)
+    report_lease(lease, console)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("measuring", total=plan.cells)
-        result = run_survey(plan, options, lambda cells: progress.advance(task, cells))
+        task = progress.add_task("measuring", total=lease.plan.cells)
+        result = run_survey(lease.plan, options, lambda cells: progress.advance(task, cells), lease)
     return render_result(result, console)
+
+
+def report_lease(lease, console: Console) -> None:
+    if lease.taken:
+        console.print(f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
+                      "after it to measure any it leaves)")  # fmt: skip
+    for neighbour in lease.neighbours:
+        console.print(f"[yellow]warning: another survey ({escape(neighbour)}) is measuring on this device: the two "
+                      "runs disturb each other's timings[/]")  # fmt: skip
 
 
 def render_result(result, console: Console) -> int:
@@ -117,7 +129,7 @@ def report_migration(store: Store) -> None:
 def cmd_report(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
-        path = build_report(store.frame(), store.op_class_frame(), args.out)
+        path = build_report(store.frame(), store.op_class_frame(), args.out, store.model_records())
     console.print(f"report: {path}")
     return 0
 

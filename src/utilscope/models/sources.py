@@ -40,6 +40,14 @@ def _no_family(name: str) -> str | None:
     return None
 
 
+def _no_record(name: str) -> dict | None:
+    return None
+
+
+def _same_name(name: str) -> str:
+    return name
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """One source of models. ``name`` prefixes the ids of its models (``torchvision:resnet18``); the functions take
@@ -57,6 +65,10 @@ class ModelSource:
     bare_names: bool = False  # whether a bare NAME tries this source (in registration order)
     family: Callable[[str], str | None] = _no_family  # a family model_sets.toml cannot tell ("NAS mbv3")
     hint: str = ""  # how the unknown-source message names a source found by its shape ("a .py file")
+    # What a results store keeps so that the model can be known without its file (a NAS architecture's record),
+    # and how another process names it (a worker rebuilds it from that name).
+    record: Callable[[str], dict | None] = _no_record
+    portable: Callable[[str], str] = _same_name
 
 
 SOURCES: Registry[ModelSource] = Registry("model source")

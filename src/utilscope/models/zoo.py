@@ -128,6 +128,16 @@ def source_family(model_id: str) -> str | None:
     return source.family(name) if source is not None else None
 
 
+def model_record(spec: ModelSpec) -> dict | None:
+    """What a store keeps of the model so it is known without its file (None for most sources)."""
+    return model_sources().get(spec.source).record(spec.name)
+
+
+def portable_spec(spec: ModelSpec) -> str:
+    """A spec another process parses back to this model (a NAS architecture: its file and id)."""
+    return f"{spec.source}:{model_sources().get(spec.source).portable(spec.name)}"
+
+
 def native_resolution(spec: ModelSpec) -> int:
     """The input resolution the model was designed for."""
     return model_sources().get(spec.source).native_resolution(spec.name)

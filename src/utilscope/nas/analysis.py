@@ -12,8 +12,6 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.models import zoo
-from utilscope.nas.source import nas_record
 from utilscope.nas.spaces import get_space
 
 EQUAL_FLOPS_TOLERANCE = 0.05  # architectures within ±5% FLOPs of each other count as equal-FLOPs
@@ -27,14 +25,17 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
     return float(ranks["x"].corr(ranks["y"]))
 
 
-def nas_frame(measurements: pd.DataFrame) -> pd.DataFrame:
-    """The successful NAS rows, with each architecture's design features as columns (``feature:<name>``)."""
+def nas_frame(measurements: pd.DataFrame, records: dict[str, dict]) -> pd.DataFrame:
+    """The successful NAS rows, with each architecture's design features (from its record,
+    ``Store.model_records``) as columns (``feature:<name>``)."""
     rows = measurements[measurements["model"].str.startswith("nas:") & (measurements["status"] == "ok")]
     if rows.empty:
         raise UsageError("the store has no successful measurements of sampled architectures (utilscope nas measure)")
     features = {}
     for model in rows["model"].unique():
-        record = nas_record(zoo.parse_spec(model))
+        if model not in records:
+            raise UsageError(f"the store holds no architecture record of {model}")
+        record = records[model]
         features[model] = {f"feature:{k}": v for k, v in get_space(record["space"]).features(record).items()}
         features[model]["space"] = record["space"]
     return rows.join(pd.DataFrame.from_dict(features, orient="index"), on="model")
@@ -82,9 +83,9 @@ class SpaceAnalysis:
     effects: pd.DataFrame
 
 
-def analyze(measurements: pd.DataFrame) -> list[SpaceAnalysis]:
+def analyze(measurements: pd.DataFrame, records: dict[str, dict]) -> list[SpaceAnalysis]:
     """One analysis per (space, batch size, precision, backend) measured; largest groups first."""
-    frame = nas_frame(measurements)
+    frame = nas_frame(measurements, records)
     results = []
     for (space, batch, _, _), group in frame.groupby(["space", "batch", "precision", "backend"]):
         quantiles = group["utilization"].quantile([0.05, 0.25, 0.5, 0.75, 0.95])

@@ -410,18 +410,12 @@ def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, h
     return report
 
 
-def measured_dataset(frame: pd.DataFrame, space: str) -> tuple[dict[str, Arch], pd.DataFrame]:
-    """From a store's measurements: the architectures of ``space`` measured there (by id, from the JSONL files their
-    model ids name) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
-    from utilscope.models import zoo
-    from utilscope.nas.source import nas_record
-
+def measured_dataset(frame: pd.DataFrame, space: str, records: dict[str, Arch]) -> tuple[dict[str, Arch], pd.DataFrame]:
+    """From a store's measurements and model records (``Store.model_records``): the architectures of ``space``
+    measured there (by id) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
     rows = frame[frame["model"].str.startswith("nas:") & (frame["status"] == "ok")]
-    archs: dict[str, Arch] = {}
-    for model in rows["model"].unique():
-        record = nas_record(zoo.parse_spec(model))
-        if record["space"] == space:
-            archs[model.rsplit(":", 1)[-1]] = record
+    archs = {record["id"]: record for model, record in records.items() if model in set(rows["model"])
+             and record.get("space") == space}  # fmt: skip
     rows = rows.assign(id=rows["model"].str.rsplit(":", n=1).str[-1])
     rows = rows[rows["id"].isin(archs)]
     if rows.empty:

@@ -29,6 +29,7 @@ from utilscope.nas.search import (
     flops_objective,
     objective_from_table,
 )
+from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 
 
@@ -47,10 +48,11 @@ def predictor_estimator(predictor: Predictor, batch: int) -> Estimator:
     return lambda archs: predictor.predict(list(archs), batch)["samples_per_s"].to_numpy()
 
 
-def simulation_inputs(frame: pd.DataFrame, space_name: str, batch: int) -> tuple[CandidatePool, MeasuredPool]:
+def simulation_inputs(frame: pd.DataFrame, space_name: str, batch: int, records: dict[str, Arch],
+                      ) -> tuple[CandidatePool, MeasuredPool]:  # fmt: skip
     """The pool = the architectures of ``space_name`` measured at ``batch`` in the store; the oracle answers from
     their measured samples/s."""
-    archs, measurements = measured_dataset(frame, space_name)
+    archs, measurements = measured_dataset(frame, space_name, records)
     at_batch = measurements[measurements["batch"] == batch]
     if at_batch.empty:
         raise UsageError(f"the store has no {space_name} measurements at batch {batch}")
@@ -155,10 +157,12 @@ class Simulation:
     comparison: pd.DataFrame  # one row per strategy
 
 
-def simulate(request: SearchRequest, frame: pd.DataFrame, holdout_only: bool = False) -> Simulation:
-    """Compare the strategies on a measured store's architectures (answers come from the measurements)."""
+def simulate(request: SearchRequest, frame: pd.DataFrame, records: dict[str, Arch], holdout_only: bool = False,
+             ) -> Simulation:  # fmt: skip
+    """Compare the strategies on a measured store's architectures (``frame`` and ``records``: ``Store.frame()``
+    and ``Store.model_records()``; answers come from the measurements)."""
     predictor = select_predictor(request.profile, request.gpu, request.space)
-    pool, oracle = simulation_inputs(frame, request.space, request.batch)
+    pool, oracle = simulation_inputs(frame, request.space, request.batch, records)
     pool, oracle, dropped = covered_pool(pool, oracle, predictor, request.batch)
     if holdout_only:
         pool, oracle = restrict_pool(pool, oracle, set(predictor.holdout_ids))

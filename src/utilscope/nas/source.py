@@ -1,12 +1,16 @@
 """The ``nas`` model source: an architecture of a JSONL file written by ``utilscope nas sample``, as a zoo model.
 
-Its spec is ``archs.jsonl:ID`` (the ``nas:`` prefix is optional), its id ``nas:archs.jsonl:ID``, its family
-"NAS <space>". ``utilscope.models.sources`` imports this module as a plug-in; importing it registers the source.
+Its spec is ``archs.jsonl:ID`` (the ``nas:`` prefix is optional); its id names the architecture by content,
+``nas:<space>:<ID>`` (``ID`` is the hash of the record), whatever file or folder it was read from, so a results
+store keyed by it moves with its records (``Store.model_records``). An id is known to a process once a spec naming
+its file was parsed; its family is "NAS <space>". ``utilscope.models.sources`` imports this module as a plug-in;
+importing it registers the source.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from torch import nn
@@ -18,15 +22,17 @@ from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 
+_CANONICAL = re.compile(r"(?P<space>[A-Za-z0-9_]+):(?P<id>[0-9a-f]{16})")
+_KNOWN: dict[str, tuple[Arch, str]] = {}  # canonical name -> (record, "path.jsonl:ID" it was read from)
+
 
 @functools.cache
 def _records(path: str, mtime_ns: int) -> dict[str, Arch]:
     return {arch["id"]: arch for arch in load_jsonl(path) if "id" in arch}
 
 
-def _record(name: str) -> Arch:
-    """The record of ``path.jsonl:ID``; UsageError when the file or the id is missing."""
-    path, _, arch = name.rpartition(":")
+def read_record(path: str, arch: str) -> Arch:
+    """The record ``arch`` of the JSONL file at ``path``; UsageError when the file or the id is missing."""
     if not Path(path).is_file():
         raise UsageError(f"architecture file not found: {path}")
     records = _records(path, Path(path).stat().st_mtime_ns)
@@ -35,41 +41,51 @@ def _record(name: str) -> Arch:
     return records[arch]
 
 
+def canonical_name(record: Arch) -> str:
+    """``<space>:<ID>``: the name of an architecture by content."""
+    return f"{record['space']}:{record['id']}"
+
+
+def _known(name: str) -> tuple[Arch, str]:
+    if name not in _KNOWN:
+        raise UsageError(f"architecture nas:{name} is not known here: give it as archs.jsonl:ID (the file it was "
+                         "sampled into)")  # fmt: skip
+    return _KNOWN[name]
+
+
 def nas_record(spec: ModelSpec) -> Arch:
-    """The architecture record behind a ``nas`` spec (``path.jsonl:ID``)."""
-    return _record(spec.name)
+    """The architecture record behind a parsed ``nas`` spec."""
+    return _known(spec.name)[0]
 
 
 def _match(text: str) -> str | None:
-    if ".jsonl:" not in text:
-        return None
-    _record(text)  # checks the file and the id
-    return text
-
-
-def _exists(name: str) -> bool:
-    path, _, arch = name.rpartition(":")
-    return Path(path).is_file() and arch in _records(path, Path(path).stat().st_mtime_ns)
-
-
-def _native_resolution(name: str) -> int:
-    record = _record(name)
-    return get_space(record["space"]).resolution(record)
-
-
-def _build(name: str, resolution: int) -> nn.Module:
-    """The architecture's network (its record fixes the resolution)."""
-    record = _record(name)
-    return get_space(record["space"]).build(record)
+    """``path.jsonl:ID`` -> its canonical name (the record read and remembered); a canonical name already known."""
+    if ".jsonl:" in text:
+        path, _, arch = text.rpartition(":")
+        record = read_record(path, arch)
+        name = canonical_name(record)
+        _KNOWN.setdefault(name, (record, text))
+        return name
+    if _CANONICAL.fullmatch(text) and text in _KNOWN:
+        return text
+    return None
 
 
 NAS = register_source(
     ModelSource(
         "nas",
-        build=_build,
-        native_resolution=_native_resolution,
-        exists=_exists,
+        build=lambda name, resolution: _build(name),
+        native_resolution=lambda name: get_space(_known(name)[0]["space"]).resolution(_known(name)[0]),
+        exists=lambda name: name in _KNOWN,
         match=_match,
-        family=lambda name: f"NAS {_record(name)['space']}",
+        family=lambda name: f"NAS {name.partition(':')[0]}",
+        record=lambda name: _known(name)[0],
+        portable=lambda name: _known(name)[1],
     )
 )
+
+
+def _build(name: str) -> nn.Module:
+    """The architecture's network (its record fixes the resolution)."""
+    record = _known(name)[0]
+    return get_space(record["space"]).build(record)

@@ -133,12 +133,13 @@ def write_csv(measurements: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def write_figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path) -> list[tuple]:
+def write_figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path,
+                  records: dict[str, dict]) -> list[tuple]:  # fmt: skip
     """Draw every figure into ``out_dir``; returns ``(title, path, text)`` per figure, in page order."""
     figures = [(title, draw(measurements, out_dir / name), text) for name, title, draw, text in FIGURES]
     name, title, text = OP_CLASS_FIGURE
     figures.append((title, plots.plot_op_class_shares(op_classes, out_dir / name, measurements), text))
-    return figures + write_nas_figures(measurements, out_dir)
+    return figures + write_nas_figures(measurements, out_dir, records)
 
 
 # ---------------------------------------------------------------------------------------------- page
@@ -302,11 +303,13 @@ def _figure_html(title: str, path: Path, text: str) -> str:
     )
 
 
-def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path) -> Path:
+def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path,
+                 records: dict[str, dict] | None = None) -> Path:  # fmt: skip
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
-    ``Store.op_class_frame()`` (may be empty). Raises ``UsageError`` naming the missing columns.
+    ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures').
+    Raises ``UsageError`` naming the missing columns.
     """
     check_columns(measurements, MEASUREMENT_COLUMNS, "measurements")
     if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
@@ -314,7 +317,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(measurements, out_dir / "measurements.csv")
-    figures = write_figures(measurements, op_classes, out_dir)
+    figures = write_figures(measurements, op_classes, out_dir, records or {})
     page = _PAGE.substitute(
         title="utilscope: GPU utilization of CNN inference",
         lead=_lead(measurements),

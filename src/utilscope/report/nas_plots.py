@@ -60,8 +60,8 @@ def plot_nas_utilization(frame: pd.DataFrame, path: Path) -> Path:
     return _save(figure, path, "dashed: the median")
 
 
-def plot_nas_feature_effects(measurements: pd.DataFrame, path: Path) -> Path:
-    results = sorted(analyze(measurements), key=lambda r: (r.space, r.batch))
+def plot_nas_feature_effects(measurements: pd.DataFrame, records: dict[str, dict], path: Path) -> Path:
+    results = sorted(analyze(measurements, records), key=lambda r: (r.space, r.batch))
     figure, panels = _figure(6.5 * len(results), 4.5, columns=len(results), sharey=False)
     for axes, result in zip(panels, results, strict=True):
         effects = result.effects.head(TOP_FEATURES).iloc[::-1]
@@ -88,12 +88,13 @@ NAS_EFFECTS_FIGURE = (
 )
 
 
-def write_nas_figures(measurements: pd.DataFrame, out_dir: Path) -> list[tuple]:
-    """``(title, path, text)`` per NAS figure; none when the store has no NAS measurements."""
+def write_nas_figures(measurements: pd.DataFrame, out_dir: Path, records: dict[str, dict]) -> list[tuple]:
+    """``(title, path, text)`` per NAS figure; none when the store has no NAS measurements. ``records``: the
+    architectures' records (``Store.model_records``)."""
     if not has_nas_rows(measurements):
         return []
-    frame = nas_frame(measurements)
+    frame = nas_frame(measurements, records)
     figures = [(title, draw(frame, out_dir / name), text) for name, title, draw, text in NAS_FIGURES]
     name, title, text = NAS_EFFECTS_FIGURE
-    figures.append((title, plot_nas_feature_effects(measurements, out_dir / name), text))
+    figures.append((title, plot_nas_feature_effects(measurements, records, out_dir / name), text))
     return figures

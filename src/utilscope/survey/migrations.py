@@ -5,7 +5,9 @@ v1 -> v2: v1 keyed a configuration by a prose ``software`` column ("torch 2.11.0
 580.159.04 · cudnn.benchmark off"); v2 keys it by columns (``schema.Configuration``). The prose is parsed back
 into versions and cuDNN settings, and must regenerate exactly, else the store is left unchanged. v1 op-class rows
 of a non-default cuDNN setting were measured with full autotuning (a v1 bug: attribution ignored the survey's cuDNN
-options), so they are keyed with the settings they were measured with.
+options), so they are keyed with the settings they were measured with. v1 named a NAS architecture by the path of
+its JSONL file relative to where it was measured (``nas:data/h200/mbv3_archs.jsonl:ID``); v2 names it by content
+(``nas:mbv3:ID``) and keeps its record in the store, so a store moves with its architectures.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Migration:
     measurements: int  # rows converted
     op_classes: int  # op-class rows kept
     op_classes_rekeyed: int  # op-class rows keyed with the cuDNN settings they were measured with
+    architectures: int = 0  # NAS architectures now named by content, their records kept in the store
 
     def describe(self) -> str:
         rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
@@ -97,7 +100,43 @@ def copy_store(path: Path, destination: Path) -> None:
         source.close()
 
 
-def _v1_measurements(conn: sqlite3.Connection) -> tuple[list[tuple], dict[tuple, str]]:
+def _v1_nas_models(conn: sqlite3.Connection) -> dict[str, str]:
+    """v1 NAS model ids (``nas:<path>.jsonl:<ID>``, the file named relative to where it was measured) -> ids by
+    content (``nas:<space>:<ID>``), the space read from the row's family ("NAS mbv3")."""
+    renames = {}
+    for model, family in conn.execute("SELECT DISTINCT model, family FROM measurements WHERE model LIKE 'nas:%'"):
+        if not family.startswith("NAS "):
+            raise MigrationError(f"the NAS model {model} has no search space in its family {family!r}")
+        renames[model] = f"nas:{family.removeprefix('NAS ')}:{model.rpartition(':')[2]}"
+    return renames
+
+
+def _find_file(name: str, store: Path) -> Path:
+    """A file a v1 NAS id names: relative to the working folder, or to the store's folder or one above it."""
+    folder = store.resolve().parent
+    for candidate in (Path(name), *(base / name for base in (folder, *folder.parents))):
+        if candidate.is_file():
+            return candidate
+    raise MigrationError(f"the architectures file {name} its NAS rows name is not found (in the working folder or "
+                         "above the store): migrate it from the folder it was measured in")  # fmt: skip
+
+
+def _v1_nas_records(renames: dict[str, str], store: Path) -> dict[str, dict]:
+    """The record of each renamed architecture, from the JSONL file (``utilscope nas sample``) its v1 id names."""
+    files: dict[str, dict[str, dict]] = {}
+    records = {}
+    for old, new in renames.items():
+        name, _, arch = old.removeprefix("nas:").rpartition(":")
+        if name not in files:
+            lines = _find_file(name, store).read_text().splitlines()
+            files[name] = {doc["id"]: doc for doc in map(json.loads, filter(str.strip, lines)) if "id" in doc}
+        if arch not in files[name]:
+            raise MigrationError(f"{name} holds no architecture {arch}")
+        records[new] = files[name][arch]
+    return records
+
+
+def _v1_measurements(conn: sqlite3.Connection, renames: dict[str, str]) -> tuple[list[tuple], dict[tuple, str]]:
     """v2 rows of the v1 measurements, and each v1 key's memory format (for its op-class rows)."""
     rows, formats = [], {}
     env_at = V1_VALUE_COLUMNS.index("environment")
@@ -105,14 +144,16 @@ def _v1_measurements(conn: sqlite3.Connection) -> tuple[list[tuple], dict[tuple,
         v1_key, values = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
         memory_format = json.loads(values[env_at]).get("memory_format", V1_MEMORY_FORMAT)
         formats[v1_key] = memory_format
-        key = _v2_key(v1_key, memory_format)
+        key = _v2_key(v1_key, memory_format, renames)
         by_name = dict(zip(V1_VALUE_COLUMNS, values, strict=True))
         rows.append(encode_key(key) + tuple(by_name[name] for name in VALUE_COLUMNS))
     return rows, formats
 
 
-def _v2_key(v1_key: tuple, memory_format: str, cudnn: CudnnSettings | None = None) -> CellKey:
+def _v2_key(v1_key: tuple, memory_format: str, renames: dict[str, str], cudnn: CudnnSettings | None = None,
+            ) -> CellKey:  # fmt: skip
     model, resolution, batch, precision, backend, device, software = v1_key
+    model = renames.get(model, model)
     config = v1_configuration(software, device, memory_format)
     if cudnn is not None:
         config = Configuration(config.device, config.memory_format, config.torch, config.cudnn, config.driver,
@@ -120,15 +161,16 @@ def _v2_key(v1_key: tuple, memory_format: str, cudnn: CudnnSettings | None = Non
     return CellKey(model, resolution, batch, precision, backend, config)
 
 
-def _v1_op_classes(conn: sqlite3.Connection, formats: dict[tuple, str]) -> tuple[list[tuple], int]:
+def _v1_op_classes(conn: sqlite3.Connection, formats: dict[tuple, str], renames: dict[str, str],
+                   ) -> tuple[list[tuple], int]:  # fmt: skip
     """v2 op-class rows keyed with the settings they were measured with (full autotuning), those already keyed so
     first; and how many were re-keyed."""
     values = tuple(OP_CLASS_VALUE_KINDS)
     rows, rekeyed = [], []
     for record in conn.execute(f"SELECT {', '.join(V1_KEY_COLUMNS + values)} FROM op_classes"):
         v1_key, rest = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
-        stored = _v2_key(v1_key, formats.get(v1_key, V1_MEMORY_FORMAT))
-        measured = _v2_key(v1_key, stored.config.memory_format, CudnnSettings())
+        stored = _v2_key(v1_key, formats.get(v1_key, V1_MEMORY_FORMAT), renames)
+        measured = _v2_key(v1_key, stored.config.memory_format, renames, CudnnSettings())
         (rows if measured == stored else rekeyed).append(encode_key(measured) + rest)
     return rows + rekeyed, len(rekeyed)
 
@@ -137,7 +179,8 @@ def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
     return f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
-def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_classes: list[tuple]) -> int:
+def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_classes: list[tuple],
+                    records: dict[str, dict]) -> int:  # fmt: skip
     """The v1 tables replaced by current ones holding the converted rows; returns the op-class rows kept."""
     conn.execute("ALTER TABLE measurements RENAME TO measurements_v1")
     conn.execute("ALTER TABLE op_classes RENAME TO op_classes_v1")
@@ -145,6 +188,7 @@ def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_clas
         conn.execute(statement)
     conn.executemany(_insert_sql("measurements", KEY_COLUMNS + VALUE_COLUMNS), measurements)
     conn.executemany(_insert_sql("op_classes", KEY_COLUMNS + tuple(OP_CLASS_VALUE_KINDS)), op_classes)
+    conn.executemany(_insert_sql("models", ("model", "record")), [(m, json.dumps(r)) for m, r in records.items()])
     if conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] != len(measurements):
         raise MigrationError("two v1 rows map to one key")  # cannot happen: the v1 key is part of the v2 key
     conn.execute("DROP TABLE measurements_v1")
@@ -158,20 +202,22 @@ def migrate_v1(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     rolls back), after a backup copy of ``path`` unless ``backup`` is False. MigrationError (the store unchanged)
     when a row cannot be converted."""
     try:
-        measurements, formats = _v1_measurements(conn)
-        op_classes, rekeyed = _v1_op_classes(conn, formats)
+        renames = _v1_nas_models(conn)
+        records = _v1_nas_records(renames, path)
+        measurements, formats = _v1_measurements(conn, renames)
+        op_classes, rekeyed = _v1_op_classes(conn, formats, renames)
     except (MigrationError, ValueError) as exc:
         raise MigrationError(f"cannot migrate {path} from schema 1: {exc}; it was left unchanged") from None
     copy = backup_path(path, 1) if backup else None
     if copy is not None:
         copy_store(path, copy)
     try:
-        kept = _replace_tables(conn, measurements, op_classes)
+        kept = _replace_tables(conn, measurements, op_classes, records)
     except BaseException:
         if copy is not None:
             copy.unlink(missing_ok=True)  # the caller rolls back: the store stays as it was
         raise
-    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed)
+    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed, len(records))
 
 
 V1_SCHEMA = [

@@ -57,17 +57,18 @@ class SurveyGrid:
 class Group:
     """The cells one worker measures: one model, precision and backend, several batch sizes."""
 
-    model: str
+    model: str  # the model's id, as the store keys its cells
     resolution: int
     precision: str
     backend: str
     batches: tuple[int, ...]
+    spec: str = ""  # how a worker names the model to build it ("" : the id); a NAS architecture: its file and id
 
     def keys(self, config: Configuration) -> list[CellKey]:
         return [CellKey(self.model, self.resolution, b, self.precision, self.backend, config) for b in self.batches]
 
     def only(self, batches) -> Group:
-        return Group(self.model, self.resolution, self.precision, self.backend, tuple(batches))
+        return Group(self.model, self.resolution, self.precision, self.backend, tuple(batches), self.spec)
 
 
 @dataclass
@@ -111,7 +112,8 @@ def expand_grid(grid: SurveyGrid) -> tuple[Configuration, list[Group]]:
     for model in grid.models:
         spec = zoo.parse_spec(model)
         res = zoo.resolve_resolution(spec, grid.resolution)
-        groups += [Group(spec.id, res, precision, backend, grid.batches) for precision in precisions
+        portable = zoo.portable_spec(spec)
+        groups += [Group(spec.id, res, precision, backend, grid.batches, portable) for precision in precisions
                    for backend in grid.backends]  # fmt: skip
     return config, groups
 

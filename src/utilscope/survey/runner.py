@@ -27,6 +27,7 @@ from utilscope.errors import UsageError
 from utilscope.hardware import check_peak_tflops
 from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
+from utilscope.survey.claims import Lease, claim, holding
 from utilscope.survey.plan import Group, SurveyPlan
 from utilscope.survey.schema import now_iso
 from utilscope.survey.store import Store
@@ -61,13 +62,15 @@ class RunOptions:
 
 @dataclass
 class SurveyResult:
-    """What a run did: the planned cells' rows as stored (``outcome``: model, precision, backend, batch, status),
-    its wall time, and the workers that died or hung (``failures``)."""
+    """What a run did: the cells it claimed and their rows as stored (``outcome``: model, precision, backend,
+    batch, status), its wall time, the workers that died or hung (``failures``), and the planned cells it left to
+    another run that held them (``taken``)."""
 
     cells: int
     wall_s: float
     outcome: pd.DataFrame
     failures: list[str] = field(default_factory=list)
+    taken: int = 0  # planned cells another live run held: skipped here
 
     def count(self, status: str) -> int:
         """Cells with this status: "ok", "oom" or "error" (any ``error: ...``)."""
@@ -259,10 +262,12 @@ def _record_failure(group: Group, plan: SurveyPlan, db: str, status: str | None,
 
 
 def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[int], None] | None = None,
-               ) -> SurveyResult:  # fmt: skip
+               lease: Lease | None = None) -> SurveyResult:  # fmt: skip
     """Run the plan's groups, ``options.per_worker`` groups per worker process, ``options.jobs`` workers at a
-    time; on CUDA with several GPUs each running worker holds its own GPU. An interrupt (Ctrl-C) stops every
-    worker and raises ``SurveyInterrupted``: the cells stored stay, the ones in flight are not stored."""
+    time; on CUDA with several GPUs each running worker holds its own GPU. Only the cells claimed in the store are
+    measured (``lease``, from ``claims.claim``; claimed here when not given): cells another live run holds are
+    skipped. An interrupt (Ctrl-C) stops every worker and raises ``SurveyInterrupted``: the cells stored stay, the
+    ones in flight are not stored."""
     dev = hardware.resolve_device(plan.grid.device)
     gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
     if gpus and options.jobs > gpus:
@@ -271,8 +276,11 @@ def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[i
     start_s = time.perf_counter()
     if dev.type == "cuda":
         hardware.get_ceilings(dev)  # measured once here and cached, not by every worker at once
-    failures = _run_chunks(plan, options, chunk_groups(plan.groups, options.per_worker), gpus, on_cells_done)
-    return SurveyResult(plan.cells, time.perf_counter() - start_s, outcome(plan, options.db), failures)
+    with holding(lease or claim(plan, options.db), options.db) as held:
+        chunks = chunk_groups(held.plan.groups, options.per_worker)
+        failures = _run_chunks(held.plan, options, chunks, gpus, on_cells_done)
+    return SurveyResult(held.plan.cells, time.perf_counter() - start_s, outcome(held.plan, options.db), failures,
+                        held.taken)  # fmt: skip
 
 
 def _run_chunks(plan: SurveyPlan, options: RunOptions, chunks: list[list[Group]], gpus: int,

@@ -109,18 +109,36 @@ def _kinds(cls, skip: tuple[str, ...] = ()) -> dict[str, str]:
     return kinds
 
 
+def _joined(*parts: dict[str, str]) -> dict[str, str]:
+    """Column kinds of several parts of a table; a name in two parts is an error, not an overwrite."""
+    joined: dict[str, str] = {}
+    for part in parts:
+        twice = sorted(set(joined) & set(part))
+        if twice:
+            raise TypeError(f"columns {twice} defined twice")
+        joined.update(part)
+    return joined
+
+
 CELL_COLUMNS = tuple(_kinds(CellKey, skip=("config",)))
 CONFIG_COLUMNS = tuple(_kinds(Configuration))
-KEY_KINDS = {**_kinds(CellKey, skip=("config",)), **_kinds(Configuration)}
+KEY_KINDS = _joined(_kinds(CellKey, skip=("config",)), _kinds(Configuration))
 KEY_COLUMNS = tuple(KEY_KINDS)
-VALUE_KINDS = {"family": "str", "flops_per_sample": "int", "params": "int", **_kinds(ProfileRow, skip=("batch",)),
-               "environment": "dict", "measured_at": "str", "wall_s": "float"}  # fmt: skip
+VALUE_KINDS = _joined({"family": "str", "flops_per_sample": "int", "params": "int"},
+                      _kinds(ProfileRow, skip=("batch",)),
+                      {"environment": "dict", "measured_at": "str", "wall_s": "float"})  # fmt: skip
 VALUE_COLUMNS = tuple(VALUE_KINDS)
-COLUMN_KINDS = {**KEY_KINDS, **VALUE_KINDS}
+COLUMN_KINDS = _joined(KEY_KINDS, VALUE_KINDS)
 OP_CLASS_VALUE_KINDS = {"op_class": "str", "flop_share": "float", "time_share": "float", "time_ms": "float"}
-OP_CLASS_KINDS = {**KEY_KINDS, **OP_CLASS_VALUE_KINDS}
-TABLES = {"measurements": COLUMN_KINDS, "op_classes": OP_CLASS_KINDS}
-PRIMARY_KEYS = {"measurements": KEY_COLUMNS, "op_classes": KEY_COLUMNS + ("op_class",)}
+OP_CLASS_KINDS = _joined(KEY_KINDS, OP_CLASS_VALUE_KINDS)
+TABLES = {"measurements": COLUMN_KINDS, "op_classes": OP_CLASS_KINDS}  # the tables a store exports
+# The store's own bookkeeping: cells a running survey has claimed (until ``expires_at``, unix seconds, unless
+# renewed), and the records that rebuild a model without the file it came from (a NAS architecture).
+CLAIM_KINDS = _joined(KEY_KINDS, {"owner": "str", "owner_device": "str", "expires_at": "float"})
+MODEL_KINDS = {"model": "str", "record": "dict"}
+ALL_TABLES = {**TABLES, "claims": CLAIM_KINDS, "models": MODEL_KINDS}
+PRIMARY_KEYS = {"measurements": KEY_COLUMNS, "op_classes": KEY_COLUMNS + ("op_class",), "claims": KEY_COLUMNS,
+                "models": ("model",)}  # fmt: skip
 DERIVED_COLUMNS = ("software",)  # computed from the key when a table is read; stored nowhere
 
 SQL_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "REAL", "bool": "INTEGER", "list": "TEXT", "dict": "TEXT",
@@ -142,7 +160,7 @@ def check_status(status) -> str:
 def schema_sql() -> list[str]:
     """CREATE TABLE statements of the current schema."""
     statements = []
-    for table, kinds in TABLES.items():
+    for table, kinds in ALL_TABLES.items():
         columns = [f"{name} {SQL_TYPES[kind]}{'' if nullable(name) else ' NOT NULL'}" for name, kind in kinds.items()]
         columns.append(f"PRIMARY KEY ({', '.join(PRIMARY_KEYS[table])})")
         statements.append(f"CREATE TABLE IF NOT EXISTS {table} (\n  " + ",\n  ".join(columns) + "\n)")
@@ -150,6 +168,7 @@ def schema_sql() -> list[str]:
 
 
 def nullable(name: str) -> bool:
+    """Missing numbers of a row are NULL, but never in a key or the bookkeeping tables."""
     return COLUMN_KINDS.get(name, OP_CLASS_KINDS.get(name)) in NULLABLE_KINDS and name not in KEY_KINDS
 
 

@@ -24,6 +24,8 @@ import pandas as pd
 
 from utilscope.survey.migrations import Migration, migrate_v1
 from utilscope.survey.schema import (
+    ALL_TABLES,
+    CLAIM_KINDS,
     COLUMN_KINDS,
     DERIVED_COLUMNS,
     KEY_COLUMNS,
@@ -100,7 +102,8 @@ def _verify(state: _FileState, path: Path) -> None:
             f"{path} was written by a newer utilscope (schema {state.version} > {SCHEMA_VERSION}): upgrade "
             f"utilscope; {left}"
         )
-    missing = [table for table in TABLES if table not in state.tables]
+    required = ALL_TABLES if state.version == SCHEMA_VERSION else TABLES  # what schema 1 had too
+    missing = [table for table in required if table not in state.tables]
     if state.version < 1 or missing or (state.version < SCHEMA_VERSION and state.version not in MIGRATIONS):
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
 
@@ -317,6 +320,47 @@ class Store:
         return {
             decode_key(values) for values in self._query(f"SELECT {', '.join(KEY_COLUMNS)} FROM measurements{where}")
         }
+
+    # --- claims: cells a running survey measures, so that another run skips them ---
+
+    def claim(self, keys: list[CellKey], owner: str, device: str, lease_s: float) -> set[CellKey]:
+        """Claim for ``owner`` (until ``lease_s`` from now) each of ``keys`` no other owner holds a live claim on;
+        returns the keys the owner holds now. Expired claims (a run that died) are taken over."""
+        now = time.time()
+        sql = (f"INSERT INTO claims ({', '.join(CLAIM_KINDS)}) VALUES ({', '.join('?' * len(CLAIM_KINDS))}) "
+               f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET owner = excluded.owner, owner_device = "
+               "excluded.owner_device, expires_at = excluded.expires_at WHERE claims.owner = excluded.owner OR "
+               "claims.expires_at < ?")  # fmt: skip
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
+            conn.executemany(sql, [(*encode_key(key), owner, device, now + lease_s, now) for key in keys])
+        return {key for key, holder in self.claims().items() if holder[0] == owner}
+
+    def renew(self, owner: str, lease_s: float) -> None:
+        """Extend every claim of ``owner`` to ``lease_s`` from now."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (time.time() + lease_s, owner))
+
+    def release(self, owner: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+
+    def claims(self) -> dict[CellKey, tuple[str, str]]:
+        """The live claims: cell -> (owner, device)."""
+        rows = self._query(f"SELECT {', '.join(KEY_COLUMNS)}, owner, owner_device FROM claims WHERE expires_at >= ?",
+                           (time.time(),))  # fmt: skip
+        return {decode_key(values[:-2]): (values[-2], values[-1]) for values in rows}
+
+    # --- model records: what rebuilds a model without its file ---
+
+    def add_model_record(self, model: str, record: dict) -> None:
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO models (model, record) VALUES (?, ?)",
+                         (encode("model", "str", model), encode("record", "dict", record)))  # fmt: skip
+
+    def model_records(self) -> dict[str, dict]:
+        """Model id -> the record stored with its rows (NAS architectures)."""
+        return {model: json.loads(record) for model, record in self._query("SELECT model, record FROM models")}
 
     def statuses(self) -> dict[CellKey, str]:
         """The status of every stored cell."""

@@ -24,6 +24,7 @@ from utilscope.errors import UtilscopeError  # noqa: E402
 from utilscope.measure.settings import CudnnSettings, MeasureRequest, timing_window  # noqa: E402
 from utilscope.measure.sweep import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.models import sets as model_sets  # noqa: E402
+from utilscope.models import zoo  # noqa: E402
 from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV  # noqa: E402
 from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402
 from utilscope.survey.store import Store  # noqa: E402
@@ -87,7 +88,7 @@ def parse_args(argv):
 def group_request(group: dict, settings: dict) -> MeasureRequest:
     """The request of one group's sweep (checked: a bad setting is a UsageError)."""
     return MeasureRequest(
-        group["model"],
+        group.get("spec") or group["model"],
         precision=group["precision"],
         backend=group["backend"],
         device=settings["device"],
@@ -103,6 +104,9 @@ def measure_group(store: Store, group: dict, settings: dict, since_s: float) -> 
     """One model's sweep over its batch sizes, each row stored as soon as it is measured, with the wall time since
     the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
     sweep = prepare_sweep(group_request(group, settings))
+    record = zoo.model_record(zoo.parse_spec(sweep.model_id))
+    if record is not None:  # the store knows the model without its file (a NAS architecture)
+        store.add_model_record(sweep.model_id, record)
     if sweep.plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
         sweep.notes.append(f"timed samples cover {sweep.plan.min_total_ms:.0f} ms: NVML utilization not sampled "
                            "reliably")  # fmt: skip
