@@ -8,6 +8,7 @@ nvml_util              = NVIDIA's time-based utilization sampled during the time
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -34,6 +35,8 @@ CPU_PLAN = TimingPlan(min_total_ms=200.0)
 DEFAULT_GPU_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_CPU_BATCHES = (1, 8)
 INPUT_SEED = 0
+# what torch's CPU allocator says when an allocation fails (a RuntimeError, not an OutOfMemoryError)
+CPU_ALLOCATION_FAILURE = re.compile(r"DefaultCPUAllocator: (can't allocate memory|not enough memory)")
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,13 @@ def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     return row
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and CPU_ALLOCATION_FAILURE.search(str(exc)) is not None
+
+
 def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:
     """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on.
     ``on_row`` sees each row as soon as it is measured (a survey stores it at once)."""
@@ -188,11 +198,13 @@ def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], N
         try:
             row = measure_batch(sweep, batch)
             row.notes = sweep.notes + row.notes
-        except torch.cuda.OutOfMemoryError:
-            row = ProfileRow(batch=batch, status="oom", notes=list(sweep.notes))
         except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
             message = str(exc).splitlines()[0][:200] if str(exc) else ""
-            row = ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}", notes=list(sweep.notes))
+            if is_out_of_memory(exc):
+                row = ProfileRow(batch=batch, status="oom", notes=[*sweep.notes, f"out of memory: {message}"])
+            else:
+                status = f"error: {type(exc).__name__}: {message}"
+                row = ProfileRow(batch=batch, status=status, notes=list(sweep.notes))
         finally:
             if sweep.device.type == "cuda":
                 torch.cuda.empty_cache()
