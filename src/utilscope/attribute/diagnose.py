@@ -447,7 +447,7 @@ def squeeze_excite(attribution: Attribution, context: Context) -> list[Finding]:
 def launch_bound(attribution: Attribution, context: Context) -> list[Finding]:
     """A large share of the end-to-end time with no kernel running: launch overhead, gaps, host work."""
     idle = attribution.idle_share
-    if idle < context.thresholds.idle_share:
+    if idle is None or idle < context.thresholds.idle_share:  # None: not measurable (the notes say why)
         return []
     kernels = sum(layer.kernel_count for layer in attribution.layers)
     mean_us = attribution.kernel_time_ms / kernels * 1e3 if kernels else 0.0

@@ -7,20 +7,33 @@ from rich.markup import escape
 from rich.table import Table
 
 from utilscope.attribute.explain import Explanation
-from utilscope.units import percent, si
+from utilscope.units import percent, si, significant
+
+
+def idle_text(a) -> str:
+    """The idle share as the header states it: what idle means on this device, or why it is not measurable."""
+    meaning = "outside ops: Python, dispatch, gaps" if a.device_type == "cpu" else "launch overhead, gaps"
+    if a.idle_share is None:
+        profiled = f"{a.profiled_ms:.3f} ms" if a.profiled_ms is not None else "more"
+        return f"idle ({meaning}) not measurable: the profiled passes took {profiled}, more than end to end (see note)"
+    return f"idle ({meaning}) {percent(a.idle_share)} of end-to-end"
 
 
 def header_text(explanation: Explanation) -> str:
     a = explanation.attribution
     measured = a.measured_utilization
     attributed = a.attributed_ms / a.kernel_time_ms if a.kernel_time_ms else 0.0
+    peak = (
+        f", FLOP utilization {percent(measured)} of {significant(a.peak_tflops)} TFLOP/s"
+        if measured is not None
+        else ""
+    )
     lines = [
-        f"[bold]{a.model}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {a.backend} · {a.device_name}",
-        f"end-to-end {a.end_to_end_ms:.3f} ms ({a.batch / a.end_to_end_ms * 1e3:,.0f} samples/s)"
-        + (f", FLOP utilization {percent(measured)} of {a.peak_tflops:.1f} TFLOP/s" if measured is not None else ""),
-        f"device time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
-        f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; "
-        f"idle (launch overhead, gaps) {percent(a.idle_share)} of end-to-end",
+        f"[bold]{escape(a.model)}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {a.backend} · "
+        f"{escape(a.device_name)}",
+        f"end-to-end {a.end_to_end_ms:.3f} ms ({significant(a.batch / a.end_to_end_ms * 1e3)} samples/s){peak}",
+        f"{'op' if a.device_type == 'cpu' else 'device'} time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
+        f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; {idle_text(a)}",
     ]
     return "\n".join(lines)
 
@@ -42,7 +55,7 @@ def points_table(explanation: Explanation, top: int) -> Table:
             f"{point.time_ms:.4f}",
             percent(point.time_share),
             percent(point.flop_share),
-            f"{point.achieved_tflops:.2f}",
+            significant(point.achieved_tflops),
             "-" if point.utilization != point.utilization else percent(point.utilization),
             f"{row.intensity:.1f}" if row else "-",
             row.bound.value if row else "-",
@@ -64,7 +77,7 @@ def classes_table(explanation: Explanation) -> Table:
             percent(row.flop_share),
             percent(row.time_share),
             f"{row.time_ms:.3f}",
-            f"{row.achieved_tflops:.2f}",
+            significant(row.achieved_tflops),
             "-" if row.utilization != row.utilization else percent(row.utilization),
         )
     return table
