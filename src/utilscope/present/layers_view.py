@@ -6,7 +6,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from utilscope.attribute.diagnose import pct
 from utilscope.attribute.explain import Explanation
+from utilscope.attribute.hints import Hint
 from utilscope.units import percent, si, significant
 
 
@@ -14,8 +16,9 @@ def idle_text(a) -> str:
     """The idle share as the header states it: what idle means on this device, or why it is not measurable."""
     meaning = "outside ops: Python, dispatch, gaps" if a.device_type == "cpu" else "launch overhead, gaps"
     if a.idle_share is None:
-        profiled = f"{a.profiled_ms:.3f} ms" if a.profiled_ms is not None else "more"
-        return f"idle ({meaning}) not measurable: the profiled passes took {profiled}, more than end to end (see note)"
+        profiled_ms = a.profiled_ms if a.profiled_ms is not None else a.kernel_time_ms
+        unit = "ops" if a.device_type == "cpu" else "kernels"
+        return f"idle ({meaning}) not measurable: the profiled {unit} took {profiled_ms:.3f} ms, more than end to end"
     return f"idle ({meaning}) {percent(a.idle_share)} of end-to-end"
 
 
@@ -102,18 +105,31 @@ def attainable_text(explanation: Explanation) -> str:
     return "\n".join(lines)
 
 
-def findings_text(explanation: Explanation, limit: int = 12) -> str:
+DETAILS_SHOWN = 3  # per hint: the biggest layers shown with their evidence
+NAMES_SHOWN = 6  # ... and the names of this many more
+
+
+def hint_text(hint: Hint) -> str:
+    """One hint: rule, time at stake and what it covers; its evidence; the biggest layers; the advice, once."""
+    covered = f"{len(hint.layers)} flagged" if hint.layers else "the network"
+    lines = [f"• {escape(f'[{hint.rule}]')} {pct(hint.time_share)} of time, {covered}"]
+    if hint.evidence:
+        lines.append(f"    {escape(hint.evidence)}")
+    shown = hint.details[:DETAILS_SHOWN]
+    lines += [f"    {escape(finding.layer)}: {escape(finding.evidence)}" for finding in shown]
+    rest = [name for name in hint.layers if name not in {finding.layer for finding in shown}]
+    if rest:
+        more = f" (+{len(rest) - NAMES_SHOWN} more; --json lists them)" if len(rest) > NAMES_SHOWN else ""
+        lines.append(f"    also: {escape(', '.join(rest[:NAMES_SHOWN]))}{more}")
+    lines.append(f"    → {escape(hint.advice)}")
+    return "\n".join(lines)
+
+
+def findings_text(explanation: Explanation) -> str:
     if not explanation.findings:
         return "no diagnosis rule fired"
-    lines = ["[bold]hints[/] (advice, not verdicts):"]
-    for finding in explanation.findings[:limit]:
-        where = escape(finding.layer or "network")
-        lines.append(
-            f"• {escape(f'[{finding.rule}]')} {where}: {escape(finding.evidence)}\n    → {escape(finding.advice)}"
-        )
-    if len(explanation.findings) > limit:
-        lines.append(f"  … {len(explanation.findings) - limit} more (--json lists all)")
-    return "\n".join(lines)
+    lines = ["[bold]hints[/] (advice, not verdicts), biggest time at stake first:"]
+    return "\n".join(lines + [hint_text(hint) for hint in explanation.findings])
 
 
 def render_layers(explanation: Explanation, console: Console, top: int = 20) -> None:
