@@ -179,6 +179,10 @@ def test_graph_backend_on_cpu_times_plain_launches(tiny, backend):
     a = attribute(tiny, batch=2, backend=backend, device="cpu", ceilings="skip", peak_tflops=1.0, iters=1)
     assert any("CUDA graphs need a CUDA device" in note for note in a.notes)
     assert torch.isfinite(torch.tensor(a.end_to_end_ms))
+    from utilscope.attribute.explain import explain
+    from utilscope.present.layers_view import header_text
+
+    assert " · eager (asked: graph) · " in header_text(explain(a))  # the header names what ran
 
 
 @pytest.mark.skipif(not torch.backends.cudnn.is_available(), reason="cuDNN's benchmark_limit needs cuDNN")

@@ -9,6 +9,7 @@ from rich.table import Table
 from utilscope.attribute.diagnose import pct
 from utilscope.attribute.explain import Explanation
 from utilscope.attribute.hints import Hint
+from utilscope.measure.backends import BACKENDS
 from utilscope.units import percent, si, significant
 
 
@@ -22,6 +23,14 @@ def idle_text(a) -> str:
     return f"idle ({meaning}) {percent(a.idle_share)} of end-to-end"
 
 
+def backend_text(a) -> str:
+    """The backend as it ran: a CUDA-graph backend on a CPU ran plain launches (``eager (asked: graph)``)."""
+    backend = BACKENDS.get(a.backend, None)
+    if backend is None or not backend.cuda_graphs or a.device_type == "cuda":
+        return a.backend
+    return f"{a.backend} without CUDA graphs" if backend.fuses_elementwise else f"eager (asked: {a.backend})"
+
+
 def header_text(explanation: Explanation) -> str:
     a = explanation.attribution
     measured = a.measured_utilization
@@ -32,7 +41,7 @@ def header_text(explanation: Explanation) -> str:
         else ""
     )
     lines = [
-        f"[bold]{escape(a.model)}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {a.backend} · "
+        f"[bold]{escape(a.model)}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {backend_text(a)} · "
         f"{escape(a.device_name)}",
         f"end-to-end {a.end_to_end_ms:.3f} ms ({significant(a.batch / a.end_to_end_ms * 1e3)} samples/s){peak}",
         f"{'op' if a.device_type == 'cpu' else 'device'} time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
