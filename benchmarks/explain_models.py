@@ -34,10 +34,11 @@ def explain_one(model: str, backend: str, batch: int, precision: str, out_dir: P
     with (out_dir / f"{stem}.txt").open("w") as handle:
         render_layers(explanation, Console(file=handle, width=180, color_system=None), top=15)
     gap = explanation.gap or {}
+    idle = "not measurable" if attribution.idle_share is None else f"{attribution.idle_share:.1%}"
     lines = [f"== {stem} ({time.perf_counter() - start_s:.0f} s)"] + class_sentences(attribution, limit=6)
     lines.append(
         f"measured {gap.get('measured_utilization', 0):.2%}, bound unfused {gap.get('unfused_utilization', 0):.2%}, "
-        f"fused {gap.get('fused_utilization', 0):.2%}; idle {attribution.idle_share:.1%}; "
+        f"fused {gap.get('fused_utilization', 0):.2%}; idle {idle}; "
         f"rules: {sorted({f.rule for f in explanation.findings})}; notes: {attribution.notes}"
     )
     return lines

@@ -219,7 +219,7 @@ def test_too_little_work_fires_on_a_1x1_output_at_batch_1():
     assert finding.op_class == "dense_conv"
     assert "M = 1 rows (batch x output pixels) x N = 64 channels -> ~1 thread block(s) of 128x128" in (finding.evidence)
     assert "for 132 SMs (0.8% busy)" in finding.evidence  # 1 / 132
-    assert "a batch of ~132" in finding.advice
+    assert "a batch of ~132 would give every SM a block" in finding.evidence and "larger batch" in finding.advice
 
 
 def test_too_little_work_quiet_on_a_large_layer_and_on_cpu():
@@ -430,3 +430,98 @@ def test_diagnose_sorts_by_time_share_and_summarize_groups():
     assert memory.time_share.sum() == pytest.approx(sum(f.time_share for f in per_layer))
     assert summary.time_share.is_monotonic_decreasing
     assert dg.summarize([]).empty and list(dg.summarize([]).columns) == dg.SUMMARY_COLUMNS
+
+
+# --- hints: findings grouped per rule, advice that fits the run -------------------------------------------------
+
+
+def stacked_separables(blocks: int = 4) -> nn.Module:
+    """A stem, then ``blocks`` depthwise + pointwise pairs: every pair is memory-bound for the same reason."""
+    layers = {"stem": nn.Conv2d(3, 32, 3, padding=1)}
+    for i in range(blocks):
+        layers[f"dw{i}"] = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        layers[f"pw{i}"] = nn.Conv2d(32, 32, 1)
+    return Net(**layers)
+
+
+def test_hints_group_a_rules_findings_into_one_with_its_layers_and_total_share():
+    from utilscope.attribute.explain import explain
+    from utilscope.attribute.hints import hints
+    from utilscope.present.layers_view import findings_text
+
+    attribution = attribution_of(count(stacked_separables(), batch=8, resolution=32))
+    per_layer = run(attribution, "memory_bound_low_intensity")
+    assert len(per_layer) == 8  # 4 depthwise + 4 pointwise layers
+    grouped = hints(attribution, rules="memory_bound_low_intensity")
+    assert len(grouped) == 1
+    hint = grouped[0]
+    assert sorted(hint.layers) == sorted(f.layer for f in per_layer)
+    assert hint.time_share == pytest.approx(sum(f.time_share for f in per_layer))
+    assert [f.time_share for f in hint.details] == sorted((f.time_share for f in per_layer), reverse=True)
+    text = findings_text(explain(attribution))
+    assert text.count(hint.advice[:40]) == 1  # the advice once, not once per layer
+    assert text.count("[memory_bound_low_intensity]") == 1 and "8 flagged" in text
+    assert "also: " in text  # 3 layers with their evidence, the other 5 by name
+
+
+def test_hints_are_ordered_by_time_at_stake_and_json_lists_their_layers():
+    import json
+
+    from utilscope.attribute.explain import explain
+
+    explanation = explain(everything())
+    shares = [hint.time_share for hint in explanation.findings]
+    assert shares == sorted(shares, reverse=True)
+    assert len({hint.rule for hint in explanation.findings}) == len(explanation.findings)  # one hint per rule
+    doc = json.loads(json.dumps(explanation.to_dict()))
+    for hint in doc["findings"]:
+        assert {"rule", "time_share", "advice", "evidence", "layers", "details"} <= hint.keys()
+        assert all({"layer", "op_class", "time_share", "evidence"} <= d.keys() for d in hint["details"])
+    unfused = next(hint for hint in doc["findings"] if hint["rule"] == "unfused_elementwise")
+    assert set(unfused["layers"]) == {"bn", "act"}  # every layer the network-level finding covers
+
+
+def test_a_fused_region_counts_once_in_a_hints_time_at_stake():
+    from utilscope.attribute.hints import hints
+
+    result = count(Net(conv=nn.Conv2d(3, 30, 3, padding=1), conv2=nn.Conv2d(30, 30, 3, padding=1)), 2, 16)
+    attribution = attribution_of(result, backend="compile", regions={"r0": ["conv", "conv2"]})
+    (hint,) = hints(attribution, rules="unaligned_channels")
+    assert sorted(hint.layers) == ["conv", "conv2"]  # both charged the region's time, an upper bound each
+    assert hint.time_share == pytest.approx(1.0)  # the region's share once (it is all the time), not twice
+
+
+def on_cpu(attribution: Attribution) -> Attribution:
+    attribution.device_type, attribution.device_name, attribution.sm_count = "cpu", "test CPU (2 threads)", None
+    return attribution
+
+
+def test_advice_never_recommends_the_backend_in_use():
+    separables = count(separable(), batch=8, resolution=32)
+    eager = at(run(attribution_of(separables), "memory_bound_low_intensity"), "dw")
+    assert "the `inference` backend" in eager.advice
+    fused = attribution_of(separables, backend="inference", regions={"dw": ["dw", "pw"]})
+    advice = run(fused, "memory_bound_low_intensity")[0].advice
+    assert "even with its elementwise neighbours fused (the `inference` backend fuses them)" in advice
+    assert "fuse its BatchNorm" not in advice
+    idle = count(ConvBnAct(), batch=1, resolution=16)
+    compiled = run(attribution_of(idle, idle_share=0.4, backend="compile"), "launch_bound")[0].advice
+    assert "`inference`" in compiled and "`graph`" not in compiled  # graph would undo compile's fusion
+
+
+def test_advice_fits_the_device_and_precision():
+    separables = count(separable(), batch=8, resolution=32, precision="fp32")
+    fp32 = at(run(attribution_of(separables, precision="fp32"), "memory_bound_low_intensity"), "dw")
+    assert "fp16 or bf16 (half the bytes of fp32)" in fp32.advice
+    fp16 = at(run(attribution_of(count(separable(), batch=8, resolution=32)), "memory_bound_low_intensity"), "dw")
+    assert "half the bytes" not in fp16.advice
+    cpu = on_cpu(attribution_of(separables, precision="fp32"))
+    for finding in dg.diagnose(cpu):
+        assert "CUDA" not in finding.advice and "tensor-core" not in finding.advice, finding
+    assert "bf16 (where this CPU has native bf16 kernels)" in at(run(cpu, "memory_bound_low_intensity"), "dw").advice
+    idle = on_cpu(attribution_of(count(ConvBnAct(), batch=1, resolution=16, precision="fp32"), idle_share=0.4))
+    launch = run(idle, "launch_bound")[0]
+    assert "Python" in launch.advice and "7 ops" in launch.evidence and "kernel" not in launch.evidence
+    unaligned = count(Net(conv=nn.Conv2d(3, 30, 3, padding=1), conv2=nn.Conv2d(30, 32, 3, padding=1)), 2, 16)
+    assert run(on_cpu(attribution_of(unaligned)), "unaligned_channels") == []  # tile widths of a GPU's kernels
+    assert "fp16 tensor-core kernels on the test GPU" in run(attribution_of(unaligned), "unaligned_channels")[0].advice

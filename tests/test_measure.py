@@ -138,13 +138,18 @@ def test_cpu_peak_is_the_measured_ceiling(tiny):
 
 @pytest.fixture()
 def failing_backend():
-    """A backend that runs out of memory at batch 2 and fails otherwise at batch 3."""
+    """A backend that runs out of GPU memory at batch 2, fails otherwise at batch 3, fails a real CPU allocation
+    (4 EiB: torch's allocator raises a RuntimeError) at batch 5 and raises Python's MemoryError at batch 6."""
 
     def prepare(model: nn.Module, x: torch.Tensor):
         if x.shape[0] == 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 99 GiB")
         if x.shape[0] == 3:
             raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nsecond line")
+        if x.shape[0] == 5:
+            torch.empty(1 << 62, dtype=torch.uint8)
+        if x.shape[0] == 6:
+            raise MemoryError()
         return backends.eager(model, x)
 
     backends.register_backend("test-failing", fuses_elementwise=False, description="test only")(prepare)
@@ -153,12 +158,14 @@ def failing_backend():
 
 
 def test_oom_and_error_rows_and_the_sweep_goes_on(tiny, failing_backend):
-    result = profile(tiny, batches=[1, 2, 3, 4], backend=failing_backend, device="cpu",
+    result = profile(tiny, batches=[1, 2, 3, 4, 5, 6], backend=failing_backend, device="cpu",
                      ceilings=NO_CEILINGS, peak_tflops=1.0, plan=QUICK)  # fmt: skip
     statuses = [row.status for row in result.rows]
-    assert statuses[0] == "ok" and statuses[1] == "oom" and statuses[3] == "ok"
-    assert statuses[2] == "error: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"
+    assert statuses == ["ok", "oom", "error: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", "ok", "oom", "oom"]
     assert result.rows[1].latency_ms is None and result.rows[1].utilization is None
+    # a failed CPU allocation is an oom row, as on the GPU, and the row says what was asked for
+    assert any("DefaultCPUAllocator: can't allocate memory" in note for note in result.rows[4].notes)
+    assert "out of memory: CUDA out of memory. Tried to allocate 99 GiB" in result.rows[1].notes
 
 
 def test_profile_cli_json(tiny, capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -14,6 +16,17 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
         if magnitude >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}".rstrip()
     return f"{value:.{digits}g} {unit}".rstrip()
+
+
+def significant(value: float | None, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits and thousands separators, never rounded away: 0.00312 ->
+    "0.00312", 8.4 -> "8.40", 1234.5 -> "1,234" (at least the integer part); None -> "-"."""
+    if value is None or value != value:
+        return "-"
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
 
 
 def percent(fraction: float, digits: int = 1) -> str:

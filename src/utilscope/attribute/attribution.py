@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from utilscope import hardware
-from utilscope.attribute.records import Attribution, LayerTime, Roofs
+from utilscope.attribute.reconcile import reconcile, scaled_layers, scaled_points
+from utilscope.attribute.records import Attribution, LayerTime, Point, Roofs
 from utilscope.attribute.trace import eager_attribution, kernel_sequence, layer_points, region_points
 from utilscope.counting import count
 from utilscope.counting.counter import check_batch
@@ -13,7 +16,7 @@ from utilscope.errors import UsageError
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.settings import MeasureRequest, as_request
-from utilscope.measure.sweep import Peaks, make_input, prepare_sweep
+from utilscope.measure.sweep import Peaks, Sweep, make_input, prepare_sweep
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 
 END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)
@@ -38,6 +41,41 @@ def end_to_end_ms(backend: Backend, module, x: torch.Tensor, plan: TimingPlan) -
     return measure(prepared.run, clock, plan).median_ms, prepared
 
 
+@dataclass
+class ProfiledRun:
+    """One attribution's measurements, before reconciling: per-layer (or per-region) times as profiled."""
+
+    end_to_end_ms: float
+    flops: int
+    layers: list[LayerTime]
+    points: list[Point]
+    summed_ms: float  # device time per inference: the profiled times' sum
+    busy_ms: float  # wall-clock time per inference with at least one kernel (op) running
+    notes: list[str]
+    kernel_sequence: list[tuple[str, float]]  # compiled runs: every kernel in order; [] otherwise
+
+
+def profile_layers(sweep: Sweep, x: torch.Tensor, iters: int) -> ProfiledRun:
+    """Time the backend end to end, then profile it: kernel regions (compiled backends) or the eager layers."""
+    prec = sweep.precision
+    with math_mode(prec), sweep.request.cudnn.applied(sweep.module, x):
+        e2e_ms, prepared = end_to_end_ms(sweep.backend, sweep.module, x, sweep.plan)
+        if sweep.backend.fuses_elementwise:
+            counts = count(sweep.model_id, batch=x.shape[0], resolution=sweep.resolution, dtype=prec.count_dtype)
+            kernels = kernel_sequence(prepared.run, x.device)
+            points, region_of, notes = region_points(counts, kernels)
+            layers = [
+                LayerTime(layer, time_ms=None, region=region or None)
+                for layer, region in zip(counts.layers, region_of, strict=True)
+            ]
+            summed_ms = sum(us for _, us in kernels) / 1e3
+            return ProfiledRun(e2e_ms, counts.total.flops, layers, points, summed_ms, summed_ms,
+                               notes + list(prepared.notes), kernels)  # fmt: skip
+        counts, layers, times = eager_attribution(sweep.module, x, sweep.model_id, prec.count_dtype, iters)
+    return ProfiledRun(e2e_ms, counts.total.flops, layers, layer_points(layers), times.total_us / 1e3,
+                       times.busy_us / 1e3, list(prepared.notes), [])  # fmt: skip
+
+
 def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **options) -> Attribution:
     """Per-layer (eager, graph) or per-region (compile, inference) device time of one inference of the request's
     model at ``batch``, measured with exactly the request's settings (precision, layout, cuDNN). A model string and
@@ -51,22 +89,9 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
     dev, prec = sweep.device, sweep.precision
     roofs, ceiling_roofs = make_roofs(dev, prec, sweep.peaks, sweep.ceilings)
     x = make_input(batch, sweep.resolution, dev, prec, request.channels_last)
-    with math_mode(prec), request.cudnn.applied(sweep.module, x):
-        e2e_ms, prepared = end_to_end_ms(sweep.backend, sweep.module, x, sweep.plan)
-        if sweep.backend.fuses_elementwise:
-            counts = count(sweep.model_id, batch=batch, resolution=sweep.resolution, dtype=prec.count_dtype)
-            kernels = kernel_sequence(prepared.run, dev)
-            points, region_of, region_notes = region_points(counts, kernels)
-            layers = [
-                LayerTime(layer, time_ms=None, region=region or None)
-                for layer, region in zip(counts.layers, region_of, strict=True)
-            ]
-            kernel_ms, attributed_ms = sum(us for _, us in kernels) / 1e3, sum(p.time_ms for p in points)
-        else:
-            counts, layers, kernel_ms, attributed_ms = eager_attribution(
-                sweep.module, x, sweep.model_id, prec.count_dtype, iters
-            )
-            points, region_notes = layer_points(layers), []
+    run = profile_layers(sweep, x, iters)
+    fit = reconcile(run.summed_ms, run.busy_ms, run.end_to_end_ms, dev.type)
+    layers, points = scaled_layers(run.layers, fit.scale), scaled_points(run.points, fit.scale)
     spec_row = hardware.detect(sweep.environment["device_name"]) if dev.type == "cuda" else None
     return Attribution(
         model=sweep.model_id,
@@ -78,14 +103,24 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
         resolution=sweep.resolution,
         layers=layers,
         points=points,
-        kernel_time_ms=kernel_ms,
-        attributed_ms=attributed_ms,
-        end_to_end_ms=e2e_ms,
-        flops=counts.total.flops,
+        kernel_time_ms=fit.device_ms,
+        attributed_ms=attributed_ms(layers, points),
+        end_to_end_ms=run.end_to_end_ms,
+        flops=run.flops,
         peak_tflops=sweep.peaks.peak_tflops,
         roofs=roofs,
         ceiling_roofs=ceiling_roofs,
         sm_count=spec_row.sm_count if spec_row is not None else None,
-        notes=sweep.notes + region_notes + list(prepared.notes),
-        kernel_sequence=kernels if sweep.backend.fuses_elementwise else [],
+        notes=sweep.notes + run.notes + list(fit.notes),
+        kernel_sequence=run.kernel_sequence,
+        profiled_ms=run.summed_ms,
+        time_scale=fit.scale,
+        idle_measurable=fit.idle_measurable,
     )
+
+
+def attributed_ms(layers: list[LayerTime], points) -> float:
+    """The device time mapped to layers (eager, graph) or to fused regions (compiled backends)."""
+    if layers and all(layer.time_ms is None for layer in layers):
+        return sum(point.time_ms for point in points)
+    return sum(layer.time_ms or 0.0 for layer in layers)

@@ -33,6 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
+from utilscope.measure.backends import BACKENDS
 from utilscope.units import si
 
 LOW_INTENSITY_CLASSES = ("depthwise_conv", "pointwise_conv", "grouped_conv")
@@ -40,7 +41,7 @@ CONV_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv")
 GEMM_CLASSES = ("dense_conv", "pointwise_conv", "linear")  # grouped: its groups are not in the records
 UNFUSED_CLASSES = ("norm", "activation", "elementwise")
 SE_CLASS = "se_gate"
-GRAPH_BACKENDS = ("graph", "inference")  # backends that replay CUDA graphs
+SIXTEEN_BIT = ("fp16", "bf16")
 SUMMARY_COLUMNS = ["rule", "op_class", "scope", "layers", "time_share"]
 
 
@@ -86,8 +87,46 @@ class Finding:
     layer: str | None  # a layer, a fused region or an SE block; None: the whole network
     op_class: str | None
     evidence: str  # the numbers behind it
-    advice: str  # what would change it
+    advice: str  # what would change it (for this run's device, backend and precision)
     time_share: float  # of the end-to-end time
+    covers: list[str] = field(default_factory=list)  # network-level findings: the layers (SE blocks) they cover
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the run was, so that advice fits it: never recommend what is already in use, or what this device
+    lacks."""
+
+    device_type: str  # cuda | cpu
+    device_name: str
+    backend: str
+    precision: str
+    fuses: bool  # the backend fuses elementwise ops (compile, inference)
+    cuda_graphs: bool  # the backend replays CUDA graphs on this device
+
+    @classmethod
+    def of(cls, attribution: Attribution) -> Setting:
+        backend = BACKENDS.get(attribution.backend, None)
+        cuda = attribution.device_type == "cuda"
+        fuses, graphs = (backend.fuses_elementwise, backend.cuda_graphs) if backend is not None else (False, False)
+        return cls(attribution.device_type, attribution.device_name, attribution.backend, attribution.precision,
+                   fuses, cuda and graphs)  # fmt: skip
+
+    @property
+    def unit(self) -> str:
+        """What the device runs: kernels on a GPU, ops on a CPU."""
+        return "kernel" if self.device_type == "cuda" else "op"
+
+    def fusing_backend(self) -> str:
+        """The registered backend that fuses elementwise ops, in words for this device."""
+        graphs = ", CUDA graphs" if self.device_type == "cuda" else ""
+        return f"the `inference` backend (BN folded, inductor fusion{graphs})"
+
+    def halving_precision(self) -> str:
+        """A 16-bit precision that would halve the bytes an fp32/tf32 layer moves ("" when already 16-bit)."""
+        if self.precision in SIXTEEN_BIT or self.precision == "int8":
+            return ""
+        return "fp16 or bf16" if self.device_type == "cuda" else "bf16 (where this CPU has native bf16 kernels)"
 
 
 @dataclass(frozen=True)
@@ -98,6 +137,7 @@ class Context:
     total_ms: float  # the denominator of every time share
     layer_ms: Mapping[str, float] = field(hash=False)  # a layer's time (its region's when fused)
     region_of: Mapping[str, str] = field(hash=False)  # fused layers: the region whose time they are charged
+    setting: Setting  # the run's device, backend and precision: the advice fits it
 
     @classmethod
     def build(cls, attribution: Attribution, thresholds: Thresholds | None = None) -> Context:
@@ -114,7 +154,8 @@ class Context:
         total = max(attribution.end_to_end_ms, attribution.kernel_time_ms)
         if total <= 0:
             total = sum(point.time_ms for point in attribution.points)
-        return cls(thresholds or Thresholds(), total, MappingProxyType(layer_ms), MappingProxyType(region_of))
+        return cls(thresholds or Thresholds(), total, MappingProxyType(layer_ms), MappingProxyType(region_of),
+                   Setting.of(attribution))  # fmt: skip
 
     def share(self, time_ms: float) -> float:
         return time_ms / self.total_ms if self.total_ms > 0 else 0.0
@@ -227,11 +268,27 @@ def memory_bound_low_intensity(attribution: Attribution, context: Context) -> li
             continue
         if point.intensity >= ridge:
             continue
-        findings.append(_low_intensity_finding(attribution, point, share, ridge))
+        findings.append(_low_intensity_finding(attribution, point, share, ridge, context.setting))
     return findings
 
 
-def _low_intensity_finding(attribution: Attribution, point: Point, share: float, ridge: float) -> Finding:
+def _memory_bound_advice(setting: Setting) -> str:
+    """Fuse (unless the backend does), halve the bytes (unless 16-bit already), widen, or accept."""
+    options = []
+    if setting.fuses:
+        lead = f"memory-bound even with its elementwise neighbours fused (the `{setting.backend}` backend fuses them)"
+    else:
+        lead = "memory-bound"
+        options.append(f"fuse its BatchNorm and activation into it, as {setting.fusing_backend()} does")
+    if setting.halving_precision():
+        options.append(f"run it in {setting.halving_precision()} (half the bytes of {setting.precision})")
+    options.append("make the layer wider (more FLOPs per byte moved), or accept it as the price of a cheap layer")
+    return f"{lead}: " + "; ".join(options)
+
+
+def _low_intensity_finding(
+    attribution: Attribution, point: Point, share: float, ridge: float, setting: Setting
+) -> Finding:
     roofs = attribution.roofs
     bound_tflops = min(roofs.tensor_tflops, point.intensity * roofs.bandwidth_gbs / 1e3)
     evidence = (
@@ -239,11 +296,7 @@ def _low_intensity_finding(attribution: Attribution, point: Point, share: float,
         f"{pct(share)} of time for {pct(flop_share(attribution, point.flops))} of FLOPs; "
         f"the memory roof allows {bound_tflops:.1f} TFLOP/s here, achieved {point.achieved_tflops:.2f} TFLOP/s"
     )
-    advice = (
-        "memory-bound: fuse it with its neighbours (depthwise + pointwise + activation in one kernel, e.g. the "
-        "`inference` backend), make the layer wider (more FLOPs per byte moved), or accept it as the price of a "
-        "cheap layer"
-    )
+    advice = _memory_bound_advice(setting)
     return Finding("memory_bound_low_intensity", point.name, point.op_class, evidence, advice, share)
 
 
@@ -259,8 +312,11 @@ def channels(layer: LayerTime, shapes: list[list[int]]) -> int | None:
 
 @register_rule("unaligned_channels")
 def unaligned_channels(attribution: Attribution, context: Context) -> list[Finding]:
-    """Conv / linear layers whose channel counts are not a multiple of what tensor-core kernels want."""
+    """Conv / linear layers whose channel counts are not a multiple of what the GPU's kernels want (16 bytes of the
+    precision: tensor-core tiles, vector loads); skipped off the GPU, whose kernels block channels differently."""
     multiple = context.thresholds.alignment_for(attribution.precision)
+    if attribution.device_type != "cuda":
+        return []
     network_input = attribution.layers[0].input_shapes[:1] if attribution.layers else []
     findings = []
     for layer in attribution.layers:
@@ -278,9 +334,11 @@ def unaligned_channels(attribution: Attribution, context: Context) -> list[Findi
             f"{padded}: not a multiple of {multiple} for {attribution.precision}; {context.charged(layer)}, "
             f"{pct(flop_share(attribution, layer.flops))} of FLOPs"
         )
+        units = "" if attribution.precision == "fp32" else "tensor-core "
         advice = (
-            f"pad channels to a multiple of {multiple} (round the width up): tensor-core kernels need aligned "
-            "shapes and otherwise pad or mask tiles, or fall back to slower kernels"
+            f"pad channels to a multiple of {multiple} (round the width up): {attribution.precision} {units}kernels "
+            f"on the {attribution.device_name} want 16-byte-aligned shapes and otherwise pad or mask tiles, or fall "
+            "back to slower kernels"
         )
         findings.append(Finding("unaligned_channels", layer.name, layer.op_class, evidence, advice, share))
     return findings
@@ -324,12 +382,13 @@ def too_little_work(attribution: Attribution, context: Context) -> list[Finding]
             continue
         evidence = (
             f"M = {m} {rows} x N = {n} {columns} -> ~{blocks} thread "
-            f"block(s) of {t.tile_m}x{t.tile_n} for {sm_count} SMs ({pct(blocks / sm_count)} busy); "
-            f"{context.charged(layer)}"
+            f"block(s) of {t.tile_m}x{t.tile_n} for {sm_count} SMs ({pct(blocks / sm_count)} busy) of the "
+            f"{attribution.device_name}; a batch of ~{attribution.batch * math.ceil(sm_count / blocks)} would give "
+            f"every SM a block; {context.charged(layer)}"
         )
         advice = (
-            f"too little parallel work to fill the GPU: a batch of ~{attribution.batch * math.ceil(sm_count / blocks)}"
-            " would give every SM a block; or fewer, wider layers (more output channels per launch)"
+            "too little parallel work to fill the GPU: a larger batch (each layer's evidence says how large), or "
+            "fewer, wider layers (more output channels per launch)"
         )
         findings.append(Finding("too_little_work", layer.name, layer.op_class, evidence, advice, share))
     return findings
@@ -355,17 +414,20 @@ def unfused_elementwise(attribution: Attribution, context: Context) -> list[Find
     open_layers = [layer for layer in attribution.layers if layer.region is None]
     traffic = sum(layer.bytes for layer in open_layers)
     saved = sum(layer.bytes - layer.bytes_fused for layer in open_layers)
+    unit = f"separate {context.setting.unit}"
     evidence = (
-        f"{pct(total)} of time in {plural(sum(layer.kernel_count for layer in unfused), 'separate kernel')}: "
+        f"{pct(total)} of time in {plural(sum(layer.kernel_count for layer in unfused), unit)}: "
         f"{', '.join(by_class)}; fusing would cut memory traffic by {si(saved, 'B')} of {si(traffic, 'B')} "
         f"({pct(saved / traffic if traffic else 0.0)})"
     )
     advice = (
-        "fold BatchNorm into the convolutions and fuse activations and adds into their producers "
-        "(e.g. the `inference` backend: BN folded, inductor fusion, CUDA graphs)"
+        "fold BatchNorm into the preceding convolutions (exact at inference) and fuse activations and adds into "
+        f"their producers, as {context.setting.fusing_backend()} does "
+        "(`utilscope profile --backend inference` measures what it gains)"
     )
-    findings = [Finding("unfused_elementwise", None, None, evidence, advice, total)]
     biggest = sorted(unfused, key=lambda layer: -context.layer_ms[layer.name])
+    covers = [layer.name for layer in biggest]
+    findings = [Finding("unfused_elementwise", None, None, evidence, advice, total, covers)]
     for layer in biggest[: context.thresholds.max_layer_findings]:
         if context.layer_share(layer) >= context.thresholds.min_layer_share:
             findings.append(_unfused_layer_finding(layer, context))
@@ -374,7 +436,8 @@ def unfused_elementwise(attribution: Attribution, context: Context) -> list[Find
 
 def _unfused_layer_finding(layer: LayerTime, context: Context) -> Finding:
     evidence = (
-        f"{layer.type}: {context.charged(layer)} in {layer.kernel_count} kernel(s) for 0 tensor FLOPs; moves "
+        f"{layer.type}: {context.charged(layer)} in {layer.kernel_count} {context.setting.unit}(s) for 0 tensor "
+        "FLOPs; moves "
         f"{si(layer.bytes, 'B')} ({si(layer.bytes_fused, 'B')} if fused into its producer)"
     )
     if layer.op_class == "norm" and "batchnorm" in layer.type.lower():
@@ -431,8 +494,9 @@ def squeeze_excite(attribution: Attribution, context: Context) -> list[Finding]:
         "SE's pooled tiny GEMMs run at low utilization and its pool and scale each read the whole feature map: "
         "consider fewer SE blocks (e.g. only in late stages) or a fused SE kernel"
     )
-    findings = [Finding("squeeze_excite", None, SE_CLASS, evidence, advice, total_share)]
-    for name, share, flops, block in sorted(blocks, key=lambda b: -b[1])[: t.max_layer_findings]:
+    ranked = sorted(blocks, key=lambda b: -b[1])
+    findings = [Finding("squeeze_excite", None, SE_CLASS, evidence, advice, total_share, [b[0] for b in ranked])]
+    for name, share, flops, block in ranked[: t.max_layer_findings]:
         if share < t.min_layer_share or share < t.se_time_over_flops * flop_share(attribution, flops):
             continue
         block_evidence = (
@@ -447,19 +511,31 @@ def squeeze_excite(attribution: Attribution, context: Context) -> list[Finding]:
 def launch_bound(attribution: Attribution, context: Context) -> list[Finding]:
     """A large share of the end-to-end time with no kernel running: launch overhead, gaps, host work."""
     idle = attribution.idle_share
-    if idle < context.thresholds.idle_share:
+    if idle is None or idle < context.thresholds.idle_share:  # None: not measurable (the notes say why)
         return []
     kernels = sum(layer.kernel_count for layer in attribution.layers)
     mean_us = attribution.kernel_time_ms / kernels * 1e3 if kernels else 0.0
+    unit = context.setting.unit
     evidence = (
-        f"idle {pct(idle)} of the {attribution.end_to_end_ms:.3f} ms end-to-end: kernels run "
-        f"{attribution.kernel_time_ms:.3f} ms; {kernels} kernels (mean {mean_us:.1f} us); batch {attribution.batch}"
+        f"idle {pct(idle)} of the {attribution.end_to_end_ms:.3f} ms end-to-end: {unit}s run "
+        f"{attribution.kernel_time_ms:.3f} ms; {plural(kernels, unit)} (mean {mean_us:.1f} us); "
+        f"batch {attribution.batch}"
     )
-    if attribution.backend in GRAPH_BACKENDS:
-        advice = "CUDA graphs are already in use: a larger batch (more work per kernel) or fewer, larger layers"
-    else:
-        advice = "use CUDA graphs (the `graph` or `inference` backend) or a larger batch (more work per launch)"
-    return [Finding("launch_bound", None, None, evidence, advice, idle)]
+    return [Finding("launch_bound", None, None, evidence, _launch_advice(context.setting), idle)]
 
 
-__all__ = ["RULES", "Context", "Finding", "Rule", "Thresholds", "diagnose", "list_rules", "register_rule", "summarize"]
+def _launch_advice(setting: Setting) -> str:
+    """CPU: Python and dispatch between ops; GPU: CUDA graphs, unless this run replays them already."""
+    if setting.device_type != "cuda":
+        return ("time between ops (Python, framework dispatch): a larger batch (more work per op), or a compiled "
+                "backend (`compile`, `inference`: fewer, larger ops and no Python between them)")  # fmt: skip
+    if setting.cuda_graphs:
+        return (f"CUDA graphs are already in use (the `{setting.backend}` backend): a larger batch (more work per "
+                "kernel) or fewer, larger layers")  # fmt: skip
+    graphed = [BACKENDS[name] for name in BACKENDS if BACKENDS[name].cuda_graphs]
+    names = " or ".join(f"`{b.name}`" for b in graphed if b.fuses_elementwise or not setting.fuses)
+    return f"replay CUDA graphs (the {names} backend) or use a larger batch (more work per launch)"
+
+
+__all__ = ["RULES", "Context", "Finding", "Rule", "Setting", "Thresholds", "diagnose", "list_rules", "register_rule",
+           "summarize"]  # fmt: skip

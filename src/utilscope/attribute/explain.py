@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from utilscope.attribute.diagnose import Finding, diagnose
+from utilscope.attribute.hints import Hint, hints
 from utilscope.attribute.records import Attribution
 from utilscope.attribute.roofline import RooflineRow, attainable_bounds, class_gaps, gap_split, roofline
 from utilscope.attribute.summary import class_summary, points_frame
@@ -20,7 +20,7 @@ class Explanation:
     roofline: list[RooflineRow]  # against the datasheet roofs (or the measured ceilings where no datasheet)
     gap: dict | None  # measured vs attainable utilization: architecture- and runtime-limited shares
     class_gaps: pd.DataFrame | None  # per op class: measured vs attainable time
-    findings: list[Finding]
+    findings: list[Hint]  # one per rule that fired, biggest time at stake first
 
     def to_dict(self) -> dict:
         return {
@@ -29,7 +29,7 @@ class Explanation:
             "roofline": [asdict(row) for row in self.roofline],
             "attainable": self.gap,
             "class_gaps": self.class_gaps.to_dict(orient="records") if self.class_gaps is not None else None,
-            "findings": [asdict(finding) for finding in self.findings],
+            "findings": [hint.to_dict() for hint in self.findings],
         }
 
 
@@ -49,5 +49,5 @@ def explain(attribution: Attribution) -> Explanation:
         rows,
         gap,
         gaps,
-        diagnose(attribution),
+        hints(attribution),
     )

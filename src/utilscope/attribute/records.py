@@ -130,12 +130,21 @@ class Attribution:
     ceiling_roofs: Roofs | None  # measured ceilings
     sm_count: int | None
     notes: list[str] = field(default_factory=list)
-    kernel_sequence: list[tuple[str, float]] = field(default_factory=list)  # compiled runs: (name, us) in order
+    kernel_sequence: list[tuple[str, float]] = field(default_factory=list)  # compiled runs: (name, us), as profiled
+    profiled_ms: float | None = None  # device time per inference as profiled, before reconciling (None: not recorded)
+    time_scale: float = 1.0  # factor every per-layer/region time was scaled by to fit the end-to-end time (reconcile)
+    idle_measurable: bool = True  # False when the profiled device time exceeded the end-to-end time
 
     @property
-    def idle_share(self) -> float:
-        """Share of the end-to-end time with no kernel running (launch overhead, gaps, host work)."""
-        return max(0.0, 1.0 - self.kernel_time_ms / self.end_to_end_ms) if self.end_to_end_ms else 0.0
+    def idle_share(self) -> float | None:
+        """Share of the end-to-end time with no kernel (CPU: no op) running: launch overhead, gaps, host work.
+        None when not measurable: the profiled device time exceeded the end-to-end time (the notes say by how much).
+        """
+        if not self.end_to_end_ms:
+            return 0.0
+        if not self.idle_measurable or self.kernel_time_ms > self.end_to_end_ms:
+            return None
+        return 1.0 - self.kernel_time_ms / self.end_to_end_ms
 
     @property
     def measured_utilization(self) -> float | None:

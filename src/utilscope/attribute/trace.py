@@ -57,11 +57,16 @@ def _enclosing_layer(event) -> int | None:
 
 @dataclass
 class DeviceTimes:
-    """Device time per inference: per layer index, in total, and the kernels (or ops) behind it."""
+    """Device time per inference: per layer index, in total, and the kernels (or ops) behind it.
+
+    ``total_us`` sums every kernel's (GPU) or aten op's own (CPU) time; ``busy_us`` is the wall-clock time during
+    which at least one of them ran. On a CPU, ops of several threads at once make the sum exceed the wall-clock
+    time; on a GPU ``busy_us`` is ``total_us`` (the eager passes run on one stream)."""
 
     per_layer_us: dict[int, float]
     kernels: dict[int, Counter]
     total_us: float
+    busy_us: float
 
 
 def _spent(event, device: torch.device) -> tuple[float, list[str]]:
@@ -71,6 +76,17 @@ def _spent(event, device: torch.device) -> tuple[float, list[str]]:
     if event.device_type == DeviceType.CPU and event.name.startswith("aten::"):
         return event.self_cpu_time_total, [event.name]
     return 0.0, []
+
+
+def covered_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals: time during which at least one of them was open."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
 
 
 def _range_wrappers(events) -> set[int]:
@@ -89,17 +105,20 @@ def device_times(events, device: torch.device, iters: int) -> DeviceTimes:
     per_layer_us: dict[int, float] = defaultdict(float)
     kernels: dict[int, Counter] = defaultdict(Counter)
     total_us = 0.0
+    intervals: list[tuple[float, float]] = []
     wrappers = _range_wrappers(events)
     for event in events:
         spent_us, names = _spent(event, device)
         if not names or id(event) in wrappers:
             continue
         total_us += spent_us
+        intervals.append((event.time_range.start, event.time_range.end))
         layer = _enclosing_layer(event)
         if layer is not None:
             per_layer_us[layer] += spent_us / iters
             kernels[layer].update(names)
-    return DeviceTimes(dict(per_layer_us), dict(kernels), total_us / iters)
+    busy_us = covered_us(intervals) if device.type == "cpu" else total_us
+    return DeviceTimes(dict(per_layer_us), dict(kernels), total_us / iters, busy_us / iters)
 
 
 def layer_time(layer: LayerCount, time_us: float, kernels: Counter, iters: int) -> LayerTime:
@@ -110,7 +129,7 @@ def layer_time(layer: LayerCount, time_us: float, kernels: Counter, iters: int) 
 def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int = 3):
     """Run the model eagerly ``iters`` times under the range tracer and the profiler.
 
-    Returns (counts, per-layer times, device time per inference, attributed device time per inference).
+    Returns (counts, per-layer times, the ``DeviceTimes`` per inference they come from).
     """
     device = x.device
     with torch.no_grad():
@@ -129,8 +148,7 @@ def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int
         layer_time(layer, times.per_layer_us.get(index, 0.0), times.kernels.get(index, Counter()), iters)
         for index, layer in enumerate(counts.layers)
     ]
-    attributed_us = sum(times.per_layer_us.values())
-    return counts, layers, times.total_us / 1e3, attributed_us / 1e3
+    return counts, layers, times
 
 
 def layer_points(layers: list[LayerTime]) -> list[Point]:

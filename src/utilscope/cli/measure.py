@@ -13,7 +13,7 @@ from utilscope.errors import UsageError
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
 from utilscope.present.layers_view import render_layers
-from utilscope.present.profile_view import frame_table, profile_footer, profile_table
+from utilscope.present.profile_view import ceilings_text, frame_table, render_profile
 from utilscope.present.roofline_plot import plot_roofline
 
 
@@ -46,8 +46,7 @@ def cmd_profile(args, console: Console) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
-        console.print(profile_table(result))
-        console.print(profile_footer(result))
+        render_profile(result, console)
     return 0 if all(row.status == "ok" for row in result.rows) else EXIT_PARTIAL
 
 
@@ -85,9 +84,5 @@ def cmd_ceilings(args, console: Console) -> int:
     if args.json:
         print(json.dumps(ceilings.to_dict()))
         return 0
-    console.print(f"[bold]{ceilings.device_name}[/] ({ceilings.device_kind}), torch {ceilings.torch_version}")
-    for precision, tflops in ceilings.gemm_tflops.items():
-        console.print(f"  GEMM {precision}: {tflops:.2f} TFLOP/s")
-    console.print(f"  copy: {ceilings.copy_gbs:.1f} GB/s (bytes read + written)")
-    console.print(f"  {ceilings.note}  measured {ceilings.measured_at}")
+    console.print(ceilings_text(ceilings))
     return 0

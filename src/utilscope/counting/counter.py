@@ -20,6 +20,7 @@ from utilscope.precision import COUNTED
 
 DTYPES = {p.value: p.dtype for p in COUNTED}  # --dtype name -> torch dtype
 MAX_BATCH = 1 << 16
+OP_LAYER_PREFIX = "aten."  # the type of an op-level layer is its op ("aten.add_"); a module's is its class
 
 
 @dataclass
@@ -42,6 +43,13 @@ class LayerCount:
     def intensity(self) -> float:
         """Arithmetic intensity: flops per byte of minimum DRAM traffic."""
         return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def is_empty_op(self) -> bool:
+        """An op-level layer (an op issued outside any leaf module, typed by its op) that carries nothing: no
+        FLOPs, no bytes, no parameters, no unsupported op; e.g. the ``aten.empty`` of timm's BatchNormAct2d."""
+        carries = self.flops or self.other_flops or self.bytes or self.params or self.unsupported
+        return self.type.startswith(OP_LAYER_PREFIX) and not carries
 
     def to_dict(self) -> dict:
         return {**asdict(self), "intensity": self.intensity}
@@ -74,22 +82,35 @@ class CountResult:
     traced_on: str  # "meta", or "cpu" when the model could not run on the meta device
 
     def to_dict(self) -> dict:
-        """The ``count`` JSON contract (ARCHITECTURE.md), plus op-class shares and fused bytes."""
+        """The ``count`` JSON contract (ARCHITECTURE.md), plus op-class shares and fused bytes. Layers that carry
+        nothing (``LayerCount.is_empty_op``) are left out and counted per type under ``omitted_layers``."""
         return {
             "model": self.model,
             "batch": self.batch,
             "resolution": self.resolution,
             "dtype": self.dtype,
             "total": {**asdict(self.total), "intensity": self.total.intensity},
-            "layers": [layer.to_dict() for layer in self.layers],
+            "layers": [layer.to_dict() for layer in self.shown_layers],
+            "omitted_layers": self.omitted_layers,
             "op_classes": self.class_summary().to_dict(orient="records"),
             "unsupported": dict(self.unsupported),
             "traced_on": self.traced_on,
         }
 
+    @property
+    def shown_layers(self) -> list[LayerCount]:
+        """The layers tables, CSV and JSON show: all but the op-level layers that carry nothing."""
+        return [layer for layer in self.layers if not layer.is_empty_op]
+
+    @property
+    def omitted_layers(self) -> dict[str, int]:
+        """How many layers of each type ``shown_layers`` leaves out (``{"aten.empty": 49}``)."""
+        return dict(Counter(layer.type for layer in self.layers if layer.is_empty_op))
+
     def layers_frame(self) -> pd.DataFrame:
-        rows = [{k: v for k, v in layer.to_dict().items() if k not in ("ops", "unsupported")} for layer in self.layers]
-        return pd.DataFrame(rows)
+        """One row per shown layer (``shown_layers``), without the per-op breakdowns."""
+        skipped = ("ops", "unsupported")
+        return pd.DataFrame([{k: v for k, v in lay.to_dict().items() if k not in skipped} for lay in self.shown_layers])
 
     def class_summary(self) -> pd.DataFrame:
         """Per op class: layer count, flops, other_flops and bytes, each with its share of the network total."""

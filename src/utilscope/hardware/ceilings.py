@@ -3,18 +3,20 @@
 A datasheet peak is what the silicon could do at its rated clock; the ceiling is what a large, well-tuned
 GEMM (cuBLAS / oneDNN through torch) actually reaches here. Utilization is reported against both.
 
-Results are cached as JSON, one file per device name + torch version, under ``$UTILSCOPE_CACHE_DIR/ceilings``
-(default ``~/.cache/utilscope/ceilings``, or ``$XDG_CACHE_HOME/utilscope/ceilings``).
+Each ceiling is the best of several repetitions; their spread (worst, median, best) is recorded beside it, since a
+CPU's ceiling moves with the machine's load. Results are cached as JSON, one file per device name (a CPU's names its
+thread count) + torch version, under ``$UTILSCOPE_CACHE_DIR/ceilings`` (default ``~/.cache/utilscope/ceilings``, or
+``$XDG_CACHE_HOME/utilscope/ceilings``), on a CPU as on a GPU; ``refresh=True`` re-measures.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import re
+import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -36,8 +38,8 @@ CPU_GEMM_N = 1024
 GPU_COPY_MIB = 1024
 CPU_COPY_MIB = 256
 GPU_REPS, GPU_WARMUP = 10, 3
-CPU_REPS, CPU_WARMUP = 5, 1
-CPU_BUDGET_S = 0.4  # per measurement: fp32 GEMM, bf16 GEMM and copy stay well under ~2 s in all
+CPU_REPS, CPU_WARMUP = 10, 1
+CPU_BUDGET_S = 1.0  # per measurement (measured once, then cached): fp32 GEMM, bf16 GEMM and copy ~3 s at most
 GPU_BUDGET_S = 5.0
 SEED = 0
 CACHE_ENV = "UTILSCOPE_CACHE_DIR"
@@ -56,9 +58,15 @@ class Ceilings:
     note: str
     gemm_n: int = 0  # GEMM size used (n x n x n)
     copy_mib: int = 0  # source tensor size of the copy measurement
+    # precision -> {"min", "median", "max": TFLOP/s, "reps": n} over the repetitions; {}: not recorded (older cache)
+    gemm_spread_tflops: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)
+    copy_spread_gbs: Mapping[str, float] = field(default_factory=dict, hash=False)  # the same for the copy, GB/s
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gemm_tflops", MappingProxyType(dict(self.gemm_tflops)))
+        spread = {prec: MappingProxyType(dict(s)) for prec, s in self.gemm_spread_tflops.items()}
+        object.__setattr__(self, "gemm_spread_tflops", MappingProxyType(spread))
+        object.__setattr__(self, "copy_spread_gbs", MappingProxyType(dict(self.copy_spread_gbs)))
 
     def tflops(self, precision: str) -> float:
         """The measured GEMM ceiling for ``precision``; UsageError listing the measured ones if absent."""
@@ -71,15 +79,18 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["gemm_tflops"] = dict(self.gemm_tflops)
+        out["gemm_spread_tflops"] = {prec: dict(s) for prec, s in self.gemm_spread_tflops.items()}
+        out["copy_spread_gbs"] = dict(self.copy_spread_gbs)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceilings:
+        """From ``to_dict`` output; the spreads, which older records lack, read as not recorded."""
         names = {f.name for f in fields(cls)}
-        missing = names - set(data)
+        missing = names - set(data) - {"gemm_spread_tflops", "copy_spread_gbs"}
         if missing:
             raise ValueError(f"ceilings record lacks {sorted(missing)}")
-        return cls(**{k: data[k] for k in names})
+        return cls(**{k: data[k] for k in names if k in data})
 
 
 def cache_dir() -> Path:
@@ -128,26 +139,33 @@ def measure_ceilings(
     """Measure now (no cache): best GEMM TFLOP/s per available precision and copy GB/s."""
     dev = resolve_device(device)
     n, mib = _sizes(dev, gemm_n, copy_mib)
-    gemm_tflops: dict[str, float] = {}
+    gemm_spread: dict[str, dict[str, float]] = {}
     skipped: list[str] = []
     for prec in _gemm_precisions(dev, skipped):
         try:
-            gemm_tflops[prec] = measure_gemm_tflops(dev, prec, n)
+            gemm_spread[prec] = measure_gemm_spread(dev, prec, n)
         except RuntimeError as exc:  # e.g. int8 GEMM unsupported by this torch/GPU: recorded, not fatal
             first_line = (str(exc).splitlines() or [""])[0][:120]
             skipped.append(f"{prec} ({type(exc).__name__}: {first_line})")
-    copy_gbs = measure_copy_gbs(dev, mib)
+    copy_spread = measure_copy_spread(dev, mib)
     return Ceilings(
         device_name=device_name(dev),
         device_kind=dev.type,
-        gemm_tflops=gemm_tflops,
-        copy_gbs=copy_gbs,
+        gemm_tflops={prec: spread["max"] for prec, spread in gemm_spread.items()},
+        copy_gbs=copy_spread["max"],
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         torch_version=torch.__version__,
         note=_note(dev, n, mib, skipped),
         gemm_n=n,
         copy_mib=mib,
+        gemm_spread_tflops=gemm_spread,
+        copy_spread_gbs=copy_spread,
     )
+
+
+def spread(rates: list[float]) -> dict[str, float]:
+    """{"min", "median", "max", "reps"} of repeated rates (TFLOP/s, GB/s): the ceiling is the max."""
+    return {"min": min(rates), "median": statistics.median(rates), "max": max(rates), "reps": len(rates)}
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -212,25 +230,30 @@ def _gemm_precisions(dev: torch.device, skipped: list[str]) -> list[str]:
 def _cpu_bf16_is_fast(n: int = 256) -> bool:
     """A quick probe: is a bf16 GEMM at least as fast as an fp32 one (native AMX/AVX512-BF16 kernels)?"""
     dev = torch.device("cpu")
-    fp32_s = _time_best_s(_make_gemm(dev, "fp32", n), dev, reps=3, warmup=1, budget_s=0.05)
-    bf16_s = _time_best_s(_make_gemm(dev, "bf16", n), dev, reps=3, warmup=1, budget_s=0.05)
+    fp32_s = min(_time_reps_s(_make_gemm(dev, "fp32", n), dev, reps=3, warmup=1, budget_s=0.05))
+    bf16_s = min(_time_reps_s(_make_gemm(dev, "bf16", n), dev, reps=3, warmup=1, budget_s=0.05))
     return bf16_s <= fp32_s
 
 
 def measure_gemm_tflops(dev: torch.device, precision: str, n: int) -> float:
     """Best-of-reps TFLOP/s (int8: TOPS) of an n x n x n GEMM, warm-up excluded; 2*n^3 operations."""
+    return measure_gemm_spread(dev, precision, n)["max"]
+
+
+def measure_gemm_spread(dev: torch.device, precision: str, n: int) -> dict[str, float]:
+    """TFLOP/s (int8: TOPS) of repeated n x n x n GEMMs, warm-up excluded, 2*n^3 operations each: ``spread``."""
     prec = normalize_precision(precision)
     gpu = dev.type == "cuda"
     with _matmul_precision(prec), torch.inference_mode():
         run = _make_gemm(dev, prec, n)
-        best_s = _time_best_s(
+        times_s = _time_reps_s(
             run,
             dev,
             reps=GPU_REPS if gpu else CPU_REPS,
             warmup=GPU_WARMUP if gpu else CPU_WARMUP,
             budget_s=GPU_BUDGET_S if gpu else CPU_BUDGET_S,
         )
-    return 2.0 * n**3 / best_s / 1e12
+    return spread([2.0 * n**3 / t / 1e12 for t in times_s])
 
 
 def _make_gemm(dev: torch.device, precision: str, n: int) -> Callable[[], Any]:
@@ -247,35 +270,39 @@ def _make_gemm(dev: torch.device, precision: str, n: int) -> Callable[[], Any]:
 
 def measure_copy_gbs(dev: torch.device, mib: int) -> float:
     """Device copy bandwidth: (read + write bytes) / best time of ``dst.copy_(src)``, src ``mib`` MiB."""
+    return measure_copy_spread(dev, mib)["max"]
+
+
+def measure_copy_spread(dev: torch.device, mib: int) -> dict[str, float]:
+    """GB/s (read + write bytes) of repeated ``dst.copy_(src)``, src ``mib`` MiB: ``spread``."""
     gpu = dev.type == "cuda"
     gen = torch.Generator(device=dev).manual_seed(SEED)
     numel = mib * (1 << 20) // 4
     with torch.inference_mode():
         src = torch.randn(numel, generator=gen, device=dev, dtype=torch.float32)
         dst = torch.empty_like(src)
-        best_s = _time_best_s(
+        times_s = _time_reps_s(
             lambda: dst.copy_(src),
             dev,
             reps=GPU_REPS * 2 if gpu else CPU_REPS,
             warmup=GPU_WARMUP if gpu else CPU_WARMUP,
             budget_s=GPU_BUDGET_S if gpu else CPU_BUDGET_S,
         )
-    return 2.0 * src.nbytes / best_s / 1e9
+    return spread([2.0 * src.nbytes / t / 1e9 for t in times_s])
 
 
-def _time_best_s(run: Callable[[], Any], dev: torch.device, reps: int, warmup: int, budget_s: float) -> float:
-    """Minimum seconds of one ``run()`` over up to ``reps`` timed calls (at least 2; stops once over budget)."""
+def _time_reps_s(run: Callable[[], Any], dev: torch.device, reps: int, warmup: int, budget_s: float) -> list[float]:
+    """Seconds of each of up to ``reps`` timed calls of ``run()`` (at least 2; stops once over budget)."""
     for _ in range(warmup):
         run()
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
-    best_s, spent_s = math.inf, 0.0
-    for rep in range(max(reps, 2)):
-        elapsed_s = _time_once_s(run, dev)
-        best_s, spent_s = min(best_s, elapsed_s), spent_s + elapsed_s
-        if rep >= 1 and spent_s > budget_s:
+    times_s: list[float] = []
+    for _ in range(max(reps, 2)):
+        times_s.append(_time_once_s(run, dev))
+        if len(times_s) >= 2 and sum(times_s) > budget_s:
             break
-    return best_s
+    return times_s
 
 
 def _time_once_s(run: Callable[[], Any], dev: torch.device) -> float:
@@ -299,7 +326,8 @@ def _matmul_precision(precision: str):
 def _note(dev: torch.device, n: int, mib: int, skipped: list[str]) -> str:
     clock = "CUDA events" if dev.type == "cuda" else "time.perf_counter"
     parts = [
-        f"best of a few {n}x{n}x{n} GEMMs after warm-up ({clock}); copy = read+write bytes of a {mib} MiB copy_()",
+        f"best of repeated {n}x{n}x{n} GEMMs after warm-up ({clock}; their spread is recorded); copy = "
+        f"read+write bytes of a {mib} MiB copy_()",
     ]
     if dev.type == "cpu":
         parts.insert(0, "CPU: there is no datasheet peak; the measured ceiling is the peak")

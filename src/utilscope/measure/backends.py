@@ -36,14 +36,15 @@ class Backend:
     prepare: Callable[[nn.Module, torch.Tensor], Prepared]
     fuses_elementwise: bool  # whether the runtime fuses elementwise/norm ops (which byte count applies)
     description: str
+    cuda_graphs: bool = False  # whether it replays CUDA graphs on a CUDA device (``Prepared.graph`` says if it did)
 
 
 BACKENDS: Registry[Backend] = Registry("backend")
 
 
-def register_backend(name: str, fuses_elementwise: bool, description: str):
+def register_backend(name: str, fuses_elementwise: bool, description: str, cuda_graphs: bool = False):
     def decorate(prepare: Callable[[nn.Module, torch.Tensor], Prepared]):
-        BACKENDS.add(name, Backend(name, prepare, fuses_elementwise, description))
+        BACKENDS.add(name, Backend(name, prepare, fuses_elementwise, description, cuda_graphs))
         return prepare
 
     return decorate
@@ -98,7 +99,7 @@ def eager(model: nn.Module, x: torch.Tensor) -> Prepared:
     return Prepared(_inference_call(model, x), module=model)
 
 
-@register_backend("graph", fuses_elementwise=False, description="eager captured into a CUDA graph")
+@register_backend("graph", fuses_elementwise=False, description="eager captured into a CUDA graph", cuda_graphs=True)
 def graph(model: nn.Module, x: torch.Tensor) -> Prepared:
     prepared = _with_graph(_inference_call(model, x), x)
     return Prepared(prepared.run, prepared.notes, prepared.graph, model)
@@ -131,7 +132,9 @@ def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[
     return folded.eval(), ()
 
 
-@register_backend("inference", fuses_elementwise=True, description="BN folded, inductor with freezing, CUDA graphs")
+@register_backend(
+    "inference", fuses_elementwise=True, description="BN folded, inductor with freezing, CUDA graphs", cuda_graphs=True
+)
 def inference(model: nn.Module, x: torch.Tensor) -> Prepared:
     folded, notes = fold_batchnorm(model, x)
     options = {"freezing": True}

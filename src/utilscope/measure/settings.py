@@ -105,8 +105,8 @@ def timing_window(min_time_ms: float | None) -> TimingPlan | None:
 class MeasureRequest:
     """One model to measure, and how. Checked when made: a bad backend, precision name, resolution, peak or cuDNN
     combination is a ``UsageError`` before anything is built. ``precision`` None: fp16 on a GPU, fp32 on a CPU;
-    ``device`` None: cuda if present; ``resolution`` None: the model's native one. ``ceilings``: "measure" (cached
-    on a GPU, measured afresh on a CPU), "skip", or measured ``Ceilings`` to use. ``plan`` None: the measurement's
+    ``device`` None: cuda if present; ``resolution`` None: the model's native one. ``ceilings``: "measure" (measured
+    once per device and cached), "skip", or measured ``Ceilings`` to use. ``plan`` None: the measurement's
     default timing plan."""
 
     model: str

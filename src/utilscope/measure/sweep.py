@@ -8,6 +8,7 @@ nvml_util              = NVIDIA's time-based utilization sampled during the time
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -19,7 +20,7 @@ from utilscope.counting import CountResult, count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.hardware import USER_PEAK, Ceilings, check_peak_tflops
-from utilscope.measure.backends import Backend, get_backend
+from utilscope.measure.backends import BACKENDS, Backend, get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
@@ -34,6 +35,9 @@ CPU_PLAN = TimingPlan(min_total_ms=200.0)
 DEFAULT_GPU_BATCHES = (1, 8, 32, 128, 256)
 DEFAULT_CPU_BATCHES = (1, 8)
 INPUT_SEED = 0
+# what torch's CPU allocator says when an allocation fails (a RuntimeError, not an OutOfMemoryError)
+UNSTEADY_CEILING = 1.25  # a ceiling whose best repetition is this many times its worst was measured under load
+CPU_ALLOCATION_FAILURE = re.compile(r"DefaultCPUAllocator: (can't allocate memory|not enough memory)")
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,20 @@ class ProfileResult:
     flops_per_sample: int
     environment: dict
     rows: list[ProfileRow]
+    ceilings: dict | None = None  # the measured ceilings utilization_vs_ceiling used (``Ceilings.to_dict``)
+
+    @property
+    def backend_ran(self) -> str:
+        """The backend as it ran: a CUDA-graph backend none of whose rows replayed a graph (on a CPU, or where
+        capture failed) ran plain launches: ``graph`` is then ``eager``, ``inference`` inductor without graphs."""
+        backend = BACKENDS.get(self.backend, None)
+        ok = [row for row in self.rows if row.status == "ok"]
+        if backend is None or not backend.cuda_graphs or not ok or any(row.cuda_graph for row in ok):
+            return self.backend
+        return f"{self.backend} without CUDA graphs" if backend.fuses_elementwise else "eager"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "backend_ran": self.backend_ran}
 
 
 def resolve_peaks(
@@ -177,7 +192,20 @@ def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     row = utilization_row(batch, stats, sweep.work, sweep.backend.fuses_elementwise, sweep.peaks, sampler.mean_percent)
     row.cuda_graph = prepared.graph
     row.notes = list(prepared.notes)
+    if row.utilization_vs_ceiling is not None and row.utilization_vs_ceiling > 1:
+        row.notes.append(
+            f"batch {batch} ran at {row.utilization_vs_ceiling:.0%} of the measured {sweep.precision.value} GEMM "
+            "ceiling: it was measured when the machine was busier than now (or this model's kernels beat a large "
+            f"GEMM); `utilscope ceilings --device {sweep.device.type} --refresh` re-measures it"
+        )
     return row
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and CPU_ALLOCATION_FAILURE.search(str(exc)) is not None
 
 
 def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:
@@ -188,11 +216,13 @@ def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], N
         try:
             row = measure_batch(sweep, batch)
             row.notes = sweep.notes + row.notes
-        except torch.cuda.OutOfMemoryError:
-            row = ProfileRow(batch=batch, status="oom", notes=list(sweep.notes))
         except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
             message = str(exc).splitlines()[0][:200] if str(exc) else ""
-            row = ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}", notes=list(sweep.notes))
+            if is_out_of_memory(exc):
+                row = ProfileRow(batch=batch, status="oom", notes=[*sweep.notes, f"out of memory: {message}"])
+            else:
+                status = f"error: {type(exc).__name__}: {message}"
+                row = ProfileRow(batch=batch, status=status, notes=list(sweep.notes))
         finally:
             if sweep.device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -218,13 +248,26 @@ def default_precision(device: torch.device) -> str:
 
 
 def resolve_ceilings(request: MeasureRequest, device: torch.device) -> Ceilings | None:
-    """The request's ceilings: given, skipped, or measured (cached on GPUs; a CPU's ceiling moves with the
-    machine's load, so it is measured afresh, ~1 s)."""
+    """The request's ceilings: given, skipped, or measured once per device and cached (a CPU's too: measured afresh
+    each run it swung with the machine's load from run to run; its spread over repetitions is recorded instead, and
+    ``utilscope ceilings --refresh`` re-measures)."""
     if request.ceilings == "skip":
         return None
     if request.ceilings == "measure":
-        return hardware.get_ceilings(device, refresh=device.type == "cpu")
+        return hardware.get_ceilings(device)
     return request.ceilings
+
+
+def ceiling_notes(ceilings, precision: Precision) -> list[str]:
+    """A measured ceiling whose repetitions disagree was measured on a busy machine: say so, and how to redo it."""
+    spread = getattr(ceilings, "gemm_spread_tflops", {}).get(precision.value)
+    if not spread or spread["min"] <= 0 or spread["max"] / spread["min"] < UNSTEADY_CEILING:
+        return []
+    return [
+        f"the {precision.value} GEMM ceiling varied {spread['max'] / spread['min']:.1f}x over its {spread['reps']} "
+        f"repetitions ({spread['min']:.3g}-{spread['max']:.3g} TFLOP/s): it was measured on a busy machine; "
+        f"`utilscope ceilings --device {ceilings.device_kind} --refresh` re-measures it"
+    ]
 
 
 def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, **options) -> Sweep:
@@ -240,6 +283,7 @@ def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, **o
     work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
     ceilings = resolve_ceilings(request, dev)
     peaks, notes = resolve_peaks(dev, prec, request.peak_tflops, ceilings)
+    notes += ceiling_notes(ceilings, prec)
     return Sweep(
         request=request,
         module=prepare_module(zoo.build_model(spec, res), dev, prec, request.channels_last),
@@ -268,7 +312,8 @@ def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = N
     sweep = prepare_sweep(request, clock)
     rows = run_sweep(sweep, batch_list)
     env = sweep.environment
+    ceilings = sweep.ceilings.to_dict() if sweep.ceilings is not None else None
     return ProfileResult(
         sweep.model_id, sweep.resolution, env["device_name"], sweep.backend.name, sweep.precision.value,
-        request.channels_last, sweep.work.total.flops, env, rows,
+        request.channels_last, sweep.work.total.flops, env, rows, ceilings,
     )  # fmt: skip

@@ -10,12 +10,15 @@ from utilscope.units import percent, shape_text, si
 
 
 def layer_table(result: CountResult, top: int | None = None) -> Table:
-    """One row per layer in execution order, or the ``top`` layers by flops."""
-    layers = list(enumerate(result.layers, start=1))
+    """One row per layer in execution order, or the ``top`` layers by flops; op-level layers that carry nothing
+    (``LayerCount.is_empty_op``) are left out, and the caption says how many."""
+    layers = list(enumerate(result.shown_layers, start=1))
     if top is not None:
         layers = sorted(layers, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
     title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
-    table = Table(title=title, show_lines=False, header_style="bold")
+    omitted = ", ".join(f"{kind} ×{n}" for kind, n in sorted(result.omitted_layers.items()))
+    caption = f"not shown: zero-cost op layers ({omitted})" if omitted else None
+    table = Table(title=title, caption=caption, show_lines=False, header_style="bold")
     for column in ("#", "layer", "type", "class", "input → output"):
         table.add_column(column, overflow="fold")
     for column in ("FLOPs", "other FLOPs", "bytes", "params", "FLOP/B", "FLOP share"):

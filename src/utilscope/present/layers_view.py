@@ -6,21 +6,46 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from utilscope.attribute.diagnose import pct
 from utilscope.attribute.explain import Explanation
-from utilscope.units import percent, si
+from utilscope.attribute.hints import Hint
+from utilscope.measure.backends import BACKENDS
+from utilscope.units import percent, si, significant
+
+
+def idle_text(a) -> str:
+    """The idle share as the header states it: what idle means on this device, or why it is not measurable."""
+    meaning = "outside ops: Python, dispatch, gaps" if a.device_type == "cpu" else "launch overhead, gaps"
+    if a.idle_share is None:
+        profiled_ms = a.profiled_ms if a.profiled_ms is not None else a.kernel_time_ms
+        unit = "ops" if a.device_type == "cpu" else "kernels"
+        return f"idle ({meaning}) not measurable: the profiled {unit} took {profiled_ms:.3f} ms, more than end to end"
+    return f"idle ({meaning}) {percent(a.idle_share)} of end-to-end"
+
+
+def backend_text(a) -> str:
+    """The backend as it ran: a CUDA-graph backend on a CPU ran plain launches (``eager (asked: graph)``)."""
+    backend = BACKENDS.get(a.backend, None)
+    if backend is None or not backend.cuda_graphs or a.device_type == "cuda":
+        return a.backend
+    return f"{a.backend} without CUDA graphs" if backend.fuses_elementwise else f"eager (asked: {a.backend})"
 
 
 def header_text(explanation: Explanation) -> str:
     a = explanation.attribution
     measured = a.measured_utilization
     attributed = a.attributed_ms / a.kernel_time_ms if a.kernel_time_ms else 0.0
+    peak = (
+        f", FLOP utilization {percent(measured)} of {significant(a.peak_tflops)} TFLOP/s"
+        if measured is not None
+        else ""
+    )
     lines = [
-        f"[bold]{a.model}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {a.backend} · {a.device_name}",
-        f"end-to-end {a.end_to_end_ms:.3f} ms ({a.batch / a.end_to_end_ms * 1e3:,.0f} samples/s)"
-        + (f", FLOP utilization {percent(measured)} of {a.peak_tflops:.1f} TFLOP/s" if measured is not None else ""),
-        f"device time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
-        f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; "
-        f"idle (launch overhead, gaps) {percent(a.idle_share)} of end-to-end",
+        f"[bold]{escape(a.model)}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {backend_text(a)} · "
+        f"{escape(a.device_name)}",
+        f"end-to-end {a.end_to_end_ms:.3f} ms ({significant(a.batch / a.end_to_end_ms * 1e3)} samples/s){peak}",
+        f"{'op' if a.device_type == 'cpu' else 'device'} time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
+        f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; {idle_text(a)}",
     ]
     return "\n".join(lines)
 
@@ -42,7 +67,7 @@ def points_table(explanation: Explanation, top: int) -> Table:
             f"{point.time_ms:.4f}",
             percent(point.time_share),
             percent(point.flop_share),
-            f"{point.achieved_tflops:.2f}",
+            significant(point.achieved_tflops),
             "-" if point.utilization != point.utilization else percent(point.utilization),
             f"{row.intensity:.1f}" if row else "-",
             row.bound.value if row else "-",
@@ -64,7 +89,7 @@ def classes_table(explanation: Explanation) -> Table:
             percent(row.flop_share),
             percent(row.time_share),
             f"{row.time_ms:.3f}",
-            f"{row.achieved_tflops:.2f}",
+            significant(row.achieved_tflops),
             "-" if row.utilization != row.utilization else percent(row.utilization),
         )
     return table
@@ -89,18 +114,31 @@ def attainable_text(explanation: Explanation) -> str:
     return "\n".join(lines)
 
 
-def findings_text(explanation: Explanation, limit: int = 12) -> str:
+DETAILS_SHOWN = 3  # per hint: the biggest layers shown with their evidence
+NAMES_SHOWN = 6  # ... and the names of this many more
+
+
+def hint_text(hint: Hint) -> str:
+    """One hint: rule, time at stake and what it covers; its evidence; the biggest layers; the advice, once."""
+    covered = f"{len(hint.layers)} flagged" if hint.layers else "the network"
+    lines = [f"• {escape(f'[{hint.rule}]')} {pct(hint.time_share)} of time, {covered}"]
+    if hint.evidence:
+        lines.append(f"    {escape(hint.evidence)}")
+    shown = hint.details[:DETAILS_SHOWN]
+    lines += [f"    {escape(finding.layer)}: {escape(finding.evidence)}" for finding in shown]
+    rest = [name for name in hint.layers if name not in {finding.layer for finding in shown}]
+    if rest:
+        more = f" (+{len(rest) - NAMES_SHOWN} more; --json lists them)" if len(rest) > NAMES_SHOWN else ""
+        lines.append(f"    also: {escape(', '.join(rest[:NAMES_SHOWN]))}{more}")
+    lines.append(f"    → {escape(hint.advice)}")
+    return "\n".join(lines)
+
+
+def findings_text(explanation: Explanation) -> str:
     if not explanation.findings:
         return "no diagnosis rule fired"
-    lines = ["[bold]hints[/] (advice, not verdicts):"]
-    for finding in explanation.findings[:limit]:
-        where = escape(finding.layer or "network")
-        lines.append(
-            f"• {escape(f'[{finding.rule}]')} {where}: {escape(finding.evidence)}\n    → {escape(finding.advice)}"
-        )
-    if len(explanation.findings) > limit:
-        lines.append(f"  … {len(explanation.findings) - limit} more (--json lists all)")
-    return "\n".join(lines)
+    lines = ["[bold]hints[/] (advice, not verdicts), biggest time at stake first:"]
+    return "\n".join(lines + [hint_text(hint) for hint in explanation.findings])
 
 
 def render_layers(explanation: Explanation, console: Console, top: int = 20) -> None:
