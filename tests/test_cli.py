@@ -146,3 +146,13 @@ def test_an_unexpected_error_exits_3_with_its_traceback(monkeypatch, capsys):
     assert main(["devices"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().endswith("utilscope: internal error: KeyError: 'a bug'")
+
+
+@pytest.mark.parametrize("value", ['"big"', "None", "2.5", "True", "0"])
+def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_factory, capsys):
+    """``RESOLUTION = 2.5`` or ``True`` used to run at 2 px and 1 px; ``"big"`` and ``None`` were internal errors."""
+    path = write_factory(TINY_FACTORY.replace("RESOLUTION = 32", f"RESOLUTION = {value}"), "badres")
+    assert main(["count", f"{path}:make"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("utilscope: error: ")
+    assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 1" in err
