@@ -156,3 +156,34 @@ def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("utilscope: error: ")
     assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 1" in err
+
+
+@pytest.mark.parametrize("batch", ["1,,2", "8,", ",1", "", " , "])
+@pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
+def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factory, tmp_path, capsys):
+    """``profile --batch 1,,2`` used to measure batches 1 and 2; every batch list is strict now, and the store
+    (or table) is never touched."""
+    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
+            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+            "nas table": ["nas", "table", "--space", "mbv3", "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    assert main([*argv, "--batch", batch]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "without empty elements" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_lists_of_precisions_and_backends_are_strict(factory, tmp_path, capsys):
+    db = tmp_path / "s.sqlite"
+    for option, value in (("--precision", "fp32,,fp32"), ("--backend", "eager,")):
+        assert main(["survey", "--models", f"{factory}:make", "--db", str(db), "--dry-run", option, value]) == 2
+        assert "without empty elements" in capsys.readouterr().err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("top", ["0", "-3"])
+@pytest.mark.parametrize("model", ["{factory}:make", "torchvision:squeezenet1_*"])
+def test_count_top_below_one_is_a_usage_error(model, top, factory, capsys):
+    """``--top -3`` used to drop the last three layers, ``--top 0`` to print an empty table."""
+    assert main(["count", model.format(factory=factory), "--top", top]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--top must be at least 1, got {top}" in err

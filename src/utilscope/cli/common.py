@@ -16,17 +16,28 @@ EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
 
 
 def parse_batches(text: str | None) -> list[int] | None:
+    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default). Strict: an empty element (``"1,,2"``,
+    ``"8,"``, ``""``) or a non-integer is a UsageError; the library checks the sizes themselves."""
     if text is None:
         return None
+    parts = _elements(text, "batch sizes", "1,8,32")
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        return [int(part) for part in parts]
     except ValueError:
         raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
 
 
 def parse_list(text: str | None) -> tuple[str, ...]:
-    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> ()."""
-    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> () (the command's default); an empty element of a list
+    (``"fp16,,bf16"``) is a UsageError."""
+    return _elements(text, "lists", "fp16,bf16") if text else ()
+
+
+def _elements(text: str, what: str, example: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(","))
+    if not all(parts):
+        raise UsageError(f"{what} must be comma-separated without empty elements (e.g. {example}), got {text!r}")
+    return parts
 
 
 def add_measurement_options(p: argparse.ArgumentParser) -> None:

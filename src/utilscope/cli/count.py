@@ -12,6 +12,7 @@ from utilscope.cli.common import EXIT_PARTIAL
 from utilscope.counting import DTYPES, count
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import zoo
+from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
 
 
@@ -32,6 +33,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_count(args, console: Console) -> int:
+    check_top(args.top)  # before counting (a glob counts many models)
     names = [args.model] if not zoo.is_glob(args.model) else zoo.list_models(args.model)
     if not names:
         raise UsageError(f"no model matches '{args.model}'")

@@ -12,6 +12,7 @@ from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_
 from utilscope.errors import UsageError
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
+from utilscope.present import check_top
 from utilscope.present.layers_view import render_layers
 from utilscope.present.profile_view import frame_table, profile_footer, profile_table
 from utilscope.present.roofline_plot import plot_roofline
@@ -52,8 +53,7 @@ def cmd_profile(args, console: Console) -> int:
 
 
 def cmd_layers(args, console: Console) -> int:
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, got {args.top}")
+    check_top(args.top)
     attribution = attribute(measure_request(args), batch=args.batch)
     explanation = explain(attribution)
     if args.roofline:

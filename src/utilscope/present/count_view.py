@@ -6,13 +6,14 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.counting import CountResult
+from utilscope.present import check_top
 from utilscope.units import percent, shape_text, si
 
 
 def layer_table(result: CountResult, top: int | None = None) -> Table:
     """One row per layer in execution order, or the ``top`` layers by flops."""
     layers = list(enumerate(result.layers, start=1))
-    if top is not None:
+    if check_top(top) is not None:
         layers = sorted(layers, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
     title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
     table = Table(title=title, show_lines=False, header_style="bold")
