@@ -187,3 +187,64 @@ def test_count_top_below_one_is_a_usage_error(model, top, factory, capsys):
     assert main(["count", model.format(factory=factory), "--top", top]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--top must be at least 1, got {top}" in err
+
+
+def strict_loads(text: str):
+    """json.loads that fails on NaN / Infinity / -Infinity, which strict JSON parsers (jq, browsers) refuse."""
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_strict_json_writes_non_finite_numbers_as_null():
+    import numpy as np
+
+    from utilscope.present.json_text import strict_json
+
+    doc = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": (np.float64("nan"), np.int64(3)),
+           np.int64(7): {"d": np.array([1.0, np.nan])}, "e": None, "f": "nan"}  # fmt: skip
+    expected = {"a": None, "b": [None, None, 1.5], "c": [None, 3], "7": {"d": [1.0, None]}, "e": None, "f": "nan"}
+    assert strict_loads(strict_json(doc)) == expected
+
+
+NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float("inf")}]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "patches"),
+    [
+        (["count", "torchvision:resnet18", "--json"], {"count.count": "result"}),
+        (["profile", "torchvision:resnet18", "--json"], {"measure.profile": "result"}),
+        (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result", "measure.explain": "result"}),
+        (["ceilings", "--device", "cpu", "--json"], {"measure.get_ceilings": "result"}),
+        (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_file": "prediction"}),
+    ],
+)
+def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
+    """NaN and ±inf are null in every --json output (json.dumps used to write NaN, -Infinity)."""
+    import importlib
+    import types
+
+    import pandas as pd
+
+    result = types.SimpleNamespace(to_dict=lambda: NAN_DOC, rows=[])
+    predictor = types.SimpleNamespace(space="mbv3", table=types.SimpleNamespace(device="NVIDIA H200"))
+    prediction = (predictor, pd.DataFrame({"id": ["a", "b"], "utilization": [float("nan"), 0.5]}))
+    for target, kind in patches.items():
+        module, name = target.split(".")
+        stub = {"result": result, "prediction": prediction}[kind]
+        monkeypatch.setattr(importlib.import_module(f"utilscope.cli.{module}"), name, lambda *a, _s=stub, **k: _s)
+    assert main(argv) == 0
+    doc = strict_loads(capsys.readouterr().out)
+    if argv[0] == "nas":
+        assert doc["predictions"][0]["utilization"] is None and doc["predictions"][1]["utilization"] == 0.5
+    else:
+        assert doc == {"value": None, "rows": [{"low": None, "high": None}]}
+
+
+def test_devices_json_is_strict(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = {row["key"]: row for row in strict_loads(capsys.readouterr().out)}
+    assert rows["t4"]["tf32_tflops"] is None and rows["t4"]["fp16_tflops"] == 65.0  # the T4 has no TF32 unit

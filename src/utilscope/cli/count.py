@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pandas as pd
@@ -14,6 +13,7 @@ from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import zoo
 from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
+from utilscope.present.json_text import strict_json
 
 
 def add_parsers(sub) -> None:
@@ -41,7 +41,7 @@ def cmd_count(args, console: Console) -> int:
         return count_many(names, args, console)
     result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(strict_json(result.to_dict()))
     elif args.csv:
         print(result.layers_frame().to_csv(index=False), end="")
     else:
@@ -58,7 +58,7 @@ def count_many(names: list[str], args, console: Console) -> int:
         except UtilscopeError as exc:
             failures.append(f"{name}: {' '.join(str(exc).split())}")
     if args.json:
-        print(json.dumps([r.to_dict() for r in results]))
+        print(strict_json([r.to_dict() for r in results]))
     elif args.csv:
         frames = [r.layers_frame().assign(model=r.model) for r in results]
         print(pd.concat(frames).to_csv(index=False), end="")

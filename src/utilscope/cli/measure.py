@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 
 from utilscope.attribute.attribution import attribute
@@ -13,6 +11,7 @@ from utilscope.errors import UsageError
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
 from utilscope.present import check_top
+from utilscope.present.json_text import strict_json
 from utilscope.present.layers_view import render_layers
 from utilscope.present.profile_view import frame_table, profile_footer, profile_table
 from utilscope.present.roofline_plot import plot_roofline
@@ -45,7 +44,7 @@ def add_parsers(sub) -> None:
 def cmd_profile(args, console: Console) -> int:
     result = profile(measure_request(args), parse_batches(args.batch))
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(strict_json(result.to_dict()))
     else:
         console.print(profile_table(result))
         console.print(profile_footer(result))
@@ -63,7 +62,7 @@ def cmd_layers(args, console: Console) -> int:
         ceiling = attribution.ceiling_roofs if attribution.ceiling_roofs != attribution.roofs else None
         plot_roofline(attribution.points, attribution.roofs, ceiling, args.roofline, title)
     if args.json:
-        print(json.dumps(explanation.to_dict(), default=str))
+        print(strict_json(explanation.to_dict()))
         return 0
     render_layers(explanation, console, top=args.top)
     if args.roofline:
@@ -74,7 +73,7 @@ def cmd_layers(args, console: Console) -> int:
 def cmd_devices(args, console: Console) -> int:
     frame = specs_frame()
     if args.json:
-        print(frame.to_json(orient="records"))
+        print(strict_json(frame.to_dict(orient="records")))
     else:
         console.print(frame_table(frame, "dense datasheet peaks (TFLOP/s; int8 in TOPS) and memory bandwidth (GB/s)"))
     return 0
@@ -83,7 +82,7 @@ def cmd_devices(args, console: Console) -> int:
 def cmd_ceilings(args, console: Console) -> int:
     ceilings = get_ceilings(resolve_device(args.device), refresh=args.refresh)
     if args.json:
-        print(json.dumps(ceilings.to_dict()))
+        print(strict_json(ceilings.to_dict()))
         return 0
     console.print(f"[bold]{ceilings.device_name}[/] ({ceilings.device_kind}), torch {ceilings.torch_version}")
     for precision, tflops in ceilings.gemm_tflops.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from utilscope.nas.predictor import fit, measured_dataset, predict_file
 from utilscope.nas.sampler import measurement_models, sample_architectures, save_jsonl
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import get_space
+from utilscope.present.json_text import strict_json
 from utilscope.present.nas_view import render_analysis, render_fit, render_simulation
 from utilscope.survey.store import Store
 
@@ -148,7 +148,7 @@ def cmd_fit(args, console: Console) -> int:
 def cmd_predict(args, console: Console) -> int:
     predictor, frame = predict_file(args.archs, args.profile, args.gpu, args.batch)
     if args.json:
-        print(json.dumps({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
+        print(strict_json({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
                           "predictions": frame.to_dict(orient="records")}))  # fmt: skip
     elif args.csv:
         print(frame.to_csv(index=False), end="")
@@ -168,7 +168,7 @@ def cmd_search(args, console: Console) -> int:
             frame = store.frame()
         simulation = simulate(request, frame, args.holdout_only)
         if args.json:
-            print(json.dumps({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
+            print(strict_json({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
                               "margins": simulation.margins,
                               "comparison": simulation.comparison.to_dict(orient="records")}))  # fmt: skip
         else:
@@ -180,7 +180,7 @@ def cmd_search(args, console: Console) -> int:
            "best_objective": result.best_objective, "best_samples_per_s": result.best_samples_per_s,
            "measurements": result.measurements, "steps": result.steps}  # fmt: skip
     if args.json:
-        print(json.dumps(doc))
+        print(strict_json(doc))
     else:
         for name, value in doc.items():
             console.print(f"{name}: {value}")
@@ -194,7 +194,7 @@ def cmd_analyze(args, console: Console) -> int:
     if args.json:
         docs = [{**vars(r), "spread": r.spread.to_dict(orient="records"),
                  "effects": r.effects.to_dict(orient="records")} for r in results]  # fmt: skip
-        print(json.dumps(docs))
+        print(strict_json(docs))
     else:
         render_analysis(results, console)
     return 0
