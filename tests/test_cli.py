@@ -248,3 +248,19 @@ def test_devices_json_is_strict(capsys):
     assert main(["devices", "--json"]) == 0
     rows = {row["key"]: row for row in strict_loads(capsys.readouterr().out)}
     assert rows["t4"]["tf32_tflops"] is None and rows["t4"]["fp16_tflops"] == 65.0  # the T4 has no TF32 unit
+
+
+@pytest.mark.parametrize("argv", [["models", "torchvision:*"], ["devices", "--json"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
+    """``utilscope models 'timm:*' | head -1``: the reader closes the pipe; no traceback, the shell's SIGPIPE code
+    (it used to be an internal error, exit 3, with a BrokenPipeError traceback)."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: deterministic
+    try:
+        done = subprocess.run([sys.executable, "-m", "utilscope.cli", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 141

@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells) failed: each failure is printed
 EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a newer schema, ...): one line
 EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
+EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quiet, the shell's code for SIGPIPE
 
 
 def parse_batches(text: str | None) -> list[int] | None:
