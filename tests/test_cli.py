@@ -264,3 +264,54 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == 141
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("out.txt", "the roofline plot must be a .png file, got"),
+        ("a_file.txt/x.png", "a_file.txt is not a folder"),
+        ("a_folder", "must be a .png file"),
+        ("a_folder.png", "is a folder; give a file path"),
+    ],
+)
+def test_layers_checks_the_roofline_path_before_measuring(path, message, factory, tmp_path, monkeypatch, capsys):
+    from utilscope.cli import measure
+
+    (tmp_path / "a_file.txt").write_text("x")
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_folder.png").mkdir()
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before checking the roofline path")
+
+    monkeypatch.setattr(measure, "attribute", measured)
+    assert main(["layers", f"{factory}:make", "--device", "cpu", "--roofline", str(tmp_path / path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_layers_prints_the_measurement_before_the_plot_can_fail(json_flag, factory, tmp_path, monkeypatch, capsys):
+    """A plot that cannot be drawn after measuring (no roofs, a full disk) never loses the measurement."""
+    from utilscope.cli import measure
+    from utilscope.errors import UsageError
+
+    def no_plot(attribution, path):
+        raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
+
+    monkeypatch.setattr(measure, "plot_attribution", no_plot)
+    argv = ["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(tmp_path / "r.png")]
+    assert main([*argv, *json_flag]) == 2
+    captured = capsys.readouterr()
+    assert "no roofs for this device" in captured.err
+    if json_flag:
+        assert "points" in json.loads(captured.out)
+    else:
+        assert "attainable" in captured.out.lower()
+
+
+def test_layers_roofline_creates_missing_folders(factory, tmp_path, capsys):
+    png = tmp_path / "new" / "folder" / "roofline.png"
+    assert main(["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and f"roofline plot: {png}" in capsys.readouterr().out.replace("\n", "")

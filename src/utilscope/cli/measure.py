@@ -7,14 +7,14 @@ from rich.console import Console
 from utilscope.attribute.attribution import attribute
 from utilscope.attribute.explain import explain
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, parse_batches
-from utilscope.errors import UsageError
+from utilscope.files import check_output_file
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
 from utilscope.present import check_top
 from utilscope.present.json_text import strict_json
 from utilscope.present.layers_view import render_layers
 from utilscope.present.profile_view import frame_table, profile_footer, profile_table
-from utilscope.present.roofline_plot import plot_roofline
+from utilscope.present.roofline_plot import plot_attribution
 
 
 def add_parsers(sub) -> None:
@@ -28,7 +28,9 @@ def add_parsers(sub) -> None:
     add_measurement_options(p)
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default 20)")
-    p.add_argument("--roofline", default=None, metavar="PNG", help="write the roofline plot to this PNG file")
+    p.add_argument("--roofline", default=None, metavar="PNG",
+                   help="also write the roofline plot to this PNG file (checked before measuring; missing folders "
+                   "are created)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
     p.set_defaults(run=cmd_layers)
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
@@ -52,21 +54,21 @@ def cmd_profile(args, console: Console) -> int:
 
 
 def cmd_layers(args, console: Console) -> int:
+    """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
+    path is checked before measuring)."""
     check_top(args.top)
+    if args.roofline:
+        check_output_file(args.roofline, "roofline plot", (".png",))
     attribution = attribute(measure_request(args), batch=args.batch)
     explanation = explain(attribution)
-    if args.roofline:
-        if attribution.roofs is None:
-            raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
-        title = f"{attribution.model} · batch {attribution.batch} · {attribution.precision} · {attribution.backend}"
-        ceiling = attribution.ceiling_roofs if attribution.ceiling_roofs != attribution.roofs else None
-        plot_roofline(attribution.points, attribution.roofs, ceiling, args.roofline, title)
     if args.json:
-        print(strict_json(explanation.to_dict()))
-        return 0
-    render_layers(explanation, console, top=args.top)
+        print(strict_json(explanation.to_dict()), flush=True)
+    else:
+        render_layers(explanation, console, top=args.top)
     if args.roofline:
-        console.print(f"roofline plot: {args.roofline}")
+        path = plot_attribution(attribution, args.roofline)
+        if not args.json:
+            console.print(f"roofline plot: {path}")
     return 0
 
 
