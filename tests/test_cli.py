@@ -315,3 +315,63 @@ def test_layers_roofline_creates_missing_folders(factory, tmp_path, capsys):
     png = tmp_path / "new" / "folder" / "roofline.png"
     assert main(["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(png)]) == 0
     assert png.stat().st_size > 10_000 and f"roofline plot: {png}" in capsys.readouterr().out.replace("\n", "")
+
+
+@pytest.fixture()
+def stores(tmp_path):
+    """An empty store (created, never measured into) and one holding one measurement."""
+    from test_store import make_row
+
+    from utilscope.survey.store import Store
+
+    empty, full = tmp_path / "empty.sqlite", tmp_path / "full.sqlite"
+    Store(empty).close()
+    with Store(full) as store:
+        store.add(make_row())
+    return empty, full
+
+
+@pytest.mark.parametrize("verb", [["report", "{db}", "-o", "{out}"], ["export", "{db}", "{out}.csv"]])
+def test_report_and_export_of_an_empty_store_are_refused_and_write_nothing(verb, stores, tmp_path, capsys):
+    """They used to write a page saying "no failures" (and an empty CSV)."""
+    empty, _ = stores
+    out = tmp_path / "out"
+    assert main([part.format(db=empty, out=out) for part in verb]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no measurements" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "full.sqlite"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "{full}", "-o", "{file}"], "exists and is not a folder"),
+        (["report", "{full}", "-o", "{file}/report"], "a_file.txt is not a folder"),
+        (["export", "{full}", "{folder}"], "must be a .csv or .parquet file"),
+        (["export", "{full}", "{file}/out.csv"], "a_file.txt is not a folder"),
+        (["export", "{full}", "{folder}.csv"], "is a folder; give a file path"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{folder}"], "must be a .jsonl file"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{folder}.jsonl"], "is a folder; give a file path"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{file}/a.jsonl"], "a_file.txt is not a folder"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_one_line_and_exit_2(argv, message, stores, tmp_path, capsys):
+    """An existing file as the report folder, a folder as the export or sample file, a path under a file: these
+    used to be internal errors (exit 3, a traceback)."""
+    _, full = stores
+    (tmp_path / "a_file.txt").write_text("x")
+    for folder in ("a_folder", "a_folder.csv", "a_folder.jsonl"):
+        (tmp_path / folder).mkdir()
+    paths = {"full": full, "file": tmp_path / "a_file.txt", "folder": tmp_path / "a_folder"}
+    assert main([part.format(**paths) for part in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert (tmp_path / "a_file.txt").read_text() == "x" and not any((tmp_path / "a_folder").iterdir())
+
+
+def test_report_and_export_of_a_store_with_measurements(stores, tmp_path, capsys):
+    _, full = stores
+    assert main(["report", str(full), "-o", str(tmp_path / "new" / "report")]) == 0
+    assert (tmp_path / "new" / "report" / "index.html").is_file()
+    assert main(["export", str(full), str(tmp_path / "new" / "m.csv")]) == 0
+    assert len((tmp_path / "new" / "m.csv").read_text().strip().splitlines()) == 2

@@ -12,7 +12,7 @@ from utilscope.cli.survey import add_grid_options, report_migration, run_grid
 from utilscope.nas.analysis import analyze
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
-from utilscope.nas.sampler import measurement_models, sample_architectures, save_jsonl
+from utilscope.nas.sampler import measurement_models, sample_file
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import get_space
 from utilscope.present.json_text import strict_json
@@ -108,10 +108,9 @@ def _add_search(verbs) -> None:
 
 def cmd_sample(args, console: Console) -> int:
     space = get_space(args.space)
-    archs = sample_architectures(space, args.n, args.seed, args.flops_min, args.flops_max)
-    path = save_jsonl(args.out, archs)
+    archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max)
     flops = sorted(space.complexity(arch).flops for arch in archs)
-    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {path}; "
+    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {args.out}; "
                   f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
     return 0
 

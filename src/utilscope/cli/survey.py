@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
 from utilscope.models import sets as model_sets
+from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
 from utilscope.survey.runner import RunOptions, run_survey
@@ -113,6 +114,6 @@ def cmd_report(args, console: Console) -> int:
 def cmd_export(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
-        store.export(args.out)
+        export_measurements(store, args.out)
     console.print(f"exported {args.db} to {args.out}")
     return 0

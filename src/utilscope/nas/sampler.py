@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.errors import UsageError
+from utilscope.files import check_output_file
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
@@ -40,8 +41,23 @@ def sample_architectures(
     return list(seen.values())
 
 
+def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_min: float | None = None,
+                flops_max: float | None = None) -> list[Arch]:  # fmt: skip
+    """``utilscope nas sample``: :func:`sample_architectures` into a JSONL file, whose path is checked first."""
+    check_jsonl_path(path)
+    archs = sample_architectures(space, n, seed, flops_min, flops_max)
+    save_jsonl(path, archs)
+    return archs
+
+
+def check_jsonl_path(path: str | Path) -> Path:
+    """A path an architecture file can be written to: a ``.jsonl`` file (``archs.jsonl:ID`` names a model only
+    with that suffix), not a folder, in a folder that exists or can be created."""
+    return check_output_file(path, "architecture file", (".jsonl",))
+
+
 def save_jsonl(path: str | Path, archs: list[Arch]) -> Path:
-    path = Path(path)
+    path = check_jsonl_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs))
     return path
