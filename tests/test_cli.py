@@ -375,3 +375,28 @@ def test_report_and_export_of_a_store_with_measurements(stores, tmp_path, capsys
     assert (tmp_path / "new" / "report" / "index.html").is_file()
     assert main(["export", str(full), str(tmp_path / "new" / "m.csv")]) == 0
     assert len((tmp_path / "new" / "m.csv").read_text().strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("band", "message"),
+    [
+        (["--flops-min", "3e8", "--flops-max", "2e8"], "--flops-min (3e+08) is above --flops-max (2e+08)"),
+        (["--flops-min", "nan"], "--flops-min must be a finite number"),
+        (["--flops-max", "-1"], "--flops-max must be a finite number"),
+    ],
+)
+def test_nas_sample_refuses_a_flops_band_that_cannot_hold_an_architecture(band, message, tmp_path, capsys):
+    """A band with its minimum above its maximum used to draw 200 x n architectures before saying "only 0
+    distinct architectures ... widen the band"."""
+    out = tmp_path / "archs.jsonl"
+    assert main(["nas", "sample", "--space", "mbv3", "-n", "3", "--out", str(out), *band]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not out.exists()
+
+
+def test_nas_predict_on_an_empty_file_says_it_holds_no_architectures(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["nas", "predict", str(empty), "--gpu", "h200"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{empty} holds no architectures" in err and "0 spaces" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ def sample_architectures(
     on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow."""
     if n < 1:
         raise UsageError(f"the number of architectures must be at least 1, got {n}")
+    check_flops_band(flops_min, flops_max)
     rng = np.random.default_rng(seed)
     seen: dict[str, Arch] = {}
     tries = 0
@@ -39,6 +41,15 @@ def sample_architectures(
         key = arch_id(arch)
         seen.setdefault(key, {**arch, "id": key, "seed": seed})
     return list(seen.values())
+
+
+def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
+    """Bounds in FLOPs per sample, each optional: finite, not negative, the lower one not above the upper one."""
+    for name, bound in (("--flops-min", flops_min), ("--flops-max", flops_max)):
+        if bound is not None and not (math.isfinite(bound) and bound >= 0):
+            raise UsageError(f"{name} must be a finite number of FLOPs per sample >= 0, got {bound}")
+    if flops_min is not None and flops_max is not None and flops_min > flops_max:
+        raise UsageError(f"--flops-min ({flops_min:g}) is above --flops-max ({flops_max:g}): no architecture fits")
 
 
 def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_min: float | None = None,
