@@ -400,3 +400,41 @@ def test_nas_predict_on_an_empty_file_says_it_holds_no_architectures(tmp_path, c
     assert main(["nas", "predict", str(empty), "--gpu", "h200"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{empty} holds no architectures" in err and "0 spaces" not in err
+
+
+def nas_store(tmp_path, n: int):
+    """A store of ``n`` mbv3 architectures measured at batch 256 (utilization grows with FLOPs)."""
+    from test_store import make_row
+
+    from utilscope.nas.sampler import sample_architectures, save_jsonl
+    from utilscope.nas.spaces import get_space
+    from utilscope.survey.store import Store
+
+    space = get_space("mbv3")
+    records = sample_architectures(space, n, seed=7)
+    path = save_jsonl(tmp_path / "archs.jsonl", records)
+    db = tmp_path / "nas.sqlite"
+    with Store(db) as store:
+        for i, record in enumerate(records):
+            flops, utilization = space.complexity(record).flops, 0.01 * (i + 1)
+            store.add(make_row(model=f"nas:{path}:{record['id']}", batch=256, flops_per_sample=flops,
+                               utilization=utilization, samples_per_s=utilization * 989.4e12 / flops))  # fmt: skip
+    return db
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_nas_analyze_of_too_few_architectures_says_so(n, tmp_path, capsys):
+    """It used to print "Spearman ... = nan" and "+nan" ratios (and NaN in its JSON)."""
+    db = nas_store(tmp_path, n)
+    assert main(["nas", "analyze", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "too few architectures" in out and "nan" not in out.lower()
+    assert main(["nas", "analyze", str(db), "--json"]) == 0
+    [doc] = strict_loads(capsys.readouterr().out)
+    assert doc["too_few_architectures"] and doc["flops_throughput_spearman"] is None and doc["effects"] == []
+
+
+def test_nas_analyze_of_enough_architectures_ranks_them(tmp_path, capsys):
+    assert main(["nas", "analyze", str(nas_store(tmp_path, 6))]) == 0
+    out = capsys.readouterr().out
+    assert "too few" not in out and "Spearman(FLOPs, samples/s) = " in out and "nan" not in out.lower()

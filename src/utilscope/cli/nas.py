@@ -191,9 +191,7 @@ def cmd_analyze(args, console: Console) -> int:
         report_migration(store)
         results = analyze(store.frame())
     if args.json:
-        docs = [{**vars(r), "spread": r.spread.to_dict(orient="records"),
-                 "effects": r.effects.to_dict(orient="records")} for r in results]  # fmt: skip
-        print(strict_json(docs))
+        print(strict_json([result.to_dict() for result in results]))
     else:
         render_analysis(results, console)
     return 0
