@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from rich.console import Console
 
@@ -16,7 +15,7 @@ from utilscope.nas.sampler import measurement_models, sample_file
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import get_space
 from utilscope.present.json_text import strict_json
-from utilscope.present.nas_view import render_analysis, render_fit, render_simulation
+from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
 from utilscope.survey.store import Store
 
 
@@ -94,14 +93,18 @@ def _add_search(verbs) -> None:
                    help="simulate on the predictor's held-out architectures only (none it was fitted on)")  # fmt: skip
     p.add_argument("--pool", default=None, help="JSONL candidates to search (GPU mode; default: --pool-size sampled)")
     p.add_argument("--pool-size", type=int, default=1000, help="candidates sampled when no --pool (default 1000)")
-    p.add_argument("--work-dir", default=".", help="GPU mode: where a sampled pool file is written (default .)")
+    p.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
+                   "after the search; `nas sample -n POOL_SIZE --seed SEED` writes the same pool)")  # fmt: skip
     p.add_argument("--strategy", default="predictor", help="measure-all | flops | predictor (GPU mode)")
     p.add_argument("--objective", default="flops", help="flops, or a JSON file mapping architecture id -> value")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--gpu", default="h200", help="the predictor profile's GPU (default h200)")
     p.add_argument("--profile", default=None, help="a predictor profile instead of the shipped one")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="GPU mode: where to measure (default: cuda if present)")
+    p.add_argument("--device", default=None,
+                   help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
+                   "--device cpu asks for CPU measurements)")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_search)
 
@@ -173,16 +176,11 @@ def cmd_search(args, console: Console) -> int:
         else:
             render_simulation(request, simulation, console)
         return 0
-    pool_path, result = search_on_device(request, args.pool, args.pool_size, Path(args.work_dir),
-                                         args.device)  # fmt: skip
-    doc = {"pool": str(pool_path), "strategy": result.strategy, "best_id": result.best_id,
-           "best_objective": result.best_objective, "best_samples_per_s": result.best_samples_per_s,
-           "measurements": result.measurements, "steps": result.steps}  # fmt: skip
+    search = search_on_device(request, args.pool, args.pool_size, args.work_dir, args.device)
     if args.json:
-        print(strict_json(doc))
+        print(strict_json(search.to_dict()))
     else:
-        for name, value in doc.items():
-            console.print(f"{name}: {value}")
+        render_device_search(search, console)
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from utilscope.nas.analysis import MIN_ARCHITECTURES
 
@@ -39,6 +41,28 @@ def render_simulation(request, simulation, console: Console) -> None:
         f"screening margins (2x held-out MAPE) {margins}"
     )
     console.print(simulation.comparison.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+
+
+def render_device_search(search, console: Console) -> None:
+    """A GPU-mode search (``DeviceSearch``): the answer, or that none was found, and what it cost."""
+    request, result = search.request, search.result
+    table = Table(title=f"nas search: {request.space} at batch {request.batch}, samples/s >= "
+                  f"{request.min_throughput:g}, on {search.device}", show_header=False)  # fmt: skip
+    table.add_column("", style="bold")
+    table.add_column("")
+    pool = escape(str(search.pool)) if search.pool else f"sampled (seed {request.seed}), not kept (--work-dir keeps it)"
+    table.add_row("pool", f"{search.pool_size} architectures: {pool}")
+    table.add_row("strategy", result.strategy)
+    if result.best_id is None:
+        table.add_row("best", f"[red]none of the measured architectures reached {request.min_throughput:g} "
+                      "samples/s[/]")  # fmt: skip
+    else:
+        table.add_row("best", result.best_id)
+        table.add_row("its objective", f"{result.best_objective:.6g} ({request.objective})")
+        table.add_row("its samples/s", f"{result.best_samples_per_s:.4g}")
+    table.add_row("measurements", f"{result.measurements} of a budget of {request.budget}")
+    table.add_row("children proposed", str(result.steps))
+    console.print(table)
 
 
 def render_analysis(results, console: Console) -> None:
