@@ -438,3 +438,64 @@ def test_nas_analyze_of_enough_architectures_ranks_them(tmp_path, capsys):
     assert main(["nas", "analyze", str(nas_store(tmp_path, 6))]) == 0
     out = capsys.readouterr().out
     assert "too few" not in out and "Spearman(FLOPs, samples/s) = " in out and "nan" not in out.lower()
+
+
+def _parsers(parser, path=("utilscope",)):
+    """Every parser of the command line, with its command path."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_and_positional_has_help_and_shows_its_default():
+    """One convention: "(default: X)" in the help of every option that takes a value (argparse's
+    ArgumentDefaultsHelpFormatter is not used: it would print "(default: None)")."""
+    import argparse
+    import re
+
+    from utilscope.cli import build_parser
+
+    problems = []
+    for path, parser in _parsers(build_parser()):
+        parser.format_help()  # a stray "%" in a help string raises here
+        assert parser.formatter_class is argparse.HelpFormatter
+        for action in parser._actions:
+            where = f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+            if isinstance(action, argparse._SubParsersAction):
+                problems += [f"{where} {choice.dest}: no help" for choice in action._choices_actions if not choice.help]
+                continue
+            if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            takes_value = action.nargs != 0 and (action.option_strings or action.nargs == "?")
+            if not action.help:
+                problems.append(f"{where}: no help")
+            elif takes_value and not action.required and "(default: " not in action.help:
+                problems.append(f"{where}: its default is not shown")
+            elif re.search(r"\(default [^:]", action.help or ""):
+                problems.append(f"{where}: '(default X)' instead of '(default: X)'")
+    assert problems == []
+
+
+def test_the_top_level_help_names_every_nas_verb_and_family_spans_torchvision_and_timm(capsys):
+    from utilscope.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    top = parsers[("utilscope",)].format_help()
+    nas_line = " ".join(top[top.index("    nas") :].split())
+    verbs = [path[-1] for path in parsers if path[:2] == ("utilscope", "nas") and len(path) == 3]
+    assert sorted(verbs) == ["analyze", "fit", "measure", "predict", "sample", "search", "table"]
+    assert all(verb in nas_line for verb in verbs), nas_line
+    family = " ".join(parsers[("utilscope", "survey")].format_help().split())
+    assert "--family FAMILY a model family, matched among every torchvision and timm model" in family
+
+
+def test_version(capsys):
+    from utilscope._version import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out == f"utilscope {__version__}\n"

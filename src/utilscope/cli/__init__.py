@@ -18,6 +18,7 @@ import warnings
 
 from rich.console import Console
 
+from utilscope._version import __version__
 from utilscope.cli import count, measure, nas, survey
 from utilscope.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_USAGE
 from utilscope.errors import UtilscopeError
@@ -29,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"utilscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in VERB_GROUPS:
         group.add_parsers(sub)
     return parser

@@ -43,12 +43,14 @@ def _elements(text: str, what: str, example: str) -> tuple[str, ...]:
 
 def add_measurement_options(p: argparse.ArgumentParser) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
-    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
-    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default graph)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--peak", type=float, default=None,
+                   help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
+                   "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     add_cudnn_options(p)
 
@@ -59,7 +61,7 @@ def add_cudnn_options(p: argparse.ArgumentParser) -> None:
                    "new network); stored as a configuration of its own")  # fmt: skip
     p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
                    help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
-                   "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
+                   "fewer: less set-up time); stored as a configuration of its own (default: torch's, 10)")  # fmt: skip
     p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
                    help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
                    "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "

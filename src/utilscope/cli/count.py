@@ -18,17 +18,21 @@ from utilscope.present.json_text import strict_json
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, or a glob like 'timm:resnet*'")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
+                   "'timm:resnet*' (one summary row per model)")  # fmt: skip
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--dtype", default="fp32", help=f"one of {', '.join(DTYPES)} (sets bytes per element)")
-    p.add_argument("--top", type=int, default=None, help="show only the K layers with the most FLOPs")
+    p.add_argument("--dtype", default="fp32",
+                   help=f"one of {', '.join(DTYPES)}: sets bytes per element (default: %(default)s)")  # fmt: skip
+    p.add_argument("--top", type=int, default=None, metavar="K",
+                   help="show only the K layers with the most FLOPs (default: every layer)")  # fmt: skip
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
     fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
     p.set_defaults(run=cmd_count)
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
-    p.add_argument("pattern", nargs="?", default="torchvision:*", help="e.g. 'torchvision:*', 'timm:efficientnet*'")
+    p.add_argument("pattern", nargs="?", default="torchvision:*",
+                   help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)")  # fmt: skip
     p.set_defaults(run=cmd_models)
 
 

@@ -21,25 +21,25 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
     add_measurement_options(p)
     p.add_argument("--batch", default=None,
-                   help="comma-separated batch sizes (default 1,8,32,128,256 on GPU, 1,8 on CPU)")  # fmt: skip
+                   help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
     add_measurement_options(p)
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default 20)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
+    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default: %(default)s)")
     p.add_argument("--roofline", default=None, metavar="PNG",
-                   help="also write the roofline plot to this PNG file (checked before measuring; missing folders "
-                   "are created)")  # fmt: skip
+                   help="also write the roofline plot to this PNG file, checked before measuring, its folder created "
+                   "if missing (default: no plot)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
     p.set_defaults(run=cmd_layers)
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the table as JSON records instead")
     p.set_defaults(run=cmd_devices)
     p = sub.add_parser("ceilings", help="measure (or show cached) GEMM and copy ceilings of this device")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--refresh", action="store_true", help="measure again even if cached")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the ceilings as JSON instead")
     p.set_defaults(run=cmd_ceilings)
 
 
