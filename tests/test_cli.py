@@ -158,7 +158,7 @@ def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_
     assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 1" in err
 
 
-@pytest.mark.parametrize("batch", ["1,,2", "8,", ",1", "", " , "])
+@pytest.mark.parametrize("batch", ["1,,2", "8,", ",1", " , "])
 @pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
 def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factory, tmp_path, capsys):
     """``profile --batch 1,,2`` used to measure batches 1 and 2; every batch list is strict now, and the store
@@ -170,6 +170,28 @@ def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factor
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "without empty elements" in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
+def test_an_empty_batch_list_or_a_bad_batch_size_is_refused_before_anything_is_written(verb, factory, tmp_path,
+                                                                                       capsys):  # fmt: skip
+    """``nas table --batch ""`` used to write an empty table, ``--batch 0`` to fail in torch after starting."""
+    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
+            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+            "nas table": ["nas", "table", "--space", "mbv3", "--device", "cpu",
+                          "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    for batch, message in (("", "batch size"), ("0", "batch size must be")):
+        assert main([*argv, "--batch", batch]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_nas_table_checks_its_out_path_before_timing(tmp_path, capsys):
+    (tmp_path / "folder.json").mkdir()
+    assert main(["nas", "table", "--space", "mbv3", "--device", "cpu", "--out", str(tmp_path / "folder.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the latency table" in err and "is a folder; give a file path" in err
 
 
 def test_lists_of_precisions_and_backends_are_strict(factory, tmp_path, capsys):

@@ -17,10 +17,13 @@ EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quie
 
 
 def parse_batches(text: str | None) -> list[int] | None:
-    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default). Strict: an empty element (``"1,,2"``,
-    ``"8,"``, ``""``) or a non-integer is a UsageError; the library checks the sizes themselves."""
+    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default); ``""`` -> [] (the library says it needs
+    one). Strict: an empty element (``"1,,2"``, ``"8,"``) or a non-integer is a UsageError; the library checks the
+    sizes themselves."""
     if text is None:
         return None
+    if not text:
+        return []
     parts = _elements(text, "batch sizes", "1,8,32")
     try:
         return [int(part) for part in parts]
