@@ -146,3 +146,379 @@ def test_an_unexpected_error_exits_3_with_its_traceback(monkeypatch, capsys):
     assert main(["devices"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().endswith("utilscope: internal error: KeyError: 'a bug'")
+
+
+@pytest.mark.parametrize("value", ['"big"', "None", "2.5", "True", "0"])
+def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_factory, capsys):
+    """``RESOLUTION = 2.5`` or ``True`` used to run at 2 px and 1 px; ``"big"`` and ``None`` were internal errors."""
+    path = write_factory(TINY_FACTORY.replace("RESOLUTION = 32", f"RESOLUTION = {value}"), "badres")
+    assert main(["count", f"{path}:make"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("utilscope: error: ")
+    assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 1" in err
+
+
+@pytest.mark.parametrize("batch", ["1,,2", "8,", ",1", " , "])
+@pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
+def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factory, tmp_path, capsys):
+    """``profile --batch 1,,2`` used to measure batches 1 and 2; every batch list is strict now, and the store
+    (or table) is never touched."""
+    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
+            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+            "nas table": ["nas", "table", "--space", "mbv3", "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    assert main([*argv, "--batch", batch]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "without empty elements" in err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
+def test_an_empty_batch_list_or_a_bad_batch_size_is_refused_before_anything_is_written(verb, factory, tmp_path,
+                                                                                       capsys):  # fmt: skip
+    """``nas table --batch ""`` used to write an empty table, ``--batch 0`` to fail in torch after starting."""
+    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
+            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+            "nas table": ["nas", "table", "--space", "mbv3", "--device", "cpu",
+                          "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    for batch, message in (("", "batch size"), ("0", "batch size must be")):
+        assert main([*argv, "--batch", batch]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_nas_table_checks_its_out_path_before_timing(tmp_path, capsys):
+    (tmp_path / "folder.json").mkdir()
+    assert main(["nas", "table", "--space", "mbv3", "--device", "cpu", "--out", str(tmp_path / "folder.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the latency table" in err and "is a folder; give a file path" in err
+
+
+def test_lists_of_precisions_and_backends_are_strict(factory, tmp_path, capsys):
+    db = tmp_path / "s.sqlite"
+    for option, value in (("--precision", "fp32,,fp32"), ("--backend", "eager,")):
+        assert main(["survey", "--models", f"{factory}:make", "--db", str(db), "--dry-run", option, value]) == 2
+        assert "without empty elements" in capsys.readouterr().err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("top", ["0", "-3"])
+@pytest.mark.parametrize("model", ["{factory}:make", "torchvision:squeezenet1_*"])
+def test_count_top_below_one_is_a_usage_error(model, top, factory, capsys):
+    """``--top -3`` used to drop the last three layers, ``--top 0`` to print an empty table."""
+    assert main(["count", model.format(factory=factory), "--top", top]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--top must be at least 1, got {top}" in err
+
+
+def strict_loads(text: str):
+    """json.loads that fails on NaN / Infinity / -Infinity, which strict JSON parsers (jq, browsers) refuse."""
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_strict_json_writes_non_finite_numbers_as_null():
+    import numpy as np
+
+    from utilscope.present.json_text import strict_json
+
+    doc = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": (np.float64("nan"), np.int64(3)),
+           np.int64(7): {"d": np.array([1.0, np.nan])}, "e": None, "f": "nan"}  # fmt: skip
+    expected = {"a": None, "b": [None, None, 1.5], "c": [None, 3], "7": {"d": [1.0, None]}, "e": None, "f": "nan"}
+    assert strict_loads(strict_json(doc)) == expected
+
+
+NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float("inf")}]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "patches"),
+    [
+        (["count", "torchvision:resnet18", "--json"], {"count.count": "result"}),
+        (["profile", "torchvision:resnet18", "--json"], {"measure.profile": "result"}),
+        (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result", "measure.explain": "result"}),
+        (["ceilings", "--device", "cpu", "--json"], {"measure.get_ceilings": "result"}),
+        (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_file": "prediction"}),
+    ],
+)
+def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
+    """NaN and ±inf are null in every --json output (json.dumps used to write NaN, -Infinity)."""
+    import importlib
+    import types
+
+    import pandas as pd
+
+    result = types.SimpleNamespace(to_dict=lambda: NAN_DOC, rows=[])
+    predictor = types.SimpleNamespace(space="mbv3", table=types.SimpleNamespace(device="NVIDIA H200"))
+    prediction = (predictor, pd.DataFrame({"id": ["a", "b"], "utilization": [float("nan"), 0.5]}))
+    for target, kind in patches.items():
+        module, name = target.split(".")
+        stub = {"result": result, "prediction": prediction}[kind]
+        monkeypatch.setattr(importlib.import_module(f"utilscope.cli.{module}"), name, lambda *a, _s=stub, **k: _s)
+    assert main(argv) == 0
+    doc = strict_loads(capsys.readouterr().out)
+    if argv[0] == "nas":
+        assert doc["predictions"][0]["utilization"] is None and doc["predictions"][1]["utilization"] == 0.5
+    else:
+        assert doc == {"value": None, "rows": [{"low": None, "high": None}]}
+
+
+def test_devices_json_is_strict(capsys):
+    assert main(["devices", "--json"]) == 0
+    rows = {row["key"]: row for row in strict_loads(capsys.readouterr().out)}
+    assert rows["t4"]["tf32_tflops"] is None and rows["t4"]["fp16_tflops"] == 65.0  # the T4 has no TF32 unit
+
+
+@pytest.mark.parametrize("argv", [["models", "torchvision:*"], ["devices", "--json"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
+    """``utilscope models 'timm:*' | head -1``: the reader closes the pipe; no traceback, the shell's SIGPIPE code
+    (it used to be an internal error, exit 3, with a BrokenPipeError traceback)."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: deterministic
+    try:
+        done = subprocess.run([sys.executable, "-m", "utilscope.cli", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 141
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("out.txt", "the roofline plot must be a .png file, got"),
+        ("a_file.txt/x.png", "a_file.txt is not a folder"),
+        ("a_folder", "must be a .png file"),
+        ("a_folder.png", "is a folder; give a file path"),
+    ],
+)
+def test_layers_checks_the_roofline_path_before_measuring(path, message, factory, tmp_path, monkeypatch, capsys):
+    from utilscope.cli import measure
+
+    (tmp_path / "a_file.txt").write_text("x")
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_folder.png").mkdir()
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before checking the roofline path")
+
+    monkeypatch.setattr(measure, "attribute", measured)
+    assert main(["layers", f"{factory}:make", "--device", "cpu", "--roofline", str(tmp_path / path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_layers_prints_the_measurement_before_the_plot_can_fail(json_flag, factory, tmp_path, monkeypatch, capsys):
+    """A plot that cannot be drawn after measuring (no roofs, a full disk) never loses the measurement."""
+    from utilscope.cli import measure
+    from utilscope.errors import UsageError
+
+    def no_plot(attribution, path):
+        raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
+
+    monkeypatch.setattr(measure, "plot_attribution", no_plot)
+    argv = ["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(tmp_path / "r.png")]
+    assert main([*argv, *json_flag]) == 2
+    captured = capsys.readouterr()
+    assert "no roofs for this device" in captured.err
+    if json_flag:
+        assert "points" in json.loads(captured.out)
+    else:
+        assert "attainable" in captured.out.lower()
+
+
+def test_layers_roofline_creates_missing_folders(factory, tmp_path, capsys):
+    png = tmp_path / "new" / "folder" / "roofline.png"
+    assert main(["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and f"roofline plot: {png}" in capsys.readouterr().out.replace("\n", "")
+
+
+@pytest.fixture()
+def stores(tmp_path):
+    """An empty store (created, never measured into) and one holding one measurement."""
+    from test_store import make_row
+
+    from utilscope.survey.store import Store
+
+    empty, full = tmp_path / "empty.sqlite", tmp_path / "full.sqlite"
+    Store(empty).close()
+    with Store(full) as store:
+        store.add(make_row())
+    return empty, full
+
+
+@pytest.mark.parametrize("verb", [["report", "{db}", "-o", "{out}"], ["export", "{db}", "{out}.csv"]])
+def test_report_and_export_of_an_empty_store_are_refused_and_write_nothing(verb, stores, tmp_path, capsys):
+    """They used to write a page saying "no failures" (and an empty CSV)."""
+    empty, _ = stores
+    out = tmp_path / "out"
+    assert main([part.format(db=empty, out=out) for part in verb]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no measurements" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "full.sqlite"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "{full}", "-o", "{file}"], "exists and is not a folder"),
+        (["report", "{full}", "-o", "{file}/report"], "a_file.txt is not a folder"),
+        (["export", "{full}", "{folder}"], "must be a .csv or .parquet file"),
+        (["export", "{full}", "{file}/out.csv"], "a_file.txt is not a folder"),
+        (["export", "{full}", "{folder}.csv"], "is a folder; give a file path"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{folder}"], "must be a .jsonl file"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{folder}.jsonl"], "is a folder; give a file path"),
+        (["nas", "sample", "--space", "mbv3", "-n", "2", "--out", "{file}/a.jsonl"], "a_file.txt is not a folder"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_one_line_and_exit_2(argv, message, stores, tmp_path, capsys):
+    """An existing file as the report folder, a folder as the export or sample file, a path under a file: these
+    used to be internal errors (exit 3, a traceback)."""
+    _, full = stores
+    (tmp_path / "a_file.txt").write_text("x")
+    for folder in ("a_folder", "a_folder.csv", "a_folder.jsonl"):
+        (tmp_path / folder).mkdir()
+    paths = {"full": full, "file": tmp_path / "a_file.txt", "folder": tmp_path / "a_folder"}
+    assert main([part.format(**paths) for part in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert (tmp_path / "a_file.txt").read_text() == "x" and not any((tmp_path / "a_folder").iterdir())
+
+
+def test_report_and_export_of_a_store_with_measurements(stores, tmp_path, capsys):
+    _, full = stores
+    assert main(["report", str(full), "-o", str(tmp_path / "new" / "report")]) == 0
+    assert (tmp_path / "new" / "report" / "index.html").is_file()
+    assert main(["export", str(full), str(tmp_path / "new" / "m.csv")]) == 0
+    assert len((tmp_path / "new" / "m.csv").read_text().strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("band", "message"),
+    [
+        (["--flops-min", "3e8", "--flops-max", "2e8"], "--flops-min (3e+08) is above --flops-max (2e+08)"),
+        (["--flops-min", "nan"], "--flops-min must be a finite number"),
+        (["--flops-max", "-1"], "--flops-max must be a finite number"),
+    ],
+)
+def test_nas_sample_refuses_a_flops_band_that_cannot_hold_an_architecture(band, message, tmp_path, capsys):
+    """A band with its minimum above its maximum used to draw 200 x n architectures before saying "only 0
+    distinct architectures ... widen the band"."""
+    out = tmp_path / "archs.jsonl"
+    assert main(["nas", "sample", "--space", "mbv3", "-n", "3", "--out", str(out), *band]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not out.exists()
+
+
+def test_nas_predict_on_an_empty_file_says_it_holds_no_architectures(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["nas", "predict", str(empty), "--gpu", "h200"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{empty} holds no architectures" in err and "0 spaces" not in err
+
+
+def nas_store(tmp_path, n: int):
+    """A store of ``n`` mbv3 architectures measured at batch 256 (utilization grows with FLOPs)."""
+    from test_store import make_row
+
+    from utilscope.nas.sampler import sample_architectures
+    from utilscope.nas.spaces import get_space
+    from utilscope.survey.store import Store
+
+    space = get_space("mbv3")
+    records = sample_architectures(space, n, seed=7)
+    db = tmp_path / "nas.sqlite"
+    with Store(db) as store:
+        for i, record in enumerate(records):
+            model = f"nas:mbv3:{record['id']}"  # as a store names an architecture: by content, its record beside
+            flops, utilization = space.complexity(record).flops, 0.01 * (i + 1)
+            store.add(make_row(model=model, batch=256, flops_per_sample=flops, utilization=utilization,
+                               samples_per_s=utilization * 989.4e12 / flops))  # fmt: skip
+            store.add_model_record(model, record)
+    return db
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_nas_analyze_of_too_few_architectures_says_so(n, tmp_path, capsys):
+    """It used to print "Spearman ... = nan" and "+nan" ratios (and NaN in its JSON)."""
+    db = nas_store(tmp_path, n)
+    assert main(["nas", "analyze", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "too few architectures" in out and "nan" not in out.lower()
+    assert main(["nas", "analyze", str(db), "--json"]) == 0
+    [doc] = strict_loads(capsys.readouterr().out)
+    assert doc["too_few_architectures"] and doc["flops_throughput_spearman"] is None and doc["effects"] == []
+
+
+def test_nas_analyze_of_enough_architectures_ranks_them(tmp_path, capsys):
+    assert main(["nas", "analyze", str(nas_store(tmp_path, 6))]) == 0
+    out = capsys.readouterr().out
+    assert "too few" not in out and "Spearman(FLOPs, samples/s) = " in out and "nan" not in out.lower()
+
+
+def _parsers(parser, path=("utilscope",)):
+    """Every parser of the command line, with its command path."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_and_positional_has_help_and_shows_its_default():
+    """One convention: "(default: X)" in the help of every option that takes a value (argparse's
+    ArgumentDefaultsHelpFormatter is not used: it would print "(default: None)")."""
+    import argparse
+    import re
+
+    from utilscope.cli import build_parser
+
+    problems = []
+    for path, parser in _parsers(build_parser()):
+        parser.format_help()  # a stray "%" in a help string raises here
+        assert parser.formatter_class is argparse.HelpFormatter
+        for action in parser._actions:
+            where = f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+            if isinstance(action, argparse._SubParsersAction):
+                problems += [f"{where} {choice.dest}: no help" for choice in action._choices_actions if not choice.help]
+                continue
+            if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            takes_value = action.nargs != 0 and (action.option_strings or action.nargs == "?")
+            if not action.help:
+                problems.append(f"{where}: no help")
+            elif takes_value and not action.required and "(default: " not in action.help:
+                problems.append(f"{where}: its default is not shown")
+            elif re.search(r"\(default [^:]", action.help or ""):
+                problems.append(f"{where}: '(default X)' instead of '(default: X)'")
+    assert problems == []
+
+
+def test_the_top_level_help_names_every_nas_verb_and_family_spans_torchvision_and_timm(capsys):
+    from utilscope.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    top = parsers[("utilscope",)].format_help()
+    nas_line = " ".join(top[top.index("    nas") :].split())
+    verbs = [path[-1] for path in parsers if path[:2] == ("utilscope", "nas") and len(path) == 3]
+    assert sorted(verbs) == ["analyze", "fit", "measure", "predict", "sample", "search", "table"]
+    assert all(verb in nas_line for verb in verbs), nas_line
+    family = " ".join(parsers[("utilscope", "survey")].format_help().split())
+    assert "--family FAMILY a model family, matched among every torchvision and timm model" in family
+
+
+def test_version(capsys):
+    from utilscope._version import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out == f"utilscope {__version__}\n"

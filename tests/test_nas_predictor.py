@@ -218,14 +218,15 @@ def test_cli_search_simulation_with_a_perfect_predictor(dataset, tmp_path, capsy
     capsys.readouterr()
     assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
                  str(dataset["db"]), "--profile", str(profile), "--json"]) == 0  # fmt: skip
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     rows = {(r["strategy"], r["target"]): r for r in doc["comparison"]}
     assert doc["pool_size"] == 60 and doc["margins"]["predictor"] < 1e-6  # 2 x held-out MAPE of a perfect fit
     assert rows[("predictor", "best")]["measurements"] == 1 and rows[("predictor", "best")]["found"]
     assert rows[("measure-all", "best")]["measurements"] >= 1
+    assert rows[("predictor", "front")]["relative_objective"] is None  # NaN (no answer to compare) is null
     assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
                  str(dataset["db"]), "--profile", str(profile), "--holdout-only", "--json"]) == 0  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["pool_size"] == 12  # the 20% of 60 held out when fitting
+    assert strict_loads(capsys.readouterr().out)["pool_size"] == 12  # the 20% of 60 held out when fitting
 
 
 def test_layer_modules_compose_to_the_network():
@@ -309,12 +310,68 @@ def test_layer_model_learns_a_power_law():
     assert all(abs(r - 1) < 0.15 for r in ratios) and abs(statistics.median(ratios) - 1) < 0.03
 
 
+def strict_loads(text: str):
+    """json.loads that fails on NaN / Infinity, which strict JSON parsers refuse."""
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def test_cli_search_measures_on_the_device(tmp_path, capsys):
     """GPU mode, on the CPU: evolution over a small pool, each candidate measured with `profile`, within budget."""
     archs = [a for a in sample_architectures(get_space("mbv3"), 40, seed=2) if a["resolution"] == 160][:6]
     pool = save_jsonl(tmp_path / "pool.jsonl", archs)
     assert main(["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "2", "--pool", str(pool),
                  "--strategy", "measure-all", "--device", "cpu", "--batch", "1", "--json"]) == 0  # fmt: skip
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert doc["measurements"] == 2 and doc["best_id"] in {a["id"] for a in archs}
-    assert doc["best_samples_per_s"] > 1
+    assert doc["best_samples_per_s"] > 1 and doc["pool"] == str(pool) and doc["device"] == "cpu"
+
+
+SEARCH = ["nas", "search", "--space", "mbv3", "--budget", "1", "--strategy", "measure-all", "--batch", "1",
+          "--pool-size", "4"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "this machine has none: compare the strategies on a measured store with --simulate DB"),
+        (["--device", "cpu", "--work-dir", "a_file"], "the pool folder (--work-dir) a_file exists and is not a folder"),
+        (["--device", "cpu", "--work-dir", "w", "--pool", "p.jsonl"], "with --pool nothing is written"),
+        (["--device", "cpu", "--pool-size", "0"], "--pool-size must be at least 1"),
+    ],
+)
+def test_gpu_mode_search_refuses_before_sampling_or_measuring(extra, message, tmp_path, monkeypatch, capsys):
+    """Without a GPU it used to measure on the CPU for minutes, exit 0, and leave a pool file in the current
+    folder; now it refuses unless --device cpu is given, and nothing is written or measured."""
+    from utilscope.nas import search_setup
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(search_setup, "profile", measured)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    assert main([*SEARCH, "--min-throughput", "1", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"]
+
+
+def test_gpu_mode_search_keeps_a_sampled_pool_only_in_its_work_dir(tmp_path, monkeypatch, capsys):
+    """Without --work-dir the sampled pool goes to a temporary folder, removed after; with it, it stays there.
+    The result is a table or strict JSON (no answer: null, not -Infinity / NaN), never a dict repr."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*SEARCH, "--device", "cpu", "--min-throughput", "1e12", "--json"]) == 0
+    doc = strict_loads(capsys.readouterr().out)
+    assert doc["pool"] is None and doc["pool_size"] == 4 and doc["measurements"] == 1
+    assert doc["best_id"] is None and doc["best_objective"] is None and doc["best_samples_per_s"] is None
+    assert list(tmp_path.iterdir()) == []
+    assert main([*SEARCH, "--device", "cpu", "--min-throughput", "1", "--work-dir", "pools"]) == 0
+    out = capsys.readouterr().out
+    [pool] = (tmp_path / "pools").iterdir()
+    assert pool.name == "mbv3_pool_seed0_n4.jsonl" and "pools/mbv3_pool_seed0_n4.jsonl" in out
+    assert "its samples/s" in out and "1 of a budget of 1" in out and "{" not in out

@@ -3,20 +3,25 @@ option is checked by the library object it builds (``MeasureRequest``, ``CudnnSe
 
 Exit codes: 0 ok; 1 some models (or cells) of a multi-model command failed, each failure printed, the others ran;
 2 usage error (bad input: unknown model, batch <= 0, ``--peak nan``, a store of a newer schema, ...), one line;
-3 an unexpected error (a bug), with its traceback; 130 interrupted (Ctrl-C; a survey keeps what it stored).
+3 an unexpected error (a bug), with its traceback; 130 interrupted (Ctrl-C; a survey keeps what it stored); 141
+(128 + SIGPIPE, as a shell reports ``yes | head -1``) when the reader of the output went away (``utilscope models
+| head -1``), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 import traceback
 import warnings
 
 from rich.console import Console
 
+from utilscope._version import __version__
 from utilscope.cli import count, measure, nas, survey
-from utilscope.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from utilscope.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from utilscope.errors import UtilscopeError
 
 VERB_GROUPS = (count, measure, survey, nas)
@@ -26,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"utilscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in VERB_GROUPS:
         group.add_parsers(sub)
     return parser
@@ -37,7 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     warnings.filterwarnings("ignore", category=FutureWarning, module="torchvision")
     try:
-        return args.run(args, console)
+        code = args.run(args, console)
+        sys.stdout.flush()  # here, not at exit, so that a reader gone away is seen below
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # another pipe (a bug): not the reader of our output going away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return EXIT_BROKEN_PIPE
     except UtilscopeError as exc:
         print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
@@ -48,6 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"utilscope: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout is not a file (captured)
+        return False
 
 
 __all__ = ["build_parser", "main"]

@@ -14,30 +14,47 @@ EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells)
 EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a newer schema, ...): one line
 EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quiet, the shell's code for SIGPIPE
 
 
 def parse_batches(text: str | None) -> list[int] | None:
+    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default); ``""`` -> [] (the library says it needs
+    one). Strict: an empty element (``"1,,2"``, ``"8,"``) or a non-integer is a UsageError; the library checks the
+    sizes themselves."""
     if text is None:
         return None
+    if not text:
+        return []
+    parts = _elements(text, "batch sizes", "1,8,32")
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        return [int(part) for part in parts]
     except ValueError:
         raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
 
 
 def parse_list(text: str | None) -> tuple[str, ...]:
-    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> ()."""
-    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> () (the command's default); an empty element of a list
+    (``"fp16,,bf16"``) is a UsageError."""
+    return _elements(text, "lists", "fp16,bf16") if text else ()
+
+
+def _elements(text: str, what: str, example: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(","))
+    if not all(parts):
+        raise UsageError(f"{what} must be comma-separated without empty elements (e.g. {example}), got {text!r}")
+    return parts
 
 
 def add_measurement_options(p: argparse.ArgumentParser) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
-    p.add_argument("model", help="torchvision:NAME, timm:NAME or path/file.py:factory")
-    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default graph)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
+    p.add_argument("--peak", type=float, default=None,
+                   help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
+                   "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     add_cudnn_options(p)
 
@@ -48,7 +65,7 @@ def add_cudnn_options(p: argparse.ArgumentParser) -> None:
                    "new network); stored as a configuration of its own")  # fmt: skip
     p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
                    help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
-                   "fewer: less set-up time); stored as a configuration of its own")  # fmt: skip
+                   "fewer: less set-up time); stored as a configuration of its own (default: torch's, 10)")  # fmt: skip
     p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
                    help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
                    "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "

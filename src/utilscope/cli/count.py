@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pandas as pd
@@ -12,26 +11,33 @@ from utilscope.cli.common import EXIT_PARTIAL
 from utilscope.counting import DTYPES, count
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import zoo
+from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
+from utilscope.present.json_text import strict_json
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, or a glob like 'timm:resnet*'")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
+                   "'timm:resnet*' (one summary row per model)")  # fmt: skip
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--dtype", default="fp32", help=f"one of {', '.join(DTYPES)} (sets bytes per element)")
-    p.add_argument("--top", type=int, default=None, help="show only the K layers with the most FLOPs")
+    p.add_argument("--dtype", default="fp32",
+                   help=f"one of {', '.join(DTYPES)}: sets bytes per element (default: %(default)s)")  # fmt: skip
+    p.add_argument("--top", type=int, default=None, metavar="K",
+                   help="show only the K layers with the most FLOPs (default: every layer)")  # fmt: skip
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
     fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
     p.set_defaults(run=cmd_count)
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
-    p.add_argument("pattern", nargs="?", default="torchvision:*", help="e.g. 'torchvision:*', 'timm:efficientnet*'")
+    p.add_argument("pattern", nargs="?", default="torchvision:*",
+                   help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)")  # fmt: skip
     p.set_defaults(run=cmd_models)
 
 
 def cmd_count(args, console: Console) -> int:
+    check_top(args.top)  # before counting (a glob counts many models)
     names = [args.model] if not zoo.is_glob(args.model) else zoo.list_models(args.model)
     if not names:
         raise UsageError(f"no model matches '{args.model}'")
@@ -39,7 +45,7 @@ def cmd_count(args, console: Console) -> int:
         return count_many(names, args, console)
     result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(strict_json(result.to_dict()))
     elif args.csv:
         print(result.layers_frame().to_csv(index=False), end="")
     else:
@@ -56,7 +62,7 @@ def count_many(names: list[str], args, console: Console) -> int:
         except UtilscopeError as exc:
             failures.append(f"{name}: {' '.join(str(exc).split())}")
     if args.json:
-        print(json.dumps([r.to_dict() for r in results]))
+        print(strict_json([r.to_dict() for r in results]))
     elif args.csv:
         frames = [r.layers_frame().assign(model=r.model) for r in results]
         print(pd.concat(frames).to_csv(index=False), end="")

@@ -2,78 +2,79 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 
 from utilscope.attribute.attribution import attribute
 from utilscope.attribute.explain import explain
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, parse_batches
-from utilscope.errors import UsageError
+from utilscope.files import check_output_file
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
+from utilscope.present import check_top
+from utilscope.present.json_text import strict_json
 from utilscope.present.layers_view import render_layers
 from utilscope.present.profile_view import ceilings_text, frame_table, render_profile
-from utilscope.present.roofline_plot import plot_roofline
+from utilscope.present.roofline_plot import plot_attribution
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
     add_measurement_options(p)
     p.add_argument("--batch", default=None,
-                   help="comma-separated batch sizes (default 1,8,32,128,256 on GPU, 1,8 on CPU)")  # fmt: skip
+                   help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
     add_measurement_options(p)
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default 20)")
-    p.add_argument("--roofline", default=None, metavar="PNG", help="write the roofline plot to this PNG file")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
+    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default: %(default)s)")
+    p.add_argument("--roofline", default=None, metavar="PNG",
+                   help="also write the roofline plot to this PNG file, checked before measuring, its folder created "
+                   "if missing (default: no plot)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
     p.set_defaults(run=cmd_layers)
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the table as JSON records instead")
     p.set_defaults(run=cmd_devices)
     p = sub.add_parser("ceilings", help="measure (or show cached) GEMM and copy ceilings of this device")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--refresh", action="store_true", help="measure again even if cached")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the ceilings as JSON instead")
     p.set_defaults(run=cmd_ceilings)
 
 
 def cmd_profile(args, console: Console) -> int:
     result = profile(measure_request(args), parse_batches(args.batch))
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(strict_json(result.to_dict()))
     else:
         render_profile(result, console)
     return 0 if all(row.status == "ok" for row in result.rows) else EXIT_PARTIAL
 
 
 def cmd_layers(args, console: Console) -> int:
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, got {args.top}")
+    """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
+    path is checked before measuring)."""
+    check_top(args.top)
+    if args.roofline:
+        check_output_file(args.roofline, "roofline plot", (".png",))
     attribution = attribute(measure_request(args), batch=args.batch)
     explanation = explain(attribution)
-    if args.roofline:
-        if attribution.roofs is None:
-            raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
-        title = f"{attribution.model} · batch {attribution.batch} · {attribution.precision} · {attribution.backend}"
-        ceiling = attribution.ceiling_roofs if attribution.ceiling_roofs != attribution.roofs else None
-        plot_roofline(attribution.points, attribution.roofs, ceiling, args.roofline, title)
     if args.json:
-        print(json.dumps(explanation.to_dict(), default=str))
-        return 0
-    render_layers(explanation, console, top=args.top)
+        print(strict_json(explanation.to_dict()), flush=True)
+    else:
+        render_layers(explanation, console, top=args.top)
     if args.roofline:
-        console.print(f"roofline plot: {args.roofline}")
+        path = plot_attribution(attribution, args.roofline)
+        if not args.json:
+            console.print(f"roofline plot: {path}")
     return 0
 
 
 def cmd_devices(args, console: Console) -> int:
     frame = specs_frame()
     if args.json:
-        print(frame.to_json(orient="records"))
+        print(strict_json(frame.to_dict(orient="records")))
     else:
         console.print(frame_table(frame, "dense datasheet peaks (TFLOP/s; int8 in TOPS) and memory bandwidth (GB/s)"))
     return 0
@@ -82,7 +83,7 @@ def cmd_devices(args, console: Console) -> int:
 def cmd_ceilings(args, console: Console) -> int:
     ceilings = get_ceilings(resolve_device(args.device), refresh=args.refresh)
     if args.json:
-        print(json.dumps(ceilings.to_dict()))
+        print(strict_json(ceilings.to_dict()))
         return 0
     console.print(ceilings_text(ceilings))
     return 0

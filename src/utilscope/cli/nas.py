@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 from rich.console import Console
 
@@ -13,15 +11,23 @@ from utilscope.cli.survey import add_grid_options, report_migration, run_grid
 from utilscope.nas.analysis import analyze
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
-from utilscope.nas.sampler import measurement_models, sample_architectures, save_jsonl
+from utilscope.nas.sampler import measurement_models, sample_file
+from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
-from utilscope.nas.spaces import get_space
-from utilscope.present.nas_view import render_analysis, render_fit, render_simulation
+from utilscope.nas.spaces import get_space, list_spaces
+from utilscope.precision import MEASURED
+from utilscope.present.json_text import strict_json
+from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
 from utilscope.survey.store import Store
+
+NAS_HELP = (
+    "neural architecture search: sample a search space's architectures, measure them, time their layers "
+    "(table), fit the GPU-free predictor, predict, analyze, search under a throughput floor"
+)
 
 
 def add_parsers(sub) -> None:
-    nas = sub.add_parser("nas", help="search spaces: sample, measure, predict and search architectures")
+    nas = sub.add_parser("nas", help=NAS_HELP, description=NAS_HELP)
     verbs = nas.add_subparsers(dest="nas_command", required=True)
     _add_sample_measure(verbs)
     _add_table_fit(verbs)
@@ -29,89 +35,122 @@ def add_parsers(sub) -> None:
     _add_search(verbs)
 
 
+def _space_help() -> str:
+    return f"a registered search space: {', '.join(list_spaces())}"
+
+
 def _add_sample_measure(verbs) -> None:
     p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
-    p.add_argument("--space", required=True, help="a registered search space (mbv3, regnet)")
-    p.add_argument("-n", type=int, default=100, help="how many distinct architectures (default 100)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--flops-min", type=float, default=None, help="lower FLOPs bound per sample (2xMAC)")
-    p.add_argument("--flops-max", type=float, default=None, help="upper FLOPs bound per sample (2xMAC)")
-    p.add_argument("--out", default="archs.jsonl")
+    p.add_argument("--space", required=True, help=_space_help())
+    p.add_argument("-n", type=int, default=100, help="how many distinct architectures (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of numpy's generator: the same seed, space and -n give the same file on any machine "
+                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--flops-min", type=float, default=None,
+                   help="lower FLOPs bound per sample, 2 x MACs (default: none)")  # fmt: skip
+    p.add_argument("--flops-max", type=float, default=None,
+                   help="upper FLOPs bound per sample, 2 x MACs (default: none)")  # fmt: skip
+    p.add_argument("--out", default="archs.jsonl",
+                   help="the .jsonl file to write, replaced if it exists; its folder is created if missing (default: "
+                   "%(default)s)")  # fmt: skip
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
     p.add_argument("archs", help="a JSONL file written by `utilscope nas sample`")
-    p.add_argument("--limit", type=int, default=None, help="only the first N architectures")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="only the first N architectures (default: all)")  # fmt: skip
     add_grid_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_measure)
 
 
 def _add_table_fit(verbs) -> None:
     p = verbs.add_parser("table", help="time every distinct layer of a space alone: the predictor's latency table")
-    p.add_argument("--space", required=True, help="a registered search space (mbv3, regnet)")
-    p.add_argument("--archs", action="append", default=[], help="also the layers of these JSONL files; repeatable")
-    p.add_argument("--batch", default="1,256", help="comma-separated batch sizes (default 1,256)")
-    p.add_argument("--precision", default="fp16")
+    p.add_argument("--space", required=True, help=_space_help())
+    p.add_argument("--archs", action="append", default=[],
+                   help="also time the layers of these JSONL files; repeatable (default: only the space's covering "
+                   "set of layers)")  # fmt: skip
+    p.add_argument("--batch", default="1,256", help="comma-separated batch sizes (default: %(default)s)")
+    p.add_argument("--precision", default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)")  # fmt: skip
     p.set_defaults(run=cmd_table)
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
-    p.add_argument("--space", required=True)
+    p.add_argument("--space", required=True, help=f"{_space_help()}; the store's architectures of other spaces are "
+                   "left out")  # fmt: skip
     p.add_argument("--db", required=True, help="a store with `utilscope nas measure` results of this space")
     p.add_argument("--table", required=True, action="append",
                    help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
                         "configuration (e.g. one per batch size)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default: %(default)s)")
     p.add_argument("--out", required=True, help="the profile's JSON file")
     p.set_defaults(run=cmd_fit)
 
 
 def _add_predict_analyze(verbs) -> None:
     p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
-    p.add_argument("archs", help="a JSONL file of architectures")
-    p.add_argument("--gpu", default=None, help="use the profile shipped for this GPU (e.g. h200)")
-    p.add_argument("--profile", default=None, help="a profile from `utilscope nas fit` (checked against --gpu)")
-    p.add_argument("--batch", type=int, default=256, help="batch size (default 256)")
+    p.add_argument("archs", help="a JSONL file of architectures, all of one space")
+    p.add_argument("--gpu", default=None,
+                   help="use the profile shipped for this GPU, e.g. h200 (default: none; give --gpu or "
+                   "--profile)")  # fmt: skip
+    p.add_argument("--profile", default=None,
+                   help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for "
+                   "--gpu)")  # fmt: skip
+    p.add_argument("--batch", type=int, default=256, help="batch size (default: %(default)s)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--json", action="store_true", help="print the predictions as JSON instead of a table")
+    fmt.add_argument("--csv", action="store_true", help="print the predictions as CSV instead of a table")
     p.set_defaults(run=cmd_predict)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
     p.add_argument("db", help="a store with `utilscope nas measure` results")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the analyses as JSON instead of text")
     p.set_defaults(run=cmd_analyze)
 
 
 def _add_search(verbs) -> None:
     p = verbs.add_parser("search", help="throughput-constrained evolutionary search; --simulate compares strategies")
-    p.add_argument("--space", required=True)
+    p.add_argument("--space", required=True, help=_space_help())
     p.add_argument("--min-throughput", type=float, required=True, help="samples/s every answer must reach")
-    p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default 100)")
+    p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default: %(default)s)")
     p.add_argument("--simulate", metavar="DB", default=None,
-                   help="answer measurements from this store's dataset; compare the strategies (CPU)")  # fmt: skip
+                   help="answer measurements from this store's dataset and compare the strategies, on a CPU "
+                   "(default: GPU mode, measuring on the GPU)")  # fmt: skip
     p.add_argument("--holdout-only", action="store_true",
                    help="simulate on the predictor's held-out architectures only (none it was fitted on)")  # fmt: skip
-    p.add_argument("--pool", default=None, help="JSONL candidates to search (GPU mode; default: --pool-size sampled)")
-    p.add_argument("--pool-size", type=int, default=1000, help="candidates sampled when no --pool (default 1000)")
-    p.add_argument("--work-dir", default=".", help="GPU mode: where a sampled pool file is written (default .)")
-    p.add_argument("--strategy", default="predictor", help="measure-all | flops | predictor (GPU mode)")
-    p.add_argument("--objective", default="flops", help="flops, or a JSON file mapping architecture id -> value")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--gpu", default="h200", help="the predictor profile's GPU (default h200)")
-    p.add_argument("--profile", default=None, help="a predictor profile instead of the shipped one")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="GPU mode: where to measure (default: cuda if present)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--pool", default=None,
+                   help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with "
+                   "--seed)")  # fmt: skip
+    p.add_argument("--pool-size", type=int, default=1000,
+                   help="GPU mode: candidates sampled when there is no --pool (default: %(default)s)")  # fmt: skip
+    p.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
+                   "after the search; `nas sample -n POOL_SIZE --seed SEED` writes the same pool)")  # fmt: skip
+    p.add_argument("--strategy", default="predictor",
+                   help=f"GPU mode: what screens candidates before measuring, one of {', '.join(STRATEGIES)} "
+                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--objective", default="flops",
+                   help="what to maximize: flops, or a JSON file mapping architecture id -> value (default: "
+                   "%(default)s)")  # fmt: skip
+    p.add_argument("--batch", type=int, default=256,
+                   help="the batch size throughput is measured and predicted at (default: %(default)s)")  # fmt: skip
+    p.add_argument("--gpu", default="h200", help="the shipped predictor profile's GPU (default: %(default)s)")
+    p.add_argument("--profile", default=None,
+                   help="a predictor profile from `utilscope nas fit` (default: the one shipped for "
+                   "--gpu)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the evolution and of a sampled pool (default: %(default)s)")  # fmt: skip
+    p.add_argument("--device", default=None,
+                   help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
+                   "--device cpu asks for CPU measurements)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     p.set_defaults(run=cmd_search)
 
 
 def cmd_sample(args, console: Console) -> int:
     space = get_space(args.space)
-    archs = sample_architectures(space, args.n, args.seed, args.flops_min, args.flops_max)
-    path = save_jsonl(args.out, archs)
+    archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max)
     flops = sorted(space.complexity(arch).flops for arch in archs)
-    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {path}; "
+    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {args.out}; "
                   f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
     return 0
 
@@ -148,7 +187,7 @@ def cmd_fit(args, console: Console) -> int:
 def cmd_predict(args, console: Console) -> int:
     predictor, frame = predict_file(args.archs, args.profile, args.gpu, args.batch)
     if args.json:
-        print(json.dumps({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
+        print(strict_json({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
                           "predictions": frame.to_dict(orient="records")}))  # fmt: skip
     elif args.csv:
         print(frame.to_csv(index=False), end="")
@@ -168,22 +207,17 @@ def cmd_search(args, console: Console) -> int:
             frame, records = store.frame(), store.model_records()
         simulation = simulate(request, frame, records, args.holdout_only)
         if args.json:
-            print(json.dumps({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
+            print(strict_json({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
                               "margins": simulation.margins,
                               "comparison": simulation.comparison.to_dict(orient="records")}))  # fmt: skip
         else:
             render_simulation(request, simulation, console)
         return 0
-    pool_path, result = search_on_device(request, args.pool, args.pool_size, Path(args.work_dir),
-                                         args.device)  # fmt: skip
-    doc = {"pool": str(pool_path), "strategy": result.strategy, "best_id": result.best_id,
-           "best_objective": result.best_objective, "best_samples_per_s": result.best_samples_per_s,
-           "measurements": result.measurements, "steps": result.steps}  # fmt: skip
+    search = search_on_device(request, args.pool, args.pool_size, args.work_dir, args.device)
     if args.json:
-        print(json.dumps(doc))
+        print(strict_json(search.to_dict()))
     else:
-        for name, value in doc.items():
-            console.print(f"{name}: {value}")
+        render_device_search(search, console)
     return 0
 
 
@@ -192,9 +226,7 @@ def cmd_analyze(args, console: Console) -> int:
         report_migration(store)
         results = analyze(store.frame(), store.model_records())
     if args.json:
-        docs = [{**vars(r), "spread": r.spread.to_dict(orient="records"),
-                 "effects": r.effects.to_dict(orient="records")} for r in results]  # fmt: skip
-        print(json.dumps(docs))
+        print(strict_json([result.to_dict() for result in results]))
     else:
         render_analysis(results, console)
     return 0

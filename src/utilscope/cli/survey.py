@@ -10,8 +10,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
+from utilscope.precision import MEASURED
 from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
+from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
@@ -21,42 +24,55 @@ from utilscope.survey.store import Store
 
 def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
-    p.add_argument("--batch", default=default_batch, help=f"comma-separated batch sizes (default {default_batch})")
-    p.add_argument("--precision", default=None, help="comma-separated (default fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--backend", default="graph", help="comma-separated backends (default graph)")
+    p.add_argument("--batch", default=default_batch, help="comma-separated batch sizes (default: %(default)s)")
+    p.add_argument("--precision", default=None,
+                   help=f"comma-separated, of {', '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)")  # fmt: skip
+    p.add_argument("--backend", default="graph",
+                   help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)")  # fmt: skip
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
-    p.add_argument("--res", type=int, default=None, help="input resolution (default: each model's native)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: each model's native)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
-    p.add_argument("--peak", type=float, default=None, help="peak TFLOP/s to measure utilization against")
-    p.add_argument("--db", default="results.sqlite", help="the SQLite store (default results.sqlite)")
-    p.add_argument("--jobs", type=int, default=1, help="workers at a time (one per GPU when there are several)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds one model's group of cells may take")
+    p.add_argument("--peak", type=float, default=None,
+                   help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for "
+                   "each precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
+    p.add_argument("--db", default="results.sqlite", help="the SQLite store, created if missing (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="workers at a time, one per GPU when there are several (default: %(default)s)")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds one model's group of cells may take (default: %(default)g)")  # fmt: skip
     p.add_argument("--per-worker", type=int, default=default_per_worker,
-                   help=f"models each worker process measures in turn (default {default_per_worker}; more: less "
-                   "start-up time, a crash restarts the worker on the models after it)")  # fmt: skip
+                   help="models each worker process measures in turn (default: %(default)s); more: less start-up "
+                   "time, and a crash restarts the worker on the models after it")  # fmt: skip
     p.add_argument("--min-time-ms", type=float, default=None,
-                   help="total timed milliseconds per cell (default 1000 on GPU, 200 on CPU)")  # fmt: skip
+                   help="total timed milliseconds per cell (default: 1000 on GPU, 200 on CPU)")  # fmt: skip
     add_cudnn_options(p)
-    p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false", help="keep earlier error rows")
+    p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
+                   help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
-    p.add_argument("--models", action="append", default=[], help="name or glob; repeatable (default: curated set)")
-    p.add_argument("--family", action="append", default=[], help="a model family (e.g. ResNet); repeatable")
+    p.add_argument("--models", action="append", default=[],
+                   help=f"a model name or glob; repeatable (default: the {len(model_sets.default_survey())} "
+                   "curated torchvision CNNs, when no --family is given either)")  # fmt: skip
+    p.add_argument("--family", action="append", default=[],
+                   help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
+                   f"repeatable; one of {', '.join(model_sets.families())} (default: none)")  # fmt: skip
     add_grid_options(p, default_batch="1,8,32,128,256", default_per_worker=1)
     p.add_argument("--attribute", choices=["representative", "all", "none"], default="representative",
-                   help="record op-class time shares for these models (default: the curated representative "
-                   "set)")  # fmt: skip
+                   help="record op-class time shares for these models (default: %(default)s, the curated "
+                   "representative set)")  # fmt: skip
     p.set_defaults(run=cmd_survey)
     p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
-    p.add_argument("db", help="the SQLite store")
-    p.add_argument("-o", "--out", default="report", help="output folder (default report/)")
+    p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
+    p.add_argument("-o", "--out", default="report",
+                   help="output folder, created if missing; its index.html, PNGs and measurements.csv are replaced "
+                   "(default: %(default)s)")  # fmt: skip
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
-    p.add_argument("db")
-    p.add_argument("out", help="a .csv or .parquet path")
+    p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
+    p.add_argument("out", help="a .csv or .parquet file (its folder is created if missing)")
     p.set_defaults(run=cmd_export)
 
 
@@ -137,6 +153,6 @@ def cmd_report(args, console: Console) -> int:
 def cmd_export(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
-        store.export(args.out)
+        export_measurements(store, args.out)
     console.print(f"exported {args.db} to {args.out}")
     return 0

@@ -215,8 +215,13 @@ def _load_factory_module(path: str):
 
 
 def _file_resolution(name: str) -> int:
-    module = _load_factory_module(name.rpartition(":")[0])
-    return int(getattr(module, "RESOLUTION", DEFAULT_FILE_RESOLUTION))
+    """The file's ``RESOLUTION``, which must be a whole number of pixels (``2.5``, ``True``, ``"big"`` are refused,
+    not rounded; the zoo checks its range)."""
+    path = name.rpartition(":")[0]
+    resolution = getattr(_load_factory_module(path), "RESOLUTION", DEFAULT_FILE_RESOLUTION)
+    if not isinstance(resolution, int) or isinstance(resolution, bool):
+        raise UsageError(f"{path}: RESOLUTION must be a whole number of pixels, got {resolution!r}")
+    return resolution
 
 
 def _file_build(name: str, resolution: int) -> nn.Module:

@@ -15,11 +15,12 @@ from utilscope.errors import UsageError
 from utilscope.nas.spaces import get_space
 
 EQUAL_FLOPS_TOLERANCE = 0.05  # architectures within ±5% FLOPs of each other count as equal-FLOPs
+MIN_ARCHITECTURES = 3  # fewer: no rank correlation (nan) and no feature effects (quarters of one or two values)
 
 
 def spearman(x: pd.Series, y: pd.Series) -> float:
     both = pd.DataFrame({"x": x, "y": y}).dropna()
-    if len(both) < 3:
+    if len(both) < MIN_ARCHITECTURES:
         return float("nan")
     ranks = both.rank()
     return float(ranks["x"].corr(ranks["y"]))
@@ -57,9 +58,11 @@ def equal_flops_spread(frame: pd.DataFrame, tolerance: float = EQUAL_FLOPS_TOLER
 
 def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
     """Per design feature: Spearman correlation with utilization, and the median utilization of the architectures
-    in the feature's top quarter relative to its bottom quarter (the effect size)."""
+    in the feature's top quarter relative to its bottom quarter (the effect size). No rows for fewer than
+    ``MIN_ARCHITECTURES`` architectures."""
     rows = []
-    for column in (c for c in frame.columns if c.startswith("feature:")):
+    ranked = frame["model"].nunique() >= MIN_ARCHITECTURES if "model" in frame else len(frame) >= MIN_ARCHITECTURES
+    for column in (c for c in frame.columns if c.startswith("feature:") and ranked):
         values = frame[column].astype(float)
         if values.nunique() < 2:
             continue
@@ -80,7 +83,17 @@ class SpaceAnalysis:
     flops_throughput_spearman: float  # how well FLOPs rank throughput (negative: more FLOPs, fewer samples/s)
     utilization_quantiles: dict[str, float]
     spread: pd.DataFrame
-    effects: pd.DataFrame
+    effects: pd.DataFrame  # empty when there are too few architectures
+
+    @property
+    def too_few_architectures(self) -> bool:
+        """Fewer than ``MIN_ARCHITECTURES``: nothing is ranked (the Spearman is nan, there are no effects)."""
+        return self.architectures < MIN_ARCHITECTURES
+
+    def to_dict(self) -> dict:
+        """The JSON of ``utilscope nas analyze --json`` (a nan, e.g. the Spearman of too few, is written null)."""
+        frames = {"spread": self.spread.to_dict(orient="records"), "effects": self.effects.to_dict(orient="records")}
+        return {**vars(self), "too_few_architectures": self.too_few_architectures, **frames}
 
 
 def analyze(measurements: pd.DataFrame, records: dict[str, dict]) -> list[SpaceAnalysis]:
@@ -89,11 +102,12 @@ def analyze(measurements: pd.DataFrame, records: dict[str, dict]) -> list[SpaceA
     results = []
     for (space, batch, _, _), group in frame.groupby(["space", "batch", "precision", "backend"]):
         quantiles = group["utilization"].quantile([0.05, 0.25, 0.5, 0.75, 0.95])
+        architectures = group["model"].nunique()
         results.append(
             SpaceAnalysis(
                 space=space,
                 batch=int(batch),
-                architectures=group["model"].nunique(),
+                architectures=architectures,
                 flops_throughput_spearman=spearman(group["flops_per_sample"], group["samples_per_s"]),
                 utilization_quantiles={f"p{int(q * 100)}": float(v) for q, v in quantiles.items()},
                 spread=equal_flops_spread(group),

@@ -16,11 +16,12 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import read_json, write_json
+from utilscope.files import check_output_file, read_json, write_json
 from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import environment, software_label
 from utilscope.measure.precision import check_precision, math_mode, parse_precision
 from utilscope.measure.settings import CudnnSettings
+from utilscope.measure.sweep import check_batches
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace
@@ -182,7 +183,10 @@ def build_table(out: str | Path, space: str, batches: list[int], arch_files: Ite
                 on_layer: Callable[[int, int], None] | None = None) -> LatencyTable:  # fmt: skip
     """Fill the table at ``out`` (resumed when it exists and matches the configuration) with every distinct layer
     of the space's covering set and of ``arch_files``, saving it every ``SAVE_EVERY`` layers and at the end, so an
-    interrupted run keeps what it timed. ``on_layer(done, total)`` after each layer."""
+    interrupted run keeps what it timed. ``on_layer(done, total)`` after each layer. The batch sizes and ``out``
+    are checked before anything is timed."""
+    batches = check_batches(batches)
+    check_output_file(out, "latency table")
     archs = [arch for path in arch_files for arch in load_jsonl(path, space)]
     existing = LatencyTable.load(out) if Path(out).exists() else None
     table = open_table(space, precision, device, cudnn_benchmark, existing)

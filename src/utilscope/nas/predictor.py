@@ -184,6 +184,8 @@ def select_predictor(profile: str | Path | None, gpu: str | None, space: str) ->
 def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, batch: int):
     """(predictor, predictions frame) for the architectures of one JSONL file, all of one space."""
     archs = load_jsonl(path)
+    if not archs:
+        raise UsageError(f"{path} holds no architectures (write some with `utilscope nas sample`)")
     spaces = sorted({arch["space"] for arch in archs})
     if len(spaces) != 1:
         raise UsageError(f"{path} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from utilscope.errors import UsageError
+from utilscope.files import check_output_file
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
@@ -21,6 +23,7 @@ def sample_architectures(
     on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow."""
     if n < 1:
         raise UsageError(f"the number of architectures must be at least 1, got {n}")
+    check_flops_band(flops_min, flops_max)
     rng = np.random.default_rng(seed)
     seen: dict[str, Arch] = {}
     tries = 0
@@ -40,8 +43,32 @@ def sample_architectures(
     return list(seen.values())
 
 
+def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
+    """Bounds in FLOPs per sample, each optional: finite, not negative, the lower one not above the upper one."""
+    for name, bound in (("--flops-min", flops_min), ("--flops-max", flops_max)):
+        if bound is not None and not (math.isfinite(bound) and bound >= 0):
+            raise UsageError(f"{name} must be a finite number of FLOPs per sample >= 0, got {bound}")
+    if flops_min is not None and flops_max is not None and flops_min > flops_max:
+        raise UsageError(f"--flops-min ({flops_min:g}) is above --flops-max ({flops_max:g}): no architecture fits")
+
+
+def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_min: float | None = None,
+                flops_max: float | None = None) -> list[Arch]:  # fmt: skip
+    """``utilscope nas sample``: :func:`sample_architectures` into a JSONL file, whose path is checked first."""
+    check_jsonl_path(path)
+    archs = sample_architectures(space, n, seed, flops_min, flops_max)
+    save_jsonl(path, archs)
+    return archs
+
+
+def check_jsonl_path(path: str | Path) -> Path:
+    """A path an architecture file can be written to: a ``.jsonl`` file (``archs.jsonl:ID`` names a model only
+    with that suffix), not a folder, in a folder that exists or can be created."""
+    return check_output_file(path, "architecture file", (".jsonl",))
+
+
 def save_jsonl(path: str | Path, archs: list[Arch]) -> Path:
-    path = Path(path)
+    path = check_jsonl_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs))
     return path

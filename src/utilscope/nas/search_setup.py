@@ -3,15 +3,18 @@ and the oracle — a measured dataset (simulation) or the GPU itself."""
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import read_json
+from utilscope.files import check_output_folder, read_json
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
@@ -81,13 +84,26 @@ def restrict_pool(pool: CandidatePool, oracle: MeasuredPool, ids: set[str]) -> t
 
 def search_pool(space_name: str, pool_path: str | None, pool_size: int, seed: int, out_dir: Path) -> Path:
     """GPU mode's candidates: the given JSONL, or ``pool_size`` architectures sampled with ``seed`` and written
-    under ``out_dir`` (measured models are named by file and id, so the pool must be a file)."""
+    under ``out_dir`` (measured models are named by file and id, so the pool must be a file); a pool file already
+    there is reused (it is the same sample)."""
     if pool_path is not None:
         return Path(pool_path)
     path = out_dir / f"{space_name}_pool_seed{seed}_n{pool_size}.jsonl"
     if not path.exists():
         save_jsonl(path, sample_architectures(get_space(space_name), pool_size, seed))
     return path
+
+
+def search_device(device: str | None) -> torch.device:
+    """Where GPU mode measures: the GPU, or the CPU only when asked for by name (``--device cpu``). Without a GPU
+    and without ``device`` it refuses, before anything is sampled, written or measured: minutes of CPU timing are
+    not what a GPU search was asked for."""
+    dev = hardware.resolve_device(device)
+    if device is None and dev.type != "cuda":
+        raise UsageError("nas search measures candidates on a GPU and this machine has none: compare the strategies "
+                         "on a measured store with --simulate DB, or measure on the CPU with --device cpu (slow, and "
+                         "not a GPU's numbers)")  # fmt: skip
+    return dev
 
 
 class GpuOracle:
@@ -173,17 +189,57 @@ def simulate(request: SearchRequest, frame: pd.DataFrame, records: dict[str, Arc
     return Simulation(len(pool), dropped, margins, table)
 
 
-def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, out_dir: Path,
-                     device: str | None = None) -> tuple[Path, EvolutionResult]:  # fmt: skip
-    """Search on the device: candidates from ``pool`` (or ``pool_size`` sampled into ``out_dir``), measured as the
-    predictor's table was timed. Returns the pool file and the result."""
+@dataclass(frozen=True)
+class DeviceSearch:
+    """What GPU mode found: the pool it searched (its file, None when sampled into a temporary folder, removed
+    since: ``utilscope nas sample -n pool_size --seed seed`` writes the same pool), and the evolution's result."""
+
+    request: SearchRequest
+    device: str
+    pool: Path | None
+    pool_size: int
+    result: EvolutionResult
+
+    def to_dict(self) -> dict:
+        """The JSON of ``utilscope nas search --json`` in GPU mode (no answer: ``best_*`` are null)."""
+        r = self.result
+        return {"space": self.request.space, "device": self.device, "batch": self.request.batch,
+                "min_throughput": self.request.min_throughput, "pool": str(self.pool) if self.pool else None,
+                "pool_size": self.pool_size, "seed": self.request.seed, "strategy": r.strategy, "best_id": r.best_id,
+                "best_objective": r.best_objective if r.best_id is not None else None,
+                "best_samples_per_s": r.best_samples_per_s if r.best_id is not None else None,
+                "measurements": r.measurements, "budget": self.request.budget, "steps": r.steps}  # fmt: skip
+
+
+def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, work_dir: str | Path | None = None,
+                     device: str | None = None) -> DeviceSearch:  # fmt: skip
+    """Search on the device (the GPU; the CPU only as ``device="cpu"``): candidates from ``pool``, or ``pool_size``
+    sampled into ``work_dir`` (kept there) or, without one, into a temporary folder removed after the search;
+    measured as the predictor's table was timed. Everything is checked before anything is sampled or measured."""
+    dev = search_device(device)
+    if pool is not None and work_dir is not None:
+        raise UsageError("--work-dir is where a sampled pool is written; with --pool nothing is written")
+    if pool is None and pool_size < 1:
+        raise UsageError(f"--pool-size must be at least 1, got {pool_size}")
+    if work_dir is not None:
+        work_dir = check_output_folder(work_dir, "pool folder (--work-dir)")
     predictor = select_predictor(request.profile, request.gpu, request.space)
     objective = objective_for(request.objective, request.space)
     estimator = predictor_estimator(predictor, request.batch)
-    pool_path = search_pool(request.space, pool, pool_size, request.seed, out_dir)
+    search = functools.partial(_search, request, predictor, objective, estimator, str(dev))
+    if pool is not None:
+        return search(Path(pool), kept=True)
+    if work_dir is not None:
+        return search(search_pool(request.space, None, pool_size, request.seed, work_dir), kept=True)
+    with tempfile.TemporaryDirectory(prefix="utilscope-pool-") as folder:
+        return search(search_pool(request.space, None, pool_size, request.seed, Path(folder)), kept=False)
+
+
+def _search(request: SearchRequest, predictor: Predictor, objective: Objective, estimator: Estimator, device: str,
+            pool_path: Path, kept: bool) -> DeviceSearch:  # fmt: skip
     candidates = load_pool(pool_path, request.space)
     oracle = oracle_for(pool_path, request.batch, predictor.table, device)
     screen = estimator if request.strategy == "predictor" else None
     result = evolve(candidates, objective, request.min_throughput, request.budget, request.strategy, oracle, screen,
                     np.random.default_rng(request.seed))  # fmt: skip
-    return pool_path, result
+    return DeviceSearch(request, device, pool_path if kept else None, len(candidates), result)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.counting import CountResult
+from utilscope.present import check_top
 from utilscope.units import percent, shape_text, si
 
 
@@ -13,7 +14,7 @@ def layer_table(result: CountResult, top: int | None = None) -> Table:
     """One row per layer in execution order, or the ``top`` layers by flops; op-level layers that carry nothing
     (``LayerCount.is_empty_op``) are left out, and the caption says how many."""
     layers = list(enumerate(result.shown_layers, start=1))
-    if top is not None:
+    if check_top(top) is not None:
         layers = sorted(layers, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
     title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
     omitted = ", ".join(f"{kind} ×{n}" for kind, n in sorted(result.omitted_layers.items()))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from utilscope.nas.analysis import MIN_ARCHITECTURES
 
 
 def render_fit(predictor, out: str, seed: int, console: Console) -> None:
@@ -37,16 +43,50 @@ def render_simulation(request, simulation, console: Console) -> None:
     console.print(simulation.comparison.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 
 
+def render_device_search(search, console: Console) -> None:
+    """A GPU-mode search (``DeviceSearch``): the answer, or that none was found, and what it cost."""
+    request, result = search.request, search.result
+    table = Table(title=f"nas search: {request.space} at batch {request.batch}, samples/s >= "
+                  f"{request.min_throughput:g}, on {search.device}", show_header=False)  # fmt: skip
+    table.add_column("", style="bold")
+    table.add_column("")
+    pool = escape(str(search.pool)) if search.pool else f"sampled (seed {request.seed}), not kept (--work-dir keeps it)"
+    table.add_row("pool", f"{search.pool_size} architectures: {pool}")
+    table.add_row("strategy", result.strategy)
+    if result.best_id is None:
+        table.add_row("best", f"[red]none of the measured architectures reached {request.min_throughput:g} "
+                      "samples/s[/]")  # fmt: skip
+    else:
+        table.add_row("best", result.best_id)
+        table.add_row("its objective", f"{result.best_objective:.6g} ({request.objective})")
+        table.add_row("its samples/s", f"{result.best_samples_per_s:.4g}")
+    table.add_row("measurements", f"{result.measurements} of a budget of {request.budget}")
+    table.add_row("children proposed", str(result.steps))
+    console.print(table)
+
+
 def render_analysis(results, console: Console) -> None:
+    """Per space and batch size: how well FLOPs rank throughput, utilization quantiles, the equal-FLOPs spread and
+    the strongest design effects; "too few architectures" instead of a nan correlation."""
     for r in results:
         q = r.utilization_quantiles
-        console.print(f"[bold]{r.space}[/] batch {r.batch}: {r.architectures} architectures; Spearman(FLOPs, "
-                      f"samples/s) = {r.flops_throughput_spearman:.2f}; utilization p5 {q['p5']:.2%}, median "
-                      f"{q['p50']:.2%}, p95 {q['p95']:.2%}")  # fmt: skip
+        head = f"[bold]{r.space}[/] batch {r.batch}: {r.architectures} architecture{'s' if r.architectures > 1 else ''}"
+        if r.too_few_architectures:
+            console.print(f"{head}: too few architectures to rank FLOPs against samples/s or find what drives "
+                          f"utilization (at least {MIN_ARCHITECTURES}); utilization median {q['p50']:.2%}")  # fmt: skip
+            continue
+        console.print(f"{head}; Spearman(FLOPs, samples/s) = {_signed(r.flops_throughput_spearman)}; utilization "
+                      f"p5 {q['p5']:.2%}, median {q['p50']:.2%}, p95 {q['p95']:.2%}")  # fmt: skip
         if not r.spread.empty:
             worst = r.spread.sort_values("max_over_min", ascending=False).iloc[0]
             console.print(f"  equal FLOPs (±5%), {len(r.spread)} groups: throughput differs up to "
                           f"{worst.max_over_min:.2f}× (at {worst.gflops:.2f} GFLOPs)")  # fmt: skip
         for effect in r.effects.head(6).itertuples():
-            console.print(f"  {effect.feature}: Spearman {effect.spearman:+.2f} with utilization; top quarter / "
-                          f"bottom quarter {effect.top_over_bottom:.2f}×")  # fmt: skip
+            ratio = f"{effect.top_over_bottom:.2f}×" if math.isfinite(effect.top_over_bottom) else "n/a"
+            console.print(f"  {effect.feature}: Spearman {_signed(effect.spearman)} with utilization; top quarter / "
+                          f"bottom quarter {ratio}")  # fmt: skip
+
+
+def _signed(value: float) -> str:
+    """``+0.42``, or "n/a" for a correlation that is not defined (e.g. every architecture equally fast)."""
+    return f"{value:+.2f}" if math.isfinite(value) else "n/a"

@@ -16,6 +16,7 @@ import numpy as np
 from utilscope.attribute.records import Point, Roofs
 from utilscope.attribute.roofline import RooflineRow, check_roofs, roofline
 from utilscope.counting.classify import OpClass
+from utilscope.errors import UsageError
 from utilscope.units import si
 
 _CLASS_COLORS = dict(
@@ -61,9 +62,20 @@ def plot_roofline(
     roofs_legend = _draw_legends(axes, roof_handles, class_handles)
     note = figure.text(0.12, 0.02, _footnote(len(shown), len(rows)), fontsize=8, color="#555555")
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     # "tight" grows the canvas to hold the legends outside the axes
     figure.savefig(path, bbox_inches="tight", bbox_extra_artists=[roofs_legend, note], pad_inches=0.15)
     return path
+
+
+def plot_attribution(attribution, path: str | Path) -> Path:
+    """The roofline of an ``Attribution`` (``utilscope layers --roofline``) into ``path``: its points against its
+    datasheet roofs, with the measured-ceiling roofs dashed where they differ. UsageError without roofs."""
+    if attribution.roofs is None:
+        raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
+    title = f"{attribution.model} · batch {attribution.batch} · {attribution.precision} · {attribution.backend}"
+    ceiling = attribution.ceiling_roofs if attribution.ceiling_roofs != attribution.roofs else None
+    return plot_roofline(attribution.points, attribution.roofs, ceiling, path, title)
 
 
 def _label_axes(axes, shown: list[RooflineRow], roof_sets: list[Roofs], intensity: np.ndarray, title: str) -> None:

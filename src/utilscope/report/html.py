@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
+from utilscope.files import check_output_folder
 from utilscope.report import plots
 from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si
@@ -309,12 +310,15 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
     ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures').
-    Raises ``UsageError`` naming the missing columns.
+    Raises ``UsageError``, writing nothing, when there is no measurement, a column is missing (naming it) or
+    ``out_dir`` cannot be a folder (an existing file, under a file).
     """
+    if measurements.empty:
+        raise UsageError("no measurements to report (an empty store: run `utilscope survey` into it first)")
     check_columns(measurements, MEASUREMENT_COLUMNS, "measurements")
     if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
         check_columns(op_classes, OP_CLASS_COLUMNS, "op_classes")
-    out_dir = Path(out_dir)
+    out_dir = check_output_folder(out_dir, "report folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(measurements, out_dir / "measurements.csv")
     figures = write_figures(measurements, op_classes, out_dir, records or {})
