@@ -36,7 +36,7 @@ def header_text(explanation: Explanation) -> str:
     measured = a.measured_utilization
     attributed = a.attributed_ms / a.kernel_time_ms if a.kernel_time_ms else 0.0
     peak = (
-        f", FLOP utilization {percent(measured)} of {significant(a.peak_tflops)} TFLOP/s"
+        f", FLOP utilization {percent(measured)} of {significant(a.peak_tflops, 4)} TFLOP/s"
         if measured is not None
         else ""
     )

@@ -142,7 +142,7 @@ def environment_line(result: ProfileResult) -> str:
 
 def profile_footer(result: ProfileResult) -> str:
     peaks = {(r.peak_source, r.peak_tflops) for r in result.rows if r.status == "ok"}
-    lines = [f"peak: {source} = {significant(peak)} TFLOP/s" for source, peak in sorted(peaks, key=str) if peak]
+    lines = [f"peak: {source} = {significant(peak, 4)} TFLOP/s" for source, peak in sorted(peaks, key=str) if peak]
     ceiling = _ceiling_line(result)
     lines += [ceiling] if ceiling else []
     notes = sorted({note for r in result.rows for note in r.notes})
