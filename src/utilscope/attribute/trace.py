@@ -13,8 +13,11 @@ k-th layer segment. When they do not, kernels are grouped by family and the mism
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +42,16 @@ class RangeTracer(Tracer):
             return super().__torch_dispatch__(func, types, args, kwargs)
         with record_function(f"{RANGE_PREFIX}{self.next_layer_index()}"):
             return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+@contextlib.contextmanager
+def _profiled(activities: list) -> Iterator:
+    """torch.profiler's ``profile``, without its warning that events are kept per profiling cycle (we profile one
+    cycle and read it whole)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with torch_profile(activities=activities) as prof:
+            yield prof
 
 
 def _synchronize(device: torch.device) -> None:
@@ -137,7 +150,7 @@ def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int
             module(x)
     _synchronize(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with torch_profile(activities=activities) as prof:
+    with _profiled(activities) as prof:
         for _ in range(iters):
             recorded = trace(module, x, RangeTracer)
             _synchronize(device)
@@ -173,7 +186,7 @@ def kernel_sequence(run, device: torch.device) -> list[tuple[str, float]]:
     """(name, microseconds) of every kernel of one call of ``run``, in the order they ran on the GPU."""
     run()
     _synchronize(device)
-    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with _profiled([ProfilerActivity.CUDA]) as prof:
         run()
         _synchronize(device)
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
