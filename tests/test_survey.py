@@ -26,11 +26,12 @@ from utilscope.cli.survey import render_result
 from utilscope.measure.backends import get_backend
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import sets as model_sets
+from utilscope.survey import messages, runner, worker
 from utilscope.survey import plan as survey_plan
-from utilscope.survey import runner, worker
 from utilscope.survey.claims import claim
+from utilscope.survey.executors import run_survey
 from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
-from utilscope.survey.runner import CELL_DONE, Reporter, RunOptions, SurveyResult, run_survey, watch_worker
+from utilscope.survey.runner import EXIT, RunOptions, SurveyResult, watch_worker
 from utilscope.survey.store import Store
 
 MODELS = """
@@ -213,14 +214,16 @@ def test_two_surveys_on_one_store_measure_each_cell_once(tmp_path, models):
 
 
 def test_a_silent_worker_is_killed_at_the_timeout(tmp_path):
-    """The timeout is per group: a worker that stores a cell and then hangs is killed, the cell was heard."""
-    heard = []
-    hang = [sys.executable, "-c", f"import time; print({CELL_DONE!r}, flush=True); time.sleep(60)"]
+    """The timeout is per group: a worker that tells a row and then hangs is killed; its row came through, its
+    other output did not; a worker that dies says how."""
+    row = messages.line(messages.ROW, {"model": "m", "batch": 1})
+    hang = [sys.executable, "-c", f"import time; print('a model talks'); print({row!r}, flush=True); time.sleep(60)"]
     start_s = time.monotonic()
-    status = watch_worker(hang, {}, 1.0, Reporter([], heard.append))
-    assert status == "error: timeout after 1 s" and heard == [1] and time.monotonic() - start_s < 30
+    told = list(watch_worker(hang, {}, 1.0))
+    assert told == [(messages.ROW, {"model": "m", "batch": 1}), (EXIT, "error: timeout after 1 s")]
+    assert time.monotonic() - start_s < 30
     crash = [sys.executable, "-c", "import sys; print('it broke', file=sys.stderr); sys.exit(3)"]
-    assert watch_worker(crash, {}, 10.0, Reporter([], None)) == "error: worker exited with code 3: it broke"
+    assert list(watch_worker(crash, {}, 10.0)) == [(EXIT, "error: worker exited with code 3: it broke")]
 
 
 def test_plan_skips_done_cells_and_checks_input(tmp_path, models):
@@ -277,6 +280,7 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     command = runner.worker_command(plan.groups, plan, options, "cpu")
     assert command[1:3] == ["-m", "utilscope.survey.worker"]
     args = worker.parse_args(command[3:])
+    assert "--db" not in command  # workers write no store: the runner does
     (group,) = json.loads(args.groups)
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from utilscope.measure.settings import CudnnSettings
+from utilscope.survey.executors import run_survey
 from utilscope.survey.plan import SurveyGrid, plan_survey
-from utilscope.survey.runner import RunOptions, run_survey
+from utilscope.survey.runner import RunOptions
 from utilscope.survey.store import Store
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -17,8 +17,9 @@ from utilscope.present.survey_view import outcome_table, plan_table, worst_error
 from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.claims import claim
+from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
-from utilscope.survey.runner import RunOptions, run_survey
+from utilscope.survey.runner import RunOptions
 from utilscope.survey.store import Store
 
 
@@ -49,6 +50,15 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                    help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="where the workers run: local subprocesses (one per GPU), or Ray tasks on a cluster "
+                   "(default: %(default)s; docs/cluster.md)")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="the Ray cluster to run on (default: auto, the one this machine belongs to, else a Ray "
+                   "started here for the run)")  # fmt: skip
+    p.add_argument("--gpu-types", default=None, metavar="TYPES",
+                   help="on Ray: 'all' measures every cell once on each GPU type of the cluster, or a comma-separated "
+                   "list such as A100,H100 (default: one type, the first the cluster has)")  # fmt: skip
 
 
 def add_parsers(sub) -> None:
@@ -94,27 +104,32 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
 
 def run_grid(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
     """Plan, print the plan, run it with a progress bar, print what was stored; shared by ``survey`` and ``nas
-    measure``. Everything is checked before the store is opened; a dry run reads a copy and writes nothing."""
+    measure``. Everything is checked before the store is opened; a dry run reads a copy and writes nothing. On Ray
+    each GPU type asked for is a plan of its own."""
     grid, options = grid_and_options(models, args, attribute)
-    expanded = expand_grid(grid)
+    executor = executor_for(args.executor, args.ray_address, args.gpu_types)
+    expanded = [(target, expand_grid(grid, target)) for target in executor.targets(grid)]
     with Store(args.db, snapshot=args.dry_run) as store:
         report_migration(store)
-        plan = plan_survey(grid, store, expanded)
-    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
-                  f"in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
-    if args.dry_run:
-        if plan.groups:
+        plans = [plan_survey(grid, store, groups, target) for target, groups in expanded]
+    for plan in plans:
+        where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
+        console.print(f"survey{where}: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} "
+                      f"already in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
+        if args.dry_run and plan.groups:
             console.print(plan_table(plan))
+    plans = [plan for plan in plans if plan.groups]
+    if args.dry_run or not plans:
         return 0
-    if not plan.groups:
-        return 0
-    lease = claim(plan, args.db)
-    report_lease(lease, console)
+    leases = [claim(plan, args.db) for plan in plans]
+    for lease in leases:
+        report_lease(lease, console)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("measuring", total=lease.plan.cells)
-        result = run_survey(lease.plan, options, lambda cells: progress.advance(task, cells), lease)
+        task = progress.add_task("measuring", total=sum(lease.plan.cells for lease in leases))
+        result = run_plans([lease.plan for lease in leases], options, lambda cells: progress.advance(task, cells),
+                           leases, executor)  # fmt: skip
     return render_result(result, console)
 
 

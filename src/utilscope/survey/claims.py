@@ -55,7 +55,10 @@ def is_dead(owner: str) -> bool:
 
 
 def device_of(plan: SurveyPlan) -> str:
-    """The device the plan measures on, as claims name it: the host and the GPU's UUID (or the device's name)."""
+    """The device the plan measures on, as claims name it: the host and the GPU's UUID (or the device's name); a
+    plan of a cluster's nodes, its target there (Ray gives each task a GPU of its own)."""
+    if plan.target is not None and plan.target.label != "local":
+        return f"cluster:{plan.target.label}"
     dev = hardware.resolve_device(plan.grid.device)
     return f"{socket.gethostname()}:{device_uuid(dev) or plan.config.device}"
 
@@ -68,9 +71,11 @@ def claim(plan: SurveyPlan, db: str, lease_s: float = LEASE_S) -> Lease:
         for dead in {o for o, _ in store.claims().values() if is_dead(o)}:
             store.release(dead)  # a run of this host that was killed: its cells are free now
         held = store.claim(keys, owner, device, lease_s)
-        neighbours = sorted({o for o, d in store.claims().values() if o != owner and d == device})
+        local = plan.target is None or plan.target.label == "local"
+        neighbours = sorted({o for o, d in store.claims().values() if o != owner and d == device}) if local else []
     groups = [group.only(key.batch for key in group.keys(plan.config) if key in held) for group in plan.groups]
-    claimed = SurveyPlan(plan.grid, plan.config, [group for group in groups if group.batches], plan.skipped)
+    claimed = SurveyPlan(plan.grid, plan.config, [group for group in groups if group.batches], plan.skipped,
+                         plan.target)  # fmt: skip
     return Lease(owner, device, claimed, len(keys) - len(held), neighbours)
 
 

@@ -71,12 +71,24 @@ class Group:
         return Group(self.model, self.resolution, self.precision, self.backend, tuple(batches), self.spec)
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a plan's cells are measured, and in which configuration: this machine ("local"), or one kind of node
+    of a cluster (a GPU type such as "H100", or "cpu"), with the resources a task there asks for."""
+
+    label: str
+    config: Configuration
+    precisions: tuple[str, ...]  # the grid's, or the device's default
+    resources: tuple[tuple[str, float], ...] = ()  # e.g. (("accelerator_type:H100", 0.001),)
+
+
 @dataclass
 class SurveyPlan:
     grid: SurveyGrid
     config: Configuration  # the configuration every cell is keyed with
     groups: list[Group]
     skipped: int  # cells already in the store
+    target: Target | None = None  # None: this machine
 
     @property
     def cells(self) -> int:
@@ -104,10 +116,16 @@ def grid_configuration(grid: SurveyGrid) -> tuple[Configuration, tuple[str, ...]
     return Configuration.from_environment(env), precisions
 
 
-def expand_grid(grid: SurveyGrid) -> tuple[Configuration, list[Group]]:
-    """Every group of the grid, in the configuration this machine measures it in: models resolved, resolutions and
-    precisions checked on the device. Touches no store, so bad input never creates one."""
-    config, precisions = grid_configuration(grid)
+def local_target(grid: SurveyGrid) -> Target:
+    """This machine, in the configuration it measures the grid in (precisions checked on its device)."""
+    return Target("local", *grid_configuration(grid))
+
+
+def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configuration, list[Group]]:
+    """Every group of the grid, in the configuration of ``target`` (default: this machine's): models resolved,
+    resolutions and precisions checked. Touches no store, so bad input never creates one."""
+    target = target or local_target(grid)
+    config, precisions = target.config, target.precisions
     groups = []
     for model in grid.models:
         spec = zoo.parse_spec(model)
@@ -119,11 +137,12 @@ def expand_grid(grid: SurveyGrid) -> tuple[Configuration, list[Group]]:
 
 
 def plan_survey(grid: SurveyGrid, store: Store, expanded: tuple[Configuration, list[Group]] | None = None,
-                ) -> SurveyPlan:  # fmt: skip
-    """The grid (``expanded`` when already expanded) without the cells the store holds. Raises on bad input."""
-    config, groups = expanded or expand_grid(grid)
+                target: Target | None = None) -> SurveyPlan:  # fmt: skip
+    """The grid (``expanded`` when already expanded, for ``target``) without the cells the store holds. Raises on
+    bad input."""
+    config, groups = expanded or expand_grid(grid, target)
     done = store.done_keys(retry_errors=grid.retry_errors)
     todo = [group.only(key.batch for key in group.keys(config) if key not in done) for group in groups]
     planned = [group for group in todo if group.batches]
     skipped = len(groups) * len(grid.batches) - sum(len(group.batches) for group in planned)
-    return SurveyPlan(grid, config, planned, skipped)
+    return SurveyPlan(grid, config, planned, skipped, target)

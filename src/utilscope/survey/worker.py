@@ -1,9 +1,10 @@
 """One survey worker: measure groups (a model, precision and backend at several batch sizes) in turn; store each row
 at once and print a "cell done" line after each row and a "group done" line after each group.
 
-Run by the survey runner as ``python -m utilscope.survey.worker --db ... --groups JSON --settings JSON``; the runner
-restarts a worker that crashed or hung on the groups after the one it was measuring. Exit code 2 with a one-line
-message for bad input.
+Run by the survey runner as ``python -m utilscope.survey.worker --groups JSON --settings JSON``. It writes no store:
+each row, op-class summary and model record is a line of its standard output (``survey.messages``), which the
+runner stores. The runner restarts a worker that crashed or hung on the groups after the one it was measuring.
+Exit code 2 with a one-line message for bad input.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from utilscope.measure.settings import CudnnSettings, MeasureRequest, timing_win
 from utilscope.measure.sweep import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.models import sets as model_sets  # noqa: E402
 from utilscope.models import zoo  # noqa: E402
-from utilscope.survey.runner import CELL_DONE, GROUP_DONE, PARENT_ENV  # noqa: E402
+from utilscope.survey.messages import GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, emit  # noqa: E402
 from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402
-from utilscope.survey.store import Store  # noqa: E402
 
 
 def key_of(sweep: Sweep, batch: int) -> CellKey:
@@ -37,8 +37,9 @@ def key_of(sweep: Sweep, batch: int) -> CellKey:
 
 
 def measurement_row(sweep: Sweep, row: ProfileRow, wall_s: float) -> dict:
+    """The row the store keeps, its key as columns."""
     values = {k: v for k, v in asdict(row).items() if k != "batch"}
-    return {"key": key_of(sweep, row.batch), **values, "family": model_sets.family_of(sweep.model_id),
+    return {**key_of(sweep, row.batch).columns(), **values, "family": model_sets.family_of(sweep.model_id),
             "flops_per_sample": sweep.work.total.flops, "params": sweep.work.total.params,
             "environment": sweep.environment, "measured_at": now_iso(), "wall_s": wall_s}  # fmt: skip
 
@@ -51,7 +52,7 @@ def attribution_request(sweep: Sweep) -> MeasureRequest:
     return sweep.request.replace(backend=backend, plan=None)
 
 
-def record_op_classes(store: Store, sweep: Sweep, rows: list[ProfileRow]) -> None:
+def record_op_classes(sweep: Sweep, rows: list[ProfileRow]) -> None:
     """Op-class time shares (``utilscope layers``) at the largest batch size that ran."""
     from utilscope.attribute.attribution import attribute
     from utilscope.attribute.summary import class_summary
@@ -61,7 +62,7 @@ def record_op_classes(store: Store, sweep: Sweep, rows: list[ProfileRow]) -> Non
         return
     attribution = attribute(attribution_request(sweep), batch=max(ok))
     classes = class_summary(attribution)[["op_class", "flop_share", "time_share", "time_ms"]]
-    store.add_op_classes(key_of(sweep, max(ok)), classes.to_dict(orient="records"))
+    emit(OP_CLASSES, {"key": key_of(sweep, max(ok)).columns(), "rows": classes.to_dict(orient="records")})
 
 
 def exit_with_parent() -> None:
@@ -77,7 +78,6 @@ def exit_with_parent() -> None:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="utilscope.survey.worker")
-    parser.add_argument("--db", required=True)
     parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
                         "batches, attribute}")  # fmt: skip
     parser.add_argument("--settings", required=True, help="JSON {device, channels_last, cudnn, min_time_ms, "
@@ -100,28 +100,27 @@ def group_request(group: dict, settings: dict) -> MeasureRequest:
     )
 
 
-def measure_group(store: Store, group: dict, settings: dict, since_s: float) -> float:
-    """One model's sweep over its batch sizes, each row stored as soon as it is measured, with the wall time since
+def measure_group(group: dict, settings: dict, since_s: float) -> float:
+    """One model's sweep over its batch sizes, each row told as soon as it is measured, with the wall time since
     the previous row (``since_s`` for the first). Returns the last row's time. Raises on bad input."""
     sweep = prepare_sweep(group_request(group, settings))
     record = zoo.model_record(zoo.parse_spec(sweep.model_id))
     if record is not None:  # the store knows the model without its file (a NAS architecture)
-        store.add_model_record(sweep.model_id, record)
+        emit(RECORD, {"model": sweep.model_id, "record": record})
     if sweep.plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
         sweep.notes.append(f"timed samples cover {sweep.plan.min_total_ms:.0f} ms: NVML utilization not sampled "
                            "reliably")  # fmt: skip
     last_s = since_s
 
-    def store_row(row: ProfileRow) -> None:
+    def tell_row(row: ProfileRow) -> None:
         nonlocal last_s
         now_s = time.perf_counter()
-        store.add(measurement_row(sweep, row, now_s - last_s))
-        print(CELL_DONE, flush=True)
+        emit(ROW, measurement_row(sweep, row, now_s - last_s))
         last_s = now_s
 
-    rows = run_sweep(sweep, list(group["batches"]), store_row)
+    rows = run_sweep(sweep, list(group["batches"]), tell_row)
     if group.get("attribute"):
-        record_op_classes(store, sweep, rows)
+        record_op_classes(sweep, rows)
     return last_s
 
 
@@ -129,14 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     exit_with_parent()
     last_s = START_S  # the first row's wall time includes the process start
-    with Store(args.db) as store:
-        for group in json.loads(args.groups):
-            try:
-                last_s = measure_group(store, group, json.loads(args.settings), last_s)
-            except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
-                print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
-                return 2
-            print(GROUP_DONE, flush=True)
+    for group in json.loads(args.groups):
+        try:
+            last_s = measure_group(group, json.loads(args.settings), last_s)
+        except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
+            print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+        emit(GROUP_DONE)
     return 0
 
 
