@@ -1,5 +1,5 @@
-"""``survey``, ``report``, ``export``: measure a grid into a store, and read a store back (``nas measure`` shares the
-grid options and the run)."""
+"""``survey``, ``report``, ``export``: measure a grid (or a shard of it) into a store, and read a store back (``nas
+measure`` shares the grid options and the run)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from utilscope.present.survey_view import outcome_table, plan_table, worst_error
 from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.claims import claim
-from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
+from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
 from utilscope.survey.runner import RunOptions, run_survey
 from utilscope.survey.store import Store
 
@@ -48,6 +48,10 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     add_cudnn_options(p)
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                    help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
+                   "precision and backend stay in one shard, the same on every machine): run the N shards into N "
+                   "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
 
 
@@ -87,7 +91,7 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
     never creates or touches it."""
     grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
                       parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
-                      args.retry_errors)  # fmt: skip
+                      args.retry_errors, parse_shard(args.shard))  # fmt: skip
     options = RunOptions(args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak)
     return grid, options
 
@@ -100,7 +104,8 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
     with Store(args.db, snapshot=args.dry_run) as store:
         report_migration(store)
         plan = plan_survey(grid, store, expanded)
-    console.print(f"survey: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
+    shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
+    console.print(f"survey: {shard}{plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} already "
                   f"in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
     if args.dry_run:
         if plan.groups:
