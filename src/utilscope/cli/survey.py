@@ -1,5 +1,5 @@
-"""``survey``, ``report``, ``export``: measure a grid (or a shard of it) into a store, and read a store back (``nas
-measure`` shares the grid options and the run)."""
+"""``survey``, ``report``, ``export``, ``merge``: measure a grid (or a shard of it) into a store, read a store back,
+merge stores (``nas measure`` shares the grid options and the run)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
+from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
 from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.claims import claim
+from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
 from utilscope.survey.runner import RunOptions, run_survey
 from utilscope.survey.store import Store
@@ -78,6 +80,12 @@ def add_parsers(sub) -> None:
     p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
     p.add_argument("out", help="a .csv or .parquet file (its folder is created if missing)")
     p.set_defaults(run=cmd_export)
+    p = sub.add_parser("merge", help="merge results stores (e.g. the shards of one survey) into one store")
+    p.add_argument("inputs", nargs="+", metavar="STORE", help="the stores to merge (never modified)")
+    p.add_argument("-o", "--out", required=True,
+                   help="the merged store, created if missing; an existing one keeps its rows (not one of the "
+                   "inputs)")  # fmt: skip
+    p.set_defaults(run=cmd_merge)
 
 
 def cmd_survey(args, console: Console) -> int:
@@ -161,3 +169,17 @@ def cmd_export(args, console: Console) -> int:
         export_measurements(store, args.out)
     console.print(f"exported {args.db} to {args.out}")
     return 0
+
+
+def cmd_merge(args, console: Console) -> int:
+    """Exit 0 when merged without conflicts; 1 when some keys conflicted (each printed, the first value kept)."""
+    result = merge_stores(args.inputs, args.out)
+    for counts in result.inputs:
+        if counts.migration is not None:
+            print(f"utilscope: {counts.path}: {counts.migration.describe()}", file=sys.stderr)
+    if result.migration is not None:
+        print(f"utilscope: {result.output}: {result.migration.describe()}", file=sys.stderr)
+    for line in merge_lines(result):
+        style = "red" if line.startswith("conflict") else None
+        console.print(escape(line), style=style, highlight=False, soft_wrap=True)
+    return EXIT_PARTIAL if result.conflicts else 0
