@@ -1,7 +1,8 @@
 """The command line: parse, call one library function, render, map errors to exit codes. No logic lives here: every
 option is checked by the library object it builds (``MeasureRequest``, ``CudnnSettings``, ``SurveyGrid``, ...).
 
-Exit codes: 0 ok; 1 some models (or cells) of a multi-model command failed, each failure printed, the others ran;
+Exit codes: 0 ok; 1 some models (or cells) of a multi-model command failed, each failure printed, the others ran
+(``merge``: some keys conflicted, each printed, the first value kept);
 2 usage error (bad input: unknown model, batch <= 0, ``--peak nan``, a store of a newer schema, ...), one line;
 3 an unexpected error (a bug), with its traceback; 130 interrupted (Ctrl-C; a survey keeps what it stored); 141
 (128 + SIGPIPE, as a shell reports ``yes | head -1``) when the reader of the output went away (``utilscope models

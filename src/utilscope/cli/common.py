@@ -11,6 +11,7 @@ from utilscope.precision import MEASURED
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells) failed: each failure is printed
+# (a merge: some keys conflicted, each printed)
 EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a newer schema, ...): one line
 EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)

@@ -1,5 +1,5 @@
-"""``survey``, ``report``, ``export``: measure a grid into a store, and read a store back (``nas measure`` shares the
-grid options and the run)."""
+"""``survey``, ``report``, ``export``, ``merge``: measure a grid (or a shard of it) into a store, read a store back,
+merge stores (``nas measure`` shares the grid options and the run)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
+from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
 from utilscope.report.export import export_measurements
 from utilscope.report.html import build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
-from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey, select_models
+from utilscope.survey.merge import merge_stores
+from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
 from utilscope.survey.runner import RunOptions
 from utilscope.survey.store import Store
 
@@ -49,6 +51,10 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     add_cudnn_options(p)
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                    help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
+                   "precision and backend stay in one shard, the same on every machine): run the N shards into N "
+                   "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--executor", default="local", choices=EXECUTORS,
                    help="where the workers run: local subprocesses (one per GPU), or Ray tasks on a cluster "
@@ -84,6 +90,12 @@ def add_parsers(sub) -> None:
     p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
     p.add_argument("out", help="a .csv or .parquet file (its folder is created if missing)")
     p.set_defaults(run=cmd_export)
+    p = sub.add_parser("merge", help="merge results stores (e.g. the shards of one survey) into one store")
+    p.add_argument("inputs", nargs="+", metavar="STORE", help="the stores to merge (never modified)")
+    p.add_argument("-o", "--out", required=True,
+                   help="the merged store, created if missing; an existing one keeps its rows (not one of the "
+                   "inputs)")  # fmt: skip
+    p.set_defaults(run=cmd_merge)
 
 
 def cmd_survey(args, console: Console) -> int:
@@ -97,7 +109,7 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
     never creates or touches it."""
     grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
                       parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
-                      args.retry_errors)  # fmt: skip
+                      args.retry_errors, parse_shard(args.shard))  # fmt: skip
     options = RunOptions(args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak)
     return grid, options
 
@@ -114,8 +126,9 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
         plans = [plan_survey(grid, store, groups, target) for target, groups in expanded]
     for plan in plans:
         where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
-        console.print(f"survey{where}: {plan.cells} cells to measure in {len(plan.groups)} groups, {plan.skipped} "
-                      f"already in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
+        shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
+        console.print(f"survey{where}: {shard}{plan.cells} cells to measure in {len(plan.groups)} groups, "
+                      f"{plan.skipped} already in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
         if args.dry_run and plan.groups:
             console.print(plan_table(plan))
     plans = [plan for plan in plans if plan.groups]
@@ -171,3 +184,17 @@ def cmd_export(args, console: Console) -> int:
         export_measurements(store, args.out)
     console.print(f"exported {args.db} to {args.out}")
     return 0
+
+
+def cmd_merge(args, console: Console) -> int:
+    """Exit 0 when merged without conflicts; 1 when some keys conflicted (each printed, the first value kept)."""
+    result = merge_stores(args.inputs, args.out)
+    for counts in result.inputs:
+        if counts.migration is not None:
+            print(f"utilscope: {counts.path}: {counts.migration.describe()}", file=sys.stderr)
+    if result.migration is not None:
+        print(f"utilscope: {result.output}: {result.migration.describe()}", file=sys.stderr)
+    for line in merge_lines(result):
+        style = "red" if line.startswith("conflict") else None
+        console.print(escape(line), style=style, highlight=False, soft_wrap=True)
+    return EXIT_PARTIAL if result.conflicts else 0

@@ -1,8 +1,12 @@
 """Survey planning: a grid (models x batch sizes x precisions x backends, in one configuration) minus the cells a
-store already holds, as groups of cells for workers (one model, precision and backend, several batch sizes)."""
+store already holds, as groups of cells for workers (one model, precision and backend, several batch sizes); a
+``Shard`` of the grid keeps the groups that fall in it, so that N machines can measure one grid in N stores."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 
 from utilscope import hardware
@@ -22,9 +26,60 @@ DEFAULT_BATCHES = (1, 8, 32, 128, 256)
 
 
 @dataclass(frozen=True)
+class Shard:
+    """The ``index``-th of ``count`` shares of a grid (1 <= index <= count; ``Shard()``: the whole grid). A group of
+    cells falls in the shard its identity hashes to (``shard_number``): the same group always falls in the same
+    shard, on any machine, whatever the order of the models or what a store holds, and its batch sizes stay
+    together."""
+
+    index: int = 1
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        for value in (self.index, self.count):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UsageError(f"a shard is K/N with integers 1 <= K <= N, got {value!r}")
+        if self.count < 1 or not 1 <= self.index <= self.count:
+            raise UsageError(f"a shard is K/N with 1 <= K <= N (e.g. 1/3, 2/3, 3/3), got {self}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/3"`` -> Shard(2, 3); anything else is a one-line UsageError."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text), re.ASCII)
+        if match is None:
+            raise UsageError(f"a shard is K/N with integers 1 <= K <= N (e.g. 1/3, 2/3, 3/3), got {text!r}")
+        return cls(int(match[1]), int(match[2]))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+    def select(self, groups: list[Group]) -> list[Group]:
+        """The groups of this shard, in their order."""
+        return [group for group in groups if shard_number(group, self.count) == self.index]
+
+
+def parse_shard(text: str | None) -> Shard:
+    """``"K/N"`` -> that shard; None -> the whole grid."""
+    return Shard() if text is None else Shard.parse(text)
+
+
+def shard_number(group: Group, count: int) -> int:
+    """The shard (1..count) a group falls in: a SHA-256 of its identity (model id, resolution, precision, backend;
+    not its batch sizes, nor Python's per-process ``hash``), modulo ``count``."""
+    identity = json.dumps([group.model, group.resolution, group.precision, group.backend])
+    digest = hashlib.sha256(identity.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+@dataclass(frozen=True)
 class SurveyGrid:
     """What to measure, checked when made. ``precisions`` empty: the device's default (fp16 on a GPU, fp32 on a
-    CPU); ``resolution`` None: each model's native one; ``retry_errors``: error rows are measured again."""
+    CPU); ``resolution`` None: each model's native one; ``retry_errors``: error rows are measured again; ``shard``:
+    the share of the grid's groups this run measures (default the whole grid)."""
 
     models: tuple[str, ...]
     batches: tuple[int, ...] = DEFAULT_BATCHES
@@ -35,6 +90,7 @@ class SurveyGrid:
     channels_last: bool = True
     cudnn: CudnnSettings = field(default_factory=CudnnSettings)
     retry_errors: bool = True
+    shard: Shard = field(default_factory=Shard)
 
     def __post_init__(self) -> None:
         for name in ("models", "batches", "precisions", "backends"):
@@ -51,6 +107,8 @@ class SurveyGrid:
             self.cudnn.check_backend(get_backend(backend).name)
         if self.resolution is not None:
             zoo.check_resolution(self.resolution)
+        if not isinstance(self.shard, Shard):
+            raise UsageError(f"a grid's shard must be a Shard, got {type(self.shard).__name__}")
 
 
 @dataclass(frozen=True)
@@ -122,8 +180,9 @@ def local_target(grid: SurveyGrid) -> Target:
 
 
 def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configuration, list[Group]]:
-    """Every group of the grid, in the configuration of ``target`` (default: this machine's): models resolved,
-    resolutions and precisions checked. Touches no store, so bad input never creates one."""
+    """Every group of the grid's shard (of the whole grid by default), in the configuration of ``target``
+    (default: this machine's): models resolved, resolutions and precisions checked. Touches no store, so bad input
+    never creates one."""
     target = target or local_target(grid)
     config, precisions = target.config, target.precisions
     groups = []
@@ -133,7 +192,7 @@ def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configu
         portable = zoo.portable_spec(spec)
         groups += [Group(spec.id, res, precision, backend, grid.batches, portable) for precision in precisions
                    for backend in grid.backends]  # fmt: skip
-    return config, groups
+    return config, grid.shard.select(groups)
 
 
 def plan_survey(grid: SurveyGrid, store: Store, expanded: tuple[Configuration, list[Group]] | None = None,

@@ -380,6 +380,25 @@ class Store:
         order = ", ".join(PRIMARY_KEYS[table])
         return build_frame(self._query(f"SELECT {', '.join(kinds)} FROM {table} ORDER BY {order}"), kinds)
 
+    # --- raw records: what merging stores copies ---
+
+    def records(self, table: str) -> list[tuple]:
+        """Every row of ``table`` (one of ``ALL_TABLES``) as SQLite holds it (bools 0/1, JSON as text, a
+        ``cudnn_benchmark_limit`` of None as ``NO_LIMIT``), in ``ALL_TABLES[table]`` column order, ordered by key."""
+        kinds = _table_kinds(table)
+        return self._query(f"SELECT {', '.join(kinds)} FROM {table} ORDER BY {', '.join(PRIMARY_KEYS[table])}")
+
+    def insert_records(self, records: dict[str, list[tuple]]) -> None:
+        """Insert rows as ``records`` reads them (table -> rows), every table in one transaction: a row whose key
+        the store already holds is a StoreError and nothing is inserted."""
+        statements = {}
+        for table in records:
+            kinds = _table_kinds(table)
+            statements[table] = f"INSERT INTO {table} ({', '.join(kinds)}) VALUES ({', '.join('?' * len(kinds))})"
+        with self._transaction() as conn:
+            for table, rows in records.items():
+                conn.executemany(statements[table], rows)
+
     def export(self, path, table: str = "measurements") -> Path:
         """Write ``table`` to ``path`` (.csv or .parquet); notes and environment become JSON text."""
         path = Path(path)
@@ -395,6 +414,12 @@ class Store:
             _require_pyarrow()
             flat.to_parquet(path, index=False)
         return path
+
+
+def _table_kinds(table: str) -> dict:
+    if table not in ALL_TABLES:
+        raise StoreError(f"unknown table {table!r}; choose from {list(ALL_TABLES)}")
+    return ALL_TABLES[table]
 
 
 def _require_pyarrow() -> None:

@@ -1,0 +1,35 @@
+"""Terminal view of a merge of results stores: what each input brought, and the conflicts."""
+
+from __future__ import annotations
+
+from utilscope.survey.merge import KEPT_RULE, MergeResult
+
+ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records"}
+MOST_CONFLICTS = 10  # conflicts listed one by one; the rest are counted
+
+
+def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
+    """One line per input (added, identical, conflicting, per table it has rows of), the output's totals, the first
+    ``most`` conflicts and how many more, and which value a conflict kept."""
+    lines = [f"{counts.path}: {_tallies(counts.tables)}" for counts in result.inputs]
+    held = ", ".join(f"{result.held_after(table)} {name}" for table, name in ENTRY_NAMES.items())
+    before = result.held_before["measurements"]
+    lines.append(f"merged {len(result.inputs)} stores into {result.output}: it holds {held} "
+                 f"({before} measurements before)")  # fmt: skip
+    for conflict in result.conflicts[:most]:
+        lines.append(f"conflict: {conflict.key}: {conflict.left_out} differs from {conflict.kept} in "
+                     f"{', '.join(conflict.columns)}; kept {conflict.kept}'s")  # fmt: skip
+    if len(result.conflicts) > most:
+        lines.append(f"... and {len(result.conflicts) - most} more conflicts")
+    if result.conflicts:
+        lines.append(f"{len(result.conflicts)} conflicts: on a conflict {KEPT_RULE}")
+    return lines
+
+
+def _tallies(tables: dict) -> str:
+    parts = []
+    for table, name in ENTRY_NAMES.items():
+        counts = tables[table]
+        if table == "measurements" or counts.added or counts.identical or counts.conflicting:
+            parts.append(f"{name} {counts.added} added, {counts.identical} identical, {counts.conflicting} conflicting")
+    return "; ".join(parts)

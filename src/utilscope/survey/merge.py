@@ -1,0 +1,157 @@
+"""Merging results stores: the rows of several stores (the shards of one grid, say) in one.
+
+Each input is read through a snapshot (``Store(path, snapshot=True)``: an older schema is migrated in memory, the
+file is never written). The output, new or existing, gets one entry per key of the measurements, the op classes
+(all op-class rows of a cell, as one entry) and the model records; never the claims, which belong to a running
+survey. A key two stores hold with equal measured values is an identical duplicate; with different ones, a
+``Conflict``: reported, and the output keeps the value it met first (``KEPT_RULE``). The measured values are every
+column but a row's provenance (``PROVENANCE``): when it was measured, how long its cell took and the environment it
+recorded (which GPU of the host, the Python and utilscope versions), so two runs that both found a cell out of
+memory agree. Everything is written in one transaction: a merge that fails leaves the output as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utilscope.errors import UsageError
+from utilscope.survey.migrations import Migration
+from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, decode_key
+from utilscope.survey.store import Store
+
+MERGED_TABLES = ("measurements", "op_classes", "models")
+KEY_WIDTH = {"measurements": len(KEY_COLUMNS), "op_classes": len(KEY_COLUMNS), "models": 1}  # leading key columns
+PROVENANCE = ("measured_at", "wall_s", "environment")  # not compared: two copies of a measurement may differ there
+KEPT_RULE = "the output keeps the row it held before the merge, else the first input's in the order given"
+
+
+@dataclass
+class TableCounts:
+    """What one input brought to one table: entries added, identical to the output's, conflicting with it."""
+
+    added: int = 0
+    identical: int = 0
+    conflicting: int = 0
+
+
+@dataclass
+class InputCounts:
+    path: Path
+    tables: dict[str, TableCounts] = field(default_factory=dict)  # per table of ``MERGED_TABLES``
+    migration: Migration | None = None  # an older schema's input: migrated in memory only
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A key two stores hold with different measured values."""
+
+    table: str
+    key: str  # the key, described ("resnet50 224px batch 8 fp16 graph on NVIDIA H200 (torch ...)")
+    kept: Path  # the store whose value the output keeps (the output itself for a row it held before)
+    left_out: Path  # the input whose different value was not taken
+    columns: tuple[str, ...]  # the columns whose values differ
+
+
+@dataclass
+class MergeResult:
+    output: Path
+    held_before: dict[str, int]  # entries per table the output held before the merge
+    inputs: list[InputCounts]
+    conflicts: list[Conflict]
+    migration: Migration | None = None  # an older schema's output: migrated in place, with a backup
+
+    def held_after(self, table: str) -> int:
+        return self.held_before[table] + sum(counts.tables[table].added for counts in self.inputs)
+
+
+def merge_stores(inputs: Sequence, output) -> MergeResult:
+    """Merge the stores ``inputs`` into ``output`` (created if missing). Usage errors (an output that is one of the
+    inputs, a missing input, a file that is not a store) are raised before the output is created or touched; the
+    inputs are never written."""
+    paths = [Path(path) for path in inputs]
+    out = Path(output)
+    check_paths(paths, out)
+    with ExitStack() as stack:
+        stores = [stack.enter_context(Store(path, create=False, snapshot=True)) for path in paths]
+        target = stack.enter_context(Store(out))
+        counts = [InputCounts(path, migration=store.migration) for path, store in zip(paths, stores, strict=True)]
+        result = MergeResult(out, {}, counts, [], target.migration)
+        added = {table: _merge_table(table, target, stores, result) for table in MERGED_TABLES}
+        target.insert_records(added)
+    return result
+
+
+def check_paths(inputs: list[Path], output: Path) -> None:
+    if not inputs:
+        raise UsageError("give at least one store to merge")
+    for path in inputs:
+        if _same_file(path, output):
+            raise UsageError(f"the output {output} is also an input: merge into another store (-o)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def _merge_table(table: str, target: Store, stores: list[Store], result: MergeResult) -> list[tuple]:
+    """The rows of ``table`` the output lacks, counted per input; conflicts appended to ``result``."""
+    kept = {key: (target.path, rows) for key, rows in _entries(target, table).items()}
+    result.held_before[table] = len(kept)
+    new: list[tuple] = []
+    for store, counts in zip(stores, result.inputs, strict=True):
+        tally = counts.tables[table] = TableCounts()
+        for key, rows in _entries(store, table).items():
+            if key not in kept:
+                kept[key] = (store.path, rows)
+                new += rows
+                tally.added += 1
+                continue
+            columns = differing_columns(table, kept[key][1], rows)
+            if columns:
+                tally.conflicting += 1
+                result.conflicts.append(Conflict(table, describe_key(table, key), kept[key][0], store.path, columns))
+            else:
+                tally.identical += 1
+    return new
+
+
+def _entries(store: Store, table: str) -> dict[tuple, list[tuple]]:
+    """The table's rows by key (``records`` order: an op-class entry's rows ordered by op class)."""
+    width = KEY_WIDTH[table]
+    entries: dict[tuple, list[tuple]] = {}
+    for row in store.records(table):
+        entries.setdefault(row[:width], []).append(row)
+    return entries
+
+
+def differing_columns(table: str, kept: list[tuple], other: list[tuple]) -> tuple[str, ...]:
+    """The value columns (provenance left out) whose values differ between two entries of one key; () when the
+    entries are identical. An op-class entry with other op classes differs in ``op_class``."""
+    columns = list(ALL_TABLES[table].items())
+    compared = [(i, name, kind) for i, (name, kind) in enumerate(columns) if i >= KEY_WIDTH[table]]
+    compared = [(i, name, kind) for i, name, kind in compared if name not in PROVENANCE]
+    differ = {compared[0][1]} if len(kept) != len(other) else set()
+    for a, b in zip(kept, other, strict=False):
+        differ |= {name for i, name, kind in compared if _comparable(kind, a[i]) != _comparable(kind, b[i])}
+    return tuple(name for _, name, _ in compared if name in differ)
+
+
+def _comparable(kind: str, value):
+    return json.loads(value) if kind in ("list", "dict") and value is not None else value
+
+
+def describe_key(table: str, key: tuple) -> str:
+    if table == "models":
+        return f"the model record of {key[0]}"
+    cell = decode_key(key)
+    config = cell.config
+    text = (f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on {config.device} "
+            f"({config.memory_format}; {config.software})")  # fmt: skip
+    return text if table == "measurements" else f"the op classes of {text}"

@@ -1,0 +1,146 @@
+"""Merging stores: merged shards hold the whole grid, a store merged with its copy has no conflicts and a changed
+value is reported (not dropped), the output keeps the first value, the inputs are never written (byte for byte),
+and bad input is one line with exit code 2. Nothing is measured: rows are added to the stores directly."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import replace
+
+import pytest
+from test_migrations import write_v1_store
+from test_shards import add_ok_rows, cells, factory_grid, shards
+from test_store import CELL, make_row
+
+from utilscope.cli import main
+from utilscope.errors import UsageError
+from utilscope.survey.merge import KEPT_RULE, merge_stores
+from utilscope.survey.store import Store, StoreError
+
+
+def test_merged_shards_hold_the_whole_grid(write_factory, tmp_path):
+    grid = factory_grid(write_factory)
+    paths = [tmp_path / f"shard{k}.sqlite" for k in (1, 2, 3)]
+    for path, shard in zip(paths, shards(grid), strict=True):
+        add_ok_rows(path, cells(shard))
+    result = merge_stores(paths, tmp_path / "all.sqlite")
+    with Store(tmp_path / "all.sqlite") as store:
+        assert set(store.statuses()) == cells(grid)
+    assert not result.conflicts and result.held_before["measurements"] == 0
+    assert [c.tables["measurements"].added for c in result.inputs] == [len(cells(s)) for s in shards(grid)]
+    assert result.held_after("measurements") == len(cells(grid))
+
+
+def store_with_everything(path):
+    """A store of two measurements (one with op classes), a model record and a claim."""
+    other = replace(CELL, batch=32)
+    with Store(path) as store:
+        store.add(make_row())
+        store.add(make_row(batch=32, latency_ms=2.0))
+        store.add_op_classes(CELL, [{"op_class": "dense_conv", "flop_share": 0.9, "time_share": 0.7, "time_ms": 1.0},
+                                    {"op_class": "elementwise", "flop_share": 0.1, "time_share": 0.3}])  # fmt: skip
+        store.add_model_record("nas:mbv3:abc", {"space": "mbv3", "arch": [1, 2]})
+        store.claim([other], "someone", "NVIDIA H200", 60.0)
+
+
+def test_a_store_merged_with_its_copy_has_no_conflicts_until_one_value_changes(tmp_path):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    store_with_everything(a)
+    shutil.copyfile(a, b)
+    with Store(b) as store:  # another run's copy of the same measurement: only its provenance differs
+        store.add(make_row(measured_at="2030-01-01T00:00:00+00:00", wall_s=9.0, environment={"device_uuid": "x"}))
+    before = {path: path.read_bytes() for path in (a, b)}
+    result = merge_stores([a, b], tmp_path / "out.sqlite")
+    assert not result.conflicts
+    assert [(c.added, c.identical) for c in result.inputs[1].tables.values()] == [(0, 2), (0, 1), (0, 1)]
+    with Store(tmp_path / "out.sqlite") as store:
+        assert len(store.frame()) == 2 and len(store.op_class_frame()) == 2 and not store.claims()
+        assert store.frame().loc[0, "measured_at"] == "2026-01-02T03:04:05+00:00"  # the first input's row
+    with Store(b) as store:
+        store.add(make_row(samples_per_s=1.0))
+    before[b] = b.read_bytes()
+    result = merge_stores([a, b], tmp_path / "out2.sqlite")
+    (conflict,) = result.conflicts
+    assert (conflict.table, conflict.kept, conflict.left_out, conflict.columns) == ("measurements", a, b,
+                                                                                     ("samples_per_s",))  # fmt: skip
+    assert conflict.key.startswith("resnet50 224px batch 8 fp16 graph on NVIDIA H200")
+    assert result.inputs[1].tables["measurements"].conflicting == 1
+    with Store(tmp_path / "out2.sqlite") as store:
+        assert store.frame().loc[0, "samples_per_s"] == make_row()["samples_per_s"]  # the first input's value
+    assert {path: path.read_bytes() for path in (a, b)} == before  # the inputs, byte for byte
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "b.sqlite", "out.sqlite", "out2.sqlite"]
+
+
+def test_op_class_and_model_record_conflicts_are_reported_and_the_output_keeps_its_own(tmp_path):
+    a, out = tmp_path / "a.sqlite", tmp_path / "out.sqlite"
+    store_with_everything(out)
+    with Store(a) as store:
+        store.add_op_classes(CELL, [{"op_class": "dense_conv", "flop_share": 1.0, "time_share": 1.0}])
+        store.add_model_record("nas:mbv3:abc", {"space": "mbv3", "arch": [2, 1]})
+        store.add(make_row(batch=1))
+    result = merge_stores([a], out)
+    assert [(c.table, c.kept, c.left_out, c.columns) for c in result.conflicts] == [
+        ("op_classes", out, a, ("op_class", "flop_share", "time_share", "time_ms")),
+        ("models", out, a, ("record",)),
+    ]
+    assert result.held_before == {"measurements": 2, "op_classes": 1, "models": 1}
+    assert result.held_after("measurements") == 3
+    with Store(out) as store:
+        assert store.model_records() == {"nas:mbv3:abc": {"space": "mbv3", "arch": [1, 2]}}
+        assert len(store.op_class_frame()) == 2
+
+
+def test_an_older_schemas_input_is_read_without_being_written(tmp_path):
+    v1 = tmp_path / "v1.sqlite"
+    row = {"model": "torchvision:resnet18", "resolution": 224, "batch": 1, "precision": "fp16", "backend": "graph",
+           "device": "NVIDIA H200", "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04"}  # fmt: skip
+    write_v1_store(v1, [row])
+    before = v1.read_bytes()
+    result = merge_stores([v1], tmp_path / "out.sqlite")
+    assert result.inputs[0].migration.backup is None and result.inputs[0].tables["measurements"].added == 1
+    assert v1.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["out.sqlite", "v1.sqlite"]
+
+
+def test_bad_merge_input_is_a_usage_error_that_never_touches_a_store(tmp_path):
+    a, out = tmp_path / "a.sqlite", tmp_path / "out.sqlite"
+    store_with_everything(a)
+    before = a.read_bytes()
+    (tmp_path / "notes.txt").write_text("not a store")
+    for inputs, output, message in [
+        ([a], a, "is also an input"),
+        ([tmp_path / "b.sqlite", tmp_path / "sub" / ".." / "a.sqlite"], a, "is also an input"),
+        ([a, tmp_path / "missing.sqlite"], out, "no results store at"),
+        ([a, tmp_path / "notes.txt"], out, "not a SQLite database"),
+    ]:
+        with pytest.raises((UsageError, StoreError), match=message):
+            merge_stores(inputs, output)
+    assert a.read_bytes() == before and not out.exists()
+
+
+def test_merge_on_the_command_line(tmp_path, capsys):
+    a, b, out = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "all" / "out.sqlite"
+    store_with_everything(a)
+    with Store(b) as store:
+        store.add(make_row(batch=64))
+        store.add(make_row(latency_ms=5.0))
+    assert main(["merge", str(a), str(b), "-o", str(out)]) == 1  # a conflict: merged, reported, exit 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"{a}: measurements 2 added, 0 identical, 0 conflicting; op-class sets 1 added, 0 identical, "
+                        "0 conflicting; model records 1 added, 0 identical, 0 conflicting")  # fmt: skip
+    assert lines[1] == f"{b}: measurements 1 added, 0 identical, 1 conflicting"
+    assert lines[2] == (f"merged 2 stores into {out}: it holds 3 measurements, 1 op-class sets, 1 model records "
+                        "(0 measurements before)")  # fmt: skip
+    assert lines[3].startswith("conflict: resnet50 224px batch 8") and lines[3].endswith(
+        f"{b} differs from {a} in latency_ms; kept {a}'s"
+    )
+    assert lines[4] == f"1 conflicts: on a conflict {KEPT_RULE}"
+    assert main(["merge", str(a), "-o", str(tmp_path / "copy.sqlite")]) == 0
+    with sqlite3.connect(tmp_path / "copy.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 2
+    missing = ["merge", str(tmp_path / "nope.sqlite"), "-o", str(tmp_path / "x.sqlite")]
+    for argv, message in [(["merge", str(a), "-o", str(a)], "is also an input"), (missing, "no results store")]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.sqlite").exists()
