@@ -2,7 +2,8 @@
 the PNGs themselves and ``measurements.csv`` beside it.
 
 The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
-``nvml_summary``, ``ranked_models``, ``failures``) so tests can check them; ``build_report`` only lays them out.
+``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``) so tests can check them; ``build_report``
+only lays them out. A store with successful rows of several GPUs gets a GPU comparison section (figure and table).
 The page is filled with ``string.Template``: no template-engine dependency.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import json
 from pathlib import Path
 from string import Template
@@ -19,9 +21,9 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.report import plots
+from utilscope.report import gpu_plots, gpus, plots
 from utilscope.report.nas_plots import write_nas_figures
-from utilscope.units import percent, si
+from utilscope.units import percent, si, significant
 
 MEASUREMENT_COLUMNS = plots.SERIES + [
     "batch", "family", "status", "flops_per_sample", "latency_ms", "samples_per_s", "achieved_tflops",
@@ -29,7 +31,7 @@ MEASUREMENT_COLUMNS = plots.SERIES + [
 ]  # fmt: skip
 OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
 RANKED = 10  # rows in the top and bottom tables
-_NUMBER = r"[-+–]?[\d.,]*%?"  # cells that align right: 12, 1,234, 3.5%, –
+_NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0.25×, –
 
 # (file name, title, function of the measurements frame, what to read from it)
 FIGURES = (
@@ -52,6 +54,7 @@ OP_CLASS_FIGURE = (
     "For representative attributed models (evenly spread from lowest to highest utilization): the upper bar of each "
     "pair is the share of measured time per op class, the lower bar the share of FLOPs.",
 )
+GPU_FIGURE = "gpu_comparison.png"  # drawn only when the store has successful rows of two GPUs or more
 
 
 # ---------------------------------------------------------------------------------------------- numbers
@@ -179,7 +182,7 @@ $batch_table
 <p>$nvml_text</p>
 <h2>Figures</h2>
 $figures
-<h2>Top $ranked models by utilization</h2>
+${gpu_comparison}<h2>Top $ranked models by utilization</h2>
 <p>Each model at its largest successful batch, on its best backend.</p>
 $top_table
 <h2>Bottom $ranked models by utilization</h2>
@@ -194,19 +197,26 @@ Utilization = achieved FLOP/s / peak FLOP/s of the row's peak (see peak_source);
 """)
 
 
-def _table(frame: pd.DataFrame, empty: str = "none") -> str:
-    """An HTML table of ``frame`` (cells escaped); numeric-looking columns align right, text columns left."""
+def _table(frame: pd.DataFrame, empty: str = "none", words: tuple[str, ...] = ()) -> str:
+    """An HTML table of ``frame`` (cells escaped); numeric-looking columns align right, text columns left (cells
+    equal to one of ``words``, such as "not measured", do not make a column text). Two-level columns get a header
+    row of groups (consecutive equal first levels share one cell) above the column names."""
     if frame.empty:
         return f"<p>{html.escape(empty)}</p>"
     cells = frame.astype(object).where(frame.notna(), "–").astype(str)
-    kinds = ["n" if cells[c].str.fullmatch(_NUMBER).all() else "t" for c in cells.columns]
+    kinds = ["n" if (cells[c].str.fullmatch(_NUMBER) | cells[c].isin(words)).all() else "t" for c in cells.columns]
 
     def row(values, tag: str) -> str:
         cells = (f'<{tag} class="{k}">{html.escape(str(v))}</{tag}>' for v, k in zip(values, kinds, strict=True))
         return "<tr>" + "".join(cells) + "</tr>"
 
+    header = row(cells.columns, "th")
+    if isinstance(cells.columns, pd.MultiIndex):
+        groups = itertools.groupby(cells.columns.get_level_values(0))
+        spans = "".join(f'<th colspan="{len(list(g))}">{html.escape(str(name))}</th>' for name, g in groups)
+        header = f"<tr>{spans}</tr>" + row(cells.columns.get_level_values(1), "th")
     body = "".join(row(values, "td") for values in cells.itertuples(index=False))
-    return f"<table><thead>{row(cells.columns, 'th')}</thead><tbody>{body}</tbody></table>"
+    return f"<table><thead>{header}</thead><tbody>{body}</tbody></table>"
 
 
 def _percent(value: float) -> str:
@@ -304,6 +314,106 @@ def _figure_html(title: str, path: Path, text: str) -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------- GPU comparison
+
+
+def _peak_text(device: str, peaks: list[tuple[str, float, str]]) -> str:
+    shown = ", ".join(f"{precision} {si(peak * 1e12, 'FLOP/s')} ({source or 'source not recorded'})"
+                      for precision, peak, source in peaks)  # fmt: skip
+    return f"{device} {shown or '–'}"
+
+
+def _gpu_intro(measurements: pd.DataFrame, devices: list[str], batches: list[int]) -> str:
+    rows, left_out = gpus.comparison_rows(measurements)
+    ok = plots.ok_rows(rows)["device"].value_counts()
+    peaks = gpus.device_peaks(rows)
+    others = ", ".join(f"{device} ({ok[device]})" for device in devices[1:])
+    text = (
+        f"Successful rows of {len(devices)} GPUs: {devices[0]} ({ok[devices[0]]} rows; the reference, as the GPU "
+        f"with the most successful rows), {others}. Utilization is against each GPU's own peak (each row's "
+        f"peak_tflops): {'; '.join(_peak_text(d, peaks.get(d, [])) for d in devices)}. "
+    )
+    for device in [d for d in devices if any(gpus.unknown_peak(source) for *_, source in peaks.get(d, []))]:
+        text += (
+            f"The peak of {device} is unknown (no datasheet entry): its utilization is against its measured GEMM "
+            "ceiling, which reads higher than a datasheet peak would; compare its samples/s instead. "
+        )
+    if batches:
+        text += f"Compared at batch {' and '.join(str(b) for b in batches)}: the smallest and the largest batch "
+        text += "size with successful rows on two GPUs or more. "
+    else:
+        text += "No batch size has successful rows on two GPUs: nothing to compare. "
+    if left_out:
+        counts = ", ".join(f"{device} {count}" for device, count in left_out.items())
+        text += (
+            "Each GPU's rows come from its configuration (software, memory format) with the most successful rows; "
+            f"rows of other configurations are not compared: {counts}."
+        )
+    return text
+
+
+def _ratio_text(comparison: pd.DataFrame, reference: str) -> str:
+    found = gpus.median_ratios(comparison)
+    parts = []
+    for device, rows in found.groupby("device", sort=False):
+        at = ", ".join(f"{_number(r.median, '.3g')}× at batch {r.batch} ({r.cells} cells)" for r in rows.itertuples())
+        parts.append(f"{device} {at}")
+    return f"Median samples/s ÷ {reference}'s, over the cells successful on both: {'; '.join(parts)}."
+
+
+def _gpu_table(comparison: pd.DataFrame, devices: list[str]) -> str:
+    keys = comparison.index.to_frame(index=False)
+    shown = {("", column): keys[column] for column in ["model", "precision", "backend"]}
+    if keys["resolution"].nunique() > 1:
+        shown[("", "resolution")] = keys["resolution"]
+    shown[("", "batch")] = keys["batch"].astype(int)
+    for device in devices:
+        status = comparison[(device, "status")].to_numpy()
+        utilization = comparison[(device, "utilization")].map(_percent).to_numpy()
+        shown[(device, "utilization")] = np.where(status == "ok", utilization, status)
+        shown[(device, "samples/s")] = comparison[(device, "samples_per_s")].map(_significant).to_numpy()
+        if (device, gpus.RATIO) in comparison.columns:
+            shown[(device, "samples/s ÷ ref.")] = comparison[(device, gpus.RATIO)].map(_ratio).to_numpy()
+    frame = pd.DataFrame({key: np.asarray(values) for key, values in shown.items()})
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return _table(frame, words=(gpus.NOT_MEASURED, "oom", "error"))
+
+
+def _significant(value: float) -> str:
+    return "–" if pd.isna(value) else significant(value)
+
+
+def _ratio(value: float) -> str:
+    return "–" if pd.isna(value) else f"{value:.3g}×"
+
+
+def _gpu_section(measurements: pd.DataFrame, out_dir: Path) -> str:
+    """The GPU comparison (intro, figure, median ratios, table) when two GPUs or more have successful rows, else ""."""
+    devices = gpus.compared_devices(measurements)
+    if len(devices) < 2:
+        return ""
+    comparison = gpus.gpu_comparison(measurements)
+    batches = sorted(int(b) for b in comparison.index.get_level_values("batch").unique())
+    intro = html.escape(_gpu_intro(measurements, devices, batches))
+    if comparison.empty:
+        return f"<h2>GPU comparison</h2>\n<p>{intro}</p>\n"
+    text = (
+        "One row per series; dots: FLOP utilization of each GPU against its own peak, rows sorted by utilization on "
+        f"{devices[0]} (the reference). A cross at the left edge: that GPU did not measure the series, or its row "
+        "failed."
+    )
+    figure = _figure_html("GPU comparison", gpu_plots.plot_gpu_comparison(measurements, out_dir / GPU_FIGURE), text)
+    table_text = (
+        "Per model, precision and backend at each compared batch: each GPU's utilization (against its own peak) and "
+        f"samples/s and, for the others, samples/s ÷ {devices[0]}'s. not measured: no row of that GPU for the cell; "
+        "oom / error: its row failed (see Failures)."
+    )
+    return (
+        f"<h2>GPU comparison</h2>\n<p>{intro}</p>\n{figure}\n<p>{html.escape(_ratio_text(comparison, devices[0]))}</p>"
+        f"\n<p>{html.escape(table_text)}</p>\n{_gpu_table(comparison, devices)}\n"
+    )
+
+
 def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path,
                  records: dict[str, dict] | None = None) -> Path:  # fmt: skip
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
@@ -322,6 +432,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(measurements, out_dir / "measurements.csv")
     figures = write_figures(measurements, op_classes, out_dir, records or {})
+    gpu_comparison = _gpu_section(measurements, out_dir)
     page = _PAGE.substitute(
         title="utilscope: GPU utilization of CNN inference",
         lead=_lead(measurements),
@@ -329,6 +440,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
         batch_table=_batch_table(measurements),
         nvml_text=_nvml_text(measurements),
         figures="\n".join(_figure_html(*figure) for figure in figures),
+        gpu_comparison=gpu_comparison,
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
         bottom_table=_ranked_table(measurements, best=False),

@@ -1,15 +1,19 @@
 """A synthetic survey store with the columns of ``Store.frame()`` and ``Store.op_class_frame()``, for tests and the
 report benchmark. The numbers are plausible, not measured: utilization grows with batch size and model size,
 nvml_util stays high while FLOP utilization stays low, the largest models run out of memory at the largest batch.
+With several ``devices`` the same grid is measured on each GPU in turn (a store of one survey per GPU type).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import math
+import numbers
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
 
+from utilscope.errors import UsageError
 from utilscope.survey.schema import KEY_COLUMNS, Configuration
 
 FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest model)
@@ -24,6 +28,9 @@ FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest mo
 }
 PEAK_TFLOPS = 989.5  # H200 dense bf16/fp16 tensor
 CONFIG = Configuration("NVIDIA H200", "channels_last", "2.5.1+cu124", "90100", "550.54", True, None, False)
+DEVICES = ((CONFIG.device, PEAK_TFLOPS),)  # (name, dense fp16 peak TFLOP/s) of each GPU the grid is measured on
+OTHER_DRIVER = "535.183.01"  # the driver of every device after the first: its software label differs too
+FILL_EXPONENT = 0.3  # a GPU with k times less peak reaches k ** 0.3 times the utilization of the first one
 OP_CLASSES = ["dense_conv", "pointwise_conv", "depthwise_conv", "linear", "norm", "activation", "pool", "elementwise"]
 
 
@@ -55,19 +62,29 @@ def synthetic_store(
     batches: tuple[int, ...] = (1, 8, 32, 128, 256),
     backends: tuple[str, ...] = ("graph", "inference"),
     errors: int = 2,
+    devices: tuple[tuple[str, float], ...] = DEVICES,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(measurements, op_classes): one measurement per model x batch x backend, op classes at the largest batch.
+    """(measurements, op_classes): one measurement per model x batch x backend x device, op classes at the largest
+    batch.
 
-    The largest model of each family with more than one model runs out of memory at the largest batch; ``errors``
-    further rows (drawn with ``rng``) become ``"error: ..."`` rows.
+    ``devices`` are (GPU name, dense peak TFLOP/s) pairs, e.g. ``(("NVIDIA H200", 989.5), ("NVIDIA L4", 121.0))``;
+    a device after the first has driver ``OTHER_DRIVER`` and ``(first peak / its peak) ** FILL_EXPONENT`` times the
+    utilization. The largest model of each family with more than one model runs out of memory at the largest batch
+    (on every device); ``errors`` further rows (drawn with ``rng``) become ``"error: ..."`` rows.
     """
+    _check_devices(devices)
     catalog = synthetic_models(models, families)
     grid = catalog.merge(pd.DataFrame({"batch": list(batches)}), how="cross")
     grid = grid.merge(pd.DataFrame({"backend": list(backends)}), how="cross")
-    frame = _measure(grid, rng)
-    family_flops = grid.groupby("family")["flops_per_sample"]
-    largest = (grid["flops_per_sample"] == family_flops.transform("max")) & (family_flops.transform("nunique") > 1)
-    frame.loc[largest & (grid["batch"] == max(batches)), "status"] = "oom"
+    first_peak = devices[0][1]
+    frames = []
+    for i, (name, peak) in enumerate(devices):
+        config = replace(CONFIG, device=name, driver=CONFIG.driver if i == 0 else OTHER_DRIVER)
+        frames.append(_measure(grid, rng, config, peak, (first_peak / peak) ** FILL_EXPONENT))
+    frame = pd.concat(frames, ignore_index=True)
+    family_flops = frame.groupby("family")["flops_per_sample"]
+    largest = (frame["flops_per_sample"] == family_flops.transform("max")) & (family_flops.transform("nunique") > 1)
+    frame.loc[largest & (frame["batch"] == max(batches)), "status"] = "oom"
     failing = rng.choice(np.flatnonzero(frame["status"] == "ok"), size=errors, replace=False)
     frame.loc[failing, "status"] = "error: RuntimeError: CUDA error: an illegal memory access was encountered"
     metrics = ["latency_ms", "samples_per_s", "achieved_tflops", "utilization", "utilization_vs_ceiling"]
@@ -76,29 +93,39 @@ def synthetic_store(
     return frame, _op_classes(frame, rng)
 
 
-def _measure(grid: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+def _check_devices(devices: tuple[tuple[str, float], ...]) -> None:
+    names = [name for name, _ in devices]
+    if not devices or len(set(names)) < len(names):
+        raise UsageError(f"devices must be one or more (name, peak TFLOP/s) pairs with distinct names; got {devices!r}")
+    bad = [peak for _, peak in devices if not (isinstance(peak, numbers.Real) and math.isfinite(peak) and peak > 0)]
+    if bad:
+        raise UsageError(f"a device's peak must be a finite number of TFLOP/s above 0; got {bad[0]!r}")
+
+
+def _measure(grid: pd.DataFrame, rng: np.random.Generator, config: Configuration = CONFIG,
+             peak: float = PEAK_TFLOPS, fill: float = 1.0) -> pd.DataFrame:  # fmt: skip
     batch = grid["batch"].to_numpy(float)
     saturation = batch / (batch + 12.0)
     size = (grid["flops_per_sample"].to_numpy(float) / 1e9) ** 0.15
     boost = np.where(grid["backend"] == "inference", 1.15, 1.0)
     noise = rng.lognormal(0.0, 0.08, len(grid))
-    utilization = np.clip(grid["scale"].to_numpy() * saturation * size * boost * noise, 1e-4, 0.92)
-    samples_per_s = utilization * PEAK_TFLOPS * 1e12 / grid["flops_per_sample"].to_numpy(float)
+    utilization = np.clip(grid["scale"].to_numpy() * saturation * size * boost * noise * fill, 1e-4, 0.92)
+    samples_per_s = utilization * peak * 1e12 / grid["flops_per_sample"].to_numpy(float)
     nvml = np.clip(35 + 65 * batch / (batch + 3) + rng.normal(0, 3, len(grid)), 0, 100)
     nvml[rng.random(len(grid)) < 0.05] = np.nan
     achieved_gbs = rng.uniform(200, 3000, len(grid))
     return grid.drop(columns="scale").assign(
         resolution=224,
         precision="fp16",
-        **asdict(CONFIG),
-        software=CONFIG.software,
+        **asdict(config),
+        software=config.software,
         status="ok",
         latency_ms=1e3 * batch / samples_per_s,
         samples_per_s=samples_per_s,
-        achieved_tflops=utilization * PEAK_TFLOPS,
+        achieved_tflops=utilization * peak,
         utilization=utilization,
         utilization_vs_ceiling=utilization / 0.8,
-        peak_tflops=PEAK_TFLOPS,
+        peak_tflops=peak,
         peak_source="datasheet",
         achieved_gbs=achieved_gbs,
         bandwidth_utilization=achieved_gbs / 4800.0,
@@ -108,7 +135,7 @@ def _measure(grid: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
         iters_per_sample=np.maximum(1, 256 // batch.astype(int)),
         cuda_graph=grid["backend"] == "graph",
         notes=[[] for _ in range(len(grid))],
-        environment=[{"driver": "550.54", "cuda": "12.4"} for _ in range(len(grid))],
+        environment=[{"driver": config.driver, "cuda": "12.4"} for _ in range(len(grid))],
         measured_at="2025-01-01T00:00:00+00:00",
         wall_s=rng.uniform(2, 20, len(grid)),
     )
