@@ -198,8 +198,8 @@ def test_two_surveys_on_one_store_measure_each_cell_once(tmp_path, models):
     assert leases[1].neighbours == [leases[0].owner]  # the same device: the two runs disturb each other
     heard, results = [], []
 
-    def run(lease):
-        results.append(run_survey(lease.plan, RunOptions(str(db)), heard.append, lease))
+    def run(lease):  # one worker process per run
+        results.append(run_survey(lease.plan, RunOptions(str(db), per_worker=2), heard.append, lease))
 
     threads = [threading.Thread(target=run, args=(lease,)) for lease in leases]
     for thread in threads:
