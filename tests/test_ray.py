@@ -127,7 +127,8 @@ def test_a_killed_driver_resumes_with_every_cell_once(local_ray, models, tmp_pat
     measures what is left, each cell once (the dead driver's claims are freed)."""
     db = tmp_path / "r.sqlite"
     argv = [sys.executable, "-m", "utilscope.cli", "survey", "--executor", "ray", "--device", "cpu", "--db", str(db),
-            "--batch", "1,2,4,8", "--backend", "eager", "--attribute", "none", "--models", models("slow")[0]]  # fmt: skip
+            "--batch", "1,2,4,8", "--backend", "eager", "--attribute", "none"]  # fmt: skip
+    argv += ["--models", models("slow")[0]]
     env = {**os.environ, "RAY_ADDRESS": local_ray.get_runtime_context().gcs_address}
     driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 120
