@@ -160,3 +160,25 @@ def test_claims_of_a_ray_plan_name_its_target(local_ray, models, tmp_path):
         plan = plan_survey(grid, store, expand_grid(grid, target), target)
     lease = claim(plan, str(tmp_path / "r.sqlite"))
     assert lease.device == "cluster:cpu" and lease.neighbours == [] and lease.plan.cells == 1
+
+
+def test_a_latency_table_is_filled_by_ray_tasks(local_ray, tmp_path):
+    """``nas table --executor ray``: the layers are timed by Ray tasks, the table written here holds every layer the
+    local executor times, and a second run finds nothing left to time."""
+    from utilscope.nas.latency import build_table
+    from utilscope.nas.sampler import sample_architectures, save_jsonl
+    from utilscope.nas.spaces import get_space
+
+    archs = save_jsonl(tmp_path / "archs.jsonl", sample_architectures(get_space("regnet"), 1, seed=4))
+    here = build_table(tmp_path / "local.json", "regnet", [1], [archs], "fp32", "cpu")
+    timed = []
+    on_ray = build_table(tmp_path / "ray.json", "regnet", [1], [archs], "fp32", "cpu",
+                         on_layer=lambda done, total: timed.append(total), executor=RayExecutor())  # fmt: skip
+    assert set(on_ray.entries) == set(here.entries) and len(timed) == len(here.entries) > 0
+    assert all(per_batch[1] > 0 for per_batch in on_ray.entries.values())
+    assert (on_ray.space, on_ray.precision) == ("regnet", "fp32")
+    assert on_ray.device.split(" (")[0] == here.device.split(" (")[0]  # the same CPU (Ray's task: one thread)
+    again = []
+    build_table(tmp_path / "ray.json", "regnet", [1], [archs], "fp32", "cpu", on_layer=lambda *a: again.append(a),
+                executor=RayExecutor())  # fmt: skip
+    assert again == []  # resumed: every layer is in the table

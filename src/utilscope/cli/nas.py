@@ -7,7 +7,7 @@ import time
 from rich.console import Console
 
 from utilscope.cli.common import parse_batches
-from utilscope.cli.survey import add_grid_options, report_migration, run_grid
+from utilscope.cli.survey import add_executor_options, add_grid_options, report_migration, run_grid
 from utilscope.nas.analysis import analyze
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
@@ -18,6 +18,7 @@ from utilscope.nas.spaces import get_space, list_spaces
 from utilscope.precision import MEASURED
 from utilscope.present.json_text import strict_json
 from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
+from utilscope.survey.executors import executor_for
 from utilscope.survey.store import Store
 
 NAS_HELP = (
@@ -74,6 +75,7 @@ def _add_table_fit(verbs) -> None:
     p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)")  # fmt: skip
+    add_executor_options(p)
     p.set_defaults(run=cmd_table)
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
     p.add_argument("--space", required=True, help=f"{_space_help()}; the store's architectures of other spaces are "
@@ -166,8 +168,9 @@ def cmd_table(args, console: Console) -> int:
         if done % 100 == 0 or done == total:
             console.print(f"{done}/{total} layers timed in {time.perf_counter() - start_s:.0f} s")
 
+    executor = executor_for(args.executor, args.ray_address, args.gpu_types)
     table = build_table(args.out, args.space, parse_batches(args.batch), args.archs, args.precision, args.device,
-                        args.cudnn_benchmark, progress)  # fmt: skip
+                        args.cudnn_benchmark, progress, executor)  # fmt: skip
     console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
                   f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
     return 0

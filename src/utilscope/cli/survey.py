@@ -56,8 +56,13 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
                    "precision and backend stay in one shard, the same on every machine): run the N shards into N "
                    "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    add_executor_options(p)
+
+
+def add_executor_options(p) -> None:
+    """Where the work runs: this machine, or a Ray cluster (``survey``, ``nas measure``, ``nas table``)."""
     p.add_argument("--executor", default="local", choices=EXECUTORS,
-                   help="where the workers run: local subprocesses (one per GPU), or Ray tasks on a cluster "
+                   help="where the work runs: local subprocesses (one per GPU), or Ray tasks on a cluster "
                    "(default: %(default)s; docs/cluster.md)")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="the Ray cluster to run on (default: auto, the one this machine belongs to, else a Ray "

@@ -180,15 +180,19 @@ SAVE_EVERY = 25  # layers timed between saves of a table being filled
 
 def build_table(out: str | Path, space: str, batches: list[int], arch_files: Iterable[str | Path] = (),
                 precision: str = "fp16", device: str | None = None, cudnn_benchmark: bool = True,
-                on_layer: Callable[[int, int], None] | None = None) -> LatencyTable:  # fmt: skip
+                on_layer: Callable[[int, int], None] | None = None, executor=None) -> LatencyTable:  # fmt: skip
     """Fill the table at ``out`` (resumed when it exists and matches the configuration) with every distinct layer
     of the space's covering set and of ``arch_files``, saving it every ``SAVE_EVERY`` layers and at the end, so an
     interrupted run keeps what it timed. ``on_layer(done, total)`` after each layer. The batch sizes and ``out``
-    are checked before anything is timed."""
+    are checked before anything is timed. With a ``RayExecutor`` the layers are timed by Ray tasks on one GPU type
+    of the cluster (or its CPUs), ``LAYERS_PER_TASK`` a task, and the table is written here."""
     batches = check_batches(batches)
     check_output_file(out, "latency table")
     archs = [arch for path in arch_files for arch in load_jsonl(path, space)]
     existing = LatencyTable.load(out) if Path(out).exists() else None
+    if executor is not None and executor.name == "ray":
+        return _build_on_ray(out, executor, (space, precision, device, cudnn_benchmark), existing, archs, batches,
+                             on_layer)  # fmt: skip
     table = open_table(space, precision, device, cudnn_benchmark, existing)
 
     def progress(done: int, total: int) -> None:
@@ -198,5 +202,61 @@ def build_table(out: str | Path, space: str, batches: list[int], arch_files: Ite
             on_layer(done, total)
 
     fill_table(table, archs, batches, device, progress)
+    table.save(out)
+    return table
+
+
+LAYERS_PER_TASK = 50
+
+
+def todo_layers(table: LatencyTable, archs: Iterable[Arch], batches: list[int]) -> list[tuple[Layer, int]]:
+    """The (layer, batch) pairs of ``archs`` and the space's covering set that the table lacks."""
+    space = get_space(table.space)
+    return [(layer, b) for layer in distinct_layers(space, archs) for b in batches
+            if b not in table.entries.get(layer.key, {})]  # fmt: skip
+
+
+def _time_on_node(settings: tuple, todo: list[tuple[Layer, int]]):
+    """A Ray task: the node's table configuration, then (key, batch, ms) of each of its layers as it is timed."""
+    space_name, precision, device, cudnn_benchmark = settings
+    table = open_table(space_name, precision, device, cudnn_benchmark)
+    yield _configuration(table), table.software
+    space, dev, prec = get_space(space_name), hardware.resolve_device(device), parse_precision(precision)
+    for layer, batch in todo:
+        yield layer.key, batch, time_layer_ms(space, layer, batch, dev, prec, table.cudnn)
+
+
+def _build_on_ray(out, executor, settings: tuple, existing: LatencyTable | None, archs: list[Arch],
+                  batches: list[int], on_layer) -> LatencyTable:  # fmt: skip
+    """``build_table`` with the layers timed by Ray tasks; the table's configuration is the nodes'."""
+    ray = executor.connect()
+    _, options = executor.task_options(settings[2])
+    task = ray.remote(_time_on_node).options(num_returns="streaming", max_retries=executor.max_retries, **options)
+    configuration, software = ray.get(next(task.remote(settings, [])))  # a probe: the configuration, no layer
+    table = existing or LatencyTable(configuration[0], configuration[1], software, configuration[2], configuration[3])
+    if _configuration(table) != configuration:
+        raise UsageError(f"the existing table is for {table.describe()}, not the cluster's {configuration}")
+    todo = todo_layers(table, archs, batches)
+    chunks = [todo[i : i + LAYERS_PER_TASK] for i in range(0, len(todo), LAYERS_PER_TASK)]
+    pending, done = {task.remote(settings, chunk): None for chunk in chunks}, 0
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for generator in ready:
+            try:
+                item = ray.get(next(generator))
+            except StopIteration:
+                del pending[generator]
+                continue
+            if len(item) == 2:  # the task's configuration: the same GPU type, so the same table
+                if item[0] != configuration:
+                    raise UsageError(f"a node timed layers in another configuration: {item[0]}, not {configuration}")
+                continue
+            key, batch, latency_ms = item
+            table.entries.setdefault(key, {})[batch] = latency_ms
+            done += 1
+            if done % SAVE_EVERY == 0:
+                table.save(out)
+            if on_layer is not None:
+                on_layer(done, len(todo))
     table.save(out)
     return table

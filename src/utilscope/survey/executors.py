@@ -198,6 +198,20 @@ class RayExecutor:
             raise UsageError(f"GPU types {unknown or asked} are not in the Ray cluster; it has: {', '.join(present)}")
         return asked
 
+    def task_options(self, device: str | None) -> tuple[str, dict]:
+        """(the target's label, the options of a task asking for one device of ONE kind): the CPUs for a ``cpu``
+        device, else one GPU of one type (a latency table is of one GPU)."""
+        ray = self.connect()
+        uses_gpus = self.accelerator == "gpu" if self.accelerator else (
+            not device.startswith("cpu") if device else ray.cluster_resources().get("GPU", 0) > 0)  # fmt: skip
+        if not uses_gpus:
+            return "cpu", {"num_cpus": 1}
+        types = self._chosen_types(ray)
+        if len(types) != 1:
+            raise UsageError(f"this runs on one GPU type; the cluster has {', '.join(types)}: give --gpu-types TYPE")
+        resources = {f"{ACCELERATOR_PREFIX}{types[0]}": TYPE_SHARE} if types[0] != "gpu" else {}
+        return types[0], {"num_gpus": 1, "resources": resources}
+
     def check(self, plans: list[SurveyPlan], options: RunOptions) -> None:
         """Nothing to check on the driver: Ray places one task per GPU."""
 
