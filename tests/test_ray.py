@@ -182,3 +182,23 @@ def test_a_latency_table_is_filled_by_ray_tasks(local_ray, tmp_path):
     build_table(tmp_path / "ray.json", "regnet", [1], [archs], "fp32", "cpu", on_layer=lambda *a: again.append(a),
                 executor=RayExecutor())  # fmt: skip
     assert again == []  # resumed: every layer is in the table
+
+
+def test_a_task_that_fails_for_good_fails_only_its_cells_left(models, tmp_path):
+    """After its retries a lost task's cells that no row came for become error rows with the reason; the ones
+    already stored stay as they are."""
+    from utilscope.survey.executors import _fail_chunk
+    from utilscope.survey.runner import Sink
+
+    grid = SurveyGrid(models("a"), (1, 2, 4), ("fp32",), ("eager",), "cpu")
+    with Store(tmp_path / "r.sqlite") as store:
+        plan = plan_survey(grid, store)
+        sink = Sink(store)
+        told = {(plan.groups[0].model, "fp32", "eager", 1)}  # batch 1 came through before the node was lost
+        _fail_chunk(plan.groups, plan, told, RuntimeError("node lost"), sink)
+        statuses = {key.batch: status for key, status in store.statuses().items()}
+    assert statuses == {
+        2: "error: Ray task failed: RuntimeError: node lost",
+        4: "error: Ray task failed: RuntimeError: node lost",
+    }
+    assert len(sink.failures) == 2 and all("batch" in failure for failure in sink.failures)
