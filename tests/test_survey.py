@@ -108,13 +108,15 @@ def _key_counts(db) -> Counter:
 def test_failures_are_rows_each_cell_is_heard_once_and_a_new_worker_goes_on(tmp_path, models):
     """Five models in one worker: after the crash a new worker takes the models after it; the progress callback
     hears of each cell once, stored by a worker or recorded as failed; every error row counts as failed, whether
-    the worker died (crash) or stored the error (raises)."""
+    the worker died (crash) or stored the error (raises); an out-of-memory batch is followed by the largest
+    halving that fits."""
     db = tmp_path / "results.sqlite"
     with Store(db) as store:
         plan = plan_survey(grid(models, ["good", "crash", "oom", "raises", "good2"]), store)
     heard = []
-    result = run_survey(plan, RunOptions(str(db), per_worker=5, timeout_s=120), on_cells_done=heard.append)
-    assert plan.cells == 10 and heard == [1] * 10
+    options = RunOptions(str(db), per_worker=5, timeout_s=120, fit_batch=True)
+    result = run_survey(plan, options, on_cells_done=heard.append)
+    assert plan.cells == 10 and heard == [1] * 10  # the fitted cell (oom, 2) is stored, not a planned cell
     assert (result.failed_cells, result.count("oom"), result.count("ok")) == (2, 1, 7) and len(result.failures) == 1
     statuses = _statuses(db)
     assert statuses[("good", 1)] == statuses[("good", 4)] == "ok"
@@ -122,6 +124,10 @@ def test_failures_are_rows_each_cell_is_heard_once_and_a_new_worker_goes_on(tmp_
     assert statuses[("crash", 1)] == "ok"  # stored before the worker died
     assert statuses[("crash", 4)].startswith("error: worker exited with code 3")
     assert statuses[("oom", 1)] == "ok" and statuses[("oom", 4)] == "oom"
+    assert statuses[("oom", 2)] == "ok"  # --fit-batch: the largest halving of 4 that fits
+    with Store(db) as store:
+        notes = store.frame().set_index(["batch", "status"]).loc[(4, "oom"), "notes"]
+    assert "largest batch that fits: 2" in str(notes)
     assert statuses[("raises", 4)] == "error: RuntimeError: this layer fails at batch 4"
 
 
@@ -285,7 +291,7 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()
     assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,
-                                         "peak_tflops": None, "cudnn": cudnn}  # fmt: skip
+                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": False}  # fmt: skip
 
 
 def test_model_selection():

@@ -10,7 +10,8 @@ from rich.console import Console
 from utilscope.cli.common import EXIT_PARTIAL
 from utilscope.counting import DTYPES, count
 from utilscope.errors import UsageError, UtilscopeError
-from utilscope.models import zoo
+from utilscope.models import sets as model_sets
+from utilscope.models import timm_sets, zoo
 from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
 from utilscope.present.json_text import strict_json
@@ -33,6 +34,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
     p.add_argument("pattern", nargs="?", default="torchvision:*",
                    help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)")  # fmt: skip
+    p.add_argument("--set", dest="model_set", default=None, metavar="NAME",
+                   help=f"list a named model set with its native resolution and GFLOPs instead; one of "
+                   f"{', '.join(model_sets.set_names())} (default: none)")  # fmt: skip
     p.set_defaults(run=cmd_models)
 
 
@@ -74,9 +78,24 @@ def count_many(names: list[str], args, console: Console) -> int:
 
 
 def cmd_models(args, console: Console) -> int:
+    if args.model_set is not None:
+        return list_set(args.model_set)
     names = zoo.list_models(args.pattern)
     if not names:
         raise UsageError(f"no model matches '{args.pattern}'")
     for name in names:
         print(f"{name}\t{zoo.native_resolution(zoo.parse_spec(name))}")
+    return 0
+
+
+def list_set(name: str) -> int:
+    """A set's models, native resolution and GFLOPs (batch 1): from the timm table, else counted now."""
+    members = model_sets.set_members(name)
+    for model in members:
+        facts = timm_sets.facts(model)
+        if facts is None:
+            result = count(model)
+            facts = {"resolution": result.resolution, "gflops": result.total.flops / 1e9}
+        print(f"{model}\t{facts['resolution']}\t{facts['gflops']:.3f}")
+    print(f"{len(members)} models: {model_sets.set_description(name)}", file=sys.stderr)
     return 0

@@ -55,6 +55,9 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
                    help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
                    "precision and backend stay in one shard, the same on every machine): run the N shards into N "
                    "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
+    p.add_argument("--fit-batch", action="store_true",
+                   help="after a batch size that runs out of memory, also measure the largest halving of it that "
+                   "fits (stored as a cell of its own, noted on the out-of-memory row)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     add_executor_options(p)
 
@@ -76,10 +79,13 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
     p.add_argument("--models", action="append", default=[],
                    help=f"a model name or glob; repeatable (default: the {len(model_sets.default_survey())} "
-                   "curated torchvision CNNs, when no --family is given either)")  # fmt: skip
+                   "curated torchvision CNNs, when no --family or --set is given either)")  # fmt: skip
     p.add_argument("--family", action="append", default=[],
                    help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
                    f"repeatable; one of {', '.join(model_sets.families())} (default: none)")  # fmt: skip
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME",
+                   help=f"a named model set (`utilscope models --set NAME` lists it); repeatable; one of "
+                   f"{', '.join(model_sets.set_names())} (default: none)")  # fmt: skip
     add_grid_options(p, default_batch="1,8,32,128,256", default_per_worker=1)
     p.add_argument("--attribute", choices=["representative", "all", "none"], default="representative",
                    help="record op-class time shares for these models (default: %(default)s, the curated "
@@ -104,7 +110,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_survey(args, console: Console) -> int:
-    models = select_models(args.models, args.family)
+    models = select_models(args.models, args.family, args.sets)
     chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
     return run_grid(models, args, console, frozenset(chosen[args.attribute]))
 
@@ -115,7 +121,9 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
     grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
                       parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
                       args.retry_errors, parse_shard(args.shard))  # fmt: skip
-    options = RunOptions(args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak)
+    options = RunOptions(
+        args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak, args.fit_batch
+    )
     return grid, options
 
 

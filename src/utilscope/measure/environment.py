@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import platform
+import sys
+from importlib import metadata
 
 import torch
 
@@ -10,6 +12,17 @@ from utilscope import hardware
 from utilscope._version import __version__
 from utilscope.measure.nvml import device_uuid, driver_version
 from utilscope.measure.settings import CudnnSettings
+
+
+def installed_version(package: str) -> str | None:
+    """The version of an imported (else installed) package, None if it is neither."""
+    module = sys.modules.get(package)
+    if module is not None and hasattr(module, "__version__"):
+        return str(module.__version__)
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def environment(device: torch.device, precision: str, backend: str, channels_last: bool, cudnn: CudnnSettings) -> dict:
@@ -24,6 +37,8 @@ def environment(device: torch.device, precision: str, backend: str, channels_las
         "cuda": torch.version.cuda,
         "cudnn": cudnn_version,
         "torch": torch.__version__,
+        "torchvision": installed_version("torchvision"),
+        "timm": installed_version("timm"),  # the model zoos' versions: they decide what a model name builds
         "python": platform.python_version(),
         "utilscope": __version__,
         "precision": precision,

@@ -208,24 +208,52 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and CPU_ALLOCATION_FAILURE.search(str(exc)) is not None
 
 
-def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:
+def measured_or_recorded(sweep: Sweep, batch: int) -> ProfileRow:
+    """The row of one batch size; an OOM or a failure is recorded as the row's status, not raised."""
+    try:
+        row = measure_batch(sweep, batch)
+        row.notes = sweep.notes + row.notes
+    except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
+        message = str(exc).splitlines()[0][:200] if str(exc) else ""
+        if is_out_of_memory(exc):
+            row = ProfileRow(batch=batch, status="oom", notes=[*sweep.notes, f"out of memory: {message}"])
+        else:
+            row = ProfileRow(batch=batch, status=f"error: {type(exc).__name__}: {message}", notes=list(sweep.notes))
+    finally:
+        if sweep.device.type == "cuda":
+            torch.cuda.empty_cache()
+    return row
+
+
+def fit_batch(sweep: Sweep, too_big: int, floor: int) -> ProfileRow | None:
+    """After an out-of-memory at ``too_big``: the row of the largest batch ``too_big // 2**k`` above ``floor``
+    that runs, or None when none does (or one fails for another reason)."""
+    batch = too_big // 2
+    while batch > floor:
+        row = measured_or_recorded(sweep, batch)
+        if row.status != "oom":
+            if row.status == "ok":
+                row.notes.append(f"the largest batch that fits below {too_big}, which ran out of memory")
+                return row
+            return None
+        batch //= 2
+    return None
+
+
+def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None,
+              on_fitted: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:  # fmt: skip
     """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on.
-    ``on_row`` sees each row as soon as it is measured (a survey stores it at once)."""
+    ``on_row`` sees each row as soon as it is measured (a survey stores it at once). With ``on_fitted``, a batch
+    size that runs out of memory is followed by the largest halving of it that fits (``fit_batch``), given to
+    ``on_fitted`` before the out-of-memory row goes to ``on_row``."""
     rows = []
     for batch in batches:
-        try:
-            row = measure_batch(sweep, batch)
-            row.notes = sweep.notes + row.notes
-        except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
-            message = str(exc).splitlines()[0][:200] if str(exc) else ""
-            if is_out_of_memory(exc):
-                row = ProfileRow(batch=batch, status="oom", notes=[*sweep.notes, f"out of memory: {message}"])
-            else:
-                status = f"error: {type(exc).__name__}: {message}"
-                row = ProfileRow(batch=batch, status=status, notes=list(sweep.notes))
-        finally:
-            if sweep.device.type == "cuda":
-                torch.cuda.empty_cache()
+        row = measured_or_recorded(sweep, batch)
+        if row.status == "oom" and on_fitted is not None:
+            fitted = fit_batch(sweep, batch, floor=max((b for b in batches if b < batch), default=0))
+            if fitted is not None:
+                on_fitted(fitted)
+                row.notes.append(f"largest batch that fits: {fitted.batch}")
         rows.append(row)
         if on_row is not None:
             on_row(row)

@@ -25,7 +25,7 @@ def families() -> dict[str, list[str]]:
 
 def family_of(model_id: str) -> str:
     """The family of a model id: the one its source gives (a NAS architecture's is its search space, "NAS mbv3"),
-    else the first matching glob of model_sets.toml, else "other"."""
+    else the first matching glob of model_sets.toml, else a timm model's timm module, else "other"."""
     from utilscope.models import zoo
 
     own = zoo.source_family(model_id)
@@ -34,6 +34,12 @@ def family_of(model_id: str) -> str:
     for family, globs in _table()["families"].items():
         if any(fnmatch.fnmatchcase(model_id, glob) for glob in globs):
             return family
+    if model_id.startswith("timm:"):
+        from utilscope.models import timm_sets
+
+        facts = timm_sets.facts(model_id)
+        if facts is not None and facts.get("timm_module"):
+            return str(facts["timm_module"])
     return "other"
 
 
@@ -43,6 +49,38 @@ def default_survey() -> list[str]:
 
 def representative() -> list[str]:
     return list(_table()["survey"]["representative"])
+
+
+def set_names() -> list[str]:
+    """The named model sets: the curated survey, its representative models, and model_sets.toml's [sets]."""
+    return ["survey", "representative", *_table().get("sets", {})]
+
+
+def set_description(name: str) -> str:
+    builtin = {"survey": "the curated default survey (torchvision CNNs)",
+               "representative": "the survey models whose op-class shares a survey records"}  # fmt: skip
+    return builtin.get(name) or _table()["sets"][name]["description"]
+
+
+def set_members(name: str) -> list[str]:
+    """The model ids of a named set; an unknown name is a UsageError listing the sets."""
+    if name == "survey":
+        return default_survey()
+    if name == "representative":
+        return representative()
+    entry = _table().get("sets", {}).get(name)
+    if entry is None:
+        raise UsageError(f"unknown model set {name!r}; use one of: {', '.join(set_names())}")
+    if "models" in entry:
+        return list(entry["models"])
+    from utilscope.models import timm_sets
+
+    return timm_sets.members(entry["kind"], top=entry.get("top"))
+
+
+def timm_version() -> str:
+    """The timm version the timm sets were built with."""
+    return str(_table()["timm"]["version"])
 
 
 def models_of_family(name: str, candidates: list[str]) -> list[str]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 ROW = "utilscope-row"  # {column: value}: a measurement row, its key as columns
+FITTED_ROW = "utilscope-fitted-row"  # a ROW for a batch size the grid did not plan: the largest that fits
 OP_CLASSES = "utilscope-op-classes"  # {"key": {column: value}, "rows": [{op_class, flop_share, ...}]}
 RECORD = "utilscope-record"  # {"model": id, "record": {...}}: what rebuilds the model without its file
 GROUP_DONE = "utilscope-group-done"  # the worker finished a group (its timeout starts again)
-TAGS = (ROW, OP_CLASSES, RECORD, GROUP_DONE)
+TAGS = (ROW, FITTED_ROW, OP_CLASSES, RECORD, GROUP_DONE)
 PARENT_ENV = "UTILSCOPE_SURVEY_PARENT"  # the runner's pid: a worker exits when its runner dies
 
 

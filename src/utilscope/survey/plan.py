@@ -153,11 +153,13 @@ class SurveyPlan:
         return sum(len(g.batches) for g in self.groups)
 
 
-def select_models(patterns: list[str], families: list[str]) -> list[str]:
-    """Model ids from names/globs and family names; neither given: the curated default survey."""
-    if not patterns and not families:
+def select_models(patterns: list[str], families: list[str], sets: list[str] = ()) -> list[str]:
+    """Model ids from names/globs, family names and named sets; none given: the curated default survey."""
+    if not patterns and not families and not sets:
         return model_sets.default_survey()
     ids = [spec.id for spec in zoo.expand_models(patterns)] if patterns else []
+    for name in sets:
+        ids += model_sets.set_members(name)
     candidates = zoo.list_models("torchvision:*") + zoo.list_models("timm:*")
     for family in families:
         ids += model_sets.models_of_family(family, candidates)

@@ -27,7 +27,7 @@ from utilscope.errors import UsageError
 from utilscope.hardware import check_peak_tflops
 from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
-from utilscope.survey.messages import GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
+from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
 from utilscope.survey.schema import CellKey, now_iso
 from utilscope.survey.store import Store
@@ -51,6 +51,7 @@ class RunOptions:
     attribute_models: frozenset[str] = frozenset()
     min_time_ms: float | None = None
     peak_tflops: float | None = None
+    fit_batch: bool = False  # after an out-of-memory batch size, also measure the largest halving of it that fits
 
     def __post_init__(self) -> None:
         if self.jobs < 1 or self.per_worker < 1 or not self.timeout_s > 0:
@@ -111,7 +112,8 @@ def worker_command(groups: list[Group], plan: SurveyPlan, options: RunOptions, d
     """The worker's command line: the groups, and one JSON object of measurement settings."""
     specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
     settings = {"device": device, "channels_last": plan.grid.channels_last, "cudnn": plan.grid.cudnn.to_dict(),
-                "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops}  # fmt: skip
+                "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops,
+                "fit_batch": options.fit_batch}  # fmt: skip
     module = "utilscope.survey.worker"
     return [sys.executable, "-m", module, "--groups", json.dumps(specs), "--settings", json.dumps(settings)]
 
@@ -253,6 +255,8 @@ class Sink:
             self.store.add(payload)
             if self.on_cells_done is not None:
                 self.on_cells_done(1)
+        elif tag == FITTED_ROW:  # stored; not a planned cell, so the progress does not move
+            self.store.add(payload)
         elif tag == OP_CLASSES:
             self.store.add_op_classes(CellKey.from_columns(payload["key"]), payload["rows"])
         elif tag == RECORD:

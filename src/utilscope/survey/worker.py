@@ -26,7 +26,7 @@ from utilscope.measure.settings import CudnnSettings, MeasureRequest, timing_win
 from utilscope.measure.sweep import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, run_sweep  # noqa: E402
 from utilscope.models import sets as model_sets  # noqa: E402
 from utilscope.models import zoo  # noqa: E402
-from utilscope.survey.messages import GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, emit  # noqa: E402
+from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, emit  # noqa: E402
 from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402
 
 
@@ -112,13 +112,17 @@ def measure_group(group: dict, settings: dict, since_s: float) -> float:
                            "reliably")  # fmt: skip
     last_s = since_s
 
-    def tell_row(row: ProfileRow) -> None:
-        nonlocal last_s
-        now_s = time.perf_counter()
-        emit(ROW, measurement_row(sweep, row, now_s - last_s))
-        last_s = now_s
+    def teller(tag: str):
+        def tell(row: ProfileRow) -> None:
+            nonlocal last_s
+            now_s = time.perf_counter()
+            emit(tag, measurement_row(sweep, row, now_s - last_s))
+            last_s = now_s
 
-    rows = run_sweep(sweep, list(group["batches"]), tell_row)
+        return tell
+
+    fitted = teller(FITTED_ROW) if settings.get("fit_batch") else None
+    rows = run_sweep(sweep, list(group["batches"]), teller(ROW), fitted)
     if group.get("attribute"):
         record_op_classes(sweep, rows)
     return last_s

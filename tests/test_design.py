@@ -1,0 +1,49 @@
+"""Design choices read from a model's count and modules (counting/design.py), on tiny closed-form models."""
+
+import pytest
+from torch import nn
+
+from utilscope.counting.design import activation_name, design
+
+
+class Rep(nn.Module):
+    """A RepVGG-style block: a 3x3 and a 1x1 branch, summed; it can be re-parameterized."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.kxk, self.one = nn.Conv2d(cin, cout, 3, 2, 1, bias=False), nn.Conv2d(cin, cout, 1, 2, bias=False)
+
+    def forward(self, x):
+        return self.kxk(x) + self.one(x)
+
+    def reparameterize(self):
+        pass
+
+
+def test_shares_alignment_stem_depth_and_width_of_a_tiny_cnn():
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 4, 4, bias=False), nn.SiLU(),  # patchify stem: 8x8 -> 2x2
+        nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),  # depthwise
+        nn.Conv2d(8, 12, 1, bias=False), nn.ReLU(), nn.SiLU(),  # pointwise to 12 channels (not a multiple of 8)
+        nn.Flatten(), nn.Linear(48, 16, bias=False),
+    )  # fmt: skip
+    found = design(model, resolution=8)
+    stem, dw, pw, fc = 2 * 3 * 16 * 8 * 4, 2 * 9 * 8 * 4, 2 * 8 * 12 * 4, 2 * 48 * 16
+    total = stem + dw + pw + fc
+    assert found.dense_share == pytest.approx(stem / total) and found.depthwise_share == pytest.approx(dw / total)
+    assert found.pointwise_share == pytest.approx(pw / total) and found.linear_share == pytest.approx(fc / total)
+    assert found.grouped_share == 0 and not found.squeeze_excite and not found.reparameterizable
+    # channels per group: stem 3->8 (3 is not aligned), dw 1->1, pw 8->12, fc 48->16 (aligned)
+    assert found.aligned_share == pytest.approx(fc / total)
+    assert (found.stem, found.patchify_stem, found.depth, found.activation) == ("k4s4", True, 4, "silu")
+    assert found.width == pytest.approx((stem * 8 + dw * 8 + pw * 12 + fc * 16) / total)
+
+
+def test_a_repvgg_block_is_reparameterizable_and_its_stem_is_the_3x3_branch():
+    found = design(nn.Sequential(Rep(3, 8), nn.ReLU()), resolution=8)
+    assert found.reparameterizable and found.stem == "k3s2" and not found.patchify_stem
+
+
+@pytest.mark.parametrize("op, name", [("aten.silu_", "silu"), ("aten.hardtanh", "relu6"), ("aten.gelu", "gelu")])
+def test_activation_names(op, name):
+    assert activation_name(op) == name
