@@ -109,6 +109,6 @@ def model_table(measurements: pd.DataFrame) -> pd.DataFrame:
         table[f"status_at_{batch}"] = at["kind"].fillna(NOT_MEASURED)
         table[f"utilization_at_{batch}"] = at["utilization"].astype(float).where(ok)
         table[f"samples_per_s_at_{batch}"] = at["samples_per_s"].astype(float).where(ok)
-    statuses = rows.groupby(plots.SERIES, dropna=False, sort=False)[["kind", "batch"]].apply(failed_text)
-    table["status"] = statuses.reindex(table.index)
+    failed = rows[rows["kind"] != "ok"].groupby(plots.SERIES, dropna=False)[["kind", "batch"]].apply(failed_text)
+    table["status"] = failed.reindex(table.index).fillna("ok") if len(failed) else "ok"
     return table.reset_index()

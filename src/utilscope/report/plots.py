@@ -192,13 +192,16 @@ def _series_lines(axes, rows: pd.DataFrame, colors: dict, crowding: tuple[int, i
     from matplotlib.collections import LineCollection
 
     rows = families.coloured_last(rows, colors)
-    groups = [series.sort_values("batch") for _, series in rows.groupby(SERIES, dropna=False, sort=False)]
-    segments = [series[["batch", "utilization"]].to_numpy(float) for series in groups]
-    colours = [colors.get(family_labels(series).iloc[0], families.OTHER_COLOUR) for series in groups]
+    series = rows.groupby(SERIES, dropna=False, sort=False).ngroup().to_numpy()  # numbered in drawing order
+    rows = rows.iloc[np.lexsort((rows["batch"].to_numpy(), series))]  # each series' rows together, by batch
+    starts = np.flatnonzero(np.diff(np.sort(series), prepend=-1))
+    segments = np.split(rows[["batch", "utilization"]].to_numpy(float), starts[1:])
+    every = _colors_of(rows, colors)
     lines, points = crowding
-    axes.add_collection(LineCollection(segments, colors=colours, **families.line_style(lines, 1.0, 0.65)))
+    style = families.line_style(lines, 1.0, 0.65)
+    axes.add_collection(LineCollection(segments, colors=[every[start] for start in starts], **style))
     dots = families.marker_style(points, 6.0, 0.65)
-    axes.scatter(rows["batch"], rows["utilization"], c=_colors_of(rows, colors), linewidths=0, **dots)
+    axes.scatter(rows["batch"], rows["utilization"], c=every, linewidths=0, **dots)
 
 
 def plot_utilization_vs_batch(frame: pd.DataFrame, path: str | Path) -> Path:
