@@ -221,6 +221,14 @@ def test_the_page_has_one_table_row_per_model_and_the_filter_script(many, page):
     header = re.search(r"<thead>(.*?)</thead>", table).group(1)
     assert '<th colspan="2">batch 1</th><th colspan="2">batch 256</th>' in header
     assert "backend" not in header  # a single backend: no column for it
+    assert "<p>30 families: the figures colour the 10 with the most models (ResNet, EfficientNet," in text
+    assert "draw the other 20 in light grey" in text
+
+
+def test_a_small_store_has_no_note_on_grey_families(tmp_path):
+    text = build_report(*synthetic_store(np.random.default_rng(0), models=8, batches=(1, 8)), tmp_path).read_text()
+    assert "light grey" not in text
+    assert models_table_html(text).split("<tbody>")[1].count("<tr>") == 16  # 8 models x 2 backends
 
 
 PROBE = """<script>

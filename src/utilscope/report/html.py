@@ -23,7 +23,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.report import gpu_plots, gpus, model_table, plots
+from utilscope.report import families, gpu_plots, gpus, model_table, plots
 from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si, significant
 
@@ -367,6 +367,20 @@ def _lead(measurements: pd.DataFrame) -> str:
     return html.escape(text)
 
 
+def _family_note(measurements: pd.DataFrame) -> str:
+    """With more families than ``families.ALL_COLOURED``: which of them the figures colour, else ""."""
+    counts = families.family_counts(measurements)
+    coloured = families.coloured_families(counts)
+    if len(coloured) == len(counts):
+        return ""
+    text = (
+        f"{len(counts)} families: the figures colour the {len(coloured)} with the most models "
+        f"({', '.join(coloured)}) and draw the other {len(counts) - len(coloured)} in light grey; the table of every "
+        "model below has each model's family."
+    )
+    return f"<p>{html.escape(text)}</p>\n"
+
+
 def _figure_html(title: str, path: Path, text: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return (
@@ -500,7 +514,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
         numbers=_numbers(measurements),
         batch_table=_batch_table(measurements),
         nvml_text=_nvml_text(measurements),
-        figures="\n".join(_figure_html(*figure) for figure in figures),
+        figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
         gpu_comparison=gpu_comparison,
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
