@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from utilscope.report import build_report, families, plots
+from utilscope.report import build_report, families, html, plots
 from utilscope.report.model_table import NOT_MEASURED, SCRIPT, failed_text, model_table, table_batches
 from utilscope.report.synthetic import FAMILIES, family_parameters, family_sizes, synthetic_models, synthetic_store
 
@@ -225,10 +225,12 @@ def test_the_page_has_one_table_row_per_model_and_the_filter_script(many, page):
     assert "draw the other 20 in light grey" in text
 
 
-def test_a_small_store_has_no_note_on_grey_families(tmp_path):
-    text = build_report(*synthetic_store(np.random.default_rng(0), models=8, batches=(1, 8)), tmp_path).read_text()
-    assert "light grey" not in text
-    assert models_table_html(text).split("<tbody>")[1].count("<tr>") == 16  # 8 models x 2 backends
+def test_a_small_store_has_no_note_on_grey_families_and_a_row_per_model_and_backend():
+    measurements, _ = synthetic_store(np.random.default_rng(0), models=8, batches=(1, 8))
+    assert html._family_note(measurements) == ""
+    section = html._model_section(measurements)
+    assert section.split("<tbody>")[1].count("<tr>") == 16  # 8 models x 2 backends
+    assert '<th class="t">backend</th>' in section
 
 
 PROBE = """<script>
