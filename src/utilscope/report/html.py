@@ -1,8 +1,10 @@
-"""The survey report: one self-contained HTML page (PNGs embedded as data URIs, inline CSS, no script, no network),
-the PNGs themselves and ``measurements.csv`` beside it.
+"""The survey report: one self-contained HTML page (PNGs embedded as data URIs, inline CSS, one small inline script
+for the model table's filter box and sortable headers; no external file, no network), the PNGs themselves and
+``measurements.csv`` beside it.
 
 The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
-``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``) so tests can check them; ``build_report``
+``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``, ``model_table.model_table``) so tests can
+check them; ``build_report``
 only lays them out. A store with successful rows of several GPUs gets a GPU comparison section (figure and table).
 The page is filled with ``string.Template``: no template-engine dependency.
 """
@@ -21,7 +23,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.report import gpu_plots, gpus, plots
+from utilscope.report import families, gpu_plots, gpus, model_table, plots
 from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si, significant
 
@@ -31,12 +33,14 @@ MEASUREMENT_COLUMNS = plots.SERIES + [
 ]  # fmt: skip
 OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
 RANKED = 10  # rows in the top and bottom tables
+SCROLLED_FAILURES = 30  # a longer failure table scrolls in a box
 _NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0.25×, –
 
 # (file name, title, function of the measurements frame, what to read from it)
 FIGURES = (
     ("utilization_vs_batch.png", "Utilization vs batch size", plots.plot_utilization_vs_batch,
-     "One line per model, one panel per backend; colour is the family, the three best and worst are named."),
+     "One line per model, one panel per backend; colour is the family, the three best and worst at the largest "
+     "batch are named."),
     ("utilization_vs_gflops.png", "Utilization vs GFLOPs per sample", plots.plot_utilization_vs_gflops,
      "Each model at its largest successful batch; GFLOPs on a log axis, marker shape is the backend."),
     ("throughput_vs_gflops.png", "Throughput vs GFLOPs, with iso-utilization lines", plots.plot_throughput_vs_gflops,
@@ -55,6 +59,7 @@ OP_CLASS_FIGURE = (
     "pair is the share of measured time per op class, the lower bar the share of FLOPs.",
 )
 GPU_FIGURE = "gpu_comparison.png"  # drawn only when the store has successful rows of two GPUs or more
+MODEL_TABLE_ID = "models"
 
 
 # ---------------------------------------------------------------------------------------------- numbers
@@ -170,6 +175,16 @@ th { background: #f4f6f8; }
 figure { margin: 1.5em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
+.filter { margin: 0.3em 0; }
+.filter input { font: inherit; padding: 0.2em 0.5em; width: 22em; }
+.filter span { color: #555; margin-left: 1em; }
+.scroll { max-height: 40em; overflow: auto; border: 1px solid #e4e4e4; display: inline-block; max-width: 100%; }
+.scroll table { margin: 0; }
+.scroll thead th { position: sticky; top: 0; }
+.scroll thead tr:nth-child(2) th { top: 1.7em; }
+table.sortable thead tr:last-child th { cursor: pointer; user-select: none; }
+th[data-sort="asc"]::after { content: " \\25B2"; }
+th[data-sort="desc"]::after { content: " \\25BC"; }
 </style>
 </head>
 <body>
@@ -188,19 +203,23 @@ $top_table
 <h2>Bottom $ranked models by utilization</h2>
 <p>Each model at its largest successful batch, on its best backend.</p>
 $bottom_table
+<h2>Every model</h2>
+$model_section
 <h2>Failures</h2>
 $failure_table
 <p class="lead">Every row, failures included, is in <code>measurements.csv</code> beside this page.
 Utilization = achieved FLOP/s / peak FLOP/s of the row's peak (see peak_source); FLOPs count 2 per multiply-add.</p>
+<script>$script</script>
 </body>
 </html>
 """)
 
 
-def _table(frame: pd.DataFrame, empty: str = "none", words: tuple[str, ...] = ()) -> str:
+def _table(frame: pd.DataFrame, empty: str = "none", words: tuple[str, ...] = (), attributes: str = "") -> str:
     """An HTML table of ``frame`` (cells escaped); numeric-looking columns align right, text columns left (cells
     equal to one of ``words``, such as "not measured", do not make a column text). Two-level columns get a header
-    row of groups (consecutive equal first levels share one cell) above the column names."""
+    row of groups (consecutive equal first levels share one cell) above the column names. ``attributes`` go into
+    the ``<table>`` tag as they are (``'id="models" class="sortable"'``)."""
     if frame.empty:
         return f"<p>{html.escape(empty)}</p>"
     cells = frame.astype(object).where(frame.notna(), "–").astype(str)
@@ -216,7 +235,7 @@ def _table(frame: pd.DataFrame, empty: str = "none", words: tuple[str, ...] = ()
         spans = "".join(f'<th colspan="{len(list(g))}">{html.escape(str(name))}</th>' for name, g in groups)
         header = f"<tr>{spans}</tr>" + row(cells.columns.get_level_values(1), "th")
     body = "".join(row(values, "td") for values in cells.itertuples(index=False))
-    return f"<table><thead>{header}</thead><tbody>{body}</tbody></table>"
+    return f"<table{' ' + attributes if attributes else ''}><thead>{header}</thead><tbody>{body}</tbody></table>"
 
 
 def _percent(value: float) -> str:
@@ -256,9 +275,51 @@ def _ranked_table(measurements: pd.DataFrame, best: bool) -> str:
 
 
 def _failure_table(measurements: pd.DataFrame) -> str:
+    """Every failed row; more than ``SCROLLED_FAILURES`` scroll in a box of their own."""
     rows = failures(measurements)
     columns = ["model", "backend", "precision", "batch", "status"]
-    return _table(rows[columns], "none: every row measured successfully")
+    table = _table(rows[columns], "none: every row measured successfully")
+    return f'<div class="scroll">{table}</div>' if len(rows) > SCROLLED_FAILURES else table
+
+
+def _model_cells(table: pd.DataFrame, batches: list[int]) -> pd.DataFrame:
+    """The model table as text cells under two-level headers; configuration columns only where the store has
+    several values (``model`` always); a failed or missing cell at a batch reads its status."""
+    shown = {("", "model"): table["model"], ("", "family"): table["family"]}
+    for column in ["backend", "precision", "resolution", "device", "software"]:
+        if table[column].nunique(dropna=False) > 1:
+            shown[("", column)] = table[column]
+    shown[("", "GFLOPs/sample")] = table["gflops_per_sample"].map(_significant)
+    shown[("", "params (M)")] = table["params_millions"].map(_significant)
+    for batch in batches:
+        status = table[f"status_at_{batch}"].to_numpy()
+        utilization = table[f"utilization_at_{batch}"].map(_percent).to_numpy()
+        shown[(f"batch {batch}", "utilization")] = np.where(status == "ok", utilization, status)
+        shown[(f"batch {batch}", "samples/s")] = table[f"samples_per_s_at_{batch}"].map(_significant)
+    shown[("", "status")] = table["status"]
+    frame = pd.DataFrame({key: np.asarray(values) for key, values in shown.items()})
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
+
+
+def _model_section(measurements: pd.DataFrame) -> str:
+    """The filter box, its row count and the sortable table of every series (``model_table.model_table``)."""
+    table, batches = model_table.model_table(measurements), model_table.table_batches(measurements)
+    text = (
+        f"One row per model and configuration ({len(table)} rows, {table['model'].nunique()} models), at batch "
+        f"{' and '.join(str(b) for b in batches)}: utilization against the row's peak, samples/s; a failed cell "
+        f"reads oom / error, {model_table.NOT_MEASURED}: no row at that batch. Type words to filter the rows (each "
+        "must appear); click a header to sort."
+    )
+    words = (model_table.NOT_MEASURED, "oom", "error")
+    rows = _table(_model_cells(table, batches), words=words, attributes=f'id="{MODEL_TABLE_ID}" class="sortable"')
+    count = f"{MODEL_TABLE_ID}-count"
+    box = (
+        f'<div class="filter"><input type="search" placeholder="filter: resnet, oom, EfficientNet graph ..." '
+        f'data-filter="{MODEL_TABLE_ID}" data-count="{count}" aria-label="filter the model table">'
+        f'<span id="{count}">{len(table)} of {len(table)} rows</span></div>'
+    )
+    return f'<p>{html.escape(text)}</p>\n{box}\n<div class="scroll">{rows}</div>'
 
 
 def _nvml_text(measurements: pd.DataFrame) -> str:
@@ -304,6 +365,20 @@ def _lead(measurements: pd.DataFrame) -> str:
         f"Peak: {peak_text}."
     )
     return html.escape(text)
+
+
+def _family_note(measurements: pd.DataFrame) -> str:
+    """With more families than ``families.ALL_COLOURED``: which of them the figures colour, else ""."""
+    counts = families.family_counts(measurements)
+    coloured = families.coloured_families(counts)
+    if len(coloured) == len(counts):
+        return ""
+    text = (
+        f"{len(counts)} families: the figures colour the {len(coloured)} with the most models "
+        f"({', '.join(coloured)}) and draw the other {len(counts) - len(coloured)} in light grey; the table of every "
+        "model below has each model's family."
+    )
+    return f"<p>{html.escape(text)}</p>\n"
 
 
 def _figure_html(title: str, path: Path, text: str) -> str:
@@ -439,12 +514,14 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
         numbers=_numbers(measurements),
         batch_table=_batch_table(measurements),
         nvml_text=_nvml_text(measurements),
-        figures="\n".join(_figure_html(*figure) for figure in figures),
+        figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
         gpu_comparison=gpu_comparison,
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
         bottom_table=_ranked_table(measurements, best=False),
+        model_section=_model_section(measurements),
         failure_table=_failure_table(measurements),
+        script=model_table.SCRIPT,
     )
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from utilscope.present.roofline_plot import _CLASS_COLORS
+from utilscope.report import families
+from utilscope.report.families import family_labels
 from utilscope.units import si
 
 # every column of a measurement's identity except the batch size: one line / one point per series
@@ -23,6 +25,7 @@ _BACKEND_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 _ISO_STYLES = ["-", "--", ":", "-."]
 _LABELLED = 3  # label this many models at each extreme
 _DPI = 110
+_FAMILY_ROW_INCHES = {False: 0.42, True: 0.24}  # height per family of the box plot: few families, many families
 
 
 # ---------------------------------------------------------------------------------------------- shared helpers
@@ -57,23 +60,8 @@ def smallest_batch(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("batch").groupby(SERIES, dropna=False, sort=False).head(1)
 
 
-def family_colors(families) -> dict[str, tuple]:
-    """A stable colour per family: sorted names take tab20's colours in turn (cycling past 20)."""
-    from matplotlib import colormaps
-
-    names = sorted({str(f) for f in families})
-    palette = colormaps["tab20"].colors
-    order = list(range(0, 20, 2)) + list(range(1, 20, 2))  # the ten strong colours first, then their light twins
-    return {name: palette[order[i % 20]] for i, name in enumerate(names)}
-
-
-def family_labels(frame: pd.DataFrame) -> pd.Series:
-    """The family of each row as text; missing or empty families read ``"unknown"``."""
-    return frame["family"].fillna("").astype(str).replace("", "unknown")
-
-
 def _colors_of(frame: pd.DataFrame, colors: dict) -> list:
-    return [colors[family] for family in family_labels(frame)]
+    return [colors.get(family, families.OTHER_COLOUR) for family in family_labels(frame)]
 
 
 def _figure(width: float = 12.0, height: float = 6.5, columns: int = 1, sharey: bool = True):
@@ -106,10 +94,10 @@ def _empty(path: str | Path, title: str, caption: str, message: str = "no succes
 
 
 def _family_legend(figure, axes, frame: pd.DataFrame, colors: dict):
-    """Family legend beside the axes: one entry per family with its number of models."""
-    counts = frame.assign(family=family_labels(frame)).groupby("family")["model"].nunique()
-    handles = [axes.scatter([], [], s=30, color=colors[f], label=f"{f} ({n})") for f, n in counts.items()]
-    columns = 1 if len(handles) <= 22 else 2
+    """Family legend beside the axes: each coloured family with its number of models, then the grey rest in one entry
+    (``families.legend_entries``)."""
+    entries = families.legend_entries(frame, colors)
+    handles = [axes.scatter([], [], s=30, color=colour, label=label) for label, colour in entries]
     return axes.legend(
         handles=handles,
         title="family (models)",
@@ -117,25 +105,31 @@ def _family_legend(figure, axes, frame: pd.DataFrame, colors: dict):
         bbox_to_anchor=(1.02, 1.0),
         fontsize=7,
         title_fontsize=8,
-        ncols=columns,
+        ncols=1 if len(handles) <= 22 else 2,
         frameon=False,
     )
 
 
+def outliers(frame: pd.DataFrame, rank_by: str, count: int = _LABELLED) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``count`` models ranked lowest and the ``count`` ranked highest by ``rank_by`` (each model once, at its
+    highest row), lowest first in both; a model in the lowest is not repeated in the highest."""
+    ranked = frame.sort_values(rank_by).drop_duplicates("model", keep="last").sort_values(rank_by)
+    low, high = ranked.head(count), ranked.tail(count)
+    return low, high[~high["model"].isin(low["model"])]
+
+
 def _label_extremes(axes, frame: pd.DataFrame, x: str, y: str, rank_by: str | None = None) -> None:
-    """Name the ``_LABELLED`` models ranked highest and lowest by ``rank_by`` (default ``y``) at their (x, y) points.
+    """Name the ``outliers``: the ``_LABELLED`` models ranked highest and lowest by ``rank_by`` (default ``y``), at
+    their (x, y) points.
 
     Labels of neighbouring points are spread apart vertically (low ones upward, high ones downward) so they do not
     overlap; call this after the axes' scales and limits are final, as the spreading works in pixels.
     """
-    rank_by = rank_by or y
-    ranked = frame.sort_values(rank_by).drop_duplicates("model", keep="last").sort_values(rank_by)
-    if ranked.empty:
+    low, high = outliers(frame, rank_by or y)
+    if low.empty:
         return
     axes.set_xlim(axes.get_xlim())  # freeze the limits the pixel offsets below are computed against
     axes.set_ylim(axes.get_ylim())
-    low, high = ranked.head(_LABELLED), ranked.tail(_LABELLED)
-    high = high[~high["model"].isin(low["model"])]
     gap = 10.0 * axes.figure.dpi / 72  # pixels between label baselines: 10 pt
     for picks, direction in ((low, 1.0), (high, -1.0)):
         pixels = axes.transData.transform(picks[[x, y]].to_numpy(float))
@@ -192,6 +186,24 @@ def _backend_legend(axes, markers: dict[str, str], extra: list | None = None):
 # ---------------------------------------------------------------------------------------------- figures
 
 
+def _series_lines(axes, rows: pd.DataFrame, colors: dict, crowding: tuple[int, int]) -> None:
+    """One line (with a dot per batch) per series of ``rows``, the grey families first, in one LineCollection;
+    ``crowding``: the (lines, points) of the fullest panel, which set the line and marker styles of every panel."""
+    from matplotlib.collections import LineCollection
+
+    rows = families.coloured_last(rows, colors)
+    series = rows.groupby(SERIES, dropna=False, sort=False).ngroup().to_numpy()  # numbered in drawing order
+    rows = rows.iloc[np.lexsort((rows["batch"].to_numpy(), series))]  # each series' rows together, by batch
+    starts = np.flatnonzero(np.diff(np.sort(series), prepend=-1))
+    segments = np.split(rows[["batch", "utilization"]].to_numpy(float), starts[1:])
+    every = _colors_of(rows, colors)
+    lines, points = crowding
+    style = families.line_style(lines, 1.0, 0.65)
+    axes.add_collection(LineCollection(segments, colors=[every[start] for start in starts], **style))
+    dots = families.marker_style(points, 6.0, 0.65)
+    axes.scatter(rows["batch"], rows["utilization"], c=every, linewidths=0, **dots)
+
+
 def plot_utilization_vs_batch(frame: pd.DataFrame, path: str | Path) -> Path:
     """FLOP utilization against batch size: one line per model, one panel per backend, coloured by family."""
     title, caption = "FLOP utilization vs batch size", excluded_caption(frame)
@@ -199,14 +211,14 @@ def plot_utilization_vs_batch(frame: pd.DataFrame, path: str | Path) -> Path:
     if ok.empty:
         return _empty(path, title, caption)
     backends = sorted(ok["backend"].astype(str).unique())
-    colors = family_colors(family_labels(ok))
+    colors = families.family_colors(families.family_counts(frame))
+    by_backend = ok.groupby(ok["backend"].astype(str))
+    lines = by_backend[SERIES].apply(lambda keys: len(keys.drop_duplicates()))
+    crowding = (int(lines.max()), int(by_backend.size().max()))  # of the fullest panel
     figure, panels = _figure(6.0 * len(backends) + 2.5, 6.5, columns=len(backends))
     batches = sorted(ok["batch"].unique())
     for axes, backend in zip(panels, backends, strict=True):
-        rows = ok[ok["backend"].astype(str) == backend].sort_values("batch")
-        for _, series in rows.groupby(SERIES, dropna=False):
-            color = colors[family_labels(series).iloc[0]]
-            axes.plot(series["batch"], series["utilization"], "-o", color=color, lw=1.0, ms=2.5, alpha=0.65)
+        _series_lines(axes, ok[ok["backend"].astype(str) == backend], colors, crowding)
         axes.set_xscale("log", base=2)
         axes.set_xticks(batches, [str(b) for b in batches])
         axes.set_xlim(min(batches) / 1.3, max(batches) * 2.5)  # room for the labels at the right end
@@ -215,7 +227,8 @@ def plot_utilization_vs_batch(frame: pd.DataFrame, path: str | Path) -> Path:
         axes.set_title(f"backend: {backend}")
         axes.grid(True, alpha=0.3)
     for axes, backend in zip(panels, backends, strict=True):
-        _label_extremes(axes, largest_batch(ok[ok["backend"].astype(str) == backend]), "batch", "utilization")
+        rows = ok[ok["backend"].astype(str) == backend]
+        _label_extremes(axes, rows[rows["batch"] == rows["batch"].max()], "batch", "utilization")
     panels[0].set_ylabel("FLOP utilization = achieved / peak FLOP/s")
     _percent_axis(panels[0].yaxis)
     legend = _family_legend(figure, panels[-1], ok, colors)
@@ -233,11 +246,12 @@ def plot_utilization_vs_gflops(frame: pd.DataFrame, path: str | Path) -> Path:
     if ok.empty:
         return _empty(path, title, caption)
     shown = largest_batch(ok).assign(gflops=lambda f: f["flops_per_sample"].astype(float) / 1e9)
-    colors, markers = family_colors(family_labels(shown)), _backend_markers(shown)
+    colors, markers = families.family_colors(families.family_counts(frame)), _backend_markers(shown)
+    style = families.marker_style(len(shown), 28, 0.8)
     figure, (axes,) = _figure()
     for backend, marker in markers.items():
-        rows = shown[shown["backend"].astype(str) == backend]
-        axes.scatter(rows["gflops"], rows["utilization"], c=_colors_of(rows, colors), marker=marker, s=28, alpha=0.8)
+        rows = families.coloured_last(shown[shown["backend"].astype(str) == backend], colors)
+        axes.scatter(rows["gflops"], rows["utilization"], c=_colors_of(rows, colors), marker=marker, **style)
     axes.set_xscale("log")
     axes.set_xlabel("GFLOPs per sample (log)")
     axes.set_ylabel("FLOP utilization = achieved / peak FLOP/s")
@@ -279,7 +293,7 @@ def plot_throughput_vs_gflops(frame: pd.DataFrame, path: str | Path) -> Path:
     if ok.empty:
         return _empty(path, title, caption)
     ok = ok.assign(gflops=ok["flops_per_sample"].astype(float) / 1e9)
-    colors, markers = family_colors(family_labels(ok)), _backend_markers(ok)
+    colors, markers = families.family_colors(families.family_counts(frame)), _backend_markers(ok)
     figure, (axes,) = _figure(12, 7.5)
     low, high = ok["gflops"].min(), ok["gflops"].max()
     grid = np.logspace(np.log10(low / 1.5), np.log10(high * 1.5), 64)
@@ -287,13 +301,15 @@ def plot_throughput_vs_gflops(frame: pd.DataFrame, path: str | Path) -> Path:
     lowest, highest = ok["samples_per_s"].min() / 3, ok["samples_per_s"].max() * 3
     _draw_iso_lines(axes, peaks, grid, lowest)
     large, small = largest_batch(ok), smallest_batch(ok)
+    filled = families.marker_style(len(large) + len(small), 28, 1.0)
+    hollow = families.marker_style(len(large) + len(small), 18, 1.0)
     for backend, marker in markers.items():
-        big = large[large["backend"].astype(str) == backend]
-        few = small[small["backend"].astype(str) == backend]
-        axes.scatter(big["gflops"], big["samples_per_s"], c=_colors_of(big, colors), marker=marker, s=28)
+        big = families.coloured_last(large[large["backend"].astype(str) == backend], colors)
+        few = families.coloured_last(small[small["backend"].astype(str) == backend], colors)
+        axes.scatter(big["gflops"], big["samples_per_s"], c=_colors_of(big, colors), marker=marker, **filled)
         axes.scatter(
-            few["gflops"], few["samples_per_s"], marker=marker, s=18, facecolors="none",
-            edgecolors=_colors_of(few, colors), lw=0.8,
+            few["gflops"], few["samples_per_s"], marker=marker, facecolors="none", edgecolors=_colors_of(few, colors),
+            lw=0.8 if hollow["alpha"] == 1.0 else 0.6, **hollow,
         )  # fmt: skip
     axes.set_xscale("log")
     axes.set_yscale("log")
@@ -322,8 +338,10 @@ def plot_utilization_by_family(frame: pd.DataFrame, path: str | Path) -> Path:
     shown = largest_batch(ok).assign(family=lambda f: family_labels(f))
     order = shown.groupby("family")["utilization"].median().sort_values().index.tolist()
     backends = sorted(shown["backend"].astype(str).unique())
-    figure, (axes,) = _figure(12, max(4.0, 0.42 * len(order) + 1.5))
+    many = len(order) > families.ALL_COLOURED
+    figure, (axes,) = _figure(12, max(4.0, (_FAMILY_ROW_INCHES[many]) * len(order) + 1.5))
     width = 0.8 / len(backends)
+    dots = families.marker_style(len(shown), 9, 0.9)
     handles = []
     for j, backend in enumerate(backends):
         color = f"C{j}"
@@ -332,10 +350,10 @@ def plot_utilization_by_family(frame: pd.DataFrame, path: str | Path) -> Path:
             values = shown[(shown["family"] == family) & (shown["backend"].astype(str) == backend)]["utilization"]
             if values.empty:
                 continue
-            _family_box(axes, values.to_numpy(), i + offset, width, color)
+            _family_box(axes, values.to_numpy(), i + offset, width, color, dots)
         handles.append(axes.scatter([], [], marker="s", color=color, label=backend))
     models = shown.groupby("family")["model"].nunique()
-    axes.set_yticks(range(len(order)), [f"{f} ({models[f]})" for f in order])
+    axes.set_yticks(range(len(order)), [f"{f} ({models[f]})" for f in order], fontsize=7 if many else None)
     axes.set_ylim(-0.7, len(order) - 0.3)
     axes.set_xlabel("FLOP utilization = achieved / peak FLOP/s")
     _percent_axis(axes.xaxis)
@@ -346,7 +364,7 @@ def plot_utilization_by_family(frame: pd.DataFrame, path: str | Path) -> Path:
     return _save(figure, path, caption, legend)
 
 
-def _family_box(axes, values: np.ndarray, position: float, width: float, color: str) -> None:
+def _family_box(axes, values: np.ndarray, position: float, width: float, color: str, dots: dict) -> None:
     box = axes.boxplot(
         values, positions=[position], widths=width * 0.85, orientation="horizontal", patch_artist=True,
         showfliers=False, manage_ticks=False,
@@ -356,7 +374,7 @@ def _family_box(axes, values: np.ndarray, position: float, width: float, color: 
     for part in ("medians", "whiskers", "caps"):
         for line in box[part]:
             line.set(color=color)
-    axes.scatter(values, np.full(len(values), position), s=9, color=color, alpha=0.9, zorder=3)
+    axes.scatter(values, np.full(len(values), position), color=color, zorder=3, **dots)
 
 
 def plot_flop_vs_nvml(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -371,10 +389,12 @@ def plot_flop_vs_nvml(frame: pd.DataFrame, path: str | Path) -> Path:
         caption += f"; {len(ok) - len(shown)} without an nvml_util sample"
     if shown.empty:
         return _empty(path, title, caption, "no nvml_util samples")
-    colors = family_colors(family_labels(shown))
+    colors = families.family_colors(families.family_counts(frame))
+    shown = families.coloured_last(shown, colors)
     figure, (axes,) = _figure(10, 7.5)
     axes.plot([0, 100], [0, 100], "--", color="#999999", lw=1, label="FLOP utilization = nvml_util")
-    axes.scatter(shown["nvml_util"], 100 * shown["utilization"], c=_colors_of(shown, colors), s=14, alpha=0.7)
+    style = families.marker_style(len(shown), 14, 0.7)
+    axes.scatter(shown["nvml_util"], 100 * shown["utilization"], c=_colors_of(shown, colors), **style)
     axes.set_xlim(0, 102)
     axes.set_ylim(0, 102)
     axes.set_aspect("equal")

@@ -31,28 +31,64 @@ CONFIG = Configuration("NVIDIA H200", "channels_last", "2.5.1+cu124", "90100", "
 DEVICES = ((CONFIG.device, PEAK_TFLOPS),)  # (name, dense fp16 peak TFLOP/s) of each GPU the grid is measured on
 OTHER_DRIVER = "535.183.01"  # the driver of every device after the first: its software label differs too
 FILL_EXPONENT = 0.3  # a GPU with k times less peak reaches k ** 0.3 times the utilization of the first one
+GROWTH = 1.6  # each further model of a family has 1.6 times the FLOPs of the last (the first ten)
 OP_CLASSES = ["dense_conv", "pointwise_conv", "depthwise_conv", "linear", "norm", "activation", "pool", "elementwise"]
 
 
-def synthetic_models(count: int, families: int = len(FAMILIES)) -> pd.DataFrame:
-    """``count`` models spread over the first ``families`` families in turn: model, family, flops_per_sample, params,
-    scale (the family's utilization scale)."""
-    names = list(FAMILIES)[:families]
+def family_parameters(families: int) -> dict[str, tuple[float, float]]:
+    """The first ``families`` families: ``FAMILIES`` in order, then generated ones (``"Family 09"``, ...) whose
+    utilization scale and smallest GFLOPs are those of a named family (in turn) times fixed factors between 0.7 and 1.3
+    (utilization) and 0.5 and 2 (GFLOPs): deterministic, no random draw."""
+    if families < 1:
+        raise UsageError(f"families must be 1 or more; got {families!r}")
+    found = dict(list(FAMILIES.items())[:families])
+    named = list(FAMILIES.values())
+    for i in range(len(FAMILIES), families):
+        scale, gflops = named[i % len(named)]
+        fraction = (i * 0.618034) % 1.0  # golden-ratio steps: evenly spread, never repeating
+        found[f"Family {i + 1:02d}"] = (scale * (0.7 + 0.6 * fraction), gflops * 2.0 ** (2 * fraction - 1))
+    return found
+
+
+def family_sizes(count: int, families: int, skew: float = 0.0) -> list[int]:
+    """Models per family: ``count`` shared out over ``families`` in proportion to ``1 / rank ** skew`` (largest
+    remainders), every family at least one when ``count >= families``; ``skew = 0`` gives equal shares, the first
+    families one more."""
+    if count < 0 or skew < 0:
+        raise UsageError(f"count and skew must be 0 or more; got count {count!r}, skew {skew!r}")
+    weights = 1.0 / np.arange(1, families + 1) ** skew
+    floor = min(1, count // families) if families else 0
+    shares = floor + (count - floor * families) * weights / weights.sum()
+    sizes = np.floor(shares).astype(int)
+    by_remainder = np.argsort(-(shares - sizes), kind="stable")  # ties: the earlier family
+    sizes[by_remainder[: count - sizes.sum()]] += 1
+    return [int(size) for size in sizes]
+
+
+def synthetic_models(count: int, families: int = len(FAMILIES), skew: float = 0.0) -> pd.DataFrame:
+    """``count`` models over the first ``families`` families (``family_parameters``; more than the 8 named ones are
+    generated), ``family_sizes(count, families, skew)`` of each: model, family, flops_per_sample, params, scale (the
+    family's utilization scale). Rows go round the families (the first model of each, then the second, ...).
+
+    The k-th model of a family has ``GROWTH ** (k % 10) * 1.05 ** (k // 10)`` times the FLOPs of its first, so a
+    family of hundreds stays within a few hundred times its smallest model."""
+    parameters = family_parameters(families)
+    sizes = dict(zip(parameters, family_sizes(count, families, skew), strict=True))
     rows = []
-    for i in range(count):
-        family = names[i % len(names)]
-        scale, gflops = FAMILIES[family]
-        size = 1.6 ** (i // len(names))  # each further model of a family has 1.6 times the FLOPs of the last
-        rows.append(
-            dict(
-                model=f"timm:{family.lower()}_{i // len(names)}",
-                family=family,
-                flops_per_sample=int(gflops * size * 1e9),
-                params=int(gflops * size * 6e6),
-                scale=scale,
+    for k in range(max(sizes.values(), default=0)):
+        for family in [name for name, size in sizes.items() if size > k]:
+            scale, gflops = parameters[family]
+            size = GROWTH ** (k % 10) * 1.05 ** (k // 10)
+            rows.append(
+                dict(
+                    model=f"timm:{family.lower().replace(' ', '')}_{k}",
+                    family=family,
+                    flops_per_sample=int(gflops * size * 1e9),
+                    params=int(gflops * size * 6e6),
+                    scale=scale,
+                )
             )
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "family", "flops_per_sample", "params", "scale"])
 
 
 def synthetic_store(
@@ -63,17 +99,20 @@ def synthetic_store(
     backends: tuple[str, ...] = ("graph", "inference"),
     errors: int = 2,
     devices: tuple[tuple[str, float], ...] = DEVICES,
+    skew: float = 0.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(measurements, op_classes): one measurement per model x batch x backend x device, op classes at the largest
     batch.
 
     ``devices`` are (GPU name, dense peak TFLOP/s) pairs, e.g. ``(("NVIDIA H200", 989.5), ("NVIDIA L4", 121.0))``;
     a device after the first has driver ``OTHER_DRIVER`` and ``(first peak / its peak) ** FILL_EXPONENT`` times the
-    utilization. The largest model of each family with more than one model runs out of memory at the largest batch
-    (on every device); ``errors`` further rows (drawn with ``rng``) become ``"error: ..."`` rows.
+    utilization. ``families`` and ``skew`` share the models out as ``synthetic_models`` does (``skew = 1``: a few large
+    families and many small ones, as in timm). The largest model of each family with more than one model runs out of
+    memory at the largest batch (on every device); ``errors`` further rows (drawn with ``rng``) become
+    ``"error: ..."`` rows.
     """
     _check_devices(devices)
-    catalog = synthetic_models(models, families)
+    catalog = synthetic_models(models, families, skew)
     grid = catalog.merge(pd.DataFrame({"batch": list(batches)}), how="cross")
     grid = grid.merge(pd.DataFrame({"backend": list(backends)}), how="cross")
     first_peak = devices[0][1]

@@ -1,0 +1,268 @@
+"""The report for a survey of hundreds of models in ~60 families (a timm survey): synthetic family sizes, which families
+get a colour and how many legend entries that makes, crowded marker styles, how many models carry a label, and the
+page's filterable, sortable table of every model (its rows, its cells, its script; run in headless Chromium when it
+is installed). Expectations are worked out in the comments.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from utilscope.report import build_report, families, html, plots
+from utilscope.report.model_table import NOT_MEASURED, SCRIPT, failed_text, model_table, table_batches
+from utilscope.report.synthetic import FAMILIES, family_parameters, family_sizes, synthetic_models, synthetic_store
+
+# 120 models over 30 families, sizes family_sizes(120, 30, 1.0) = [24, 12, 9, 7, 5, 5, 4, 4, 3, 3, 3 x 6, 2 x 14]
+MANY = dict(models=120, families=30, skew=1.0, batches=(1, 256), backends=("graph",), errors=0)
+
+
+@pytest.fixture(scope="module")
+def many() -> tuple[pd.DataFrame, pd.DataFrame]:
+    # 120 models x 2 batches x 1 backend = 240 rows; the largest model of each of the 30 families (all have two or
+    # more) runs out of memory at batch 256: 30 rows; no error rows, so every model has a successful row
+    return synthetic_store(np.random.default_rng(7), **MANY)
+
+
+@pytest.fixture(scope="module")
+def page(many, tmp_path_factory) -> Path:
+    return build_report(*many, tmp_path_factory.mktemp("many"))
+
+
+def models_table_html(page_text: str) -> str:
+    return re.search(r'<table id="models" class="sortable">.*?</table>', page_text, re.S).group(0)
+
+
+@pytest.fixture()
+def drawn(monkeypatch):
+    """Per figure the plots save: the texts drawn inside its axes and the labels of its legends."""
+    found, save = [], plots._save
+
+    def recording(figure, path, caption, legend=None):
+        texts = [t.get_text() for axes in figure.axes for t in axes.texts]
+        legends = [[t.get_text() for t in axes.get_legend().get_texts()] for axes in figure.axes if axes.get_legend()]
+        found.append(dict(texts=texts, legends=legends, family=legend and [t.get_text() for t in legend.get_texts()]))
+        return save(figure, path, caption, legend)
+
+    monkeypatch.setattr(plots, "_save", recording)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- synthetic
+
+
+def test_family_sizes_share_the_models_out():
+    assert family_sizes(12, 8) == [2, 2, 2, 2, 1, 1, 1, 1]  # equal shares, the first families one more
+    assert family_sizes(5, 8) == [1, 1, 1, 1, 1, 0, 0, 0]
+    # one each, then 7 by weights 1, 1/2, 1/3 (sum 11/6): 1 + 42/11 = 4.82, 1 + 21/11 = 2.91, 1 + 14/11 = 2.27;
+    # floors 4, 2, 2 leave 2 for the largest remainders (0.91, then 0.82): 5, 3, 2
+    assert family_sizes(10, 3, skew=1.0) == [5, 3, 2]
+    assert sum(family_sizes(700, 60, skew=1.0)) == 700
+
+
+def test_synthetic_models_beyond_the_named_families():
+    parameters = family_parameters(30)
+    assert list(parameters)[:8] == list(FAMILIES) and list(parameters)[8:10] == ["Family 09", "Family 10"]
+    assert len(parameters) == 30 and list(parameters)[-1] == "Family 30"
+    catalog = synthetic_models(120, 30, skew=1.0)
+    assert len(catalog) == 120 and catalog["model"].is_unique
+    assert catalog.groupby("family", sort=False).size().loc[list(parameters)].tolist() == family_sizes(120, 30, 1.0)
+    # the default store is the one it was: round the families, the k-th model 1.6 ** k times the FLOPs of the first
+    small = synthetic_models(12, 4)
+    assert list(small["model"][:5]) == ["timm:resnet_0", "timm:efficientnet_0", "timm:mobilenetv3_0",
+                                        "timm:convnext_0", "timm:resnet_1"]  # fmt: skip
+    assert small["flops_per_sample"].iloc[8] == int(1.8 * 1.6**2 * 1e9)  # resnet_2
+
+
+# ---------------------------------------------------------------------------------------------- families
+
+
+def test_coloured_families_all_of_a_small_store_else_the_largest():
+    counts = pd.Series({"D": 1, "C": 3, "A": 5, "B": 3})
+    assert families.coloured_families(counts, limit=2, all_up_to=4) == ["A", "B", "C", "D"]  # few: all, by name
+    assert families.coloured_families(counts, limit=2, all_up_to=3) == ["A", "B"]  # most models; B before C by name
+
+
+def test_family_colors_of_many_families_are_ten_distinct_colours_and_grey():
+    counts = families.family_counts(synthetic_models(700, 60, skew=1.0))
+    colours = families.family_colors(counts)
+    assert set(colours) == set(counts.index)
+    coloured = [f for f, c in colours.items() if c != families.OTHER_COLOUR]
+    assert coloured == list(counts.index[:10])  # the ten largest families, the largest first
+    assert coloured[:3] == ["ResNet", "EfficientNet", "MobileNetV3"]  # 138, 69, 47 models
+    assert len({colours[f] for f in coloured}) == 10
+
+
+def test_a_store_of_twenty_families_keeps_a_colour_for_each():
+    counts = families.family_counts(synthetic_models(40, 20))
+    colours = families.family_colors(counts)
+    assert len(set(colours.values())) == 20 and families.OTHER_COLOUR not in colours.values()
+    assert list(colours) == sorted(counts.index)  # by name, as before
+
+
+def test_legend_entries_are_capped_with_one_entry_for_the_other_families():
+    catalog = synthetic_models(700, 60, skew=1.0)
+    entries = families.legend_entries(catalog, families.family_colors(families.family_counts(catalog)))
+    assert len(entries) == 11
+    assert entries[0] == ("ResNet (138)", "#1f77b4")
+    # the ten largest families hold 138 + 69 + 47 + 35 + 28 + 24 + 21 + 18 + 16 + 15 = 411 models
+    assert entries[-1] == ("50 other families (289)", families.OTHER_COLOUR)
+
+
+def test_crowded_markers_shrink_with_the_square_root_of_the_count():
+    assert families.marker_style(500, 28, 0.8) == dict(s=28, alpha=0.8)
+    # 2000 points: sqrt(500 / 2000) = 0.5 of the area, 0.6 of the opacity
+    assert families.marker_style(2000, 28, 0.8) == pytest.approx(dict(s=14, alpha=0.48))
+    assert families.marker_style(10**6, 28, 0.8)["s"] == pytest.approx(28 * families.SMALLEST_MARKER)
+    assert families.line_style(150, 1.0, 0.65) == dict(linewidth=1.0, alpha=0.65)
+    # 600 lines: crowding sqrt(150 / 600) = 0.5, width x sqrt(0.5), opacity x 0.6 x sqrt(0.5)
+    assert families.line_style(600, 1.0, 0.65) == pytest.approx(dict(linewidth=0.5**0.5, alpha=0.39 * 0.5**0.5))
+
+
+def test_coloured_last_draws_the_grey_families_first():
+    frame = pd.DataFrame({"family": ["A", "grey", "B", "grey"], "model": ["a", "g1", "b", "g2"]})
+    order = families.coloured_last(frame, {"B": "red", "A": "blue", "grey": families.OTHER_COLOUR})
+    assert list(order["model"]) == ["g1", "g2", "b", "a"]  # grey, then in the colours' order
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+
+def test_outliers_are_the_few_lowest_and_highest():
+    frame = pd.DataFrame({"model": list("abcdefgh"), "utilization": [0.5, 0.1, 0.7, 0.2, 0.9, 0.3, 0.8, 0.4]})
+    low, high = plots.outliers(frame, "utilization", count=2)
+    assert list(low["model"]) == ["b", "d"] and list(high["model"]) == ["g", "e"]
+    low, high = plots.outliers(frame.head(3), "utilization", count=2)
+    assert list(low["model"]) == ["b", "a"] and list(high["model"]) == ["c"]  # a is not named twice
+
+
+def test_the_figures_of_many_families_name_six_models_and_cap_the_legend(many, tmp_path, drawn):
+    measurements, _ = many
+    plots.plot_utilization_vs_gflops(measurements, tmp_path / "gflops.png")
+    plots.plot_utilization_vs_batch(measurements, tmp_path / "batch.png")
+    gflops, batch = drawn
+    assert len(gflops["texts"]) == 2 * plots._LABELLED and len(batch["texts"]) == 2 * plots._LABELLED
+    # 30 families: the ten largest hold 24 + 12 + 9 + 7 + 5 + 5 + 4 + 4 + 3 + 3 = 76 of 120 models
+    for figure in (gflops, batch):
+        assert len(figure["family"]) == 11 and figure["family"][0] == "ResNet (24)"
+        assert figure["family"][-1] == "20 other families (44)"
+
+
+def test_the_batch_figure_names_the_extremes_at_its_largest_batch(tmp_path, drawn):
+    rows = [dict(model=m, batch=b, utilization=u, status="ok", family="F", backend="graph")
+            for m, b, u in [("a", 1, 0.01), ("a", 256, 0.5), ("b", 1, 0.001), ("b", 256, 0.4), ("c", 1, 0.002),
+                            ("d", 1, 0.02), ("d", 256, 0.3)]]  # fmt: skip
+    frame = pd.DataFrame(rows).assign(resolution=224, precision="fp16", device="gpu", software="sw")
+    plots.plot_utilization_vs_batch(frame, tmp_path / "batch.png")
+    # c measured batch 1 only (out of memory at 256): not ranked against the others' batch-256 utilization
+    assert "c" not in drawn[0]["texts"] and sorted(drawn[0]["texts"]) == ["a", "b", "d"]
+
+
+# ---------------------------------------------------------------------------------------------- model table
+
+
+def row(model: str, batch: int, backend: str, utilization: float, status: str = "ok") -> dict:
+    return dict(model=model, resolution=224, precision="fp16", device="gpu", software="sw", batch=batch,
+                backend=backend, family="F", flops_per_sample=2e9, params=5e6, status=status,
+                utilization=utilization, samples_per_s=1000 * utilization)  # fmt: skip
+
+
+def test_model_table_one_row_per_series_at_the_smallest_and_largest_batch():
+    frame = pd.DataFrame(
+        [
+            row("m10", 1, "graph", 0.01),
+            row("m10", 8, "graph", 0.1, status="error: CUDA error"),
+            row("m10", 256, "graph", np.nan, status="oom"),
+            row("m2", 1, "graph", 0.02),
+            row("m2", 256, "graph", 0.4),
+            row("m2", 1, "inference", 0.03),  # no row at 256
+        ]
+    )
+    assert table_batches(frame) == [1, 256]
+    table = model_table(frame)
+    assert list(zip(table["model"], table["backend"], strict=True)) == [
+        ("m2", "graph"),
+        ("m2", "inference"),
+        ("m10", "graph"),
+    ]  # fmt: skip  (m2 before m10: numbers in names by value)
+    assert table["gflops_per_sample"].tolist() == [2.0] * 3 and table["params_millions"].tolist() == [5.0] * 3
+    assert table["utilization_at_256"].iloc[0] == 0.4 and table["utilization_at_256"].iloc[1:].isna().all()
+    assert table["samples_per_s_at_1"].tolist() == pytest.approx([20, 30, 10])
+    assert table["status_at_256"].tolist() == ["ok", NOT_MEASURED, "oom"]
+    assert table["status"].tolist() == ["ok", "ok", "error at 8; oom at 256"]
+
+
+def test_failed_text_groups_the_failed_batches_by_kind():
+    rows = pd.DataFrame({"kind": ["oom", "ok", "error", "oom"], "batch": [256, 1, 8, 128]})
+    assert failed_text(rows) == "error at 8; oom at 128, 256"
+    assert failed_text(rows[rows["kind"] == "ok"]) == "ok"
+
+
+def test_the_page_has_one_table_row_per_model_and_the_filter_script(many, page):
+    measurements, _ = many
+    text = page.read_text()
+    table = models_table_html(text)
+    body = table.split("<tbody>")[1]
+    assert body.count("<tr>") == 120  # one backend: one row per model
+    cells = re.findall(r"<tr>(.*?)</tr>", body)
+    names = [re.match(r'<td class="t">([^<]*)</td>', cell).group(1) for cell in cells]
+    assert sorted(names) == sorted(measurements["model"].unique())
+    # the 30 models out of memory at 256 read "oom" in that column and their status
+    assert sum('<td class="n">oom</td>' in cell for cell in cells) == 30
+    assert text.count("<script>") == 1 and SCRIPT in text
+    assert '<input type="search"' in text and 'data-filter="models"' in text
+    assert '<span id="models-count">120 of 120 rows</span>' in text
+    header = re.search(r"<thead>(.*?)</thead>", table).group(1)
+    assert '<th colspan="2">batch 1</th><th colspan="2">batch 256</th>' in header
+    assert "backend" not in header  # a single backend: no column for it
+    assert "<p>30 families: the figures colour the 10 with the most models (ResNet, EfficientNet," in text
+    assert "draw the other 20 in light grey" in text
+
+
+def test_a_small_store_has_no_note_on_grey_families_and_a_row_per_model_and_backend():
+    measurements, _ = synthetic_store(np.random.default_rng(0), models=8, batches=(1, 8))
+    assert html._family_note(measurements) == ""
+    section = html._model_section(measurements)
+    assert section.split("<tbody>")[1].count("<tr>") == 16  # 8 models x 2 backends
+    assert '<th class="t">backend</th>' in section
+
+
+PROBE = """<script>
+(function () {
+  var out = [], table = document.getElementById("models"), box = document.querySelector("input[data-filter]");
+  function shown() { return Array.prototype.filter.call(table.tBodies[0].rows, function (r) { return !r.hidden; }); }
+  box.value = "family09 oom"; box.dispatchEvent(new Event("input"));
+  out.push(shown().length + "|" + document.getElementById("models-count").textContent);
+  box.value = ""; box.dispatchEvent(new Event("input"));
+  var headers = table.tHead.rows[1].cells, column = headers.length - 3;  // utilization at the largest batch
+  headers[column].click();
+  var rows = table.tBodies[0].rows, first = rows[0].cells[column].textContent;
+  out.push(first + "|" + rows[rows.length - 1].cells[column].textContent + "|" + headers[column].dataset.sort);
+  headers[0].click();
+  out.push(rows[0].cells[0].textContent + "|" + rows[1].cells[0].textContent);
+  document.title = "probe:" + out.join(";");
+})();
+</script></body>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH")
+def test_the_model_table_filters_and_sorts_in_headless_chromium(many, page, tmp_path):
+    measurements, _ = many
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE))
+    command = ["chromium", "--headless", "--disable-gpu", "--no-sandbox", f"--user-data-dir={tmp_path / 'profile'}",
+               "--dump-dom", probe.as_uri()]  # fmt: skip
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    filtered, by_utilization, by_model = re.search(r"<title>probe:(.*?)</title>", dom).group(1).split(";")
+    # family09 has family_sizes(120, 30, 1)[8] = 3 models; its largest is out of memory at 256
+    assert filtered == "1|1 of 120 rows"
+    best = plots.ok_rows(measurements)
+    best = best[best["batch"] == 256]["utilization"].max()
+    assert by_utilization == f"{100 * best:.1f}%|oom|desc"  # highest first, the failed cells last
+    assert by_model == "timm:convnext_0|timm:convnext_1"
