@@ -1,0 +1,134 @@
+"""Findings over a population of surveyed models (the timm survey): distributions, extremes, family medians, the
+design choices that go with high or low utilization, speed at equal FLOPs, and agreement with another store.
+
+Every function takes the exported measurements (``utilscope export``: one row per cell) and, for design choices,
+the table of ``counting.design`` features (``scripts/build_timm_design.py``), and returns a DataFrame. Only ``ok``
+rows count. A design choice is compared two ways: the median utilization of the models that have it, and the median
+*size-matched ratio*, each model's utilization over what a log-log fit of utilization on GFLOPs/sample predicts for
+its size, because bigger models use more of the GPU whatever their design.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def ok_cells(frame: pd.DataFrame, backend: str | None = None, batch: int | None = None) -> pd.DataFrame:
+    rows = frame[frame["status"] == "ok"]
+    if backend is not None:
+        rows = rows[rows["backend"] == backend]
+    if batch is not None:
+        rows = rows[rows["batch"] == batch]
+    return rows.assign(gflops=rows["flops_per_sample"] / 1e9, name=rows["model"].str.split(":", n=1).str[-1])
+
+
+def distribution(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per backend and batch: models measured, utilization quantiles and the largest."""
+    rows = ok_cells(frame)
+    grouped = rows.groupby(["backend", "batch"])["utilization"]
+    table = grouped.quantile(list(QUANTILES)).unstack()
+    table.columns = [f"p{round(q * 100)}" for q in QUANTILES]
+    return pd.concat([grouped.size().rename("models"), table, grouped.max().rename("max")], axis=1).reset_index()
+
+
+def extremes(frame: pd.DataFrame, backend: str, batch: int, count: int = 10, best: bool = True) -> pd.DataFrame:
+    """The ``count`` models with the highest (``best``) or lowest utilization at one backend and batch."""
+    rows = ok_cells(frame, backend, batch).sort_values("utilization", ascending=not best).head(count)
+    return rows[["name", "family", "resolution", "gflops", "utilization", "samples_per_s"]].reset_index(drop=True)
+
+
+def family_medians(frame: pd.DataFrame, backend: str, batch: int, min_models: int = 3) -> pd.DataFrame:
+    """Per family with at least ``min_models`` models: their count and median utilization, best first."""
+    rows = ok_cells(frame, backend, batch)
+    grouped = rows.groupby("family")
+    table = pd.DataFrame({"models": grouped.size(), "median_utilization": grouped["utilization"].median(),
+                          "median_gflops": grouped["gflops"].median()})  # fmt: skip
+    table = table[table["models"] >= min_models]
+    return table.sort_values("median_utilization", ascending=False).reset_index()
+
+
+def size_matched_ratio(rows: pd.DataFrame) -> pd.Series:
+    """Each row's utilization over the fit ``log u = a + b log GFLOPs`` of all the rows (1.0: as its size predicts)."""
+    x, y = np.log(rows["gflops"].to_numpy()), np.log(rows["utilization"].to_numpy())
+    slope, intercept = np.polyfit(x, y, 1)
+    return pd.Series(np.exp(y - (intercept + slope * x)), index=rows.index)
+
+
+def design_groups(design: pd.DataFrame) -> pd.DataFrame:
+    """The design choices as categories, one column each: conv style, squeeze-excite, activation, channel
+    alignment, stem, resolution, re-parameterizable blocks, depth and width (halves of the population)."""
+    conv = np.select([design["depthwise_share"] >= 0.01, design["grouped_share"] >= 0.1], ["depthwise", "grouped"],
+                     "dense")  # fmt: skip
+    return pd.DataFrame({
+        "model": design["model"],
+        "conv style": conv,
+        "squeeze-excite": np.where(design["squeeze_excite"], "yes", "no"),
+        "activation": design["activation"],
+        "channels aligned to 8": np.where(design["aligned_share"] >= 0.99, ">= 99% of FLOPs", "< 99% of FLOPs"),
+        "stem": np.where(design["patchify_stem"], "patchify", "overlapping conv"),
+        "input resolution": pd.cut(design["resolution"], [0, 224, 320, 10_000], labels=["<= 224", "225-320", "> 320"]),
+        "re-parameterizable blocks": np.where(design["reparameterizable"], "yes", "no"),
+        "depth": np.where(design["depth"] > design["depth"].median(), "deeper half", "shallower half"),
+        "width": np.where(design["width"] > design["width"].median(), "wider half", "narrower half"),
+    })  # fmt: skip
+
+
+def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int) -> pd.DataFrame:
+    """Per design choice and value: models, median utilization, median GFLOPs and median size-matched ratio."""
+    rows = ok_cells(frame, backend, batch)
+    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(design_groups(design), on="model")
+    parts = []
+    for choice in design_groups(design).columns.drop("model"):
+        grouped = rows.groupby(choice, observed=True)
+        parts.append(pd.DataFrame({"choice": choice, "models": grouped.size(),
+                                   "median_utilization": grouped["utilization"].median(),
+                                   "median_gflops": grouped["gflops"].median(),
+                                   "size_matched": grouped["ratio"].median()}).rename_axis("value").reset_index())  # fmt: skip
+    return pd.concat(parts, ignore_index=True)[["choice", "value", "models", "median_utilization", "median_gflops",
+                                                "size_matched"]]  # fmt: skip
+
+
+def equal_flops_pairs(frame: pd.DataFrame, backend: str, batch: int, tolerance: float = 0.05) -> pd.DataFrame:
+    """Every pair of models of different families whose GFLOPs/sample differ by at most ``tolerance``, with the
+    throughput ratio fast / slow; the largest ratios first."""
+    rows = ok_cells(frame, backend, batch).sort_values("gflops").reset_index(drop=True)
+    pairs = []
+    for i, a in rows.iterrows():
+        for _, b in rows.iloc[i + 1 :].iterrows():
+            if b["gflops"] > a["gflops"] * (1 + tolerance):
+                break
+            if a["family"] != b["family"]:
+                fast, slow = (a, b) if a["samples_per_s"] >= b["samples_per_s"] else (b, a)
+                pairs.append({"fast": fast["name"], "fast_family": fast["family"], "fast_gflops": fast["gflops"],
+                              "slow": slow["name"], "slow_family": slow["family"], "slow_gflops": slow["gflops"],
+                              "ratio": fast["samples_per_s"] / slow["samples_per_s"]})  # fmt: skip
+    columns = ["fast", "fast_family", "fast_gflops", "slow", "slow_family", "slow_gflops", "ratio"]
+    return pd.DataFrame(pairs, columns=columns).sort_values("ratio", ascending=False).reset_index(drop=True)
+
+
+def family_wins(pairs: pd.DataFrame, min_ratio: float = 1.5) -> pd.DataFrame:
+    """Per family: equal-FLOP pairs of at least ``min_ratio`` it wins and loses, most wins first."""
+    strong = pairs[pairs["ratio"] >= min_ratio]
+    table = pd.DataFrame({"wins": strong["fast_family"].value_counts(), "losses": strong["slow_family"].value_counts()})
+    table = table.fillna(0).astype(int).rename_axis("family").reset_index()
+    return table.sort_values(["wins", "losses"], ascending=[False, True]).reset_index(drop=True)
+
+
+def agreement(frame: pd.DataFrame, other: pd.DataFrame, pairs: dict[str, str]) -> pd.DataFrame:
+    """The same architectures in two stores (``pairs``: model id here -> model id there), cell by cell (backend,
+    batch): resolution and GFLOPs on both sides and the utilization and throughput ratios here / there."""
+    here, there = ok_cells(frame), ok_cells(other)
+    there = there[there["model"].isin(pairs.values())]
+    here = here[here["model"].isin(pairs)].assign(other_model=lambda rows: rows["model"].map(pairs))
+    keys = ["backend", "batch", "precision"]
+    joined = here.merge(there, left_on=["other_model", *keys], right_on=["model", *keys], suffixes=("", "_other"))
+    return pd.DataFrame({
+        "model": joined["name"], "other": joined["name_other"], "backend": joined["backend"], "batch": joined["batch"],
+        "resolution": joined["resolution"], "other_resolution": joined["resolution_other"],
+        "gflops": joined["gflops"], "other_gflops": joined["gflops_other"],
+        "utilization_ratio": joined["utilization"] / joined["utilization_other"],
+        "throughput_ratio": joined["samples_per_s"] / joined["samples_per_s_other"],
+    }).sort_values(["backend", "batch", "model"]).reset_index(drop=True)  # fmt: skip

@@ -1,0 +1,64 @@
+"""Population findings (report/population.py) on small frames with closed-form answers, and the timm findings doc
+recomputed from the committed CSVs."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from utilscope.report import population as pop
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cells(rows):
+    """Measurement rows from (model, family, gflops, batch, utilization, samples_per_s) tuples, graph backend."""
+    frame = pd.DataFrame(rows, columns=["model", "family", "gflops", "batch", "utilization", "samples_per_s"])
+    return frame.assign(flops_per_sample=frame.pop("gflops") * 1e9, backend="graph", precision="fp16", status="ok",
+                        resolution=224)  # fmt: skip
+
+
+FRAME = cells([("timm:a", "A", 1.0, 256, 0.10, 100.0), ("timm:b", "B", 1.04, 256, 0.02, 25.0),
+               ("timm:c", "B", 4.0, 256, 0.20, 50.0), ("timm:d", "A", 4.1, 256, 0.05, 10.0),
+               ("timm:a", "A", 1.0, 1, 0.01, 1.0)])  # fmt: skip
+
+
+def test_distribution_extremes_and_family_medians():
+    table = pop.distribution(FRAME).set_index(["backend", "batch"])
+    assert table.loc[("graph", 256), "models"] == 4 and table.loc[("graph", 256), "p50"] == pytest.approx(0.075)
+    assert table.loc[("graph", 256), "max"] == 0.20 and table.loc[("graph", 1), "models"] == 1
+    assert pop.extremes(FRAME, "graph", 256, count=2)["name"].tolist() == ["c", "a"]
+    assert pop.extremes(FRAME, "graph", 256, count=1, best=False)["name"].tolist() == ["b"]
+    medians = pop.family_medians(FRAME, "graph", 256, min_models=2)
+    assert medians["family"].tolist() == ["B", "A"] and medians["median_utilization"].tolist() == pytest.approx([0.11, 0.075])
+
+
+def test_the_size_matched_ratio_divides_out_the_power_law_of_size():
+    rows = pop.ok_cells(cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5, 1.0) for i, g in enumerate([1, 4, 16])]))
+    assert pop.size_matched_ratio(rows).to_numpy() == pytest.approx(np.ones(3))
+
+
+def test_equal_flops_pairs_join_only_different_families_within_the_tolerance():
+    pairs = pop.equal_flops_pairs(FRAME, "graph", 256)
+    assert list(zip(pairs["fast"], pairs["slow"], strict=True)) == [("c", "d"), ("a", "b")]
+    assert pairs["ratio"].tolist() == [5.0, 4.0]
+    wins = pop.family_wins(pairs, min_ratio=4.5)
+    assert wins.to_dict("records") == [{"family": "B", "wins": 1, "losses": 0}, {"family": "A", "wins": 0, "losses": 1}]
+
+
+def test_agreement_compares_the_same_architecture_cell_by_cell():
+    other = cells([("torchvision:x", "A", 1.0, 256, 0.08, 80.0)])
+    table = pop.agreement(FRAME, other, {"timm:a": "torchvision:x"})
+    assert len(table) == 1 and table.loc[0, "throughput_ratio"] == pytest.approx(1.25)
+    assert table.loc[0, "utilization_ratio"] == pytest.approx(1.25)
+
+
+def test_the_timm_findings_doc_holds_the_numbers_the_committed_csvs_give():
+    spec = importlib.util.spec_from_file_location("timm_findings", ROOT / "scripts" / "timm_findings.py")
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    block = findings.render(*findings.load())
+    doc = findings.DOC.read_text()
+    assert findings.BEGIN in doc and findings.with_block(doc, block) == doc
