@@ -61,7 +61,8 @@ NUM = {"gflops": ".2f", "median_gflops": ".2f", "samples_per_s": ",.0f", "size_m
 def coverage(timm: pd.DataFrame) -> str:
     members = len(model_sets.set_members("timm-cnn"))
     counts = timm.assign(state=timm["status"].str.split(":").str[0]).pivot_table(
-        index=["backend", "batch"], columns="state", values="model", aggfunc="count", fill_value=0)
+        index=["backend", "batch"], columns="state", values="model", aggfunc="count", fill_value=0
+    )
     return f"timm-cnn members: {members}.\n\n" + markdown(counts.reset_index())
 
 

@@ -236,10 +236,11 @@ def test_layer_modules_compose_to_the_network():
         space = get_space(name)
         for arch in sample_architectures(space, 3, seed=5):
             layers = space.layers(arch)
-            modules = [space.build_layer(layer) for layer in layers]
-            network_params = sum(p.numel() for p in space.build(arch).parameters())
+            with torch.device("meta"):  # shapes and parameter counts only: no weights to initialize or multiply
+                modules = [space.build_layer(layer) for layer in layers]
+                network_params = sum(p.numel() for p in space.build(arch).parameters())
             assert sum(p.numel() for m in modules for p in m.parameters()) == network_params
-            x = torch.zeros(1, 3, layers[0].in_size, layers[0].in_size)
+            x = torch.zeros(1, 3, layers[0].in_size, layers[0].in_size, device="meta")
             with torch.no_grad():
                 for layer, module in zip(layers, modules, strict=True):
                     assert tuple(x.shape[1:]) == (layer.in_channels, layer.in_size, layer.in_size)

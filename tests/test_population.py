@@ -32,7 +32,8 @@ def test_distribution_extremes_and_family_medians():
     assert pop.extremes(FRAME, "graph", 256, count=2)["name"].tolist() == ["c", "a"]
     assert pop.extremes(FRAME, "graph", 256, count=1, best=False)["name"].tolist() == ["b"]
     medians = pop.family_medians(FRAME, "graph", 256, min_models=2)
-    assert medians["family"].tolist() == ["B", "A"] and medians["median_utilization"].tolist() == pytest.approx([0.11, 0.075])
+    assert medians["family"].tolist() == ["B", "A"]
+    assert medians["median_utilization"].tolist() == pytest.approx([0.11, 0.075])
 
 
 def test_the_size_matched_ratio_divides_out_the_power_law_of_size():

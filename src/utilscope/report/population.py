@@ -83,10 +83,16 @@ def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batc
     parts = []
     for choice in design_groups(design).columns.drop("model"):
         grouped = rows.groupby(choice, observed=True)
-        parts.append(pd.DataFrame({"choice": choice, "models": grouped.size(),
-                                   "median_utilization": grouped["utilization"].median(),
-                                   "median_gflops": grouped["gflops"].median(),
-                                   "size_matched": grouped["ratio"].median()}).rename_axis("value").reset_index())  # fmt: skip
+        table = pd.DataFrame(
+            {
+                "choice": choice,
+                "models": grouped.size(),
+                "median_utilization": grouped["utilization"].median(),
+                "median_gflops": grouped["gflops"].median(),
+                "size_matched": grouped["ratio"].median(),
+            }
+        )
+        parts.append(table.rename_axis("value").reset_index())  # fmt: skip
     return pd.concat(parts, ignore_index=True)[["choice", "value", "models", "median_utilization", "median_gflops",
                                                 "size_matched"]]  # fmt: skip
 
