@@ -1,15 +1,12 @@
 """The survey report: summary numbers on hand-made frames (arithmetic in comments), the whole page on a synthetic
 store (files, headline numbers, tables, embedded images, no network references), every figure on a store where
-every row failed, and (when Chromium is installed) a headless render of the page.
+every row failed. The page in a real browser: tests/test_browser.py.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -266,15 +263,3 @@ def test_flop_vs_nvml_without_any_nvml_sample(store, tmp_path, drawn_texts):
     measurements, _ = store
     plots.plot_flop_vs_nvml(measurements.assign(nvml_util=np.nan), tmp_path / "nvml.png")
     assert drawn_texts == [["no nvml_util samples"]]
-
-
-# ---------------------------------------------------------------------------------------------- rendering
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH")
-def test_the_page_renders_in_headless_chromium(report, tmp_path):
-    shot = tmp_path / "page.png"
-    command = [sys.executable, str(REPO / "scripts" / "render_check.py"), str(report), "--out", str(shot)]
-    done = subprocess.run(command + ["--height", "2000"], capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stderr
-    assert imread(shot).shape[:2] == (2000, 1400)

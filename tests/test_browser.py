@@ -1,0 +1,138 @@
+"""The report in a real browser: headless Chromium driven through WebDriver (selenium), on a report of a small
+synthetic store and on one of the H200 survey (data/h200/survey.sqlite). Images load, nothing is logged as an
+error, nothing overflows at 1280 px, the model table sorts and filters in the page, the page asks for nothing but
+its own file, and its screenshot is not blank.
+
+CI (``CI=true``) installs Chromium and chromedriver (``.ci/run``) and fails here without them; elsewhere these tests
+are skipped with the command that installs them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from utilscope.report import build_report
+from utilscope.report.synthetic import synthetic_store
+from utilscope.survey.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+WIDTH = 1280
+INSTALL = "apt-get install -y chromium chromium-driver && pip install selenium"
+
+
+def _browser_missing() -> str | None:
+    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium")
+    return ", ".join(missing) or None
+
+
+@pytest.fixture(scope="module")
+def driver():
+    missing = _browser_missing()
+    if missing and os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the browser tests, but {missing} is missing ({INSTALL})")
+    if missing:
+        pytest.skip(f"{missing} not installed: {INSTALL}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 f"--window-size={WIDTH},1000"):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    yield browser
+    browser.quit()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, Path]:
+    """The report pages: a synthetic store of 12 models, and the H200 survey (read from a snapshot, never written)."""
+    measurements, op_classes = synthetic_store(np.random.default_rng(7), models=12, families=4)
+    synthetic = build_report(measurements, op_classes, tmp_path_factory.mktemp("synthetic"))
+    with Store(REPO / "data" / "h200" / "survey.sqlite", create=False, snapshot=True) as store:
+        frame, classes, records = store.frame(), store.op_class_frame(), store.model_records()
+    survey = build_report(frame, classes, tmp_path_factory.mktemp("survey"), records)
+    return {"synthetic": synthetic, "survey": survey}
+
+
+def _open(driver, page: Path):
+    driver.get_log("browser"), driver.get_log("performance")  # drop what earlier pages logged
+    driver.get(page.as_uri())
+    return driver
+
+
+@pytest.mark.parametrize("name", ["synthetic", "survey"])
+def test_the_page_loads_its_images_logs_no_error_and_fits_1280_px(driver, pages, name):
+    _open(driver, pages[name])
+    images = driver.execute_script(
+        "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt || i.src.slice(0, 40)])"
+    )
+    assert len(images) >= 5 and all(done and width > 0 for done, width, _ in images), images
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
+    overflow = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert overflow[0] <= overflow[1], f"the page is {overflow[0]} px wide in a {overflow[1]} px window"
+
+
+@pytest.mark.parametrize("name", ["synthetic", "survey"])
+def test_the_page_requests_nothing_but_its_own_file(driver, pages, name):
+    _open(driver, pages[name])
+    messages = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+    urls = [m["params"]["request"]["url"] for m in messages if m["method"] == "Network.requestWillBeSent"]
+    assert pages[name].as_uri() in urls
+    assert [url for url in urls if not url.startswith(("file://", "data:"))] == []
+
+
+def _column(driver, index: int) -> list[str]:
+    script = "return Array.from(document.querySelectorAll('#models tbody tr')).filter(r => !r.hidden)" \
+             ".map(r => r.cells[arguments[0]].textContent.trim())"  # fmt: skip
+    return driver.execute_script(script, index)
+
+
+def _header(driver, text: str):
+    from selenium.webdriver.common.by import By
+
+    headers = driver.find_elements(By.CSS_SELECTOR, "#models thead tr:last-child th")
+    return next((i, h) for i, h in enumerate(headers) if h.text.strip().startswith(text))
+
+
+def test_the_model_table_sorts_numbers_by_value_and_filters_by_words(driver, pages):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, pages["survey"])
+    index, header = _header(driver, "GFLOPs")
+    header.click()  # a numeric column: highest first
+    values = [float(text.replace(",", "")) for text in _column(driver, index)]
+    assert len(values) > 60 and values == sorted(values, reverse=True)
+    header.click()
+    assert [float(text.replace(",", "")) for text in _column(driver, index)] == sorted(values)
+    box = driver.find_element(By.CSS_SELECTOR, "input[data-filter='models']")
+    box.send_keys("EfficientNet")
+    families = _column(driver, _header(driver, "family")[0])
+    assert families and all("EfficientNet" in family for family in families)
+    counted = driver.find_element(By.ID, "models-count").text
+    assert counted.startswith(f"{len(families)} of ")
+    box.clear(), box.send_keys("resnet50 ")
+    assert set(_column(driver, 0)) >= {"torchvision:resnet50"} and all("resnet50" in m for m in _column(driver, 0))
+
+
+def test_a_screenshot_at_1280_px_is_not_blank(driver, pages):
+    _open(driver, pages["survey"])
+    shot = imread(io.BytesIO(driver.get_screenshot_as_png()), format="png")
+    assert shot.shape[1] == WIDTH
+    colours = np.unique((shot[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 50
