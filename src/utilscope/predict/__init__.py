@@ -1,0 +1,1 @@
+"""GPU-free prediction: calibrate a device on a sample of layer configurations (``calibrate``, ``ops``)."""

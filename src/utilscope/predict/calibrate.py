@@ -1,0 +1,125 @@
+"""Calibration: time a seeded sample of layer configurations (``predict.ops``) on a device, into a device profile.
+
+Each config is timed as the ``graph`` backend runs a network's layers: its module in the precision (channels-last
+for 4-D tensors, cuDNN set as asked), ``REPEATS`` calls captured into one CUDA graph (so the replay's own launch is
+spread over them), the median of the timed replays divided by ``REPEATS``. On a CPU the calls run eagerly. A config
+that runs out of memory or fails is recorded with its reason, not timed again. The profile is one JSON file with the
+environment it was measured in; it is saved every ``SAVE_EVERY`` configs, and calibrating into an existing profile of
+the same configuration times only what it lacks (resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from utilscope import hardware
+from utilscope.errors import UsageError
+from utilscope.files import read_json, write_json
+from utilscope.measure.backends import capture_cuda_graph
+from utilscope.measure.environment import environment
+from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
+from utilscope.measure.settings import CudnnSettings
+from utilscope.measure.sweep import is_out_of_memory
+from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
+from utilscope.predict.ops import OpConfig, build_op, sample_configs
+
+PROFILE_FORMAT = "utilscope-device-profile/1"
+REPEATS = 20  # calls per timed replay
+OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
+SAVE_EVERY = 25
+CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed")  # what a resumed profile must match
+
+
+@dataclass
+class DeviceProfile:
+    device: str
+    precision: str
+    backend: str
+    cudnn: dict
+    seed: int
+    environment: dict
+    configs: dict[str, dict] = field(default_factory=dict)  # key -> OpConfig fields
+    latency_ms: dict[str, float] = field(default_factory=dict)  # key -> median ms per call
+    failed: dict[str, str] = field(default_factory=dict)  # key -> "oom: ..." / "error: ..."
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, {"format": PROFILE_FORMAT, **asdict(self)})
+
+    @classmethod
+    def load(cls, path: str | Path) -> DeviceProfile:
+        data = read_json(path, "a device profile (from `utilscope calibrate`)")
+        if not isinstance(data, dict) or data.pop("format", None) != PROFILE_FORMAT:
+            raise UsageError(f"{path} is not a device profile ({PROFILE_FORMAT}) written by `utilscope calibrate`")
+        return cls(**data)
+
+    def describe(self) -> str:
+        return f"{self.device}, {self.precision}, {self.backend}, cuDNN {self.cudnn}, seed {self.seed}"
+
+
+def _inputs(shapes, device, precision: Precision) -> list[torch.Tensor]:
+    tensors = [torch.randn(shape, device=device).to(precision.dtype) for shape in shapes]
+    return [t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in tensors]
+
+
+def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings) -> float:
+    """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay. Raises."""
+    module, shapes = build_op(config)
+    module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
+    inputs = _inputs(shapes, device, precision)
+
+    def calls():
+        with torch.inference_mode():
+            for _ in range(REPEATS):
+                out = module(*inputs)
+        return out
+
+    example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
+    with math_mode(precision), cudnn.applied(module, example):
+        run = capture_cuda_graph(calls) if device.type == "cuda" else calls
+        clock = CudaClock(device) if device.type == "cuda" else CpuClock()
+        stats = measure(run, clock, OP_PLAN)
+    return stats.median_ms / REPEATS
+
+
+def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings, seed: int,
+                 existing: DeviceProfile | None = None) -> DeviceProfile:  # fmt: skip
+    """A new profile for this device and configuration, or ``existing`` when it matches them (resume)."""
+    dev = hardware.resolve_device(device)
+    prec = check_precision(parse_precision(precision or ("fp16" if dev.type == "cuda" else "fp32")), dev)
+    env = environment(dev, prec.value, "graph", True, cudnn)
+    profile = DeviceProfile(env["device_name"], prec.value, "graph", cudnn.to_dict(), seed, env)
+    if existing is None:
+        return profile
+    if any(getattr(existing, name) != getattr(profile, name) for name in CONFIGURATION):
+        raise UsageError(f"the existing profile is for {existing.describe()}, not {profile.describe()}")
+    return existing
+
+
+def calibrate(profile: DeviceProfile, count: int, out: str | Path, device: str | None = None,
+              on_op: Callable[[int, int], None] | None = None) -> DeviceProfile:  # fmt: skip
+    """Time the first ``count`` configs of the profile's seeded sample that it lacks; saved to ``out`` as it goes."""
+    dev = hardware.resolve_device(device)
+    prec, cudnn = parse_precision(profile.precision), CudnnSettings.from_dict(profile.cudnn)
+    todo = [c for c in sample_configs(count, profile.seed) if c.key not in profile.latency_ms and
+            c.key not in profile.failed]  # fmt: skip
+    for done, config in enumerate(todo, start=1):
+        profile.configs[config.key] = asdict(config)
+        try:
+            profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn)
+        except Exception as exc:  # a calibration is a runner: record the config's failure and go on
+            kind, message = "oom" if is_out_of_memory(exc) else "error", (str(exc).splitlines() or [""])[0][:200]
+            profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {message}"
+        finally:
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+        if done % SAVE_EVERY == 0 or done == len(todo):
+            profile.save(out)
+        if on_op is not None:
+            on_op(done, len(todo))
+    if not todo:
+        profile.save(out)
+    return profile
