@@ -59,11 +59,17 @@ NUM = {"gflops": ".2f", "median_gflops": ".2f", "samples_per_s": ",.0f", "size_m
 
 
 def coverage(timm: pd.DataFrame) -> str:
-    members = len(model_sets.set_members("timm-cnn"))
+    """Members, cells by status, and the done-when share: members with ok rows at batch 1 and 256 on `graph`."""
+    members = model_sets.set_members("timm-cnn")
     counts = timm.assign(state=timm["status"].str.split(":").str[0]).pivot_table(
         index=["backend", "batch"], columns="state", values="model", aggfunc="count", fill_value=0
     )
-    return f"timm-cnn members: {members}.\n\n" + markdown(counts.reset_index())
+    graph = pop.ok_cells(timm, "graph")
+    both = set(graph.loc[graph["batch"] == 1, "model"]) & set(graph.loc[graph["batch"] == 256, "model"])
+    done = len(both & set(members))
+    share = f"{done} ({done / len(members):.1%}; the target is 95%)"
+    text = f"timm-cnn members: {len(members)}; with ok `graph` rows at batch 1 and 256: {share}.\n\n"
+    return text + markdown(counts.reset_index())
 
 
 def per_cell(timm: pd.DataFrame, design: pd.DataFrame) -> list[str]:
