@@ -66,11 +66,8 @@ def channels_per_group(module: nn.Module) -> tuple[int, int] | None:
 
 
 def _shares(result: CountResult) -> dict[str, float]:
-    total = result.total.flops or 1
-    flops = Counter()
-    for layer in result.layers:
-        flops[layer.op_class] += layer.flops
-    return {op_class: flops[op_class] / total for op_class in MATMUL_CLASSES}
+    shares = result.class_summary().set_index("op_class")["flops_share"]
+    return {op_class: float(shares.get(op_class, 0.0)) for op_class in MATMUL_CLASSES}
 
 
 def _matmul_layers(result: CountResult, modules: dict[str, nn.Module]):

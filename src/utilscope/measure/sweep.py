@@ -208,13 +208,18 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and CPU_ALLOCATION_FAILURE.search(str(exc)) is not None
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message, at most ``limit`` characters ("" for none)."""
+    return (str(exc).splitlines() or [""])[0][:limit]
+
+
 def measured_or_recorded(sweep: Sweep, batch: int) -> ProfileRow:
     """The row of one batch size; an OOM or a failure is recorded as the row's status, not raised."""
     try:
         row = measure_batch(sweep, batch)
         row.notes = sweep.notes + row.notes
     except Exception as exc:  # the sweep is a runner: record the failure as a row and continue
-        message = str(exc).splitlines()[0][:200] if str(exc) else ""
+        message = first_line(exc)
         if is_out_of_memory(exc):
             row = ProfileRow(batch=batch, status="oom", notes=[*sweep.notes, f"out of memory: {message}"])
         else:

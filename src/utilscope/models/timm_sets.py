@@ -32,9 +32,12 @@ def members(kind: str, top: int | None = None) -> list[str]:
     return frame["model"].tolist()
 
 
+@functools.cache
+def _by_model() -> dict[str, dict]:
+    return {row["model"]: row for row in table().to_dict("records")}
+
+
 def facts(model_id: str) -> dict | None:
     """The table's row for a model (resolution, gflops, params_m, kind, ...), or None if it is not a timm model
     of the table."""
-    frame = table()
-    rows = frame[frame["model"] == model_id]
-    return rows.iloc[0].to_dict() if len(rows) else None
+    return _by_model().get(model_id)

@@ -2,8 +2,9 @@
 
 Like the lookup tables of FBNet and once-for-all: a network's latency is estimated as the sum of its layers'
 latencies (``utilscope.nas.predictor`` adds a learned correction for what the sum misses). Each layer is timed on
-the ``graph`` backend, as the networks are: ``REPEATS`` calls captured into one CUDA graph, so the replay's own
-launch cost is spread over them and the entry is the layer's time inside a network.
+the ``graph`` backend, as the networks are: repeated calls captured into one CUDA graph
+(``predict.calibrate.time_module_ms``, as calibration times its layers), so the replay's own launch cost is spread
+over them and the entry is the layer's time inside a network.
 """
 
 from __future__ import annotations
@@ -17,19 +18,16 @@ import torch
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file, read_json, write_json
-from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import environment, software_label
-from utilscope.measure.precision import check_precision, math_mode, parse_precision
+from utilscope.measure.precision import check_precision, parse_precision
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import check_batches
-from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space
+from utilscope.predict.calibrate import time_module_ms
 
 TABLE_FORMAT = "utilscope-latency-table/1"
-REPEATS = 20  # calls of the layer per timed replay
-LAYER_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
 
 
 @dataclass
@@ -114,22 +112,12 @@ def distinct_layers(space: SearchSpace, archs: Iterable[Arch]) -> list[Layer]:
 def time_layer_ms(
     space: SearchSpace, layer: Layer, batch: int, device: torch.device, precision, cudnn: CudnnSettings
 ) -> float:
-    """Median milliseconds of one call of the layer at ``batch``, ``REPEATS`` calls per timed CUDA-graph replay."""
+    """Median milliseconds of one call of the layer at ``batch`` (``predict.calibrate.time_module_ms``)."""
     module = space.build_layer(layer).to(device=device, dtype=precision.dtype).eval()
     module = module.to(memory_format=torch.channels_last)
     shape = (batch, layer.in_channels, layer.in_size, layer.in_size)
     x = torch.randn(shape, device=device).to(precision.dtype).contiguous(memory_format=torch.channels_last)
-
-    def calls() -> None:
-        with torch.inference_mode():
-            for _ in range(REPEATS):
-                module(x)
-
-    with math_mode(precision), cudnn.applied():
-        run = capture_cuda_graph(calls) if device.type == "cuda" else calls
-        clock = CudaClock(device) if device.type == "cuda" else CpuClock()
-        stats = measure(run, clock, LAYER_PLAN)
-    return stats.median_ms / REPEATS
+    return time_module_ms(module, [x], device, precision, cudnn)
 
 
 def open_table(

@@ -23,7 +23,7 @@ from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
 from utilscope.measure.settings import CudnnSettings
-from utilscope.measure.sweep import is_out_of_memory
+from utilscope.measure.sweep import default_precision, first_line, is_out_of_memory
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.predict.ops import OpConfig, build_op, sample_configs
 
@@ -65,11 +65,11 @@ def _inputs(shapes, device, precision: Precision) -> list[torch.Tensor]:
     return [t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in tensors]
 
 
-def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings) -> float:
-    """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay. Raises."""
-    module, shapes = build_op(config)
-    module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
-    inputs = _inputs(shapes, device, precision)
+def time_module_ms(module: torch.nn.Module, inputs: list[torch.Tensor], device: torch.device, precision: Precision,
+                   cudnn: CudnnSettings, example: torch.Tensor | None = None) -> float:  # fmt: skip
+    """Median milliseconds of one call of ``module(*inputs)`` (both already on the device, in the precision),
+    ``REPEATS`` calls per timed CUDA-graph replay (eager calls on a CPU). ``example``: the input on which the
+    depthwise exception of ``cudnn`` decides the conv algorithms (none: cuDNN as set). Raises."""
 
     def calls():
         with torch.inference_mode():
@@ -77,7 +77,6 @@ def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cud
                 out = module(*inputs)
         return out
 
-    example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
     with math_mode(precision), cudnn.applied(module, example):
         run = capture_cuda_graph(calls) if device.type == "cuda" else calls
         clock = CudaClock(device) if device.type == "cuda" else CpuClock()
@@ -85,11 +84,20 @@ def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cud
     return stats.median_ms / REPEATS
 
 
+def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings) -> float:
+    """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay. Raises."""
+    module, shapes = build_op(config)
+    module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
+    inputs = _inputs(shapes, device, precision)
+    example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
+    return time_module_ms(module, inputs, device, precision, cudnn, example)
+
+
 def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings, seed: int,
                  existing: DeviceProfile | None = None) -> DeviceProfile:  # fmt: skip
     """A new profile for this device and configuration, or ``existing`` when it matches them (resume)."""
     dev = hardware.resolve_device(device)
-    prec = check_precision(parse_precision(precision or ("fp16" if dev.type == "cuda" else "fp32")), dev)
+    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
     env = environment(dev, prec.value, "graph", True, cudnn)
     profile = DeviceProfile(env["device_name"], prec.value, "graph", cudnn.to_dict(), seed, env)
     if existing is None:
@@ -111,8 +119,8 @@ def calibrate(profile: DeviceProfile, count: int, out: str | Path, device: str |
         try:
             profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn)
         except Exception as exc:  # a calibration is a runner: record the config's failure and go on
-            kind, message = "oom" if is_out_of_memory(exc) else "error", (str(exc).splitlines() or [""])[0][:200]
-            profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {message}"
+            kind = "oom" if is_out_of_memory(exc) else "error"
+            profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {first_line(exc)}"
         finally:
             if dev.type == "cuda":
                 torch.cuda.empty_cache()

@@ -13,11 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from utilscope.report import plots
+
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 
 def ok_cells(frame: pd.DataFrame, backend: str | None = None, batch: int | None = None) -> pd.DataFrame:
-    rows = frame[frame["status"] == "ok"]
+    """The ok rows (of one backend and batch when given), with ``gflops`` per sample and the ``name`` in its source."""
+    rows = plots.ok_rows(frame)
     if backend is not None:
         rows = rows[rows["backend"] == backend]
     if batch is not None:
@@ -78,10 +81,10 @@ def design_groups(design: pd.DataFrame) -> pd.DataFrame:
 
 def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int) -> pd.DataFrame:
     """Per design choice and value: models, median utilization, median GFLOPs and median size-matched ratio."""
-    rows = ok_cells(frame, backend, batch)
-    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(design_groups(design), on="model")
+    rows, groups = ok_cells(frame, backend, batch), design_groups(design)
+    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(groups, on="model")
     parts = []
-    for choice in design_groups(design).columns.drop("model"):
+    for choice in groups.columns.drop("model"):
         grouped = rows.groupby(choice, observed=True)
         table = pd.DataFrame(
             {
