@@ -12,7 +12,7 @@ shift
 end=$(($(date +%s) + limit))
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-common=(--db data/h200/timm.sqlite --precision fp16 --cudnn-depthwise-heuristic --per-worker 8 --min-time-ms 500
+common=(--db data/h200/timm.sqlite --precision fp16 --cudnn-depthwise-heuristic --per-worker 24 --min-time-ms 500
   --fit-batch --attribute none)
 for stage in "$@"; do
   case $stage in
