@@ -16,7 +16,8 @@ TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5
         OpConfig("add", 2, 8, 8, 6), OpConfig("concat", 1, 8, 8, 4), OpConfig("se_gate", 2, 16, 16, 5),
         OpConfig("pool", 2, 8, 8, 7, 3, 2, variant="max"), OpConfig("pool", 1, 8, 8, 7, variant="global"),
         OpConfig("shuffle", 1, 8, 8, 4), OpConfig("batch_norm", 1, 8, 8, 4), OpConfig("layer_norm", 1, 8, 8, 4),
-        OpConfig("mul", 1, 8, 8, 4)]  # fmt: skip
+        OpConfig("mul", 1, 8, 8, 4), OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
+        variant="gelu")]  # fmt: skip
 
 
 def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
@@ -29,8 +30,11 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     styles = collections.Counter("depthwise" if c.groups == c.channels else "grouped" if c.groups > 1
                                  else "pointwise" if c.kernel == 1 else "dense" for c in convs)  # fmt: skip
     assert min(styles.values()) > 0.15 * len(convs)
+    assert any(c.channels == 3 and c.stride > 1 for c in convs)  # stems
+    assert any(c.kernel == c.stride == 2 for c in convs)  # patchify downsampling
     unaligned = sum(c.channels % 8 != 0 for c in sample) / len(sample)
-    assert 0.2 < unaligned < 0.4
+    assert 0.1 < unaligned < 0.4
+    assert sample_configs(500, seed=3) == sample[:500]  # a larger count extends a smaller one's
     with pytest.raises(UsageError, match="at least 1"):
         sample_configs(0)
 
@@ -44,6 +48,15 @@ def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
     else:
         channels = 2 * config.channels if config.kind == "concat" else config.out_channels
         assert tuple(out.shape) == (config.batch, channels, config.out_size, config.out_size)
+
+
+def test_cold_copies_cover_twice_the_l2_cache_at_most_one_per_call():
+    assert cal.cold_copy_count(10 << 20, 50 << 20) == 10
+    assert cal.cold_copy_count(200 << 20, 50 << 20) == 1
+    assert cal.cold_copy_count(1 << 10, 50 << 20) == cal.REPEATS
+    assert cal.cold_copy_count(0, 50 << 20) == 1
+    module = torch.nn.Linear(4, 4)
+    assert cal.cold_copies(module, torch.device("cpu")) == [module]
 
 
 @pytest.fixture()
@@ -71,7 +84,7 @@ def test_calibration_times_each_config_records_failures_and_resumes(tmp_path, ti
     again = cal.open_profile("cpu", "fp32", CudnnSettings(), seed=0, existing=loaded)
     cal.calibrate(again, 10, out, "cpu")
     assert len(timed) == 10  # only the two configs it lacked
-    with pytest.raises(UsageError, match="the existing profile is for .* seed 0, not .* seed 1"):
+    with pytest.raises(UsageError, match="the existing profile is for .* seed 0, sample version 2, not .* seed 1"):
         cal.open_profile("cpu", "fp32", CudnnSettings(), seed=1, existing=loaded)
 
 
@@ -84,3 +97,19 @@ def test_the_calibrate_command(tmp_path, tiny_sample, capsys):
     (tmp_path / "bad.json").write_text("{}")
     assert main(["calibrate", "--out", str(tmp_path / "bad.json"), "--device", "cpu", "--count", "1"]) == 2
     assert "not a device profile" in capsys.readouterr().err
+
+
+def test_an_interrupted_calibration_keeps_what_it_timed(tmp_path, tiny_sample, monkeypatch, capsys):
+    out, calls = tmp_path / "p.json", []
+
+    def timing(config, *args):
+        calls.append(config.key)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return 0.5
+
+    monkeypatch.setattr(cal, "time_op_ms", timing)
+    assert main(["calibrate", "--out", str(out), "--device", "cpu", "--count", "5"]) == 130
+    assert "interrupted: 2 configurations timed and 0 failed are kept in" in capsys.readouterr().err
+    kept = cal.DeviceProfile.load(out)
+    assert len(kept.latency_ms) == len(kept.configs) == 2  # the config in flight left no trace

@@ -24,9 +24,12 @@ def read_json(path: str | Path, what: str):
 
 
 def write_json(path: str | Path, data) -> Path:
+    """Write ``data`` as JSON, atomically: an interrupted write leaves the file as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(partial, path)
     return path
 
 

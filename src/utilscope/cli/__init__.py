@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:  # a survey says what it stored and what is left
-        print(f"utilscope: {exc or 'interrupted'}", file=sys.stderr)
+        print(f"utilscope: {str(exc) or 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: say so, with the traceback, and an exit code of its own
         traceback.print_exc()

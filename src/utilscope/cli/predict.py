@@ -39,7 +39,11 @@ def cmd_calibrate(args, console: Console) -> int:
         if done % 100 == 0 or done == total:
             console.print(f"{done}/{total} configurations timed in {time.perf_counter() - start_s:.0f} s")
 
-    calibrate(profile, args.count, out, args.device, progress)
+    try:
+        calibrate(profile, args.count, out, args.device, progress)
+    except KeyboardInterrupt:
+        kept = f"{len(profile.latency_ms)} configurations timed and {len(profile.failed)} failed are kept in {out}"
+        raise KeyboardInterrupt(f"interrupted: {kept}; rerun to resume") from None
     console.print(f"{len(profile.latency_ms)} configurations timed, {len(profile.failed)} failed, on "
                   f"{profile.describe()}: {out}")  # fmt: skip
     return 0

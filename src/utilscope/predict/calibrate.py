@@ -2,7 +2,10 @@
 
 Each config is timed as the ``graph`` backend runs a network's layers: its module in the precision (channels-last
 for 4-D tensors, cuDNN set as asked), ``REPEATS`` calls captured into one CUDA graph (so the replay's own launch is
-spread over them), the median of the timed replays divided by ``REPEATS``. On a CPU the calls run eagerly. A config
+spread over them), the median of the timed replays divided by ``REPEATS``. On a CPU the calls run eagerly. On a
+GPU the calls cycle through copies of the module whose weights together exceed twice its L2 cache: in a network
+each layer's weights are read from memory once per pass, while its input was just written by the layer before
+(the input stays the same, as in a network it is warm). A config
 that runs out of memory or fails is recorded with its reason, not timed again. The profile is one JSON file with the
 environment it was measured in; it is saved every ``SAVE_EVERY`` configs, and calibrating into an existing profile of
 the same configuration times only what it lacks (resume).
@@ -10,6 +13,8 @@ the same configuration times only what it lacks (resume).
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,13 +30,16 @@ from utilscope.measure.precision import Precision, check_precision, math_mode, p
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision, first_line, is_out_of_memory
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
-from utilscope.predict.ops import OpConfig, build_op, sample_configs
+from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, sample_configs
 
-PROFILE_FORMAT = "utilscope-device-profile/1"
+PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: sample version 2, cold weights
 REPEATS = 20  # calls per timed replay
 OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
 SAVE_EVERY = 25
-CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed")  # what a resumed profile must match
+COLD_CACHE_FACTOR = 2  # the copies' weights cover this many times the L2 cache
+DEFAULT_L2_BYTES = 50 << 20  # when torch does not say
+# what a resumed profile must match
+CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed", "sample_version")
 
 
 @dataclass
@@ -42,6 +50,7 @@ class DeviceProfile:
     cudnn: dict
     seed: int
     environment: dict
+    sample_version: int = SAMPLE_VERSION
     configs: dict[str, dict] = field(default_factory=dict)  # key -> OpConfig fields
     latency_ms: dict[str, float] = field(default_factory=dict)  # key -> median ms per call
     failed: dict[str, str] = field(default_factory=dict)  # key -> "oom: ..." / "error: ..."
@@ -57,7 +66,8 @@ class DeviceProfile:
         return cls(**data)
 
     def describe(self) -> str:
-        return f"{self.device}, {self.precision}, {self.backend}, cuDNN {self.cudnn}, seed {self.seed}"
+        return (f"{self.device}, {self.precision}, {self.backend}, cuDNN {self.cudnn}, seed {self.seed}, "
+                f"sample version {self.sample_version}")  # fmt: skip
 
 
 def _inputs(shapes, device, precision: Precision) -> list[torch.Tensor]:
@@ -65,19 +75,22 @@ def _inputs(shapes, device, precision: Precision) -> list[torch.Tensor]:
     return [t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in tensors]
 
 
-def time_module_ms(module: torch.nn.Module, inputs: list[torch.Tensor], device: torch.device, precision: Precision,
-                   cudnn: CudnnSettings, example: torch.Tensor | None = None) -> float:  # fmt: skip
+def time_module_ms(module: torch.nn.Module | list[torch.nn.Module], inputs: list[torch.Tensor],
+                   device: torch.device, precision: Precision, cudnn: CudnnSettings,
+                   example: torch.Tensor | None = None) -> float:  # fmt: skip
     """Median milliseconds of one call of ``module(*inputs)`` (both already on the device, in the precision),
-    ``REPEATS`` calls per timed CUDA-graph replay (eager calls on a CPU). ``example``: the input on which the
-    depthwise exception of ``cudnn`` decides the conv algorithms (none: cuDNN as set). Raises."""
+    ``REPEATS`` calls per timed CUDA-graph replay (eager calls on a CPU); a list of modules: the calls cycle
+    through them. ``example``: the input on which the depthwise exception of ``cudnn`` decides the conv algorithms
+    (none: cuDNN as set). Raises."""
+    modules = module if isinstance(module, list) else [module]
 
     def calls():
         with torch.inference_mode():
-            for _ in range(REPEATS):
-                out = module(*inputs)
+            for index in range(REPEATS):
+                out = modules[index % len(modules)](*inputs)
         return out
 
-    with math_mode(precision), cudnn.applied(module, example):
+    with math_mode(precision), cudnn.applied(modules[0], example):
         run = capture_cuda_graph(calls) if device.type == "cuda" else calls
         clock = CudaClock(device) if device.type == "cuda" else CpuClock()
         stats = measure(run, clock, OP_PLAN)
@@ -90,7 +103,24 @@ def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cud
     module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
     inputs = _inputs(shapes, device, precision)
     example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
-    return time_module_ms(module, inputs, device, precision, cudnn, example)
+    return time_module_ms(cold_copies(module, device), inputs, device, precision, cudnn, example)
+
+
+def cold_copies(module: torch.nn.Module, device: torch.device) -> list[torch.nn.Module]:
+    """The module and copies of it (at most REPEATS in all) whose weights together cover COLD_CACHE_FACTOR times
+    the GPU's L2 cache, so that a cycle through them reads each call's weights from memory; on a CPU the module."""
+    weight_bytes = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+    if device.type != "cuda":
+        return [module]
+    l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or DEFAULT_L2_BYTES
+    return [module] + [copy.deepcopy(module) for _ in range(cold_copy_count(weight_bytes, l2_bytes) - 1)]
+
+
+def cold_copy_count(weight_bytes: int, l2_bytes: int) -> int:
+    """How many copies of a module's weights cover COLD_CACHE_FACTOR x the L2 cache (1 to REPEATS)."""
+    if weight_bytes <= 0:
+        return 1
+    return max(1, min(REPEATS, math.ceil(COLD_CACHE_FACTOR * l2_bytes / weight_bytes)))
 
 
 def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings, seed: int,
@@ -114,20 +144,26 @@ def calibrate(profile: DeviceProfile, count: int, out: str | Path, device: str |
     prec, cudnn = parse_precision(profile.precision), CudnnSettings.from_dict(profile.cudnn)
     todo = [c for c in sample_configs(count, profile.seed) if c.key not in profile.latency_ms and
             c.key not in profile.failed]  # fmt: skip
-    for done, config in enumerate(todo, start=1):
-        profile.configs[config.key] = asdict(config)
-        try:
-            profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn)
-        except Exception as exc:  # a calibration is a runner: record the config's failure and go on
-            kind = "oom" if is_out_of_memory(exc) else "error"
-            profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {first_line(exc)}"
-        finally:
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-        if done % SAVE_EVERY == 0 or done == len(todo):
-            profile.save(out)
-        if on_op is not None:
-            on_op(done, len(todo))
-    if not todo:
+    try:
+        for done, config in enumerate(todo, start=1):
+            _time_into(profile, config, dev, prec, cudnn)
+            if done % SAVE_EVERY == 0:
+                profile.save(out)
+            if on_op is not None:
+                on_op(done, len(todo))
+    finally:  # also when interrupted: what was timed is kept, and a rerun resumes after it
         profile.save(out)
     return profile
+
+
+def _time_into(profile: DeviceProfile, config: OpConfig, dev: torch.device, prec: Precision, cudnn: CudnnSettings):
+    """Time one config into the profile, or record why it failed (an interrupt records nothing)."""
+    try:
+        profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn)
+    except Exception as exc:  # a calibration is a runner: record the config's failure and go on
+        kind = "oom" if is_out_of_memory(exc) else "error"
+        profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {first_line(exc)}"
+    finally:
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    profile.configs[config.key] = asdict(config)

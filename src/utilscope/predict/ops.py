@@ -1,9 +1,13 @@
 """The layer configurations a GPU is calibrated on: what CNNs contain, one op (or one small block) each.
 
 An ``OpConfig`` names a kind and its shape: convolutions (kernel, stride, dilation, groups: dense, grouped,
-depthwise, pointwise), linear layers, and the memory-bound ops between them (batch/layer norm, activations,
-elementwise add and multiply, pooling, a squeeze-excite gate, concatenation, channel shuffle). ``build_op`` makes
-the module and its inputs; ``sample_configs`` draws a seeded, stratified sample of them.
+depthwise, pointwise), linear layers, the memory-bound ops between them (batch, layer and group norm, activations,
+elementwise add and multiply, pooling, a squeeze-excite gate, concatenation, channel shuffle), and a residual
+``chain`` of them (conv, norm, activation, pointwise conv, norm, add) on which the composition of a network from its
+layers is fitted. ``build_op`` makes the module and its inputs; ``sample_configs`` draws a seeded, stratified
+sample of them. Convolutions and chains are drawn half "CNN-like" (the sizes of a resolution pyramid, widths that
+grow with depth and are mostly multiples of 8, the group widths, kernels and strides CNNs use, stems on 3 channels)
+and half "broad" (log-uniform channels and sizes) so that the sample covers what networks contain and around it.
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
+SAMPLE_VERSION = 2  # the sampler's version: a profile resumes only a sample of its own version
 # kind: share of the sample (convolutions are half of it, a quarter per style)
-KIND_SHARES = {"conv": 0.5, "linear": 0.08, "batch_norm": 0.07, "layer_norm": 0.04, "activation": 0.09, "add": 0.05,
-               "mul": 0.03, "pool": 0.05, "se_gate": 0.04, "concat": 0.03, "shuffle": 0.02}  # fmt: skip
+KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
+               "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
+               "shuffle": 0.02, "chain": 0.08}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
+GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
 SIZES = (7, 320)  # spatial size (square)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+RESOLUTIONS = (96, 640)  # input sizes of the CNN-like pyramid (log-uniform)
 MAX_ACTIVATION_ELEMENTS = 1 << 28  # per tensor: keeps a config within memory and a timed call short
 MAX_CONV_FLOPS = 4e12
 
@@ -75,6 +83,28 @@ class SqueezeExcite(nn.Module):
         return x * torch.sigmoid(gate)
 
 
+class LayerNorm2d(nn.LayerNorm):
+    """Layer norm over the channels of an image, as ConvNeXt's: to channels-last, normalize, back."""
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class Chain(nn.Module):
+    """A residual block: conv (the config's kernel, stride 1, groups), batch norm, activation, 1x1 conv, batch
+    norm, and the add of the block's input."""
+
+    def __init__(self, config: OpConfig):
+        super().__init__()
+        channels, kernel = config.channels, config.kernel
+        self.conv = nn.Conv2d(channels, channels, kernel, 1, kernel // 2, groups=config.groups, bias=False)
+        self.norm, self.act = nn.BatchNorm2d(channels), ACTIVATIONS[config.variant]()
+        self.project, self.norm2 = nn.Conv2d(channels, channels, 1, bias=False), nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return x + self.norm2(self.project(self.act(self.norm(self.conv(x)))))
+
+
 class Binary(nn.Module):
     def __init__(self, kind: str):
         super().__init__()
@@ -106,7 +136,9 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
     image = torch.Size((config.batch, config.channels, config.size, config.size))
     builders = {
         "conv": lambda: _conv(config), "linear": lambda: nn.Linear(config.channels, config.out_channels),
-        "batch_norm": lambda: nn.BatchNorm2d(config.channels), "layer_norm": lambda: nn.GroupNorm(1, config.channels),
+        "batch_norm": lambda: nn.BatchNorm2d(config.channels), "layer_norm": lambda: LayerNorm2d(config.channels),
+        "group_norm": lambda: nn.GroupNorm(math.gcd(32, config.channels), config.channels),
+        "chain": lambda: Chain(config),
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
     }  # fmt: skip
@@ -123,13 +155,58 @@ def _log_uniform(rng: random.Random, low: int, high: int) -> int:
     return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
 
 
+def _width(rng: random.Random, value: float, aligned: float = 0.85) -> int:
+    """``value`` as a layer width: a multiple of 8 with probability ``aligned``, else as it is (at least 8)."""
+    return max(8, round(value / 8) * 8 if rng.random() < aligned else int(value))
+
+
 def _channels(rng: random.Random) -> int:
     """Log-uniform over CHANNELS; a third of them unaligned (not a multiple of 8), as pruned or odd widths are."""
-    value = _log_uniform(rng, *CHANNELS)
-    return value if rng.random() < 1 / 3 else max(8, value // 8 * 8)
+    return _width(rng, _log_uniform(rng, *CHANNELS), aligned=2 / 3)
 
 
-def _conv_config(rng: random.Random, batch: int, size: int) -> OpConfig:
+def _pyramid(rng: random.Random) -> tuple[int, int, int]:
+    """A CNN's input resolution, and the spatial size and width of one of its five stages (width doubling per
+    stage from a base width of 16 to 96)."""
+    resolution, stage = _log_uniform(rng, *RESOLUTIONS), rng.randint(1, 5)
+    return resolution, max(3, math.ceil(resolution / 2**stage)), _log_uniform(rng, 16, 96) * 2 ** (stage - 1)
+
+
+def _grouped(rng: random.Random, width: float) -> tuple[int, int]:
+    """Channels and groups of a grouped conv of about ``width`` channels: a CNN's group width, at least 2 groups."""
+    group_width = rng.choice(GROUP_WIDTHS)
+    groups = max(2, round(width / group_width))
+    return groups * group_width, groups
+
+
+def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
+    """A convolution as CNNs have them: stems, patchify downsampling, 3x3/5x5/7x7 dense, pointwise expansions and
+    projections, depthwise (at expanded widths) and grouped convs at the sizes and widths of a stage."""
+    resolution, size, width = _pyramid(rng)
+    style, stride = rng.choice(CONV_STYLES), 2 if rng.random() < 0.15 else 1
+    if style == "dense":
+        draw = rng.random()
+        if draw < 0.15:  # a stem on the RGB input
+            kernel = rng.choice((3, 4, 7))
+            return OpConfig("conv", batch, 3, _width(rng, _log_uniform(rng, 16, 64)), resolution, kernel,
+                            4 if kernel == 4 else 2)  # fmt: skip
+        if draw < 0.25:  # patchify downsampling (ConvNeXt's 2x2 stride 2)
+            return OpConfig("conv", batch, _width(rng, width), _width(rng, 2 * width), size, 2, 2)
+        cin = _width(rng, width)
+        return OpConfig("conv", batch, cin, _width(rng, cin * rng.choice((1, 1, 2))), size,
+                        rng.choice((3, 3, 3, 3, 5, 7)), stride)  # fmt: skip
+    if style == "pointwise":
+        cin = _width(rng, width * rng.choice((1, 1, 4, 6)))
+        return OpConfig("conv", batch, cin, _width(rng, width * rng.choice((0.25, 0.5, 1, 2, 4, 6))), size)
+    if style == "depthwise":
+        channels = _width(rng, width * rng.choice((1, 1, 3, 4, 6)))
+        return OpConfig("conv", batch, channels, channels, size, rng.choice((3, 3, 5, 7)), stride, channels)
+    channels, groups = _grouped(rng, width)
+    return OpConfig("conv", batch, channels, channels, size, 3, stride, groups)
+
+
+def _broad_conv(rng: random.Random, batch: int, size: int) -> OpConfig:
+    """A convolution of log-uniform channels and size, any style, kernel 1-7, stride 1-2, some dilated."""
     style = rng.choice(CONV_STYLES)
     cin = _channels(rng)
     kernel = 1 if style == "pointwise" else rng.choice((3, 3, 3, 5, 7))
@@ -143,12 +220,30 @@ def _conv_config(rng: random.Random, batch: int, size: int) -> OpConfig:
     return OpConfig("conv", batch, cin, cout, size, kernel, stride, groups, dilation)
 
 
+def _chain_config(rng: random.Random, batch: int) -> OpConfig:
+    """A residual chain at a stage's size and width: depthwise, grouped or dense first conv."""
+    _, size, width = _pyramid(rng)
+    style, variant = rng.choice(("depthwise", "grouped", "dense")), rng.choice(list(ACTIVATIONS))
+    if style == "grouped":
+        channels, groups = _grouped(rng, width)
+        return OpConfig("chain", batch, channels, channels, size, 3, groups=groups, variant=variant)
+    channels = _width(rng, width * (rng.choice((1, 4, 6)) if style == "depthwise" else 1))
+    kernel = rng.choice((3, 5, 7)) if style == "depthwise" else 3
+    groups = channels if style == "depthwise" else 1
+    return OpConfig("chain", batch, channels, channels, size, kernel, groups=groups, variant=variant)
+
+
 def draw_config(rng: random.Random) -> OpConfig:
-    """One config: a kind by KIND_SHARES, then its shape."""
+    """One config: a kind by KIND_SHARES, then its shape (convs and chains half CNN-like, half broad)."""
     kind = rng.choices(KINDS, weights=list(KIND_SHARES.values()))[0]
     batch, size, channels = rng.choice(BATCHES), _log_uniform(rng, *SIZES), _channels(rng)
+    cnn_like = rng.random() < 0.5
+    if kind in ("conv", "chain") and cnn_like:
+        return _cnn_conv(rng, batch) if kind == "conv" else _chain_config(rng, batch)
     if kind == "conv":
-        return _conv_config(rng, batch, size)
+        return _broad_conv(rng, batch, size)
+    if kind == "chain":
+        return OpConfig(kind, batch, channels, channels, size, 3, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "linear":
         return OpConfig("linear", batch, channels, _channels(rng))
     if kind == "activation":
@@ -161,18 +256,27 @@ def draw_config(rng: random.Random) -> OpConfig:
     return OpConfig(kind, batch, channels, channels, size)
 
 
+def conv_flops(config: OpConfig) -> int:
+    """2 x MACs of a config's convolution (for a chain: of its two convs)."""
+    flops = 2 * config.batch * config.out_channels * config.out_size**2 * config.kernel**2 * (
+        config.channels // config.groups)  # fmt: skip
+    return flops + (2 * config.batch * config.channels**2 * config.size**2 if config.kind == "chain" else 0)
+
+
 def fits(config: OpConfig) -> bool:
-    """Within memory and time bounds: no tensor over MAX_ACTIVATION_ELEMENTS, no conv over MAX_CONV_FLOPS."""
-    elements = config.batch * max(config.channels, config.out_channels) * config.size**2
-    if config.kind == "conv":
-        flops = 2 * config.batch * config.out_channels * config.out_size**2 * config.kernel**2 * (
-            config.channels // config.groups)  # fmt: skip
-        return elements <= MAX_ACTIVATION_ELEMENTS and flops <= MAX_CONV_FLOPS and config.out_size >= 1
+    """Within memory and time bounds: no input or output over MAX_ACTIVATION_ELEMENTS elements, no conv over
+    MAX_CONV_FLOPS, an output of at least one pixel."""
+    if config.out_size < 1:
+        return False
+    elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
+    if config.kind in ("conv", "chain"):
+        return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
     return elements <= MAX_ACTIVATION_ELEMENTS
 
 
 def sample_configs(count: int, seed: int = 0) -> list[OpConfig]:
-    """``count`` distinct configs that fit, drawn in a fixed order from ``seed``: the same call, the same sample."""
+    """``count`` distinct configs that fit, drawn in a fixed order from ``seed``: the same call, the same sample
+    (and a larger count extends a smaller one's)."""
     if count < 1:
         raise UsageError(f"the sample needs at least 1 config, got {count}")
     rng, seen = random.Random(seed), {}
