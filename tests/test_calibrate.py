@@ -9,14 +9,16 @@ from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.measure.settings import CudnnSettings
 from utilscope.predict import calibrate as cal
-from utilscope.predict.ops import KINDS, OpConfig, build_op, fits, sample_configs
+from utilscope.predict.ops import KINDS, OpConfig, build_op, fits, quotas, sample_configs
 
 TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5, 1, 12, 2),
         OpConfig("linear", 4, 24, 10), OpConfig("activation", 2, 8, 8, 6, variant="silu"),
         OpConfig("add", 2, 8, 8, 6), OpConfig("concat", 1, 8, 8, 4), OpConfig("se_gate", 2, 16, 16, 5),
         OpConfig("pool", 2, 8, 8, 7, 3, 2, variant="max"), OpConfig("pool", 1, 8, 8, 7, variant="global"),
         OpConfig("shuffle", 1, 8, 8, 4), OpConfig("batch_norm", 1, 8, 8, 4), OpConfig("layer_norm", 1, 8, 8, 4),
-        OpConfig("mul", 1, 8, 8, 4), OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
+        OpConfig("mul", 1, 8, 8, 4), OpConfig("mul", 2, 8, 8, 4, variant="gate"), OpConfig("conv", 2, 8, 16, 8, 2, 2),
+        OpConfig("pool", 1, 8, 8, 8, 2, 2, variant="avg"), OpConfig("linear", 2, 8, 16, 3),
+        OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
         variant="gelu")]  # fmt: skip
 
 
@@ -25,7 +27,8 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert sample == sample_configs(2000, seed=3) and sample != sample_configs(2000, seed=4)
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
-    assert set(kinds) == set(KINDS) and 0.4 < kinds["conv"] / 2000 < 0.55
+    assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000 and kinds["conv"] == 1000
+    assert collections.Counter(c.kind for c in sample[:100]) == quotas(100)  # any prefix: the kinds' shares
     convs = [c for c in sample if c.kind == "conv"]
     styles = collections.Counter("depthwise" if c.groups == c.channels else "grouped" if c.groups > 1
                                  else "pointwise" if c.kernel == 1 else "dense" for c in convs)  # fmt: skip
@@ -34,7 +37,10 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert any(c.kernel == c.stride == 2 for c in convs)  # patchify downsampling
     unaligned = sum(c.channels % 8 != 0 for c in sample) / len(sample)
     assert 0.1 < unaligned < 0.4
-    assert sample_configs(500, seed=3) == sample[:500]  # a larger count extends a smaller one's
+    smaller = sample_configs(500, seed=3)
+    for kind in KINDS:  # a larger count extends each kind's configs of a smaller one
+        mine = [c for c in sample if c.kind == kind]
+        assert [c for c in smaller if c.kind == kind] == mine[: quotas(500)[kind]]
     with pytest.raises(UsageError, match="at least 1"):
         sample_configs(0)
 
@@ -44,7 +50,8 @@ def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
     module, shapes = build_op(config)
     out = module.eval()(*[torch.randn(shape) for shape in shapes])
     if config.kind == "linear":
-        assert tuple(out.shape) == (config.batch, config.out_channels)
+        tokens = (config.size, config.size) if config.size > 1 else ()
+        assert tuple(out.shape) == (config.batch, *tokens, config.out_channels)
     else:
         channels = 2 * config.channels if config.kind == "concat" else config.out_channels
         assert tuple(out.shape) == (config.batch, channels, config.out_size, config.out_size)
@@ -81,10 +88,12 @@ def test_calibration_times_each_config_records_failures_and_resumes(tmp_path, ti
     assert list(profile.failed.values()) == ["oom: MemoryError: "]
     loaded = cal.DeviceProfile.load(out)
     assert loaded.latency_ms == profile.latency_ms and loaded.environment["device_type"] == "cpu"
+    loaded.sample_version = 2  # timed by an earlier sampler: what it timed stays, the new sample's rest is timed
     again = cal.open_profile("cpu", "fp32", CudnnSettings(), seed=0, existing=loaded)
+    assert again.sample_version == cal.SAMPLE_VERSION
     cal.calibrate(again, 10, out, "cpu")
-    assert len(timed) == 10  # only the two configs it lacked
-    with pytest.raises(UsageError, match="the existing profile is for .* seed 0, sample version 2, not .* seed 1"):
+    assert len(timed) == 10 and len(again.latency_ms) == 9  # only the two configs it lacked
+    with pytest.raises(UsageError, match="the existing profile is for .* seed 0, not .* seed 1"):
         cal.open_profile("cpu", "fp32", CudnnSettings(), seed=1, existing=loaded)
 
 

@@ -24,8 +24,9 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 2  # the sampler's version: a profile resumes only a sample of its own version
-# kind: share of the sample (convolutions are half of it, a quarter per style)
+SAMPLE_VERSION = 3  # the sampler's version (a profile keeps every config it timed, of any version)
+# kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
+# stream of its own, so that its configs do not depend on the other kinds' draws
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
                "shuffle": 0.02, "chain": 0.08}  # fmt: skip
@@ -37,6 +38,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESOLUTIONS = (96, 640)  # input sizes of the CNN-like pyramid (log-uniform)
 MAX_ACTIVATION_ELEMENTS = 1 << 28  # per tensor: keeps a config within memory and a timed call short
 MAX_CONV_FLOPS = 4e12
+MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,12 @@ class OpConfig:
     batch: int
     channels: int  # input channels (features of a linear layer)
     out_channels: int  # = channels for the kinds that keep them
-    size: int = 1  # square spatial size of the input (1 for a linear layer)
+    size: int = 1  # square spatial size of the input (for a linear layer >1: over (B, size, size, C) tokens)
     kernel: int = 1
     stride: int = 1
     groups: int = 1
     dilation: int = 1
-    variant: str = ""  # the activation or pool
+    variant: str = ""  # the activation, the pool, or the shape of a multiply's second operand
 
     @property
     def key(self) -> str:
@@ -60,8 +62,8 @@ class OpConfig:
     def out_size(self) -> int:
         if self.kind not in ("conv", "pool") or self.variant == "global":
             return 1 if self.variant == "global" else self.size
-        reach = self.dilation * (self.kernel - 1) + 1
-        return (self.size + 2 * (reach // 2) - reach) // self.stride + 1
+        reach = self.dilation * (self.kernel - 1)
+        return (self.size + 2 * (reach // 2) - reach - 1) // self.stride + 1
 
 
 def _conv(config: OpConfig) -> nn.Module:
@@ -128,7 +130,7 @@ def _pool(config: OpConfig) -> nn.Module:
     if config.variant == "global":
         return nn.AdaptiveAvgPool2d(1)
     cls = nn.MaxPool2d if config.variant == "max" else nn.AvgPool2d
-    return cls(config.kernel, config.stride, config.kernel // 2)
+    return cls(config.kernel, config.stride, (config.kernel - 1) // 2)
 
 
 def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
@@ -143,9 +145,11 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
     }  # fmt: skip
     if config.kind in ("add", "mul", "concat"):
-        return Binary(config.kind), (image, image)
+        other = {"gate": (config.batch, config.channels, 1, 1), "channel": (1, config.channels, 1, 1)}
+        return Binary(config.kind), (image, torch.Size(other.get(config.variant, image)))
     if config.kind == "linear":
-        return builders["linear"](), (torch.Size((config.batch, config.channels)),)
+        tokens = (config.batch, config.size, config.size, config.channels)
+        return builders["linear"](), (torch.Size(tokens if config.size > 1 else (config.batch, config.channels)),)
     if config.kind not in builders:
         raise UsageError(f"unknown op kind {config.kind!r}; use one of: {', '.join(KINDS)}")
     return builders[config.kind](), (image,)
@@ -233,9 +237,8 @@ def _chain_config(rng: random.Random, batch: int) -> OpConfig:
     return OpConfig("chain", batch, channels, channels, size, kernel, groups=groups, variant=variant)
 
 
-def draw_config(rng: random.Random) -> OpConfig:
-    """One config: a kind by KIND_SHARES, then its shape (convs and chains half CNN-like, half broad)."""
-    kind = rng.choices(KINDS, weights=list(KIND_SHARES.values()))[0]
+def draw_config(rng: random.Random, kind: str) -> OpConfig:
+    """One config of ``kind`` (convs and chains half CNN-like, half broad; linear layers half on tokens)."""
     batch, size, channels = rng.choice(BATCHES), _log_uniform(rng, *SIZES), _channels(rng)
     cnn_like = rng.random() < 0.5
     if kind in ("conv", "chain") and cnn_like:
@@ -244,16 +247,28 @@ def draw_config(rng: random.Random) -> OpConfig:
         return _broad_conv(rng, batch, size)
     if kind == "chain":
         return OpConfig(kind, batch, channels, channels, size, 3, variant=rng.choice(list(ACTIVATIONS)))
-    if kind == "linear":
-        return OpConfig("linear", batch, channels, _channels(rng))
+    if kind == "linear":  # a classifier or an MLP on (B, H, W, C) tokens, as ConvNeXt's
+        return OpConfig("linear", batch, channels, _channels(rng), size if cnn_like else 1)
     if kind == "activation":
         return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "pool":
         variant = rng.choice(POOLS)
-        return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), variant=variant)
+        kernel, stride = rng.choice(((3, 2), (3, 2), (3, 1), (2, 2)))
+        return OpConfig(kind, batch, channels, channels, size, kernel, stride, variant=variant)
+    if kind == "mul":
+        return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(MUL_SHAPES))
     if kind == "shuffle":
         channels += channels % 2
     return OpConfig(kind, batch, channels, channels, size)
+
+
+def quotas(count: int) -> dict[str, int]:
+    """Configs per kind for a sample of ``count``: KIND_SHARES, rounded by largest remainder."""
+    exact = {kind: count * share / sum(KIND_SHARES.values()) for kind, share in KIND_SHARES.items()}
+    result = {kind: int(value) for kind, value in exact.items()}
+    for kind in sorted(exact, key=lambda k: result[k] - exact[k])[: count - sum(result.values())]:
+        result[kind] += 1
+    return result
 
 
 def conv_flops(config: OpConfig) -> int:
@@ -274,14 +289,22 @@ def fits(config: OpConfig) -> bool:
     return elements <= MAX_ACTIVATION_ELEMENTS
 
 
-def sample_configs(count: int, seed: int = 0) -> list[OpConfig]:
-    """``count`` distinct configs that fit, drawn in a fixed order from ``seed``: the same call, the same sample
-    (and a larger count extends a smaller one's)."""
-    if count < 1:
-        raise UsageError(f"the sample needs at least 1 config, got {count}")
-    rng, seen = random.Random(seed), {}
-    while len(seen) < count:
-        config = draw_config(rng)
+def _kind_stream(kind: str, quota: int, seed: int) -> list[OpConfig]:
+    rng, seen = random.Random(f"{seed}:{kind}"), {}
+    while len(seen) < quota:
+        config = draw_config(rng, kind)
         if fits(config):
             seen.setdefault(config.key, config)
     return list(seen.values())
+
+
+def sample_configs(count: int, seed: int = 0) -> list[OpConfig]:
+    """``count`` distinct configs that fit, ``quotas(count)`` of each kind, each kind drawn from its own stream
+    of ``seed`` (a larger count extends each kind's configs of a smaller one), interleaved so that any prefix of
+    the sample holds the kinds in their shares."""
+    if count < 1:
+        raise UsageError(f"the sample needs at least 1 config, got {count}")
+    streams = {kind: _kind_stream(kind, quota, seed) for kind, quota in quotas(count).items()}
+    ranked = [((index + 0.5) / len(configs), kind, config) for kind, configs in streams.items()
+              for index, config in enumerate(configs)]  # fmt: skip
+    return [config for *_, config in sorted(ranked, key=lambda item: item[:2])]
