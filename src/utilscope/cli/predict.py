@@ -1,4 +1,5 @@
-"""``calibrate``: time a seeded sample of layer configurations on a device into a device profile."""
+"""``calibrate``: time a seeded sample of layer configurations on a device into a device profile. ``predict``: a
+network's latency, throughput and utilization on a GPU from its device profile, on any machine."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
-from utilscope.cli.common import add_cudnn_options, cudnn_settings
+from utilscope.cli.common import add_cudnn_options, cudnn_settings, parse_batches
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
+from utilscope.measure.sweep import check_batches
 from utilscope.predict.calibrate import DeviceProfile, calibrate, open_profile
+from utilscope.present.json_text import strict_json
 
-DEFAULT_COUNT = 2000
+DEFAULT_COUNT = 5000
+SHOWN_LAYERS = 10
 
 
 def add_parsers(sub) -> None:
@@ -25,6 +30,48 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     add_cudnn_options(p)
     p.set_defaults(run=cmd_calibrate)
+    p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("--gpu", default=None, help="a GPU with a shipped device profile (e.g. h200)")
+    p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead")
+    p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
+    p.add_argument("--precision", default="fp16", help="the profile's precision (default: %(default)s)")
+    p.add_argument("--backend", default="graph", help="the profile's backend (default: %(default)s)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--json", action="store_true", help="print JSON (every layer) instead of tables")
+    p.set_defaults(run=cmd_predict)
+
+
+def cmd_predict(args, console: Console) -> int:
+    from utilscope.predict.predictor import check_gpu, load_predictor, select_profile
+
+    batches = check_batches(parse_batches(args.batch))
+    predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))
+    check_gpu(predictor, args.gpu)
+    predictions = [predictor.predict(args.model, batch, args.res) for batch in batches]
+    if args.json:
+        print(strict_json([p.to_dict() for p in predictions]))
+        return 0
+    table = Table(title=f"{predictions[0].model} on {predictor.device} ({predictor.precision}, {predictor.backend}"
+                  f" backend), predicted from {predictor.profile_path}")  # fmt: skip
+    for column in ("batch", "latency ms", "samples/s", "utilization", "extrapolated"):
+        table.add_column(column, justify="right")
+    for p in predictions:
+        table.add_row(str(p.batch), f"{p.latency_ms:.3f}", f"{p.samples_per_s:,.0f}", f"{p.utilization:.2%}",
+                      "yes" if p.extrapolated else "")  # fmt: skip
+    console.print(table)
+    console.print(layer_table(predictions[-1]))
+    return 0
+
+
+def layer_table(prediction) -> Table:
+    table = Table(title=f"largest predicted layers at batch {prediction.batch}")
+    for column in ("layer", "type", "op class", "predicted ms", "share", "extrapolated"):
+        table.add_column(column, justify="left" if column in ("layer", "type", "op class", "extrapolated") else "right")
+    for layer in prediction.layers[:SHOWN_LAYERS]:
+        table.add_row(layer["name"], layer["type"], layer["op_class"], f"{layer['predicted_ms']:.4f}",
+                      f"{layer['time_share']:.1%}", layer["extrapolated"])  # fmt: skip
+    return table
 
 
 def cmd_calibrate(args, console: Console) -> int:

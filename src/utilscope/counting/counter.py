@@ -137,6 +137,12 @@ def check_dtype(dtype: str) -> torch.dtype:
 
 def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
     """Count per-layer FLOPs, bytes and params of ``model`` (a zoo name or a module) for one forward pass."""
+    return count_traced(model, batch, resolution, dtype)[0]
+
+
+def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
+                 dtype: str = "fp32") -> tuple[CountResult, Trace]:  # fmt: skip
+    """``count``, and the trace it was aggregated from (every op event, for a model of the ops' times)."""
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
@@ -151,7 +157,7 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
     recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name)
     params = sum(p.numel() for p in module.parameters())
-    return aggregate(recorded, name, batch, resolution, dtype, params, traced_on)
+    return aggregate(recorded, name, batch, resolution, dtype, params, traced_on), recorded
 
 
 def meta_copy(model: nn.Module) -> nn.Module:

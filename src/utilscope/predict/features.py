@@ -1,0 +1,153 @@
+"""What the layer models see of one op: its analytic cost and its shape.
+
+Every aten op of a traced forward pass (``counting.tracer.OpEvent``; views and tensor creation launch no work and
+are left out) becomes one row: its group (``conv``, ``matmul`` or ``memory``), FLOPs, bytes read and written, a
+roofline time on the GPU (max of FLOPs / peak and bytes / bandwidth, at least ``FLOOR_MS``), and the shape numbers
+of its group: a conv's batch, channels, sizes, kernel, stride, groups and the implicit GEMM's M, N, K with its wave
+quantization on the GPU's SMs; a GEMM's M, N, K; a memory-bound op's category (the calibrated op it is, or stands
+for), its input and output bytes, channels, kernel and stride. Calibration configs are traced the same way, so the
+models are fitted and used on the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from utilscope import hardware
+from utilscope.counting.formulas import Kind
+from utilscope.counting.tracer import OpEvent, trace
+from utilscope.errors import UsageError
+from utilscope.predict.ops import OpConfig, build_op
+
+FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
+TILE = 128  # the GEMM tile side for the wave-quantization feature
+SKIPPED_KINDS = (Kind.VIEW, Kind.CREATION)
+# a memory-bound op's category: the calibrated op it is, or (by kind) the calibrated op it stands for
+CATEGORIES = {
+    "aten.native_batch_norm": "batch_norm", "aten._native_batch_norm_legit_no_training": "batch_norm",
+    "aten.cudnn_batch_norm": "batch_norm", "aten.native_layer_norm": "layer_norm",
+    "aten.native_group_norm": "group_norm", "aten.relu": "relu", "aten.relu_": "relu", "aten.silu": "silu",
+    "aten.silu_": "silu", "aten.gelu": "gelu", "aten.hardswish": "hardswish", "aten.hardswish_": "hardswish",
+    "aten.sigmoid": "sigmoid", "aten.sigmoid_": "sigmoid", "aten.hardsigmoid": "hardswish",
+    "aten.hardsigmoid_": "hardswish", "aten.add": "add", "aten.add_": "add", "aten.sub": "add", "aten.mul": "mul",
+    "aten.mul_": "mul", "aten.div": "mul", "aten.cat": "concat", "aten.clone": "copy", "aten.copy_": "copy",
+    "aten._to_copy": "copy", "aten.max_pool2d_with_indices": "max_pool", "aten.max_pool2d": "max_pool",
+    "aten.avg_pool2d": "avg_pool", "aten.mean": "mean", "aten._adaptive_avg_pool2d": "mean",
+}  # fmt: skip
+BY_KIND = {Kind.ACTIVATION: "relu", Kind.ELEMENTWISE: "add", Kind.NORM: "batch_norm", Kind.POOL: "avg_pool",
+           Kind.REDUCE: "mean", Kind.MOVEMENT: "copy", Kind.SOFTMAX: "layer_norm"}  # fmt: skip
+CATEGORY_CODES = {name: code for code, name in enumerate(sorted(set(CATEGORIES.values())))}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The figures the features need: dense peak FLOP/s in the precision, memory bandwidth, SM count."""
+
+    name: str
+    peak_flops: float
+    bandwidth_bytes: float
+    sm_count: int
+
+    @classmethod
+    def of(cls, device_name: str, precision: str) -> Gpu:
+        spec = hardware.detect(device_name)
+        if spec is None or not spec.memory_bandwidth_gbs or not spec.sm_count:
+            raise UsageError(f"the GPU table (specs.toml) has no peak, bandwidth and SM count for {device_name!r}")
+        return cls(spec.name, spec.peak_tflops(precision) * 1e12, spec.memory_bandwidth_gbs * 1e9, spec.sm_count)
+
+
+def group_of(event: OpEvent) -> str:
+    if event.kind is Kind.CONV:
+        return "conv"
+    return "matmul" if event.kind is Kind.MATMUL else "memory"
+
+
+def op_row(event: OpEvent, gpu: Gpu) -> dict:
+    """The features of one op (see the module's docstring)."""
+    inputs = [ref.bytes for ref in event.inputs if not ref.is_weight]
+    out_bytes = sum(ref.bytes for ref in (event.outputs[:1] if event.first_output_only else event.outputs))
+    flops = event.cost.flops + event.cost.other_flops
+    roofline_ms = max(flops / gpu.peak_flops, event.bytes / gpu.bandwidth_bytes) * 1e3
+    row = {"op": event.op, "group": group_of(event), "flops": event.cost.flops, "bytes": event.bytes,
+           "in_bytes": sum(inputs), "out_bytes": out_bytes, "ref_ms": max(roofline_ms, FLOOR_MS)}  # fmt: skip
+    if row["group"] == "conv":
+        row.update(conv_shape(event, gpu))
+    elif row["group"] == "matmul":
+        row.update(matmul_shape(event, gpu))
+    else:
+        row.update(memory_shape(event, inputs))
+    return row
+
+
+def _pair(value, default: int = 1) -> int:
+    if isinstance(value, (list, tuple)):
+        return int(value[0]) if value else default
+    return default if value is None else int(value)
+
+
+def _waves(m: int, n: int, groups: int, sm_count: int) -> dict:
+    tiles = math.ceil(m / TILE) * math.ceil(n / TILE) * groups
+    waves = tiles / sm_count
+    return {"waves": waves, "wave_efficiency": tiles / (math.ceil(waves) * sm_count)}
+
+
+def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
+    x, weight, out = event.call.args[0], event.call.args[1], event.call.outputs[0]
+    groups = _pair(event.call.arg(8, "groups", 1))
+    batch, channels, size = int(x[0]), int(x[1]), int(x[-1])
+    out_channels, per_group, kernel = int(weight[0]), int(weight[1]), int(weight[-1])
+    m, n, k = batch * math.prod(out[2:]), out_channels // groups, per_group * math.prod(weight[2:])
+    style = 3 if per_group == 1 and groups > 1 else 2 if groups > 1 else 1 if kernel == 1 else 0
+    return {"style": style, "batch": batch, "channels": channels, "out_channels": out_channels, "size": size,
+            "out_size": int(out[-1]), "kernel": kernel, "stride": _pair(event.call.arg(3, "stride", 1)),
+            "dilation": _pair(event.call.arg(5, "dilation", 1)), "groups": groups, "per_group": per_group,
+            "m": m, "n": n, "k": k, "aligned_in": int(per_group % 8 == 0), "aligned_out": int(n % 8 == 0),
+            **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip
+
+
+def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
+    a, b = (event.call.args[1], event.call.args[2]) if event.op in ("aten.addmm", "aten.baddbmm") else \
+        (event.call.args[0], event.call.args[1])  # fmt: skip
+    batches = math.prod(a[:-2]) if len(a) > 2 else 1
+    m, k, n = batches * int(a[-2]) if len(a) > 1 else 1, int(a[-1]), int(b[-1])
+    return {"m": m, "n": n, "k": k, "aligned_in": int(k % 8 == 0), "aligned_out": int(n % 8 == 0),
+            **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
+
+
+def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
+    category = CATEGORIES.get(event.op) or BY_KIND.get(event.kind, "add")
+    first = event.call.args[0] if event.call.args else None
+    shape = first if isinstance(first, torch.Size) and len(first) else torch.Size((1,))
+    batch, channels = int(shape[0]), int(shape[1]) if len(shape) > 1 else 1
+    size = int(shape[-1]) if len(shape) == 4 else 1
+    pooling = category in ("max_pool", "avg_pool")
+    kernel = _pair(event.call.arg(1, "kernel_size", 1)) if pooling else 1
+    stride = _pair(event.call.arg(2, "stride", kernel), kernel) if pooling else 1
+    broadcast = int(len(inputs) > 1 and min(inputs) < max(inputs))
+    return {"category": category, "batch": batch, "channels": channels, "size": size, "kernel": kernel,
+            "stride": stride, "broadcast": broadcast}  # fmt: skip
+
+
+def config_events(config: OpConfig) -> list[OpEvent]:
+    """The ops of a calibration config, traced on the meta device as a network's are (in fp16)."""
+    module, shapes = build_op(config)
+    module = module.to(device="meta", dtype=torch.float16).eval()
+    tensors = [torch.empty(shape, device="meta", dtype=torch.float16) for shape in shapes]
+
+    class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
+        def __init__(self):
+            super().__init__()
+            self.op = module
+
+        def forward(self, x):
+            return self.op(x, *tensors[1:])
+
+    return kept_events(trace(Call(), tensors[0]).events)
+
+
+def kept_events(events: list[OpEvent]) -> list[OpEvent]:
+    """The ops that launch work: views and tensor creation are left out."""
+    return [e for e in events if e.kind not in SKIPPED_KINDS]

@@ -1,0 +1,124 @@
+"""Layer models: from a device profile's timed configs, how long one op (or one squeeze-excite gate) takes.
+
+One scikit-learn ``HistGradientBoostingRegressor`` per group (``conv``, ``matmul``, ``memory``, ``se_gate``),
+fitted on the log of measured time over the op's roofline time (``features.op_row``'s ``ref_ms``): the trees learn
+an efficiency, which stays bounded where an op is larger than any calibrated one, instead of a time they could not
+extrapolate. Single-op configs train the op groups; the squeeze-excite configs train the gate as a whole (its tiny
+1x1 convs and broadcast multiply are not single-op configs). A row is *extrapolated* when one of its numbers lies
+above the range its group was calibrated on by more than a factor ``RANGE_MARGIN`` (below it an op is smaller than
+any calibrated one and takes about the launch floor, which the calibration covers); the reason names the number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from utilscope.predict.calibrate import DeviceProfile
+from utilscope.predict.features import CATEGORY_CODES, Gpu, config_events, op_row
+from utilscope.predict.ops import OpConfig
+
+ITERATIONS = 300
+RANDOM_STATE = 0
+MIN_ROWS = 8  # fewer timed rows of a group: no model
+RANGE_MARGIN = 1.5
+FEATURES = {  # log-scaled numbers, then plain ones
+    "conv": (("flops", "bytes", "ref_ms", "batch", "channels", "out_channels", "size", "out_size", "kernel",
+              "stride", "dilation", "groups", "per_group", "m", "n", "k", "waves"),
+             ("style", "aligned_in", "aligned_out", "wave_efficiency")),
+    "matmul": (("flops", "bytes", "ref_ms", "m", "n", "k", "waves"), ("aligned_in", "aligned_out", "wave_efficiency")),
+    "memory": (("bytes", "in_bytes", "out_bytes", "ref_ms", "channels"), ("code", "kernel", "stride", "broadcast")),
+    "se_gate": (("bytes", "ref_ms", "batch", "channels", "size", "hidden"), ()),
+}  # fmt: skip
+RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "m", "n", "k"), "matmul": ("m", "n", "k"),
+          "memory": ("in_bytes", "out_bytes"), "se_gate": ("batch", "channels", "size")}  # fmt: skip
+
+
+def matrix(rows: pd.DataFrame, group: str) -> np.ndarray:
+    logged, plain = FEATURES[group]
+    frame = rows.assign(code=rows["category"].map(CATEGORY_CODES)) if group == "memory" else rows
+    return np.column_stack([np.log1p(frame[list(logged)].to_numpy(float)), frame[list(plain)].to_numpy(float)])
+
+
+def se_row(rows: list[dict], gpu: Gpu) -> dict:
+    """One squeeze-excite gate's row from its ops' rows: the pooled input's batch, channels and size, the
+    reduction's width, and the gate's bytes (its input read twice, its output written once)."""
+    pooled = next((row for row in rows if row["group"] == "memory"), rows[0])
+    first_conv = next((row for row in rows if row["group"] != "memory"), None)
+    batch, channels, size = pooled.get("batch", 1), pooled.get("channels", 1), pooled.get("size", 1)
+    total_bytes = sum(row["bytes"] for row in rows)
+    hidden = first_conv.get("out_channels", first_conv.get("n", channels)) if first_conv else channels
+    return {"op": "se_gate", "group": "se_gate", "flops": sum(row["flops"] for row in rows), "bytes": total_bytes,
+            "ref_ms": max(total_bytes / gpu.bandwidth_bytes * 1e3, sum(row["ref_ms"] for row in rows)),
+            "batch": batch, "channels": channels, "size": size, "hidden": hidden}  # fmt: skip
+
+
+def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
+    """One row per timed config: a single-op config's op row, or a squeeze-excite gate's row, with its ``ms``.
+    Multi-op configs of other kinds (chains, shuffles as a copy are single-op) are left to ``chain_rows``."""
+    rows = []
+    for key, ms in profile.latency_ms.items():
+        config = OpConfig(**profile.configs[key])
+        if config.kind == "chain":
+            continue
+        op_rows = [op_row(event, gpu) for event in config_events(config)]
+        if config.kind == "se_gate":
+            rows.append({**se_row(op_rows, gpu), "ms": ms})
+        elif len(op_rows) == 1:
+            rows.append({**op_rows[0], "ms": ms})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class LayerModels:
+    gpu: Gpu
+    models: dict  # group -> fitted regressor
+    ranges: dict  # group -> {number: (low, high)}
+
+    def predict(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """Milliseconds per row, and per row the reason it is extrapolated ("" when it is not)."""
+        ms, reasons = np.full(len(rows), np.nan), [""] * len(rows)
+        for group, part in rows.groupby("group", sort=False):
+            where = rows.index.get_indexer(part.index)
+            model = self.models.get(group)
+            if model is None:
+                ms[where] = part["ref_ms"].to_numpy(float)
+                for i in where:
+                    reasons[i] = f"no {group} configs calibrated: roofline time"
+                continue
+            ms[where] = part["ref_ms"].to_numpy(float) * np.exp(model.predict(matrix(part, group)))
+            for i, reason in zip(where, self.out_of_range(part, group), strict=True):
+                reasons[i] = reason
+        return ms, reasons
+
+    def out_of_range(self, part: pd.DataFrame, group: str) -> list[str]:
+        reasons = [""] * len(part)
+        for name, (low, high) in self.ranges[group].items():
+            values = part[name].to_numpy(float)
+            for i in np.flatnonzero(values > high * RANGE_MARGIN):
+                reasons[i] = reasons[i] or f"{name} {values[i]:.0f} outside the calibrated {low:.0f}-{high:.0f}"
+        return reasons
+
+
+def _boosted_trees(features: np.ndarray, target: np.ndarray, categorical: list[bool] | None):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    model = HistGradientBoostingRegressor(max_iter=ITERATIONS, random_state=RANDOM_STATE, min_samples_leaf=5,
+                                          categorical_features=categorical)  # fmt: skip
+    return model.fit(features, target)
+
+
+def fit_layer_models(rows: pd.DataFrame, gpu: Gpu) -> LayerModels:
+    """Per group with at least MIN_ROWS timed rows: trees on ``matrix`` for log(ms / ref_ms), and its ranges."""
+    models, ranges = {}, {}
+    for group, part in rows.groupby("group"):
+        if len(part) < MIN_ROWS:
+            continue
+        logged, plain = FEATURES[group]
+        categorical = [False] * len(logged) + [name == "code" for name in plain] if group == "memory" else None
+        target = np.log(part["ms"].to_numpy(float) / part["ref_ms"].to_numpy(float))
+        models[group] = _boosted_trees(matrix(part, group), target, categorical)
+        ranges[group] = {name: (float(part[name].min()), float(part[name].max())) for name in RANGED[group]}
+    return LayerModels(gpu, models, ranges)

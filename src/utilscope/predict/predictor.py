@@ -1,0 +1,190 @@
+"""Predict a CNN's inference latency, throughput and FLOP utilization on a GPU from its device profile, without it.
+
+The network is counted (``counting.count_traced``, the engine ``count`` uses, so every spec ``count`` takes works),
+each op that launches work becomes a row (``features.op_row``; the ops inside a squeeze-excite module become one
+gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
+``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw) as the
+median of (measured - summed) / ops. The fit takes seconds, so a fitted predictor is cached per profile content
+(``hardware.cache_dir()``/predict).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from utilscope import hardware
+from utilscope.counting.counter import count_traced
+from utilscope.errors import UsageError
+from utilscope.measure.precision import parse_precision
+from utilscope.predict.calibrate import DeviceProfile
+from utilscope.predict.features import Gpu, config_events, kept_events, op_row
+from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
+from utilscope.predict.ops import OpConfig
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+CACHE_FORMAT = 1
+
+
+@dataclass
+class Prediction:
+    model: str
+    gpu: str
+    batch: int
+    precision: str
+    backend: str
+    resolution: int
+    flops: int  # per batch
+    latency_ms: float
+    samples_per_s: float
+    utilization: float
+    extrapolated: bool
+    layers: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Predictor:
+    profile_path: str
+    device: str
+    precision: str
+    backend: str
+    gpu: Gpu
+    layer_models: LayerModels
+    gap_ms: float
+
+    def predict(self, model, batch: int, resolution: int | None = None) -> Prediction:
+        """One network at one batch size. ``model``: any spec ``count`` accepts, or a module."""
+        counted, recorded = count_traced(model, batch, resolution, parse_precision(self.precision).count_dtype)
+        rows = network_rows(recorded, self.gpu)
+        ms, reasons = self.layer_models.predict(rows)
+        latency_ms = float(ms.sum() + self.gap_ms * len(rows))
+        flops = counted.total.flops
+        layers = per_layer(rows, ms, reasons, counted)
+        return Prediction(counted.model, self.device, batch, self.precision, self.backend, counted.resolution, flops,
+                          latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / self.gpu.peak_flops,
+                          any(reasons), layers)  # fmt: skip
+
+
+def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
+    """The rows of a traced network: one per op that launches work, one per squeeze-excite gate (its ops' run),
+    each with the index of its layer (a gate's: its first op's) and the indices of all its layers."""
+    rows, gate = [], []
+    for event in kept_events(recorded.events):
+        if recorded.layers[event.layer].in_se:
+            gate.append(event)
+            continue
+        if gate:
+            rows.append(_gate(gate, gpu))
+            gate = []
+        rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,)})
+    if gate:
+        rows.append(_gate(gate, gpu))
+    return pd.DataFrame(rows)
+
+
+def _gate(events, gpu: Gpu) -> dict:
+    layers = tuple(dict.fromkeys(event.layer for event in events))
+    return {**se_row([op_row(event, gpu) for event in events], gpu), "layer": layers[0], "layers": layers}
+
+
+def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted) -> list[dict]:
+    """Predicted milliseconds per layer of the count (a gate's time split evenly over its layers), largest first."""
+    per = {}
+    for layers, row_ms, reason in zip(rows["layers"], ms, reasons, strict=True):
+        for index in layers:
+            entry = per.setdefault(index, {"predicted_ms": 0.0, "extrapolated": ""})
+            entry["predicted_ms"] += row_ms / len(layers)
+            entry["extrapolated"] = entry["extrapolated"] or reason
+    total = float(ms.sum()) or 1.0
+    out = []
+    for index, entry in per.items():
+        layer, layer_ms = counted.layers[index], float(entry["predicted_ms"])
+        out.append({"name": layer.name, "type": layer.type, "op_class": layer.op_class, "flops": layer.flops,
+                    "bytes": layer.bytes, "predicted_ms": layer_ms, "time_share": layer_ms / total,
+                    "extrapolated": entry["extrapolated"]})  # fmt: skip
+    return sorted(out, key=lambda layer: -layer["predicted_ms"])
+
+
+def composition_gap_ms(profile: DeviceProfile, models: LayerModels) -> float:
+    """The median over the profile's chains of (measured - summed layer predictions) / ops; 0 without chains."""
+    residuals = []
+    for key, measured_ms in profile.latency_ms.items():
+        config = OpConfig(**profile.configs[key])
+        if config.kind != "chain":
+            continue
+        rows = pd.DataFrame([op_row(event, models.gpu) for event in config_events(config)])
+        residuals.append((measured_ms - models.predict(rows)[0].sum()) / len(rows))
+    return float(np.median(residuals)) if residuals else 0.0
+
+
+def fit_predictor(profile: DeviceProfile, path: str = "") -> Predictor:
+    gpu = Gpu.of(profile.device, profile.precision)
+    models = fit_layer_models(calibration_rows(profile, gpu), gpu)
+    if not models.models:
+        raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
+    return Predictor(str(path), profile.device, profile.precision, profile.backend, gpu, models,
+                     composition_gap_ms(profile, models))  # fmt: skip
+
+
+def _cache_file(path: Path) -> Path:
+    versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}"
+    digest = hashlib.sha256(path.read_bytes() + versions.encode()).hexdigest()[:20]
+    return hardware.cache_dir() / "predict" / f"{path.stem}-{digest}.pkl"
+
+
+def load_predictor(path: str | Path) -> Predictor:
+    """The predictor of a device profile file, fitted once and cached by the file's content."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"no device profile {path}")
+    cached = _cache_file(path)
+    if cached.is_file():
+        try:
+            return pickle.loads(cached.read_bytes())
+        except Exception:  # a stale or broken cache entry: fit again
+            cached.unlink(missing_ok=True)
+    predictor = fit_predictor(DeviceProfile.load(path), str(path))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(".partial")
+    partial.write_bytes(pickle.dumps(predictor))
+    partial.replace(cached)
+    return predictor
+
+
+def shipped_profiles() -> list[Path]:
+    return sorted(PROFILES_DIR.glob("*.json"))
+
+
+def check_gpu(predictor: Predictor, gpu: str | None) -> None:
+    from utilscope.nas.predictor import gpu_matches
+
+    if gpu is not None and not gpu_matches(gpu, predictor.device):
+        raise UsageError(f"the device profile {predictor.profile_path} is for {predictor.device}, not {gpu!r}")
+
+
+def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
+    """The profile file given, or the shipped one for ``gpu``, precision and backend (``<gpu>_<precision>_<backend>``
+    in ``predict/profiles``); UsageError listing the shipped ones otherwise."""
+    from utilscope.nas.predictor import gpu_matches
+
+    if profile is not None:
+        return Path(profile)
+    if gpu is None:
+        raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
+    for path in shipped_profiles():
+        name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
+        if gpu_matches(gpu, name_gpu) and (name_precision, name_backend) == (precision, backend):
+            return path
+    shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
+    raise UsageError(f"no device profile for GPU {gpu!r}, {precision}, {backend} backend (shipped: {shipped}); "
+                     f"time one on that GPU with `utilscope calibrate`")  # fmt: skip
+

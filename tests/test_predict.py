@@ -1,0 +1,139 @@
+"""`utilscope predict` (predict/features.py, layers.py, predictor.py): op features, layer models, composition, CLI.
+
+The layer models are fitted on a synthetic profile whose every op takes exactly twice its roofline time and whose
+chains take that plus 6 us per op: the predictor must then give a network exactly 2 x its summed roofline time plus
+6 us per op, whatever the network."""
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from utilscope.cli import main
+from utilscope.counting.counter import count_traced
+from utilscope.predict import predictor as pr
+from utilscope.predict.calibrate import DeviceProfile
+from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
+from utilscope.predict.layers import se_row
+from utilscope.predict.ops import OpConfig, sample_configs
+
+H200 = Gpu.of("NVIDIA H200", "fp16")
+GAP_MS = 0.006
+EFFICIENCY = 0.5
+
+NET = textwrap.dedent("""
+    import torch
+    from torch import nn
+    from torchvision.ops import SqueezeExcitation
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+            self.dw = nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False)
+            self.se = SqueezeExcitation(16, 8)
+            self.head = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.se(self.dw(self.stem(x)))
+            return self.head(x.mean((2, 3)))
+
+    def net():
+        return Net()
+""")
+
+
+def synthetic_ms(config: OpConfig) -> float:
+    rows = [op_row(event, H200) for event in config_events(config)]
+    if config.kind == "se_gate":
+        return se_row(rows, H200)["ref_ms"] / EFFICIENCY
+    summed = sum(row["ref_ms"] for row in rows) / EFFICIENCY
+    return summed + (GAP_MS * len(rows) if config.kind == "chain" else 0.0)
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory):
+    configs = sample_configs(400, seed=5)
+    profile = DeviceProfile("NVIDIA H200", "fp16", "graph", {}, 5, {"device_name": "NVIDIA H200"})
+    for config in configs:
+        profile.configs[config.key] = config.__dict__
+        profile.latency_ms[config.key] = synthetic_ms(config)
+    return profile.save(tmp_path_factory.mktemp("profile") / "synthetic.json")
+
+
+@pytest.fixture(scope="module")
+def predictor(profile_file, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pr.hardware, "cache_dir", lambda: tmp_path_factory.mktemp("cache"))
+        return pr.load_predictor(profile_file)
+
+
+@pytest.fixture(scope="module")
+def net_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("net") / "net.py"
+    path.write_text(NET)
+    return f"{path}:net"
+
+
+def test_a_conv_row_has_its_closed_form_shape_and_roofline():
+    conv = OpConfig("conv", 64, 64, 128, 56, 3, 2, 1)
+    (event,) = config_events(conv)
+    row = op_row(event, H200)
+    flops = 2 * 64 * 128 * 28 * 28 * 64 * 9
+    assert row["flops"] == flops and (row["m"], row["n"], row["k"]) == (64 * 28 * 28, 128, 64 * 9)
+    assert row["style"] == 0 and row["stride"] == 2 and row["kernel"] == 3 and row["aligned_in"] == 1
+    tiles = math.ceil(64 * 28 * 28 / 128) * 1
+    assert row["waves"] == pytest.approx(tiles / 132)
+    bytes_ = 2 * (64 * 64 * 56 * 56 + 128 * 64 * 9 + 64 * 128 * 28 * 28)
+    assert row["bytes"] == bytes_
+    assert row["ref_ms"] == pytest.approx(bytes_ / 4.8e12 * 1e3) and row["ref_ms"] > FLOOR_MS  # memory-bound
+    small = op_row(config_events(OpConfig("conv", 1, 8, 8, 8, 1))[0], H200)
+    assert small["ref_ms"] == FLOOR_MS  # no kernel is faster than the floor
+    (dw,) = config_events(OpConfig("conv", 1, 32, 32, 14, 5, 1, 32))
+    assert op_row(dw, H200)["style"] == 3
+    (gate,) = config_events(OpConfig("mul", 2, 16, 16, 8, variant="gate"))
+    assert op_row(gate, H200)["broadcast"] == 1 and op_row(gate, H200)["category"] == "mul"
+
+
+def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):
+    assert predictor.gap_ms == pytest.approx(GAP_MS, rel=1e-6)
+    counted, recorded = count_traced(net_file, 4, 32, "fp16")
+    rows = pr.network_rows(recorded, H200)
+    assert "se_gate" in set(rows["group"]) and rows["group"].value_counts()["se_gate"] == 1
+    expected_ms = rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows)
+    result = predictor.predict(net_file, 4, 32)
+    assert result.latency_ms == pytest.approx(expected_ms, rel=1e-6)
+    assert result.samples_per_s == pytest.approx(4 / result.latency_ms * 1e3)
+    assert result.utilization == pytest.approx(counted.total.flops / (result.latency_ms * 1e-3) / 989.4e12)
+    assert sum(layer["predicted_ms"] for layer in result.layers) == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY)
+    assert not result.extrapolated
+
+
+def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predictor, net_file):
+    result = predictor.predict(net_file, 4096, 32)
+    assert result.extrapolated
+    assert any("batch 4096 outside the calibrated 1-256" in layer["extrapolated"] for layer in result.layers)
+
+
+def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, capsys):
+    monkeypatch.setattr(pr, "load_predictor", lambda path: predictor)
+    assert main(["predict", net_file, "--profile", str(profile_file), "--batch", "1,8", "--res", "32", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["batch"] for d in doc] == [1, 8]
+    assert {"model", "gpu", "batch", "precision", "backend", "latency_ms", "samples_per_s", "utilization",
+            "layers"} <= set(doc[0])  # fmt: skip
+    assert main(["predict", net_file, "--profile", str(profile_file), "--res", "32"]) == 0
+    assert "largest predicted layers" in capsys.readouterr().out
+    assert main(["predict", net_file, "--profile", str(profile_file), "--gpu", "a100", "--res", "32"]) == 2
+    assert "is for NVIDIA H200, not 'a100'" in capsys.readouterr().err
+    assert main(["predict", net_file, "--gpu", "t4"]) == 2
+    err = capsys.readouterr().err
+    assert "no device profile for GPU 't4'" in err and "(shipped: h200_fp16_graph)" in err
+
+
+def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
+    path = pr.select_profile("h200", None, "fp16", "graph")
+    profile = DeviceProfile.load(path)
+    assert profile.device == "NVIDIA H200" and profile.precision == "fp16" and len(profile.latency_ms) > 1000
+    assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
