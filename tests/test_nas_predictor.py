@@ -19,6 +19,7 @@ import torch
 
 from utilscope.cli import main
 from utilscope.errors import UsageError
+from utilscope.hardware.specs import gpu_matches
 from utilscope.nas import predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, load_tables, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
@@ -172,10 +173,10 @@ def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset):
 
 
 def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
-    assert P.gpu_matches("h200", "NVIDIA H200") and P.gpu_matches("H200", "NVIDIA H200")
-    assert P.gpu_matches("nvidia-h200", "NVIDIA H200") and P.gpu_matches("NVIDIA H200", "NVIDIA H200")
-    assert not P.gpu_matches("a100", "NVIDIA H200") and not P.gpu_matches("h20", "NVIDIA H200")
-    assert not P.gpu_matches("a", "NVIDIA H200") and not P.gpu_matches("", "NVIDIA H200")
+    assert gpu_matches("h200", "NVIDIA H200") and P.gpu_matches("H200", "NVIDIA H200")
+    assert gpu_matches("nvidia-h200", "NVIDIA H200") and P.gpu_matches("NVIDIA H200", "NVIDIA H200")
+    assert not gpu_matches("a100", "NVIDIA H200") and not gpu_matches("h20", "NVIDIA H200")
+    assert not gpu_matches("a", "NVIDIA H200") and not gpu_matches("", "NVIDIA H200")
     assert P.shipped_profile("h200", "mbv3").is_file()
     with pytest.raises(UsageError, match="no shipped predictor profile for GPU 'a100'"):
         P.shipped_profile("a100", "mbv3")

@@ -36,7 +36,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead")
     p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
     p.add_argument("--precision", default="fp16", help="the profile's precision (default: %(default)s)")
-    p.add_argument("--backend", default="graph", help="the profile's backend (default: %(default)s)")
+    p.add_argument("--backend", default="graph", help="graph, or inference (a first model of fused execution, from "
+                   "a graph profile) (default: %(default)s)")  # fmt: skip
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument("--json", action="store_true", help="print JSON (every layer) instead of tables")
     p.set_defaults(run=cmd_predict)
@@ -48,11 +49,11 @@ def cmd_predict(args, console: Console) -> int:
     batches = check_batches(parse_batches(args.batch))
     predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))
     check_gpu(predictor, args.gpu)
-    predictions = [predictor.predict(args.model, batch, args.res) for batch in batches]
+    predictions = [predictor.predict(args.model, batch, args.res, args.backend) for batch in batches]
     if args.json:
         print(strict_json([p.to_dict() for p in predictions]))
         return 0
-    table = Table(title=f"{predictions[0].model} on {predictor.device} ({predictor.precision}, {predictor.backend}"
+    table = Table(title=f"{predictions[0].model} on {predictor.device} ({predictor.precision}, {args.backend}"
                   f" backend), predicted from {predictor.profile_path}")  # fmt: skip
     for column in ("batch", "latency ms", "samples/s", "utilization", "extrapolated"):
         table.add_column(column, justify="right")

@@ -226,6 +226,18 @@ def _check_patterns(specs: list[DeviceSpec], non_matching: list[str], path: str)
             raise SpecFileError(f"{path}: non_matching_examples entry {example!r} matches rows {hits}")
 
 
+def gpu_matches(gpu: str, device_name: str) -> bool:
+    """``h200``, ``H200`` and ``nvidia-h200`` match "NVIDIA H200": ``gpu``'s letters and digits equal the name's, the
+    name's without its vendor word, or one of its words (so ``h20`` or ``a`` match nothing)."""
+
+    def squash(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    words = ["".join(ch for ch in word if ch.isalnum()) for word in device_name.lower().split()]
+    names = {squash(device_name), "".join(words[1:]), *words}
+    return bool(squash(gpu)) and squash(gpu) in names
+
+
 def detect(device_name: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec | None:
     """The table row whose patterns match ``device_name`` (as torch.cuda.get_device_name reports it), or None.
 

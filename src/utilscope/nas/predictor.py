@@ -24,6 +24,7 @@ import pandas as pd
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
+from utilscope.hardware.specs import gpu_matches
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key
@@ -138,18 +139,6 @@ def load_predictor(path: str | Path) -> Predictor:
     table = LatencyTable.from_dict(data["table"], str(path))
     return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
                      data.get("evaluation", {}))  # fmt: skip
-
-
-def gpu_matches(gpu: str, device_name: str) -> bool:
-    """``h200``, ``H200`` and ``nvidia-h200`` match "NVIDIA H200": ``gpu``'s letters and digits equal the name's, the
-    name's without its vendor word, or one of its words (so ``h20`` or ``a`` match nothing)."""
-
-    def squash(text: str) -> str:
-        return "".join(ch for ch in text.lower() if ch.isalnum())
-
-    words = ["".join(ch for ch in word if ch.isalnum()) for word in device_name.lower().split()]
-    names = {squash(device_name), "".join(words[1:]), *words}
-    return bool(squash(gpu)) and squash(gpu) in names
 
 
 def shipped_profile(gpu: str, space: str) -> Path:

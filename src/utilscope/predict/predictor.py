@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from utilscope import hardware
-from utilscope.counting.counter import count_traced
+from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
+from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import Gpu, config_events, kept_events, op_row
@@ -29,6 +30,8 @@ from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_mo
 from utilscope.predict.ops import OpConfig
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
+FUSED_FROM = {"graph": ("inference",)}  # a profile of this backend also predicts these by the fusion model
+FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
 
 
@@ -61,22 +64,43 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
 
-    def predict(self, model, batch: int, resolution: int | None = None) -> Prediction:
-        """One network at one batch size. ``model``: any spec ``count`` accepts, or a module."""
+    def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None) -> Prediction:
+        """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
+        ``inference`` (a graph profile only): the fused-execution model (``fused``)."""
+        backend = backend or self.backend
+        if backend not in (self.backend, *FUSED_FROM.get(self.backend, ())):
+            raise UsageError(f"the device profile {self.profile_path} predicts the {self.backend} backend"
+                             f"{' and ' + ', '.join(FUSED_FROM[self.backend]) if self.backend in FUSED_FROM else ''},"
+                             f" not {backend}")  # fmt: skip
         counted, recorded = count_traced(model, batch, resolution, parse_precision(self.precision).count_dtype)
         rows = network_rows(recorded, self.gpu)
         ms, reasons = self.layer_models.predict(rows)
-        latency_ms = float(ms.sum() + self.gap_ms * len(rows))
+        launches = len(rows)
+        if backend != self.backend:
+            ms, launches = fused(rows, ms)
+        latency_ms = float(ms.sum() + self.gap_ms * launches)
         flops = counted.total.flops
         layers = per_layer(rows, ms, reasons, counted)
-        return Prediction(counted.model, self.device, batch, self.precision, self.backend, counted.resolution, flops,
+        return Prediction(counted.model, self.device, batch, self.precision, backend, counted.resolution, flops,
                           latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / self.gpu.peak_flops,
                           any(reasons), layers)  # fmt: skip
 
 
+def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
+    """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor):
+    a memory-bound op's time shrinks with the share of its bytes that fusion leaves (``fused_left``; an op fused
+    away entirely takes none and launches nothing); convs, GEMMs and gates keep theirs. Returns the times and the
+    number of kernels left."""
+    memory = (rows["group"] == "memory").to_numpy()
+    left = np.where(memory, rows["fused_left"].to_numpy(float), 1.0)
+    return ms * left, int((left > FUSED_AWAY).sum())
+
+
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     """The rows of a traced network: one per op that launches work, one per squeeze-excite gate (its ops' run),
-    each with the index of its layer (a gate's: its first op's) and the indices of all its layers."""
+    each with the index of its layer (a gate's: its first op's), the indices of all its layers, and the share of
+    its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``)."""
+    saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
     rows, gate = [], []
     for event in kept_events(recorded.events):
         if recorded.layers[event.layer].in_se:
@@ -85,7 +109,8 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
         if gate:
             rows.append(_gate(gate, gpu))
             gate = []
-        rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,)})
+        left = 1 - saved[id(event)] / event.bytes if event.bytes else 1.0
+        rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,), "fused_left": left})
     if gate:
         rows.append(_gate(gate, gpu))
     return pd.DataFrame(rows)
@@ -93,7 +118,8 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
 
 def _gate(events, gpu: Gpu) -> dict:
     layers = tuple(dict.fromkeys(event.layer for event in events))
-    return {**se_row([op_row(event, gpu) for event in events], gpu), "layer": layers[0], "layers": layers}
+    return {**se_row([op_row(event, gpu) for event in events], gpu), "layer": layers[0], "layers": layers,
+            "fused_left": 1.0}
 
 
 def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted) -> list[dict]:
@@ -165,24 +191,22 @@ def shipped_profiles() -> list[Path]:
 
 
 def check_gpu(predictor: Predictor, gpu: str | None) -> None:
-    from utilscope.nas.predictor import gpu_matches
-
     if gpu is not None and not gpu_matches(gpu, predictor.device):
         raise UsageError(f"the device profile {predictor.profile_path} is for {predictor.device}, not {gpu!r}")
 
 
 def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
     """The profile file given, or the shipped one for ``gpu``, precision and backend (``<gpu>_<precision>_<backend>``
-    in ``predict/profiles``); UsageError listing the shipped ones otherwise."""
-    from utilscope.nas.predictor import gpu_matches
-
+    in ``predict/profiles``; a graph profile predicts the inference backend too); UsageError listing the shipped ones
+    otherwise."""
     if profile is not None:
         return Path(profile)
     if gpu is None:
         raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
     for path in shipped_profiles():
         name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
-        if gpu_matches(gpu, name_gpu) and (name_precision, name_backend) == (precision, backend):
+        predicts = (name_backend, *FUSED_FROM.get(name_backend, ()))
+        if gpu_matches(gpu, name_gpu) and name_precision == precision and backend in predicts:
             return path
     shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
     raise UsageError(f"no device profile for GPU {gpu!r}, {precision}, {backend} backend (shipped: {shipped}); "

@@ -1,0 +1,40 @@
+"""Time `utilscope predict` per network on this machine: the shipped H200 profile's predictor (fitted and cached
+first, that time printed on its own), then every model of a set at each batch size, counting included.
+
+    python3 benchmarks/cnn_predict_time.py [--set survey] [--batch 1,256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+from utilscope.models import sets
+from utilscope.predict import predictor as pr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", default="survey", help="a model set (default: %(default)s, the 61 torchvision CNNs)")
+    parser.add_argument("--batch", default="1,256")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    path = pr.select_profile("h200", None, "fp16", "graph")
+    start_s = time.perf_counter()
+    predictor = pr.fit_predictor(pr.DeviceProfile.load(path), str(path))
+    print(f"fitting the layer models from {path.name}: {time.perf_counter() - start_s:.1f} s (once per profile)")
+    seconds = []
+    for model in sets.set_members(args.set):
+        for batch in (int(b) for b in args.batch.split(",")):
+            start_s = time.perf_counter()
+            predictor.predict(model, batch)
+            seconds.append(time.perf_counter() - start_s)
+    print(f"{len(seconds)} predictions ({args.set}, batch {args.batch}): median {statistics.median(seconds):.2f} s, "
+          f"mean {statistics.mean(seconds):.2f} s, max {max(seconds):.2f} s; "
+          f"{sum(s <= 1.0 for s in seconds)} of {len(seconds)} within 1 s")
+
+
+if __name__ == "__main__":
+    main()
