@@ -32,8 +32,10 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=cmd_calibrate)
     p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
     p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
-    p.add_argument("--gpu", default=None, help="a GPU with a shipped device profile (e.g. h200)")
-    p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead")
+    p.add_argument("--gpu", default=None, help="a GPU with a shipped device profile, e.g. h200 (default: none; give "
+                   "--gpu or --profile)")  # fmt: skip
+    p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead "
+                   "(default: the one shipped for --gpu)")  # fmt: skip
     p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
     p.add_argument("--precision", default="fp16", help="the profile's precision (default: %(default)s)")
     p.add_argument("--backend", default="graph", help="graph, or inference (a first model of fused execution, from "
