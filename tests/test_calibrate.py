@@ -18,6 +18,7 @@ TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5
         OpConfig("shuffle", 1, 8, 8, 4), OpConfig("batch_norm", 1, 8, 8, 4), OpConfig("layer_norm", 1, 8, 8, 4),
         OpConfig("mul", 1, 8, 8, 4), OpConfig("mul", 2, 8, 8, 4, variant="gate"), OpConfig("conv", 2, 8, 16, 8, 2, 2),
         OpConfig("pool", 1, 8, 8, 8, 2, 2, variant="avg"), OpConfig("linear", 2, 8, 16, 3),
+        OpConfig("conv", 1, 8, 8, 9, 1, kernel_w=7), OpConfig("conv", 1, 8, 8, 9, 11, 1, 8, kernel_w=1),
         OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
         variant="gelu")]  # fmt: skip
 
@@ -37,6 +38,8 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert any(c.kernel == c.stride == 2 for c in convs)  # patchify downsampling
     unaligned = sum(c.channels % 8 != 0 for c in sample) / len(sample)
     assert 0.1 < unaligned < 0.4
+    assert any(c.kernel_w for c in convs)  # factorized and band kernels
+    assert "kernel_w" not in OpConfig("conv", 1, 8, 8, 9, 3).key  # keys drawn before kernel_w existed stay
     smaller = sample_configs(500, seed=3)
     for kind in KINDS:  # a larger count extends each kind's configs of a smaller one
         mine = [c for c in sample if c.kind == kind]

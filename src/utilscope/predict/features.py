@@ -98,11 +98,12 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
     x, weight, out = event.call.args[0], event.call.args[1], event.call.outputs[0]
     groups = _pair(event.call.arg(8, "groups", 1))
     batch, channels, size = int(x[0]), int(x[1]), int(x[-1])
-    out_channels, per_group, kernel = int(weight[0]), int(weight[1]), int(weight[-1])
+    out_channels, per_group, kernel, kernel_w = int(weight[0]), int(weight[1]), int(weight[-2]), int(weight[-1])
     m, n, k = batch * math.prod(out[2:]), out_channels // groups, per_group * math.prod(weight[2:])
-    style = 3 if per_group == 1 and groups > 1 else 2 if groups > 1 else 1 if kernel == 1 else 0
+    style = 3 if per_group == 1 and groups > 1 else 2 if groups > 1 else 1 if kernel * kernel_w == 1 else 0
     return {"style": style, "batch": batch, "channels": channels, "out_channels": out_channels, "size": size,
-            "out_size": int(out[-1]), "kernel": kernel, "stride": _pair(event.call.arg(3, "stride", 1)),
+            "out_size": int(out[-1]), "kernel": kernel, "kernel_w": kernel_w,
+            "stride": _pair(event.call.arg(3, "stride", 1)),
             "dilation": _pair(event.call.arg(5, "dilation", 1)), "groups": groups, "per_group": per_group,
             "m": m, "n": n, "k": k, "aligned_in": int(per_group % 8 == 0), "aligned_out": int(n % 8 == 0),
             **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip

@@ -53,10 +53,16 @@ class OpConfig:
     groups: int = 1
     dilation: int = 1
     variant: str = ""  # the activation, the pool, or the shape of a multiply's second operand
+    kernel_w: int = 0  # a conv's kernel width when it differs from its height (1x7, 11x1 ...); 0: square
 
     @property
     def key(self) -> str:
-        return "|".join(f"{k}={v}" for k, v in asdict(self).items())
+        """The fields as name=value; kernel_w only when set (so configs drawn before it existed keep their keys)."""
+        return "|".join(f"{k}={v}" for k, v in asdict(self).items() if k != "kernel_w" or v)
+
+    @property
+    def kernel_width(self) -> int:
+        return self.kernel_w or self.kernel
 
     @property
     def out_size(self) -> int:
@@ -67,8 +73,9 @@ class OpConfig:
 
 
 def _conv(config: OpConfig) -> nn.Module:
-    padding = config.dilation * (config.kernel - 1) // 2
-    return nn.Conv2d(config.channels, config.out_channels, config.kernel, config.stride, padding, config.dilation,
+    kernel = (config.kernel, config.kernel_width)
+    padding = tuple(config.dilation * (side - 1) // 2 for side in kernel)
+    return nn.Conv2d(config.channels, config.out_channels, kernel, config.stride, padding, config.dilation,
                      config.groups, bias=False)  # fmt: skip
 
 
@@ -184,8 +191,9 @@ def _grouped(rng: random.Random, width: float) -> tuple[int, int]:
 
 
 def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
-    """A convolution as CNNs have them: stems, patchify downsampling, 3x3/5x5/7x7 dense, pointwise expansions and
-    projections, depthwise (at expanded widths) and grouped convs at the sizes and widths of a stage."""
+    """A convolution as CNNs have them: stems, patchify downsampling, 3x3/5x5/7x7 dense and factorized 1xk / kx1,
+    pointwise expansions and projections, depthwise (at expanded widths, 3x3 to 9x9 and band kernels) and grouped
+    convs at the sizes and widths of a stage."""
     resolution, size, width = _pyramid(rng)
     style, stride = rng.choice(CONV_STYLES), 2 if rng.random() < 0.15 else 1
     if style == "dense":
@@ -196,6 +204,10 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
                             4 if kernel == 4 else 2)  # fmt: skip
         if draw < 0.25:  # patchify downsampling (ConvNeXt's 2x2 stride 2)
             return OpConfig("conv", batch, _width(rng, width), _width(rng, 2 * width), size, 2, 2)
+        if draw < 0.35:  # a factorized kernel (Inception's 1x7 and 7x1)
+            side = rng.choice((3, 5, 7))
+            height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
+            return OpConfig("conv", batch, _width(rng, width), _width(rng, width), size, height, kernel_w=kernel_w)
         cin = _width(rng, width)
         return OpConfig("conv", batch, cin, _width(rng, cin * rng.choice((1, 1, 2))), size,
                         rng.choice((3, 3, 3, 3, 5, 7)), stride)  # fmt: skip
@@ -204,7 +216,11 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
         return OpConfig("conv", batch, cin, _width(rng, width * rng.choice((0.25, 0.5, 1, 2, 4, 6))), size)
     if style == "depthwise":
         channels = _width(rng, width * rng.choice((1, 1, 3, 4, 6)))
-        return OpConfig("conv", batch, channels, channels, size, rng.choice((3, 3, 5, 7)), stride, channels)
+        if rng.random() < 0.15:  # a band kernel (InceptionNeXt's 1x11 and 11x1)
+            side = rng.choice((7, 11))
+            height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
+            return OpConfig("conv", batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
+        return OpConfig("conv", batch, channels, channels, size, rng.choice((3, 3, 5, 7, 9)), stride, channels)
     channels, groups = _grouped(rng, width)
     return OpConfig("conv", batch, channels, channels, size, 3, stride, groups)
 
@@ -273,7 +289,7 @@ def quotas(count: int) -> dict[str, int]:
 
 def conv_flops(config: OpConfig) -> int:
     """2 x MACs of a config's convolution (for a chain: of its two convs)."""
-    flops = 2 * config.batch * config.out_channels * config.out_size**2 * config.kernel**2 * (
+    flops = 2 * config.batch * config.out_channels * config.out_size**2 * config.kernel * config.kernel_width * (
         config.channels // config.groups)  # fmt: skip
     return flops + (2 * config.batch * config.channels**2 * config.size**2 if config.kind == "chain" else 0)
 

@@ -118,8 +118,12 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
 
 def _gate(events, gpu: Gpu) -> dict:
     layers = tuple(dict.fromkeys(event.layer for event in events))
-    return {**se_row([op_row(event, gpu) for event in events], gpu), "layer": layers[0], "layers": layers,
-            "fused_left": 1.0}
+    return {
+        **se_row([op_row(event, gpu) for event in events], gpu),
+        "layer": layers[0],
+        "layers": layers,
+        "fused_left": 1.0,
+    }
 
 
 def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted) -> list[dict]:
@@ -211,4 +215,3 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
     shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
     raise UsageError(f"no device profile for GPU {gpu!r}, {precision}, {backend} backend (shipped: {shipped}); "
                      f"time one on that GPU with `utilscope calibrate`")  # fmt: skip
-
