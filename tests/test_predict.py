@@ -139,3 +139,13 @@ def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
     profile = DeviceProfile.load(path)
     assert profile.device == "NVIDIA H200" and profile.precision == "fp16" and len(profile.latency_ms) > 1000
     assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
+
+
+def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(pr.hardware, "cache_dir", lambda: tmp_path)
+    first = pr._cache_file(profile_file)
+    monkeypatch.setattr(pr, "FITTING_CODE", ("ops.py", "features.py"))
+    assert pr._cache_file(profile_file) != first
+    changed = tmp_path / "changed.json"
+    changed.write_text(profile_file.read_text().replace('"seed": 5', '"seed": 6'))
+    assert pr._cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]

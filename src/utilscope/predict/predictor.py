@@ -33,6 +33,7 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 FUSED_FROM = {"graph": ("inference",)}  # a profile of this backend also predicts these by the fusion model
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
+FITTING_CODE = ("ops.py", "features.py", "layers.py", "predictor.py")  # a change to any refits a cached predictor
 
 
 @dataclass
@@ -166,8 +167,10 @@ def fit_predictor(profile: DeviceProfile, path: str = "") -> Predictor:
 
 
 def _cache_file(path: Path) -> Path:
+    """The cache entry of a profile: keyed by its content, scikit-learn's version and the code that fits it."""
     versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}"
-    digest = hashlib.sha256(path.read_bytes() + versions.encode()).hexdigest()[:20]
+    code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
+    digest = hashlib.sha256(path.read_bytes() + versions.encode() + code).hexdigest()[:20]
     return hardware.cache_dir() / "predict" / f"{path.stem}-{digest}.pkl"
 
 
