@@ -149,3 +149,18 @@ def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(pro
     changed = tmp_path / "changed.json"
     changed.write_text(profile_file.read_text().replace('"seed": 5', '"seed": 6'))
     assert pr._cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]
+
+
+def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(predictor, net_file):
+    _, recorded = count_traced(net_file, 4, 32, "fp16")
+    rows = pr.network_rows(recorded, H200)
+    memory = rows["group"] == "memory"
+    assert (rows.loc[memory, "fused_left"] < 1).any()  # BN and ReLU fuse into the stem conv
+    left = rows["fused_left"].where(memory, 1.0)
+    expected_ms = (rows["ref_ms"] / EFFICIENCY).where(~memory, rows["ref_ms"] * left).sum()
+    expected_ms += GAP_MS * int((left > pr.FUSED_AWAY).sum())
+    result = predictor.predict(net_file, 4, 32, backend="inference")
+    assert result.backend == "inference" and result.latency_ms == pytest.approx(expected_ms, rel=1e-6)
+    assert result.latency_ms < predictor.predict(net_file, 4, 32).latency_ms
+    with pytest.raises(pr.UsageError, match="predicts the graph backend and inference, not eager"):
+        predictor.predict(net_file, 4, 32, backend="eager")

@@ -89,12 +89,13 @@ class Predictor:
 
 def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor):
-    a memory-bound op's time shrinks with the share of its bytes that fusion leaves (``fused_left``; an op fused
-    away entirely takes none and launches nothing); convs, GEMMs and gates keep theirs. Returns the times and the
+    a memory-bound op becomes part of a generated kernel that streams what fusion leaves of its bytes
+    (``fused_left``) at the roofline (its reference time scaled by that share; an op fused away entirely takes
+    none and launches nothing); convs, GEMMs and gates keep the layer models' times. Returns the times and the
     number of kernels left."""
     memory = (rows["group"] == "memory").to_numpy()
     left = np.where(memory, rows["fused_left"].to_numpy(float), 1.0)
-    return ms * left, int((left > FUSED_AWAY).sum())
+    return np.where(memory, rows["ref_ms"].to_numpy(float) * left, ms), int((left > FUSED_AWAY).sum())
 
 
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
