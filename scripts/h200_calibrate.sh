@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One call of the H200 calibration (docs/predict.md) on the lent GPU: resumes data/h200/calibration/h200_fp16_graph.json
+# One call of the H200 calibration (docs/predict.md) on the lent GPU: resumes the shipped profile
+# src/utilscope/predict/profiles/h200_fp16_graph.json
 # (fp16, graph backend, cuDNN as `profile` sets it by default) up to COUNT configs, cut at LIMIT seconds with SIGINT
 # (the profile keeps what was timed), and copies the profile and the log to $OUT.
 # Usage: scripts/h200_calibrate.sh LIMIT [COUNT]
@@ -7,7 +8,7 @@ set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 limit=$1
 count=${2:-5000}
-profile=data/h200/calibration/h200_fp16_graph.json
+profile=src/utilscope/predict/profiles/h200_fp16_graph.json
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 start=$(date +%s)
 timeout -s INT "$limit" python3 -m utilscope.cli calibrate --out "$profile" --count "$count" >"$OUT/calibrate.log" 2>&1
