@@ -31,9 +31,11 @@ def main() -> None:
             start_s = time.perf_counter()
             predictor.predict(model, batch)
             seconds.append(time.perf_counter() - start_s)
-    print(f"{len(seconds)} predictions ({args.set}, batch {args.batch}): median {statistics.median(seconds):.2f} s, "
-          f"mean {statistics.mean(seconds):.2f} s, max {max(seconds):.2f} s; "
-          f"{sum(s <= 1.0 for s in seconds)} of {len(seconds)} within 1 s")
+    print(
+        f"{len(seconds)} predictions ({args.set}, batch {args.batch}): median {statistics.median(seconds):.2f} s, "
+        f"mean {statistics.mean(seconds):.2f} s, max {max(seconds):.2f} s; "
+        f"{sum(s <= 1.0 for s in seconds)} of {len(seconds)} within 1 s"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from utilscope.measure.sweep import default_precision, first_line, is_out_of_mem
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, sample_configs
 
-PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: sample version 2, cold weights
+PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: cold weights (1 timed warm weights)
 REPEATS = 20  # calls per timed replay
 OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
 SAVE_EVERY = 25
