@@ -137,16 +137,24 @@ def test_an_interrupted_survey_stores_nothing_for_the_cell_in_flight_and_exits_1
     db = tmp_path / "results.sqlite"
     argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,4",
             "--backend", "eager", "--attribute", "none", "--models", models("slow")]  # fmt: skip
-    survey = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # a test process may ignore Ctrl-C (and so its child)
+    survey = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=_ctrl_c_as_at_a_terminal)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not db.exists() or not _key_counts(db)):
         time.sleep(0.2)
     survey.send_signal(signal.SIGINT)  # the worker sleeps in batch 4's forward pass
     _, err = survey.communicate(timeout=60)
-    assert survey.returncode == 130, err
+    assert survey.returncode == 130, (err, ignored)
     assert err.strip().splitlines()[-1] == "utilscope: interrupted: 1 cells stored, 1 left; rerun to resume"
     assert _statuses(db) == {("slow", 1): "ok"}
     assert not _processes_naming(str(db))  # the worker was stopped with the survey
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """In the survey's process before it starts Python: SIGINT as a shell gives it (an ignored SIGINT is inherited,
+    and Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _processes_naming(text: str) -> list[str]:
