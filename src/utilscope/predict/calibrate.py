@@ -109,9 +109,9 @@ def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cud
 def cold_copies(module: torch.nn.Module, device: torch.device) -> list[torch.nn.Module]:
     """The module and copies of it (at most REPEATS in all) whose weights together cover COLD_CACHE_FACTOR times
     the GPU's L2 cache, so that a cycle through them reads each call's weights from memory; on a CPU the module."""
-    weight_bytes = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
     if device.type != "cuda":
         return [module]
+    weight_bytes = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
     l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or DEFAULT_L2_BYTES
     return [module] + [copy.deepcopy(module) for _ in range(cold_copy_count(weight_bytes, l2_bytes) - 1)]
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from utilscope.counting import formulas
 from utilscope.errors import UsageError
 
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
@@ -288,10 +289,13 @@ def quotas(count: int) -> dict[str, int]:
 
 
 def conv_flops(config: OpConfig) -> int:
-    """2 x MACs of a config's convolution (for a chain: of its two convs)."""
-    flops = 2 * config.batch * config.out_channels * config.out_size**2 * config.kernel * config.kernel_width * (
-        config.channels // config.groups)  # fmt: skip
-    return flops + (2 * config.batch * config.channels**2 * config.size**2 if config.kind == "chain" else 0)
+    """2 x MACs of a config's convolution (for a chain: of its two convs), by ``counting.formulas.conv_flops``."""
+    image = (config.batch, config.channels, config.size, config.size)
+    weight = (config.out_channels, config.channels // config.groups, config.kernel, config.kernel_width)
+    flops = formulas.conv_flops(image, weight, (config.batch, config.out_channels, config.out_size, config.out_size))
+    if config.kind == "chain":  # its 1x1 projection
+        flops += formulas.conv_flops(image, (config.channels, config.channels, 1, 1), image)
+    return flops
 
 
 def fits(config: OpConfig) -> bool:
