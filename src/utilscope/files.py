@@ -24,11 +24,20 @@ def read_json(path: str | Path, what: str):
 
 
 def write_json(path: str | Path, data) -> Path:
-    """Write ``data`` as JSON, atomically: an interrupted write leaves the file as it was."""
+    """Write ``data`` as JSON, atomically (``write_atomically``)."""
+    return write_atomically(path, json.dumps(data, indent=1) + "\n")
+
+
+def write_atomically(path: str | Path, content: str | bytes) -> Path:
+    """Write a whole file so that a reader, or a write interrupted or racing it, never leaves it half written: into
+    a file of this process's own beside it, then renamed over it. Missing folders are created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=1) + "\n")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    if isinstance(content, bytes):
+        partial.write_bytes(content)
+    else:
+        partial.write_text(content)
     os.replace(partial, path)
     return path
 

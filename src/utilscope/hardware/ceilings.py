@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from utilscope.errors import UsageError
+from utilscope.files import write_atomically
 from utilscope.hardware.specs import PRECISIONS, normalize_precision
 from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
@@ -351,7 +352,4 @@ def _read_cache(path: Path) -> Ceilings | None:
 
 
 def _write_cache(path: Path, result: Ceilings) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")

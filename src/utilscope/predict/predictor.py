@@ -22,6 +22,7 @@ import pandas as pd
 from utilscope import hardware
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
+from utilscope.files import write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import DeviceProfile
@@ -187,10 +188,7 @@ def load_predictor(path: str | Path) -> Predictor:
         except Exception:  # a stale or broken cache entry: fit again
             cached.unlink(missing_ok=True)
     predictor = fit_predictor(DeviceProfile.load(path), str(path))
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
-    partial.write_bytes(pickle.dumps(predictor))
-    partial.replace(cached)
+    write_atomically(cached, pickle.dumps(predictor))
     return predictor
 
 
