@@ -56,26 +56,28 @@ def flops_scale(predictor: Predictor, profile_path: Path) -> float:
     return float(np.exp(np.mean(np.log(compute["ms"] / compute["flops"]))))
 
 
-def roofline_ms(model: str, batch: int, resolution: int, predictor: Predictor) -> float:
-    _, recorded = count_traced(model, batch, resolution, parse_precision(predictor.precision).count_dtype)
-    rows = network_rows(recorded, predictor.gpu)
-    gpu: Gpu = predictor.gpu
+def roofline_ms(recorded, gpu: Gpu) -> float:
+    """The roofline proxy: the sum over the network's ops of max(FLOPs / peak, bytes / bandwidth)."""
+    rows = network_rows(recorded, gpu)
     flops = rows["flops"].to_numpy(float)
     return float(np.maximum(flops / gpu.peak_flops, rows["bytes"].to_numpy(float) / gpu.bandwidth_bytes).sum() * 1e3)
 
 
 def predict_rows(frame: pd.DataFrame, predictor: Predictor, scale: float) -> pd.DataFrame:
-    out = []
+    """Per measured row: the prediction (counting included in its seconds) and the two baselines, from one trace."""
+    dtype, out = parse_precision(predictor.precision).count_dtype, []
     for row in frame.itertuples():
         start_s = time.perf_counter()
-        prediction = predictor.predict(row.model, row.batch, row.resolution, row.backend)
+        counted, recorded = count_traced(row.model, row.batch, row.resolution, dtype)
+        prediction = predictor.predict_counted(counted, recorded, row.backend)
+        seconds = time.perf_counter() - start_s
         top = ", ".join(f"{layer['name']} {layer['predicted_ms']:.3g} ms" for layer in prediction.layers[:3])
         out.append({"store": row.store, "backend": row.backend, "model": row.model, "batch": row.batch,
                     "measured_ms": row.latency_ms,
                     "predicted_ms": prediction.latency_ms, "flops_proxy_ms": scale * prediction.flops,
-                    "roofline_ms": roofline_ms(row.model, row.batch, row.resolution, predictor),
+                    "roofline_ms": roofline_ms(recorded, predictor.gpu),
                     "extrapolated": prediction.extrapolated, "top_layers": top,
-                    "seconds": time.perf_counter() - start_s})  # fmt: skip
+                    "seconds": seconds})  # fmt: skip
     return pd.DataFrame(out)
 
 

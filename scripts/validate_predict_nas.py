@@ -32,8 +32,7 @@ TABLES = (("mbv3_table.json", "mbv3_archs.jsonl"), ("regnet_table_1.json", "regn
 def block_ms(predictor: Predictor, space, layer, batch: int) -> float:
     module = meta_copy(space.build_layer(layer).eval()).to(torch.float16)
     x = torch.empty((batch, layer.in_channels, layer.in_size, layer.in_size), device="meta", dtype=torch.float16)
-    rows = network_rows(trace(module, x), predictor.gpu)
-    return float(predictor.layer_models.predict(rows)[0].sum() + predictor.gap_ms * len(rows))
+    return predictor.compose(network_rows(trace(module, x), predictor.gpu))[2]
 
 
 def main() -> None:

@@ -69,23 +69,38 @@ class Predictor:
     def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None) -> Prediction:
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` (a graph profile only): the fused-execution model (``fused``)."""
+        self.check_backend(backend)  # before the count: a bad backend costs nothing
+        counted, recorded = count_traced(model, batch, resolution, parse_precision(self.precision).count_dtype)
+        return self.predict_counted(counted, recorded, backend)
+
+    def check_backend(self, backend: str | None) -> str:
+        """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
         backend = backend or self.backend
         if backend not in (self.backend, *FUSED_FROM.get(self.backend, ())):
             raise UsageError(f"the device profile {self.profile_path} predicts the {self.backend} backend"
                              f"{' and ' + ', '.join(FUSED_FROM[self.backend]) if self.backend in FUSED_FROM else ''},"
                              f" not {backend}")  # fmt: skip
-        counted, recorded = count_traced(model, batch, resolution, parse_precision(self.precision).count_dtype)
+        return backend
+
+    def predict_counted(self, counted, recorded, backend: str | None = None) -> Prediction:
+        """``predict`` of a network already counted (``count_traced``'s result and trace)."""
+        backend = self.check_backend(backend)
         rows = network_rows(recorded, self.gpu)
-        ms, reasons = self.layer_models.predict(rows)
-        launches = len(rows)
-        if backend != self.backend:
-            ms, launches = fused(rows, ms)
-        latency_ms = float(ms.sum() + self.gap_ms * launches)
-        flops = counted.total.flops
+        ms, reasons, latency_ms = self.compose(rows, backend)
+        flops, batch = counted.total.flops, counted.batch
         layers = per_layer(rows, ms, reasons, counted)
         return Prediction(counted.model, self.device, batch, self.precision, backend, counted.resolution, flops,
                           latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / self.gpu.peak_flops,
                           any(reasons), layers)  # fmt: skip
+
+    def compose(self, rows: pd.DataFrame, backend: str | None = None) -> tuple[np.ndarray, list[str], float]:
+        """Each row's milliseconds and extrapolation reason, and their composition: the sum plus ``gap_ms`` per
+        kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels)."""
+        ms, reasons = self.layer_models.predict(rows)
+        launches = len(rows)
+        if (backend or self.backend) != self.backend:
+            ms, launches = fused(rows, ms)
+        return ms, reasons, float(ms.sum() + self.gap_ms * launches)
 
 
 def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
