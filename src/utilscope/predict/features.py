@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from utilscope import hardware
+from utilscope.counting.classify import OpClass, conv_class
 from utilscope.counting.formulas import Kind
 from utilscope.counting.tracer import OpEvent, trace
 from utilscope.errors import UsageError
@@ -39,6 +40,9 @@ CATEGORIES = {
 }  # fmt: skip
 BY_KIND = {Kind.ACTIVATION: "relu", Kind.ELEMENTWISE: "add", Kind.NORM: "batch_norm", Kind.POOL: "avg_pool",
            Kind.REDUCE: "mean", Kind.MOVEMENT: "copy", Kind.SOFTMAX: "layer_norm"}  # fmt: skip
+# a conv's op class (``counting.classify.conv_class``) as the layer models' style feature
+CONV_STYLE_CODES = {OpClass.DENSE_CONV: 0, OpClass.POINTWISE_CONV: 1, OpClass.GROUPED_CONV: 2,
+                    OpClass.DEPTHWISE_CONV: 3}  # fmt: skip
 CATEGORY_CODES = {name: code for code, name in enumerate(sorted(set(CATEGORIES.values())))}
 
 
@@ -100,7 +104,7 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
     batch, channels, size = int(x[0]), int(x[1]), int(x[-1])
     out_channels, per_group, kernel, kernel_w = int(weight[0]), int(weight[1]), int(weight[-2]), int(weight[-1])
     m, n, k = batch * math.prod(out[2:]), out_channels // groups, per_group * math.prod(weight[2:])
-    style = 3 if per_group == 1 and groups > 1 else 2 if groups > 1 else 1 if kernel * kernel_w == 1 else 0
+    style = CONV_STYLE_CODES[conv_class(x, weight, groups)]
     return {"style": style, "batch": batch, "channels": channels, "out_channels": out_channels, "size": size,
             "out_size": int(out[-1]), "kernel": kernel, "kernel_w": kernel_w,
             "stride": _pair(event.call.arg(3, "stride", 1)),
