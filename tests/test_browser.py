@@ -107,7 +107,8 @@ def _header(driver, text: str):
     from selenium.webdriver.common.by import By
 
     headers = driver.find_elements(By.CSS_SELECTOR, "#models thead tr:last-child th")
-    return next((i, h) for i, h in enumerate(headers) if h.text.strip().startswith(text))
+    # textContent, not .text: .text is what is rendered visible, which can still be empty on a machine under load
+    return next((i, h) for i, h in enumerate(headers) if h.get_attribute("textContent").strip().startswith(text))
 
 
 def test_the_model_table_sorts_numbers_by_value_and_filters_by_words(driver, pages):
