@@ -18,6 +18,7 @@ LAYERS = (
     ("measure",),
     ("attribute",),
     ("predict",),
+    ("advise",),
     ("survey",),
     ("nas",),
     ("report", "present"),

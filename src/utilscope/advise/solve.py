@@ -1,0 +1,172 @@
+"""Choose a layout for every class of a channel graph, blocking classes until all layouts fit together.
+
+Classes get layouts in graph order of their first member. A blocked class keeps its channels as they are
+(identity). A class with a cat or slice member whose sources have layouts takes the layout they give. Any other
+class is *free* (a conv or linear layer writes it, and takes any layout): each run of channels is padded to the
+multiple on its own, cut where slices downstream cut it, and parts that an already placed neighbour fixes (a slice
+of it, a cat it joins) are laid out as that neighbour needs.
+
+Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts (where not, the
+classes involved are blocked), and a free class is padded only where that aligns some conv or linear layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import fx
+
+from utilscope.advise.channel_graph import Cat, ChannelGraph, Slice, inputs_of
+from utilscope.advise.layout import Layout
+from utilscope.errors import ModelError
+
+IDLE = "padding it aligns no conv or linear layer"
+LAYER_KINDS = ("conv", "linear", "depthwise")  # the layers whose speed the padding is for
+
+
+@dataclass(frozen=True)
+class Solution:
+    layouts: dict[fx.Node, Layout]  # class root -> layout
+    free: frozenset[fx.Node]  # classes whose layout was chosen, not given by a block, a cat or a slice
+    blocked: dict[fx.Node, tuple[str, ...]]  # class root -> why it keeps its channels
+
+    def layout(self, graph: ChannelGraph, node: fx.Node) -> Layout:
+        return self.layouts[graph.find(node)]
+
+    @property
+    def pads_anything(self) -> bool:
+        return any(not layout.is_identity for layout in self.layouts.values())
+
+
+def solve(graph: ChannelGraph, multiple: int) -> Solution:
+    classes = graph.classes()
+    blocked: dict[fx.Node, tuple[str, ...]] = {}
+    for node, reason in graph.blocks.items():
+        root = graph.find(node)
+        blocked[root] = tuple(dict.fromkeys((*blocked.get(root, ()), reason)))
+    derived_users = graph.derived_users()
+    while True:
+        solution = assign(graph, classes, derived_users, blocked, multiple)
+        fresh = conflicts(graph, solution, multiple) or idle_classes(graph, classes, solution, multiple)
+        if not fresh:
+            return solution
+        for root, reason in fresh.items():
+            blocked.setdefault(root, (reason,))
+
+
+def assign(graph: ChannelGraph, classes: dict, derived_users: dict, blocked: dict, multiple: int) -> Solution:
+    layouts: dict[fx.Node, Layout] = {}
+    free = set()
+    for root, members in classes.items():
+        if root in blocked:
+            layouts[root] = Layout.identity(graph.channels[root])
+        elif (given := derivable(graph, members, layouts, multiple)) is not None:
+            layouts[root] = given
+        else:
+            layouts[root] = free_layout(graph, members, derived_users, layouts, multiple)
+            free.add(root)
+    return Solution(layouts, frozenset(free), dict(blocked))
+
+
+def derive(graph: ChannelGraph, derivation: Cat | Slice, layouts: dict, multiple: int) -> Layout:
+    if isinstance(derivation, Cat):
+        return Layout.concat(layouts[graph.find(source)] for source in derivation.inputs)
+    return layouts[graph.find(derivation.input)].window(derivation.start, derivation.stop, multiple)
+
+
+def derivable(graph: ChannelGraph, members: list, layouts: dict, multiple: int) -> Layout | None:
+    """The layout the first cat or slice member whose sources are placed gives, if any."""
+    for member in members:
+        derivation = graph.derived.get(member)
+        if derivation is not None and all(graph.find(s) in layouts for s in inputs_of(derivation)):
+            return derive(graph, derivation, layouts, multiple)
+    return None
+
+
+def free_layout(graph: ChannelGraph, members: list, derived_users: dict, layouts: dict, multiple: int) -> Layout:
+    channels = graph.channels[members[0]]
+    fixed, cuts = [], set()  # fixed: (start, stop, layout) of channel runs a placed neighbour lays out
+    for member in members:
+        for user in derived_users.get(member, ()):
+            derivation, placed = graph.derived[user], layouts.get(graph.find(user))
+            if isinstance(derivation, Slice) and placed is not None:
+                fixed.append((derivation.start, derivation.stop, placed))
+            elif isinstance(derivation, Slice):
+                cuts |= {derivation.start, derivation.stop}
+            elif placed is not None:
+                offsets = cat_offsets(graph, derivation)
+                fixed += [(0, channels, placed.natural(o, o + channels)) for s, o in offsets if s is member]
+        derivation = graph.derived.get(member)
+        if isinstance(derivation, Cat):
+            for source, offset in cat_offsets(graph, derivation):
+                if graph.find(source) in layouts:
+                    fixed.append((offset, offset + graph.channels[source], layouts[graph.find(source)]))
+    return compose(channels, fixed, cuts, multiple)
+
+
+def cat_offsets(graph: ChannelGraph, derivation: Cat) -> list[tuple[fx.Node, int]]:
+    offsets, offset = [], 0
+    for source in derivation.inputs:
+        offsets.append((source, offset))
+        offset += graph.channels[source]
+    return offsets
+
+
+def compose(channels: int, fixed: list, cuts: set, multiple: int) -> Layout:
+    """Fixed runs where given (the first of overlapping ones; the check after solving judges the rest), the
+    channels between them padded run by run."""
+    pieces, at = [], 0
+    for start, stop, layout in sorted(fixed, key=lambda run: run[0]):
+        if start < at:
+            continue
+        pieces += [Layout.padded(at, start, cuts, multiple), layout]
+        at = stop
+    pieces.append(Layout.padded(at, channels, cuts, multiple))
+    return Layout.concat(pieces)
+
+
+def conflicts(graph: ChannelGraph, solution: Solution, multiple: int) -> dict[fx.Node, str]:
+    """Classes to block because a cat or a slice does not fit their layouts."""
+    fresh: dict[fx.Node, str] = {}
+    for node, derivation in graph.derived.items():
+        layout = solution.layout(graph, node)
+        if isinstance(derivation, Cat):
+            fits = layout == derive(graph, derivation, solution.layouts, multiple)
+        else:
+            fits = solution.layout(graph, derivation.input).holds(derivation.start, derivation.stop, layout)
+        if fits:
+            continue
+        roots = dict.fromkeys((graph.find(node), *map(graph.find, inputs_of(derivation))))
+        involved = [root for root in roots if root not in solution.blocked]
+        if not involved:  # unpadded sources always fit an unpadded cat or slice: this is a bug, not a model
+            raise ModelError(f"channel padding found no consistent layout at {node.name}")
+        for root in involved:
+            fresh.setdefault(root, f"layouts disagree at {node.name}")
+    return fresh
+
+
+def idle_classes(graph: ChannelGraph, classes: dict, solution: Solution, multiple: int) -> dict[fx.Node, str]:
+    """Free classes that are padded although no conv or linear layer gets aligned by it."""
+    helped: set[fx.Node] = set()
+    for site in graph.sites:
+        if site.kind not in LAYER_KINDS:
+            continue
+        for node in (site.node.args[0], site.node):
+            if graph.channels[node] % multiple and solution.layout(graph, node).width % multiple == 0:
+                helped |= sources(graph, classes, graph.find(node))
+    idle = [root for root in solution.free if not solution.layouts[root].is_identity and root not in helped]
+    return dict.fromkeys(idle, IDLE)
+
+
+def sources(graph: ChannelGraph, classes: dict, root: fx.Node) -> set[fx.Node]:
+    """A class and every class its layout comes from through cats and slices."""
+    found, stack = set(), [root]
+    while stack:
+        current = stack.pop()
+        if current in found:
+            continue
+        found.add(current)
+        for member in classes[current]:
+            if member in graph.derived:
+                stack += [graph.find(s) for s in inputs_of(graph.derived[member])]
+    return found
