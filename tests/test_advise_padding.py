@@ -1,5 +1,5 @@
-"""Exact channel padding (utilscope.advise.padding): tiny networks, one per pattern that ties channels together,
-each padded with outputs unchanged to 1e-5 (float32, CPU)."""
+"""Exact channel padding (utilscope.advise.padding) and BatchNorm folding (utilscope.advise.folding): tiny networks,
+one per pattern that ties channels together, each padded with outputs unchanged to 1e-5 (float32, CPU)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import timm
 import torch
 from torch import nn
 
+from utilscope.advise.folding import fold_batchnorm
 from utilscope.advise.layout import Layout
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.errors import ModelError, UsageError
@@ -378,3 +379,30 @@ def test_ghostnet_is_padded_exactly_and_only_its_stem_stays_unaligned():
     assert before.unaligned / before.total > 0.15  # 20% at 224 x 224
     assert after.inner_unaligned == 0 and after.unaligned / after.total < 0.05  # the stem reads the 3-channel image
     assert [g.blocked_by for g in result.groups if g.blocked_by] == ["graph input"]
+
+
+class ResNetLike(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.down, self.bn_down = nn.Conv2d(3, 16, 1, bias=False), nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + self.bn_down(self.down(x)))
+
+
+def test_fold_batchnorm_folds_every_batchnorm_after_a_conv():
+    model = randomized(ResNetLike())
+    example = torch.randn(EXAMPLE_SHAPE)
+    result = fold_batchnorm(model)
+    assert result.folded_count == 3
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in result.model.modules())
+    assert verify(model, result.model, example, rtol=RTOL) <= RTOL
+    assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())  # the original keeps its own
+
+
+def test_fold_batchnorm_needs_eval_mode():
+    with pytest.raises(UsageError, match="eval mode"):
+        fold_batchnorm(ResNetLike().train())
