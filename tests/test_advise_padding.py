@@ -1,5 +1,6 @@
-"""Exact channel padding (utilscope.advise.padding) and BatchNorm folding (utilscope.advise.folding): tiny networks,
-one per pattern that ties channels together, each padded with outputs unchanged to 1e-5 (float32, CPU)."""
+"""Exact channel padding (utilscope.advise.padding) and the BatchNorm folding advise measures
+(utilscope.measure.backends.fold_batchnorm): tiny networks, one per pattern that ties channels together, each
+rewritten with outputs unchanged to 1e-5 (float32, CPU)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import timm
 import torch
 from torch import nn
 
-from utilscope.advise.folding import fold_batchnorm
 from utilscope.advise.layout import Layout
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.errors import ModelError, UsageError
+from utilscope.measure.backends import fold_batchnorm
 
 RTOL = 1e-5
 EXAMPLE_SHAPE = (1, 3, 16, 16)
@@ -396,13 +397,7 @@ class ResNetLike(nn.Module):
 def test_fold_batchnorm_folds_every_batchnorm_after_a_conv():
     model = randomized(ResNetLike())
     example = torch.randn(EXAMPLE_SHAPE)
-    result = fold_batchnorm(model)
-    assert result.folded_count == 3
-    assert not any(isinstance(m, nn.BatchNorm2d) for m in result.model.modules())
-    assert verify(model, result.model, example, rtol=RTOL) <= RTOL
-    assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())  # the original keeps its own
-
-
-def test_fold_batchnorm_needs_eval_mode():
-    with pytest.raises(UsageError, match="eval mode"):
-        fold_batchnorm(ResNetLike().train())
+    folded, notes = fold_batchnorm(model, example)
+    assert notes == () and not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+    assert verify(model, folded, example, rtol=RTOL) <= RTOL
+    assert sum(isinstance(m, nn.BatchNorm2d) for m in model.modules()) == 3  # the original keeps its own

@@ -1,2 +1,4 @@
-"""Rewrites that make a network run better on a GPU without changing what it computes: channel padding to the
-tensor cores' multiple (``padding``), BatchNorm folded into the convolutions before it (``folding``)."""
+"""``advise``: measured changes that make a network use the GPU better. Exact rewrites that leave what it computes
+unchanged (channel padding to the tensor cores' multiple: ``padding``, on ``channel_graph``, ``solve`` and
+``layout``; BatchNorm folding: ``measure.backends.fold_batchnorm``) and deployment choices, each measured from the
+model as given and ranked (``advisor``)."""

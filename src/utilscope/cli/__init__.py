@@ -21,11 +21,11 @@ import warnings
 from rich.console import Console
 
 from utilscope._version import __version__
-from utilscope.cli import count, measure, nas, predict, survey
+from utilscope.cli import advise, count, measure, nas, predict, survey
 from utilscope.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from utilscope.errors import UtilscopeError
 
-VERB_GROUPS = (count, measure, survey, nas, predict)
+VERB_GROUPS = (count, measure, survey, nas, predict, advise)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,323 @@
+"""``advise``: measure, one at a time from the model as given, the changes that could make it use the device better,
+then the best combination, and rank them by measured throughput.
+
+Two kinds of change. *Exact rewrites* change the model's graph but not its function: channel padding to the
+multiple the precision's tensor cores need (``padding.pad_channels``) and BatchNorm folding; each is verified
+against the original in fp32 on one input, and one whose outputs differ by more than ``EXACT_RTOL`` is rejected
+(measured, but never combined). *Deployment choices* change how the same model runs: backend, precision, memory
+format and batch size. Every trial is timed with ``profile``'s harness at one batch size, and its utilization is
+computed on the original model's FLOPs (``Sweep.work``), so that padding's extra FLOPs cannot inflate it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from utilscope.advise.padding import pad_channels, verify
+from utilscope.counting.counter import count
+from utilscope.errors import UsageError
+from utilscope.measure.backends import fold_batchnorm
+from utilscope.measure.precision import math_mode, parse_precision
+from utilscope.measure.settings import MeasureRequest
+from utilscope.measure.sweep import Sweep, check_batches, make_input, prepare_module, prepare_sweep, run_sweep
+from utilscope.models import zoo
+
+EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32 for a rewrite to count as exact
+MIN_GAIN = 1.02  # a change enters the combination when it is at least this much faster (beyond timing noise)
+SATURATION = 0.05  # the saturation batch: the smallest within this share of the best throughput
+GPU_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+CPU_LADDER = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """An exact rewrite of the model (fp32, on the CPU), its check against the original, and what it adds."""
+
+    name: str
+    model: nn.Module
+    max_rel_diff: float
+    added_params: int
+    added_flops: int  # per sample
+    detail: str
+    apply: Callable[[nn.Module, torch.Tensor], nn.Module]  # the same rewrite of another model (a combination's)
+
+    @property
+    def exact(self) -> bool:
+        return self.max_rel_diff <= EXACT_RTOL
+
+
+@dataclass
+class Trial:
+    change: str
+    kind: str  # "as given" | "rewrite" | "deployment" | "combination"
+    batch: int
+    backend: str
+    precision: str
+    channels_last: bool
+    status: str  # ok | oom | error: ... | rejected: ...
+    samples_per_s: float | None = None
+    latency_ms: float | None = None
+    utilization: float | None = None  # on the original model's FLOPs
+    speedup: float | None = None  # over "as given" at the same batch size
+    exact: bool | None = None  # rewrites: verified; deployment choices: None (the model is unchanged)
+    max_rel_diff: float | None = None
+    detail: str = ""
+    changes: dict = field(default_factory=dict)  # the request's fields a deployment choice changed
+
+
+@dataclass
+class Advice:
+    model: str
+    device: str
+    gpu_measurement: bool
+    resolution: int
+    flops_per_sample: int
+    trials: list[Trial]
+    batch_ladder: list[Trial]
+    saturation_batch: int | None
+    best: dict[int, Trial]  # per batch size: the fastest measured configuration
+    commands: dict[int, str] = field(default_factory=dict)  # per batch size: the command that reproduces the best
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model, "device": self.device, "gpu_measurement": self.gpu_measurement,
+            "resolution": self.resolution, "flops_per_sample": self.flops_per_sample,
+            "trials": [dataclasses.asdict(t) for t in self.trials],
+            "batch_ladder": [dataclasses.asdict(t) for t in self.batch_ladder],
+            "saturation_batch": self.saturation_batch,
+            "best": {str(b): dataclasses.asdict(t) for b, t in self.best.items()},
+            "commands": {str(b): c for b, c in self.commands.items()},
+        }  # fmt: skip
+
+
+def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int) -> list[Rewrite]:
+    """Channel padding (when the model has unaligned channels it can pad) and BatchNorm folding (when it has
+    BatchNorm that FX can fold), each checked against ``model`` on ``example`` in fp32."""
+    rewrites = []
+    flops = count(model, resolution=example.shape[-1]).total.flops
+    params = sum(p.numel() for p in model.parameters())
+    padded = pad_channels(model, example, multiple)
+    if not padded.nothing_to_do:
+        added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
+        detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
+                  f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
+        difference = verify(model, padded.model, example, rtol=math.inf)
+        rewrites.append(Rewrite(f"pad channels to {multiple}", padded.model, difference, padded.added_params,
+                                added_flops, detail,
+                                lambda m, x: pad_channels(m, x, multiple).model))  # fmt: skip
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        folded, notes = fold_batchnorm(model, example)
+        left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
+        if not notes:
+            total = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+            rewrites.append(Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
+                                    f"{total - left} of {total} BatchNorm layers folded into their convolutions",
+                                    lambda m, x: fold_batchnorm(m, x)[0]))  # fmt: skip
+    return rewrites
+
+
+def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
+    """``sweep`` with ``base`` (fp32) prepared on its device; ``changes``: another backend, precision or memory
+    format (the request and sweep re-resolved for them, the original's FLOPs kept)."""
+    request = dataclasses.replace(sweep.request, **changes) if changes else sweep.request
+    fresh = prepare_sweep(request, sweep.clock) if changes else sweep
+    module = prepare_module(copy.deepcopy(base), fresh.device, fresh.precision, request.channels_last)
+    return dataclasses.replace(fresh, module=module, work=sweep.work, plan=sweep.plan)
+
+
+def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, **extra) -> Trial:
+    """One timed row of ``sweep`` at ``batch``, as a trial."""
+    row = run_sweep(sweep, [batch])[0]
+    return Trial(change, kind, batch, sweep.backend.name, sweep.precision.value, sweep.request.channels_last,
+                 row.status, row.samples_per_s, row.latency_ms, row.utilization, **extra)  # fmt: skip
+
+
+def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tuple[str, ...]) -> list[tuple[str, dict]]:
+    """The deployment choices other than the as-given one: each other backend, each other precision, the other
+    memory format."""
+    request = sweep.request
+    changes = [(f"backend {b}", {"backend": b}) for b in backends if b != sweep.backend.name]
+    changes += [(f"precision {p}", {"precision": p}) for p in precisions if p != sweep.precision.value]
+    layout = "NCHW-contiguous" if request.channels_last else "channels_last"
+    changes.append((f"memory format {layout}", {"channels_last": not request.channels_last}))
+    return changes
+
+
+def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
+    reason = f"rejected: outputs differ by {rewrite.max_rel_diff:.2e} (relative) in fp32, above {EXACT_RTOL:g}"
+    return Trial(rewrite.name, "rewrite", batch, sweep.backend.name, sweep.precision.value,
+                 sweep.request.channels_last, reason, exact=False, max_rel_diff=rewrite.max_rel_diff,
+                 detail=rewrite.detail)  # fmt: skip
+
+
+def trials_at(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int, backends, precisions,
+              on_trial: Callable[[Trial], None]) -> list[Trial]:  # fmt: skip
+    """At one batch size: the model as given, each exact rewrite, each deployment choice, then their best
+    combination; speed-ups over the first."""
+    given = measure_trial(_variant(sweep, base), "as given", "as given", batch)
+    on_trial(given)
+    trials = [given]
+    for rewrite in rewrites:
+        trial = (measure_trial(_variant(sweep, rewrite.model), rewrite.name, "rewrite", batch, exact=True,
+                               max_rel_diff=rewrite.max_rel_diff, detail=rewrite.detail)
+                 if rewrite.exact else _rejected(rewrite, sweep, batch))  # fmt: skip
+        on_trial(trial)
+        trials.append(trial)
+    for name, changes in deployment_changes(sweep, backends, precisions):
+        trial = measure_trial(_variant(sweep, base, **changes), name, "deployment", batch, changes=changes)
+        on_trial(trial)
+        trials.append(trial)
+    _set_speedups(trials, given)
+    combined = measure_combination(sweep, base, rewrites, trials, batch)
+    if combined is not None:
+        _set_speedups([combined], given)
+        on_trial(combined)
+        trials.append(combined)
+    return trials
+
+
+def _set_speedups(trials: list[Trial], given: Trial) -> None:
+    for trial in trials:
+        if trial.status == "ok" and given.status == "ok":
+            trial.speedup = trial.samples_per_s / given.samples_per_s
+
+
+def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
+    """The ok trials of ``kind`` (and change name ``prefix``) at least ``MIN_GAIN`` faster than as given, best first."""
+    chosen = [t for t in trials if t.kind == kind and t.change.startswith(prefix) and t.status == "ok"
+              and t.speedup is not None and t.speedup >= MIN_GAIN]  # fmt: skip
+    return sorted(chosen, key=lambda t: -t.speedup)
+
+
+def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], trials: list[Trial],
+                        batch: int) -> Trial | None:  # fmt: skip
+    """Every gainful exact rewrite applied in turn, with the best gainful choice of backend, precision and memory
+    format; measured, and verified against the original when it rewrites. None when fewer than two changes gain
+    (one is its own trial)."""
+    chosen_rewrites = [r for r in rewrites if any(t.change == r.name for t in _gainful(trials, "rewrite"))]
+    changes, names = {}, [r.name for r in chosen_rewrites]
+    for prefix, option in (("backend", "backend"), ("precision", "precision"), ("memory format", "channels_last")):
+        best = _gainful(trials, "deployment", prefix)
+        if best:
+            changes[option] = best[0].changes[option]
+            names.append(best[0].change)
+    if len(names) < 2:
+        return None
+    model = base
+    example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
+    for rewrite in chosen_rewrites:
+        model = rewrite.apply(model, example)
+    diff = verify(base, model, example, rtol=math.inf) if chosen_rewrites else None
+    if diff is not None and diff > EXACT_RTOL:
+        reason = f"rejected: outputs differ by {diff:.2e}"
+        return Trial(" + ".join(names), "combination", batch, sweep.backend.name, sweep.precision.value,
+                     sweep.request.channels_last, reason, max_rel_diff=diff)  # fmt: skip
+    return measure_trial(_variant(sweep, model, **changes), " + ".join(names), "combination", batch,
+                         exact=True if chosen_rewrites else None, max_rel_diff=diff, changes=changes)  # fmt: skip
+
+
+def seeded_model(model: str, resolution: int, seed: int) -> nn.Module:
+    """The model built on the CPU in eval mode with its random weights drawn after ``torch.manual_seed(seed)``
+    (the global generator left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return zoo.build_model(zoo.parse_spec(model), resolution).eval()
+
+
+def batch_ladder(sweep: Sweep, base: nn.Module, sizes: tuple[int, ...], on_trial) -> tuple[list[Trial], int | None]:
+    """The model as given over ``sizes`` (stopping at the first that runs out of memory), and the saturation batch:
+    the smallest within ``SATURATION`` of the best throughput."""
+    variant = _variant(sweep, base)
+    trials = []
+    for batch in sizes:
+        trial = measure_trial(variant, "as given", "batch", batch)
+        on_trial(trial)
+        trials.append(trial)
+        if trial.status == "oom":
+            break
+    ok = [t for t in trials if t.status == "ok"]
+    if not ok:
+        return trials, None
+    best = max(t.samples_per_s for t in ok)
+    return trials, min(t.batch for t in ok if t.samples_per_s >= (1 - SATURATION) * best)
+
+
+def reproduce_command(model: str, trial: Trial, resolution: int, export: str | None) -> str:
+    """The ``utilscope profile`` command that measures ``trial`` again (a rewritten model: from its export)."""
+    if trial.kind in ("rewrite", "combination") and trial.exact:
+        model = f"{export}/model.py:build" if export else "DIR/model.py:build  # after advise --export DIR"
+    parts = [f"utilscope profile {model}", f"--batch {trial.batch}", f"--backend {trial.backend}",
+             f"--precision {trial.precision}", f"--res {resolution}"]  # fmt: skip
+    if not trial.channels_last:
+        parts.append("--no-channels-last")
+    return " ".join(parts)
+
+
+def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backends: tuple[str, ...] = (),
+           precisions: tuple[str, ...] = (), ladder: tuple[int, ...] | None = None, export: str | None = None,
+           on_trial: Callable[[Trial], None] | None = None, seed: int = 0) -> Advice:  # fmt: skip
+    """Measure every change at every batch size, the batch ladder, and the best configuration per batch size.
+    The model is built with ``seed`` (``seeded_model``), so its export holds weights a rerun gets again.
+    ``backends`` / ``precisions`` empty: graph and inference, fp16 and bf16 on a GPU; the request's backend and fp32
+    on a CPU. ``ladder`` None: powers of two to 512 on a GPU, to 16 on a CPU; () skips it. Raises on bad input."""
+    if multiple < 1:
+        raise UsageError(f"the channel multiple must be at least 1, got {multiple}")
+    batches = check_batches(batches)
+    ladder = None if ladder is None else tuple(check_batches(ladder)) if ladder else ()
+    sweep = prepare_sweep(request)
+    gpu = sweep.device.type == "cuda"
+    base = seeded_model(request.model, sweep.resolution, seed)
+    example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
+    with math_mode(parse_precision("fp32")):
+        rewrites = exact_rewrites(base, example, multiple)
+    backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
+    precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
+    report = on_trial or (lambda trial: None)
+    trials = [t for batch in batches for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report)]
+    sizes = (GPU_LADDER if gpu else CPU_LADDER) if ladder is None else ladder
+    ladder_trials, saturation = batch_ladder(sweep, base, sizes, report) if sizes else ([], None)
+    best = {}
+    for batch in batches:
+        ok = [t for t in trials if t.batch == batch and t.status == "ok"]
+        if ok:
+            best[batch] = max(ok, key=lambda t: t.samples_per_s)
+    commands = {b: reproduce_command(request.model, t, sweep.resolution, export) for b, t in best.items()}
+    advice = Advice(request.model, sweep.environment["device_name"], gpu, sweep.resolution, sweep.work.total.flops,
+                    trials, ladder_trials, saturation, best, commands)  # fmt: skip
+    if export:
+        export_best(advice, rewrites, base, example, export)
+    return advice
+
+
+def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, example: torch.Tensor, directory: str):
+    """Write the rewritten model of the best configuration at the largest batch size (every exact rewrite that
+    gained there, in turn) to ``directory``/model.pt, and ``directory``/model.py whose ``build`` loads it, so that
+    ``utilscope profile DIR/model.py:build`` runs it. Nothing gained by a rewrite: the original model."""
+    from pathlib import Path
+
+    if not advice.best:
+        raise UsageError("no configuration was measured, so there is nothing to export")
+    batch = max(advice.best)
+    names = advice.best[batch].change.split(" + ")
+    model = base
+    for rewrite in rewrites:
+        if rewrite.name in names and rewrite.exact:
+            model = rewrite.apply(model, example)
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(model, out / "model.pt")
+    (out / "model.py").write_text(
+        f'"""{advice.model} as `utilscope advise` rewrote it ({", ".join(names)}); written by utilscope."""\n\n'
+        "from pathlib import Path\n\nimport torch\n\n"
+        f"RESOLUTION = {advice.resolution}\n\n\n"
+        "def build() -> torch.nn.Module:\n"
+        '    return torch.load(Path(__file__).with_name("model.pt"), weights_only=False).eval()\n'
+    )
+    return out

@@ -1,0 +1,56 @@
+"""``advise``: measured, exact changes that make a given CNN use the device better, ranked by measured gain."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from utilscope.cli.common import add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.files import check_output_folder
+from utilscope.hardware import resolve_device
+from utilscope.measure.settings import MeasureRequest
+from utilscope.measure.sweep import check_batches
+from utilscope.present.json_text import strict_json
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("advise", help="measure exact rewrites and deployment choices, ranked by measured gain")
+    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("--batch", default=None, help="batch sizes (default: 1,256 on a GPU, 1,8 on a CPU)")
+    p.add_argument("--precision", default=None, help="the as-given precision (default: fp16 on a GPU, fp32 on CPU)")
+    p.add_argument("--backend", default="graph", help="the as-given backend (default: %(default)s)")
+    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--backends", default=None, help="backends to try (default: graph,inference on a GPU; the "
+                   "as-given one on a CPU)")  # fmt: skip
+    p.add_argument("--precisions", default=None, help="precisions to try, e.g. fp16,bf16,tf32 (default: fp16,bf16 "
+                   "on a GPU; the as-given one on a CPU)")  # fmt: skip
+    p.add_argument("--multiple", type=int, default=8, help="pad channels to a multiple of this (default: 8, what "
+                   "fp16/bf16 tensor cores need)")  # fmt: skip
+    p.add_argument("--ladder", default=None, help="batch sizes of the saturation ladder (default: 1,2,4,...,512 on a "
+                   "GPU, 1,...,16 on a CPU; 'none' skips it)")  # fmt: skip
+    p.add_argument("--export", default=None, metavar="DIR", help="write the rewritten model of the best "
+                   "configuration to DIR/model.pt with DIR/model.py:build (default: no export)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the advice as JSON instead of tables")
+    add_cudnn_options(p)
+    p.set_defaults(run=cmd_advise)
+
+
+def cmd_advise(args, console: Console) -> int:
+    from utilscope.advise.advisor import advise
+    from utilscope.present.advise_view import render_advice, trial_line
+
+    device = resolve_device(args.device)
+    batches = check_batches(parse_batches(args.batch) or ([1, 256] if device.type == "cuda" else [1, 8]))
+    ladder = None if args.ladder is None else () if args.ladder == "none" else tuple(check_batches(
+        parse_batches(args.ladder)))  # fmt: skip
+    export = str(check_output_folder(args.export, "rewritten model")) if args.export else None
+    request = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
+                             resolution=args.res, cudnn=cudnn_settings(args))  # fmt: skip
+    on_trial = None if args.json else (lambda trial: console.print(trial_line(trial)))
+    advice = advise(request, batches, args.multiple, parse_list(args.backends), parse_list(args.precisions), ladder,
+                    export, on_trial)  # fmt: skip
+    if args.json:
+        print(strict_json(advice.to_dict()))
+    else:
+        render_advice(advice, console)
+    return 0

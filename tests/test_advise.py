@@ -1,0 +1,85 @@
+"""``advise`` on the CPU: the trials it measures, utilization on the original FLOPs, the export, bad input."""
+
+import json
+
+import pytest
+import torch
+from conftest import QUICK
+
+from utilscope.advise.advisor import advise, seeded_model
+from utilscope.cli import main
+from utilscope.errors import UsageError
+from utilscope.measure.settings import MeasureRequest
+from utilscope.models import zoo
+
+# conv 3->13 (unaligned), BatchNorm, ReLU, conv 13->8, pool, linear 8->4: padding widens 13 to 16
+UNALIGNED_SOURCE = """
+import torch.nn as nn
+RESOLUTION = 16
+
+
+def make():
+    return nn.Sequential(nn.Conv2d(3, 13, 3, padding=1), nn.BatchNorm2d(13), nn.ReLU(), nn.Conv2d(13, 8, 3, padding=1),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+"""
+
+
+@pytest.fixture(scope="module")
+def unaligned(write_factory) -> str:
+    return f"{write_factory(UNALIGNED_SOURCE, 'unaligned')}:make"
+
+
+@pytest.fixture(scope="module")
+def advice(unaligned, tmp_path_factory):
+    export = tmp_path_factory.mktemp("advise") / "best"
+    request = MeasureRequest(unaligned, device="cpu", plan=QUICK, ceilings="skip", peak_tflops=1.0)
+    return advise(request, [1, 2], ladder=(1, 2, 4), export=str(export)), export
+
+
+def test_each_change_is_measured_once_per_batch_with_utilization_on_the_original_flops(advice):
+    advice, _ = advice
+    changes = {t.change for t in advice.trials if t.batch == 1}
+    assert {"as given", "pad channels to 8", "fold BatchNorm", "memory format NCHW-contiguous"} <= changes
+    pad = next(t for t in advice.trials if t.change == "pad channels to 8")
+    assert pad.exact and pad.max_rel_diff <= 1e-5
+    # conv1 gains 3 filters of 3*3*3 weights + 3 biases = 84, the BatchNorm 3 weights + 3 biases = 6, conv2 3 input
+    # channels of 8 filters: 8*3*3*3 = 216; 84 + 6 + 216 = 306
+    assert "+306 params" in pad.detail
+    ok = [t for t in advice.trials if t.status == "ok"]
+    # one FLOP count (the original's) and one peak: utilization / samples_per_s is the same for every trial
+    ratios = [t.utilization / t.samples_per_s for t in ok]
+    assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)
+    given = {t.batch: t for t in ok if t.change == "as given"}
+    for t in ok:
+        assert t.speedup == pytest.approx(t.samples_per_s / given[t.batch].samples_per_s)
+    assert set(advice.best) == {1, 2} and all(advice.best[b].batch == b for b in advice.best)
+    assert [t.batch for t in advice.batch_ladder] == [1, 2, 4] and advice.saturation_batch in (1, 2, 4)
+    assert not advice.gpu_measurement and json.loads(json.dumps(advice.to_dict()))["flops_per_sample"] > 0
+
+
+def test_the_export_computes_what_the_seeded_original_does(advice, unaligned):
+    advice, export = advice
+    exported = zoo.build_model(zoo.parse_spec(f"{export}/model.py:build"), 16)
+    original = seeded_model(unaligned, 16, seed=0)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.allclose(exported(x), original(x), rtol=1e-5, atol=1e-6)
+    assert advice.best[2].change.split(" + ")[0] in (export / "model.py").read_text()
+
+
+def test_an_aligned_model_has_nothing_to_pad(tiny):
+    request = MeasureRequest(tiny, device="cpu", plan=QUICK, ceilings="skip")
+    result = advise(request, [1], ladder=())
+    assert not any(t.change.startswith("pad channels") for t in result.trials)
+    assert result.batch_ladder == [] and result.saturation_batch is None
+
+
+def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
+    assert main(["advise", unaligned, "--device", "cpu", "--batch", "1", "--ladder", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"model", "device", "trials", "best", "commands", "saturation_batch"} <= set(out)
+    assert main(["advise", unaligned, "--device", "cpu", "--multiple", "0"]) == 2
+    assert "multiple" in capsys.readouterr().err
+    assert main(["advise", "torchvision:no_such_net", "--device", "cpu"]) == 2
+    with pytest.raises(UsageError):
+        advise(MeasureRequest(unaligned, device="cpu"), [0])
