@@ -110,6 +110,8 @@ def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor
     assert result.utilization == pytest.approx(counted.total.flops / (result.latency_ms * 1e-3) / 989.4e12)
     assert sum(layer["predicted_ms"] for layer in result.layers) == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY)
     assert not result.extrapolated
+    half = rows.iloc[: len(rows) // 2].reset_index(drop=True)  # one call for several networks, each as compose
+    assert predictor.compose_many([rows, half]) == pytest.approx([expected_ms, predictor.compose(half)[2]], rel=1e-9)
 
 
 def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predictor, net_file):

@@ -31,6 +31,8 @@ from utilscope.models import zoo
 
 EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32 for a rewrite to count as exact
 MIN_GAIN = 1.02  # a change enters the combination when it is at least this much faster (beyond timing noise)
+MIN_UNALIGNED_SHARE = 0.01  # padding is tried when at least this share of conv/linear FLOPs is in unaligned layers
+CONV_OR_LINEAR = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
 SATURATION = 0.05  # the saturation batch: the smallest within this share of the best throughput
 GPU_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 CPU_LADDER = (1, 2, 4, 8, 16)
@@ -84,6 +86,7 @@ class Advice:
     saturation_batch: int | None
     best: dict[int, Trial]  # per batch size: the fastest measured configuration
     commands: dict[int, str] = field(default_factory=dict)  # per batch size: the command that reproduces the best
+    notes: list[str] = field(default_factory=list)  # changes not tried, and why
 
     def to_dict(self) -> dict:
         return {
@@ -93,18 +96,39 @@ class Advice:
             "batch_ladder": [dataclasses.asdict(t) for t in self.batch_ladder],
             "saturation_batch": self.saturation_batch,
             "best": {str(b): dataclasses.asdict(t) for b, t in self.best.items()},
-            "commands": {str(b): c for b, c in self.commands.items()},
+            "commands": {str(b): c for b, c in self.commands.items()}, "notes": self.notes,
         }  # fmt: skip
 
 
-def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int) -> list[Rewrite]:
-    """Channel padding (when the model has unaligned channels it can pad) and BatchNorm folding (when it has
-    BatchNorm that FX can fold), each checked against ``model`` on ``example`` in fp32."""
+def unaligned_share(model: nn.Module, resolution: int, multiple: int) -> tuple[float, int]:
+    """The share of conv/linear FLOPs in layers whose input (unless the image's 3 channels, which the data fixes)
+    or output channels are not a multiple of ``multiple``, and the model's FLOPs per sample."""
+    counted = count(model, resolution=resolution)
+    total = unaligned = 0
+    for layer in counted.layers:
+        if layer.op_class not in CONV_OR_LINEAR or not layer.input_shapes or not layer.output_shapes:
+            continue
+        axis = -1 if layer.op_class == "linear" else 1
+        channels_in, channels_out = layer.input_shapes[0][axis], layer.output_shapes[0][axis]
+        total += layer.flops
+        if (channels_in != 3 and channels_in % multiple) or channels_out % multiple:
+            unaligned += layer.flops
+    return unaligned / max(total, 1), counted.total.flops
+
+
+def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int, notes: list[str]) -> list[Rewrite]:
+    """Channel padding (when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers and
+    the pass can pad some) and BatchNorm folding (when FX can fold the model's BatchNorm), each checked against
+    ``model`` on ``example`` in fp32; why one is not tried goes to ``notes``."""
     rewrites = []
-    flops = count(model, resolution=example.shape[-1]).total.flops
+    share, flops = unaligned_share(model, example.shape[-1], multiple)
     params = sum(p.numel() for p in model.parameters())
-    padded = pad_channels(model, example, multiple)
-    if not padded.nothing_to_do:
+    padded = pad_channels(model, example, multiple) if share >= MIN_UNALIGNED_SHARE else None
+    if padded is None or padded.nothing_to_do:
+        paddable = "" if padded is None else ", none of them paddable"
+        notes.append(f"channel padding: nothing to do ({share:.2%} of conv/linear FLOPs in layers with channels that "
+                     f"are not multiples of {multiple}{paddable})")  # fmt: skip
+    else:
         added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
         detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
                   f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
@@ -113,9 +137,10 @@ def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int) -> li
                                 added_flops, detail,
                                 lambda m, x: pad_channels(m, x, multiple).model))  # fmt: skip
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-        folded, notes = fold_batchnorm(model, example)
+        folded, fold_notes = fold_batchnorm(model, example)
         left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
-        if not notes:
+        notes.extend(fold_notes)
+        if not fold_notes:
             total = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
             rewrites.append(Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
                                     f"{total - left} of {total} BatchNorm layers folded into their convolutions",
@@ -275,8 +300,9 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.model, sweep.resolution, seed)
     example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
+    notes: list[str] = []
     with math_mode(parse_precision("fp32")):
-        rewrites = exact_rewrites(base, example, multiple)
+        rewrites = exact_rewrites(base, example, multiple, notes)
     backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     report = on_trial or (lambda trial: None)
@@ -290,7 +316,7 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
             best[batch] = max(ok, key=lambda t: t.samples_per_s)
     commands = {b: reproduce_command(request.model, t, sweep.resolution, export) for b, t in best.items()}
     advice = Advice(request.model, sweep.environment["device_name"], gpu, sweep.resolution, sweep.work.total.flops,
-                    trials, ladder_trials, saturation, best, commands)  # fmt: skip
+                    trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
     if export:
         export_best(advice, rewrites, base, example, export)
     return advice

@@ -102,6 +102,14 @@ class Predictor:
             ms, launches = fused(rows, ms)
         return ms, reasons, float(ms.sum() + self.gap_ms * launches)
 
+    def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
+        """``compose``'s latency of each network (on the profile's backend), with one layer-model call for all of
+        their rows: the trees' per-call cost dominates for small networks such as single blocks."""
+        rows = pd.concat([frame.assign(network=i) for i, frame in enumerate(networks)], ignore_index=True)
+        ms, _ = self.layer_models.predict(rows)
+        per_network = pd.Series(ms).groupby(rows["network"]).agg(["sum", "size"])
+        return (per_network["sum"] + self.gap_ms * per_network["size"]).to_numpy()
+
 
 def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor):

@@ -48,6 +48,8 @@ def render_advice(advice, console: Console) -> None:
                            _number(t.utilization, ".2%"), t.status)  # fmt: skip
         console.print(ladder)
         console.print(f"saturation batch (the smallest within 5% of the best throughput): {advice.saturation_batch}")
+    for note in advice.notes:
+        console.print(note)
     if not advice.gpu_measurement:
         console.print("not a GPU measurement: these gains are the CPU's; padding's GPU gain is not measured here")
     for batch, command in advice.commands.items():
