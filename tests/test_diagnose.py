@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import pandas as pd
 import pytest
 from torch import nn
 from torchvision.ops import SqueezeExcitation
@@ -17,6 +18,7 @@ from torchvision.ops import SqueezeExcitation
 import utilscope
 from utilscope.attribute import diagnose as dg
 from utilscope.attribute.records import Attribution, LayerTime, Point, Roofs
+from utilscope.hardware import alignment
 from utilscope.units import si
 
 ROOFS = Roofs(tensor_tflops=989.4, vector_tflops=66.9, bandwidth_gbs=4800, label="test")
@@ -185,6 +187,38 @@ def test_unaligned_channels_fires_on_30_channels():
     assert "input channels 30 (next multiple 32): not a multiple of 8" in conv2.evidence
     assert "output channels" not in conv2.evidence
     assert "pad channels to a multiple of 8" in conv.advice
+
+
+def penalty_table(*rows) -> pd.DataFrame:
+    """Rows of (gpu, precision, kernel, channels, batch, unaligned_ms, padded_ms) as the penalty file holds them."""
+    full = [(gpu, prec, k, c, -(-c // 8) * 8, 28, b, u, p, "2.11", 91900, "2026-12-01")
+            for gpu, prec, k, c, b, u, p in rows]  # fmt: skip
+    return pd.DataFrame(full, columns=list(alignment.COLUMNS))
+
+
+def test_the_measured_penalty_is_the_nearest_kernel_and_batch_median():
+    gpu = "test GPU"
+    table = penalty_table((gpu, "fp16", 3, 60, 256, 3.5, 1.0), (gpu, "fp16", 3, 126, 256, 2.7, 1.0),
+                          (gpu, "fp16", 3, 250, 256, 1.8, 1.0), (gpu, "fp16", 3, 60, 1, 9.0, 1.0),
+                          (gpu, "fp16", 1, 250, 256, 2.0, 1.0), ("other", "fp16", 3, 60, 256, 5.0, 1.0))  # fmt: skip
+    # kernel 3 at batch 128: the nearest timed batch in log scale is 256 (log2 distance 1, against 7 for batch 1)
+    penalty = alignment.penalty_for("test GPU", "fp16", 3, 128, table)
+    assert (penalty.kernel, penalty.batch, penalty.shapes) == (3, 256, 3)
+    assert (penalty.median, penalty.low, penalty.high) == (2.7, 1.8, 3.5)  # the ratios 3.5, 2.7 and 1.8
+    assert alignment.penalty_for("test GPU", "fp16", 1, 256, table).median == 2.0
+    assert alignment.penalty_for("test GPU", "fp16", 5, 2, table).batch == 1  # kernel 5: the nearest timed, 3
+    assert alignment.penalty_for("test GPU", "bf16", 3, 256, table) is None
+
+
+def test_unaligned_channels_cites_the_penalty_measured_on_this_gpu(monkeypatch):
+    result = count(Net(conv=nn.Conv2d(3, 30, 3, padding=1), conv2=nn.Conv2d(30, 32, 3, padding=1)), 2, 16)
+    unmeasured = at(run(attribution_of(result), "unaligned_channels"), "conv2").advice
+    assert "no penalty measured for this GPU and precision" in unmeasured
+    table = penalty_table(("test GPU", "fp16", 3, 60, 1, 3.0, 1.0), ("test GPU", "fp16", 3, 60, 256, 1.5, 1.0))
+    monkeypatch.setattr(alignment, "load_penalties", lambda: table)
+    advice = at(run(attribution_of(result), "unaligned_channels"), "conv2").advice  # batch 2: the batch-1 row
+    assert "measured on the test GPU in fp16: 3×3 convs with unaligned channels ran 3.00× slower" in advice
+    assert "at batch 1 (median of 1 shapes)" in advice and "utilscope advise" in advice
 
 
 def test_unaligned_channels_quiet_when_aligned():

@@ -33,6 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
+from utilscope.hardware.alignment import penalty_for
 from utilscope.measure.backends import BACKENDS
 from utilscope.units import si
 
@@ -334,14 +335,23 @@ def unaligned_channels(attribution: Attribution, context: Context) -> list[Findi
             f"{padded}: not a multiple of {multiple} for {attribution.precision}; {context.charged(layer)}, "
             f"{pct(flop_share(attribution, layer.flops))} of FLOPs"
         )
-        units = "" if attribution.precision == "fp32" else "tensor-core "
-        advice = (
-            f"pad channels to a multiple of {multiple} (round the width up): {attribution.precision} {units}kernels "
-            f"on the {attribution.device_name} want 16-byte-aligned shapes and otherwise pad or mask tiles, or fall "
-            "back to slower kernels"
-        )
+        advice = alignment_advice(attribution, layer, multiple)
         findings.append(Finding("unaligned_channels", layer.name, layer.op_class, evidence, advice, share))
     return findings
+
+
+def alignment_advice(attribution: Attribution, layer: LayerTime, multiple: int) -> str:
+    """Pad to the multiple, with the penalty measured on this GPU and precision when the hardware data has it
+    (``hardware.alignment``: the nearest kernel size and batch timed), else why it matters; `advise` measures it."""
+    kernel = 1 if layer.op_class in ("pointwise_conv", "linear") else 3
+    penalty = penalty_for(attribution.device_name, attribution.precision, kernel, attribution.batch)
+    units = "" if attribution.precision == "fp32" else "tensor-core "
+    why = (penalty.describe() if penalty is not None else
+           f"{attribution.precision} {units}kernels on the {attribution.device_name} want 16-byte-aligned shapes and "
+           "otherwise pad or mask tiles, or fall back to slower kernels (no penalty measured for this GPU and "
+           "precision: benchmarks/alignment_penalty.py)")  # fmt: skip
+    return (f"pad channels to a multiple of {multiple} (round the width up; exact with zero weights): {why}; "
+            "`utilscope advise` pads this model and measures the gain")  # fmt: skip
 
 
 def _round_up(n: int, multiple: int) -> int:
