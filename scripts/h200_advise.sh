@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# The `advise` validation on the lent H200 (docs/advise.md): each model at batch 1 and 256, JSON per model into
-# $OUT/advise/ (copy them to benchmarks/results/advise/h200/). A model whose JSON is already in
-# benchmarks/results/advise/h200/ is skipped, so calls resume; the call stops starting models LIMIT seconds in.
-# timm is the pinned one, carried in .vendor/. Extra arguments go to every `utilscope advise` (e.g. --backends graph
-# to leave inductor's compile time out).
-# Usage: scripts/h200_advise.sh LIMIT [ADVISE OPTION...]
+# The `advise` validation on the lent H200 (docs/advise.md), one JSON per model into $OUT/advise/ (copy them to
+# benchmarks/results/advise/h200/). A model whose JSON is already in benchmarks/results/advise/h200/ is skipped, so
+# calls resume; the call stops starting models LIMIT seconds in. timm is the pinned one, carried in .vendor/.
+# STAGE validation: the models and controls at batch 1 and 256, every change. STAGE timm: the timm CNNs of
+# benchmarks/results/advise/timm_unaligned.csv (>= 10% of FLOPs unaligned) at batch 256, padding and folding only
+# (graph, fp16, no ladder). Extra arguments go to every `utilscope advise` (e.g. --backends graph).
+# Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
 limit=$1
-shift
+stage=$2
+shift 2
 end=$(($(date +%s) + limit))
-models=(timm:rexnet_100 timm:ghostnet_100 timm:repghostnet_100 timm:res2net50_26w_4s
-  benchmarks/pruned_resnet50.py:build timm:resnet50 timm:efficientnet_b0)
+case $stage in
+validation)
+  models=(timm:rexnet_100 timm:ghostnet_100 timm:repghostnet_100 timm:res2net50_26w_4s
+    benchmarks/pruned_resnet50.py:build timm:resnet50 timm:efficientnet_b0)
+  options=(--batch 1,256) ;;
+timm)
+  mapfile -t models < <(tail -n +2 benchmarks/results/advise/timm_unaligned.csv | cut -d, -f1)
+  options=(--batch 256 --backends graph --precisions fp16 --ladder none) ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
 done_dir=benchmarks/results/advise/h200
 mkdir -p "$OUT/advise"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -23,7 +33,7 @@ for model in "${models[@]}"; do
   [ "$left" -le 30 ] && break
   echo "== $model $(date -u +%T), ${left} s left"
   start=$(date +%s)
-  timeout -s INT "$left" python3 -m utilscope.cli advise "$model" --batch 1,256 --json "$@" \
+  timeout -s INT "$left" python3 -m utilscope.cli advise "$model" "${options[@]}" --json "$@" \
     >"$OUT/advise/$name.json.partial" 2>"$OUT/advise/$name.log"
   rc=$?
   echo "rc=$rc wall=$(($(date +%s) - start)) s"

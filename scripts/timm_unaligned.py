@@ -1,0 +1,71 @@
+"""The timm survey's CNNs (`timm-cnn`) whose conv/linear FLOPs sit >= 10% in layers with unaligned channels (not
+multiples of 8; the image's 3 channels do not count), at their survey resolution, and what `advise`'s padding pass
+makes of each: groups padded, unaligned share after, FLOPs added, largest output difference (fp32, CPU, random
+weights seeded 0). Writes ``benchmarks/results/advise/timm_unaligned.csv``: the list `scripts/h200_advise.sh
+LIMIT timm` measures the padding gain of (docs/advise.md).
+
+    python3 scripts/timm_unaligned.py [--threshold 0.10] [--pad-gflops 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from utilscope.advise.advisor import unaligned_share
+from utilscope.advise.padding import pad_channels, verify
+from utilscope.models import zoo
+from utilscope.models.sets import set_members
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "src/utilscope/models/timm_models.csv"
+OUT = ROOT / "benchmarks/results/advise/timm_unaligned.csv"
+MULTIPLE = 8
+
+
+def padded_row(spec: str, resolution: int) -> dict:
+    """The padding pass on the model at ``resolution``: groups padded, unaligned share after, FLOPs added."""
+    torch.manual_seed(0)
+    model = zoo.build_model(zoo.parse_spec(spec), resolution).eval()
+    x = torch.randn(1, 3, resolution, resolution)
+    result = pad_channels(model, x, MULTIPLE)
+    if result.nothing_to_do:
+        return {"groups_padded": 0, "unaligned_after": None, "flops_added": 0.0, "max_output_difference": 0.0}
+    before_flops = unaligned_share(model, resolution, MULTIPLE)[1]
+    after, after_flops = unaligned_share(result.model, resolution, MULTIPLE)
+    return {"groups_padded": sum(1 for g in result.groups if g.added_channels), "unaligned_after": after,
+            "flops_added": after_flops / before_flops - 1,
+            "max_output_difference": verify(model, result.model, x, rtol=float("inf"))}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threshold", type=float, default=0.10)
+    parser.add_argument("--pad-gflops", type=float, default=60.0, help="run the pass (a CPU forward) only on models "
+                        "up to this many GFLOPs per image (default: %(default)s)")  # fmt: skip
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    table = pd.read_csv(TABLE).set_index("model")
+    rows = []
+    for spec in set_members("timm-cnn"):
+        resolution = int(table.loc[spec, "resolution"])
+        model = zoo.build_model(zoo.parse_spec(spec), resolution).eval()
+        share, flops = unaligned_share(model, resolution, MULTIPLE)
+        if share < args.threshold:
+            continue
+        row = {"model": spec, "resolution": resolution, "gflops": flops / 1e9, "unaligned_share": share}
+        if flops / 1e9 <= args.pad_gflops:
+            row.update(padded_row(spec, resolution))
+        rows.append(row)
+        print(", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(OUT, index=False)
+    print(f"{len(rows)} of {len(set_members('timm-cnn'))} timm CNNs at or above {args.threshold:.0%}: {OUT}")
+
+
+if __name__ == "__main__":
+    main()
