@@ -325,11 +325,12 @@ def test_cli_search_measures_on_the_device(tmp_path, capsys):
     """GPU mode, on the CPU: evolution over a small pool, each candidate measured with `profile`, within budget."""
     archs = [a for a in sample_architectures(get_space("mbv3"), 40, seed=2) if a["resolution"] == 160][:6]
     pool = save_jsonl(tmp_path / "pool.jsonl", archs)
-    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "2", "--pool", str(pool),
-                 "--strategy", "measure-all", "--device", "cpu", "--batch", "1", "--json"]) == 0  # fmt: skip
+    # a floor of 0.01 samples/s: the mechanics, not the machine's speed (a loaded 2-core machine once missed 1/s)
+    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", "0.01", "--budget", "2", "--pool",
+                 str(pool), "--strategy", "measure-all", "--device", "cpu", "--batch", "1", "--json"]) == 0  # fmt: skip
     doc = strict_loads(capsys.readouterr().out)
-    assert doc["measurements"] == 2 and doc["best_id"] in {a["id"] for a in archs}
-    assert doc["best_samples_per_s"] > 1 and doc["pool"] == str(pool) and doc["device"] == "cpu"
+    assert doc["measurements"] == 2 and doc["best_id"] in {a["id"] for a in archs}, doc
+    assert doc["best_samples_per_s"] > 0.01 and doc["pool"] == str(pool) and doc["device"] == "cpu"
 
 
 SEARCH = ["nas", "search", "--space", "mbv3", "--budget", "1", "--strategy", "measure-all", "--batch", "1",
