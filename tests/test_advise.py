@@ -76,6 +76,34 @@ def test_an_aligned_model_has_nothing_to_pad(tiny):
     assert result.batch_ladder == [] and result.saturation_batch is None
 
 
+BRANCHING_SOURCE = """
+import torch.nn as nn
+RESOLUTION = 16
+
+
+class Branching(nn.Module):  # control flow on a tensor's value: torch.fx cannot trace it
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 13, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y if y.sum() > 0 else -y
+
+
+def make():
+    return Branching()
+"""
+
+
+def test_a_model_the_padding_pass_cannot_trace_is_advised_without_padding(write_factory):
+    spec = f"{write_factory(BRANCHING_SOURCE, 'branching')}:make"
+    result = advise(MeasureRequest(spec, device="cpu", plan=QUICK, ceilings="skip"), [1], ladder=())
+    assert result.notes[0].startswith("channel padding: not tried (100.00% of conv/linear FLOPs")
+    assert "torch.fx cannot trace" in result.notes[0] and [t.change for t in result.trials][:1] == ["as given"]
+    assert not any(t.change.startswith("pad channels") for t in result.trials)
+
+
 def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
     assert main(["advise", unaligned, "--device", "cpu", "--batch", "1", "--ladder", "none", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -176,7 +176,8 @@ def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settin
     db = tmp_path / "results.sqlite"
     names = [models("good"), models("good2"), models("oom")]
     argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,2,4",
-            "--backend", "eager", "--attribute", "all", "--per-worker", "3", "--no-cudnn-benchmark"]  # fmt: skip
+            "--backend", "eager", "--attribute", "all", "--per-worker", "3", "--no-cudnn-benchmark",
+            "--min-time-ms", "20"]  # fmt: skip
     argv += [arg for model in names for arg in ("--models", model)]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120

@@ -22,7 +22,7 @@ from torch import nn
 
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.counting.counter import count
-from utilscope.errors import UsageError
+from utilscope.errors import ModelError, UsageError
 from utilscope.measure.backends import fold_batchnorm
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
@@ -117,35 +117,50 @@ def unaligned_share(model: nn.Module, resolution: int, multiple: int) -> tuple[f
 
 
 def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int, notes: list[str]) -> list[Rewrite]:
-    """Channel padding (when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers and
-    the pass can pad some) and BatchNorm folding (when FX can fold the model's BatchNorm), each checked against
-    ``model`` on ``example`` in fp32; why one is not tried goes to ``notes``."""
-    rewrites = []
+    """Channel padding and BatchNorm folding where they apply, each checked against ``model`` on ``example`` in
+    fp32; why one is not tried goes to ``notes``."""
+    rewrites = [padding_rewrite(model, example, multiple, notes), folding_rewrite(model, example, notes)]
+    return [rewrite for rewrite in rewrites if rewrite is not None]
+
+
+def padding_rewrite(model: nn.Module, example: torch.Tensor, multiple: int, notes: list[str]) -> Rewrite | None:
+    """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
+    pass can read the model (torch.fx traces it) and it pads something."""
     share, flops = unaligned_share(model, example.shape[-1], multiple)
+    unaligned = f"{share:.2%} of conv/linear FLOPs in layers with channels that are not multiples of {multiple}"
+    if share < MIN_UNALIGNED_SHARE:
+        notes.append(f"channel padding: nothing to do ({unaligned})")
+        return None
+    try:
+        padded = pad_channels(model, example, multiple)
+    except ModelError as exc:  # the pass cannot read this model: padding is not tried, and the advice says why
+        notes.append(f"channel padding: not tried ({unaligned}): {exc}")
+        return None
+    if padded.nothing_to_do:
+        notes.append(f"channel padding: nothing to do ({unaligned}, none of them paddable)")
+        return None
+    added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
     params = sum(p.numel() for p in model.parameters())
-    padded = pad_channels(model, example, multiple) if share >= MIN_UNALIGNED_SHARE else None
-    if padded is None or padded.nothing_to_do:
-        paddable = "" if padded is None else ", none of them paddable"
-        notes.append(f"channel padding: nothing to do ({share:.2%} of conv/linear FLOPs in layers with channels that "
-                     f"are not multiples of {multiple}{paddable})")  # fmt: skip
-    else:
-        added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
-        detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
-                  f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
-        difference = verify(model, padded.model, example, rtol=math.inf)
-        rewrites.append(Rewrite(f"pad channels to {multiple}", padded.model, difference, padded.added_params,
-                                added_flops, detail,
-                                lambda m, x: pad_channels(m, x, multiple).model))  # fmt: skip
-    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
-        folded, fold_notes = fold_batchnorm(model, example)
-        left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
-        notes.extend(fold_notes)
-        if not fold_notes:
-            total = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-            rewrites.append(Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
-                                    f"{total - left} of {total} BatchNorm layers folded into their convolutions",
-                                    lambda m, x: fold_batchnorm(m, x)[0]))  # fmt: skip
-    return rewrites
+    detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
+              f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
+    difference = verify(model, padded.model, example, rtol=math.inf)
+    return Rewrite(f"pad channels to {multiple}", padded.model, difference, padded.added_params, added_flops, detail,
+                   lambda m, x: pad_channels(m, x, multiple).model)  # fmt: skip
+
+
+def folding_rewrite(model: nn.Module, example: torch.Tensor, notes: list[str]) -> Rewrite | None:
+    """BatchNorm folding into the preceding convolutions, when the model has BatchNorm that FX can fold."""
+    total = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    if not total:
+        return None
+    folded, fold_notes = fold_batchnorm(model, example)
+    notes.extend(fold_notes)
+    if fold_notes:
+        return None
+    left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
+    return Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
+                   f"{total - left} of {total} BatchNorm layers folded into their convolutions",
+                   lambda m, x: fold_batchnorm(m, x)[0])  # fmt: skip
 
 
 def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
