@@ -111,5 +111,8 @@ def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
     assert main(["advise", unaligned, "--device", "cpu", "--multiple", "0"]) == 2
     assert "multiple" in capsys.readouterr().err
     assert main(["advise", "torchvision:no_such_net", "--device", "cpu"]) == 2
+    assert main(["advise", unaligned, "--device", "cpu", "--precisions", "fp32,fp8"]) == 2
+    assert "fp8" in capsys.readouterr().err
+    assert main(["advise", unaligned, "--device", "cpu", "--backends", "tensorrt"]) == 2
     with pytest.raises(UsageError):
         advise(MeasureRequest(unaligned, device="cpu"), [0])

@@ -23,7 +23,7 @@ from torch import nn
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.counting.counter import count
 from utilscope.errors import ModelError, UsageError
-from utilscope.measure.backends import fold_batchnorm
+from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import Sweep, check_batches, make_input, prepare_module, prepare_sweep, run_sweep
@@ -311,6 +311,10 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
         raise UsageError(f"the channel multiple must be at least 1, got {multiple}")
     batches = check_batches(batches)
     ladder = None if ladder is None else tuple(check_batches(ladder)) if ladder else ()
+    for backend in backends:  # bad names fail before anything is measured
+        get_backend(backend)
+    for precision in precisions:
+        parse_precision(precision)
     sweep = prepare_sweep(request)
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.model, sweep.resolution, seed)
