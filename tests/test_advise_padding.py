@@ -225,6 +225,27 @@ def test_a_ghost_module_cat_then_slice():
     assert widths(result, "head") == (32, 8)
 
 
+class FocalLike(nn.Module):
+    """FocalNet's modulation: one conv's output split by sizes into query, context and 3 gates, a one-channel gate
+    broadcast over the context, and an open-ended slice of the gates."""
+
+    def __init__(self):
+        super().__init__()
+        self.f, self.h = nn.Conv2d(3, 8 + 8 + 3, 1), nn.Conv2d(8, 8, 1)  # 19 output channels
+
+    def forward(self, x):
+        q, ctx, gates = torch.split(self.f(x), [8, 8, 3], 1)
+        ctx_all = ctx * gates[:, 0:1] + ctx.mean((2, 3), keepdim=True) * gates[:, 2:]
+        return q * self.h(ctx_all)
+
+
+def test_a_split_by_sizes_and_an_open_ended_slice_keep_their_channels():
+    result = padded(FocalLike())
+    # 19 = 8 + 8 + 3, cut at 8 and 16: the gates' 3 channels are padded to 8, so f writes 8 + 8 + 8 = 24; every
+    # piece is re-pointed at its padded channels, and gates[:, 2:] stays one channel wide (not 2..8 of the padding)
+    assert widths(result, "f") == (3, 24) and widths(result, "h") == (8, 8)
+
+
 class Grouped(nn.Module):
     def __init__(self):
         super().__init__()

@@ -22,7 +22,7 @@ from torch import nn
 
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.counting.counter import count
-from utilscope.errors import ModelError, UsageError
+from utilscope.errors import ModelError, UsageError, describe
 from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
@@ -143,7 +143,11 @@ def padding_rewrite(model: nn.Module, example: torch.Tensor, multiple: int, note
     params = sum(p.numel() for p in model.parameters())
     detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
               f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
-    difference = verify(model, padded.model, example, rtol=math.inf)
+    try:
+        difference = verify(model, padded.model, example, rtol=math.inf)
+    except Exception as exc:  # a rewrite that cannot run is rejected like one that computes otherwise, and said
+        notes.append(f"channel padding: rejected, the padded model fails on the check input: {describe(exc)}")
+        return None
     return Rewrite(f"pad channels to {multiple}", padded.model, difference, padded.added_params, added_flops, detail,
                    lambda m, x: pad_channels(m, x, multiple).model)  # fmt: skip
 

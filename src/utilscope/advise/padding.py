@@ -199,8 +199,9 @@ def rewrite_slice(graph: ChannelGraph, node: fx.Node, derivation: Slice, solutio
     source = solution.layout(graph, derivation.input)
     start = source.offset(derivation.start)
     stop = start + solution.layout(graph, node).width
-    if (start, stop) == (derivation.start, derivation.stop):
-        return
+    # Written out even where the channels stay put: a split keeps its unpadded sizes, so a piece left indexing it
+    # would cut the padded tensor wrongly, and an open-ended slice (x[:, 2:]) would take the padding along
+    # (FocalNet's q, ctx, gates = split(...) and gates[:, focal_level:]).
     if node.args[0] in graph.splits:  # a split's piece becomes a slice of the split tensor
         node.args = (derivation.input, (slice(None), slice(start, stop)))
     else:
