@@ -81,8 +81,14 @@ def test_holdout_split_is_fixed_by_its_seed():
     assert first != P.holdout_split(ids, seed=1)
 
 
-def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, tmp_path):
-    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"], seed=0)
+@pytest.fixture(scope="module")
+def fitted(dataset) -> P.Predictor:
+    """The predictor fitted on the dataset (split seed 0), fitted once: a test that changes it works on a copy."""
+    return P.fit(dataset["table"], dataset["by_id"], dataset["measurements"], seed=0)
+
+
+def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, fitted, tmp_path):
+    predictor = fitted
     for batch in BATCHES:
         correction = predictor.corrections[batch]
         assert correction.intercept == pytest.approx(np.log(SLOWDOWN), abs=1e-9)  # log(1.25)
@@ -105,11 +111,10 @@ def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, tmp_path):
     assert loaded.holdout_ids == predictor.holdout_ids and loaded.evaluation == predictor.evaluation
 
 
-def test_missing_layers_and_batches_are_clear_errors(dataset):
-    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
+def test_missing_layers_and_batches_are_clear_errors(dataset, fitted):
+    predictor = copy.deepcopy(fitted)  # the fixture's predictor and table stay whole
     arch = dataset["archs"][0]
     layer = get_space("mbv3").layers(arch)[1]
-    predictor.table = copy.deepcopy(predictor.table)  # the fixture's table stays whole
     del predictor.table.entries[layer.key]  # the table covers the whole space (its covering set): drop one layer
     assert not P.covered(predictor.table, arch, 256)
     estimated = predictor.predict([arch], 256)  # the block model estimates the missing layer
@@ -158,9 +163,9 @@ def test_design_matrix_adds_up_each_network_layer_by_layer(name):
         P.design_matrix(table, [], 256, estimate_layers=estimate)
 
 
-def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset):
+def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset, fitted):
     """predict pauses the cyclic collector while it composes networks, and restores the caller's setting."""
-    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
+    predictor = fitted
     assert gc.isenabled()
     predictor.predict(dataset["archs"][:3], 256)
     assert gc.isenabled()
@@ -172,7 +177,7 @@ def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset):
         gc.enable()
 
 
-def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
+def test_profiles_are_checked_against_the_gpu(fitted, tmp_path):
     assert gpu_matches("h200", "NVIDIA H200") and P.gpu_matches("H200", "NVIDIA H200")
     assert gpu_matches("nvidia-h200", "NVIDIA H200") and P.gpu_matches("NVIDIA H200", "NVIDIA H200")
     assert not gpu_matches("a100", "NVIDIA H200") and not gpu_matches("h20", "NVIDIA H200")
@@ -180,9 +185,8 @@ def test_profiles_are_checked_against_the_gpu(dataset, tmp_path):
     assert P.shipped_profile("h200", "mbv3").is_file()
     with pytest.raises(UsageError, match="no shipped predictor profile for GPU 'a100'"):
         P.shipped_profile("a100", "mbv3")
-    predictor = P.fit(dataset["table"], dataset["by_id"], dataset["measurements"])
     with pytest.raises(UsageError, match="is for NVIDIA H200, not 'a100'"):
-        P.check_profile_gpu(predictor, "a100")
+        P.check_profile_gpu(fitted, "a100")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "something else"}))
     with pytest.raises(UsageError, match="not a utilscope predictor profile"):
