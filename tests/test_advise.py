@@ -1,12 +1,13 @@
 """``advise`` on the CPU: the trials it measures, utilization on the original FLOPs, the export, bad input."""
 
+import dataclasses
 import json
 
 import pytest
 import torch
 from conftest import QUICK
 
-from utilscope.advise.advisor import advise, seeded_model
+from utilscope.advise.advisor import Trial, advise, reproduce_command, seeded_model
 from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.measure.settings import MeasureRequest
@@ -65,6 +66,22 @@ def test_the_export_computes_what_the_seeded_original_does(advice, unaligned):
     with torch.no_grad():
         assert torch.allclose(exported(x), original(x), rtol=1e-5, atol=1e-6)
     assert advice.best[2].change.split(" + ")[0] in (export / "model.py").read_text()
+
+
+def test_the_reproducing_command_runs_a_rewrite_from_the_export_that_holds_it():
+    padded = Trial("pad channels to 8", "rewrite", 256, "graph", "fp16", True, "ok", exact=True)
+    assert reproduce_command("timm:rexnet_100", padded, 224, "out", "pad channels to 8") == (
+        "utilscope profile out/model.py:build --batch 256 --backend graph --precision fp16 --res 224"
+    )
+    at_1 = dataclasses.replace(padded, batch=1, channels_last=False)  # the export holds another change
+    assert reproduce_command("timm:rexnet_100", at_1, 224, "out", "fold BatchNorm") == (
+        "utilscope profile DIR/model.py:build --batch 1 --backend graph --precision fp16 --res 224 "
+        "--no-channels-last  # DIR from: utilscope advise timm:rexnet_100 --export DIR --batch 1"
+    )
+    choice = Trial("precision bf16", "deployment", 1, "graph", "bf16", True, "ok")
+    assert reproduce_command("timm:rexnet_100", choice, 224, None, None).startswith(
+        "utilscope profile timm:rexnet_100 --batch 1 --backend graph --precision bf16"
+    )
 
 
 def test_an_aligned_model_has_nothing_to_pad(tiny):

@@ -293,15 +293,24 @@ def batch_ladder(sweep: Sweep, base: nn.Module, sizes: tuple[int, ...], on_trial
     return trials, min(t.batch for t in ok if t.samples_per_s >= (1 - SATURATION) * best)
 
 
-def reproduce_command(model: str, trial: Trial, resolution: int, export: str | None) -> str:
-    """The ``utilscope profile`` command that measures ``trial`` again (a rewritten model: from its export)."""
+def reproduce_command(model: str, trial: Trial, resolution: int, export: str | None, exported: str | None) -> str:
+    """The ``utilscope profile`` command that measures ``trial`` again. A rewritten model runs from its export:
+    ``export`` when it holds this trial's rewrite (``exported``, the best change at the largest batch size), else
+    a folder the comment says how to write."""
+    note = ""
     if trial.kind in ("rewrite", "combination") and trial.exact:
-        model = f"{export}/model.py:build" if export else "DIR/model.py:build  # after advise --export DIR"
+        if export and trial.change == exported:
+            model = f"{export}/model.py:build"
+        else:
+            model, note = (
+                "DIR/model.py:build",
+                f"  # DIR from: utilscope advise {model} --export DIR --batch {trial.batch}",
+            )
     parts = [f"utilscope profile {model}", f"--batch {trial.batch}", f"--backend {trial.backend}",
              f"--precision {trial.precision}", f"--res {resolution}"]  # fmt: skip
     if not trial.channels_last:
         parts.append("--no-channels-last")
-    return " ".join(parts)
+    return " ".join(parts) + note
 
 
 def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backends: tuple[str, ...] = (),
@@ -337,7 +346,8 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
         ok = [t for t in trials if t.batch == batch and t.status == "ok"]
         if ok:
             best[batch] = max(ok, key=lambda t: t.samples_per_s)
-    commands = {b: reproduce_command(request.model, t, sweep.resolution, export) for b, t in best.items()}
+    exported = best[max(best)].change if best else None
+    commands = {b: reproduce_command(request.model, t, sweep.resolution, export, exported) for b, t in best.items()}
     advice = Advice(request.model, sweep.environment["device_name"], gpu, sweep.resolution, sweep.work.total.flops,
                     trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
     if export:
