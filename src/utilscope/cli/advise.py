@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from utilscope.cli.common import add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
 from utilscope.files import check_output_folder
 from utilscope.hardware import resolve_device
 from utilscope.measure.settings import MeasureRequest
@@ -53,4 +53,5 @@ def cmd_advise(args, console: Console) -> int:
         print(strict_json(advice.to_dict()))
     else:
         render_advice(advice, console)
-    return 0
+    given = [t for t in advice.trials if t.kind == "as given"]
+    return 0 if all(t.status == "ok" for t in given) else EXIT_PARTIAL  # a batch size with nothing to compare to
