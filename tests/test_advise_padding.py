@@ -10,6 +10,7 @@ import pytest
 import timm
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from utilscope.advise.layout import Layout
 from utilscope.advise.padding import pad_channels, verify
@@ -244,6 +245,27 @@ def test_a_split_by_sizes_and_an_open_ended_slice_keep_their_channels():
     # 19 = 8 + 8 + 3, cut at 8 and 16: the gates' 3 channels are padded to 8, so f writes 8 + 8 + 8 = 24; every
     # piece is re-pointed at its padded channels, and gates[:, 2:] stays one channel wide (not 2..8 of the padding)
     assert widths(result, "f") == (3, 24) and widths(result, "h") == (8, 8)
+
+
+class Fuse(nn.Module):
+    """HRNet's fuse layer: a low-resolution branch upsampled and added to the high-resolution one."""
+
+    def __init__(self):
+        super().__init__()
+        self.high, self.low = nn.Conv2d(3, 13, 3, padding=1), nn.Conv2d(3, 13, 3, stride=2, padding=1)
+        self.lower = nn.Conv2d(3, 13, 3, stride=2, padding=1)
+        self.up, self.head = nn.Upsample(scale_factor=2.0, mode="nearest"), nn.Conv2d(13, 8, 1)
+
+    def forward(self, x):
+        fused = self.high(x) + self.up(self.low(x))
+        return self.head(fused + F.interpolate(self.lower(x), scale_factor=2.0, mode="bilinear"))
+
+
+def test_upsampling_keeps_the_channel_layout():
+    result = padded(Fuse())
+    # upsampling works per channel: the three branches and the sums are one group of 13 channels, padded to 16
+    assert widths(result, "high") == widths(result, "low") == widths(result, "lower") == (3, 16)
+    assert widths(result, "head") == (16, 8)
 
 
 class Grouped(nn.Module):

@@ -27,12 +27,12 @@ SPATIAL_DIMS = frozenset({2, 3})
 PRESERVING_MODULES = (
     nn.ReLU, nn.ReLU6, nn.SiLU, nn.GELU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.ELU,
     nn.Mish, nn.Hardtanh, nn.Identity, nn.Dropout, nn.Dropout2d, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
-    nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool2d, nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d,  # resampling: per channel
 )  # fmt: skip
 PRESERVING_FUNCTIONS = frozenset({
     F.relu, F.relu6, F.silu, F.gelu, F.hardswish, F.hardsigmoid, F.leaky_relu, F.elu, F.mish, F.hardtanh, F.dropout,
     F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.adaptive_max_pool2d, torch.sigmoid, torch.tanh, torch.relu,
-    torch.clamp,
+    torch.clamp, F.interpolate,
 })  # fmt: skip
 PRESERVING_METHODS = frozenset(
     "relu relu_ sigmoid sigmoid_ tanh tanh_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ contiguous".split()
