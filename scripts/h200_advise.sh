@@ -3,8 +3,9 @@
 # benchmarks/results/advise/h200/). A model whose JSON is already in benchmarks/results/advise/h200/ is skipped, so
 # calls resume; the call stops starting models LIMIT seconds in. timm is the pinned one, carried in .vendor/.
 # STAGE validation: the issue's models and controls at batch 1 and 256, every change. STAGE timm: the timm CNNs of
-# benchmarks/results/advise/timm_unaligned.csv (>= 10% of FLOPs unaligned) at batch 256, padding and folding only
-# (graph, fp16, no ladder). Extra arguments go to every `utilscope advise` (e.g. --backends graph).
+# benchmarks/results/advise/timm_unaligned.csv (>= 10% of FLOPs unaligned; not those the pass cannot trace or finds
+# nothing to pad in) at batch 256, padding and folding only (graph, fp16, no ladder). Extra arguments go to every
+# `utilscope advise` (e.g. --backends graph).
 # Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
@@ -18,7 +19,8 @@ validation)
     benchmarks/pruned_resnet50.py:build timm:resnet50 timm:efficientnet_b0)
   options=(--batch 1,256) ;;
 timm)
-  mapfile -t models < <(tail -n +2 benchmarks/results/advise/timm_unaligned.csv | cut -d, -f1)
+  mapfile -t models < <(python3 -c "import pandas as pd; d = pd.read_csv('benchmarks/results/advise/timm_unaligned.csv')
+print('\n'.join(d[d['pad_error'].isna() & (d['groups_padded'] != 0)]['model']))")
   options=(--batch 256 --backends graph --precisions fp16 --ladder none) ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
