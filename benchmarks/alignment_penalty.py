@@ -15,6 +15,7 @@ import datetime
 import pandas as pd
 import torch
 
+from utilscope.advise.layout import round_up
 from utilscope.hardware import device_name, resolve_device
 from utilscope.hardware.alignment import COLUMNS, PENALTY_PATH, load_penalties
 from utilscope.measure.precision import parse_precision
@@ -29,7 +30,7 @@ SHAPES = ((3, 56, (20, 60, 126, 250)), (3, 14, (250, 510)), (1, 28, (60, 250, 51
 def pair_ms(kernel: int, size: int, channels: int, batch: int, precision: str) -> tuple[float, float, int]:
     """The unaligned conv (channels in and out) and its padded twin, each timed once."""
     device, prec, cudnn = resolve_device("cuda"), parse_precision(precision), CudnnSettings()
-    padded = -(-channels // MULTIPLE) * MULTIPLE
+    padded = round_up(channels, MULTIPLE)
     times = [time_op_ms(OpConfig("conv", batch, c, c, size, kernel), device, prec, cudnn) for c in (channels, padded)]
     return times[0], times[1], padded
 

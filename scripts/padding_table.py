@@ -16,6 +16,7 @@ import torch
 
 from utilscope.advise.advisor import unaligned_share
 from utilscope.advise.padding import pad_channels, verify
+from utilscope.counting.counter import count
 from utilscope.models import zoo
 
 MODELS = ("timm:rexnet_100", "timm:ghostnet_100", "timm:repghostnet_100", "timm:res2net50_26w_4s",
@@ -37,16 +38,17 @@ def main() -> None:
         start_s = time.perf_counter()
         result = pad_channels(model, x, MULTIPLE)
         pass_s = time.perf_counter() - start_s
-        before, flops = unaligned_share(model, 224, MULTIPLE)
-        padded = result.model if not result.nothing_to_do else model
-        after, padded_flops = unaligned_share(padded, 224, MULTIPLE)
+        before = count(model, resolution=224)
+        after = count(result.model, resolution=224) if not result.nothing_to_do else before
+        flops, padded_flops = before.total.flops, after.total.flops
         reasons = collections.Counter(g.blocked_by for g in result.blocked)
         blocked = "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common(3)) or "-"
         added = f"{result.added_params:,} ({result.added_params / sum(p.numel() for p in model.parameters()):+.1%})"
+        shares = f"{unaligned_share(before, MULTIPLE):.1%} -> {unaligned_share(after, MULTIPLE):.1%}"
         print(
-            f"| {spec} | {sum(1 for g in result.groups if g.added_channels)} | {blocked} | {before:.1%} -> "
-            f"{after:.1%} | {padded_flops / flops - 1:+.1%} | {added} | "
-            f"{verify(model, result.model, x, rtol=float('inf')):.1e} | {pass_s:.1f} |"
+            f"| {spec} | {sum(1 for g in result.groups if g.added_channels)} | {blocked} | {shares} | "
+            f"{padded_flops / flops - 1:+.1%} | {added} | {verify(model, result.model, x, rtol=float('inf')):.1e} | "
+            f"{pass_s:.1f} |"
         )
 
 

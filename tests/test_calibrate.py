@@ -62,9 +62,10 @@ def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
 
 def test_ops_get_their_inputs_in_the_layout_a_network_feeds_them():
     fp16 = cal.parse_precision("fp16")
-    (tokens,) = cal.op_inputs(OpConfig("linear", 2, 24, 10, size=5), torch.device("cpu"), fp16)
+    linear, conv = OpConfig("linear", 2, 24, 10, size=5), OpConfig("conv", 2, 8, 16, 8, 3)
+    (tokens,) = cal.op_inputs(linear, build_op(linear)[1], torch.device("cpu"), fp16)
     assert tokens.shape == (2, 5, 5, 24) and tokens.is_contiguous() and tokens.dtype == torch.float16
-    (image,) = cal.op_inputs(OpConfig("conv", 2, 8, 16, 8, 3), torch.device("cpu"), fp16)
+    (image,) = cal.op_inputs(conv, build_op(conv)[1], torch.device("cpu"), fp16)
     assert image.is_contiguous(memory_format=torch.channels_last) and not image.is_contiguous()
 
 

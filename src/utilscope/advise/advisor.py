@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from utilscope.advise.padding import pad_channels, verify
-from utilscope.counting.counter import count
+from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.precision import math_mode, parse_precision
@@ -100,10 +100,9 @@ class Advice:
         }  # fmt: skip
 
 
-def unaligned_share(model: nn.Module, resolution: int, multiple: int) -> tuple[float, int]:
-    """The share of conv/linear FLOPs in layers whose input (unless the image's 3 channels, which the data fixes)
-    or output channels are not a multiple of ``multiple``, and the model's FLOPs per sample."""
-    counted = count(model, resolution=resolution)
+def unaligned_share(counted: CountResult, multiple: int) -> float:
+    """The share of a counted model's conv/linear FLOPs in layers whose input (unless the image's 3 channels, which
+    the data fixes) or output channels are not a multiple of ``multiple``."""
     total = unaligned = 0
     for layer in counted.layers:
         if layer.op_class not in CONV_OR_LINEAR or not layer.input_shapes or not layer.output_shapes:
@@ -113,20 +112,22 @@ def unaligned_share(model: nn.Module, resolution: int, multiple: int) -> tuple[f
         total += layer.flops
         if (channels_in != 3 and channels_in % multiple) or channels_out % multiple:
             unaligned += layer.flops
-    return unaligned / max(total, 1), counted.total.flops
+    return unaligned / max(total, 1)
 
 
-def exact_rewrites(model: nn.Module, example: torch.Tensor, multiple: int, notes: list[str]) -> list[Rewrite]:
-    """Channel padding and BatchNorm folding where they apply, each checked against ``model`` on ``example`` in
-    fp32; why one is not tried goes to ``notes``."""
-    rewrites = [padding_rewrite(model, example, multiple, notes), folding_rewrite(model, example, notes)]
+def exact_rewrites(model: nn.Module, counted: CountResult, example: torch.Tensor, multiple: int,
+                   notes: list[str]) -> list[Rewrite]:  # fmt: skip
+    """Channel padding and BatchNorm folding where they apply, each checked against ``model`` (``counted``: its
+    count) on ``example`` in fp32; why one is not tried goes to ``notes``."""
+    rewrites = [padding_rewrite(model, counted, example, multiple, notes), folding_rewrite(model, example, notes)]
     return [rewrite for rewrite in rewrites if rewrite is not None]
 
 
-def padding_rewrite(model: nn.Module, example: torch.Tensor, multiple: int, notes: list[str]) -> Rewrite | None:
+def padding_rewrite(model: nn.Module, counted: CountResult, example: torch.Tensor, multiple: int,
+                    notes: list[str]) -> Rewrite | None:  # fmt: skip
     """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
     pass can read the model (torch.fx traces it) and it pads something."""
-    share, flops = unaligned_share(model, example.shape[-1], multiple)
+    share, flops = unaligned_share(counted, multiple), counted.total.flops
     unaligned = f"{share:.2%} of conv/linear FLOPs in layers with channels that are not multiples of {multiple}"
     if share < MIN_UNALIGNED_SHARE:
         notes.append(f"channel padding: nothing to do ({unaligned})")
@@ -334,7 +335,7 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
     example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
     notes: list[str] = []
     with math_mode(parse_precision("fp32")):
-        rewrites = exact_rewrites(base, example, multiple, notes)
+        rewrites = exact_rewrites(base, sweep.work, example, multiple, notes)  # the sweep counted the model
     backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     report = on_trial or (lambda trial: None)

@@ -70,11 +70,11 @@ class DeviceProfile:
         return f"{self.device}, {self.precision}, {self.backend}, cuDNN {self.cudnn}, seed {self.seed}"
 
 
-def op_inputs(config: OpConfig, device, precision: Precision) -> list[torch.Tensor]:
-    """Random inputs of the config's op in the layout a network feeds it: images channels_last, as ``profile``
-    runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the permute of a channels_last image is
-    (made channels_last, F.linear would copy them first, and the copy would be timed as the linear's)."""
-    _, shapes = build_op(config)
+def op_inputs(config: OpConfig, shapes, device, precision: Precision) -> list[torch.Tensor]:
+    """Random inputs of the config's op (``shapes``: ``build_op``'s) in the layout a network feeds it: images
+    channels_last, as ``profile`` runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the permute of a
+    channels_last image is (made channels_last, F.linear would copy them first, and the copy would be timed as the
+    linear's)."""
     tensors = [torch.randn(shape, device=device).to(precision.dtype) for shape in shapes]
     images = config.kind != "linear"
     return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
@@ -104,9 +104,9 @@ def time_module_ms(module: torch.nn.Module | list[torch.nn.Module], inputs: list
 
 def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings) -> float:
     """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay. Raises."""
-    module, _ = build_op(config)
+    module, shapes = build_op(config)
     module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
-    inputs = op_inputs(config, device, precision)
+    inputs = op_inputs(config, shapes, device, precision)
     example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
     return time_module_ms(cold_copies(module, device), inputs, device, precision, cudnn, example)
 
