@@ -213,12 +213,8 @@ def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
     assert "unknown search space 'nope'" in capsys.readouterr().err
 
 
-def test_cli_search_simulation_with_a_perfect_predictor(dataset, tmp_path, capsys):
-    table_path = dataset["table"].save(tmp_path / "table.json")
-    profile = tmp_path / "profile.json"
-    main(
-        ["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path), "--out", str(profile)]
-    )
+def test_cli_search_simulation_with_a_perfect_predictor(dataset, fitted, tmp_path, capsys):
+    profile = fitted.save(tmp_path / "profile.json")  # as `nas fit` writes it (test_cli_fit_predict_and_bad_input)
     floor = float(dataset["measurements"].query("batch == 256")["samples_per_s"].median())
     capsys.readouterr()
     assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",

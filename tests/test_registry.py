@@ -87,5 +87,6 @@ def test_public_lookups_use_the_registries():
     assert backends.get_backend("graph") is backends.BACKENDS["graph"]
     assert formulas.lookup("aten.relu") is formulas.REGISTRY["aten.relu"] and formulas.lookup("aten.nope") is None
     assert spaces.get_space("regnet") is space.SPACES["regnet"] and spaces.list_spaces("r*") == ["regnet"]
+    assert spaces.list_spaces() == sorted(spaces.MODULES)  # what `nas --help` names without importing them
     with pytest.raises(UsageError, match="unknown search space 'nope'; use one of: mbv3, regnet"):
         spaces.get_space("nope")

@@ -1,12 +1,26 @@
-"""The search spaces: each module registers itself when this package is imported; look them up here."""
+"""The search spaces: each module registers itself when imported, which happens on the first look-up here (they
+build their layers from torchvision's, and importing torchvision costs a command's start-up about two seconds)."""
+
+import functools
+import importlib
 
 from utilscope.nas.space import SPACES, SearchSpace
-from utilscope.nas.spaces import mbv3, regnet  # noqa: F401  (registers the spaces)
+from utilscope.registry import Registry
+
+MODULES = ("mbv3", "regnet")  # each registers the space of its name
+
+
+@functools.cache
+def registered() -> Registry:
+    """The registry of search spaces, every space module imported (so registered)."""
+    for module in MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+    return SPACES
 
 
 def get_space(name: str) -> SearchSpace:
-    return SPACES.get(name)
+    return registered().get(name)
 
 
 def list_spaces(pattern: str = "*") -> list[str]:
-    return sorted(SPACES.names(pattern))
+    return sorted(registered().names(pattern))
