@@ -93,22 +93,24 @@ def scores(part: pd.DataFrame, column: str) -> dict:
 
 def tables(results: pd.DataFrame) -> str:
     header = ("| store | backend | batch | networks | MAPE | median error | bias | Spearman | FLOPs proxy MAPE / "
-              "Spearman | roofline proxy MAPE / Spearman |")  # fmt: skip
-    lines = [header, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "Spearman | roofline proxy MAPE / Spearman | flagged extrapolated | MAPE of the rest |")  # fmt: skip
+    lines = [header, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (store, backend, batch), part in results.groupby(["store", "backend", "batch"]):
         ours, flops, roof = (scores(part, c) for c in ("predicted_ms", "flops_proxy_ms", "roofline_ms"))
+        flagged = part["extrapolated"].astype(bool)
+        rest = scores(part[~flagged], "predicted_ms")["mape"] if (~flagged).any() else math.nan
         lines.append(f"| {store} | {backend} | {batch} | {len(part)} | {ours['mape']:.1%} | {ours['median_abs']:.1%} | "
                      f"{ours['bias']:+.1%} | {ours['spearman']:.3f} | {flops['mape']:.0%} / {flops['spearman']:.3f} | "
-                     f"{roof['mape']:.0%} / {roof['spearman']:.3f} |")  # fmt: skip
+                     f"{roof['mape']:.0%} / {roof['spearman']:.3f} | {int(flagged.sum())} | {rest:.1%} |")  # fmt: skip
     worst = results.assign(error=results["predicted_ms"] / results["measured_ms"] - 1)
     worst = worst.reindex(worst["error"].abs().sort_values(ascending=False).index).head(10)
     lines += ["", "Worst 10 (all stores, backends and batch sizes), with the three largest predicted layers of each:",
               "",
-              "| model | backend | batch | measured ms | predicted ms | error | largest predicted layers |",
-              "|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
+              "| model | backend | batch | measured ms | predicted ms | error | flagged | largest predicted layers |",
+              "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
     for row in worst.itertuples():
         lines.append(f"| {row.model} | {row.backend} | {row.batch} | {row.measured_ms:.3f} | {row.predicted_ms:.3f} | "
-                     f"{row.error:+.0%} | {row.top_layers} |")  # fmt: skip
+                     f"{row.error:+.0%} | {'yes' if row.extrapolated else 'no'} | {row.top_layers} |")  # fmt: skip
     seconds = results["seconds"]
     lines += ["", f"Prediction time per network (counting included, a fitted predictor): median "
               f"{seconds.median():.2f} s, max {seconds.max():.2f} s on this machine."]  # fmt: skip

@@ -8,6 +8,7 @@ import json
 import math
 import textwrap
 
+import pandas as pd
 import pytest
 
 from utilscope.cli import main
@@ -166,3 +167,16 @@ def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(pr
     assert result.latency_ms < predictor.predict(net_file, 4, 32).latency_ms
     with pytest.raises(pr.UsageError, match="predicts the graph backend and inference, not eager"):
         predictor.predict(net_file, 4, 32, backend="eager")
+
+
+def test_a_conv_is_in_range_only_of_its_own_styles_calibration():
+    """An 11x11 dense conv (AlexNet's stem) is extrapolated although depthwise 11x11 convs were calibrated; a style
+    never calibrated says so."""
+    conv = lambda *shape, **kw: op_row(config_events(OpConfig("conv", *shape, **kw))[0], H200)  # noqa: E731
+    timed = pd.DataFrame([conv(8, 64, 64, 56, 7), conv(8, 64, 64, 56, 11, groups=64)])
+    models = layers.LayerModels(H200, {}, {"conv": layers.calibrated_ranges(timed, "conv")})
+    asked = pd.DataFrame(
+        [conv(8, 64, 64, 56, 11), conv(8, 64, 64, 56, 11, groups=64), conv(8, 64, 64, 56, 3, groups=4)]
+    )
+    assert models.out_of_range(asked, "conv") == ["dense conv kernel 11 outside the calibrated 7-7", "",
+                                                  "no grouped convs calibrated"]  # fmt: skip

@@ -7,6 +7,8 @@ extrapolate. Single-op configs train the op groups; the squeeze-excite configs t
 1x1 convs and broadcast multiply are not single-op configs). A row is *extrapolated* when one of its numbers lies
 above the range its group was calibrated on by more than a factor ``RANGE_MARGIN`` (below it an op is smaller than
 any calibrated one and takes about the launch floor, which the calibration covers); the reason names the number.
+A conv's ranges are those of its style (dense, pointwise, grouped, depthwise): the depthwise 9x9 and 1x11 kernels
+calibrated do not make an 11x11 dense conv (AlexNet's stem) a calibrated one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.predict.calibrate import DeviceProfile
-from utilscope.predict.features import CATEGORY_CODES, Gpu, config_events, op_row
+from utilscope.predict.features import CATEGORY_CODES, CONV_STYLE_CODES, Gpu, config_events, op_row
 from utilscope.predict.ops import OpConfig
 
 ITERATIONS = 300
@@ -35,6 +37,8 @@ FEATURES = {  # log-scaled numbers, then plain ones
 RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "kernel_w", "m", "n", "k"),
           "matmul": ("m", "n", "k"), "memory": ("in_bytes", "out_bytes"),
           "se_gate": ("batch", "channels", "size")}  # fmt: skip
+RANGES_PER = {"conv": "style"}  # a group whose ranges are kept per value of this column
+STYLE_NAMES = {code: op_class.value.removesuffix("_conv") for op_class, code in CONV_STYLE_CODES.items()}
 
 
 def matrix(rows: pd.DataFrame, group: str) -> np.ndarray:
@@ -76,7 +80,7 @@ def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
 class LayerModels:
     gpu: Gpu
     models: dict  # group -> fitted regressor
-    ranges: dict  # group -> {number: (low, high)}
+    ranges: dict  # group -> {None, or a conv style: {number: (low, high)}}
 
     def predict(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Milliseconds per row, and per row the reason it is extrapolated ("" when it is not)."""
@@ -96,11 +100,33 @@ class LayerModels:
 
     def out_of_range(self, part: pd.DataFrame, group: str) -> list[str]:
         reasons = [""] * len(part)
-        for name, (low, high) in self.ranges[group].items():
-            values = part[name].to_numpy(float)
-            for i in np.flatnonzero(values > high * RANGE_MARGIN):
-                reasons[i] = reasons[i] or f"{name} {values[i]:.0f} outside the calibrated {low:.0f}-{high:.0f}"
+        per = RANGES_PER.get(group)
+        keys = part[per].to_numpy() if per else [None] * len(part)
+        for key in set(keys):
+            where = np.flatnonzero(keys == key) if per else np.arange(len(part))
+            what = f"{STYLE_NAMES.get(key, key)} conv " if per else ""
+            ranges = self.ranges[group].get(key)
+            if ranges is None:
+                for i in where:
+                    reasons[i] = f"no {what.strip()}s calibrated"
+                continue
+            for name, (low, high) in ranges.items():
+                values = part[name].to_numpy(float)
+                for i in where[values[where] > high * RANGE_MARGIN]:
+                    reasons[i] = (
+                        reasons[i] or f"{what}{name} {values[i]:.0f} outside the calibrated {low:.0f}-{high:.0f}"
+                    )
         return reasons
+
+
+def calibrated_ranges(part: pd.DataFrame, group: str) -> dict:
+    """{key: {number: (low, high)}} of a group's timed rows; the key is None, or per ``RANGES_PER`` a value."""
+
+    def span(rows: pd.DataFrame) -> dict:
+        return {name: (float(rows[name].min()), float(rows[name].max())) for name in RANGED[group]}
+
+    per = RANGES_PER.get(group)
+    return {key: span(rows) for key, rows in part.groupby(per)} if per else {None: span(part)}
 
 
 def _boosted_trees(features: np.ndarray, target: np.ndarray, categorical: list[bool] | None):
@@ -121,5 +147,5 @@ def fit_layer_models(rows: pd.DataFrame, gpu: Gpu) -> LayerModels:
         categorical = [False] * len(logged) + [name == "code" for name in plain] if group == "memory" else None
         target = np.log(part["ms"].to_numpy(float) / part["ref_ms"].to_numpy(float))
         models[group] = _boosted_trees(matrix(part, group), target, categorical)
-        ranges[group] = {name: (float(part[name].min()), float(part[name].max())) for name in RANGED[group]}
+        ranges[group] = calibrated_ranges(part, group)
     return LayerModels(gpu, models, ranges)
