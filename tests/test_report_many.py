@@ -83,6 +83,12 @@ def test_synthetic_models_beyond_the_named_families():
 # ---------------------------------------------------------------------------------------------- families
 
 
+def test_a_report_names_families_by_todays_table_and_keeps_the_rest():
+    stored = pd.DataFrame({"model": ["timm:mambaout_tiny", "timm:tf_mnasnet_100", "file:/x/net.py:mine"],
+                           "family": ["mambaout", "MnasNet/FBNet/NAS", "mine"]})  # fmt: skip
+    assert list(families.with_current_families(stored)["family"]) == ["MambaOut", "MnasNet", "mine"]
+
+
 def test_coloured_families_all_of_a_small_store_else_the_largest():
     counts = pd.Series({"D": 1, "C": 3, "A": 5, "B": 3})
     assert families.coloured_families(counts, limit=2, all_up_to=4) == ["A", "B", "C", "D"]  # few: all, by name

@@ -26,6 +26,16 @@ _DISTINCT = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "
              "#17becf"]  # fmt: skip
 
 
+def with_current_families(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each row's family as today's model_sets.toml names it. A store keeps the family of the day a
+    row was measured, maybe before the table named it (then it is timm's module name, "mambaout"); a model the
+    table does not know (a file's, "other") keeps the stored one."""
+    from utilscope.models.sets import family_of
+
+    current = frame["model"].map({model: family_of(model) for model in frame["model"].unique()})
+    return frame.assign(family=current.where(current != "other", frame["family"]))
+
+
 def family_labels(frame: pd.DataFrame) -> pd.Series:
     """The family of each row as text; missing or empty families read ``"unknown"``."""
     return frame["family"].fillna("").astype(str).replace("", "unknown")

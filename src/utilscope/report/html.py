@@ -501,6 +501,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
     if measurements.empty:
         raise UsageError("no measurements to report (an empty store: run `utilscope survey` into it first)")
     check_columns(measurements, MEASUREMENT_COLUMNS, "measurements")
+    measurements = families.with_current_families(measurements)
     if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
         check_columns(op_classes, OP_CLASS_COLUMNS, "op_classes")
     out_dir = check_output_folder(out_dir, "report folder")

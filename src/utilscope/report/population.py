@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from utilscope.report import plots
+from utilscope.report import families, plots
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 
 def ok_cells(frame: pd.DataFrame, backend: str | None = None, batch: int | None = None) -> pd.DataFrame:
     """The ok rows (of one backend and batch when given), with ``gflops`` per sample and the ``name`` in its source."""
-    rows = plots.ok_rows(frame)
+    rows = families.with_current_families(plots.ok_rows(frame))
     if backend is not None:
         rows = rows[rows["backend"] == backend]
     if batch is not None:
