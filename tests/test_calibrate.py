@@ -20,7 +20,7 @@ TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5
         OpConfig("pool", 1, 8, 8, 8, 2, 2, variant="avg"), OpConfig("linear", 2, 8, 16, 3),
         OpConfig("conv", 1, 8, 8, 9, 1, kernel_w=7), OpConfig("conv", 1, 8, 8, 9, 11, 1, 8, kernel_w=1),
         OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
-        variant="gelu")]  # fmt: skip
+        variant="gelu"), OpConfig("head", 2, 40, 10), OpConfig("large_conv", 1, 3, 8, 23, 11, 4)]  # fmt: skip
 
 
 def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
@@ -28,8 +28,10 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert sample == sample_configs(2000, seed=3) and sample != sample_configs(2000, seed=4)
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
-    assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000 and kinds["conv"] == 1000
-    assert collections.Counter(c.kind for c in sample[:100]) == quotas(100)  # any prefix: the kinds' shares
+    assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
+    assert kinds["conv"] == 971 and kinds["head"] == 39  # 2000 x 0.5 / 1.03 and 2000 x 0.02 / 1.03, rounded
+    prefix = collections.Counter(c.kind for c in sample[:100])  # any prefix: the kinds' shares, give or take one
+    assert all(abs(prefix[kind] - quota) <= 1 for kind, quota in quotas(100).items())
     convs = [c for c in sample if c.kind == "conv"]
     styles = collections.Counter("depthwise" if c.groups == c.channels else "grouped" if c.groups > 1
                                  else "pointwise" if c.kernel == 1 else "dense" for c in convs)  # fmt: skip
@@ -39,6 +41,8 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     unaligned = sum(c.channels % 8 != 0 for c in sample) / len(sample)
     assert 0.1 < unaligned < 0.4
     assert any(c.kernel_w for c in convs)  # factorized and band kernels
+    assert any(c.kind == "head" and c.channels > 2048 for c in sample)  # VGG's and AlexNet's wide FC layers
+    assert any(c.kind == "large_conv" and c.kernel == 11 and c.channels == 3 for c in sample)  # AlexNet's stem
     assert "kernel_w" not in OpConfig("conv", 1, 8, 8, 9, 3).key  # keys drawn before kernel_w existed stay
     smaller = sample_configs(500, seed=3)
     for kind in KINDS:  # a larger count extends each kind's configs of a smaller one
@@ -52,7 +56,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
 def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
     module, shapes = build_op(config)
     out = module.eval()(*[torch.randn(shape) for shape in shapes])
-    if config.kind == "linear":
+    if config.kind in ("linear", "head"):
         tokens = (config.size, config.size) if config.size > 1 else ()
         assert tuple(out.shape) == (config.batch, *tokens, config.out_channels)
     else:

@@ -25,12 +25,14 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 3  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 4  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
-# stream of its own, so that its configs do not depend on the other kinds' draws
+# stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
+# (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
+# shrank by 3%, so their configs are a prefix of what version 3 timed.
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
-               "shuffle": 0.02, "chain": 0.08}  # fmt: skip
+               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -39,6 +41,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESOLUTIONS = (96, 640)  # input sizes of the CNN-like pyramid (log-uniform)
 MAX_ACTIVATION_ELEMENTS = 1 << 28  # per tensor: keeps a config within memory and a timed call short
 MAX_CONV_FLOPS = 4e12
+HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216, 25088)  # up to VGG's 512x7x7
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 
 
@@ -67,7 +70,7 @@ class OpConfig:
 
     @property
     def out_size(self) -> int:
-        if self.kind not in ("conv", "pool") or self.variant == "global":
+        if self.kind not in ("conv", "large_conv", "pool") or self.variant == "global":
             return 1 if self.variant == "global" else self.size
         reach = self.dilation * (self.kernel - 1)
         return (self.size + 2 * (reach // 2) - reach - 1) // self.stride + 1
@@ -151,10 +154,13 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "chain": lambda: Chain(config),
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
+        "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
     }  # fmt: skip
     if config.kind in ("add", "mul", "concat"):
         other = {"gate": (config.batch, config.channels, 1, 1), "channel": (1, config.channels, 1, 1)}
         return Binary(config.kind), (image, torch.Size(other.get(config.variant, image)))
+    if config.kind == "head":
+        return builders["head"](), (torch.Size((config.batch, config.channels)),)
     if config.kind == "linear":
         tokens = (config.batch, config.size, config.size, config.channels)
         return builders["linear"](), (torch.Size(tokens if config.size > 1 else (config.batch, config.channels)),)
@@ -266,6 +272,16 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(kind, batch, channels, channels, size, 3, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "linear":  # a classifier or an MLP on (B, H, W, C) tokens, as ConvNeXt's
         return OpConfig("linear", batch, channels, _channels(rng), size if cnn_like else 1)
+    if kind == "head":  # a classifier, or AlexNet's and VGG's wide fully connected layers
+        features = rng.choice(HEAD_FEATURES)
+        return OpConfig(kind, batch, features, rng.choice((1000, 1000, 4096, features)))
+    if kind == "large_conv":  # a 9x9 or 11x11 dense conv: an RGB stem at stride 4 (AlexNet's), or within a stage
+        kernel, stem = rng.choice((9, 11)), rng.random() < 0.5
+        if stem:
+            return OpConfig(kind, batch, 3, _width(rng, _log_uniform(rng, 16, 96)), _log_uniform(rng, 96, 320),
+                            kernel, rng.choice((2, 4)))  # fmt: skip
+        _, size, width = _pyramid(rng)
+        return OpConfig(kind, batch, _width(rng, width), _width(rng, width), size, kernel, rng.choice((1, 2)))
     if kind == "activation":
         return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "pool":
@@ -304,7 +320,7 @@ def fits(config: OpConfig) -> bool:
     if config.out_size < 1:
         return False
     elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
-    if config.kind in ("conv", "chain"):
+    if config.kind in ("conv", "large_conv", "chain"):
         return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
     return elements <= MAX_ACTIVATION_ELEMENTS
 
