@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.models import sets as model_sets
+from utilscope.present.markdown import markdown
 from utilscope.report import population as pop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,21 +36,6 @@ for _kind, _timm in (("x", "regnetx"), ("y", "regnety")):
                        ("16gf", "160"), ("32gf", "320")):  # fmt: skip
         RENAMED[f"regnet_{_kind}_{_tv}"] = f"{_timm}_{_code}"
 PAIRS = {f"timm:{t}": f"torchvision:{v}" for v, t in {**{n: n for n in SAME}, **RENAMED}.items()}
-
-
-def markdown(frame: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
-    """A Markdown table; ``formats`` maps a column to a format spec ("pct" for a percentage with 2 decimals)."""
-    formats = formats or {}
-
-    def cell(column, value):
-        spec = formats.get(column)
-        if spec == "pct":
-            return f"{value:.2%}"
-        return format(value, spec) if spec else str(value)
-
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(c, v) for c, v in row.items()) + " |" for _, row in frame.iterrows()]
-    return "\n".join(lines)
 
 
 PCT = {c: "pct" for c in ("p10", "p25", "p50", "p75", "p90", "max", "utilization", "median_utilization")}

@@ -1,0 +1,81 @@
+"""Where a timm model and its torchvision twin differ in time, layer by layer, from `utilscope layers --json` runs
+(scripts/h200_agreement.sh): per pair and cuDNN setting, each twin's end-to-end time, the time per op class, and
+the convolutions (the same sequence of shapes in both libraries) whose times differ most.
+
+    python3 scripts/agreement_layers.py [--dir benchmarks/results/agreement/h200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from utilscope.present.markdown import markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = {"timm:efficientnet_b0": "torchvision:efficientnet_b0", "timm:efficientnet_b1": "torchvision:efficientnet_b1",
+         "timm:mnasnet_050": "torchvision:mnasnet0_5"}  # fmt: skip
+SETTINGS = ("autotune", "depthwise-heuristic")
+
+
+def load(folder: Path, model: str, setting: str) -> dict | None:
+    path = folder / f"{model.replace(':', '_')}_{setting}.json"
+    return json.loads(path.read_text()) if path.is_file() and path.stat().st_size else None
+
+
+def totals(pairs: list[tuple[str, str, str, dict, dict]]) -> pd.DataFrame:
+    return pd.DataFrame([{"timm": a_name, "setting": setting, "timm ms": a["end_to_end_ms"],
+                          "torchvision ms": b["end_to_end_ms"], "ratio": a["end_to_end_ms"] / b["end_to_end_ms"]}
+                         for a_name, _, setting, a, b in pairs])  # fmt: skip
+
+
+def per_class(a: dict, b: dict) -> pd.DataFrame:
+    """Milliseconds per op class in each twin, and timm's minus torchvision's."""
+    times = {label: pd.Series({c["op_class"]: c["time_ms"] for c in doc["classes"]}) for label, doc in
+             (("timm ms", a), ("torchvision ms", b))}  # fmt: skip
+    frame = pd.DataFrame(times).fillna(0.0).rename_axis("op_class")
+    return frame.assign(difference_ms=frame["timm ms"] - frame["torchvision ms"]).sort_values("difference_ms")
+
+
+def conv_differences(a: dict, b: dict, top: int = 5) -> pd.DataFrame | None:
+    """The convolutions in order, paired by position (None if the two sequences' shapes differ), most different
+    first."""
+    convs = [[layer for layer in doc["layers"] if layer["op_class"].endswith("_conv")] for doc in (a, b)]
+    if len(convs[0]) != len(convs[1]) or any(
+        x["input_shapes"] != y["input_shapes"] for x, y in zip(*convs, strict=True)
+    ):
+        return None
+    frame = pd.DataFrame([{"timm layer": x["name"], "torchvision layer": y["name"], "op_class": x["op_class"],
+                           "input": "x".join(map(str, x["input_shapes"][0])), "timm ms": x["time_ms"],
+                           "torchvision ms": y["time_ms"]} for x, y in zip(*convs, strict=True)])  # fmt: skip
+    frame["difference_ms"] = frame["timm ms"] - frame["torchvision ms"]
+    return frame.reindex(frame["difference_ms"].abs().sort_values(ascending=False).index).head(top)
+
+
+def report(folder: Path) -> str:
+    pairs = [(a, b, s, load(folder, a, s), load(folder, b, s)) for a, b in PAIRS.items() for s in SETTINGS]
+    pairs = [p for p in pairs if p[3] and p[4]]
+    if not pairs:
+        raise SystemExit(f"no pair of runs in {folder}: run scripts/h200_agreement.sh on the GPU first")
+    ms = {"timm ms": ".4f", "torchvision ms": ".4f", "difference_ms": "+.4f", "ratio": ".3f"}
+    parts = [markdown(totals(pairs), ms)]
+    for a_name, b_name, setting, a, b in pairs:
+        parts += [f"### {a_name} / {b_name}, {setting}", markdown(per_class(a, b), ms, index=True)]
+        convs = conv_differences(a, b)
+        parts.append("(the two conv sequences differ in shape)" if convs is None else markdown(convs, ms))
+    return "\n\n".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=str(ROOT / "benchmarks/results/agreement/h200"))
+    print(report(Path(parser.parse_args().dir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
