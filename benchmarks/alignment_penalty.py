@@ -15,9 +15,8 @@ import datetime
 import pandas as pd
 import torch
 
-from utilscope.advise.layout import round_up
 from utilscope.hardware import device_name, resolve_device
-from utilscope.hardware.alignment import COLUMNS, PENALTY_PATH, load_penalties
+from utilscope.hardware.alignment import COLUMNS, PENALTY_PATH, load_penalties, round_up
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.settings import CudnnSettings
 from utilscope.predict.calibrate import time_op_ms

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-
-def round_up(channels: int, multiple: int) -> int:
-    return -(-channels // multiple) * multiple
+from utilscope.hardware.alignment import round_up
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
-from utilscope.hardware.alignment import penalty_for
+from utilscope.hardware.alignment import penalty_for, round_up
 from utilscope.measure.backends import BACKENDS
 from utilscope.units import si
 
@@ -330,7 +330,7 @@ def unaligned_channels(attribution: Attribution, context: Context) -> list[Findi
         bad = {side: c for side, c in sides.items() if c is not None and c % multiple}
         if not bad:
             continue
-        padded = ", ".join(f"{side} channels {c} (next multiple {_round_up(c, multiple)})" for side, c in bad.items())
+        padded = ", ".join(f"{side} channels {c} (next multiple {round_up(c, multiple)})" for side, c in bad.items())
         evidence = (
             f"{padded}: not a multiple of {multiple} for {attribution.precision}; {context.charged(layer)}, "
             f"{pct(flop_share(attribution, layer.flops))} of FLOPs"
@@ -352,10 +352,6 @@ def alignment_advice(attribution: Attribution, layer: LayerTime, multiple: int) 
            "precision: benchmarks/alignment_penalty.py)")  # fmt: skip
     return (f"pad channels to a multiple of {multiple} (round the width up; exact with zero weights): {why}; "
             "`utilscope advise` pads this model and measures the gain")  # fmt: skip
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
 
 
 def gemm_shape(layer: LayerTime) -> tuple[int, int] | None:

@@ -41,6 +41,11 @@ class Penalty:
 
 
 @functools.cache
+def round_up(channels: int, multiple: int) -> int:
+    """``channels`` rounded up to a multiple of ``multiple`` (what padding a layer to alignment gives it)."""
+    return -(-channels // multiple) * multiple
+
+
 def load_penalties(path: Path = PENALTY_PATH) -> pd.DataFrame:
     """The table, or an empty one with its columns when none was measured (a fresh checkout of a new GPU)."""
     if not path.is_file():
