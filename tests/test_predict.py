@@ -86,6 +86,9 @@ def test_a_conv_row_has_its_closed_form_shape_and_roofline():
     flops = 2 * 64 * 128 * 28 * 28 * 64 * 9
     assert row["flops"] == flops and (row["m"], row["n"], row["k"]) == (64 * 28 * 28, 128, 64 * 9)
     assert row["style"] == 0 and row["stride"] == 2 and row["kernel"] == 3 and row["aligned_in"] == 1
+    assert (row["in_multiple"], row["out_multiple"]) == (64, 128)  # gcd(64, 256), gcd(128, 256)
+    (grouped,) = config_events(OpConfig("conv", 8, 960, 960, 14, 3, 1, 8))  # RegNet-like: 8 groups of 120
+    assert (op_row(grouped, H200)["in_multiple"], op_row(grouped, H200)["out_multiple"]) == (8, 8)
     tiles = math.ceil(64 * 28 * 28 / 128) * 1
     assert row["waves"] == pytest.approx(tiles / 132)
     bytes_ = 2 * (64 * 64 * 56 * 56 + 128 * 64 * 9 + 64 * 128 * 28 * 28)

@@ -43,6 +43,7 @@ BY_KIND = {Kind.ACTIVATION: "relu", Kind.ELEMENTWISE: "add", Kind.NORM: "batch_n
 # a conv's op class (``counting.classify.conv_class``) as the layer models' style feature
 CONV_STYLE_CODES = {OpClass.DENSE_CONV: 0, OpClass.POINTWISE_CONV: 1, OpClass.GROUPED_CONV: 2,
                     OpClass.DEPTHWISE_CONV: 3}  # fmt: skip
+MULTIPLE_CAP = 256  # the largest channel multiple the layer models tell apart
 CATEGORY_CODES = {name: code for code, name in enumerate(sorted(set(CATEGORIES.values())))}
 
 
@@ -92,6 +93,13 @@ def _pair(value, default: int = 1) -> int:
     return default if value is None else int(value)
 
 
+def _multiples(inputs: int, outputs: int) -> dict:
+    """The largest power of two (up to 256) dividing a GEMM's reduction width and its output width (a conv's per
+    group). On the H200 grouped convs whose group widths are multiples of 8 but not of 32 (RegNet's 56, 112, 120)
+    ran at a tenth of the roofline, those of 64 or more at half of it: a multiple of 8 is not enough."""
+    return {"in_multiple": math.gcd(inputs, MULTIPLE_CAP), "out_multiple": math.gcd(outputs, MULTIPLE_CAP)}
+
+
 def _waves(m: int, n: int, groups: int, sm_count: int) -> dict:
     tiles = math.ceil(m / TILE) * math.ceil(n / TILE) * groups
     waves = tiles / sm_count
@@ -110,7 +118,7 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
             "stride": _pair(event.call.arg(3, "stride", 1)),
             "dilation": _pair(event.call.arg(5, "dilation", 1)), "groups": groups, "per_group": per_group,
             "m": m, "n": n, "k": k, "aligned_in": int(per_group % 8 == 0), "aligned_out": int(n % 8 == 0),
-            **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip
+            **_multiples(per_group, n), **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip
 
 
 def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
@@ -119,7 +127,7 @@ def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
     batches = math.prod(a[:-2]) if len(a) > 2 else 1
     m, k, n = batches * int(a[-2]) if len(a) > 1 else 1, int(a[-1]), int(b[-1])
     return {"m": m, "n": n, "k": k, "aligned_in": int(k % 8 == 0), "aligned_out": int(n % 8 == 0),
-            **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
+            **_multiples(k, n), **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
 
 
 def memory_shape(event: OpEvent, inputs: list[int]) -> dict:

@@ -28,9 +28,11 @@ MIN_ROWS = 8  # fewer timed rows of a group: no model
 RANGE_MARGIN = 1.5
 FEATURES = {  # log-scaled numbers, then plain ones
     "conv": (("flops", "bytes", "ref_ms", "batch", "channels", "out_channels", "size", "out_size", "kernel",
-              "kernel_w", "stride", "dilation", "groups", "per_group", "m", "n", "k", "waves"),
+              "kernel_w", "stride", "dilation", "groups", "per_group", "m", "n", "k", "waves", "in_multiple",
+              "out_multiple"),
              ("style", "aligned_in", "aligned_out", "wave_efficiency")),
-    "matmul": (("flops", "bytes", "ref_ms", "m", "n", "k", "waves"), ("aligned_in", "aligned_out", "wave_efficiency")),
+    "matmul": (("flops", "bytes", "ref_ms", "m", "n", "k", "waves", "in_multiple", "out_multiple"),
+               ("aligned_in", "aligned_out", "wave_efficiency")),
     "memory": (("bytes", "in_bytes", "out_bytes", "ref_ms", "channels"), ("code", "kernel", "stride", "broadcast")),
     "se_gate": (("bytes", "ref_ms", "batch", "channels", "size", "hidden"), ()),
 }  # fmt: skip
