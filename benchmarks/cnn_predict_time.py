@@ -25,15 +25,17 @@ def main() -> None:
     start_s = time.perf_counter()
     predictor = pr.fit_predictor(pr.DeviceProfile.load(path), str(path))
     print(f"fitting the layer models from {path.name}: {time.perf_counter() - start_s:.1f} s (once per profile)")
-    seconds = []
+    timed = []
     for model in sets.set_members(args.set):
         for batch in (int(b) for b in args.batch.split(",")):
             start_s = time.perf_counter()
             predictor.predict(model, batch)
-            seconds.append(time.perf_counter() - start_s)
+            timed.append((time.perf_counter() - start_s, model, batch))
+    seconds = [s for s, *_ in timed]
+    slowest_s, slowest, at = max(timed)
     print(
         f"{len(seconds)} predictions ({args.set}, batch {args.batch}): median {statistics.median(seconds):.2f} s, "
-        f"mean {statistics.mean(seconds):.2f} s, max {max(seconds):.2f} s; "
+        f"mean {statistics.mean(seconds):.2f} s, max {slowest_s:.2f} s ({slowest} at batch {at}); "
         f"{sum(s <= 1.0 for s in seconds)} of {len(seconds)} within 1 s"
     )
 
