@@ -146,8 +146,9 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
 
 def config_events(config: OpConfig) -> list[OpEvent]:
     """The ops of a calibration config, traced on the meta device as a network's are (in fp16)."""
-    module, shapes = build_op(config)
-    module = module.to(device="meta", dtype=torch.float16).eval()
+    with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
+        module, shapes = build_op(config)
+    module = module.to(dtype=torch.float16).eval()
     tensors = [torch.empty(shape, device="meta", dtype=torch.float16) for shape in shapes]
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
