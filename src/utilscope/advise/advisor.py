@@ -203,9 +203,9 @@ def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
 
 
 def trials_at(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int, backends, precisions,
-              on_trial: Callable[[Trial], None]) -> list[Trial]:  # fmt: skip
+              on_trial: Callable[[Trial], None], example: torch.Tensor) -> list[Trial]:  # fmt: skip
     """At one batch size: the model as given, each exact rewrite, each deployment choice, then their best
-    combination; speed-ups over the first."""
+    combination (checked on ``example``, the rewrites' check input); speed-ups over the first."""
     given = measure_trial(_variant(sweep, base), "as given", "as given", batch)
     on_trial(given)
     trials = [given]
@@ -220,7 +220,7 @@ def trials_at(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int
         on_trial(trial)
         trials.append(trial)
     _set_speedups(trials, given)
-    combined = measure_combination(sweep, base, rewrites, trials, batch)
+    combined = measure_combination(sweep, base, rewrites, trials, batch, example)
     if combined is not None:
         _set_speedups([combined], given)
         on_trial(combined)
@@ -242,10 +242,10 @@ def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
 
 
 def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], trials: list[Trial],
-                        batch: int) -> Trial | None:  # fmt: skip
+                        batch: int, example: torch.Tensor) -> Trial | None:  # fmt: skip
     """Every gainful exact rewrite applied in turn, with the best gainful choice of backend, precision and memory
-    format; measured, and verified against the original when it rewrites. None when fewer than two changes gain
-    (one is its own trial)."""
+    format; measured, and verified against the original on ``example`` (the rewrites' check input) when it
+    rewrites. None when fewer than two changes gain (one is its own trial)."""
     chosen_rewrites = [r for r in rewrites if any(t.change == r.name for t in _gainful(trials, "rewrite"))]
     changes, names = {}, [r.name for r in chosen_rewrites]
     for prefix, option in (("backend", "backend"), ("precision", "precision"), ("memory format", "channels_last")):
@@ -256,7 +256,6 @@ def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], 
     if len(names) < 2:
         return None
     model = base
-    example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
     for rewrite in chosen_rewrites:
         model = rewrite.apply(model, example)
     diff = verify(base, model, example, rtol=math.inf) if chosen_rewrites else None
@@ -339,7 +338,8 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
     backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     report = on_trial or (lambda trial: None)
-    trials = [t for batch in batches for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report)]
+    trials = [t for batch in batches
+              for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report, example)]  # fmt: skip
     sizes = (GPU_LADDER if gpu else CPU_LADDER) if ladder is None else ladder
     ladder_trials, saturation = batch_ladder(sweep, base, sizes, report) if sizes else ([], None)
     best = {}
