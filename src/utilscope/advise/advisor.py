@@ -171,10 +171,12 @@ def folding_rewrite(model: nn.Module, example: torch.Tensor, notes: list[str]) -
 def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
     """``sweep`` with ``base`` (fp32) prepared on its device; ``changes``: another backend, precision or memory
     format (the request and sweep re-resolved for them, the original's FLOPs kept)."""
-    request = dataclasses.replace(sweep.request, **changes) if changes else sweep.request
-    fresh = prepare_sweep(request, sweep.clock) if changes else sweep
-    module = prepare_module(copy.deepcopy(base), fresh.device, fresh.precision, request.channels_last)
-    return dataclasses.replace(fresh, module=module, work=sweep.work, plan=sweep.plan)
+    if not changes:
+        module = prepare_module(copy.deepcopy(base), sweep.device, sweep.precision, sweep.request.channels_last)
+        return dataclasses.replace(sweep, module=module)
+    request = dataclasses.replace(sweep.request, **changes)  # resolved again, not counted or built again
+    fresh = prepare_sweep(request, sweep.clock, built=copy.deepcopy(base), counted=sweep.work)
+    return dataclasses.replace(fresh, plan=sweep.plan)
 
 
 def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, **extra) -> Trial:

@@ -303,23 +303,25 @@ def ceiling_notes(ceilings, precision: Precision) -> list[str]:
     ]
 
 
-def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, **options) -> Sweep:
+def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, built: nn.Module | None = None,
+                  counted: CountResult | None = None, **options) -> Sweep:  # fmt: skip
     """Resolve the request on its device (precision supported there, native resolution, peaks, ceilings), count the
-    model and build it on the device. Raises on bad input. A model string and ``MeasureRequest`` fields as
-    keywords work too."""
+    model and build it on the device. ``built`` / ``counted``: the model already built (on the CPU) and counted,
+    so neither is done again. Raises on bad input. A model string and ``MeasureRequest`` fields as keywords work
+    too."""
     request = as_request(request, **options)
     dev = hardware.resolve_device(request.device)
     prec = check_precision(parse_precision(request.precision or default_precision(dev)), dev)
     backend = get_backend(request.backend)
     spec = zoo.parse_spec(request.model)
     res = zoo.resolve_resolution(spec, request.resolution)
-    work = count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
+    work = counted or count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
     ceilings = resolve_ceilings(request, dev)
     peaks, notes = resolve_peaks(dev, prec, request.peak_tflops, ceilings)
     notes += ceiling_notes(ceilings, prec)
     return Sweep(
         request=request,
-        module=prepare_module(zoo.build_model(spec, res), dev, prec, request.channels_last),
+        module=prepare_module(zoo.build_model(spec, res) if built is None else built, dev, prec, request.channels_last),
         work=work,
         backend=backend,
         precision=prec,
