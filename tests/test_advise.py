@@ -1,7 +1,9 @@
 """``advise`` on the CPU: the trials it measures, utilization on the original FLOPs, the export, bad input."""
 
 import dataclasses
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,3 +135,12 @@ def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
     assert main(["advise", unaligned, "--device", "cpu", "--backends", "tensorrt"]) == 2
     with pytest.raises(UsageError):
         advise(MeasureRequest(unaligned, device="cpu"), [0])
+
+
+def test_the_advise_validation_doc_holds_the_numbers_the_committed_jsons_give():
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("advise_validation", root / "scripts" / "advise_validation.py")
+    validation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(validation)
+    doc = validation.DOC.read_text()
+    assert validation.BEGIN in doc and validation.with_block(doc, validation.generated()) == doc
