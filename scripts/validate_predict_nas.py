@@ -20,29 +20,17 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from utilscope.counting.counter import meta_copy
-from utilscope.counting.tracer import trace
+from utilscope.nas.general import general_block_ms
 from utilscope.nas.predictor import _boosted_trees, holdout_split, layer_features, layer_numbers, mape
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import parse_layer_key
 from utilscope.nas.spaces import get_space
-from utilscope.predict.predictor import Predictor, load_predictor, network_rows, select_profile
+from utilscope.predict.predictor import load_predictor, select_profile
 
 DATA = Path(__file__).resolve().parent.parent / "data/h200"
 TABLES = (("mbv3_table.json", "mbv3_archs.jsonl"), ("regnet_table_1.json", "regnet_archs.jsonl"),
           ("regnet_table_256.json", "regnet_archs.jsonl"))  # fmt: skip
-
-
-def general_ms(predictor: Predictor, space, layers: list, batch: int) -> np.ndarray:
-    """Each block traced on the meta device in fp16 and composed from the profile, one layer-model call for all."""
-    networks = []
-    for layer in layers:
-        module = meta_copy(space.build_layer(layer).eval()).to(torch.float16)
-        x = torch.empty((batch, layer.in_channels, layer.in_size, layer.in_size), device="meta", dtype=torch.float16)
-        networks.append(network_rows(trace(module, x), predictor.gpu))
-    return predictor.compose_many(networks)
 
 
 def held_out_trees(space, keys: list[str], measured: np.ndarray, general: np.ndarray) -> tuple[float, float]:
@@ -78,7 +66,7 @@ def main() -> None:
             keys = random.Random(0).sample(keys, min(args.sample, len(keys)))
             measured = np.array([table["entries"][k][str(batch)] for k in keys])
             start_s = time.perf_counter()
-            general = general_ms(predictor, space, [layers[k] for k in keys], batch)
+            general = general_block_ms(predictor, space, [layers[k] for k in keys], batch)
             per_block_ms = (time.perf_counter() - start_s) / len(keys) * 1e3
             ratio = general / measured
             median = float(np.median(ratio))

@@ -197,8 +197,11 @@ def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
     table_path = dataset["table"].save(tmp_path / "table.json")
     profile = tmp_path / "profile.json"
     assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
-                 "--out", str(profile)]) == 0  # fmt: skip
-    capsys.readouterr()
+                 "--out", str(profile), "--prior-archs", "0"]) == 0  # fmt: skip
+    assert "without the general prior (--prior-archs 0)" in capsys.readouterr().out
+    assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
+                 "--out", str(tmp_path / "no.json"), "--prior-archs", "-1"]) == 2  # fmt: skip
+    assert "--prior-archs must be 0 or more" in capsys.readouterr().err
     assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--batch", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["device"] == "NVIDIA H200" and len(doc["predictions"]) == 60
@@ -310,6 +313,29 @@ def test_layer_model_learns_a_power_law():
     assert set(predictor.layer_models) == {"block@256"}
     ratios = [ms / law[key] for key, ms in zip(keys, estimates, strict=True)]
     assert all(abs(r - 1) < 0.15 for r in ratios) and abs(statistics.median(ratios) - 1) < 0.03
+
+
+def test_the_general_prior_carries_the_layer_models_beyond_the_table():
+    """The general model's estimates (the prior) follow ms = 1e-9 x (flops + 1) for every block; the table holds
+    twice that for all but the largest blocks. Trees alone cannot extrapolate to those; on the prior they estimate
+    twice the law there (the residual trees learn the constant log 2; trees are piecewise constant: within 20%,
+    median 5%)."""
+    space = get_space("mbv3")
+    archs = sample_architectures(space, 30, seed=4)
+    table, layers = _table(archs), {layer.key: layer for layer in distinct_layers(space, archs)}
+    law = {key: 1e-9 * (space.layer_cost(*parse_layer_key(key)).flops + 1) for key in table.entries}
+    blocks = sorted((k for k in table.entries if k.startswith("block")), key=law.get)
+    largest = blocks[-20:]
+    table.entries = {key: {256: 2 * ms} for key, ms in law.items() if key not in largest}
+    prior = {key: {256: law[key]} for key in blocks}
+    costs = [space.layer_cost(*parse_layer_key(key)) for key in largest]
+    on_prior = P.Predictor(table, {}, None, prior_ms=prior).estimate_layers([layers[k] for k in largest], costs, 256)
+    alone = P.Predictor(table, {}, None).estimate_layers([layers[k] for k in largest], costs, 256)
+    with_prior = [ms / (2 * law[key]) for key, ms in zip(largest, on_prior, strict=True)]
+    without = [ms / (2 * law[key]) for key, ms in zip(largest, alone, strict=True)]
+    assert all(abs(r - 1) < 0.2 for r in with_prior) and abs(statistics.median(with_prior) - 1) < 0.05
+    # trees are piecewise constant: without the prior the largest table blocks are their ceiling
+    assert statistics.median(without) < 0.85 and min(without) < 0.6
 
 
 def strict_loads(text: str):

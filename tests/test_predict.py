@@ -183,3 +183,30 @@ def test_a_conv_is_in_range_only_of_its_own_styles_calibration():
     )
     assert models.out_of_range(asked, "conv") == ["dense conv kernel 11 outside the calibrated 7-7", "",
                                                   "no grouped convs calibrated"]  # fmt: skip
+
+
+def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monkeypatch):
+    """`nas fit`'s prior: each block of the table (and of sampled architectures) is built, traced on the meta device
+    and composed as any network is: here twice its ops' roofline plus the chains' gap per row."""
+    import torch
+
+    from utilscope.counting.counter import meta_copy
+    from utilscope.counting.tracer import trace
+    from utilscope.nas import general
+    from utilscope.nas.latency import LatencyTable
+    from utilscope.nas.sampler import sample_architectures
+    from utilscope.nas.spaces import get_space
+
+    space = get_space("mbv3")
+    blocks = [layer for layer in space.layers(sample_architectures(space, 1, seed=0)[0]) if layer.kind == "block"]
+    entries = {block.key: {1: 1.0, 256: 1.0} for block in blocks[:3]}
+    table = LatencyTable("mbv3", "NVIDIA H200", "synthetic", "fp16", False, entries)
+    assert set(general.prior_keys(table, 2)) > set(entries)  # the sampled architectures' blocks too
+    monkeypatch.setattr(pr, "load_predictor", lambda path: predictor)
+    prior = general.prior_estimates(table, 0, "synthetic.json")
+    assert set(prior) == set(entries) and all(set(per) == {1, 256} for per in prior.values())
+    block = blocks[0]
+    assert general.block_layer(block.key) == block
+    x = torch.empty((256, block.in_channels, block.in_size, block.in_size), device="meta", dtype=torch.float16)
+    rows = pr.network_rows(trace(meta_copy(space.build_layer(block).eval()).to(torch.float16), x), H200)
+    assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.console import Console
 
 from utilscope.cli.common import parse_batches
 from utilscope.cli.survey import add_executor_options, add_grid_options, report_migration, run_grid
+from utilscope.errors import UsageError
 from utilscope.nas.analysis import analyze
+from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import fit, measured_dataset, predict_file
 from utilscope.nas.sampler import measurement_models, sample_file
@@ -86,6 +89,12 @@ def _add_table_fit(verbs) -> None:
                    help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
                         "configuration (e.g. one per batch size)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default: %(default)s)")
+    p.add_argument("--prior-archs", type=int, default=1000, metavar="N",
+                   help="the layer models' prior: the general model (`utilscope predict`) estimates the table's blocks "
+                   "and those of N sampled architectures; 0: no prior (default: %(default)s)")  # fmt: skip
+    p.add_argument("--prior-profile", default=None, metavar="FILE",
+                   help="the device profile of that prior (default: the one shipped for the table's GPU and "
+                   "precision; none shipped: no prior)")  # fmt: skip
     p.add_argument("--out", required=True, help="the profile's JSON file")
     p.set_defaults(run=cmd_fit)
 
@@ -182,10 +191,24 @@ def cmd_fit(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
         archs, measurements = measured_dataset(store.frame(), args.space, store.model_records())
-    predictor = fit(table, archs, measurements, args.seed)
+    predictor = fit(table, archs, measurements, args.seed, _prior(table, args, console))
     predictor.save(args.out)
     render_fit(predictor, args.out, args.seed, console)
     return 0
+
+
+def _prior(table, args, console: Console) -> dict:
+    """The general model's estimates of the space's blocks, or {} (no prior), said on the console."""
+    if args.prior_archs < 0:
+        raise UsageError(f"--prior-archs must be 0 or more, got {args.prior_archs}")
+    profile = args.prior_profile or shipped_general_profile(table)
+    if args.prior_archs == 0 or profile is None:
+        reason = "--prior-archs 0" if args.prior_archs == 0 else f"no device profile shipped for {table.device}"
+        console.print(f"layer models without the general prior ({reason})")
+        return {}
+    prior = prior_estimates(table, args.prior_archs, profile)
+    console.print(f"general prior: {len(prior)} blocks estimated from the device profile {Path(profile).name}")
+    return prior
 
 
 def cmd_predict(args, console: Console) -> int:

@@ -75,6 +75,7 @@ class Predictor:
     holdout_ids: list[str] = field(default_factory=list)
     split_seed: int = SPLIT_SEED
     evaluation: dict = field(default_factory=dict)  # held-out metrics per batch size, written by ``fit``
+    prior_ms: dict = field(default_factory=dict, repr=False)  # block key -> batch -> the general model's ms
     layer_models: dict = field(default_factory=dict, repr=False)  # "kind@batch" -> model or None, fitted when needed
 
     @property
@@ -114,7 +115,7 @@ class Predictor:
         for kind, indices in by_kind.items():
             name = f"{kind}@{batch}"
             if name not in self.layer_models:
-                self.layer_models[name] = fit_layer_model(self.table, kind, batch)
+                self.layer_models[name] = fit_layer_model(self.table, kind, batch, self.prior_ms)
             if self.layer_models[name] is None:
                 self.table.latency_ms(layers[indices[0]].key, batch)  # raises: no entry and no model
             numbers = [layer_numbers(costs[i], layers[i].config) for i in indices]
@@ -124,8 +125,9 @@ class Predictor:
     def to_dict(self) -> dict:
         return {"format": PROFILE_FORMAT, "table": self.table.to_dict(), "peak_tflops": self.peak_tflops,
                 "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
-                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed,
-                "evaluation": self.evaluation}  # fmt: skip
+                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed, "evaluation": self.evaluation,
+                "prior_ms": {key: {str(b): ms for b, ms in per.items()}
+                             for key, per in sorted(self.prior_ms.items())}}  # fmt: skip
 
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict())
@@ -137,8 +139,9 @@ def load_predictor(path: str | Path) -> Predictor:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
+    prior_ms = {key: {int(b): ms for b, ms in per.items()} for key, per in data.get("prior_ms", {}).items()}
     return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
-                     data.get("evaluation", {}))  # fmt: skip
+                     data.get("evaluation", {}), prior_ms)  # fmt: skip
 
 
 def shipped_profile(gpu: str, space: str) -> Path:
@@ -276,8 +279,10 @@ def usable_rows(table: LatencyTable, archs: dict[str, Arch], measurements: pd.Da
     return measurements[keep]
 
 
-def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame, seed: int = SPLIT_SEED) -> Predictor:
-    """Fit one correction per batch size on the training split; evaluate on the held-out split."""
+def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame, seed: int = SPLIT_SEED,
+        prior_ms: dict | None = None) -> Predictor:  # fmt: skip
+    """Fit one correction per batch size on the training split; evaluate on the held-out split. ``prior_ms``: the
+    general model's block estimates (``nas.general.prior_estimates``), the layer models' prior; none without it."""
     rows = usable_rows(table, archs, measurements)
     holdout = holdout_split(list(measurements["id"]), seed)
     corrections = {}
@@ -289,9 +294,9 @@ def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame,
         corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
     spec = hardware.detect(table.device)
     peak = spec.peak_tflops(table.precision) if spec is not None else None
-    predictor = Predictor(table, corrections, peak, sorted(holdout), seed)
+    predictor = Predictor(table, corrections, peak, sorted(holdout), seed, prior_ms=prior_ms or {})
     predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
-    predictor.evaluation["layer_models"] = layer_model_report(table, seed)
+    predictor.evaluation["layer_models"] = layer_model_report(table, seed, predictor.prior_ms)
     uncovered = measurements.drop(index=rows.index)
     predictor.evaluation["with_estimated_layers"] = evaluate_estimated(predictor, archs, uncovered)
     predictor.evaluation["unseen_layers"] = evaluate_unseen_layers(predictor, archs, rows[rows["id"].isin(holdout)])
@@ -312,11 +317,14 @@ def evaluate_unseen_layers(predictor: Predictor, archs: dict[str, Arch], holdout
     """How the predictor does on new architectures whose layers were never timed: the held-out architectures
     predicted from a table without the layers that only they contain (those go to layer models fitted on the rest
     of the table), as ``evaluate_estimated`` reports it. The correction is unchanged: its training architectures'
-    layers are all in the restricted table."""
+    layers are all in the restricted table. The general model's estimates of the removed layers are removed too, so
+    that they are estimated as a new network's would be."""
     held_out = set(holdout_rows["id"])
     train_archs = [arch for key, arch in archs.items() if key not in held_out]
     table = table_without_unseen(predictor.table, train_archs)
-    restricted = Predictor(table, predictor.corrections, predictor.peak_tflops)
+    removed = set(predictor.table.entries) - set(table.entries)
+    prior_ms = {key: per for key, per in predictor.prior_ms.items() if key not in removed}
+    restricted = Predictor(table, predictor.corrections, predictor.peak_tflops, prior_ms=prior_ms)
     return evaluate_estimated(restricted, archs, holdout_rows)
 
 
@@ -451,16 +459,56 @@ def _boosted_trees(matrix: np.ndarray, target: np.ndarray):
     return model.fit(matrix, target)
 
 
-def fit_layer_model(table: LatencyTable, kind: str, batch: int):
+def fit_layer_model(table: LatencyTable, kind: str, batch: int, prior_ms: dict | None = None):
     """Gradient-boosted trees (scikit-learn) of log ms on ``layer_features`` over the table's entries of this kind
-    and batch size, or None with fewer than ``MIN_LAYER_ENTRIES`` of them. Deterministic: the profile keeps the
-    table, and the model is fitted again from it when a prediction first needs it."""
+    and batch size, or None with fewer than ``MIN_LAYER_ENTRIES`` of them; on the general model's prior where
+    ``prior_ms`` holds estimates of this kind and batch (``PriorModel``). Deterministic: the profile keeps the
+    table and the prior's estimates, and the model is fitted again from them when a prediction first needs it."""
     keys, matrix, target = _layer_rows(table, kind, batch)
-    return _boosted_trees(matrix, target) if len(keys) >= MIN_LAYER_ENTRIES else None
+    if len(keys) < MIN_LAYER_ENTRIES:
+        return None
+    return _layer_model(table.space, kind, batch, matrix, target, prior_ms or {})
 
 
-def layer_model_report(table: LatencyTable, seed: int = SPLIT_SEED) -> dict:
-    """Per "kind@batch" with a model: its entries and its error on a seeded 20% of them, fitted on the rest."""
+@dataclass
+class PriorModel:
+    """A layer model on the general model's prior (log ms): trees fitted to the general model's estimates of the
+    space's blocks, plus trees fitted to the table's residual over them."""
+
+    prior: object
+    residual: object
+
+    def predict(self, matrix: np.ndarray) -> np.ndarray:
+        return self.prior.predict(matrix) + self.residual.predict(matrix)
+
+
+def _layer_model(space: str, kind: str, batch: int, matrix: np.ndarray, target: np.ndarray, prior_ms: dict):
+    """Trees on (matrix, target), on the prior's trees when ``prior_ms`` has enough estimates of kind and batch."""
+    prior = _fit_prior(space, kind, batch, prior_ms)
+    if prior is None:
+        return _boosted_trees(matrix, target)
+    return PriorModel(prior, _boosted_trees(matrix, target - prior.predict(matrix)))
+
+
+def _fit_prior(space: str, kind: str, batch: int, prior_ms: dict):
+    """Trees of log ms on ``layer_features`` over the general model's estimates of this kind at ``batch``, or None
+    with fewer than ``MIN_LAYER_ENTRIES`` of them."""
+    configs, ms = [], []
+    for key, per_batch in prior_ms.items():
+        key_kind, config = parse_layer_key(key)
+        if key_kind == kind and batch in per_batch:
+            configs.append(config)
+            ms.append(per_batch[batch])
+    if len(configs) < MIN_LAYER_ENTRIES:
+        return None
+    layer_space = get_space(space)
+    matrix = layer_features([layer_numbers(layer_space.layer_cost(kind, config), config) for config in configs])
+    return _boosted_trees(matrix, np.log(ms))
+
+
+def layer_model_report(table: LatencyTable, seed: int = SPLIT_SEED, prior_ms: dict | None = None) -> dict:
+    """Per "kind@batch" with a model: its entries and its error on a seeded 20% of them, fitted on the rest (the
+    prior's estimates of the held-out entries left out too)."""
     kinds = {(parse_layer_key(key)[0], batch) for key, per_batch in table.entries.items() for batch in per_batch}
     report = {}
     for kind, batch in sorted(kinds):
@@ -469,7 +517,8 @@ def layer_model_report(table: LatencyTable, seed: int = SPLIT_SEED) -> dict:
             continue
         held = holdout_split(keys, seed)
         test = np.array([key in held for key in keys])
-        trial = _boosted_trees(matrix[~test], target[~test])
+        prior = {key: per for key, per in (prior_ms or {}).items() if key not in held}
+        trial = _layer_model(table.space, kind, batch, matrix[~test], target[~test], prior)
         predicted = np.exp(trial.predict(matrix[test]))
         report[f"{kind}@{batch}"] = {"entries": len(keys), "holdout_mape": mape(predicted, np.exp(target[test]))}
     return report
