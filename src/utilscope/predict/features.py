@@ -140,8 +140,11 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     kernel = _pair(event.call.arg(1, "kernel_size", 1)) if pooling else 1
     stride = _pair(event.call.arg(2, "stride", kernel), kernel) if pooling else 1
     broadcast = int(len(inputs) > 1 and min(inputs) < max(inputs))
+    # a group norm's rows (batch x groups), the units its kernel works in parallel: in the H200 calibration those of
+    # a few rows ran at up to 240x their roofline, those of 512 or more at about 13x
+    norm_rows = batch * int(event.call.arg(6, "group", 1)) if category == "group_norm" else 0
     return {"category": category, "batch": batch, "channels": channels, "size": size, "kernel": kernel,
-            "stride": stride, "broadcast": broadcast}  # fmt: skip
+            "stride": stride, "broadcast": broadcast, "norm_rows": norm_rows}  # fmt: skip
 
 
 def config_events(config: OpConfig) -> list[OpEvent]:
