@@ -100,6 +100,8 @@ def test_a_conv_row_has_its_closed_form_shape_and_roofline():
     assert op_row(dw, H200)["style"] == 3
     (gate,) = config_events(OpConfig("mul", 2, 16, 16, 8, variant="gate"))
     assert op_row(gate, H200)["broadcast"] == 1 and op_row(gate, H200)["category"] == "mul"
+    (group_norm,) = config_events(OpConfig("group_norm", 4, 96, 96, 14))  # gcd(32, 96) = 32 groups
+    assert op_row(group_norm, H200)["norm_rows"] == 4 * 32 and op_row(gate, H200)["norm_rows"] == 0
 
 
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):
