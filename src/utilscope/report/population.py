@@ -104,18 +104,23 @@ def equal_flops_pairs(frame: pd.DataFrame, backend: str, batch: int, tolerance: 
     """Every pair of models of different families whose GFLOPs/sample differ by at most ``tolerance``, with the
     throughput ratio fast / slow; the largest ratios first."""
     rows = ok_cells(frame, backend, batch).sort_values("gflops").reset_index(drop=True)
-    pairs = []
-    for i, a in rows.iterrows():
-        for _, b in rows.iloc[i + 1 :].iterrows():
-            if b["gflops"] > a["gflops"] * (1 + tolerance):
-                break
-            if a["family"] != b["family"]:
-                fast, slow = (a, b) if a["samples_per_s"] >= b["samples_per_s"] else (b, a)
-                pairs.append({"fast": fast["name"], "fast_family": fast["family"], "fast_gflops": fast["gflops"],
-                              "slow": slow["name"], "slow_family": slow["family"], "slow_gflops": slow["gflops"],
-                              "ratio": fast["samples_per_s"] / slow["samples_per_s"]})  # fmt: skip
+    gflops = rows["gflops"].to_numpy()
+    ends = np.searchsorted(gflops, gflops * (1 + tolerance), side="right")  # past the last model within tolerance
+    first = np.repeat(np.arange(len(rows)), np.maximum(ends - np.arange(len(rows)) - 1, 0))
+    second = np.concatenate([np.arange(i + 1, end) for i, end in enumerate(ends)] or [np.array([], dtype=int)])
+    keep = rows["family"].to_numpy()[first] != rows["family"].to_numpy()[second]
+    a, b = rows.iloc[first[keep]].reset_index(drop=True), rows.iloc[second[keep]].reset_index(drop=True)
+    a_faster = a["samples_per_s"].to_numpy() >= b["samples_per_s"].to_numpy()
+
+    def side(column: str, fast: bool) -> np.ndarray:  # the fast (or slow) model's value of each pair
+        return np.where(a_faster == fast, a[column].to_numpy(), b[column].to_numpy())
+
+    pairs = pd.DataFrame({"fast": side("name", True), "fast_family": side("family", True),
+                          "fast_gflops": side("gflops", True), "slow": side("name", False),
+                          "slow_family": side("family", False), "slow_gflops": side("gflops", False),
+                          "ratio": side("samples_per_s", True) / side("samples_per_s", False)})  # fmt: skip
     columns = ["fast", "fast_family", "fast_gflops", "slow", "slow_family", "slow_gflops", "ratio"]
-    return pd.DataFrame(pairs, columns=columns).sort_values("ratio", ascending=False).reset_index(drop=True)
+    return pairs[columns].sort_values("ratio", ascending=False).reset_index(drop=True)
 
 
 def family_wins(pairs: pd.DataFrame, min_ratio: float = 1.5) -> pd.DataFrame:
