@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from utilscope.present.markdown import markdown
+from utilscope.present.markdown import markdown, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "advise.md"
@@ -53,13 +53,6 @@ def generated() -> str:
     return f"Models measured: {len(results)} ({names}).\n\n" + markdown(table, formats)
 
 
-def with_block(doc: str, text: str) -> str:
-    """``doc`` with the text between its markers replaced by ``text``."""
-    head, rest = doc.split(BEGIN)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n\n{text}\n{END}{tail}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
@@ -70,7 +63,7 @@ def main() -> None:
         print(text)
         return
     doc = DOC.read_text()
-    new = with_block(doc, text)
+    new = replace_block(doc, BEGIN, END, text)
     if args.check:
         sys.exit(0 if new == doc else 1)
     DOC.write_text(new)

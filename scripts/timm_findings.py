@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.models import sets as model_sets
-from utilscope.present.markdown import markdown
+from utilscope.present.markdown import markdown, replace_block
 from utilscope.report import population as pop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,12 +106,6 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return read("data/h200/timm.csv"), read("data/timm_design.csv"), read("data/h200/survey.csv")
 
 
-def with_block(doc: str, block: str) -> str:
-    head, _, rest = doc.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n\n{block}\n{END}{tail}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -124,9 +118,9 @@ def main() -> int:
         return 0
     doc = DOC.read_text()
     if args.write:
-        DOC.write_text(with_block(doc, block))
+        DOC.write_text(replace_block(doc, BEGIN, END, block))
         return 0
-    return 0 if with_block(doc, block) == doc else 1
+    return 0 if replace_block(doc, BEGIN, END, block) == doc else 1
 
 
 if __name__ == "__main__":

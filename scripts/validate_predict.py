@@ -31,6 +31,7 @@ from utilscope.measure.precision import parse_precision
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import calibration_rows
 from utilscope.predict.predictor import Predictor, load_predictor, network_rows
+from utilscope.present.markdown import replace_block
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = [ROOT / "data/h200/survey.sqlite", ROOT / "data/h200/timm.sqlite"]
@@ -144,8 +145,7 @@ def write_doc(text: str) -> None:
     doc = DOC.read_text()
     if BEGIN not in doc or END not in doc:
         sys.exit(f"{DOC} lacks the generated-block markers")
-    head, rest = doc.split(BEGIN, 1)
-    DOC.write_text(f"{head}{BEGIN}\n\n{text}\n\n{END}{rest.split(END, 1)[1]}")
+    DOC.write_text(replace_block(doc, BEGIN, END, text + "\n"))
 
 
 def main() -> int:

@@ -21,3 +21,12 @@ def markdown(frame: pd.DataFrame, formats: dict[str, str] | None = None, index: 
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(c, v) for c, v in row.items()) + " |" for _, row in frame.iterrows()]
     return "\n".join(lines)
+
+
+def replace_block(doc: str, begin: str, end: str, text: str) -> str:
+    """``doc`` with what lies between its ``begin`` and ``end`` markers replaced by a blank line and ``text``, for
+    the docs' generated parts; ValueError when a marker is missing."""
+    if begin not in doc or end not in doc:
+        raise ValueError(f"the document lacks the markers {begin!r} and {end!r}")
+    head, rest = doc.split(begin, 1)
+    return f"{head}{begin}\n\n{text}\n{end}{rest.split(end, 1)[1]}"
