@@ -76,10 +76,10 @@ def prior_estimates(table: LatencyTable, sample_archs: int, profile_path) -> dic
 def shipped_general_profile(table: LatencyTable):
     """The shipped device profile of the table's GPU and precision (graph backend), or None when none is shipped."""
     from utilscope.hardware.specs import gpu_matches
-    from utilscope.predict.predictor import shipped_profiles
+    from utilscope.predict.predictor import profile_name, shipped_profiles
 
     for path in shipped_profiles():
-        name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
+        name_gpu, name_precision, name_backend = profile_name(path)
         if gpu_matches(name_gpu, table.device) and (name_precision, name_backend) == (table.precision, "graph"):
             return path
     return None

@@ -219,6 +219,12 @@ def shipped_profiles() -> list[Path]:
     return sorted(PROFILES_DIR.glob("*.json"))
 
 
+def profile_name(path: Path) -> tuple[str, str, str]:
+    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>_<backend>.json``."""
+    name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
+    return name_gpu, name_precision, name_backend
+
+
 def check_gpu(predictor: Predictor, gpu: str | None) -> None:
     if gpu is not None and not gpu_matches(gpu, predictor.device):
         raise UsageError(f"the device profile {predictor.profile_path} is for {predictor.device}, not {gpu!r}")
@@ -233,7 +239,7 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
     if gpu is None:
         raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
     for path in shipped_profiles():
-        name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
+        name_gpu, name_precision, name_backend = profile_name(path)
         predicts = (name_backend, *FUSED_FROM.get(name_backend, ()))
         if gpu_matches(gpu, name_gpu) and name_precision == precision and backend in predicts:
             return path
