@@ -12,23 +12,20 @@ import platform
 import statistics
 import time
 
-from utilscope.nas.predictor import load_predictor, shipped_profile
-from utilscope.nas.sampler import sample_architectures
-from utilscope.nas.spaces import get_space
+from predict_speed import ARCHITECTURES, BATCH, sample  # the sibling benchmark's architectures and batch
 
-ARCHITECTURES = 10_000
-BATCH = 256
+from utilscope.nas.predictor import load_predictor, shipped_profile
+
 ROUNDS = 3
 
 
 def main() -> None:
     shipped = load_predictor(shipped_profile("h200", "regnet"))
     predictors = {"with the prior": shipped, "without it": dataclasses.replace(shipped, prior_ms={}, layer_models={})}
-    space = get_space("regnet")
-    warm = sample_architectures(space, 100, seed=9, flops_min=4e8, flops_max=3.2e9)
+    warm = sample("regnet", 100, seed=9)
     for predictor in predictors.values():
         predictor.predict(warm, BATCH)  # fits the layer models
-    sets = [sample_architectures(space, ARCHITECTURES, seed=s, flops_min=4e8, flops_max=3.2e9) for s in (1, 2, 3)]
+    sets = [sample("regnet", ARCHITECTURES, seed) for seed in (1, 2, 3)]
     rates = {name: [] for name in predictors}
     for _ in range(ROUNDS):
         for archs in sets:
