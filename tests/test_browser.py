@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium driven through WebDriver (selenium), on a report of a small
-synthetic store and on one of the H200 survey (data/h200/survey.sqlite). Images load, nothing is logged as an
+synthetic store, on one of the H200 survey (data/h200/survey.sqlite) and on one of the timm survey's 649 CNNs
+(data/h200/timm.sqlite, 60 families). Images load, nothing is logged as an
 error, nothing overflows at 1280 px, the model table sorts and filters in the page, the page asks for nothing but
 its own file, and its screenshot is not blank.
 
@@ -60,13 +61,15 @@ def driver():
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
-    """The report pages: a synthetic store of 12 models, and the H200 survey (read from a snapshot, never written)."""
+    """The report pages: a synthetic store of 12 models, the H200 survey and the timm survey (each read from a
+    snapshot, never written)."""
     measurements, op_classes = synthetic_store(np.random.default_rng(7), models=12, families=4)
-    synthetic = build_report(measurements, op_classes, tmp_path_factory.mktemp("synthetic"))
-    with Store(REPO / "data" / "h200" / "survey.sqlite", create=False, snapshot=True) as store:
-        frame, classes, records = store.frame(), store.op_class_frame(), store.model_records()
-    survey = build_report(frame, classes, tmp_path_factory.mktemp("survey"), records)
-    return {"synthetic": synthetic, "survey": survey}
+    pages = {"synthetic": build_report(measurements, op_classes, tmp_path_factory.mktemp("synthetic"))}
+    for name in ("survey", "timm"):
+        with Store(REPO / "data" / "h200" / f"{name}.sqlite", create=False, snapshot=True) as store:
+            frame, classes, records = store.frame(), store.op_class_frame(), store.model_records()
+        pages[name] = build_report(frame, classes, tmp_path_factory.mktemp(name), records)
+    return pages
 
 
 def _open(driver, page: Path):
@@ -75,7 +78,7 @@ def _open(driver, page: Path):
     return driver
 
 
-@pytest.mark.parametrize("name", ["synthetic", "survey"])
+@pytest.mark.parametrize("name", ["synthetic", "survey", "timm"])
 def test_the_page_loads_its_images_logs_no_error_and_fits_1280_px(driver, pages, name):
     _open(driver, pages[name])
     images = driver.execute_script(
@@ -88,7 +91,7 @@ def test_the_page_loads_its_images_logs_no_error_and_fits_1280_px(driver, pages,
     assert overflow[0] <= overflow[1], f"the page is {overflow[0]} px wide in a {overflow[1]} px window"
 
 
-@pytest.mark.parametrize("name", ["synthetic", "survey"])
+@pytest.mark.parametrize("name", ["synthetic", "survey", "timm"])
 def test_the_page_requests_nothing_but_its_own_file(driver, pages, name):
     _open(driver, pages[name])
     messages = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
