@@ -1,6 +1,7 @@
 """Where a timm model and its torchvision twin differ in time, layer by layer, from `utilscope layers --json` runs
-(scripts/h200_agreement.sh): per pair and cuDNN setting, each twin's end-to-end time, the time per op class, and
-the convolutions (the same sequence of shapes in both libraries) whose times differ most.
+(scripts/h200_agreement.sh layers): per pair and cuDNN setting, each twin's end-to-end time, the time per op class,
+and the convolutions (the same sequence of shapes in both libraries) whose times differ most. With the `inference`
+stage's `utilscope profile --json` runs, also the twins' throughput ratio measured in one call beside the surveys'.
 
     python3 scripts/agreement_layers.py [--dir benchmarks/results/agreement/h200]
 """
@@ -18,7 +19,14 @@ from utilscope.present.markdown import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = {"timm:efficientnet_b0": "torchvision:efficientnet_b0", "timm:efficientnet_b1": "torchvision:efficientnet_b1",
-         "timm:mnasnet_050": "torchvision:mnasnet0_5"}  # fmt: skip
+         "timm:mnasnet_050": "torchvision:mnasnet0_5", "timm:vgg11": "torchvision:vgg11",
+         "timm:vgg19": "torchvision:vgg19", "timm:resnet152": "torchvision:resnet152"}  # fmt: skip
+INFERENCE_PAIRS = {"timm:mobilenetv3_large_100": "torchvision:mobilenet_v3_large",
+                   "timm:regnety_320": "torchvision:regnet_y_32gf", "timm:regnety_160": "torchvision:regnet_y_16gf",
+                   "timm:convnext_small": "torchvision:convnext_small",
+                   "timm:resnext50_32x4d": "torchvision:resnext50_32x4d",
+                   "timm:convnext_tiny": "torchvision:convnext_tiny"}  # fmt: skip
+STORES = {"timm": ROOT / "data/h200/timm.csv", "torchvision": ROOT / "data/h200/survey.csv"}
 SETTINGS = ("autotune", "depthwise-heuristic")
 
 
@@ -56,6 +64,24 @@ def conv_differences(a: dict, b: dict, top: int = 5) -> pd.DataFrame | None:
     return frame.reindex(frame["difference_ms"].abs().sort_values(ascending=False).index).head(top)
 
 
+def inference_ratios(folder: Path) -> pd.DataFrame:
+    """Per inference pair measured in one call: each twin's samples/s at batch 256, their ratio, and the ratio of
+    the two surveys' rows (measured on different days)."""
+    surveys = pd.concat(pd.read_csv(path) for path in STORES.values())
+    surveys = surveys[(surveys["backend"] == "inference") & (surveys["batch"] == 256) & (surveys["status"] == "ok")]
+    surveyed = surveys.set_index("model")["samples_per_s"]
+    rows = []
+    for a_name, b_name in INFERENCE_PAIRS.items():
+        a, b = (load(folder, name, "inference") for name in (a_name, b_name))
+        if not (a and b):
+            continue
+        a_rate, b_rate = (doc["rows"][0]["samples_per_s"] for doc in (a, b))
+        rows.append({"timm": a_name, "timm samples/s": a_rate, "torchvision samples/s": b_rate,
+                     "ratio, one call": a_rate / b_rate,
+                     "ratio, the surveys": surveyed.get(a_name, float("nan")) / surveyed.get(b_name, float("nan"))})
+    return pd.DataFrame(rows)
+
+
 def report(folder: Path) -> str:
     pairs = [(a, b, s, load(folder, a, s), load(folder, b, s)) for a, b in PAIRS.items() for s in SETTINGS]
     pairs = [p for p in pairs if p[3] and p[4]]
@@ -67,6 +93,11 @@ def report(folder: Path) -> str:
         parts += [f"### {a_name} / {b_name}, {setting}", markdown(per_class(a, b), ms, index=True)]
         convs = conv_differences(a, b)
         parts.append("(the two conv sequences differ in shape)" if convs is None else markdown(convs, ms))
+    inference = inference_ratios(folder)
+    if len(inference):
+        rates = {"timm samples/s": ",.0f", "torchvision samples/s": ",.0f", "ratio, one call": ".3f",
+                 "ratio, the surveys": ".3f"}  # fmt: skip
+        parts += ["### `inference`, batch 256: the twins in one call", markdown(inference, rates)]
     return "\n\n".join(parts)
 
 

@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
-# The timm/torchvision pairs that disagree by more than 5% (docs/findings-timm.md, "The same architectures"), layer
-# by layer on the lent H200: `utilscope layers` of both twins at batch 1 on `graph`, once with full cuDNN
-# autotuning (as the torchvision survey ran) and once with --cudnn-depthwise-heuristic (as the timm survey ran).
-# One JSON per model and setting into $OUT/agreement/ (copy them to benchmarks/results/agreement/h200/); then
-# `python3 scripts/agreement_layers.py` compares them. About 20 s per run, 12 runs; a run whose JSON is already in
-# benchmarks/results/agreement/h200/ is skipped, so a cut-off call resumes. The outputs are many files: tar them.
-# Usage: scripts/h200_agreement.sh
+# The timm/torchvision pairs that disagree by more than 5% (docs/findings-timm.md, "The same architectures") on the
+# lent H200. One JSON per run into $OUT/agreement/ (copy them to benchmarks/results/agreement/h200/); a run whose
+# JSON is already in benchmarks/results/agreement/h200/ is skipped, so a cut-off call resumes. The outputs are many
+# files: tar them.
+# STAGE layers: `utilscope layers` of both twins at batch 1 on `graph`, once with full cuDNN autotuning (as the
+#   torchvision survey ran) and once with --cudnn-depthwise-heuristic (as the timm survey ran); about 20 s a run;
+#   then `python3 scripts/agreement_layers.py` compares them.
+# STAGE inference: `utilscope profile` of both twins at batch 256 on `inference`, one twin right after the other
+#   in one call (the two surveys measured them on different days), about 30 s a run; agreement_layers.py prints
+#   their ratio beside the surveys'.
+# Usage: scripts/h200_agreement.sh [layers|inference]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
-pairs=(timm:efficientnet_b0 torchvision:efficientnet_b0 timm:efficientnet_b1 torchvision:efficientnet_b1
-  timm:mnasnet_050 torchvision:mnasnet0_5)
+stage=${1:-layers}
 mkdir -p "$OUT/agreement"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for model in "${pairs[@]}"; do
-  for setting in autotune depthwise-heuristic; do
-    extra=()
-    [ "$setting" = depthwise-heuristic ] && extra=(--cudnn-depthwise-heuristic)
-    name="${model/:/_}_$setting"
-    [ -s "benchmarks/results/agreement/h200/$name.json" ] && continue  # timed in an earlier call
-    echo "== $model $setting $(date -u +%T)"
-    python3 -m utilscope.cli layers "$model" --batch 1 --backend graph --precision fp16 "${extra[@]}" --json \
-      >"$OUT/agreement/$name.json" 2>"$OUT/agreement/$name.log" || echo "failed: $name (see its log)"
-  done
-done
+run() {  # NAME COMMAND...: one run into $OUT/agreement/NAME.json unless it is stored already
+  local name=$1
+  shift
+  [ -s "benchmarks/results/agreement/h200/$name.json" ] && return  # measured in an earlier call
+  echo "== $name $(date -u +%T)"
+  python3 -m utilscope.cli "$@" --json >"$OUT/agreement/$name.json" 2>"$OUT/agreement/$name.log" ||
+    echo "failed: $name (see its log)"
+}
+case $stage in
+layers)
+  pairs=(timm:efficientnet_b0 torchvision:efficientnet_b0 timm:efficientnet_b1 torchvision:efficientnet_b1
+    timm:mnasnet_050 torchvision:mnasnet0_5 timm:vgg11 torchvision:vgg11 timm:vgg19 torchvision:vgg19
+    timm:resnet152 torchvision:resnet152)
+  for model in "${pairs[@]}"; do
+    run "${model/:/_}_autotune" layers "$model" --batch 1 --backend graph --precision fp16
+    run "${model/:/_}_depthwise-heuristic" layers "$model" --batch 1 --backend graph --precision fp16 \
+      --cudnn-depthwise-heuristic
+  done ;;
+inference)
+  pairs=(timm:mobilenetv3_large_100 torchvision:mobilenet_v3_large timm:regnety_320 torchvision:regnet_y_32gf
+    timm:regnety_160 torchvision:regnet_y_16gf timm:convnext_small torchvision:convnext_small
+    timm:resnext50_32x4d torchvision:resnext50_32x4d timm:convnext_tiny torchvision:convnext_tiny)
+  for model in "${pairs[@]}"; do
+    run "${model/:/_}_inference" profile "$model" --batch 256 --backend inference --precision fp16
+  done ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
