@@ -42,6 +42,29 @@ def test_the_size_matched_ratio_divides_out_the_power_law_of_size():
     assert pop.size_matched_ratio(rows).to_numpy() == pytest.approx(np.ones(3))
 
 
+def test_design_effects_inside_each_conv_style_compare_models_of_the_same_kind():
+    # utilization = 0.01 sqrt(GFLOPs) x factor; the factors (2, 0.5, 0.5, 2) leave the log-log fit as it is, so
+    # each model's size-matched ratio is its factor: squeeze-excite doubles, its absence halves, in both styles
+    factors = [2.0, 0.5, 0.5, 2.0]
+    frame = cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5 * f, 1.0) for i, (g, f) in enumerate(zip([1, 2, 4, 8],
+                                                                                                     factors))])
+    design = pd.DataFrame({"model": [f"timm:m{i}" for i in range(4)], "depthwise_share": [0, 0, 0.5, 0.5],
+                           "grouped_share": 0.0, "squeeze_excite": [True, False, False, True], "activation": "relu",
+                           "aligned_share": 1.0, "patchify_stem": False, "resolution": 224,
+                           "reparameterizable": False, "depth": [10, 20, 30, 40], "width": 64.0})  # fmt: skip
+    marginal = pop.design_effects(frame, design, "graph", 256).set_index(["choice", "value"])
+    assert marginal.loc[("squeeze-excite", "yes"), "size_matched"] == pytest.approx(2.0)
+    assert marginal.loc[("conv style", "dense"), "size_matched"] == pytest.approx(1.25)
+    within = pop.design_effects_within(frame, design, "graph", 256, min_models=1).set_index(["choice", "value"])
+    assert within.loc[("squeeze-excite", "yes"), ["dense size_matched", "depthwise size_matched"]].tolist() == \
+        pytest.approx([2.0, 2.0])
+    assert within.loc[("squeeze-excite", "no"), "depthwise models"] == 1
+    assert "conv style" not in within.index.get_level_values("choice")
+    sparse = pop.design_effects_within(frame, design, "graph", 256, min_models=2).set_index(["choice", "value"])
+    assert sparse.loc["squeeze-excite", "dense size_matched"].isna().all()  # one model each: too few for a median
+    assert sparse.loc[("activation", "relu"), "dense size_matched"] == pytest.approx(1.25)
+
+
 def test_equal_flops_pairs_join_only_different_families_within_the_tolerance():
     pairs = pop.equal_flops_pairs(FRAME, "graph", 256)
     assert list(zip(pairs["fast"], pairs["slow"], strict=True)) == [("c", "d"), ("a", "b")]
@@ -57,10 +80,22 @@ def test_agreement_compares_the_same_architecture_cell_by_cell():
     assert table.loc[0, "utilization_ratio"] == pytest.approx(1.25)
 
 
-def test_the_timm_findings_doc_holds_the_numbers_the_committed_csvs_give():
+def _findings_script():
     spec = importlib.util.spec_from_file_location("timm_findings", ROOT / "scripts" / "timm_findings.py")
     findings = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(findings)
+    return findings
+
+
+def test_the_timm_findings_doc_holds_the_numbers_the_committed_csvs_give():
+    findings = _findings_script()
     block = findings.render(*findings.load())
     doc = findings.DOC.read_text()
     assert findings.BEGIN in doc and replace_block(doc, findings.BEGIN, findings.END, block) == doc
+    assert findings.CONCLUSIONS in doc and findings.unquoted(doc, block) == []
+
+
+def test_the_conclusions_may_quote_only_numbers_the_generated_tables_hold():
+    findings = _findings_script()
+    doc = f"{findings.CONCLUSIONS}\nmedian 7.84%, gain 15.3x, 1,234.5 GFLOPs and 0.49\n{findings.BEGIN}\n"
+    assert findings.unquoted(doc, "| 7.84% | 15.3 | 1,234.5 |") == ["0.49"]

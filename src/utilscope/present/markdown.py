@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 
 def markdown(frame: pd.DataFrame, formats: dict[str, str] | None = None, index: bool = False) -> str:
     """A Markdown table of ``frame`` (its index as the first column when ``index``); ``formats`` maps a column to a
-    format spec, or to "pct" for a percentage with 2 decimals."""
+    format spec, or to "pct" for a percentage with 2 decimals. A missing value (NaN) is an empty cell."""
     formats = formats or {}
     if index:
         frame = frame.reset_index()
 
     def cell(column, value):
+        if isinstance(value, float) and math.isnan(value):
+            return ""
         spec = formats.get(column)
         if spec == "pct":
             return f"{value:.2%}"

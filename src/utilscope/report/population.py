@@ -100,6 +100,30 @@ def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batc
                                                 "size_matched"]]  # fmt: skip
 
 
+def design_effects_within(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int,
+                          within: str = "conv style", min_models: int = 5) -> pd.DataFrame:
+    """The other design choices' median size-matched ratio inside each value of ``within`` (by default the conv
+    style, which most choices go with: squeeze-excite and SiLU are mostly in depthwise networks), so that a choice
+    is compared between models of the same kind. A value with fewer than ``min_models`` models in a group is left
+    empty; one row per choice and value, two columns (models, size_matched) per group."""
+    rows, groups = ok_cells(frame, backend, batch), design_groups(design)
+    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(groups, on="model")
+    parts = []
+    for choice in groups.columns.drop(["model", within]):
+        grouped = rows.groupby([choice, within], observed=True)["ratio"]
+        table = pd.DataFrame({"models": grouped.size(), "size_matched": grouped.median()}).reset_index()
+        table.loc[table["models"] < min_models, "size_matched"] = np.nan
+        wide = table.pivot(index=choice, columns=within, values=["models", "size_matched"])
+        wide.columns = [f"{group} {measure}" for measure, group in wide.columns]
+        parts.append(wide.rename_axis("value").reset_index().assign(choice=choice))
+    table = pd.concat(parts, ignore_index=True)
+    order = [f"{group} {measure}" for group in sorted(rows[within].unique()) for measure in ("models", "size_matched")]
+    table = table.reindex(columns=["choice", "value", *order])
+    models = [c for c in order if c.endswith("models")]
+    table[models] = table[models].fillna(0).astype(int)
+    return table
+
+
 def equal_flops_pairs(frame: pd.DataFrame, backend: str, batch: int, tolerance: float = 0.05) -> pd.DataFrame:
     """Every pair of models of different families whose GFLOPs/sample differ by at most ``tolerance``, with the
     throughput ratio fast / slow; the largest ratios first."""
