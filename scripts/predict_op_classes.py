@@ -1,13 +1,17 @@
 """`utilscope predict`'s time per op class against the profiler's, for the 8 torchvision CNNs whose op classes the
 H200 survey attributed at batch 256 on `graph` (data/h200/survey_op_classes.csv: kernel time per class from torch's
-profiler). Prints, per model and op class, measured and predicted ms and their ratio, then the totals per class.
-The shipped H200 profile predicts; no network here was used in fitting it.
+profiler), or for the `utilscope layers --json` runs in a folder (``--layers``, scripts/h200_predict_layers.sh).
+Prints, per model and op class, measured and predicted ms and their ratio, then the totals per class; with
+``--layers`` also the layers (joined by name) whose predicted time is furthest from the measured one. The shipped
+H200 profile predicts; no network here was used in fitting it.
 
-    python3 scripts/predict_op_classes.py
+    python3 scripts/predict_op_classes.py [--layers DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import warnings
 from pathlib import Path
 
@@ -18,6 +22,30 @@ from utilscope.present.markdown import markdown
 
 MEASURED = Path(__file__).resolve().parent.parent / "data" / "h200" / "survey_op_classes.csv"
 FORMATS = {"measured_ms": ".3f", "predicted_ms": ".3f", "ratio": ".2f"}
+
+
+def layer_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From `utilscope layers --json` files: (model, batch, op_class, time_ms) per class, and per layer (model,
+    batch, name, op_class, measured_ms)."""
+    classes, layers = [], []
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text())
+        key = {"model": doc["model"], "batch": doc["batch"]}
+        classes += [{**key, "op_class": c["op_class"], "time_ms": c["time_ms"]} for c in doc["classes"]]
+        layers += [{**key, "name": x["name"], "op_class": x["op_class"], "measured_ms": x["time_ms"]}
+                   for x in doc["layers"] if x["time_ms"]]  # fmt: skip
+    return pd.DataFrame(classes), pd.DataFrame(layers)
+
+
+def worst_layers(predictor, measured: pd.DataFrame, top: int = 25) -> pd.DataFrame:
+    """The layers whose predicted ms differ most (in ms) from the measured ones, over all the measured models."""
+    frames = []
+    for (model, batch), rows in measured.groupby(["model", "batch"], sort=False):
+        predicted = pd.DataFrame(predictor.predict(model, int(batch)).layers)[["name", "predicted_ms", "extrapolated"]]
+        frames.append(rows.merge(predicted, on="name"))
+    table = pd.concat(frames, ignore_index=True)
+    table = table.assign(ratio=table["predicted_ms"] / table["measured_ms"])
+    return table.reindex((table["predicted_ms"] - table["measured_ms"]).abs().sort_values(ascending=False).index)[:top]
 
 
 def per_class(predictor, measured: pd.DataFrame) -> pd.DataFrame:
@@ -33,16 +61,25 @@ def per_class(predictor, measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=Path, help="a folder of `utilscope layers --json` runs")
+    args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    measured = pd.read_csv(MEASURED)
-    measured = measured[measured["backend"] == "graph"]
+    if args.layers:
+        measured, layers = layer_runs(args.layers)
+    else:
+        measured, layers = pd.read_csv(MEASURED), None
+        measured = measured[measured["backend"] == "graph"]
     predictor = pr.load_predictor(pr.select_profile("h200", None, "fp16", "graph"))
     table = per_class(predictor, measured)
     print(markdown(table[["model", "batch", "op_class", "measured_ms", "predicted_ms", "ratio"]], FORMATS))
     totals = table.groupby("op_class")[["measured_ms", "predicted_ms"]].sum()
     totals = totals.assign(ratio=totals["predicted_ms"] / totals["measured_ms"]).reset_index()
-    print("\nAll 8 networks, per op class:\n")
+    print(f"\nAll {table['model'].nunique()} networks, per op class:\n")
     print(markdown(totals, FORMATS))
+    if layers is not None:
+        print("\nThe layers furthest from their measured time:\n")
+        print(markdown(worst_layers(predictor, layers), FORMATS))
 
 
 if __name__ == "__main__":
