@@ -76,9 +76,15 @@ def inference_ratios(folder: Path) -> pd.DataFrame:
         if not (a and b):
             continue
         a_rate, b_rate = (doc["rows"][0]["samples_per_s"] for doc in (a, b))
-        rows.append({"timm": a_name, "timm samples/s": a_rate, "torchvision samples/s": b_rate,
-                     "ratio, one call": a_rate / b_rate,
-                     "ratio, the surveys": surveyed.get(a_name, float("nan")) / surveyed.get(b_name, float("nan"))})
+        rows.append(
+            {
+                "timm": a_name,
+                "timm samples/s": a_rate,
+                "torchvision samples/s": b_rate,
+                "ratio, one call": a_rate / b_rate,
+                "ratio, the surveys": surveyed.get(a_name, float("nan")) / surveyed.get(b_name, float("nan")),
+            }
+        )
     return pd.DataFrame(rows)
 
 

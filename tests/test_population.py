@@ -45,9 +45,9 @@ def test_the_size_matched_ratio_divides_out_the_power_law_of_size():
 def test_design_effects_inside_each_conv_style_compare_models_of_the_same_kind():
     # utilization = 0.01 sqrt(GFLOPs) x factor; the factors (2, 0.5, 0.5, 2) leave the log-log fit as it is, so
     # each model's size-matched ratio is its factor: squeeze-excite doubles, its absence halves, in both styles
-    factors = [2.0, 0.5, 0.5, 2.0]
-    frame = cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5 * f, 1.0) for i, (g, f) in enumerate(zip([1, 2, 4, 8],
-                                                                                                     factors))])
+    sizes, factors = [1, 2, 4, 8], [2.0, 0.5, 0.5, 2.0]
+    frame = cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5 * f, 1.0)
+                   for i, (g, f) in enumerate(zip(sizes, factors, strict=True))])  # fmt: skip
     design = pd.DataFrame({"model": [f"timm:m{i}" for i in range(4)], "depthwise_share": [0, 0, 0.5, 0.5],
                            "grouped_share": 0.0, "squeeze_excite": [True, False, False, True], "activation": "relu",
                            "aligned_share": 1.0, "patchify_stem": False, "resolution": 224,
@@ -56,8 +56,8 @@ def test_design_effects_inside_each_conv_style_compare_models_of_the_same_kind()
     assert marginal.loc[("squeeze-excite", "yes"), "size_matched"] == pytest.approx(2.0)
     assert marginal.loc[("conv style", "dense"), "size_matched"] == pytest.approx(1.25)
     within = pop.design_effects_within(frame, design, "graph", 256, min_models=1).set_index(["choice", "value"])
-    assert within.loc[("squeeze-excite", "yes"), ["dense size_matched", "depthwise size_matched"]].tolist() == \
-        pytest.approx([2.0, 2.0])
+    with_se = within.loc[("squeeze-excite", "yes")]
+    assert [with_se["dense size_matched"], with_se["depthwise size_matched"]] == pytest.approx([2.0, 2.0])
     assert within.loc[("squeeze-excite", "no"), "depthwise models"] == 1
     assert "conv style" not in within.index.get_level_values("choice")
     sparse = pop.design_effects_within(frame, design, "graph", 256, min_models=2).set_index(["choice", "value"])

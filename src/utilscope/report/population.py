@@ -100,8 +100,9 @@ def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batc
                                                 "size_matched"]]  # fmt: skip
 
 
-def design_effects_within(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int,
-                          within: str = "conv style", min_models: int = 5) -> pd.DataFrame:
+def design_effects_within(
+    frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int, within: str = "conv style", min_models: int = 5
+) -> pd.DataFrame:
     """The other design choices' median size-matched ratio inside each value of ``within`` (by default the conv
     style, which most choices go with: squeeze-excite and SiLU are mostly in depthwise networks), so that a choice
     is compared between models of the same kind. A value with fewer than ``min_models`` models in a group is left
