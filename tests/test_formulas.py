@@ -7,6 +7,8 @@ Unless stated, ``count`` runs at batch 2, resolution 8: the input is (2, 3, 8, 8
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -555,7 +557,24 @@ def _addmm_args(dtype, transposed=False, expanded_bias=False):
     return (bias, a, b)
 
 
+def _unary_args(dtype, layout):
+    if layout == "permuted":  # dense, but neither contiguous nor channels_last: the op's own kernel runs
+        return (meta(2, 5, 8, 5, dtype=dtype).permute(0, 2, 1, 3),)
+    if layout == "expanded":
+        return (meta(2, 8, 1, 5, dtype=dtype).expand(2, 8, 4, 5),)
+    if layout == "tokens":
+        return (meta(2, 7, 7, 8, dtype=dtype),)
+    return (meta(2, 8, 5, 5, dtype=dtype, channels_last=layout == "channels_last"),)
+
+
+UNARY_CASES = [(layout, functools.partial(_unary_args, layout=layout))
+               for layout in ("contiguous", "channels_last", "permuted", "expanded", "tokens")]  # fmt: skip
+
+UNARY_OPS = (aten.gelu.default, aten.silu.default, aten.sigmoid.default, aten.hardswish.default,
+             aten.hardsigmoid.default)  # fmt: skip
+
 SHORTCUT_CASES = {
+    **dict.fromkeys(UNARY_OPS, UNARY_CASES),
     aten.native_batch_norm.default: [
         ("eval", lambda dt: _bn_args(dt, training=False)),
         ("train", lambda dt: _bn_args(dt, training=True)),
