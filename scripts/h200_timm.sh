@@ -4,30 +4,35 @@
 # cell in flight and exits 130: every stage resumes on the next call. timm is the pinned one (model_sets.toml
 # [timm] version), carried in .vendor/ (pip install --target .vendor --no-deps timm==VERSION).
 # Usage: scripts/h200_timm.sh LIMIT STAGE...   STAGE: graph (every timm-cnn member, batch 1 and 256),
-# inference (timm-cnn-popular at batch 256; the cuDNN depthwise heuristic is the graph stage's only); the store
-# and the logs are copied to $OUT.
+# inference (timm-cnn-popular at batch 256; the cuDNN depthwise heuristic is the graph stage's only), reference
+# (timm-reference's transformers, hybrids and MLPs as graph, into their own store data/h200/timm_reference.sqlite,
+# so that the CNN population's store holds CNNs only); the stores and the logs are copied to $OUT.
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
 limit=$1
 shift
 end=$(($(date +%s) + limit))
+stores=(data/h200/timm.sqlite data/h200/timm_reference.sqlite)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-# A copy of the store in $OUT every 60 s (sqlite's online backup, consistent while the survey writes), so a call
+# A copy of the stores in $OUT every 60 s (sqlite's online backup, consistent while the survey writes), so a call
 # that the device ends before the last line still brings back what was stored up to the last copy.
 python3 -c "import os, sqlite3, sys, time
 while time.sleep(60) is None:
-    with sqlite3.connect('data/h200/timm.sqlite') as source, sqlite3.connect(sys.argv[1] + '.part') as copy:
-        source.backup(copy)
-    os.replace(sys.argv[1] + '.part', sys.argv[1])" "$OUT/timm.sqlite" &
+    for store in sys.argv[2:]:
+        if os.path.exists(store):
+            copy = os.path.join(sys.argv[1], os.path.basename(store))
+            with sqlite3.connect(store) as source, sqlite3.connect(copy + '.part') as target:
+                source.backup(target)
+            os.replace(copy + '.part', copy)" "$OUT" "${stores[@]}" &
 copier=$!
 trap 'kill $copier' EXIT
-common=(--db data/h200/timm.sqlite --precision fp16 --per-worker 24 --min-time-ms 500
-  --fit-batch --attribute none)
+common=(--precision fp16 --per-worker 24 --min-time-ms 500 --fit-batch --attribute none)
 for stage in "$@"; do
   case $stage in
-  graph) grid=(--set timm-cnn --batch 1,256 --backend graph --cudnn-depthwise-heuristic) ;;
-  inference) grid=(--set timm-cnn-popular --batch 256 --backend inference) ;;
+  graph) grid=(--db "${stores[0]}" --set timm-cnn --batch 1,256 --backend graph --cudnn-depthwise-heuristic) ;;
+  inference) grid=(--db "${stores[0]}" --set timm-cnn-popular --batch 256 --backend inference) ;;
+  reference) grid=(--db "${stores[1]}" --set timm-reference --batch 1,256 --backend graph --cudnn-depthwise-heuristic) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
   left=$((end - $(date +%s)))
@@ -40,5 +45,8 @@ done
 kill $copier
 wait $copier 2>/dev/null
 trap - EXIT
-python3 -c "import sqlite3; c = sqlite3.connect('data/h200/timm.sqlite'); print(c.execute('pragma wal_checkpoint(TRUNCATE)').fetchall())"
-cp data/h200/timm.sqlite "$OUT/"
+for store in "${stores[@]}"; do
+  [ -f "$store" ] || continue
+  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
+  cp "$store" "$OUT/"
+done

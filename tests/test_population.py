@@ -65,6 +65,15 @@ def test_design_effects_inside_each_conv_style_compare_models_of_the_same_kind()
     assert sparse.loc[("activation", "relu"), "dense size_matched"] == pytest.approx(1.25)
 
 
+def test_an_outsider_is_placed_against_the_population_by_share_and_by_size():
+    population = cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5, 1.0) for i, g in enumerate([1, 4, 16])])
+    outsiders = cells([("timm:vit", "ViT", 4.0, 256, 0.04, 1.0), ("timm:tiny", "ViT", 1.0, 256, 0.001, 1.0)])
+    table = pop.against_population(population, outsiders, "graph", 256)
+    assert table["name"].tolist() == ["vit", "tiny"]
+    assert table["population_below"].tolist() == pytest.approx([2 / 3, 0.0])  # 0.01 and 0.02 are below 0.04
+    assert table["size_matched"].tolist() == pytest.approx([2.0, 0.1])  # the fit predicts 0.02 at 4 and 0.01 at 1
+
+
 def test_equal_flops_pairs_join_only_different_families_within_the_tolerance():
     pairs = pop.equal_flops_pairs(FRAME, "graph", 256)
     assert list(zip(pairs["fast"], pairs["slow"], strict=True)) == [("c", "d"), ("a", "b")]

@@ -60,6 +60,21 @@ def size_matched_ratio(rows: pd.DataFrame) -> pd.Series:
     return pd.Series(np.exp(y - (intercept + slope * x)), index=rows.index)
 
 
+def against_population(frame: pd.DataFrame, others: pd.DataFrame, backend: str, batch: int) -> pd.DataFrame:
+    """Each model of ``others`` (the transformers and hybrids beside the CNNs) at one backend and batch: its
+    utilization, the share of ``frame``'s models below it, and its utilization over what the population's log-log fit
+    of utilization on GFLOPs predicts for its size (the CNNs' size-matched ratio, applied to an outsider)."""
+    rows, theirs = ok_cells(frame, backend, batch), ok_cells(others, backend, batch)
+    slope, intercept = np.polyfit(np.log(rows["gflops"].to_numpy()), np.log(rows["utilization"].to_numpy()), 1)
+    population = np.sort(rows["utilization"].to_numpy())
+    utilization = theirs["utilization"].to_numpy()
+    table = theirs[["name", "family", "resolution", "gflops", "utilization"]].assign(
+        population_below=np.searchsorted(population, utilization) / len(population),
+        size_matched=utilization / np.exp(intercept + slope * np.log(theirs["gflops"].to_numpy())),
+    )
+    return table.sort_values("utilization", ascending=False).reset_index(drop=True)
+
+
 def design_groups(design: pd.DataFrame) -> pd.DataFrame:
     """The design choices as categories, one column each: conv style, squeeze-excite, activation, channel
     alignment, stem, resolution, re-parameterizable blocks, depth and width (halves of the population)."""
