@@ -94,9 +94,12 @@ def claims(timm: pd.DataFrame, torchvision: pd.DataFrame) -> str:
         at = {b: graph[graph["batch"] == b].set_index("model")["utilization"] for b in (1, 256)}
         both = at[1].index.intersection(at[256].index)
         gain = (at[256][both] / at[1][both]).median() if len(both) else float("nan")
+        nvml = graph.loc[graph["batch"] == 1, "nvml_util"].dropna()  # nvidia-smi's "GPU utilization", in percent
+        smi = f"{len(nvml)}, {nvml.median():.1f}%, {nvml.min():.1f}%"
         rows.append({"population": label, "models at 256": len(at[256]), "median at 256": at[256].median(),
                      "below 5% at 256": (at[256] < 0.05).mean(), "median at 1": at[1].median(),
-                     "best at 256": at[256].max(), "median gain 1 -> 256": gain})  # fmt: skip
+                     "best at 256": at[256].max(), "median gain 1 -> 256": gain,
+                     "nvidia-smi at 1: cells, median, lowest": smi})  # fmt: skip
     table = pd.DataFrame(rows)
     formats = {c: "pct" for c in ("median at 256", "below 5% at 256", "median at 1", "best at 256")}
     return markdown(table, {**formats, "median gain 1 -> 256": ".1f"})
