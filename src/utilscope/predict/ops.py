@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from torch import nn
@@ -25,14 +25,16 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 4  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 5  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
-# shrank by 3%, so their configs are a prefix of what version 3 timed.
+# shrank by 3%, so their configs are a prefix of what version 3 timed. Version 5 added memory-bound ops on tensors
+# of 2^28 to 2^30 elements (batch and group norms, activations, adds: the early stages of BiT at 448 px or
+# EfficientNet-L2 at 800 px, which no smaller config's efficiency told), the same way.
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
-               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01}  # fmt: skip
+               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -40,6 +42,8 @@ SIZES = (7, 320)  # spatial size (square)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESOLUTIONS = (96, 640)  # input sizes of the CNN-like pyramid (log-uniform)
 MAX_ACTIVATION_ELEMENTS = 1 << 28  # per tensor: keeps a config within memory and a timed call short
+LARGE_ELEMENTS = (1 << 28, 1 << 30)  # a large_memory config's tensor (2 GB in fp16 at most)
+LARGE_MEMORY_OPS = ("batch_norm", "group_norm", "relu", "silu", "gelu", "add")  # its variants
 MAX_CONV_FLOPS = 4e12
 HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216, 25088)  # up to VGG's 512x7x7
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
@@ -156,6 +160,10 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
         "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
     }  # fmt: skip
+    if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
+        variant = config.variant
+        kind = variant if variant in ("batch_norm", "group_norm", "add") else "activation"
+        return build_op(replace(config, kind=kind, variant="" if kind != "activation" else variant))
     if config.kind in ("add", "mul", "concat"):
         other = {"gate": (config.batch, config.channels, 1, 1), "channel": (1, config.channels, 1, 1)}
         return Binary(config.kind), (image, torch.Size(other.get(config.variant, image)))
@@ -282,6 +290,10 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
                             kernel, rng.choice((2, 4)))  # fmt: skip
         _, size, width = _pyramid(rng)
         return OpConfig(kind, batch, _width(rng, width), _width(rng, width), size, kernel, rng.choice((1, 2)))
+    if kind == "large_memory":  # 2^28 to 2^30 elements at a large batch: channels log-uniform, the size to match
+        batch, channels = rng.choice((32, 64, 128, 256)), _width(rng, _log_uniform(rng, 32, 3072), aligned=0.9)
+        size = max(7, round(math.sqrt(_log_uniform(rng, *LARGE_ELEMENTS) / (batch * channels))))
+        return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(LARGE_MEMORY_OPS))
     if kind == "activation":
         return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "pool":
@@ -315,11 +327,13 @@ def conv_flops(config: OpConfig) -> int:
 
 
 def fits(config: OpConfig) -> bool:
-    """Within memory and time bounds: no input or output over MAX_ACTIVATION_ELEMENTS elements, no conv over
-    MAX_CONV_FLOPS, an output of at least one pixel."""
+    """Within memory and time bounds: no input or output over MAX_ACTIVATION_ELEMENTS elements (a large_memory
+    config: within LARGE_ELEMENTS), no conv over MAX_CONV_FLOPS, an output of at least one pixel."""
     if config.out_size < 1:
         return False
     elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
+    if config.kind == "large_memory":
+        return LARGE_ELEMENTS[0] <= elements <= LARGE_ELEMENTS[1]
     if config.kind in ("conv", "large_conv", "chain"):
         return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
     return elements <= MAX_ACTIVATION_ELEMENTS
