@@ -343,14 +343,13 @@ def plot_utilization_by_family(frame: pd.DataFrame, path: str | Path) -> Path:
     width = 0.8 / len(backends)
     dots = families.marker_style(len(shown), 9, 0.9)
     handles = []
+    row = {family: i for i, family in enumerate(order)}
     for j, backend in enumerate(backends):
         color = f"C{j}"
         offset = (j - (len(backends) - 1) / 2) * width
-        for i, family in enumerate(order):
-            values = shown[(shown["family"] == family) & (shown["backend"].astype(str) == backend)]["utilization"]
-            if values.empty:
-                continue
-            _family_box(axes, values.to_numpy(), i + offset, width, color, dots)
+        mine = shown[shown["backend"].astype(str) == backend]
+        groups = {row[family]: values.to_numpy() for family, values in mine.groupby("family")["utilization"]}
+        _family_boxes(axes, groups, offset, width, color, dots)
         handles.append(axes.scatter([], [], marker="s", color=color, label=backend))
     models = shown.groupby("family")["model"].nunique()
     axes.set_yticks(range(len(order)), [f"{f} ({models[f]})" for f in order], fontsize=7 if many else None)
@@ -364,17 +363,22 @@ def plot_utilization_by_family(frame: pd.DataFrame, path: str | Path) -> Path:
     return _save(figure, path, caption, legend)
 
 
-def _family_box(axes, values: np.ndarray, position: float, width: float, color: str, dots: dict) -> None:
+def _family_boxes(axes, groups: dict[int, np.ndarray], offset: float, width: float, color: str, dots: dict) -> None:
+    """One backend's boxes, one per family row (``groups``: row -> values), and every model as a dot on its row:
+    one boxplot and one scatter call for all the rows (one call per family took a second for 60 families)."""
+    rows = sorted(groups)
     box = axes.boxplot(
-        values, positions=[position], widths=width * 0.85, orientation="horizontal", patch_artist=True,
-        showfliers=False, manage_ticks=False,
+        [groups[r] for r in rows], positions=[r + offset for r in rows], widths=width * 0.85,
+        orientation="horizontal", patch_artist=True, showfliers=False, manage_ticks=False,
     )  # fmt: skip
     for patch in box["boxes"]:
         patch.set(facecolor=color, alpha=0.35, edgecolor=color)
     for part in ("medians", "whiskers", "caps"):
         for line in box[part]:
             line.set(color=color)
-    axes.scatter(values, np.full(len(values), position), color=color, zorder=3, **dots)
+    x = np.concatenate([groups[r] for r in rows])
+    y = np.concatenate([np.full(len(groups[r]), r + offset) for r in rows])
+    axes.scatter(x, y, color=color, zorder=3, **dots)
 
 
 def plot_flop_vs_nvml(frame: pd.DataFrame, path: str | Path) -> Path:
