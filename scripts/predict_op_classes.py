@@ -37,24 +37,27 @@ def layer_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(classes), pd.DataFrame(layers)
 
 
-def worst_layers(predictor, measured: pd.DataFrame, top: int = 25) -> pd.DataFrame:
+def predicted_layers(predictor, measured: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
+    """(model, batch) -> the predicted layers of each network ``measured`` holds, predicted once for every table."""
+    pairs = measured[["model", "batch"]].drop_duplicates().itertuples(index=False)
+    return {(model, batch): pd.DataFrame(predictor.predict(model, int(batch)).layers) for model, batch in pairs}
+
+
+def worst_layers(predicted: dict, measured: pd.DataFrame, top: int = 25) -> pd.DataFrame:
     """The layers whose predicted ms differ most (in ms) from the measured ones, over all the measured models."""
-    frames = []
-    for (model, batch), rows in measured.groupby(["model", "batch"], sort=False):
-        predicted = pd.DataFrame(predictor.predict(model, int(batch)).layers)[["name", "predicted_ms", "extrapolated"]]
-        frames.append(rows.merge(predicted, on="name"))
+    frames = [rows.merge(predicted[key][["name", "predicted_ms", "extrapolated"]], on="name")
+              for key, rows in measured.groupby(["model", "batch"], sort=False)]  # fmt: skip
     table = pd.concat(frames, ignore_index=True)
     table = table.assign(ratio=table["predicted_ms"] / table["measured_ms"])
     return table.reindex((table["predicted_ms"] - table["measured_ms"]).abs().sort_values(ascending=False).index)[:top]
 
 
-def per_class(predictor, measured: pd.DataFrame) -> pd.DataFrame:
+def per_class(predicted: dict, measured: pd.DataFrame) -> pd.DataFrame:
     """One row per model and op class: measured_ms, predicted_ms, ratio (predicted / measured)."""
     frames = []
     for (model, batch), rows in measured.groupby(["model", "batch"], sort=False):
-        layers = pd.DataFrame(predictor.predict(model, int(batch)).layers)
-        predicted = layers.groupby("op_class")["predicted_ms"].sum().rename("predicted_ms")
-        both = pd.concat([rows.set_index("op_class")["time_ms"].rename("measured_ms"), predicted], axis=1)
+        by_class = predicted[(model, batch)].groupby("op_class")["predicted_ms"].sum().rename("predicted_ms")
+        both = pd.concat([rows.set_index("op_class")["time_ms"].rename("measured_ms"), by_class], axis=1)
         frames.append(both.fillna(0.0).rename_axis("op_class").reset_index().assign(model=model, batch=batch))
     table = pd.concat(frames, ignore_index=True)
     return table.assign(ratio=table["predicted_ms"] / table["measured_ms"])
@@ -71,7 +74,8 @@ def main() -> None:
         measured, layers = pd.read_csv(MEASURED), None
         measured = measured[measured["backend"] == "graph"]
     predictor = pr.load_predictor(pr.select_profile("h200", None, "fp16", "graph"))
-    table = per_class(predictor, measured)
+    predicted = predicted_layers(predictor, measured)
+    table = per_class(predicted, measured)
     print(markdown(table[["model", "batch", "op_class", "measured_ms", "predicted_ms", "ratio"]], FORMATS))
     totals = table.groupby("op_class")[["measured_ms", "predicted_ms"]].sum()
     totals = totals.assign(ratio=totals["predicted_ms"] / totals["measured_ms"]).reset_index()
@@ -79,7 +83,7 @@ def main() -> None:
     print(markdown(totals, FORMATS))
     if layers is not None:
         print("\nThe layers furthest from their measured time:\n")
-        print(markdown(worst_layers(predictor, layers), FORMATS))
+        print(markdown(worst_layers(predicted, layers), FORMATS))
 
 
 if __name__ == "__main__":
