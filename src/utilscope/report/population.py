@@ -53,11 +53,16 @@ def family_medians(frame: pd.DataFrame, backend: str, batch: int, min_models: in
     return table.sort_values("median_utilization", ascending=False).reset_index()
 
 
+def size_fit(rows: pd.DataFrame):
+    """The fit ``log u = a + b log GFLOPs`` of the rows, as a function of GFLOPs returning the utilization their
+    size predicts."""
+    slope, intercept = np.polyfit(np.log(rows["gflops"].to_numpy()), np.log(rows["utilization"].to_numpy()), 1)
+    return lambda gflops: np.exp(intercept + slope * np.log(np.asarray(gflops, dtype=float)))
+
+
 def size_matched_ratio(rows: pd.DataFrame) -> pd.Series:
     """Each row's utilization over the fit ``log u = a + b log GFLOPs`` of all the rows (1.0: as its size predicts)."""
-    x, y = np.log(rows["gflops"].to_numpy()), np.log(rows["utilization"].to_numpy())
-    slope, intercept = np.polyfit(x, y, 1)
-    return pd.Series(np.exp(y - (intercept + slope * x)), index=rows.index)
+    return rows["utilization"] / size_fit(rows)(rows["gflops"].to_numpy())
 
 
 def against_population(frame: pd.DataFrame, others: pd.DataFrame, backend: str, batch: int) -> pd.DataFrame:
@@ -65,12 +70,11 @@ def against_population(frame: pd.DataFrame, others: pd.DataFrame, backend: str, 
     utilization, the share of ``frame``'s models below it, and its utilization over what the population's log-log fit
     of utilization on GFLOPs predicts for its size (the CNNs' size-matched ratio, applied to an outsider)."""
     rows, theirs = ok_cells(frame, backend, batch), ok_cells(others, backend, batch)
-    slope, intercept = np.polyfit(np.log(rows["gflops"].to_numpy()), np.log(rows["utilization"].to_numpy()), 1)
     population = np.sort(rows["utilization"].to_numpy())
     utilization = theirs["utilization"].to_numpy()
     table = theirs[["name", "family", "resolution", "gflops", "utilization"]].assign(
         population_below=np.searchsorted(population, utilization) / len(population),
-        size_matched=utilization / np.exp(intercept + slope * np.log(theirs["gflops"].to_numpy())),
+        size_matched=utilization / size_fit(rows)(theirs["gflops"].to_numpy()),
     )
     return table.sort_values("utilization", ascending=False).reset_index(drop=True)
 
@@ -94,10 +98,15 @@ def design_groups(design: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def _with_design(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int):
+    """The ok rows of one backend and batch with their size-matched ``ratio`` and design choices, and the choices."""
+    rows, groups = ok_cells(frame, backend, batch), design_groups(design)
+    return rows.assign(ratio=size_matched_ratio(rows)).merge(groups, on="model"), groups
+
+
 def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int) -> pd.DataFrame:
     """Per design choice and value: models, median utilization, median GFLOPs and median size-matched ratio."""
-    rows, groups = ok_cells(frame, backend, batch), design_groups(design)
-    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(groups, on="model")
+    rows, groups = _with_design(frame, design, backend, batch)
     parts = []
     for choice in groups.columns.drop("model"):
         grouped = rows.groupby(choice, observed=True)
@@ -122,8 +131,7 @@ def design_effects_within(
     style, which most choices go with: squeeze-excite and SiLU are mostly in depthwise networks), so that a choice
     is compared between models of the same kind. A value with fewer than ``min_models`` models in a group is left
     empty; one row per choice and value, two columns (models, size_matched) per group."""
-    rows, groups = ok_cells(frame, backend, batch), design_groups(design)
-    rows = rows.assign(ratio=size_matched_ratio(rows)).merge(groups, on="model")
+    rows, groups = _with_design(frame, design, backend, batch)
     parts = []
     for choice in groups.columns.drop(["model", within]):
         grouped = rows.groupby([choice, within], observed=True)["ratio"]
