@@ -9,6 +9,7 @@
 # STAGE inference: `utilscope profile` of both twins at batch 256 on `inference`, one twin right after the other
 #   in one call (the two surveys measured them on different days), about 30 s a run; agreement_layers.py prints
 #   their ratio beside the surveys'.
+# The pairs are agreement_layers.py's (PAIRS, INFERENCE_PAIRS).
 # Usage: scripts/h200_agreement.sh [layers|inference]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
@@ -23,20 +24,20 @@ run() {  # NAME COMMAND...: one run into $OUT/agreement/NAME.json unless it is s
   python3 -m utilscope.cli "$@" --json >"$OUT/agreement/$name.json" 2>"$OUT/agreement/$name.log" ||
     echo "failed: $name (see its log)"
 }
+twins() {  # the twins of scripts/agreement_layers.py's PAIRS or INFERENCE_PAIRS, one model a line
+  python3 -c "import sys; sys.path.insert(0, 'scripts'); import agreement_layers as a
+print('\n'.join(model for pair in getattr(a, sys.argv[1]).items() for model in pair))" "$1"
+}
 case $stage in
 layers)
-  pairs=(timm:efficientnet_b0 torchvision:efficientnet_b0 timm:efficientnet_b1 torchvision:efficientnet_b1
-    timm:mnasnet_050 torchvision:mnasnet0_5 timm:vgg11 torchvision:vgg11 timm:vgg19 torchvision:vgg19
-    timm:resnet152 torchvision:resnet152)
+  mapfile -t pairs < <(twins PAIRS)
   for model in "${pairs[@]}"; do
     run "${model/:/_}_autotune" layers "$model" --batch 1 --backend graph --precision fp16
     run "${model/:/_}_depthwise-heuristic" layers "$model" --batch 1 --backend graph --precision fp16 \
       --cudnn-depthwise-heuristic
   done ;;
 inference)
-  pairs=(timm:mobilenetv3_large_100 torchvision:mobilenet_v3_large timm:regnety_320 torchvision:regnet_y_32gf
-    timm:regnety_160 torchvision:regnet_y_16gf timm:convnext_small torchvision:convnext_small
-    timm:resnext50_32x4d torchvision:resnext50_32x4d timm:convnext_tiny torchvision:convnext_tiny)
+  mapfile -t pairs < <(twins INFERENCE_PAIRS)
   for model in "${pairs[@]}"; do
     run "${model/:/_}_inference" profile "$model" --batch 256 --backend inference --precision fp16
   done ;;
