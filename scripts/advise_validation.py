@@ -55,8 +55,9 @@ def generated() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true")
-    parser.add_argument("--check", action="store_true")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="rewrite the generated block of docs/advise.md")
+    mode.add_argument("--check", action="store_true", help="exit 1 if docs/advise.md's generated block is stale")
     args = parser.parse_args()
     text = generated()
     if not (args.write or args.check):
