@@ -25,16 +25,19 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 5  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 6  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
 # shrank by 3%, so their configs are a prefix of what version 3 timed. Version 5 added memory-bound ops on tensors
 # of 2^28 to 2^30 elements (batch and group norms, activations, adds: the early stages of BiT at 448 px or
-# EfficientNet-L2 at 800 px, which no smaller config's efficiency told), the same way.
+# EfficientNet-L2 at 800 px, which no smaller config's efficiency told), the same way. Version 6 added classifier
+# heads as a conv over the whole input (timm's VGG ConvMlp: 7x7 over 7x7, no padding, one output pixel), which
+# every padded conv of the sample was unlike.
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
-               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02}  # fmt: skip
+               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02,
+               "conv_head": 0.01}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -45,6 +48,7 @@ MAX_ACTIVATION_ELEMENTS = 1 << 28  # per tensor: keeps a config within memory an
 LARGE_ELEMENTS = (1 << 28, 1 << 30)  # a large_memory config's tensor (2 GB in fp16 at most)
 LARGE_MEMORY_OPS = ("batch_norm", "group_norm", "relu", "silu", "gelu", "add")  # its variants
 MAX_CONV_FLOPS = 4e12
+CONV_HEAD_CHANNELS = (256, 384, 512, 768, 1024, 1280, 2048)  # a conv_head's input channels
 HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216, 25088)  # up to VGG's 512x7x7
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 
@@ -74,6 +78,8 @@ class OpConfig:
 
     @property
     def out_size(self) -> int:
+        if self.kind == "conv_head":  # its kernel covers its unpadded input
+            return 1
         if self.kind not in ("conv", "large_conv", "pool") or self.variant == "global":
             return 1 if self.variant == "global" else self.size
         reach = self.dilation * (self.kernel - 1)
@@ -82,7 +88,7 @@ class OpConfig:
 
 def _conv(config: OpConfig) -> nn.Module:
     kernel = (config.kernel, config.kernel_width)
-    padding = tuple(config.dilation * (side - 1) // 2 for side in kernel)
+    padding = tuple(0 if config.kind == "conv_head" else config.dilation * (side - 1) // 2 for side in kernel)
     return nn.Conv2d(config.channels, config.out_channels, kernel, config.stride, padding, config.dilation,
                      config.groups, bias=False)  # fmt: skip
 
@@ -159,6 +165,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
         "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
+        "conv_head": lambda: _conv(config),
     }  # fmt: skip
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
@@ -290,6 +297,9 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
                             kernel, rng.choice((2, 4)))  # fmt: skip
         _, size, width = _pyramid(rng)
         return OpConfig(kind, batch, _width(rng, width), _width(rng, width), size, kernel, rng.choice((1, 2)))
+    if kind == "conv_head":  # a classifier head as a conv over its whole k x k input (timm's VGG: 512x7x7 -> 4096)
+        kernel = rng.choice((3, 5, 7))
+        return OpConfig(kind, batch, rng.choice(CONV_HEAD_CHANNELS), rng.choice((1000, 2048, 4096)), kernel, kernel)
     if kind == "large_memory":  # 2^28 to 2^30 elements at a large batch: channels log-uniform, the size to match
         batch, channels = rng.choice((32, 64, 128, 256)), _width(rng, _log_uniform(rng, 32, 3072), aligned=0.9)
         size = max(7, round(math.sqrt(_log_uniform(rng, *LARGE_ELEMENTS) / (batch * channels))))
@@ -334,7 +344,7 @@ def fits(config: OpConfig) -> bool:
     elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
     if config.kind == "large_memory":
         return LARGE_ELEMENTS[0] <= elements <= LARGE_ELEMENTS[1]
-    if config.kind in ("conv", "large_conv", "chain"):
+    if config.kind in ("conv", "large_conv", "chain", "conv_head"):
         return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
     return elements <= MAX_ACTIVATION_ELEMENTS
 
