@@ -1,7 +1,8 @@
 """Where a timm model and its torchvision twin differ in time, layer by layer, from `utilscope layers --json` runs
 (scripts/h200_agreement.sh layers): per pair and cuDNN setting, each twin's end-to-end time, the time per op class,
 and the convolutions (the same sequence of shapes in both libraries) whose times differ most. With the `inference`
-stage's `utilscope profile --json` runs, also the twins' throughput ratio measured in one call beside the surveys'.
+stage's `utilscope profile --json` runs, also the twins' throughput ratio measured in one call beside the surveys';
+with the `inference-layers` stage's runs, the time per op class of the pairs that stay apart on `inference`.
 
     python3 scripts/agreement_layers.py [--dir benchmarks/results/agreement/h200]
 """
@@ -9,12 +10,12 @@ stage's `utilscope profile --json` runs, also the twins' throughput ratio measur
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from utilscope.files import read_json
 from utilscope.present.markdown import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,13 +27,16 @@ INFERENCE_PAIRS = {"timm:mobilenetv3_large_100": "torchvision:mobilenet_v3_large
                    "timm:convnext_small": "torchvision:convnext_small",
                    "timm:resnext50_32x4d": "torchvision:resnext50_32x4d",
                    "timm:convnext_tiny": "torchvision:convnext_tiny"}  # fmt: skip
+# the inference pairs that stay apart when timed in one call (and agree on `graph`): timed region by region
+INFERENCE_LAYER_PAIRS = {"timm:mobilenetv3_large_100": "torchvision:mobilenet_v3_large",
+                         "timm:regnety_160": "torchvision:regnet_y_16gf"}  # fmt: skip
 STORES = {"timm": ROOT / "data/h200/timm.csv", "torchvision": ROOT / "data/h200/survey.csv"}
 SETTINGS = ("autotune", "depthwise-heuristic")
 
 
 def load(folder: Path, model: str, setting: str) -> dict | None:
-    path = folder / f"{model.replace(':', '_')}_{setting}.json"
-    return json.loads(path.read_text()) if path.is_file() and path.stat().st_size else None
+    path = folder / f"{model.replace(':', '_')}_{setting}.json.gz"
+    return read_json(path, "a `utilscope layers --json` run") if path.is_file() else None
 
 
 def totals(pairs: list[tuple[str, str, str, dict, dict]]) -> pd.DataFrame:
@@ -89,7 +93,9 @@ def inference_ratios(folder: Path) -> pd.DataFrame:
 
 
 def report(folder: Path) -> str:
-    pairs = [(a, b, s, load(folder, a, s), load(folder, b, s)) for a, b in PAIRS.items() for s in SETTINGS]
+    runs = [(a, b, s) for a, b in PAIRS.items() for s in SETTINGS]
+    runs += [(a, b, "inference-layers") for a, b in INFERENCE_LAYER_PAIRS.items()]
+    pairs = [(a, b, s, load(folder, a, s), load(folder, b, s)) for a, b, s in runs]
     pairs = [p for p in pairs if p[3] and p[4]]
     if not pairs:
         raise SystemExit(f"no pair of runs in {folder}: run scripts/h200_agreement.sh on the GPU first")

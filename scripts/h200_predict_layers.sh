@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where `utilscope predict` misses on timm CNNs at batch 256 (docs/predict.md, "Limits"), layer by layer on the lent
 # H200: `utilscope layers` of the worst-predicted families' smallest members at batch 256 on `graph`, fp16, with
-# --cudnn-depthwise-heuristic as the timm survey ran. One JSON per model into $OUT/predict_layers/ (copy them to
+# --cudnn-depthwise-heuristic as the timm survey ran. One JSON per model into $OUT/predict_layers/ (gzip them into
 # benchmarks/results/predict/layers/h200/); a model whose JSON is there already is skipped, so a cut-off call
 # resumes; the call stops starting models LIMIT seconds in. Then, on any machine:
 #   python3 scripts/predict_op_classes.py --layers benchmarks/results/predict/layers/h200
@@ -16,7 +16,7 @@ done_dir=benchmarks/results/predict/layers/h200
 mkdir -p "$OUT/predict_layers"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for name in "${models[@]}"; do
-  [ -s "$done_dir/$name.json" ] && continue
+  [ -s "$done_dir/$name.json.gz" ] && continue
   [ $((end - $(date +%s))) -le 30 ] && break
   echo "== $name $(date -u +%T)"
   python3 -m utilscope.cli layers "timm:$name" --batch 256 --backend graph --precision fp16 \

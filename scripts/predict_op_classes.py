@@ -11,12 +11,12 @@ H200 profile predicts; no network here was used in fitting it.
 from __future__ import annotations
 
 import argparse
-import json
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
+from utilscope.files import read_json
 from utilscope.predict import predictor as pr
 from utilscope.present.markdown import markdown
 
@@ -28,8 +28,8 @@ def layer_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """From `utilscope layers --json` files: (model, batch, op_class, time_ms) per class, and per layer (model,
     batch, name, op_class, measured_ms)."""
     classes, layers = [], []
-    for path in sorted(folder.glob("*.json")):
-        doc = json.loads(path.read_text())
+    for path in sorted(folder.glob("*.json.gz")):
+        doc = read_json(path, "a `utilscope layers --json` run")
         key = {"model": doc["model"], "batch": doc["batch"]}
         classes += [{**key, "op_class": c["op_class"], "time_ms": c["time_ms"]} for c in doc["classes"]]
         layers += [{**key, "name": x["name"], "op_class": x["op_class"], "measured_ms": x["time_ms"]}

@@ -4,6 +4,7 @@ measurement)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Sequence
@@ -13,12 +14,13 @@ from utilscope.errors import UsageError
 
 
 def read_json(path: str | Path, what: str):
-    """The parsed content of a JSON file; UsageError naming ``what`` it should be when missing or not JSON."""
+    """The parsed content of a JSON file (gzip-compressed when its name ends in .gz); UsageError naming ``what`` it
+    should be when missing or not JSON."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"no {what} at {path}")
     try:
-        return json.loads(path.read_text())
+        return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not JSON ({exc.msg}); expected {what}") from None
 
