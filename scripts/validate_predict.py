@@ -69,7 +69,7 @@ def predict_rows(frame: pd.DataFrame, predictor: Predictor, scale: float) -> pd.
     dtype, out = parse_precision(predictor.precision).count_dtype, []
     for row in frame.itertuples():
         start_s = time.perf_counter()
-        counted, recorded = count_traced(row.model, row.batch, row.resolution, dtype)
+        counted, recorded = count_traced(row.model, row.batch, row.resolution, dtype, channels_last=True)
         prediction = predictor.predict_counted(counted, recorded, row.backend)
         seconds = time.perf_counter() - start_s
         top = ", ".join(f"{layer['name']} {layer['predicted_ms']:.3g} ms" for layer in prediction.layers[:3])

@@ -212,3 +212,33 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     x = torch.empty((256, block.in_channels, block.in_size, block.in_size), device="meta", dtype=torch.float16)
     rows = pr.network_rows(trace(meta_copy(space.build_layer(block).eval()).to(torch.float16), x), H200)
     assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)
+
+
+def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path):
+    """On the GPU a GroupNorm returns NCHW (ATen makes its input contiguous off the CPU) and the next conv's input
+    is copied back to channels_last: the meta trace, made channels_last as `profile` runs, shows the layouts and the
+    rows carry that copy (read and write the input once); a BatchNorm keeps channels_last and costs none."""
+    path = tmp_path / "norms.py"
+    path.write_text(
+        textwrap.dedent("""
+        from torch import nn
+
+        def net(norm):
+            return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), norm, nn.ReLU(), nn.Conv2d(32, 16, 1))
+
+        def group():
+            return net(nn.GroupNorm(8, 32))
+
+        def batch():
+            return net(nn.BatchNorm2d(32))
+    """)
+    )
+    _, recorded = count_traced(f"{path}:group", 2, 16, "fp16", channels_last=True)
+    convs = [e for e in recorded.events if e.op == "aten.convolution"]
+    assert [e.layouts[:2] for e in convs] == [("channels_last", "channels_last"), ("contiguous", "channels_last")]
+    rows = pr.network_rows(recorded, H200)
+    (copy,) = rows[rows["op"] == "layout_copy"].itertuples()
+    assert copy.bytes == 2 * 2 * 32 * 16 * 16 * 2 and copy.category == "copy"  # fp16 input of the 1x1 conv
+    assert list(rows["op"]).index("layout_copy") == list(rows["op"]).index("aten.convolution", 1) - 1
+    for spec, layout in ((f"{path}:batch", True), (f"{path}:group", False)):  # no copy: BN, or an NCHW network
+        assert "layout_copy" not in set(pr.network_rows(count_traced(spec, 2, 16, "fp16", layout)[1], H200)["op"])

@@ -140,9 +140,11 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     return count_traced(model, batch, resolution, dtype)[0]
 
 
-def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
-                 dtype: str = "fp32") -> tuple[CountResult, Trace]:  # fmt: skip
-    """``count``, and the trace it was aggregated from (every op event, for a model of the ops' times)."""
+def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32",
+                 channels_last: bool = False) -> tuple[CountResult, Trace]:  # fmt: skip
+    """``count``, and the trace it was aggregated from (every op event, for a model of the ops' times);
+    ``channels_last``: model and input in that memory format, as ``profile`` runs them (the layouts the ops see,
+    and the copies that layout makes, are a GPU's)."""
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
@@ -155,7 +157,7 @@ def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None 
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
-    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name)
+    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name, channels_last)
     params = sum(p.numel() for p in module.parameters())
     return aggregate(recorded, name, batch, resolution, dtype, params, traced_on), recorded
 
@@ -177,16 +179,18 @@ def _cpu_copy(model: nn.Module) -> nn.Module:
     return duplicate.to_empty(device="cpu") if on_meta else duplicate
 
 
-def _trace_anywhere(module, rebuild, batch, resolution, dtype, name) -> tuple[Trace, str]:
+def _trace_anywhere(module, rebuild, batch, resolution, dtype, name, channels_last=False) -> tuple[Trace, str]:
     """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
     shape = (batch, 3, resolution, resolution)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
     try:
-        return trace(module.to(dtype).eval(), torch.empty(shape, dtype=dtype, device="meta")), "meta"
+        example = torch.empty(shape, dtype=dtype, device="meta").contiguous(memory_format=layout)
+        return trace(module.to(dtype=dtype, memory_format=layout).eval(), example), "meta"
     except Exception:
         module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
     try:
-        module = module.to(device="cpu", dtype=dtype).eval()
-        return trace(module, torch.randn(shape).to(dtype)), "cpu"
+        module = module.to(device="cpu", dtype=dtype, memory_format=layout).eval()
+        return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout)), "cpu"
     except Exception as exc:
         raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
 

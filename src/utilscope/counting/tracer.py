@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch._prims_common import suggest_memory_format
 from torch.nn import functional as F
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -53,6 +54,7 @@ class OpEvent:
     layer: int  # index into Trace.layers
     overwrites_first: bool = False
     first_output_only: bool = False
+    layouts: tuple[str, ...] = ()  # per tensor input: layout_of (a conv's input and weight decide its kernels')
 
     @property
     def bytes(self) -> int:
@@ -178,6 +180,8 @@ class Tracer(TorchDispatchMode):
             out = shortcut(*args)
         else:
             out = func(*args, **kwargs)
+        if func is torch.ops.aten.convolution.default and args[0].device.type == "meta":
+            out = _cuda_conv_layout(args[0], args[1], out)
         self._record(func, args, kwargs, out)
         return out
 
@@ -212,6 +216,7 @@ class Tracer(TorchDispatchMode):
                 self._layer_for(name, tensors_in, tensors_out),
                 rule is not None and rule.overwrites_first,
                 rule is not None and rule.first_output_only,
+                tuple(layout_of(t) for t in tensors_in),
             )
         )
 
@@ -230,6 +235,23 @@ class Tracer(TorchDispatchMode):
         self.layers[layer].input_shapes = _shapes(tensors_in)
         self.layers[layer].output_shapes = _shapes(tensors_out)
         return layer
+
+
+def layout_of(t: torch.Tensor) -> str:
+    """A 4-D tensor's memory format as ATen's ``suggest_memory_format`` reads its strides ("channels_last" or
+    "contiguous"); "" for other ranks."""
+    if t.dim() != 4:
+        return ""
+    return "channels_last" if suggest_memory_format(t) == torch.channels_last else "contiguous"
+
+
+def _cuda_conv_layout(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """A meta convolution's output laid out as cuDNN's would be: channels_last when the input or the weight is
+    (ATen's ``cudnn_conv_suggest_memory_format``; the meta kernel returns NCHW whatever its arguments). Without
+    this, every op after a conv would look NCHW to the predictor, as none is on the GPU."""
+    if out.dim() == 4 and "channels_last" in (layout_of(x), layout_of(weight)):
+        return torch.empty_like(out, memory_format=torch.channels_last)
+    return out
 
 
 def _stats_dtype(x: torch.Tensor) -> torch.dtype:

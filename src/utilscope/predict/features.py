@@ -87,6 +87,23 @@ def op_row(event: OpEvent, gpu: Gpu) -> dict:
     return row
 
 
+def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
+    """The copy a conv's input gets on the GPU when it arrives NCHW while the weight is channels_last (after a
+    GroupNorm, which makes its input contiguous on CUDA): ATen converts the input to channels_last before cuDNN
+    runs, a memory-bound op of its own that the trace does not record. Its row is a ``copy`` (read and write the
+    input once); None when the conv needs none."""
+    if event.kind is not Kind.CONV or event.layouts[:2] != ("contiguous", "channels_last"):
+        return None
+    x = event.call.args[0]
+    if int(x[2]) * int(x[3]) == 1:
+        return None  # a (B, C, 1, 1) tensor is channels_last already
+    size = event.inputs[0].bytes
+    return {"op": "layout_copy", "group": "memory", "flops": 0, "bytes": 2 * size, "in_bytes": size,
+            "out_bytes": size, "ref_ms": max(2 * size / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": "copy",
+            "batch": int(x[0]), "channels": int(x[1]), "size": int(x[3]), "kernel": 1, "stride": 1,
+            "broadcast": 0, "norm_rows": 0}  # fmt: skip
+
+
 def _pair(value, default: int = 1) -> int:
     if isinstance(value, (list, tuple)):
         return int(value[0]) if value else default

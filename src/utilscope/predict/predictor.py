@@ -26,7 +26,7 @@ from utilscope.files import write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import DeviceProfile
-from utilscope.predict.features import Gpu, config_events, kept_events, op_row
+from utilscope.predict.features import Gpu, config_events, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
 from utilscope.predict.ops import OpConfig
 
@@ -70,7 +70,9 @@ class Predictor:
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` (a graph profile only): the fused-execution model (``fused``)."""
         self.check_backend(backend)  # before the count: a bad backend costs nothing
-        counted, recorded = count_traced(model, batch, resolution, parse_precision(self.precision).count_dtype)
+        counted, recorded = count_traced(
+            model, batch, resolution, parse_precision(self.precision).count_dtype, channels_last=True
+        )  # as `profile` runs it
         return self.predict_counted(counted, recorded, backend)
 
     def check_backend(self, backend: str | None) -> str:
@@ -125,7 +127,8 @@ def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     """The rows of a traced network: one per op that launches work, one per squeeze-excite gate (its ops' run),
     each with the index of its layer (a gate's: its first op's), the indices of all its layers, and the share of
-    its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``)."""
+    its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``);
+    before a conv whose NCHW input the GPU converts to channels_last, that copy's row (``layout_copy_row``)."""
     saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
     rows, gate = [], []
     for event in kept_events(recorded.events):
@@ -136,6 +139,9 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
             rows.append(_gate(gate, gpu))
             gate = []
         left = 1 - saved[id(event)] / event.bytes if event.bytes else 1.0
+        copy = layout_copy_row(event, gpu)
+        if copy is not None:  # its conv's layer's, and not fused away
+            rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0})
         rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,), "fused_left": left})
     if gate:
         rows.append(_gate(gate, gpu))
