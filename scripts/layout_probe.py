@@ -1,13 +1,16 @@
 """Which convolutions of a network receive their input outside channels_last on the device, and what that costs.
 
-`utilscope predict` misses the pointwise and grouped convs of GroupNorm and NF networks by 2-10x at batch 256
-(benchmarks/results/predict/op_classes_timm_layers_h200.md), and the counting engine cannot see why: it traces on the
-meta device, whose norms return NCHW tensors where CUDA's may keep channels_last. This probe runs each model once on
+`utilscope predict` missed the pointwise and grouped convs of GroupNorm and NF networks by 2-10x at batch 256
+(benchmarks/results/predict/op_classes_timm_layers_h200.md); the meta device it traces on lays tensors out as no
+GPU does (its convs return NCHW whatever their input). This probe runs each model once on
 the device (fp16, channels_last, eval, random weights), records every aten.convolution's input and weight layout,
 then times the first conv that receives an NCHW input twice, with that input as it came and as channels_last (CUDA
 events, median of REPEATS). One JSON line per model:
 
-    python3 scripts/layout_probe.py [--batch 256] timm:resnet50_gn timm:nf_resnet26 ... > layout_probe.jsonl
+    python3 scripts/layout_probe.py [--batch 256] timm:resnet50_gn torchvision:shufflenet_v2_x1_0 ... > probe.jsonl
+
+(`utilscope predict` now traces channels_last and adds a copy row per conv whose input arrives NCHW; the probe
+checks that on the GPU, where ResNet50-GN's convs are predicted close and the ShuffleNets' copies too dear.)
 """
 
 from __future__ import annotations
