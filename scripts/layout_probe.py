@@ -69,11 +69,11 @@ def probe(spec: str, device: str, batch: int) -> dict:
     with torch.no_grad(), mode:
         model(x.to(memory_format=torch.channels_last))
     convs = mode.convs
-    result = {"model": spec, "batch": batch, "convs": len(convs),
-              "nchw_input": sum(not c["input_cl"] and c["input"][2] * c["input"][3] > 1 for c in convs),
+    nchw = [c for c in convs if not c["input_cl"] and c["input"][2] * c["input"][3] > 1]  # (B, C, 1, 1) is both
+    result = {"model": spec, "batch": batch, "convs": len(convs), "nchw_input": len(nchw),
               "nchw_weight": sum(not c["weight_cl"] for c in convs)}  # fmt: skip
-    first = next((c for c in convs if not c["input_cl"] and c["input"][2] * c["input"][3] > 1), None)
-    if first is not None and device == "cuda":
+    if nchw and device == "cuda":
+        first = nchw[0]
         with torch.no_grad():
             as_came = conv_ms(first["args"])
             converted = (first["args"][0].contiguous(memory_format=torch.channels_last), *first["args"][1:])

@@ -26,8 +26,6 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from utilscope.counting.counter import count_traced
-from utilscope.measure.precision import parse_precision
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import calibration_rows
 from utilscope.predict.predictor import Predictor, load_predictor, network_rows
@@ -66,10 +64,10 @@ def roofline_ms(recorded, gpu: Gpu) -> float:
 
 def predict_rows(frame: pd.DataFrame, predictor: Predictor, scale: float) -> pd.DataFrame:
     """Per measured row: the prediction (counting included in its seconds) and the two baselines, from one trace."""
-    dtype, out = parse_precision(predictor.precision).count_dtype, []
+    out = []
     for row in frame.itertuples():
         start_s = time.perf_counter()
-        counted, recorded = count_traced(row.model, row.batch, row.resolution, dtype, channels_last=True)
+        counted, recorded = predictor.count(row.model, row.batch, row.resolution)
         prediction = predictor.predict_counted(counted, recorded, row.backend)
         seconds = time.perf_counter() - start_s
         top = ", ".join(f"{layer['name']} {layer['predicted_ms']:.3g} ms" for layer in prediction.layers[:3])

@@ -54,7 +54,7 @@ class OpEvent:
     layer: int  # index into Trace.layers
     overwrites_first: bool = False
     first_output_only: bool = False
-    layouts: tuple[str, ...] = ()  # per tensor input: layout_of (a conv's input and weight decide its kernels')
+    layouts: tuple[str, ...] = ()  # a conv's input and weight: layout_of each (they decide its kernels' layout)
 
     @property
     def bytes(self) -> int:
@@ -216,7 +216,7 @@ class Tracer(TorchDispatchMode):
                 self._layer_for(name, tensors_in, tensors_out),
                 rule is not None and rule.overwrites_first,
                 rule is not None and rule.first_output_only,
-                tuple(layout_of(t) for t in tensors_in),
+                tuple(layout_of(t) for t in tensors_in[:2]) if rule is not None and rule.kind is Kind.CONV else (),
             )
         )
 

@@ -70,10 +70,13 @@ class Predictor:
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` (a graph profile only): the fused-execution model (``fused``)."""
         self.check_backend(backend)  # before the count: a bad backend costs nothing
-        counted, recorded = count_traced(
-            model, batch, resolution, parse_precision(self.precision).count_dtype, channels_last=True
-        )  # as `profile` runs it
-        return self.predict_counted(counted, recorded, backend)
+        return self.predict_counted(*self.count(model, batch, resolution), backend)
+
+    def count(self, model, batch: int, resolution: int | None = None):
+        """``count_traced`` of a network as ``predict_counted`` takes it: in the profile's precision, channels_last
+        as `profile` runs it."""
+        dtype = parse_precision(self.precision).count_dtype
+        return count_traced(model, batch, resolution, dtype, channels_last=True)
 
     def check_backend(self, backend: str | None) -> str:
         """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
