@@ -214,6 +214,31 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)
 
 
+def test_a_conv_with_a_bias_pays_the_add_cudnn_leaves_to_aten(tmp_path):
+    """cuDNN takes no bias: on the GPU ATen adds it over the conv's output afterwards, one more memory-bound kernel
+    (read the output and the bias, write the output) that the trace's single aten.convolution hides. The rows
+    carry it after each conv with a bias, none after one without, none after a depthwise conv on NCHW tensors
+    (ATen's own depthwise kernel adds it); fused execution folds it into the next op (nothing left)."""
+    path = tmp_path / "biases.py"
+    path.write_text(
+        textwrap.dedent("""
+        from torch import nn
+
+        def net():
+            return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 16, 1, bias=False),
+                                 nn.Conv2d(16, 16, 3, padding=1, groups=16))
+    """)
+    )
+    rows = pr.network_rows(count_traced(f"{path}:net", 2, 16, "fp16", channels_last=True)[1], H200)
+    assert list(rows["op"]) == ["aten.convolution", "bias_add", "aten.relu", "aten.convolution", "aten.convolution",
+                                "bias_add"]  # fmt: skip
+    first, depthwise = rows[rows["op"] == "bias_add"].itertuples()
+    assert first.bytes == 2 * (2 * 32 * 16 * 16 * 2) + 32 * 2 and first.category == "mul" and first.broadcast == 1
+    assert (first.channels, first.size, depthwise.channels, first.fused_left) == (32, 16, 16, 0.0)
+    nchw = pr.network_rows(count_traced(f"{path}:net", 2, 16, "fp16", channels_last=False)[1], H200)
+    assert list(nchw["op"]).count("bias_add") == 1  # the dense conv's; the NCHW depthwise conv adds its own
+
+
 def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path):
     """On the GPU a GroupNorm returns NCHW (ATen makes its input contiguous off the CPU) and the next conv's input
     is copied back to channels_last: the meta trace, made channels_last as `profile` runs, shows the layouts and the

@@ -104,6 +104,28 @@ def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
             "broadcast": 0, "norm_rows": 0}  # fmt: skip
 
 
+def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
+    """The add a conv's bias gets on the GPU: cuDNN convolutions do not take a bias, so ATen adds the (1, C, 1, 1)
+    bias to the output in place after cuDNN ran (its note "Convolution design"; inductor peels the bias off the
+    same way, "cudnn is slower with it"), a memory-bound kernel over the whole output that the trace, which sees
+    one aten.convolution, does not record. Its row stands for the calibrated channel-broadcast multiply (the same
+    broadcasting elementwise kernel over a channels_last tensor): read the output and the bias, write the output.
+    None when the conv has no bias, or when it is a depthwise conv on NCHW tensors (ATen's own depthwise kernel
+    adds the bias itself)."""
+    if event.kind is not Kind.CONV or event.call.arg(2, "bias", None) is None:
+        return None
+    x, weight, out = event.call.args[0], event.call.args[1], event.call.outputs[0]
+    groups = _pair(event.call.arg(8, "groups", 1))
+    if groups > 1 and groups == int(x[1]) and set(event.layouts[:2]) == {"contiguous"}:
+        return None
+    out_bytes = event.outputs[0].bytes
+    in_bytes = out_bytes + next((ref.bytes for ref in event.inputs[2:]), 0)
+    return {"op": "bias_add", "group": "memory", "flops": 0, "bytes": in_bytes + out_bytes, "in_bytes": in_bytes,
+            "out_bytes": out_bytes, "ref_ms": max((in_bytes + out_bytes) / gpu.bandwidth_bytes * 1e3, FLOOR_MS),
+            "category": "mul", "batch": int(out[0]), "channels": int(weight[0]), "size": int(out[-1]), "kernel": 1,
+            "stride": 1, "broadcast": 1, "norm_rows": 0}  # fmt: skip
+
+
 def _pair(value, default: int = 1) -> int:
     if isinstance(value, (list, tuple)):
         return int(value[0]) if value else default

@@ -26,7 +26,7 @@ from utilscope.files import write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import DeviceProfile
-from utilscope.predict.features import Gpu, config_events, kept_events, layout_copy_row, op_row
+from utilscope.predict.features import Gpu, bias_add_row, config_events, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
 from utilscope.predict.ops import OpConfig
 
@@ -131,7 +131,8 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     """The rows of a traced network: one per op that launches work, one per squeeze-excite gate (its ops' run),
     each with the index of its layer (a gate's: its first op's), the indices of all its layers, and the share of
     its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``);
-    before a conv whose NCHW input the GPU converts to channels_last, that copy's row (``layout_copy_row``)."""
+    before a conv whose NCHW input the GPU converts to channels_last, that copy's row (``layout_copy_row``); after a
+    conv with a bias, the bias's add (``bias_add_row``)."""
     saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
     rows, gate = [], []
     for event in kept_events(recorded.events):
@@ -146,6 +147,9 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
         if copy is not None:  # its conv's layer's, and not fused away
             rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0})
         rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,), "fused_left": left})
+        bias = bias_add_row(event, gpu)
+        if bias is not None:  # inductor fuses the peeled-off bias into the op that reads the conv's output
+            rows.append({**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0})
     if gate:
         rows.append(_gate(gate, gpu))
     return pd.DataFrame(rows)
