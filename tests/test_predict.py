@@ -7,6 +7,7 @@ chains take that plus 6 us per op: the predictor must then give a network exactl
 import json
 import math
 import textwrap
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -214,6 +215,18 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)
 
 
+def test_layout_copies_train_a_category_of_their_own_and_a_profile_without_them_predicts_them_as_clones(predictor):
+    config = OpConfig("layout_copy", 8, 64, 64, 28)
+    rows = layers.calibration_rows(DeviceProfile("NVIDIA H200", "fp16", "graph", {}, 5, {},
+                                                 configs={config.key: config.__dict__}, latency_ms={config.key: 0.1}),
+                                   H200)  # fmt: skip
+    assert list(rows["category"]) == ["layout_copy"] and rows["bytes"][0] == 2 * 8 * 64 * 28 * 28 * 2
+    assert "layout_copy" in predictor.layer_models.categories  # the synthetic profile's sample holds some
+    row = rows.drop(columns="ms")
+    without = replace(predictor.layer_models, categories=("copy",))
+    assert without.predict(row)[0] == pytest.approx(predictor.layer_models.predict(row.assign(category="copy"))[0])
+
+
 def test_a_conv_with_a_bias_pays_the_add_cudnn_leaves_to_aten(tmp_path):
     """cuDNN takes no bias: on the GPU ATen adds it over the conv's output afterwards, one more memory-bound kernel
     (read the output and the bias, write the output) that the trace's single aten.convolution hides. The rows
@@ -263,7 +276,7 @@ def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path)
     assert [e.layouts[:2] for e in convs] == [("channels_last", "channels_last"), ("contiguous", "channels_last")]
     rows = pr.network_rows(recorded, H200)
     (copy,) = rows[rows["op"] == "layout_copy"].itertuples()
-    assert copy.bytes == 2 * 2 * 32 * 16 * 16 * 2 and copy.category == "copy"  # fp16 input of the 1x1 conv
+    assert copy.bytes == 2 * 2 * 32 * 16 * 16 * 2 and copy.category == "layout_copy"  # fp16 input of the 1x1 conv
     assert list(rows["op"]).index("layout_copy") == list(rows["op"]).index("aten.convolution", 1) - 1
     for spec, layout in ((f"{path}:batch", True), (f"{path}:group", False)):  # no copy: BN, or an NCHW network
         assert "layout_copy" not in set(pr.network_rows(count_traced(spec, 2, 16, "fp16", layout)[1], H200)["op"])

@@ -74,9 +74,9 @@ def op_inputs(config: OpConfig, shapes, device, precision: Precision) -> list[to
     """Random inputs of the config's op (``shapes``: ``build_op``'s) in the layout a network feeds it: images
     channels_last, as ``profile`` runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the permute of a
     channels_last image is (made channels_last, F.linear would copy them first, and the copy would be timed as the
-    linear's)."""
+    linear's); a layout copy's image NCHW, the layout it converts from."""
     tensors = [torch.randn(shape, device=device).to(precision.dtype) for shape in shapes]
-    images = config.kind != "linear"
+    images = config.kind not in ("linear", "layout_copy")
     return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
 
 

@@ -44,7 +44,9 @@ BY_KIND = {Kind.ACTIVATION: "relu", Kind.ELEMENTWISE: "add", Kind.NORM: "batch_n
 CONV_STYLE_CODES = {OpClass.DENSE_CONV: 0, OpClass.POINTWISE_CONV: 1, OpClass.GROUPED_CONV: 2,
                     OpClass.DEPTHWISE_CONV: 3}  # fmt: skip
 MULTIPLE_CAP = 256  # the largest channel multiple the layer models tell apart
-CATEGORY_CODES = {name: code for code, name in enumerate(sorted(set(CATEGORIES.values())))}
+# an NCHW image's copy to channels_last (``layout_copy_row``): a transposing copy, calibrated apart from the clones
+LAYOUT_COPY = "layout_copy"
+CATEGORY_CODES = {name: code for code, name in enumerate(sorted({*CATEGORIES.values(), LAYOUT_COPY}))}
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
     """The copy a conv's input gets on the GPU when it arrives NCHW while the weight is channels_last (after a
     GroupNorm, which makes its input contiguous on CUDA): ATen converts the input to channels_last before cuDNN
     runs, a memory-bound op of its own that the trace does not record. Its row is a ``copy`` (read and write the
-    input once); None when the conv needs none."""
+    input once), of the category the calibration's layout copies train (a profile without them: the clones');
+    None when the conv needs none."""
     if event.kind is not Kind.CONV or event.layouts[:2] != ("contiguous", "channels_last"):
         return None
     x = event.call.args[0]
@@ -99,7 +102,7 @@ def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
         return None  # a (B, C, 1, 1) tensor is channels_last already
     size = event.inputs[0].bytes
     return {"op": "layout_copy", "group": "memory", "flops": 0, "bytes": 2 * size, "in_bytes": size,
-            "out_bytes": size, "ref_ms": max(2 * size / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": "copy",
+            "out_bytes": size, "ref_ms": max(2 * size / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": LAYOUT_COPY,
             "batch": int(x[0]), "channels": int(x[1]), "size": int(x[3]), "kernel": 1, "stride": 1,
             "broadcast": 0, "norm_rows": 0}  # fmt: skip
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.predict.calibrate import DeviceProfile
-from utilscope.predict.features import CATEGORY_CODES, CONV_STYLE_CODES, Gpu, config_events, op_row
+from utilscope.predict.features import CATEGORY_CODES, CONV_STYLE_CODES, LAYOUT_COPY, Gpu, config_events, op_row
 from utilscope.predict.ops import OpConfig
 
 ITERATIONS = 300
@@ -41,6 +41,8 @@ RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "kerne
           "matmul": ("m", "n", "k"), "memory": ("in_bytes", "out_bytes"),
           "se_gate": ("batch", "channels", "size")}  # fmt: skip
 RANGES_PER = {"conv": "style"}  # a group whose ranges are kept per value of this column
+# a memory category a profile may lack (timed from a later sample version on), and the one it is predicted as then
+FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy"}
 STYLE_NAMES = {code: op_class.value.removesuffix("_conv") for op_class, code in CONV_STYLE_CODES.items()}
 
 
@@ -74,6 +76,8 @@ def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
         op_rows = [op_row(event, gpu) for event in config_events(config)]
         if config.kind == "se_gate":
             rows.append({**se_row(op_rows, gpu), "ms": ms})
+        elif config.kind == LAYOUT_COPY:  # its op is a clone to channels_last, a category of its own
+            rows.append({**op_rows[0], "category": LAYOUT_COPY, "ms": ms})
         elif len(op_rows) == 1:
             rows.append({**op_rows[0], "ms": ms})
     return pd.DataFrame(rows)
@@ -84,10 +88,14 @@ class LayerModels:
     gpu: Gpu
     models: dict  # group -> fitted regressor
     ranges: dict  # group -> {None, or a conv style: {number: (low, high)}}
+    categories: tuple[str, ...] = ()  # the memory categories calibrated
 
     def predict(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Milliseconds per row, and per row the reason it is extrapolated ("" when it is not)."""
         ms, reasons = np.full(len(rows), np.nan), [""] * len(rows)
+        if "category" in rows:  # a category the profile lacks as the one it stands in for
+            lacking = {name: to for name, to in FALLBACK_CATEGORIES.items() if name not in self.categories}
+            rows = rows.assign(category=rows["category"].replace(lacking))
         for group, part in rows.groupby("group", sort=False):
             where = rows.index.get_indexer(part.index)
             model = self.models.get(group)
@@ -151,4 +159,5 @@ def fit_layer_models(rows: pd.DataFrame, gpu: Gpu) -> LayerModels:
         target = np.log(part["ms"].to_numpy(float) / part["ref_ms"].to_numpy(float))
         models[group] = _boosted_trees(matrix(part, group), target, categorical)
         ranges[group] = calibrated_ranges(part, group)
-    return LayerModels(gpu, models, ranges)
+    categories = rows.loc[rows["group"] == "memory", "category"].unique() if "category" in rows else ()
+    return LayerModels(gpu, models, ranges, tuple(sorted(categories)))

@@ -25,7 +25,7 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 6  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 7  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -33,11 +33,13 @@ SAMPLE_VERSION = 6  # the sampler's version (a profile keeps every config it tim
 # of 2^28 to 2^30 elements (batch and group norms, activations, adds: the early stages of BiT at 448 px or
 # EfficientNet-L2 at 800 px, which no smaller config's efficiency told), the same way. Version 6 added classifier
 # heads as a conv over the whole input (timm's VGG ConvMlp: 7x7 over 7x7, no padding, one output pixel), which
-# every padded conv of the sample was unlike.
+# every padded conv of the sample was unlike. Version 7 added the copy of an NCHW image to channels_last (ATen's,
+# before a conv whose input arrives NCHW, after a GroupNorm or a channel shuffle), which cost 0.22 ms on the H200
+# at 256 x 64 x 56 x 56 where the shuffles' and clones' copy model said 0.29 ms (scripts/layout_probe.py).
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
                "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02,
-               "conv_head": 0.01}  # fmt: skip
+               "conv_head": 0.01, "layout_copy": 0.02}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -128,6 +130,13 @@ class Chain(nn.Module):
         return x + self.norm2(self.project(self.act(self.norm(self.conv(x)))))
 
 
+class ToChannelsLast(nn.Module):
+    """The copy of an NCHW image to channels_last, as ATen makes it of a conv's input that arrives NCHW."""
+
+    def forward(self, x):
+        return x.contiguous(memory_format=torch.channels_last)
+
+
 class Binary(nn.Module):
     def __init__(self, kind: str):
         super().__init__()
@@ -165,7 +174,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
         "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
-        "conv_head": lambda: _conv(config),
+        "conv_head": lambda: _conv(config), "layout_copy": ToChannelsLast,
     }  # fmt: skip
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
@@ -300,6 +309,10 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     if kind == "conv_head":  # a classifier head as a conv over its whole k x k input (timm's VGG: 512x7x7 -> 4096)
         kernel = rng.choice((3, 5, 7))
         return OpConfig(kind, batch, rng.choice(CONV_HEAD_CHANNELS), rng.choice((1000, 2048, 4096)), kernel, kernel)
+    if kind == "layout_copy" and cnn_like:  # at a stage's size and width (GroupNorm and ShuffleNet stages)
+        _, size, width = _pyramid(rng)
+        channels = _width(rng, width * rng.choice((0.5, 1, 4)), aligned=0.7)
+        return OpConfig(kind, batch, channels, channels, size)
     if kind == "large_memory":  # 2^28 to 2^30 elements at a large batch: channels log-uniform, the size to match
         batch, channels = rng.choice((32, 64, 128, 256)), _width(rng, _log_uniform(rng, 32, 3072), aligned=0.9)
         size = max(7, round(math.sqrt(_log_uniform(rng, *LARGE_ELEMENTS) / (batch * channels))))
