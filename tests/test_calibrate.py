@@ -31,6 +31,7 @@ TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5
         OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
         variant="gelu"), OpConfig("head", 2, 40, 10), OpConfig("large_conv", 1, 3, 8, 23, 11, 4),
         OpConfig("conv_head", 2, 16, 10, 3, 3), OpConfig("layout_copy", 2, 24, 24, 5),
+        OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8),
         *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS)]  # fmt: skip
 
 
@@ -40,7 +41,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 926 and kinds["head"] == 37  # 2000 x 0.5 / 1.08 and 2000 x 0.02 / 1.08, rounded
+    assert kinds["conv"] == 917 and kinds["head"] == 37  # 2000 x 0.5 / 1.09 and 2000 x 0.02 / 1.09, rounded
     prefix = collections.Counter(c.kind for c in sample[:100])  # any prefix: the kinds' shares, give or take one
     assert all(abs(prefix[kind] - quota) <= 1 for kind, quota in quotas(100).items())
     convs = [c for c in sample if c.kind == "conv"]
@@ -55,6 +56,8 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert any(c.kind == "head" and c.channels > 2048 for c in sample)  # VGG's and AlexNet's wide FC layers
     assert any(c.kind == "large_conv" and c.kernel == 11 and c.channels == 3 for c in sample)  # AlexNet's stem
     assert all(c.kernel == c.size and c.out_size == 1 for c in sample if c.kind == "conv_head")  # no padding
+    multiplied = [c for c in sample if c.kind == "multiplier_conv"]  # depthwise, 2 or 4 outputs per channel
+    assert multiplied and all(c.groups == c.channels and c.out_channels // c.channels in (2, 4) for c in multiplied)
     large = [c for c in sample if c.kind == "large_memory"]  # beyond every other kind's 2^28 elements
     assert {c.variant for c in large} == set(LARGE_MEMORY_OPS)
     assert all(c.batch * c.channels * c.size**2 > MAX_ACTIVATION_ELEMENTS for c in large)

@@ -35,12 +35,16 @@ SAMPLE_VERSION = 7  # the sampler's version (a profile keeps every config it tim
 # heads as a conv over the whole input (timm's VGG ConvMlp: 7x7 over 7x7, no padding, one output pixel), which
 # every padded conv of the sample was unlike. Version 7 added the copy of an NCHW image to channels_last (ATen's,
 # before a conv whose input arrives NCHW, after a GroupNorm or a channel shuffle), which cost 0.22 ms on the H200
-# at 256 x 64 x 56 x 56 where the shuffles' and clones' copy model said 0.29 ms (scripts/layout_probe.py).
+# at 256 x 64 x 56 x 56 where the shuffles' and clones' copy model said 0.29 ms (scripts/layout_probe.py), and
+# depthwise convs with a channel multiplier (groups = input channels, 2 or 4 outputs per group: FastViT's
+# downsampling), for which cuDNN ran a generic engine (convolve_common_engine_float_NHWC) at a quarter of what the
+# multiplier-1 depthwise convs of the sample predicted.
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
                "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02,
-               "conv_head": 0.01, "layout_copy": 0.02}  # fmt: skip
+               "conv_head": 0.01, "layout_copy": 0.02, "multiplier_conv": 0.01}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
+CONV_KINDS = ("conv", "large_conv", "multiplier_conv")  # one padded conv each
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
 SIZES = (7, 320)  # spatial size (square)
@@ -52,6 +56,7 @@ LARGE_MEMORY_OPS = ("batch_norm", "group_norm", "relu", "silu", "gelu", "add")  
 MAX_CONV_FLOPS = 4e12
 CONV_HEAD_CHANNELS = (256, 384, 512, 768, 1024, 1280, 2048)  # a conv_head's input channels
 HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216, 25088)  # up to VGG's 512x7x7
+MULTIPLIERS = (2, 4)  # a multiplier_conv's outputs per input channel
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 
 
@@ -82,7 +87,7 @@ class OpConfig:
     def out_size(self) -> int:
         if self.kind == "conv_head":  # its kernel covers its unpadded input
             return 1
-        if self.kind not in ("conv", "large_conv", "pool") or self.variant == "global":
+        if self.kind not in (*CONV_KINDS, "pool") or self.variant == "global":
             return 1 if self.variant == "global" else self.size
         reach = self.dilation * (self.kernel - 1)
         return (self.size + 2 * (reach // 2) - reach - 1) // self.stride + 1
@@ -174,7 +179,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
         "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
-        "conv_head": lambda: _conv(config), "layout_copy": ToChannelsLast,
+        "conv_head": lambda: _conv(config), "layout_copy": ToChannelsLast, "multiplier_conv": lambda: _conv(config),
     }  # fmt: skip
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
@@ -313,6 +318,11 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         _, size, width = _pyramid(rng)
         channels = _width(rng, width * rng.choice((0.5, 1, 4)), aligned=0.7)
         return OpConfig(kind, batch, channels, channels, size)
+    if kind == "multiplier_conv":  # a depthwise conv to 2 or 4 x its channels, at a stage's size and width
+        _, size, width = _pyramid(rng)
+        channels, stride = _width(rng, width), rng.choice((1, 2))
+        return OpConfig(kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)),
+                        stride, channels)  # fmt: skip
     if kind == "large_memory":  # 2^28 to 2^30 elements at a large batch: channels log-uniform, the size to match
         batch, channels = rng.choice((32, 64, 128, 256)), _width(rng, _log_uniform(rng, 32, 3072), aligned=0.9)
         size = max(7, round(math.sqrt(_log_uniform(rng, *LARGE_ELEMENTS) / (batch * channels))))
@@ -357,7 +367,7 @@ def fits(config: OpConfig) -> bool:
     elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
     if config.kind == "large_memory":
         return LARGE_ELEMENTS[0] <= elements <= LARGE_ELEMENTS[1]
-    if config.kind in ("conv", "large_conv", "chain", "conv_head"):
+    if config.kind in (*CONV_KINDS, "chain", "conv_head"):
         return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
     return elements <= MAX_ACTIVATION_ELEMENTS
 
