@@ -103,6 +103,10 @@ def test_a_conv_row_has_its_closed_form_shape_and_roofline():
     assert op_row(gate, H200)["broadcast"] == 1 and op_row(gate, H200)["category"] == "mul"
     (group_norm,) = config_events(OpConfig("group_norm", 4, 96, 96, 14))  # gcd(32, 96) = 32 groups
     assert op_row(group_norm, H200)["norm_rows"] == 4 * 32 and op_row(gate, H200)["norm_rows"] == 0
+    (layer_norm,) = config_events(OpConfig("layer_norm", 4, 41, 41, 14))  # over the channels of 4 x 14 x 14 pixels
+    row = op_row(layer_norm, H200)
+    assert (row["channels"], row["norm_rows"], row["aligned"]) == (41, 4 * 14 * 14, 0)
+    assert op_row(config_events(OpConfig("layer_norm", 4, 40, 40, 14))[0], H200)["aligned"] == 1
 
 
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):

@@ -34,7 +34,7 @@ FEATURES = {  # log-scaled numbers, then plain ones
     "matmul": (("flops", "bytes", "ref_ms", "m", "n", "k", "waves", "in_multiple", "out_multiple"),
                ("aligned_in", "aligned_out", "wave_efficiency")),
     "memory": (("bytes", "in_bytes", "out_bytes", "ref_ms", "channels", "norm_rows"),
-               ("code", "kernel", "stride", "broadcast")),
+               ("code", "kernel", "stride", "broadcast", "aligned")),
     "se_gate": (("bytes", "ref_ms", "batch", "channels", "size", "hidden"), ()),
 }  # fmt: skip
 RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "kernel_w", "m", "n", "k"),
