@@ -106,6 +106,7 @@ def test_a_conv_row_has_its_closed_form_shape_and_roofline():
     (layer_norm,) = config_events(OpConfig("layer_norm", 4, 41, 41, 14))  # over the channels of 4 x 14 x 14 pixels
     row = op_row(layer_norm, H200)
     assert (row["channels"], row["norm_rows"], row["aligned"]) == (41, 4 * 14 * 14, 0)
+    assert op_row(group_norm, H200)["aligned"] == 1  # only a layer norm's rows say
     assert op_row(config_events(OpConfig("layer_norm", 4, 40, 40, 14))[0], H200)["aligned"] == 1
 
 

@@ -104,7 +104,7 @@ def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
     return {"op": "layout_copy", "group": "memory", "flops": 0, "bytes": 2 * size, "in_bytes": size,
             "out_bytes": size, "ref_ms": max(2 * size / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": LAYOUT_COPY,
             "batch": int(x[0]), "channels": int(x[1]), "size": int(x[3]), "kernel": 1, "stride": 1,
-            "broadcast": 0, "norm_rows": 0, "aligned": _aligned(int(x[1]))}  # fmt: skip
+            "broadcast": 0, "norm_rows": 0, "aligned": 1}  # fmt: skip
 
 
 def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
@@ -126,7 +126,7 @@ def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
     return {"op": "bias_add", "group": "memory", "flops": 0, "bytes": in_bytes + out_bytes, "in_bytes": in_bytes,
             "out_bytes": out_bytes, "ref_ms": max((in_bytes + out_bytes) / gpu.bandwidth_bytes * 1e3, FLOOR_MS),
             "category": "mul", "batch": int(out[0]), "channels": int(weight[0]), "size": int(out[-1]), "kernel": 1,
-            "stride": 1, "broadcast": 1, "norm_rows": 0, "aligned": _aligned(int(weight[0]))}  # fmt: skip
+            "stride": 1, "broadcast": 1, "norm_rows": 0, "aligned": 1}  # fmt: skip
 
 
 def _pair(value, default: int = 1) -> int:
@@ -188,16 +188,15 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     if event.op == "aten.native_layer_norm":  # its rows: the pixels, each as long as the normalized (channel) size
         channels = math.prod(int(side) for side in event.call.arg(1, "normalized_shape", [channels]))
         norm_rows = math.prod(shape) // max(channels, 1)
+        # ATen's vectorized layer norm needs rows of a multiple of 8: in the H200 calibration unaligned rows took
+        # about 4x as long as aligned ones of the same length (41 channels: 150x their roofline, 40: 31x). Other
+        # ops are 1: a flag for all of them would put the one-group GroupNorms, calibrated at odd widths only,
+        # apart from the aligned ones of networks
+        aligned = int(channels % 8 == 0)
+    else:
+        aligned = 1
     return {"category": category, "batch": batch, "channels": channels, "size": size, "kernel": kernel,
-            "stride": stride, "broadcast": broadcast, "norm_rows": norm_rows,
-            "aligned": _aligned(channels)}  # fmt: skip
-
-
-def _aligned(channels: int) -> int:
-    """Whether a memory-bound op's channels (a layer norm's row length) are a multiple of 8: ATen's vectorized
-    kernels need it, and in the H200 calibration layer norms of unaligned rows took about 4x as long as aligned
-    ones of the same length (10 channels: 408x their roofline, 16: 81x; 41: 150x, 40: 31x)."""
-    return int(channels % 8 == 0)
+            "stride": stride, "broadcast": broadcast, "norm_rows": norm_rows, "aligned": aligned}  # fmt: skip
 
 
 def config_events(config: OpConfig) -> list[OpEvent]:
