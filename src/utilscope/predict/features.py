@@ -92,7 +92,7 @@ def op_row(event: OpEvent, gpu: Gpu) -> dict:
 def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
     """The copy a conv's input gets on the GPU when it arrives NCHW while the weight is channels_last (after a
     GroupNorm, which makes its input contiguous on CUDA): ATen converts the input to channels_last before cuDNN
-    runs, a memory-bound op of its own that the trace does not record. Its row is a ``copy`` (read and write the
+    runs, a memory-bound op of its own that the trace does not record. Its row is a copy (read and write the
     input once), of the category the calibration's layout copies train (a profile without them: the clones');
     None when the conv needs none."""
     if event.kind is not Kind.CONV or event.layouts[:2] != ("contiguous", "channels_last"):
@@ -101,10 +101,7 @@ def layout_copy_row(event: OpEvent, gpu: Gpu) -> dict | None:
     if int(x[2]) * int(x[3]) == 1:
         return None  # a (B, C, 1, 1) tensor is channels_last already
     size = event.inputs[0].bytes
-    return {"op": "layout_copy", "group": "memory", "flops": 0, "bytes": 2 * size, "in_bytes": size,
-            "out_bytes": size, "ref_ms": max(2 * size / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": LAYOUT_COPY,
-            "batch": int(x[0]), "channels": int(x[1]), "size": int(x[3]), "kernel": 1, "stride": 1,
-            "broadcast": 0, "norm_rows": 0, "aligned": 1}  # fmt: skip
+    return _unrecorded_row("layout_copy", LAYOUT_COPY, size, size, x, 0, gpu)
 
 
 def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
@@ -118,15 +115,20 @@ def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
     if event.kind is not Kind.CONV or event.call.arg(2, "bias", None) is None:
         return None
     x, weight, out = event.call.args[0], event.call.args[1], event.call.outputs[0]
-    groups = _pair(event.call.arg(8, "groups", 1))
-    if groups > 1 and groups == int(x[1]) and set(event.layouts[:2]) == {"contiguous"}:
+    depthwise = conv_class(x, weight, _pair(event.call.arg(8, "groups", 1))) is OpClass.DEPTHWISE_CONV
+    if depthwise and set(event.layouts[:2]) == {"contiguous"}:
         return None
     out_bytes = event.outputs[0].bytes
-    in_bytes = out_bytes + next((ref.bytes for ref in event.inputs[2:]), 0)
-    return {"op": "bias_add", "group": "memory", "flops": 0, "bytes": in_bytes + out_bytes, "in_bytes": in_bytes,
-            "out_bytes": out_bytes, "ref_ms": max((in_bytes + out_bytes) / gpu.bandwidth_bytes * 1e3, FLOOR_MS),
-            "category": "mul", "batch": int(out[0]), "channels": int(weight[0]), "size": int(out[-1]), "kernel": 1,
-            "stride": 1, "broadcast": 1, "norm_rows": 0, "aligned": 1}  # fmt: skip
+    return _unrecorded_row("bias_add", "mul", out_bytes + event.inputs[2].bytes, out_bytes, out, 1, gpu)
+
+
+def _unrecorded_row(op: str, category: str, in_bytes: int, out_bytes: int, shape, broadcast: int, gpu: Gpu) -> dict:
+    """The row of a memory-bound kernel the GPU runs and the trace does not record, over a (B, C, H, W) tensor."""
+    moved = in_bytes + out_bytes
+    return {"op": op, "group": "memory", "flops": 0, "bytes": moved, "in_bytes": in_bytes, "out_bytes": out_bytes,
+            "ref_ms": max(moved / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": category,
+            "batch": int(shape[0]), "channels": int(shape[1]), "size": int(shape[-1]), "kernel": 1, "stride": 1,
+            "broadcast": broadcast, "norm_rows": 0, "aligned": 1}  # fmt: skip
 
 
 def _pair(value, default: int = 1) -> int:
