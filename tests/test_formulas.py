@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from counting_helpers import Lambda, count, count_on_cpu, layer
 from torch import nn
 
-from utilscope.counting import formulas
+from utilscope.counting import formulas, tracer
 from utilscope.counting.formulas import Call, Cost, Kind, Rule
 from utilscope.counting.tracer import META_SHORTCUTS
 
@@ -620,3 +620,42 @@ def _layout(out):
 def test_meta_shortcut_matches_meta_kernel(func, make_args, dtype):
     args = make_args(dtype)
     assert _layout(META_SHORTCUTS[func](*args)) == _layout(func(*args))
+
+
+# --- the memo of meta outputs --------------------------------------------------------------------------------
+
+
+def test_only_pure_ops_are_memoized():
+    # a write (relu_) or an alias (view, t) must keep returning the tensor the op gives, not a fresh one
+    assert tracer._is_pure(aten.add.Tensor) and tracer._is_pure(aten.convolution.default)
+    assert not any(map(tracer._is_pure, (aten.relu_.default, aten.view.default, aten.t.default, aten.add_.Tensor)))
+
+
+def test_memo_keys_scalars_by_type():
+    # an int64 tensor times 2 stays int64, times 2.0 becomes float32: the two calls must not share an entry
+    x = torch.empty(4, 4, dtype=torch.int64, device="meta")
+    assert tracer._meta_call(aten.mul.Tensor, (x, 2), {}).dtype == torch.int64
+    assert tracer._meta_call(aten.mul.Tensor, (x, 2.0), {}).dtype == torch.float32
+    assert tracer._meta_call(aten.mul.Tensor, (x, 2), {}).dtype == torch.int64  # a hit
+
+
+def test_memo_hit_matches_meta_kernel():
+    # a channels_last tensor times its SE gate: the hit rebuilds the kernel's shape, strides and dtype, fresh
+    x = torch.empty(2, 8, 5, 5, dtype=torch.float16, device="meta").contiguous(memory_format=torch.channels_last)
+    gate = torch.empty(2, 8, 1, 1, dtype=torch.float16, device="meta")
+    first = tracer._meta_call(aten.mul.Tensor, (x, gate), {})
+    again = tracer._meta_call(aten.mul.Tensor, (x, gate), {})
+    assert _layout(again) == _layout(first) == _layout(aten.mul.Tensor(x, gate)) and again is not first
+    norm_args = (x, None, None, None, None, True, 0.1, 1e-5)  # a tuple of three outputs
+    tracer._meta_call(aten.native_batch_norm.default, norm_args, {})
+    hit = tracer._meta_call(aten.native_batch_norm.default, norm_args, {})
+    assert isinstance(hit, tuple) and _layout(hit) == _layout(aten.native_batch_norm.default(*norm_args))
+
+
+def test_traces_with_and_without_memo_hits_agree():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.BatchNorm2d(8), nn.GELU())  # fmt: skip
+    tracer._META_OUTPUTS.clear()
+    first = count(model)  # fills the memo: the second conv block hits the first's entries
+    entries = len(tracer._META_OUTPUTS)
+    assert count(model) == first and len(tracer._META_OUTPUTS) == entries  # all hits, the same counts
