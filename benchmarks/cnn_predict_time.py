@@ -1,12 +1,15 @@
 """Time `utilscope predict` per network on this machine: the shipped H200 profile's predictor (fitted and cached
-first, that time printed on its own), then every model of a set at each batch size, counting included.
+first, that time printed on its own); then, like the CLI, the objects alive are frozen (``gc.freeze``: full
+collections skip them; ``--no-freeze`` leaves them); then the process's first prediction (a small model: lazy
+imports and first calls, printed on its own), and every model of a set at each batch size, counting included.
 
-    python3 benchmarks/cnn_predict_time.py [--set survey] [--batch 1,256]
+    python3 benchmarks/cnn_predict_time.py [--set survey] [--batch 1,256] [--no-freeze]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 import warnings
@@ -14,17 +17,27 @@ import warnings
 from utilscope.models import sets
 from utilscope.predict import predictor as pr
 
+WARM_UP = "torchvision:resnet18"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="survey", help="a model set (default: %(default)s, the 61 torchvision CNNs)")
     parser.add_argument("--batch", default="1,256")
+    parser.add_argument("--no-freeze", action="store_true", help="leave the process's objects to the cyclic "
+                        "collector (the library's default; the CLI freezes them)")  # fmt: skip
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
     path = pr.select_profile("h200", None, "fp16", "graph")
     start_s = time.perf_counter()
     predictor = pr.fit_predictor(pr.DeviceProfile.load(path), str(path))
     print(f"fitting the layer models from {path.name}: {time.perf_counter() - start_s:.1f} s (once per profile)")
+    if not args.no_freeze:
+        gc.freeze()  # as `utilscope predict` does once its predictor is loaded (utilscope/cli/predict.py)
+    start_s = time.perf_counter()
+    predictor.predict(WARM_UP, 1)
+    print(f"the process's first prediction ({WARM_UP} at batch 1): {time.perf_counter() - start_s:.2f} s (once per "
+          "process: lazy imports and first calls)")  # fmt: skip
     timed = []
     for model in sets.set_members(args.set):
         for batch in (int(b) for b in args.batch.split(",")):

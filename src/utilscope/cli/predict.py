@@ -3,6 +3,7 @@ network's latency, throughput and utilization on a GPU from its device profile, 
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -51,7 +52,13 @@ def cmd_predict(args, console: Console) -> int:
     batches = check_batches(parse_batches(args.batch))
     predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))
     check_gpu(predictor, args.gpu)
-    predictions = [predictor.predict(args.model, batch, args.res, args.backend) for batch in batches]
+    # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
+    # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
+    gc.freeze()
+    try:
+        predictions = [predictor.predict(args.model, batch, args.res, args.backend) for batch in batches]
+    finally:
+        gc.unfreeze()
     if args.json:
         print(strict_json([p.to_dict() for p in predictions]))
         return 0
