@@ -86,6 +86,21 @@ def per_cell(timm: pd.DataFrame, design: pd.DataFrame) -> list[str]:
     return parts
 
 
+def fusion(timm: pd.DataFrame, design: pd.DataFrame) -> list[str]:
+    """What the `inference` backend (inductor's fused kernels) gains over `graph` at batch 256, model by model."""
+    gains = pop.backend_gains(timm, "inference", "graph", 256)
+    if gains.empty:
+        return []
+    columns = ["name", "family", "gflops", "utilization_over", "utilization", "gain"]
+    formats = {**PCT, **NUM, "utilization_over": "pct", **dict.fromkeys(("gain", "p25_gain", "median_gain",
+                                                                         "p75_gain"), ".2f")}  # fmt: skip
+    return ["## What fusion changes: `inference` over `graph` at batch 256, the same models",
+            f"{len(gains)} models measured on both; `gain` is their throughput ratio, `utilization_over` the `graph` "
+            "utilization.", markdown(pop.gains_by_design(gains, design), formats),
+            "### The 10 largest gains", markdown(gains[columns].head(10), formats),
+            "### The 10 smallest gains", markdown(gains[columns].tail(10).iloc[::-1], formats)]  # fmt: skip
+
+
 def claims(timm: pd.DataFrame, torchvision: pd.DataFrame) -> str:
     """The torchvision findings' headline statistics beside the same statistics over the timm population."""
     rows = []
@@ -123,7 +138,7 @@ def render(
     timm: pd.DataFrame, design: pd.DataFrame, torchvision: pd.DataFrame, reference: pd.DataFrame | None = None
 ) -> str:
     parts = ["## Coverage", coverage(timm), "## Distribution of utilization (fraction of the 989.4 TFLOP/s peak)",
-             markdown(pop.distribution(timm), PCT), *per_cell(timm, design),
+             markdown(pop.distribution(timm), PCT), *per_cell(timm, design), *fusion(timm, design),
              "## The same architectures in torchvision and timm (timm / torchvision)",
              markdown(pop.agreement(timm, torchvision, PAIRS), NUM),
              "## The torchvision findings' statistics over the timm population (`graph`)",

@@ -108,3 +108,20 @@ def test_the_conclusions_may_quote_only_numbers_the_generated_tables_hold():
     findings = _findings_script()
     doc = f"{findings.CONCLUSIONS}\nmedian 7.84%, gain 15.3x, 1,234.5 GFLOPs and 0.49\n{findings.BEGIN}\n"
     assert findings.unquoted(doc, "| 7.84% | 15.3 | 1,234.5 |") == ["0.49"]
+
+
+def test_backend_gains_pair_each_model_across_backends():
+    graph = cells([("timm:a", "A", 1.0, 256, 0.10, 100.0), ("timm:b", "B", 2.0, 256, 0.02, 50.0),
+                   ("timm:c", "B", 2.0, 256, 0.02, 50.0)])  # fmt: skip
+    fused = cells([("timm:a", "A", 1.0, 256, 0.15, 150.0), ("timm:b", "B", 2.0, 256, 0.04, 100.0)])
+    gains = pop.backend_gains(pd.concat([graph, fused.assign(backend="inference")]), "inference", "graph", 256)
+    assert gains["name"].tolist() == ["b", "a"] and gains["gain"].tolist() == pytest.approx([2.0, 1.5])  # c: one side
+    assert gains["utilization_over"].tolist() == pytest.approx([0.02, 0.10])
+    design = pd.DataFrame({"model": ["timm:a", "timm:b"], "depthwise_share": [0.0, 0.5], "grouped_share": 0.0,
+                           "squeeze_excite": False, "activation": "relu", "aligned_share": 1.0,
+                           "patchify_stem": False, "resolution": 224, "reparameterizable": False, "depth": [10, 20],
+                           "width": 64.0})  # fmt: skip
+    table = pop.gains_by_design(gains, design).set_index(["choice", "value"])
+    assert table.loc[("all", "all models"), "models"] == 2
+    assert table.loc[("all", "all models"), "median_gain"] == pytest.approx(1.75)
+    assert table.loc[("conv style", "depthwise"), "median_gain"] == pytest.approx(2.0)

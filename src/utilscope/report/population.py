@@ -194,3 +194,29 @@ def agreement(frame: pd.DataFrame, other: pd.DataFrame, pairs: dict[str, str]) -
         "utilization_ratio": joined["utilization"] / joined["utilization_other"],
         "throughput_ratio": joined["samples_per_s"] / joined["samples_per_s_other"],
     }).sort_values(["backend", "batch", "model"]).reset_index(drop=True)  # fmt: skip
+
+
+def backend_gains(frame: pd.DataFrame, backend: str, over: str, batch: int) -> pd.DataFrame:
+    """Per model measured on both backends at ``batch``: its utilization on each and the throughput ratio
+    ``gain`` (``backend`` / ``over``), largest gain first."""
+    keys = ["model", "precision", "resolution"]
+    here, there = ok_cells(frame, backend, batch), ok_cells(frame, over, batch)
+    joined = here.merge(there[[*keys, "utilization", "samples_per_s"]], on=keys, suffixes=("", "_over"))
+    table = pd.DataFrame({"name": joined["name"], "model": joined["model"], "family": joined["family"],
+                          "gflops": joined["gflops"], "utilization_over": joined["utilization_over"],
+                          "utilization": joined["utilization"],
+                          "gain": joined["samples_per_s"] / joined["samples_per_s_over"]})  # fmt: skip
+    return table.sort_values("gain", ascending=False).reset_index(drop=True)
+
+
+def gains_by_design(gains: pd.DataFrame, design: pd.DataFrame) -> pd.DataFrame:
+    """``backend_gains`` summarized: over all models, then per design choice and value, the models and the
+    quartiles of the gain."""
+    rows = gains.merge(design_groups(design), on="model")
+    parts = [rows.assign(choice="all", value="all models")]
+    parts += [rows.assign(choice=choice, value=rows[choice].astype(str)) for choice in design_groups(design).columns
+              if choice != "model"]  # fmt: skip
+    grouped = pd.concat(parts).groupby(["choice", "value"], sort=False)["gain"]
+    table = grouped.quantile([0.25, 0.5, 0.75]).unstack()
+    table.columns = ["p25_gain", "median_gain", "p75_gain"]
+    return pd.concat([grouped.size().rename("models"), table], axis=1).reset_index()
