@@ -148,6 +148,17 @@ def test_outliers_are_the_few_lowest_and_highest():
     assert list(low["model"]) == ["b", "a"] and list(high["model"]) == ["c"]  # a is not named twice
 
 
+def test_a_label_near_the_right_edge_goes_on_the_left_of_its_point():
+    from matplotlib.figure import Figure
+
+    axes = Figure().add_subplot()
+    frame = pd.DataFrame({"model": ["timm:left", "timm:right"], "x": [0.1, 0.95], "y": [0.2, 0.8]})
+    axes.set_xlim(0, 1)
+    plots._label_extremes(axes, frame, "x", "y")
+    sides = {t.get_text(): (t.get_horizontalalignment(), t.get_position()[0] < 0) for t in axes.texts}
+    assert sides == {"left": ("left", False), "right": ("right", True)}  # offsets of -6 / +6 points
+
+
 def test_the_figures_of_many_families_name_six_models_and_cap_the_legend(many, tmp_path, drawn):
     measurements, _ = many
     plots.plot_utilization_vs_gflops(measurements, tmp_path / "gflops.png")

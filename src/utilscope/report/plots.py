@@ -123,7 +123,8 @@ def _label_extremes(axes, frame: pd.DataFrame, x: str, y: str, rank_by: str | No
     their (x, y) points.
 
     Labels of neighbouring points are spread apart vertically (low ones upward, high ones downward) so they do not
-    overlap; call this after the axes' scales and limits are final, as the spreading works in pixels.
+    overlap, and a point in the right fifth of the axes has its label on its left, inside the axes; call this after
+    the axes' scales and limits are final, as the spreading works in pixels.
     """
     low, high = outliers(frame, rank_by or y)
     if low.empty:
@@ -131,18 +132,21 @@ def _label_extremes(axes, frame: pd.DataFrame, x: str, y: str, rank_by: str | No
     axes.set_xlim(axes.get_xlim())  # freeze the limits the pixel offsets below are computed against
     axes.set_ylim(axes.get_ylim())
     gap = 10.0 * axes.figure.dpi / 72  # pixels between label baselines: 10 pt
+    box = axes.get_window_extent()
+    right_edge = box.x0 + 0.8 * box.width  # labels of points beyond it go on the left
     for picks, direction in ((low, 1.0), (high, -1.0)):
         pixels = axes.transData.transform(picks[[x, y]].to_numpy(float))
         targets = _spread(pixels[:, 1], gap, direction)
         for model, point, pixel, target in zip(
             picks["model"], picks[[x, y]].to_numpy(float), pixels, targets, strict=True
         ):
-            moved = abs(target - pixel[1]) > 1
+            moved, left = abs(target - pixel[1]) > 1, pixel[0] > right_edge
             axes.annotate(
                 _short(model),
                 tuple(point),
-                xytext=(6, (target - pixel[1]) * 72 / axes.figure.dpi),
+                xytext=(-6 if left else 6, (target - pixel[1]) * 72 / axes.figure.dpi),
                 textcoords="offset points",
+                ha="right" if left else "left",
                 va="center",
                 fontsize=7,
                 color="#333333",
