@@ -1,5 +1,6 @@
 """Findings over a population of surveyed models (the timm survey): distributions, extremes, family medians, the
-design choices that go with high or low utilization, speed at equal FLOPs, and agreement with another store.
+design choices that go with high or low utilization, speed at equal FLOPs, agreement with another store, and what
+one backend gains over another on the same models.
 
 Every function takes the exported measurements (``utilscope export``: one row per cell) and, for design choices,
 the table of ``counting.design`` features (``scripts/build_timm_design.py``), and returns a DataFrame. Only ``ok``
@@ -198,7 +199,8 @@ def agreement(frame: pd.DataFrame, other: pd.DataFrame, pairs: dict[str, str]) -
 
 def backend_gains(frame: pd.DataFrame, backend: str, over: str, batch: int) -> pd.DataFrame:
     """Per model measured on both backends at ``batch``: its utilization on each and the throughput ratio
-    ``gain`` (``backend`` / ``over``), largest gain first."""
+    ``gain`` (``backend`` / ``over``), largest gain first. A store of one device and software (the timm survey's)
+    has one row per model, backend and batch; rows of several settings of a model would be paired each with each."""
     keys = ["model", "precision", "resolution"]
     here, there = ok_cells(frame, backend, batch), ok_cells(frame, over, batch)
     joined = here.merge(there[[*keys, "utilization", "samples_per_s"]], on=keys, suffixes=("", "_over"))
@@ -212,10 +214,10 @@ def backend_gains(frame: pd.DataFrame, backend: str, over: str, batch: int) -> p
 def gains_by_design(gains: pd.DataFrame, design: pd.DataFrame) -> pd.DataFrame:
     """``backend_gains`` summarized: over all models, then per design choice and value, the models and the
     quartiles of the gain."""
-    rows = gains.merge(design_groups(design), on="model")
+    groups = design_groups(design)
+    rows = gains.merge(groups, on="model")
     parts = [rows.assign(choice="all", value="all models")]
-    parts += [rows.assign(choice=choice, value=rows[choice].astype(str)) for choice in design_groups(design).columns
-              if choice != "model"]  # fmt: skip
+    parts += [rows.assign(choice=choice, value=rows[choice].astype(str)) for choice in groups.columns.drop("model")]
     grouped = pd.concat(parts).groupby(["choice", "value"], sort=False)["gain"]
     table = grouped.quantile([0.25, 0.5, 0.75]).unstack()
     table.columns = ["p25_gain", "median_gain", "p75_gain"]
