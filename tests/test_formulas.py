@@ -629,6 +629,9 @@ def test_only_pure_ops_are_memoized():
     # a write (relu_) or an alias (view, t) must keep returning the tensor the op gives, not a fresh one
     assert tracer._is_pure(aten.add.Tensor) and tracer._is_pure(aten.convolution.default)
     assert not any(map(tracer._is_pure, (aten.relu_.default, aten.view.default, aten.t.default, aten.add_.Tensor)))
+    # a factory has no tensor to carry its device into the key (a device context could change it): not memoized
+    x = torch.empty(2, device="meta")
+    assert not tracer._memoizable(aten.empty.memory_format, ([2],)) and tracer._memoizable(aten.cat.default, ([x, x],))
 
 
 def test_memo_keys_scalars_by_type():

@@ -327,7 +327,8 @@ def _shapes_in(tree):
 # Meta outputs memoized by the inputs' metadata: a network repeats its blocks, and an op's output shape, strides and
 # dtype on the meta device are a function of its arguments' (shapes, strides, dtypes, scalars). The meta kernels
 # are Python for most ops (30-200 us a call, the rest of a large network's count); a hit is an ``empty_strided``.
-# Only ops that neither write nor alias an argument are memoized, so every hit is a fresh tensor as the kernel's is.
+# Only ops on tensors that neither write nor alias an argument are memoized, so every hit is a fresh tensor as the
+# kernel's is; the default dtype is in the key (an int tensor times 2.0 promotes to it).
 _META_OUTPUTS: dict[tuple, tuple] = {}
 _META_OUTPUTS_MAX = 1 << 16
 _PURE: dict[torch._ops.OpOverload, bool] = {}
@@ -336,7 +337,7 @@ _PURE: dict[torch._ops.OpOverload, bool] = {}
 def _meta_call(func, args, kwargs):
     """``func(*args, **kwargs)``, through ``META_SHORTCUTS`` and the memo when it runs on the meta device."""
     try:
-        key = (func, _meta_key(args), _meta_key(kwargs)) if _is_pure(func) else None
+        key = (func, torch.get_default_dtype(), _meta_key(args), _meta_key(kwargs)) if _memoizable(func, args) else None
         hit = _META_OUTPUTS.get(key) if key is not None else None
     except TypeError:  # an unhashable argument
         key = hit = None
@@ -354,6 +355,15 @@ def _meta_call(func, args, kwargs):
         if spec is not None:
             _META_OUTPUTS[key] = spec
     return out
+
+
+def _memoizable(func, args) -> bool:
+    """A pure op (``_is_pure``) on tensors: its first argument a tensor or a list of them, so that the key holds the
+    device (a factory's output device can come from a context the key does not see)."""
+    first = args[0] if args else None
+    if isinstance(first, (list, tuple)) and first:
+        first = first[0]
+    return isinstance(first, torch.Tensor) and _is_pure(func)
 
 
 def _is_pure(func) -> bool:
