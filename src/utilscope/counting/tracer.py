@@ -9,6 +9,7 @@ keys* (a new key per op output, views keep their base's key) so that fused traff
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import weakref
@@ -56,7 +57,7 @@ class OpEvent:
     first_output_only: bool = False
     layouts: tuple[str, ...] = ()  # a conv's input and weight: layout_of each (they decide its kernels' layout)
 
-    @property
+    @functools.cached_property  # an event is not changed once recorded; the fusion pass and the features ask often
     def bytes(self) -> int:
         reads = self.inputs[1:] if self.overwrites_first else self.inputs
         if self.kind is Kind.CREATION:
@@ -176,12 +177,16 @@ class Tracer(TorchDispatchMode):
         if self.suspended:
             return func(*args, **kwargs)
         out = _meta_call(func, args, kwargs)
-        if func is torch.ops.aten.convolution.default and args[0].device.type == "meta":
-            out = _cuda_conv_layout(args[0], args[1], out)
-        self._record(func, args, kwargs, out)
+        layouts = ()
+        if func is torch.ops.aten.convolution.default:
+            layouts = (layout_of(args[0]), layout_of(args[1]))
+            if args[0].device.type == "meta":
+                out = _cuda_conv_layout(layouts, out)
+        self._record(func, args, kwargs, out, layouts)
         return out
 
-    def _record(self, func, args, kwargs, out) -> None:
+    def _record(self, func, args, kwargs, out, layouts: tuple[str, ...] = ()) -> None:
+        """One op's event; ``layouts``: a conv's input and weight layouts (``layout_of``), when the caller has them."""
         name = str(func.overloadpacket)
         rule = lookup(name)
         tensors_in = _tensors((args, kwargs))
@@ -201,6 +206,8 @@ class Tracer(TorchDispatchMode):
             outputs.append(TensorRef(key, tensor_bytes(t), weight_only))
         call = Call(_shapes_in(args), _shapes_in(kwargs), _shapes_of(tensors_out))
         cost = rule.cost(call) if rule is not None else Cost()
+        is_conv = rule is not None and rule.kind is Kind.CONV
+        conv_layouts = (layouts or tuple(map(layout_of, tensors_in[:2]))) if is_conv else ()
         self.events.append(
             OpEvent(
                 name,
@@ -212,7 +219,7 @@ class Tracer(TorchDispatchMode):
                 self._layer_for(name, tensors_in, tensors_out),
                 rule is not None and rule.overwrites_first,
                 rule is not None and rule.first_output_only,
-                tuple(layout_of(t) for t in tensors_in[:2]) if rule is not None and rule.kind is Kind.CONV else (),
+                conv_layouts,
             )
         )
 
@@ -241,11 +248,12 @@ def layout_of(t: torch.Tensor) -> str:
     return "channels_last" if suggest_memory_format(t) == torch.channels_last else "contiguous"
 
 
-def _cuda_conv_layout(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _cuda_conv_layout(layouts: tuple[str, str], out: torch.Tensor) -> torch.Tensor:
     """A meta convolution's output laid out as cuDNN's would be: channels_last when the input or the weight is
-    (ATen's ``cudnn_conv_suggest_memory_format``; the meta kernel returns NCHW whatever its arguments). Without
-    this, every op after a conv would look NCHW to the predictor, as none is on the GPU."""
-    if out.dim() == 4 and "channels_last" in (layout_of(x), layout_of(weight)):
+    (``layouts``, their ``layout_of``; ATen's ``cudnn_conv_suggest_memory_format``; the meta kernel returns NCHW
+    whatever its arguments). Without this, every op after a conv would look NCHW to the predictor, as none is on
+    the GPU."""
+    if out.dim() == 4 and "channels_last" in layouts:
         return torch.empty_like(out, memory_format=torch.channels_last)
     return out
 
