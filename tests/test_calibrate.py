@@ -31,7 +31,8 @@ TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5
         OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
         variant="gelu"), OpConfig("head", 2, 40, 10), OpConfig("large_conv", 1, 3, 8, 23, 11, 4),
         OpConfig("conv_head", 2, 16, 10, 3, 3), OpConfig("layout_copy", 2, 24, 24, 5),
-        OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8),
+        OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8), OpConfig("grouped_stage", 2, 48, 48, 8, 3, 2, 2),
+        OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
         *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS)]  # fmt: skip
 
 
@@ -41,7 +42,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 917 and kinds["head"] == 37  # 2000 x 0.5 / 1.09 and 2000 x 0.02 / 1.09, rounded
+    assert kinds["conv"] == 897 and kinds["head"] == 36  # 2000 x 0.5 / 1.115 and 2000 x 0.02 / 1.115, rounded
     prefix = collections.Counter(c.kind for c in sample[:100])  # any prefix: the kinds' shares, give or take one
     assert all(abs(prefix[kind] - quota) <= 1 for kind, quota in quotas(100).items())
     convs = [c for c in sample if c.kind == "conv"]
@@ -58,6 +59,11 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert all(c.kernel == c.size and c.out_size == 1 for c in sample if c.kind == "conv_head")  # no padding
     multiplied = [c for c in sample if c.kind == "multiplier_conv"]  # depthwise, 2 or 4 outputs per channel
     assert multiplied and all(c.groups == c.channels and c.out_channels // c.channels in (2, 4) for c in multiplied)
+    grouped = [c for c in sample if c.kind == "grouped_stage"]  # any multiple-of-8 group width, stride 1 and 2
+    assert all(c.groups >= 2 and (c.channels // c.groups) % 8 == 0 and c.kernel == 3 for c in grouped)
+    assert {c.stride for c in grouped} == {1, 2} and len({c.channels // c.groups for c in grouped}) > 10
+    radix = [c for c in sample if c.kind == "radix_sum"]  # (B, radix x C, H, W) -> (B, C, H, W)
+    assert radix and all(c.channels == c.groups * c.out_channels and c.groups in (2, 4) for c in radix)
     large = [c for c in sample if c.kind == "large_memory"]  # beyond every other kind's 2^28 elements
     assert {c.variant for c in large} == set(LARGE_MEMORY_OPS)
     assert all(c.batch * c.channels * c.size**2 > MAX_ACTIVATION_ELEMENTS for c in large)

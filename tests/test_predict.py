@@ -220,6 +220,19 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)
 
 
+def test_split_attention_sums_are_a_category_of_their_own_with_a_branchs_shape(predictor):
+    # ResNeSt's and SKNet's sum over the radix of (B, radix, C, H, W): its row carries a branch's channels and size
+    # and the radix as its window; a profile without such sums predicts it as a global mean, as before they were
+    (event,) = config_events(OpConfig("radix_sum", 4, 2 * 24, 24, 14, groups=2))
+    row = op_row(event, H200)
+    assert (row["category"], row["channels"], row["size"], row["kernel"]) == ("radix_sum", 24, 14, 2)
+    assert row["in_bytes"] == 4 * 48 * 14 * 14 * 2 and row["out_bytes"] == 4 * 24 * 14 * 14 * 2  # fp16
+    assert op_row(config_events(OpConfig("pool", 4, 24, 24, 14, variant="global"))[0], H200)["category"] == "mean"
+    frame, calibrated = pd.DataFrame([row]), predictor.layer_models.categories
+    without = replace(predictor.layer_models, categories=tuple(c for c in calibrated if c != "radix_sum"))
+    assert without.predict(frame)[0] == pytest.approx(predictor.layer_models.predict(frame.assign(category="mean"))[0])
+
+
 def test_layout_copies_train_a_category_of_their_own_and_a_profile_without_them_predicts_them_as_clones(predictor):
     config = OpConfig("layout_copy", 8, 64, 64, 28)
     rows = layers.calibration_rows(DeviceProfile("NVIDIA H200", "fp16", "graph", {}, 5, {},

@@ -46,7 +46,11 @@ CONV_STYLE_CODES = {OpClass.DENSE_CONV: 0, OpClass.POINTWISE_CONV: 1, OpClass.GR
 MULTIPLE_CAP = 256  # the largest channel multiple the layer models tell apart
 # an NCHW image's copy to channels_last (``layout_copy_row``): a transposing copy, calibrated apart from the clones
 LAYOUT_COPY = "layout_copy"
-CATEGORY_CODES = {name: code for code, name in enumerate(sorted({*CATEGORIES.values(), LAYOUT_COPY}))}
+# a sum over dim 1 of a (B, radix, C, H, W) tensor (ResNeSt's and SKNet's split attention): a strided reduction
+RADIX_SUM = "radix_sum"
+# the memory categories' codes; a category added later takes the next code, so that the others' stay as they were
+# fitted (the trees of a profile without it are the same)
+CATEGORY_CODES = {name: code for code, name in enumerate([*sorted({*CATEGORIES.values(), LAYOUT_COPY}), RADIX_SUM])}
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,13 @@ def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
             **_multiples(k, n), **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
 
 
+def is_radix_sum(event: OpEvent) -> bool:
+    """A sum over dim 1 of a 5-D tensor: a split-attention block's over its (B, radix, C, H, W) branches."""
+    first = event.call.args[0] if event.call.args else None
+    dims = event.call.arg(1, "dim", None)
+    return event.op == "aten.sum" and isinstance(first, torch.Size) and len(first) == 5 and list(dims or ()) == [1]
+
+
 def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     category = CATEGORIES.get(event.op) or BY_KIND.get(event.kind, "add")
     first = event.call.args[0] if event.call.args else None
@@ -182,6 +193,8 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     size = int(shape[-1]) if len(shape) == 4 else 1
     pooling = category in ("max_pool", "avg_pool")
     kernel = _pair(event.call.arg(1, "kernel_size", 1)) if pooling else 1
+    if is_radix_sum(event):  # a branch's channels and size; the radix as the reduction's window
+        category, channels, size, kernel = RADIX_SUM, int(shape[2]), int(shape[-1]), int(shape[1])
     stride = _pair(event.call.arg(2, "stride", kernel), kernel) if pooling else 1
     broadcast = int(len(inputs) > 1 and min(inputs) < max(inputs))
     # a group norm's rows (batch x groups), the units its kernel works in parallel: in the H200 calibration those of

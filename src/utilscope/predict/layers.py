@@ -19,7 +19,15 @@ import numpy as np
 import pandas as pd
 
 from utilscope.predict.calibrate import DeviceProfile
-from utilscope.predict.features import CATEGORY_CODES, CONV_STYLE_CODES, LAYOUT_COPY, Gpu, config_events, op_row
+from utilscope.predict.features import (
+    CATEGORY_CODES,
+    CONV_STYLE_CODES,
+    LAYOUT_COPY,
+    RADIX_SUM,
+    Gpu,
+    config_events,
+    op_row,
+)
 from utilscope.predict.ops import OpConfig
 
 ITERATIONS = 300
@@ -42,7 +50,7 @@ RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "kerne
           "se_gate": ("batch", "channels", "size")}  # fmt: skip
 RANGES_PER = {"conv": "style"}  # a group whose ranges are kept per value of this column
 # a memory category a profile may lack (timed from a later sample version on), and the one it is predicted as then
-FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy"}
+FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy", RADIX_SUM: "mean"}
 STYLE_NAMES = {code: op_class.value.removesuffix("_conv") for op_class, code in CONV_STYLE_CODES.items()}
 
 

@@ -25,7 +25,7 @@ from utilscope.errors import UsageError
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 7  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 8  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -38,13 +38,18 @@ SAMPLE_VERSION = 7  # the sampler's version (a profile keeps every config it tim
 # at 256 x 64 x 56 x 56 where the shuffles' and clones' copy model said 0.29 ms (scripts/layout_probe.py), and
 # depthwise convs with a channel multiplier (groups = input channels, 2 or 4 outputs per group: FastViT's
 # downsampling), for which cuDNN ran a generic engine (convolve_common_engine_float_NHWC) at a quarter of what the
-# multiplier-1 depthwise convs of the sample predicted.
+# multiplier-1 depthwise convs of the sample predicted. Version 8 added 3x3 grouped convs at any multiple-of-8 group
+# width, half at stride 2 (RegNets' 56, 120, 232 ...: RegNetX-8GF's stride-2 grouped convs took 3.3-4.2x and its
+# stride-1 ones 1.8x what the sample's power-of-two group widths predicted), and the sum over the radix of a
+# split-attention block (ResNeSt's and SKNet's (B, radix, C, H, W) -> (B, C, H, W): a strided reduction at about a
+# tenth of the bandwidth, 0.2x as fast as the global means it was predicted as).
 KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
                "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
                "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02,
-               "conv_head": 0.01, "layout_copy": 0.02, "multiplier_conv": 0.01}  # fmt: skip
+               "conv_head": 0.01, "layout_copy": 0.02, "multiplier_conv": 0.01, "grouped_stage": 0.015,
+               "radix_sum": 0.01}  # fmt: skip
 KINDS = tuple(KIND_SHARES)
-CONV_KINDS = ("conv", "large_conv", "multiplier_conv")  # one padded conv each
+CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage")  # one padded conv each
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
 SIZES = (7, 320)  # spatial size (square)
@@ -57,6 +62,8 @@ MAX_CONV_FLOPS = 4e12
 CONV_HEAD_CHANNELS = (256, 384, 512, 768, 1024, 1280, 2048)  # a conv_head's input channels
 HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216, 25088)  # up to VGG's 512x7x7
 MULTIPLIERS = (2, 4)  # a multiplier_conv's outputs per input channel
+GROUPED_STAGE_CHANNELS = 4096  # a grouped_stage conv's most channels (RegNetY-128GF's last stage: 2,904 ... 3,712)
+RADICES = (2, 2, 2, 4)  # a radix_sum's branches (ResNeSt's and SKNet's 2; ResNeSt-269's 4 is not timm's, kept rare)
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 
 
@@ -69,7 +76,7 @@ class OpConfig:
     size: int = 1  # square spatial size of the input (for a linear layer >1: over (B, size, size, C) tokens)
     kernel: int = 1
     stride: int = 1
-    groups: int = 1
+    groups: int = 1  # a radix_sum's: its radix
     dilation: int = 1
     variant: str = ""  # the activation, the pool, or the shape of a multiply's second operand
     kernel_w: int = 0  # a conv's kernel width when it differs from its height (1x7, 11x1 ...); 0: square
@@ -142,6 +149,19 @@ class ToChannelsLast(nn.Module):
         return x.contiguous(memory_format=torch.channels_last)
 
 
+class RadixSum(nn.Module):
+    """The sum over the branches of a split-attention block (ResNeSt's, SKNet's): the (B, radix x C, H, W) image as
+    (B, radix, C, H, W), summed over the radix."""
+
+    def __init__(self, radix: int):
+        super().__init__()
+        self.radix = radix
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        return x.reshape(b, self.radix, c // self.radix, h, w).sum(dim=1)
+
+
 class Binary(nn.Module):
     def __init__(self, kind: str):
         super().__init__()
@@ -180,6 +200,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
         "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
         "conv_head": lambda: _conv(config), "layout_copy": ToChannelsLast, "multiplier_conv": lambda: _conv(config),
+        "grouped_stage": lambda: _conv(config), "radix_sum": lambda: RadixSum(config.groups),
     }  # fmt: skip
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
@@ -323,6 +344,16 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         channels, stride = _width(rng, width), rng.choice((1, 2))
         return OpConfig(kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)),
                         stride, channels)  # fmt: skip
+    if kind == "grouped_stage":  # a 3x3 grouped conv at a stage's size, any multiple-of-8 group width, 2-64 groups
+        _, size, _ = _pyramid(rng)
+        group_width = 8 * _log_uniform(rng, 1, 32)
+        groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
+        channels = group_width * groups
+        return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
+    if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
+        _, size, width = _pyramid(rng)
+        radix, branch = rng.choice(RADICES), _width(rng, width)
+        return OpConfig(kind, batch, radix * branch, branch, size, groups=radix)
     if kind == "large_memory":  # 2^28 to 2^30 elements at a large batch: channels log-uniform, the size to match
         batch, channels = rng.choice((32, 64, 128, 256)), _width(rng, _log_uniform(rng, 32, 3072), aligned=0.9)
         size = max(7, round(math.sqrt(_log_uniform(rng, *LARGE_ELEMENTS) / (batch * channels))))
