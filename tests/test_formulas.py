@@ -655,6 +655,15 @@ def test_memo_hit_matches_meta_kernel():
     assert isinstance(hit, tuple) and _layout(hit) == _layout(aten.native_batch_norm.default(*norm_args))
 
 
+def test_a_full_memo_starts_over(monkeypatch):
+    monkeypatch.setattr(tracer, "_META_OUTPUTS_MAX", 2)
+    tracer._META_OUTPUTS.clear()
+    x = torch.empty(3, device="meta")
+    for scalar in (1, 2, 3):  # three keys: the third finds the memo full, clears it and is its only entry
+        tracer._meta_call(aten.mul.Tensor, (x, scalar), {})
+    assert len(tracer._META_OUTPUTS) == 1
+
+
 def test_traces_with_and_without_memo_hits_agree():
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.Conv2d(8, 8, 3, padding=1),
                           nn.BatchNorm2d(8), nn.GELU())  # fmt: skip

@@ -358,10 +358,11 @@ def _meta_call(func, args, kwargs):
         out = shortcut(*args)
     else:
         out = func(*args, **kwargs)
-    if key is not None and len(_META_OUTPUTS) < _META_OUTPUTS_MAX:
-        spec = _meta_spec(out)
-        if spec is not None:
-            _META_OUTPUTS[key] = spec
+    spec = _meta_spec(out) if key is not None else None
+    if spec is not None:
+        if len(_META_OUTPUTS) >= _META_OUTPUTS_MAX:  # bounded: a long run (~100 new entries a network) starts over
+            _META_OUTPUTS.clear()
+        _META_OUTPUTS[key] = spec
     return out
 
 
