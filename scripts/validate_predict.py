@@ -15,6 +15,7 @@ markers.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sqlite3
@@ -55,28 +56,33 @@ def flops_scale(predictor: Predictor, profile_path: Path) -> float:
     return float(np.exp(np.mean(np.log(compute["ms"] / compute["flops"]))))
 
 
-def roofline_ms(recorded, gpu: Gpu) -> float:
-    """The roofline proxy: the sum over the network's ops of max(FLOPs / peak, bytes / bandwidth)."""
-    rows = network_rows(recorded, gpu)
+def roofline_ms(rows: pd.DataFrame, gpu: Gpu) -> float:
+    """The roofline proxy: the sum over the network's ops (``network_rows``) of max(FLOPs / peak, bytes / bandwidth)."""
     flops = rows["flops"].to_numpy(float)
     return float(np.maximum(flops / gpu.peak_flops, rows["bytes"].to_numpy(float) / gpu.bandwidth_bytes).sum() * 1e3)
 
 
 def predict_rows(frame: pd.DataFrame, predictor: Predictor, scale: float) -> pd.DataFrame:
-    """Per measured row: the prediction (counting included in its seconds) and the two baselines, from one trace."""
+    """Per measured row: the prediction and the two baselines. A network is traced once per batch size and
+    resolution for all its rows (stores, backends); each row's seconds are that count's plus its own prediction's,
+    as if it were predicted alone."""
     out = []
-    for row in frame.itertuples():
+    for (model, batch, resolution), rows in frame.groupby(["model", "batch", "resolution"], sort=False):
         start_s = time.perf_counter()
-        counted, recorded = predictor.count(row.model, row.batch, row.resolution)
-        prediction = predictor.predict_counted(counted, recorded, row.backend)
-        seconds = time.perf_counter() - start_s
-        top = ", ".join(f"{layer['name']} {layer['predicted_ms']:.3g} ms" for layer in prediction.layers[:3])
-        out.append({"store": row.store, "backend": row.backend, "model": row.model, "batch": row.batch,
-                    "measured_ms": row.latency_ms,
-                    "predicted_ms": prediction.latency_ms, "flops_proxy_ms": scale * prediction.flops,
-                    "roofline_ms": roofline_ms(recorded, predictor.gpu),
-                    "extrapolated": prediction.extrapolated, "top_layers": top,
-                    "seconds": seconds})  # fmt: skip
+        counted, recorded = predictor.count(model, batch, resolution)
+        network = network_rows(recorded, predictor.gpu)
+        count_s = time.perf_counter() - start_s
+        roofline = roofline_ms(network, predictor.gpu)
+        for row in rows.itertuples():
+            start_s = time.perf_counter()
+            prediction = predictor.predict_counted(counted, recorded, row.backend, network)
+            seconds = count_s + time.perf_counter() - start_s
+            top = ", ".join(f"{layer['name']} {layer['predicted_ms']:.3g} ms" for layer in prediction.layers[:3])
+            out.append({"store": row.store, "backend": row.backend, "model": model, "batch": batch,
+                        "measured_ms": row.latency_ms,
+                        "predicted_ms": prediction.latency_ms, "flops_proxy_ms": scale * prediction.flops,
+                        "roofline_ms": roofline, "extrapolated": prediction.extrapolated, "top_layers": top,
+                        "seconds": seconds})  # fmt: skip
     return pd.DataFrame(out)
 
 
@@ -161,6 +167,7 @@ def main() -> int:
         results = pd.DataFrame(json.loads(Path(args.from_json).read_text()))
     else:
         predictor = load_predictor(args.profile)
+        gc.freeze()  # as `utilscope predict` does (its prediction times are comparable)
         batches = [int(b) for b in args.batch.split(",")]
         stores = [Path(s) for s in args.store] if args.store else STORES
         backends = args.backend.split(",")

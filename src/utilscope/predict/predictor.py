@@ -87,10 +87,11 @@ class Predictor:
                              f" not {backend}")  # fmt: skip
         return backend
 
-    def predict_counted(self, counted, recorded, backend: str | None = None) -> Prediction:
-        """``predict`` of a network already counted (``count_traced``'s result and trace)."""
+    def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None):
+        """``predict`` of a network already counted (``count_traced``'s result and trace); ``rows``: its
+        ``network_rows``, when the caller has them (one trace predicted on several backends)."""
         backend = self.check_backend(backend)
-        rows = network_rows(recorded, self.gpu)
+        rows = network_rows(recorded, self.gpu) if rows is None else rows
         ms, reasons, latency_ms = self.compose(rows, backend)
         flops, batch = counted.total.flops, counted.batch
         layers = per_layer(rows, ms, reasons, counted)
