@@ -332,9 +332,11 @@ def _shapes_in(tree):
     return tree
 
 
-# Meta outputs memoized by the inputs' metadata: a network repeats its blocks, and an op's output shape, strides and
-# dtype on the meta device are a function of its arguments' (shapes, strides, dtypes, scalars). The meta kernels
-# are Python for most ops (30-200 us a call, the rest of a large network's count); a hit is an ``empty_strided``.
+# Meta outputs memoized by the inputs' metadata, for one trace at a time (``trace`` starts it empty: kept across
+# networks it grew by ~100 entries a network, objects every full collection scans): a network repeats its blocks,
+# and an op's output shape, strides and dtype on the meta device are a function of its arguments' (shapes,
+# strides, dtypes, scalars). The meta kernels are Python for most ops (30-200 us a call, the rest of a large
+# network's count); a hit is an ``empty_strided``.
 # Only ops on tensors that neither write nor alias an argument are memoized, so every hit is a fresh tensor as the
 # kernel's is; the default dtype is in the key (an int tensor times 2.0 promotes to it).
 _META_OUTPUTS: dict[tuple, tuple] = {}
@@ -360,7 +362,7 @@ def _meta_call(func, args, kwargs):
         out = func(*args, **kwargs)
     spec = _meta_spec(out) if key is not None else None
     if spec is not None:
-        if len(_META_OUTPUTS) >= _META_OUTPUTS_MAX:  # bounded: a long run (~100 new entries a network) starts over
+        if len(_META_OUTPUTS) >= _META_OUTPUTS_MAX:  # bounded, for a trace of an unusually large network
             _META_OUTPUTS.clear()
         _META_OUTPUTS[key] = spec
     return out
@@ -436,6 +438,7 @@ def attention_as_one_op(tracer: Tracer, enabled: bool):
 
 def trace(model: nn.Module, example: torch.Tensor, tracer_class: type[Tracer] = Tracer) -> Trace:
     """Run ``model(example)`` without gradients and record every op."""
+    _META_OUTPUTS.clear()  # per trace (see _META_OUTPUTS)
     tracer = tracer_class(model)
     pre = nn.modules.module.register_module_forward_pre_hook(tracer.enter_module)
     post = nn.modules.module.register_module_forward_hook(tracer.exit_module, always_call=True)
