@@ -1,7 +1,8 @@
 """Time `utilscope predict` per network on this machine: the shipped H200 profile's predictor (fitted and cached
 first, that time printed on its own); then, like the CLI, the objects alive are frozen (``gc.freeze``: full
-collections skip them; ``--no-freeze`` leaves them); then the process's first prediction (a small model: lazy
-imports and first calls, printed on its own), and every model of a set at each batch size, counting included.
+collections skip them; ``--no-freeze`` leaves them); then the process's first predictions (a small model of each
+library: lazy imports and first calls, printed on their own), and every model of a set at each batch size, counting
+included.
 
     python3 benchmarks/cnn_predict_time.py [--set survey] [--batch 1,256] [--no-freeze]
 """
@@ -17,7 +18,7 @@ import warnings
 from utilscope.models import sets
 from utilscope.predict import predictor as pr
 
-WARM_UP = "torchvision:resnet18"
+WARM_UP = ("torchvision:resnet18", "timm:resnet18")  # the first call of each library's path (timm's registry ...)
 
 
 def main() -> None:
@@ -34,10 +35,11 @@ def main() -> None:
     print(f"fitting the layer models from {path.name}: {time.perf_counter() - start_s:.1f} s (once per profile)")
     if not args.no_freeze:
         gc.freeze()  # as `utilscope predict` does once its predictor is loaded (utilscope/cli/predict.py)
-    start_s = time.perf_counter()
-    predictor.predict(WARM_UP, 1)
-    print(f"the process's first prediction ({WARM_UP} at batch 1): {time.perf_counter() - start_s:.2f} s (once per "
-          "process: lazy imports and first calls)")  # fmt: skip
+    for model in WARM_UP:
+        start_s = time.perf_counter()
+        predictor.predict(model, 1)
+        print(f"the process's first prediction of {model} at batch 1: {time.perf_counter() - start_s:.2f} s (once "
+              "per process: lazy imports and first calls)")  # fmt: skip
     timed = []
     for model in sets.set_members(args.set):
         for batch in (int(b) for b in args.batch.split(",")):
