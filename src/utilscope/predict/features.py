@@ -178,11 +178,10 @@ def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
             **_multiples(k, n), **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
 
 
-def is_radix_sum(event: OpEvent) -> bool:
-    """A sum over dim 1 of a 5-D tensor: a split-attention block's over its (B, radix, C, H, W) branches."""
-    first = event.call.args[0] if event.call.args else None
-    dims = event.call.arg(1, "dim", None)
-    return event.op == "aten.sum" and isinstance(first, torch.Size) and len(first) == 5 and list(dims or ()) == [1]
+def _is_radix_sum(event: OpEvent, shape: torch.Size) -> bool:
+    """A sum over dim 1 of a 5-D tensor (``shape``, its input's): a split-attention block's over its (B, radix, C,
+    H, W) branches."""
+    return event.op == "aten.sum" and len(shape) == 5 and list(event.call.arg(1, "dim", None) or ()) == [1]
 
 
 def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
@@ -193,7 +192,7 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     size = int(shape[-1]) if len(shape) == 4 else 1
     pooling = category in ("max_pool", "avg_pool")
     kernel = _pair(event.call.arg(1, "kernel_size", 1)) if pooling else 1
-    if is_radix_sum(event):  # a branch's channels and size; the radix as the reduction's window
+    if _is_radix_sum(event, shape):  # a branch's channels and size; the radix as the reduction's window
         category, channels, size, kernel = RADIX_SUM, int(shape[2]), int(shape[-1]), int(shape[1])
     stride = _pair(event.call.arg(2, "stride", kernel), kernel) if pooling else 1
     broadcast = int(len(inputs) > 1 and min(inputs) < max(inputs))

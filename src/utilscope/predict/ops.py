@@ -193,15 +193,15 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
     """The module of a config and the shapes of its inputs (channels first)."""
     image = torch.Size((config.batch, config.channels, config.size, config.size))
     builders = {
-        "conv": lambda: _conv(config), "linear": lambda: nn.Linear(config.channels, config.out_channels),
+        **dict.fromkeys((*CONV_KINDS, "conv_head"), lambda: _conv(config)),
+        "linear": lambda: nn.Linear(config.channels, config.out_channels),
         "batch_norm": lambda: nn.BatchNorm2d(config.channels), "layer_norm": lambda: LayerNorm2d(config.channels),
         "group_norm": lambda: nn.GroupNorm(math.gcd(32, config.channels), config.channels),
         "chain": lambda: Chain(config),
         "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
         "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
-        "head": lambda: nn.Linear(config.channels, config.out_channels), "large_conv": lambda: _conv(config),
-        "conv_head": lambda: _conv(config), "layout_copy": ToChannelsLast, "multiplier_conv": lambda: _conv(config),
-        "grouped_stage": lambda: _conv(config), "radix_sum": lambda: RadixSum(config.groups),
+        "head": lambda: nn.Linear(config.channels, config.out_channels), "layout_copy": ToChannelsLast,
+        "radix_sum": lambda: RadixSum(config.groups),
     }  # fmt: skip
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
