@@ -23,6 +23,7 @@ from torch import nn
 from utilscope.advise.padding import pad_channels, verify
 from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
@@ -154,15 +155,15 @@ def padding_rewrite(model: nn.Module, counted: CountResult, example: torch.Tenso
 
 
 def folding_rewrite(model: nn.Module, example: torch.Tensor, notes: list[str]) -> Rewrite | None:
-    """BatchNorm folding into the preceding convolutions, when the model has BatchNorm that FX can fold."""
-    total = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    """BatchNorm folding into the preceding convolutions, when the model has BatchNorm that can be folded."""
+    total = folding.count_batchnorm(model)
     if not total:
         return None
     folded, fold_notes = fold_batchnorm(model, example)
     notes.extend(fold_notes)
-    if fold_notes:
+    left = folding.count_batchnorm(folded)
+    if folded is model or left == total:
         return None
-    left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
     return Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
                    f"{total - left} of {total} BatchNorm layers folded into their convolutions",
                    lambda m, x: fold_batchnorm(m, x)[0])  # fmt: skip

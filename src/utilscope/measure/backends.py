@@ -12,13 +12,13 @@ Every backend is recorded with every row, with its notes (fallbacks and why).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from utilscope.measure import folding
 from utilscope.registry import Registry
 
 
@@ -118,18 +118,23 @@ def _fresh_compile(model: nn.Module, **kwargs) -> Callable:
 
 
 def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[str, ...]]:
-    """Fold eval-mode BatchNorm into the preceding convolutions, in fp32, then cast back to the input's dtype."""
-    from torch.fx.experimental.optimization import fuse
-
+    """Fold eval-mode BatchNorm into the preceding convolutions (``measure.folding``), in fp32, then cast back to the
+    input's dtype and memory format. The notes say when tracing fails (the model is returned as it is), when the
+    fold would change the outputs (likewise), and how many BatchNorm layers are left unfolded."""
     try:
-        folded = fuse(copy.deepcopy(model).float(), inplace=True)
-    except Exception as exc:  # symbolic tracing fails on data-dependent models: inductor freezing still folds
-        return model, (f"FX BatchNorm folding impossible ({type(exc).__name__}); left to inductor freezing",)
-    memory_format = torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else None
+        folded, count = folding.fold(model)
+    except Exception as exc:  # symbolic tracing fails on data-dependent models: the model runs as it is
+        return model, (f"FX BatchNorm folding impossible ({type(exc).__name__}); BatchNorm left unfolded",)
+    difference = folding.output_difference(model, folded, x[:2])
+    if not difference <= folding.FOLDING_RTOL:
+        return model, (f"BatchNorm folding changed the outputs (relative difference {difference:.2g}): left unfolded",)
+    notes = ()
+    if left := folding.count_batchnorm(folded):
+        notes = (f"{left} of {left + count} BatchNorm layers left unfolded (not right after a foldable convolution)",)
     folded = folded.to(dtype=x.dtype)
-    if memory_format is not None and x.dim() == 4:
-        folded = folded.to(memory_format=memory_format)
-    return folded.eval(), ()
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        folded = folded.to(memory_format=torch.channels_last)
+    return folded.eval(), notes
 
 
 @register_backend(
