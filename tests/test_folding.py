@@ -52,16 +52,27 @@ class Mixed(nn.Module):
 
 def test_fold_handles_functional_batchnorm_and_same_padding_convs():
     model, x = randomized(Mixed()), torch.randn(2, 3, 15, 15)
-    folded, count = folding.fold(model)
-    assert (count, folding.count_batchnorm(model), folding.count_batchnorm(folded)) == (2, 4, 2)
-    assert folding.output_difference(model, folded, x) < 1e-5
+    folded, folds = folding.fold(model)
+    assert [fold.conv_target for fold in folds] == ["conv1", "conv2"]
+    assert (folding.count_batchnorm(model), folding.count_batchnorm(folded)) == (4, 2)
+    assert folding.fold_difference(model, folded, folds, x) < 1e-12
+    with torch.no_grad():
+        torch.testing.assert_close(folded(x.double()), model.double()(x.double()), rtol=1e-12, atol=1e-12)
     assert isinstance(model.bn2, FunctionalNorm)  # the original keeps its own
+
+
+def test_fold_difference_sees_a_wrong_fold():
+    model, x = randomized(Mixed()), torch.randn(2, 3, 15, 15)
+    folded, folds = folding.fold(model)
+    with torch.no_grad():
+        folded.conv2.weight.mul_(1.001)
+    assert 1e-4 < folding.fold_difference(model, folded, folds, x) < 1e-2
 
 
 def test_fold_batchnorm_notes_what_it_leaves():
     model, x = randomized(Mixed()), torch.randn(2, 3, 15, 15)
     folded, notes = fold_batchnorm(model, x)
-    assert notes == ("2 of 4 BatchNorm layers left unfolded (not right after a foldable convolution)",)
+    assert notes == ("2 of 4 BatchNorm layers left unfolded (not after a foldable convolution)",)
     torch.testing.assert_close(folded(x), model(x), rtol=1e-4, atol=1e-5)
 
 
@@ -79,13 +90,13 @@ class SharedOutput(nn.Module):
 
 def test_fold_leaves_a_conv_whose_output_is_used_elsewhere():
     model = randomized(SharedOutput())
-    folded, count = folding.fold(model)
-    assert count == 0 and folding.count_batchnorm(folded) == 1
+    folded, folds = folding.fold(model)
+    assert folds == [] and folding.count_batchnorm(folded) == 1
 
 
 def test_fold_batchnorm_refuses_a_fold_that_changes_outputs(monkeypatch):
     model, x = randomized(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))), torch.randn(2, 3, 8, 8)
-    monkeypatch.setattr(folding, "output_difference", lambda *args: 0.5)
+    monkeypatch.setattr(folding, "fold_difference", lambda *args: 0.5)
     folded, notes = fold_batchnorm(model, x)
     assert folded is model
     assert notes == ("BatchNorm folding changed the outputs (relative difference 0.5): left unfolded",)

@@ -5,7 +5,7 @@
                   capture is impossible, with the reason recorded.
 * ``compile``   — ``torch.compile`` in its default mode.
 * ``inference`` — the best deployment path PyTorch offers: BatchNorm folded into the preceding convolutions
-                  (in fp32, before the cast), inductor with ``freezing`` (weights as constants), CUDA graphs.
+                  (in fp64, before the cast), inductor with ``freezing`` (weights as constants), CUDA graphs.
 
 Every backend is recorded with every row, with its notes (fallbacks and why).
 """
@@ -118,19 +118,22 @@ def _fresh_compile(model: nn.Module, **kwargs) -> Callable:
 
 
 def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[str, ...]]:
-    """Fold eval-mode BatchNorm into the preceding convolutions (``measure.folding``), in fp32, then cast back to the
+    """Fold eval-mode BatchNorm into the preceding convolutions (``measure.folding``), in fp64, then cast back to the
     input's dtype and memory format. The notes say when tracing fails (the model is returned as it is), when the
     fold would change the outputs (likewise), and how many BatchNorm layers are left unfolded."""
     try:
-        folded, count = folding.fold(model)
+        folded, folds = folding.fold(model)
     except Exception as exc:  # symbolic tracing fails on data-dependent models: the model runs as it is
         return model, (f"FX BatchNorm folding impossible ({type(exc).__name__}); BatchNorm left unfolded",)
-    difference = folding.output_difference(model, folded, x[:2])
+    try:
+        difference = folding.fold_difference(model, folded, folds, x[:2])
+    except Exception as exc:  # an op without fp64 support: the fold cannot be checked, so it is not used
+        return model, (f"BatchNorm folding not checkable in fp64 ({type(exc).__name__}); BatchNorm left unfolded",)
     if not difference <= folding.FOLDING_RTOL:
         return model, (f"BatchNorm folding changed the outputs (relative difference {difference:.2g}): left unfolded",)
-    notes = ()
-    if left := folding.count_batchnorm(folded):
-        notes = (f"{left} of {left + count} BatchNorm layers left unfolded (not right after a foldable convolution)",)
+    left = folding.count_batchnorm(folded)
+    notes = (f"{left} of {left + len(folds)} BatchNorm layers left unfolded (not after a foldable convolution)",)
+    notes = notes if left else ()
     folded = folded.to(dtype=x.dtype)
     if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
         folded = folded.to(memory_format=torch.channels_last)
