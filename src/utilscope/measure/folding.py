@@ -26,6 +26,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
+from utilscope.torch_flags import cudnn_mode
+
 FOLDABLE_CONVS = ("torch.nn.modules.conv.Conv2d", "timm.layers.conv2d_same.Conv2dSame")
 METADATA = ("ndim", "shape", "dtype", "device")  # tensor attributes that folding leaves unchanged
 FOLDING_RTOL = 1e-9  # the largest difference a fold may make to its BatchNorm's output, relative (fp64)
@@ -169,6 +171,6 @@ def fold_difference(model: nn.Module, folded: fx.GraphModule, folds: list[Fold],
     (a randomly initialized deep network can be chaotic)."""
     reference = copy.deepcopy(model).double().eval()
     check = _FoldCheck(fx.GraphModule(reference, _ConvLeafTracer().trace(reference)), folded.double(), folds)
-    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, benchmark=False):
+    with torch.no_grad(), cudnn_mode(benchmark=False):  # not cudnn.flags: it trips on the new TF32 API's flags
         check.run(x.double())
     return check.worst
