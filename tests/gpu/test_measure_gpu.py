@@ -95,3 +95,20 @@ def test_depthwise_heuristic_sweep_on_gpu():
     assert [row.status for row in rows] == ["ok", "ok"] and all(row.cuda_graph for row in rows)
     assert rows[1].samples_per_s > rows[0].samples_per_s
     assert sweep.environment["cudnn_depthwise_heuristic"] is True
+
+
+def test_inference_backend_folds_timm_batchnormact_on_the_gpu():
+    """timm's BatchNormAct2d (a functional F.batch_norm) and Conv2dSame are folded on the device, under the
+    sweeps' math mode, with nothing left unfolded: the timm inference rows of session 30 onwards rely on it."""
+    from utilscope.measure import folding
+    from utilscope.measure.backends import fold_batchnorm
+
+    model = zoo.build_model(zoo.parse_spec("timm:tf_mobilenetv3_small_minimal_100"), 224)
+    module = prepare_module(model, torch.device("cuda"), Precision.FP16, channels_last=True)
+    x = make_input(4, 224, torch.device("cuda"), Precision.FP16, channels_last=True)
+    with math_mode(Precision.FP16):
+        folded, notes = fold_batchnorm(module, x)
+    assert notes == () and folding.count_batchnorm(module) > 0 and folding.count_batchnorm(folded) == 0
+    with torch.no_grad():
+        expected, actual = module(x).float(), folded(x).float()
+    assert float((expected - actual).abs().max()) <= 0.05 * float(expected.abs().max())  # fp16 rounding
