@@ -78,6 +78,29 @@ def test_fold_batchnorm_notes_what_it_leaves():
     torch.testing.assert_close(folded(x), model(x), rtol=1e-4, atol=1e-5)
 
 
+class ShapeDependent(nn.Module):
+    """A block whose forward branches on its input's shape, as MobileViT-V2's do: symbolic tracing cannot follow it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        if x.shape[-1] % 2:
+            x = F.pad(x, (0, 1, 0, 1))
+        return self.bn(self.conv(x))
+
+
+def test_fold_keeps_an_untraceable_block_whole_and_folds_the_rest():
+    model = randomized(nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), ShapeDependent()))
+    x = torch.randn(2, 3, 15, 15)
+    folded, folds = folding.fold(model)
+    assert [fold.conv_target for fold in folds] == ["0"] and folding.count_batchnorm(folded) == 1
+    assert folding.fold_difference(model, folded, folds, x) < 1e-12
+    with torch.no_grad():
+        torch.testing.assert_close(folded(x.double()), model.double()(x.double()), rtol=1e-12, atol=1e-12)
+
+
 class SharedOutput(nn.Module):
     """The conv's output feeds the BatchNorm and the residual sum: folding would change the sum."""
 

@@ -40,8 +40,34 @@ class Fold(NamedTuple):
 
 
 class _ConvLeafTracer(fx.Tracer):
+    """Convolutions are leaves; so is any module whose forward symbolic tracing cannot follow (shape-dependent
+    control flow, as in MobileViT-V2's blocks): it stays whole and unfolded, and the rest of the model is traced."""
+
+    def __init__(self):
+        super().__init__()
+        self.untraceable: set[str] = set()
+
     def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
-        return isinstance(module, nn.Conv2d) or super().is_leaf_module(module, qualified_name)
+        return (isinstance(module, nn.Conv2d) or qualified_name in self.untraceable
+                or super().is_leaf_module(module, qualified_name))  # fmt: skip
+
+    def call_module(self, module: nn.Module, forward, args, kwargs):
+        stack = list(self.module_stack.items())
+        try:
+            return super().call_module(module, forward, args, kwargs)
+        except fx.proxy.TraceError:
+            if module is self.root:
+                raise
+            self.module_stack.clear()  # the failed attempt left its scopes on the stack
+            self.module_stack.update(stack)
+            self.untraceable.add(self.path_of_module(module))
+            return super().call_module(module, forward, args, kwargs)
+
+
+def _trace(model: nn.Module) -> fx.GraphModule:
+    graph_module = fx.GraphModule(model, _ConvLeafTracer().trace(model))
+    graph_module.graph.eliminate_dead_code()  # the nodes of failed attempts
+    return graph_module
 
 
 def _qualified(module: nn.Module) -> str:
@@ -108,10 +134,13 @@ def _fold_into_conv(node: fx.Node, graph_module: fx.GraphModule, call_counts: di
 
 
 def count_batchnorm(module: nn.Module) -> int:
-    """BatchNorm layers in ``module``: the BatchNorm nodes of its graph when it is an FX graph, else its modules."""
-    if isinstance(module, fx.GraphModule):
-        return sum(_is_batchnorm(node, module) for node in module.graph.nodes)
-    return sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
+    """BatchNorm layers in ``module``: when it is an FX graph, the BatchNorm nodes of its graph and those inside the
+    modules it calls whole (untraceable ones); else its BatchNorm modules."""
+    if not isinstance(module, fx.GraphModule):
+        return sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
+    called = [module.get_submodule(node.target) for node in module.graph.nodes if node.op == "call_module"]
+    inside = sum(count_batchnorm(m) for m in called if not isinstance(m, nn.modules.batchnorm._BatchNorm))
+    return inside + sum(_is_batchnorm(node, module) for node in module.graph.nodes)
 
 
 def _is_batchnorm(node: fx.Node, graph_module: fx.GraphModule) -> bool:
@@ -128,8 +157,7 @@ def _is_batchnorm(node: fx.Node, graph_module: fx.GraphModule) -> bool:
 def fold(model: nn.Module) -> tuple[fx.GraphModule, list[Fold]]:
     """An FX copy of ``model`` (fp64) with every foldable BatchNorm folded, and the folds. Raises what symbolic
     tracing raises on a model it cannot follow."""
-    original = copy.deepcopy(model).double().eval()
-    graph_module = fx.GraphModule(original, _ConvLeafTracer().trace(original))
+    graph_module = _trace(copy.deepcopy(model).double().eval())
     call_counts: dict[str, int] = {}
     for node in graph_module.graph.nodes:
         if node.op == "call_module":
@@ -170,7 +198,7 @@ def fold_difference(model: nn.Module, folded: fx.GraphModule, folds: list[Fold],
     the same input, relative to the largest BatchNorm output. Well conditioned where the whole model's output is not
     (a randomly initialized deep network can be chaotic)."""
     reference = copy.deepcopy(model).double().eval()
-    check = _FoldCheck(fx.GraphModule(reference, _ConvLeafTracer().trace(reference)), folded.double(), folds)
+    check = _FoldCheck(_trace(reference), folded.double(), folds)
     with torch.no_grad(), cudnn_mode(benchmark=False):  # not cudnn.flags: it trips on the new TF32 API's flags
         check.run(x.double())
     return check.worst
