@@ -44,8 +44,8 @@ for stage in "$@"; do
 done
 kill $copier
 wait $copier 2>/dev/null
-# The inference rows whose BatchNorm folding failed (traced, checked or refused: utilscope.measure.folding); the 76
-# rows measured again from session 30 on must add none to the three MobileViT-V2, which symbolic tracing cannot follow.
+# The inference rows whose BatchNorm folding failed (tracing, the check, or a refused fold: utilscope.measure.folding);
+# the 79 rows measured again from session 30 on must show none.
 python3 -c "import sqlite3, sys
 sql = \"select model, notes from measurements where backend = 'inference' and notes like '%BatchNorm folding%'\"
 rows = sqlite3.connect(sys.argv[1]).execute(sql).fetchall()

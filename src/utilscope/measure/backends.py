@@ -132,8 +132,8 @@ def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[
     if not difference <= folding.FOLDING_RTOL:
         return model, (f"BatchNorm folding changed the outputs (relative difference {difference:.2g}): left unfolded",)
     left = folding.count_batchnorm(folded)
-    notes = (f"{left} of {left + len(folds)} BatchNorm layers left unfolded (not after a foldable convolution)",)
-    notes = notes if left else ()
+    why = "not after a foldable convolution, or in a module tracing cannot follow"
+    notes = (f"{left} of {left + len(folds)} BatchNorm layers left unfolded ({why})",) if left else ()
     folded = folded.to(dtype=x.dtype)
     if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
         folded = folded.to(memory_format=torch.channels_last)
