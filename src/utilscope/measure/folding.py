@@ -8,8 +8,9 @@ fold BatchNorm on CUDA. So both forms are folded here: a ``call_module`` of ``nn
 ``call_function`` of ``F.batch_norm`` whose statistics are the model's buffers. Convolutions are traced as leaves
 (timm's ``Conv2dSame`` computes its padding from the input's shape, which symbolic tracing cannot follow); weights are
 folded only into the convolutions whose forward is a plain convolution of their own weight and bias
-(``FOLDABLE_CONVS``), never into weight-standardized ones. A folded model whose outputs differ from the original's is
-refused (the original is returned, with a note). The check compares each fold on its own, in fp64, on the
+(``FOLDABLE_CONVS``), never into weight-standardized ones; a module that tracing cannot follow is kept whole. A fold
+that changes its BatchNorm's output is refused (the backend then runs the original, with a note). The check compares
+each fold on its own, in fp64, on the
 activations the original computes: a randomly initialized deep network can be chaotic (in tf_efficientnetv2_m at
 96 px, a relative perturbation of 1e-7 in the weights moves the fp32 output by 55% of its largest value; in
 tf_efficientnetv2_l squeeze-excite gates saturate, and the exact fold's rounding moved the fp64 output by up to 61%),
@@ -156,7 +157,7 @@ def _is_batchnorm(node: fx.Node, graph_module: fx.GraphModule) -> bool:
 
 def fold(model: nn.Module) -> tuple[fx.GraphModule, list[Fold]]:
     """An FX copy of ``model`` (fp64) with every foldable BatchNorm folded, and the folds. Raises what symbolic
-    tracing raises on a model it cannot follow."""
+    tracing raises when the model's own forward (not one of its modules') cannot be followed."""
     graph_module = _trace(copy.deepcopy(model).double().eval())
     call_counts: dict[str, int] = {}
     for node in graph_module.graph.nodes:
