@@ -25,6 +25,18 @@ def make():
 TINY_FLOPS = 110_592 + 64
 
 
+def randomized(model: torch.nn.Module) -> torch.nn.Module:
+    """Eval mode with batch norms that are not the identity, so that padding and folding them is exercised."""
+    torch.manual_seed(0)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            torch.nn.init.uniform_(module.weight, 0.5, 1.5)
+            torch.nn.init.uniform_(module.bias, -0.5, 0.5)
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
 CACHE_VARIABLES = (
     "UTILSCOPE_CACHE_DIR",
     "XDG_CACHE_HOME",

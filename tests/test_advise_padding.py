@@ -9,6 +9,7 @@ import copy
 import pytest
 import timm
 import torch
+from conftest import randomized
 from torch import nn
 from torch.nn import functional as F
 
@@ -28,18 +29,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def randomized(model: nn.Module) -> nn.Module:
-    """Eval mode with batch norms that are not the identity, so that their padding is exercised."""
-    torch.manual_seed(0)
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            nn.init.uniform_(module.weight, 0.5, 1.5)
-            nn.init.uniform_(module.bias, -0.5, 0.5)
-            module.running_mean.uniform_(-0.5, 0.5)
-            module.running_var.uniform_(0.5, 2.0)
-    return model.eval()
 
 
 def padded(model: nn.Module, shape=EXAMPLE_SHAPE):

@@ -6,23 +6,12 @@ from __future__ import annotations
 import timm.layers
 import torch
 import torch.nn.functional as F
+from conftest import randomized
 from torch import nn
 
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm
 from utilscope.measure.precision import Precision, math_mode
-
-
-def randomized(model: nn.Module) -> nn.Module:
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                m.running_mean.uniform_(-1, 1)
-                m.running_var.uniform_(0.5, 2)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
-    return model.eval()
 
 
 class FunctionalNorm(nn.BatchNorm2d):

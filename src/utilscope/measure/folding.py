@@ -84,12 +84,9 @@ def _batchnorm_arguments(node: fx.Node, graph_module: fx.GraphModule) -> dict | 
             return None
         return {"input": node.args[0], "running_mean": bn.running_mean, "running_var": bn.running_var,
                 "weight": bn.weight, "bias": bn.bias, "eps": bn.eps}  # fmt: skip
-    if node.op != "call_function" or node.target is not F.batch_norm:
+    arguments = _batchnorm_call(node, graph_module)
+    if not arguments:
         return None
-    normalized = node.normalized_arguments(graph_module, normalize_to_only_use_kwargs=True)
-    if normalized is None or normalized.kwargs.get("training", False):
-        return None
-    arguments = dict(normalized.kwargs)
     for name in ("running_mean", "running_var", "weight", "bias"):
         value = arguments.get(name)
         if value is not None and not (isinstance(value, fx.Node) and value.op == "get_attr"):
@@ -98,6 +95,17 @@ def _batchnorm_arguments(node: fx.Node, graph_module: fx.GraphModule) -> dict | 
     if arguments["running_mean"] is None or arguments["running_var"] is None:
         return None
     return arguments
+
+
+def _batchnorm_call(node: fx.Node, graph_module: fx.GraphModule) -> dict | None:
+    """The keyword arguments of an eval-mode ``F.batch_norm`` call (empty when they cannot be normalized); None for
+    any other node, and for a training-mode call (a weight standardization's batch statistics)."""
+    if node.op != "call_function" or node.target is not F.batch_norm:
+        return None
+    normalized = node.normalized_arguments(graph_module, normalize_to_only_use_kwargs=True)
+    if normalized is None:
+        return {}
+    return None if normalized.kwargs.get("training", False) else dict(normalized.kwargs)
 
 
 def _data_users(node: fx.Node) -> list[fx.Node]:
@@ -149,10 +157,7 @@ def _is_batchnorm(node: fx.Node, graph_module: fx.GraphModule) -> bool:
     ``F.batch_norm``, which runs in training mode)."""
     if node.op == "call_module":
         return isinstance(graph_module.get_submodule(node.target), nn.modules.batchnorm._BatchNorm)
-    if node.op != "call_function" or node.target is not F.batch_norm:
-        return False
-    normalized = node.normalized_arguments(graph_module, normalize_to_only_use_kwargs=True)
-    return normalized is None or not normalized.kwargs.get("training", False)
+    return _batchnorm_call(node, graph_module) is not None
 
 
 def fold(model: nn.Module) -> tuple[fx.GraphModule, list[Fold]]:
