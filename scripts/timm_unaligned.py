@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "src/utilscope/models/timm_models.csv"
 OUT = ROOT / "benchmarks/results/advise/timm_unaligned.csv"
 MULTIPLE = 8
+COLUMNS = ["model", "resolution", "gflops", "unaligned_share", "groups_padded", "unaligned_after", "flops_added",
+           "max_output_difference", "pad_error"]  # pad_error stays a column when no model has one
 
 
 def padded_row(model: torch.nn.Module, flops: int, resolution: int) -> dict:
@@ -68,7 +70,7 @@ def main() -> None:
         rows.append(row)
         print(", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(OUT, index=False)
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(OUT, index=False)
     print(f"{len(rows)} of {len(set_members('timm-cnn'))} timm CNNs at or above {args.threshold:.0%}: {OUT}")
 
 

@@ -9,6 +9,7 @@ import copy
 import pytest
 import timm
 import torch
+from timm.layers import Conv2dSame
 from conftest import randomized
 from torch import nn
 from torch.nn import functional as F
@@ -129,6 +130,25 @@ def test_a_depthwise_conv_takes_its_groups_from_the_padded_channels():
     dw = result.model.dw
     assert dw.in_channels == dw.out_channels == dw.groups == 24  # 20 -> ceil(20 / 8) * 8 = 24
     assert widths(result, "project") == (24, 16)
+
+
+class SameBlock(nn.Module):
+    """TF-style "same" padding (timm's ``Conv2dSame``), whose forward symbolic tracing cannot follow."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = Conv2dSame(3, 20, 3, stride=2)
+        self.dw = Conv2dSame(20, 20, 5, stride=2, groups=20)
+        self.project = nn.Conv2d(20, 16, 1)
+
+    def forward(self, x):
+        return self.project(torch.relu(self.dw(torch.relu(self.stem(x)))))
+
+
+def test_same_padded_convs_are_read_as_the_convs_they_are_and_padded():
+    result = padded(SameBlock(), shape=(1, 3, 15, 15))  # odd: the "same" padding is asymmetric
+    assert isinstance(result.model.stem, Conv2dSame) and widths(result, "stem") == (3, 24)
+    assert result.model.dw.groups == widths(result, "dw")[1] == 24 and widths(result, "project") == (24, 16)
 
 
 class SqueezeExcite(nn.Module):

@@ -20,6 +20,7 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from utilscope.errors import ModelError, describe
+from utilscope.measure.folding import is_plain_conv
 
 CHANNEL_RANKS = (2, 4)  # (N, C) and (N, C, H, W): the channel dim is dim 1
 SPATIAL_DIMS = frozenset({2, 3})
@@ -140,10 +141,19 @@ def build(model: nn.Module, example: torch.Tensor) -> ChannelGraph:
     return graph
 
 
+class PlainConvTracer(fx.Tracer):
+    """Plain convolutions are leaves, timm's ``Conv2dSame`` among them: it computes its padding from the input's
+    shape, which symbolic tracing cannot follow, and it is read as the convolution it is."""
+
+    def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
+        return is_plain_conv(module) or super().is_leaf_module(module, qualified_name)
+
+
 def trace(model: nn.Module, example: torch.Tensor) -> fx.GraphModule:
     name = type(model).__name__
     try:
-        traced = fx.symbolic_trace(copy.deepcopy(model))
+        root = copy.deepcopy(model)
+        traced = fx.GraphModule(root, PlainConvTracer().trace(root), class_name=name)
     except Exception as exc:
         raise ModelError(f"torch.fx cannot trace {name}: {describe(exc)}") from exc
     try:
@@ -205,7 +215,7 @@ def target_name(node: fx.Node) -> str:
 
 def visit_module(graph: ChannelGraph, node: fx.Node, module: nn.Module) -> None:
     kind = type(module)
-    if kind is nn.Conv2d:
+    if is_plain_conv(module):
         visit_conv(graph, node, module)
     elif kind is nn.Linear:
         visit_linear(graph, node, node.target, {"weight": f"{node.target}.weight", "bias": f"{node.target}.bias"})

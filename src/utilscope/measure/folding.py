@@ -71,8 +71,9 @@ def _trace(model: nn.Module) -> fx.GraphModule:
     return graph_module
 
 
-def _qualified(module: nn.Module) -> str:
-    return f"{type(module).__module__}.{type(module).__qualname__}"
+def is_plain_conv(module: nn.Module) -> bool:
+    """Whether ``module``'s forward is a plain convolution of its own weight and bias (``FOLDABLE_CONVS``)."""
+    return f"{type(module).__module__}.{type(module).__qualname__}" in FOLDABLE_CONVS
 
 
 def _batchnorm_arguments(node: fx.Node, graph_module: fx.GraphModule) -> dict | None:
@@ -129,7 +130,7 @@ def _fold_into_conv(node: fx.Node, graph_module: fx.GraphModule, call_counts: di
     if not isinstance(conv_node, fx.Node) or conv_node.op != "call_module" or len(_data_users(conv_node)) != 1:
         return None
     conv = graph_module.get_submodule(conv_node.target)
-    if _qualified(conv) not in FOLDABLE_CONVS or conv.training or call_counts[conv_node.target] != 1:
+    if not is_plain_conv(conv) or conv.training or call_counts[conv_node.target] != 1:
         return None
     fused = copy.deepcopy(conv)
     fused.weight, fused.bias = fuse_conv_bn_weights(
