@@ -9,8 +9,8 @@ import copy
 import pytest
 import timm
 import torch
-from timm.layers import Conv2dSame
 from conftest import randomized
+from timm.layers import Conv2dSame
 from torch import nn
 from torch.nn import functional as F
 
