@@ -4,8 +4,9 @@
 # calls resume; the call stops starting models LIMIT seconds in. timm is the pinned one, carried in .vendor/.
 # STAGE validation: the issue's models and controls at batch 1 and 256, every change. STAGE timm: the timm CNNs of
 # benchmarks/results/advise/timm_unaligned.csv (>= 10% of FLOPs unaligned; not those the pass cannot trace or finds
-# nothing to pad in) at batch 256, padding and folding only (graph, fp16, no ladder). Extra arguments go to every
-# `utilscope advise` (e.g. --backends graph).
+# nothing to pad in) at batch 256, padding and folding only (graph, fp16, no ladder), their JSONs kept apart in
+# benchmarks/results/advise/h200/timm/ (a model the validation measured is skipped). Extra arguments go to every
+# `utilscope advise` (e.g. --backends graph). $OUT/advise holds two files a model: tar it after the call.
 # Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
@@ -25,12 +26,13 @@ print('\n'.join(d[d['pad_error'].isna() & (d['groups_padded'] != 0)]['model']))"
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 done_dir=benchmarks/results/advise/h200
+[ "$stage" = timm ] && done_dir=$done_dir/timm
 mkdir -p "$OUT/advise"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
 for model in "${models[@]}"; do
   name=$(basename "${model#timm:}" | sed 's/\.py:build//')
-  [ -f "$done_dir/$name.json" ] && continue
+  [ -f "$done_dir/$name.json" ] || [ -f "benchmarks/results/advise/h200/$name.json" ] && continue
   left=$((end - $(date +%s)))
   [ "$left" -le 30 ] && break
   echo "== $model $(date -u +%T), ${left} s left"

@@ -144,6 +144,6 @@ def test_the_advise_validation_doc_holds_the_numbers_the_committed_jsons_give():
     validation = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(validation)
     doc = validation.DOC.read_text()
-    assert (
-        validation.BEGIN in doc and replace_block(doc, validation.BEGIN, validation.END, validation.generated()) == doc
-    )
+    assert validation.BEGIN in doc and validation.TIMM_BEGIN in doc
+    assert replace_block(doc, validation.BEGIN, validation.END, validation.generated()) == doc
+    assert replace_block(doc, validation.TIMM_BEGIN, validation.END, validation.timm_generated()) == doc
