@@ -7,6 +7,7 @@
 # nothing to pad in) at batch 256, padding and folding only (graph, fp16, no ladder), their JSONs kept apart in
 # benchmarks/results/advise/h200/timm/ (a model the validation measured is skipped). Extra arguments go to every
 # `utilscope advise` (e.g. --backends graph). $OUT/advise holds two files a model: tar it after the call.
+# ONLY="timm:a timm:b" limits the stage to those of its models.
 # Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
@@ -31,6 +32,7 @@ mkdir -p "$OUT/advise"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
 for model in "${models[@]}"; do
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $model "* ]] && continue
   name=$(basename "${model#timm:}" | sed 's/\.py:build//')
   [ -f "$done_dir/$name.json" ] || [ -f "benchmarks/results/advise/h200/$name.json" ] && continue
   left=$((end - $(date +%s)))
