@@ -4,7 +4,8 @@
 # calls resume; the call stops starting models LIMIT seconds in. timm is the pinned one, carried in .vendor/.
 # STAGE validation: the models and controls at batch 1 and 256, every change. STAGE timm: the timm CNNs of
 # benchmarks/results/advise/timm_unaligned.csv (>= 10% of FLOPs unaligned; not those the pass cannot trace or finds
-# nothing to pad in) at batch 256, padding and folding only (graph, fp16, no ladder), their JSONs kept apart in
+# nothing to pad in) at batch 256 on graph in fp16 (padding, folding, the other memory format and their best
+# combination; no other backend or precision, no ladder), their JSONs kept apart in
 # benchmarks/results/advise/h200/timm/ (a model the validation measured is skipped). Extra arguments go to every
 # `utilscope advise` (e.g. --backends graph). $OUT/advise holds two files a model: tar it after the call.
 # ONLY="timm:a timm:b" limits the stage to those of its models.
