@@ -82,16 +82,22 @@ def _gain(trial) -> str:
     return f"{trial['speedup']:.2f}x" if trial["status"] == "ok" else str(trial["status"]).split(":")[0]
 
 
+def paddable() -> pd.DataFrame:
+    """The rows of timm_unaligned.csv the padding pass pads (it traced the model and widened some group): the timm
+    stage's models (scripts/h200_advise.sh)."""
+    unaligned = pd.read_csv(UNALIGNED)
+    return unaligned[unaligned["pad_error"].isna() & (unaligned["groups_padded"] != 0)]
+
+
 def timm_generated() -> str:
     """The timm CNNs with >= 10% of their FLOPs unaligned that the pass pads, with what padding gained on the H200."""
-    unaligned = pd.read_csv(UNALIGNED)
-    paddable = unaligned[unaligned["pad_error"].isna() & (unaligned["groups_padded"] != 0)]
-    names = {f"{m.removeprefix('timm:')}.json" for m in paddable["model"]}
+    paddable_rows = paddable()
+    names = {f"{m.removeprefix('timm:')}.json" for m in paddable_rows["model"]}
     paths = [p for folder in (RESULTS, RESULTS / "timm") for p in sorted(folder.glob("*.json")) if p.name in names]
-    table = timm_gains(paddable, [json.loads(path.read_text()) for path in paths])
+    table = timm_gains(paddable_rows, [json.loads(path.read_text()) for path in paths])
     formats = {"gflops": ".2f", "unaligned_share": "pct", "unaligned_after": "pct", "flops_added": "pct",
                "samples_per_s": ",.0f"}  # fmt: skip
-    head = f"Measured: {len(table)} of the {len(paddable)} the pass pads (batch 256, `graph`, fp16).\n\n"
+    head = f"Measured: {len(table)} of the {len(paddable_rows)} the pass pads (batch 256, `graph`, fp16).\n\n"
     return head + markdown(table, formats)
 
 

@@ -22,20 +22,21 @@ validation)
     benchmarks/pruned_resnet50.py:build timm:resnet50 timm:efficientnet_b0)
   options=(--batch 1,256) ;;
 timm)
-  mapfile -t models < <(python3 -c "import pandas as pd; d = pd.read_csv('benchmarks/results/advise/timm_unaligned.csv')
-print('\n'.join(d[d['pad_error'].isna() & (d['groups_padded'] != 0)]['model']))")
+  mapfile -t models < <(python3 -c "import sys; sys.path.insert(0, 'scripts'); import advise_validation as a
+print('\n'.join(a.paddable()['model']))")
   options=(--batch 256 --backends graph --precisions fp16 --ladder none) ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
-done_dir=benchmarks/results/advise/h200
-[ "$stage" = timm ] && done_dir=$done_dir/timm
+results=benchmarks/results/advise/h200
+done_dir=$results
+[ "$stage" = timm ] && done_dir=$results/timm
 mkdir -p "$OUT/advise"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
 for model in "${models[@]}"; do
   [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $model "* ]] && continue
   name=$(basename "${model#timm:}" | sed 's/\.py:build//')
-  [ -f "$done_dir/$name.json" ] || [ -f "benchmarks/results/advise/h200/$name.json" ] && continue
+  [ -f "$done_dir/$name.json" ] || [ -f "$results/$name.json" ] && continue  # the validation's count for both
   left=$((end - $(date +%s)))
   [ "$left" -le 30 ] && break
   echo "== $model $(date -u +%T), ${left} s left"
