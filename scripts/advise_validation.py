@@ -40,8 +40,7 @@ def speedups(result: dict) -> pd.DataFrame:
                "utilization": given["utilization"]}  # fmt: skip
         for change, column in SINGLE.items():
             trial = group[group["change"] == change]
-            ok = not trial.empty and trial.iloc[0]["status"] == "ok"
-            row[column] = f"{trial.iloc[0]['speedup']:.2f}x" if ok else "-"
+            row[column] = _gain(None if trial.empty else trial.iloc[0])
         row.update(best=best["change"], best_speedup=f"{best['speedup']:.2f}x",
                    best_utilization=best["utilization"], saturation_batch=result["saturation_batch"])  # fmt: skip
         rows.append(row)
@@ -77,6 +76,7 @@ def timm_gains(unaligned: pd.DataFrame, results: list[dict]) -> pd.DataFrame:
 
 
 def _gain(trial) -> str:
+    """A trial's speed-up; its status where it did not run (e.g. "rejected"); "-" where it was not tried."""
     if trial is None:
         return "-"
     return f"{trial['speedup']:.2f}x" if trial["status"] == "ok" else str(trial["status"]).split(":")[0]

@@ -139,11 +139,29 @@ def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
 
 
 def test_the_advise_validation_doc_holds_the_numbers_the_committed_jsons_give():
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("advise_validation", root / "scripts" / "advise_validation.py")
-    validation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(validation)
+    validation = _validation_script()
     doc = validation.DOC.read_text()
     assert validation.BEGIN in doc and validation.TIMM_BEGIN in doc
     assert replace_block(doc, validation.BEGIN, validation.END, validation.generated()) == doc
     assert replace_block(doc, validation.TIMM_BEGIN, validation.END, validation.timm_generated()) == doc
+
+
+def test_the_validation_table_says_a_trial_that_did_not_run_by_its_status():
+    validation = _validation_script()
+    given = {"change": "as given", "kind": "as given", "batch": 1, "status": "ok", "samples_per_s": 100.0,
+             "utilization": 0.01, "speedup": 1.0}  # fmt: skip
+    pad = dict(given, change="pad channels to 8", kind="rewrite", status="rejected: 1e-2 > 1e-4", speedup=None)
+    fold = dict(given, change="fold BatchNorm", kind="rewrite", samples_per_s=125.0, speedup=1.25)
+    result = {"model": "m", "trials": [given, pad, fold], "saturation_batch": None,
+              "best": {"1": dict(fold, change="fold BatchNorm")}}  # fmt: skip
+    row = validation.speedups(result).iloc[0]
+    assert (row["pad"], row["fold"], row["inference"], row["best_speedup"]) == ("rejected", "1.25x", "-", "1.25x")
+
+
+def _validation_script():
+    """scripts/advise_validation.py, loaded as a module (scripts/ is not a package)."""
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("advise_validation", root / "scripts" / "advise_validation.py")
+    validation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(validation)
+    return validation
