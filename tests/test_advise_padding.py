@@ -287,12 +287,61 @@ class Grouped(nn.Module):
         return self.conv3(torch.relu(self.conv2(self.grouped(self.conv0(x)))))
 
 
-def test_a_grouped_conv_is_blocked_with_its_reason_and_the_rest_still_padded():
+def test_a_grouped_conv_is_padded_group_by_group():
     result = padded(Grouped())
-    reasons = {g.channels: g.blocked_by for g in result.groups}
-    assert reasons[12] == reasons[20] == "grouped conv (groups=4, not depthwise)"
-    assert widths(result, "grouped") == (12, 20)
-    assert widths(result, "conv2") == (20, 16) and widths(result, "conv3") == (16, 8)  # 13 -> 16
+    # 4 groups of 3 input and 5 output channels, each padded to 8: 12 -> 32 and 20 -> 32
+    assert widths(result, "grouped") == (32, 32) and result.model.grouped.groups == 4
+    assert widths(result, "conv0") == (3, 32) and widths(result, "conv2") == (32, 16)
+
+
+class GroupedBottleneck(nn.Module):
+    """RegNet's block with an unaligned group width (10): 1x1, grouped 3x3, squeeze-excite, 1x1, residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn0 = nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.conv1, self.bn1 = nn.Conv2d(16, 30, 1), nn.BatchNorm2d(30)
+        self.grouped, self.bn2 = nn.Conv2d(30, 30, 3, padding=1, groups=3), nn.BatchNorm2d(30)
+        self.se_reduce, self.se_expand = nn.Conv2d(30, 8, 1), nn.Conv2d(8, 30, 1)
+        self.conv3, self.bn3 = nn.Conv2d(30, 16, 1), nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        x = torch.relu(self.bn0(self.stem(x)))
+        y = torch.relu(self.bn2(self.grouped(torch.relu(self.bn1(self.conv1(x))))))
+        y = y * torch.sigmoid(self.se_expand(torch.relu(self.se_reduce(y.mean((2, 3), keepdim=True)))))
+        return torch.relu(x + self.bn3(self.conv3(y)))
+
+
+def test_a_grouped_bottleneck_with_squeeze_excite_is_padded_group_by_group():
+    result = padded(GroupedBottleneck())
+    assert widths(result, "grouped") == (48, 48) and result.model.bn2.num_features == 48
+    assert widths(result, "conv1") == (16, 48) and widths(result, "se_expand") == (8, 48)
+    assert widths(result, "conv3") == (48, 16) and all(g.blocked_by is None for g in result.groups if g.channels == 30)
+
+
+class GroupedAfterCat(nn.Module):
+    """A grouped conv over a cat of 5 and 7 channels: padded piece by piece, its two groups would differ."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 5, 1), nn.Conv2d(3, 7, 1)
+        self.grouped, self.head = nn.Conv2d(12, 12, 3, groups=2), nn.Conv2d(12, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.grouped(torch.cat([self.a(x), self.b(x)], 1)))
+
+
+def test_a_grouped_conv_whose_groups_would_be_laid_out_differently_is_blocked_with_its_reason():
+    result = padded(GroupedAfterCat())
+    reasons = {g.channels: g.blocked_by for g in result.groups if g.blocked_by}
+    assert "layouts differ across the groups of grouped" in reasons[12]
+    assert widths(result, "grouped")[0] == 12
+
+
+def test_a_grouped_conv_with_aligned_channels_is_left_as_it_is():
+    # 16 channels in 4 groups of 4: the tensor is aligned; padding each group to 8 would double the layer
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Conv2d(16, 16, 3, groups=4), nn.Conv2d(16, 8, 1))
+    assert padded(model).nothing_to_do
 
 
 class Blocked(nn.Module):
@@ -396,6 +445,12 @@ def test_layout_algebra():
     cat = Layout.concat([Layout.padded(0, 13, (), 8), Layout.padded(0, 13, (), 8)])
     assert cat.natural(0, 25).width == 28 and cat.window(0, 25, 8).width == 32
     assert cat.holds(0, 25, cat.window(0, 25, 8)) and not cat.holds(0, 25, Layout.identity(25))
+    # per_group: the layout each of the equal groups has, where all have the same one
+    assert Layout.padded(0, 30, {10, 20}, 8).per_group(3) == Layout(tuple(range(10)), 16)
+    assert Layout.identity(12).per_group(4) == Layout.identity(3)
+    assert cat.per_group(2) == Layout.padded(0, 13, (), 8)  # two groups of 13, each padded to 16
+    uneven = Layout.concat([Layout.padded(0, 5, (), 8), Layout.padded(0, 7, (), 8)])  # groups of 6: 5+1, 6
+    assert uneven.per_group(2) is None and Layout.padded(0, 30, (), 8).per_group(3) is None
 
 
 class ConvFlops:

@@ -67,15 +67,17 @@ class Slice:
 
 @dataclass(frozen=True)
 class Site:
-    """A layer whose weights follow layouts: a ``conv`` or ``linear`` (input and output), a ``depthwise`` conv or a
-    ``batchnorm`` (one layout). ``params`` maps a role (weight, bias, running_mean, ...) to its attribute path;
-    ``module`` is the called module whose channel attributes follow (None for a functional call)."""
+    """A layer whose weights follow layouts: a ``conv`` or ``linear`` (input and output), a ``grouped`` conv (input
+    and output, each laid out alike in each of its ``groups``), a ``depthwise`` conv or a ``batchnorm`` (one
+    layout). ``params`` maps a role (weight, bias, running_mean, ...) to its attribute path; ``module`` is the
+    called module whose channel attributes follow (None for a functional call)."""
 
     node: fx.Node
     kind: str
     layer: str
     params: tuple[tuple[str, str], ...]
     module: str | None
+    groups: int = 1
 
 
 @dataclass
@@ -88,6 +90,7 @@ class ChannelGraph:
     sites: list[Site] = field(default_factory=list)
     splits: dict[fx.Node, tuple[fx.Node, list[tuple[int, int]]]] = field(default_factory=dict)
     inplace: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (in-place op, the tensor it writes)
+    groups: dict[fx.Node, set[int]] = field(default_factory=dict)  # tensor -> groups of the grouped convs on it
 
     def find(self, node: fx.Node) -> fx.Node:
         root = node
@@ -251,8 +254,10 @@ def visit_conv(graph: ChannelGraph, node: fx.Node, conv: nn.Conv2d) -> None:
         graph.sites.append(Site(node, "depthwise", node.target, params, node.target))
     elif conv.groups == conv.in_channels:
         unknown(graph, node, f"depthwise conv with channel multiplier {conv.out_channels // conv.in_channels}")
-    else:
-        unknown(graph, node, f"grouped conv (groups={conv.groups}, not depthwise)")
+    else:  # laid out group by group on both sides (solve.conflicts checks it)
+        graph.sites.append(Site(node, "grouped", node.target, params, node.target, conv.groups))
+        for tensor in (source, node):
+            graph.groups.setdefault(tensor, set()).add(conv.groups)
 
 
 def visit_linear(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: str | None = None) -> None:

@@ -72,6 +72,20 @@ class Layout:
             return Layout(natural.positions, aligned_width)
         return natural
 
+    def per_group(self, groups: int) -> Layout | None:
+        """The layout each of ``groups`` equal parts of the channels has, where all have the same one within an
+        equal share of the width (a grouped conv's weights need it); else None."""
+        if self.channels % groups or self.width % groups:
+            return None
+        size, width = self.channels // groups, self.width // groups
+        first = self.positions[:size]
+        if any(p >= width for p in first):
+            return None
+        same = all(
+            tuple(p - k * width for p in self.positions[k * size : (k + 1) * size]) == first for k in range(1, groups)
+        )
+        return Layout(first, width) if same else None
+
     def holds(self, start: int, stop: int, piece: Layout) -> bool:
         """Whether slicing ``piece.width`` channels from channel ``start`` gives ``piece``'s layout."""
         base = self.offset(start)

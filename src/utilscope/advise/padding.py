@@ -28,6 +28,7 @@ from utilscope.errors import ModelError, UsageError
 DEFAULT_MULTIPLE = 8  # fp16 tensor cores want channel counts that are multiples of 8
 DEFAULT_RTOL = 1e-4
 FOLLOWS = "its layout follows the tensors it is cut from or joined of"
+TWO_SIDED = ("conv", "linear", "grouped")  # the layers with an input and an output layout
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def parameter_count(model: nn.Module) -> int:
 def report_groups(graph: ChannelGraph, solution: Solution, multiple: int) -> tuple[PaddedGroup, ...]:
     layers, unaligned = defaultdict(list), set()
     for site in graph.sites:
-        tensors = (site.node.args[0], site.node) if site.kind in ("conv", "linear") else (site.node,)
+        tensors = (site.node.args[0], site.node) if site.kind in TWO_SIDED else (site.node,)
         for node in tensors:
             layers[graph.find(node)].append(site.layer)
             if site.kind in LAYER_KINDS and graph.channels[node] % multiple:
@@ -138,6 +139,9 @@ def rewrite_site(graph: ChannelGraph, site: Site, solution: Solution) -> bool:
     params = dict(site.params)
     if site.kind in ("conv", "linear"):
         scattered = {"weight": {0: output, 1: source}, "bias": {0: output}}
+        fills = {}
+    elif site.kind == "grouped":  # the weight's dim 1 holds one group's input channels
+        scattered = {"weight": {0: output, 1: source.per_group(site.groups)}, "bias": {0: output}}
         fills = {}
     elif site.kind == "depthwise":
         scattered = {"weight": {0: output}, "bias": {0: output}}
@@ -183,7 +187,7 @@ def replace_tensor(module: nn.Module, path: str, tensor: torch.Tensor) -> None:
 
 
 def set_channel_attributes(layer: nn.Module, kind: str, source_width: int, output_width: int) -> None:
-    if kind == "conv":
+    if kind in ("conv", "grouped"):
         layer.in_channels, layer.out_channels = source_width, output_width
     elif kind == "depthwise":
         layer.in_channels = layer.out_channels = layer.groups = output_width

@@ -3,11 +3,13 @@
 Classes get layouts in graph order of their first member. A blocked class keeps its channels as they are
 (identity). A class with a cat or slice member whose sources have layouts takes the layout they give. Any other
 class is *free* (a conv or linear layer writes it, and takes any layout): each run of channels is padded to the
-multiple on its own, cut where slices downstream cut it, and parts that an already placed neighbour fixes (a slice
-of it, a cat it joins) are laid out as that neighbour needs.
+multiple on its own, cut where slices downstream cut it and, where its channel count is unaligned, between the
+groups of the grouped convs that read or write it, and parts that an already placed neighbour fixes (a slice of it,
+a cat it joins) are laid out as that neighbour needs.
 
-Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts (where not, the
-classes involved are blocked), and a free class is padded only where that aligns some conv or linear layer.
+Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts and every grouped conv
+must find the same layout in each of its groups (where not, the classes involved are blocked), and a free class is
+padded only where that aligns some conv or linear layer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from utilscope.advise.layout import Layout
 from utilscope.errors import ModelError
 
 IDLE = "padding it aligns no conv or linear layer"
-LAYER_KINDS = ("conv", "linear", "depthwise")  # the layers whose speed the padding is for
+LAYER_KINDS = ("conv", "linear", "grouped", "depthwise")  # the layers whose speed the padding is for
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def free_layout(graph: ChannelGraph, members: list, derived_users: dict, layouts
     channels = graph.channels[members[0]]
     fixed, cuts = [], set()  # fixed: (start, stop, layout) of channel runs a placed neighbour lays out
     for member in members:
+        if channels % multiple:  # an aligned class keeps its groups as they are
+            for groups in graph.groups.get(member, ()):
+                cuts |= set(range(0, channels, channels // groups))
         for user in derived_users.get(member, ()):
             derivation, placed = graph.derived[user], layouts.get(graph.find(user))
             if isinstance(derivation, Slice) and placed is not None:
@@ -126,8 +131,13 @@ def compose(channels: int, fixed: list, cuts: set, multiple: int) -> Layout:
 
 
 def conflicts(graph: ChannelGraph, solution: Solution, multiple: int) -> dict[fx.Node, str]:
-    """Classes to block because a cat or a slice does not fit their layouts."""
+    """Classes to block because a cat or a slice does not fit their layouts, or a grouped conv finds other layouts
+    in its groups (a blocked class, unpadded, fits every grouped conv)."""
     fresh: dict[fx.Node, str] = {}
+    for site in (site for site in graph.sites if site.kind == "grouped"):
+        for node in (site.node.args[0], site.node):
+            if solution.layout(graph, node).per_group(site.groups) is None:
+                fresh.setdefault(graph.find(node), f"layouts differ across the groups of {site.layer}")
     for node, derivation in graph.derived.items():
         layout = solution.layout(graph, node)
         if isinstance(derivation, Cat):
