@@ -8,7 +8,8 @@
 # combination; no other backend or precision, no ladder), their JSONs kept apart in
 # benchmarks/results/advise/h200/timm/ (a model the validation measured is skipped). Extra arguments go to every
 # `utilscope advise` (e.g. --backends graph). $OUT/advise holds two files a model: tar it after the call.
-# ONLY="timm:a timm:b" limits the stage to those of its models.
+# The timm stage goes from the largest model (GFLOPs an image) down, so a call starts the slowest ones while it has the
+# most time left. ONLY="timm:a timm:b" limits the stage to those of its models.
 # Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
@@ -23,7 +24,7 @@ validation)
   options=(--batch 1,256) ;;
 timm)
   mapfile -t models < <(python3 -c "import sys; sys.path.insert(0, 'scripts'); import advise_validation as a
-print('\n'.join(a.paddable()['model']))")
+print('\n'.join(a.paddable().sort_values('gflops', ascending=False)['model']))")
   options=(--batch 256 --backends graph --precisions fp16 --ladder none) ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
