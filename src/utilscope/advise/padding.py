@@ -137,10 +137,7 @@ def rewrite_site(graph: ChannelGraph, site: Site, solution: Solution) -> bool:
     if output.is_identity and source.is_identity:
         return False
     params = dict(site.params)
-    if site.kind in ("conv", "linear"):
-        scattered = {"weight": {0: output, 1: source}, "bias": {0: output}}
-        fills = {}
-    elif site.kind == "grouped":  # the weight's dim 1 holds one group's input channels
+    if site.kind in TWO_SIDED:  # the weight's dim 1 holds one group's input channels (all of them: groups 1)
         scattered = {"weight": {0: output, 1: source.per_group(site.groups)}, "bias": {0: output}}
         fills = {}
     elif site.kind == "depthwise":
