@@ -58,7 +58,8 @@ def generated() -> str:
 
 def timm_gains(unaligned: pd.DataFrame, results: list[dict]) -> pd.DataFrame:
     """Per timm CNN of ``unaligned`` measured at batch 256: its unaligned share before and after padding, the FLOPs
-    padding adds, and the measured speed-ups of padding and of BatchNorm folding on `graph` (fp16)."""
+    padding adds, the measured speed-ups of padding and of BatchNorm folding on `graph` (fp16), and the best
+    combination with its speed-up."""
     rows = []
     for result in results:
         trials = pd.DataFrame(result["trials"])
@@ -68,9 +69,11 @@ def timm_gains(unaligned: pd.DataFrame, results: list[dict]) -> pd.DataFrame:
         pad = at.loc["pad channels to 8"] if "pad channels to 8" in at.index else None
         fold = at.loc["fold BatchNorm"] if "fold BatchNorm" in at.index else None
         difference = f"{pad['max_rel_diff']:.1e}" if pad is not None and pad["exact"] else "-"
+        best = result["best"]["256"]
         rows.append({"model": result["model"], "samples_per_s": at.loc["as given", "samples_per_s"],
-                     "pad": _gain(pad), "fold": _gain(fold), "max_rel_diff": difference})  # fmt: skip
-    gains = pd.DataFrame(rows, columns=["model", "samples_per_s", "pad", "fold", "max_rel_diff"])
+                     "pad": _gain(pad), "fold": _gain(fold), "best": f"{_short(best['change'])} {best['speedup']:.2f}x",
+                     "max_rel_diff": difference})  # fmt: skip
+    gains = pd.DataFrame(rows, columns=["model", "samples_per_s", "pad", "fold", "best", "max_rel_diff"])
     columns = ["model", "gflops", "unaligned_share", "unaligned_after", "flops_added"]
     return unaligned[columns].merge(gains, on="model").sort_values("unaligned_share", ascending=False)
 
@@ -80,6 +83,11 @@ def _gain(trial) -> str:
     if trial is None:
         return "-"
     return f"{trial['speedup']:.2f}x" if trial["status"] == "ok" else str(trial["status"]).split(":")[0]
+
+
+def _short(change: str) -> str:
+    """A change's short name ("pad channels to 8 + fold BatchNorm" -> "pad + fold")."""
+    return " + ".join(SINGLE.get(part, part) for part in change.split(" + "))
 
 
 def paddable() -> pd.DataFrame:
@@ -97,8 +105,11 @@ def timm_generated() -> str:
     table = timm_gains(paddable_rows, [json.loads(path.read_text()) for path in paths])
     formats = {"gflops": ".2f", "unaligned_share": "pct", "unaligned_after": "pct", "flops_added": "pct",
                "samples_per_s": ",.0f"}  # fmt: skip
-    head = f"Measured: {len(table)} of the {len(paddable_rows)} the pass pads (batch 256, `graph`, fp16).\n\n"
-    return head + markdown(table, formats)
+    head = f"Measured: {len(table)} of the {len(paddable_rows)} the pass pads (batch 256, `graph`, fp16)."
+    validated = ", ".join(f"`{p.stem}`" for p in paths if p.parent == RESULTS)
+    if validated:  # the validation tried `inference` and bf16 too; the timm stage `graph` in fp16 only
+        head += f" `best`: on `graph` in fp16, except for the validation's {validated} (`inference`, bf16 too)."
+    return head + "\n\n" + markdown(table, formats)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from conftest import QUICK
@@ -156,6 +157,19 @@ def test_the_validation_table_says_a_trial_that_did_not_run_by_its_status():
               "best": {"1": dict(fold, change="fold BatchNorm")}}  # fmt: skip
     row = validation.speedups(result).iloc[0]
     assert (row["pad"], row["fold"], row["inference"], row["best_speedup"]) == ("rejected", "1.25x", "-", "1.25x")
+
+
+def test_the_timm_table_names_the_best_combination_short():
+    validation = _validation_script()
+    given = {"change": "as given", "kind": "as given", "batch": 256, "status": "ok", "samples_per_s": 100.0,
+             "utilization": 0.01, "speedup": 1.0, "exact": None, "max_rel_diff": None}  # fmt: skip
+    pad = dict(given, change="pad channels to 8", kind="rewrite", speedup=1.2, exact=True, max_rel_diff=1e-7)
+    both = dict(pad, change="pad channels to 8 + fold BatchNorm", speedup=1.3)
+    result = {"model": "timm:m", "trials": [given, pad, both], "best": {"256": both}}
+    unaligned = pd.DataFrame([{"model": "timm:m", "gflops": 1.0, "unaligned_share": 0.5, "unaligned_after": 0.0,
+                               "flops_added": 0.02}])  # fmt: skip
+    row = validation.timm_gains(unaligned, [result]).iloc[0]
+    assert (row["pad"], row["fold"], row["best"], row["max_rel_diff"]) == ("1.20x", "-", "pad + fold 1.30x", "1.0e-07")
 
 
 def _validation_script():
