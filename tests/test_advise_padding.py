@@ -151,6 +151,30 @@ def test_same_padded_convs_are_read_as_the_convs_they_are_and_padded():
     assert result.model.dw.groups == widths(result, "dw")[1] == 24 and widths(result, "project") == (24, 16)
 
 
+class BlurDownsample(nn.Module):
+    """timm's ``BlurPool2d`` as TResNet calls it: a reflect pad, then a fixed blur filter (a buffer) convolved per
+    channel by a functional ``conv2d`` whose ``groups`` is a number; and a dense functional conv of a parameter."""
+
+    def __init__(self, width=20):
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1)
+        self.register_buffer("filt", torch.rand(width, 1, 3, 3))
+        self.dense = nn.Parameter(torch.randn(12, width, 1, 1))
+        self.project = nn.Conv2d(12, 16, 1)
+
+    def forward(self, x):
+        x = F.pad(torch.relu(self.stem(x)), [1, 1, 1, 1], mode="reflect")
+        x = F.conv2d(x, self.filt, stride=2, groups=20)
+        return self.project(F.conv2d(x, self.dense))
+
+
+def test_a_functional_blur_conv_and_a_dense_functional_conv_are_padded():
+    result = padded(BlurDownsample())
+    assert widths(result, "stem") == (3, 24) and widths(result, "project") == (16, 16)
+    assert tuple(result.model.filt.shape) == (24, 1, 3, 3) and tuple(result.model.dense.shape) == (16, 24, 1, 1)
+    assert [g.blocked_by for g in result.blocked] == ["graph input"] and result.padded_layers == 4
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self):
         super().__init__()
@@ -378,6 +402,21 @@ def test_ops_that_mix_channels_block_padding(model, reason):
     assert thirteen and all(g.padded_channels == (13 if reason else 16) for g in thirteen)  # 13 -> 16 when free
     assert reason in {g.blocked_by for g in thirteen}
     assert result.nothing_to_do == bool(reason)
+
+
+class PadsChannels(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.head = nn.Conv2d(8, 13, 1), nn.Conv2d(15, 8, 1)
+
+    def forward(self, x):
+        return self.head(F.pad(self.conv(x), [0, 0, 0, 0, 1, 1]))
+
+
+def test_a_pad_of_the_channel_dim_blocks_padding():
+    result = padded(PadsChannels(), shape=(1, 8, 16, 16))
+    assert "a pad of [0, 0, 0, 0, 1, 1] that reaches the channel dim" in {g.blocked_by for g in result.groups}
+    assert result.nothing_to_do
 
 
 def test_a_depthwise_conv_with_a_channel_multiplier_is_blocked():

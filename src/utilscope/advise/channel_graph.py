@@ -260,6 +260,21 @@ def visit_conv(graph: ChannelGraph, node: fx.Node, conv: nn.Conv2d) -> None:
             graph.groups.setdefault(tensor, set()).add(conv.groups)
 
 
+def visit_functional_conv(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: None) -> None:
+    """``F.conv2d`` of ``get_attr`` weights: a dense conv, or a depthwise one whose ``groups`` is a number (timm's
+    ``BlurPool2d``: a fixed blur filter, one per channel); the rewrite sets ``groups`` to the padded width."""
+    source, groups = node.args[0], argument(node, 6, "groups", 1)
+    if source not in graph.channels or node not in graph.channels or not isinstance(groups, int):
+        unknown(graph, node, "a conv2d not on a 4-D tensor, or with computed groups")
+    elif groups == 1:
+        graph.sites.append(Site(node, "conv", layer, tuple(params.items()), None))
+    elif groups == graph.channels[source] == graph.channels[node]:
+        graph.tie(source, node)
+        graph.sites.append(Site(node, "depthwise", layer, tuple(params.items()), None))
+    else:
+        unknown(graph, node, f"a functional conv2d with {groups} groups that is not depthwise")
+
+
 def visit_linear(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: str | None = None) -> None:
     source = node.args[0]
     if len(shape_of(source) or ()) != 2 or node not in graph.channels:
@@ -292,6 +307,14 @@ def preserve(graph: ChannelGraph, node: fx.Node, inplace: bool = False) -> None:
     graph.tie(source, node)
     if inplace:
         graph.inplace.append((node, source))
+
+
+def spatial_pad(graph: ChannelGraph, node: fx.Node, pad) -> None:
+    """``F.pad`` of H and W only (at most 4 numbers: the last two dims) keeps the channel layout."""
+    if isinstance(pad, (tuple, list)) and len(pad) <= 4 and len(shape_of(node) or ()) == 4:
+        preserve(graph, node)
+    else:
+        unknown(graph, node, f"a pad of {pad} that reaches the channel dim")
 
 
 def flatten(graph: ChannelGraph, node: fx.Node, start_dim: int, end_dim: int) -> None:
@@ -341,6 +364,11 @@ def visit_function(graph: ChannelGraph, node: fx.Node) -> None:
     elif target is F.linear:
         params = {"weight": argument(node, 1, "weight"), "bias": argument(node, 2, "bias")}
         functional_layer(graph, node, params, visit_linear)
+    elif target is F.conv2d:
+        params = {"weight": argument(node, 1, "weight"), "bias": argument(node, 2, "bias")}
+        functional_layer(graph, node, params, visit_functional_conv)
+    elif target is F.pad:
+        spatial_pad(graph, node, argument(node, 1, "pad"))
     else:
         unknown(graph, node)
 

@@ -151,6 +151,8 @@ def rewrite_site(graph: ChannelGraph, site: Site, solution: Solution) -> bool:
         replace_tensor(graph.module, path, widened)
     if site.module is not None:
         set_channel_attributes(graph.module.get_submodule(site.module), site.kind, source.width, output.width)
+    elif site.kind == "depthwise":  # a functional conv2d: its groups argument follows the channels
+        set_groups(site.node, output.width)
     return True
 
 
@@ -192,6 +194,14 @@ def set_channel_attributes(layer: nn.Module, kind: str, source_width: int, outpu
         layer.in_features, layer.out_features = source_width, output_width
     else:
         layer.num_features = output_width
+
+
+def set_groups(node: fx.Node, groups: int) -> None:
+    """Set ``F.conv2d``'s ``groups`` (its 7th argument, or a keyword)."""
+    if len(node.args) > 6:
+        node.args = (*node.args[:6], groups, *node.args[7:])
+    else:
+        node.kwargs = {**node.kwargs, "groups": groups}
 
 
 def rewrite_slice(graph: ChannelGraph, node: fx.Node, derivation: Slice, solution: Solution) -> None:
