@@ -259,6 +259,29 @@ def test_a_ghost_module_cat_then_slice():
     assert widths(result, "head") == (32, 8)
 
 
+class GhostV2(Ghost):
+    """GhostNet-V2's module: a gate computed first, from a pooled input, multiplies the cat-then-slice computed
+    after it, resized to the slice's size read from ``out.shape``."""
+
+    def __init__(self, out_channels=25):
+        super().__init__(out_channels)
+        self.gate = nn.Conv2d(3, out_channels, 1)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.gate(F.avg_pool2d(x, 2)))
+        x1 = torch.relu(self.bn1(self.primary(x)))
+        out = torch.cat([x1, torch.relu(self.bn2(self.cheap(x1)))], dim=1)
+        size = (out.shape[-2], out.size(3))
+        return self.head(out[:, : self.out_channels] * F.interpolate(gate, size=size, mode="nearest"))
+
+
+def test_a_gate_computed_before_the_cat_it_multiplies_takes_the_slices_layout():
+    result = padded(GhostV2())
+    # as in the ghost module; the gate's conv writes its 25 channels where the slice has them: 0..12 and 16..27
+    assert widths(result, "primary") == (3, 16) and widths(result, "gate") == (3, 32)
+    assert widths(result, "head") == (32, 8) and [g.blocked_by for g in result.blocked] == ["graph input"]
+
+
 class FocalLike(nn.Module):
     """FocalNet's modulation: one conv's output split by sizes into query, context and 3 gates, a one-channel gate
     broadcast over the context, and an open-ended slice of the gates."""
@@ -391,9 +414,10 @@ class Blocked(nn.Module):
         (Blocked(nn.GroupNorm(1, 13)), "GroupNorm normalizes over channels"),
         (Blocked(nn.Conv2d(13, 13, 3, padding=1, groups=13)), None),  # the control: a depthwise conv is padded
         (Blocked(None), "reads .shape"),
+        (Blocked(lambda x: F.interpolate(x, size=(x.size(2), x.size(1)))), "reads the channel count (.size())"),
         (Blocked(None, flatten_spatial=True), "flatten with spatial 16x16 mixes channels and positions"),
     ],
-    ids=["group-norm", "depthwise-control", "channel-shuffle", "flatten-spatial"],
+    ids=["group-norm", "depthwise-control", "channel-shuffle", "size-of-channels", "flatten-spatial"],
 )
 def test_ops_that_mix_channels_block_padding(model, reason):
     """An 8-channel input, so the 13-channel tensors are the only unaligned ones."""

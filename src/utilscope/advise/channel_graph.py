@@ -389,8 +389,8 @@ def visit_method(graph: ChannelGraph, node: fx.Node) -> None:
         split(graph, node, argument(node, 1, "split_size"), argument(node, 2, "dim", 0), chunks=False)
     elif method == "chunk":
         split(graph, node, argument(node, 1, "chunks"), argument(node, 2, "dim", 0), chunks=True)
-    elif method == "size" and argument(node, 1, "dim") == 0 or method == "dim":
-        pass  # the batch size or the rank: padding changes neither
+    elif method == "dim" or method == "size" and sizes_other_dims_only(node):
+        pass  # the rank, the batch size, a spatial size: padding changes none of them
     elif method == "size":
         unknown(graph, node, "reads the channel count (.size())")
     else:
@@ -501,10 +501,29 @@ def channel_slice(graph: ChannelGraph, node: fx.Node, source: fx.Node, index) ->
 
 
 def read_attribute(graph: ChannelGraph, node: fx.Node) -> None:
+    """``x.shape`` whose every use takes one dim other than the channels (``x.shape[-2]``: an interpolation's size)
+    is as safe as ``x.dtype``; any other read of the shape could take the channel count."""
     source, name = node.args[:2]
-    if name not in SAFE_ATTRIBUTES:
+    other_dims = name == "shape" and reads_other_dims_only(node, len(shape_of(source) or ()))
+    if name not in SAFE_ATTRIBUTES and not other_dims:
         graph.block(source, f"reads .{name}")
         graph.block(node, f"reads .{name}")
+
+
+def sizes_other_dims_only(node: fx.Node) -> bool:
+    """``x.size(d)`` of a dim other than the channels, or ``x.size()`` whose uses take such dims only."""
+    rank, dim = len(shape_of(node.args[0]) or ()), argument(node, 1, "dim")
+    if dim is None:
+        return reads_other_dims_only(node, rank)
+    return dim == 0 or rank in CHANNEL_RANKS and isinstance(dim, int) and -rank <= dim < rank and dim % rank != 1
+
+
+def reads_other_dims_only(shape: fx.Node, rank: int) -> bool:
+    return rank in CHANNEL_RANKS and bool(shape.users) and all(
+        user.op == "call_function" and user.target is operator.getitem and isinstance(user.args[1], int)
+        and -rank <= user.args[1] < rank and user.args[1] % rank != 1
+        for user in shape.users
+    )  # fmt: skip
 
 
 def functional_batchnorm(graph: ChannelGraph, node: fx.Node) -> None:

@@ -1,11 +1,11 @@
 """Choose a layout for every class of a channel graph, blocking classes until all layouts fit together.
 
-Classes get layouts in graph order of their first member. A blocked class keeps its channels as they are
-(identity). A class with a cat or slice member whose sources have layouts takes the layout they give. Any other
-class is *free* (a conv or linear layer writes it, and takes any layout): each run of channels is padded to the
-multiple on its own, cut where slices downstream cut it and, where its channel count is unaligned, between the
-groups of the grouped convs that read or write it, and parts that an already placed neighbour fixes (a slice of it,
-a cat it joins) are laid out as that neighbour needs.
+Classes get layouts in graph order of their first member, each after the classes its cats and slices are made from
+(``placement_order``). A blocked class keeps its channels as they are (identity). A class with a cat or slice member
+whose sources have layouts takes the layout they give. Any other class is *free* (a conv or linear layer writes it,
+and takes any layout): each run of channels is padded to the multiple on its own, cut where slices downstream cut it
+and, where its channel count is unaligned, between the groups of the grouped convs that read or write it, and parts
+that an already placed neighbour fixes (a slice of it, a cat it joins) are laid out as that neighbour needs.
 
 Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts and every grouped conv
 must find the same layout in each of its groups (where not, the classes involved are blocked), and a free class is
@@ -14,6 +14,7 @@ padded only where that aligns some conv or linear layer.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from torch import fx
@@ -59,7 +60,8 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
 def assign(graph: ChannelGraph, classes: dict, derived_users: dict, blocked: dict, multiple: int) -> Solution:
     layouts: dict[fx.Node, Layout] = {}
     free = set()
-    for root, members in classes.items():
+    for root in placement_order(graph, classes):
+        members = classes[root]
         if root in blocked:
             layouts[root] = Layout.identity(graph.channels[root])
         elif (given := derivable(graph, members, layouts, multiple)) is not None:
@@ -68,6 +70,44 @@ def assign(graph: ChannelGraph, classes: dict, derived_users: dict, blocked: dic
             layouts[root] = free_layout(graph, members, derived_users, layouts, multiple)
             free.add(root)
     return Solution(layouts, frozenset(free), dict(blocked))
+
+
+def placement_order(graph: ChannelGraph, classes: dict) -> list[fx.Node]:
+    """The classes in graph order of their first member, except that a class with cat or slice members waits until
+    one of them can be derived (the classes it is made from are placed): GhostNet-V2's gate, computed first,
+    multiplies a slice of a cat computed after it; placed first, it would be free, and the slice could not fit it.
+    (Waiting for every one would misplace ReXNet's shortcut, a cat of the block before and a slice of this block's
+    output.) Where waiting would never end, the first class in graph order not yet placed goes next."""
+    roots = list(classes)
+    index = {root: position for position, root in enumerate(roots)}
+    waiting: dict[tuple[fx.Node, fx.Node], int] = {}  # (class, its cat or slice member) -> sources not yet placed
+    users: dict[fx.Node, list[tuple[fx.Node, fx.Node]]] = {}
+    ready = []
+    for root, members in classes.items():
+        derived = [m for m in members if m in graph.derived]
+        for member in derived:
+            needs = {graph.find(source) for source in inputs_of(graph.derived[member])} - {root}
+            waiting[root, member] = len(needs)
+            for need in needs:
+                users.setdefault(need, []).append((root, member))
+        if not derived or any(not waiting[root, m] for m in derived):
+            ready.append(index[root])
+    heapq.heapify(ready)
+    order: list[fx.Node] = []
+    placed: set[fx.Node] = set()
+    while len(order) < len(roots):
+        if not ready:
+            heapq.heappush(ready, next(index[root] for root in roots if root not in placed))
+        root = roots[heapq.heappop(ready)]
+        if root in placed:
+            continue
+        placed.add(root)
+        order.append(root)
+        for key in users.get(root, ()):
+            waiting[key] -= 1
+            if not waiting[key]:
+                heapq.heappush(ready, index[key[0]])
+    return order
 
 
 def derive(graph: ChannelGraph, derivation: Cat | Slice, layouts: dict, multiple: int) -> Layout:
