@@ -282,6 +282,25 @@ def test_a_gate_computed_before_the_cat_it_multiplies_takes_the_slices_layout():
     assert widths(result, "head") == (32, 8) and [g.blocked_by for g in result.blocked] == ["graph input"]
 
 
+class CrossSlices(nn.Module):
+    """Each branch adds a (whole) slice of the other: each class waits for the other, and graph order decides."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.head_a, self.head_b = nn.Conv2d(3, 13, 1), nn.Conv2d(3, 13, 1), nn.Conv2d(13, 8, 1), \
+            nn.Conv2d(13, 8, 1)  # fmt: skip
+
+    def forward(self, x):
+        a, b = self.a(x), self.b(x)
+        return self.head_a(a + b[:, :13]) + self.head_b(b + a[:, :13])
+
+
+def test_classes_that_wait_for_each_other_are_placed_in_graph_order():
+    result = padded(CrossSlices())
+    assert all(widths(result, name) == (3, 16) for name in ("a", "b"))
+    assert all(widths(result, name) == (16, 8) for name in ("head_a", "head_b"))
+
+
 class FocalLike(nn.Module):
     """FocalNet's modulation: one conv's output split by sizes into query, context and 3 gates, a one-channel gate
     broadcast over the context, and an open-ended slice of the gates."""
