@@ -1,11 +1,12 @@
 """Choose a layout for every class of a channel graph, blocking classes until all layouts fit together.
 
-Classes get layouts in graph order of their first member, each after the classes its cats and slices are made from
-(``placement_order``). A blocked class keeps its channels as they are (identity). A class with a cat or slice member
-whose sources have layouts takes the layout they give. Any other class is *free* (a conv or linear layer writes it,
-and takes any layout): each run of channels is padded to the multiple on its own, cut where slices downstream cut it
-and, where its channel count is unaligned, between the groups of the grouped convs that read or write it, and parts
-that an already placed neighbour fixes (a slice of it, a cat it joins) are laid out as that neighbour needs.
+Classes get layouts in graph order of their first member; a class with cat or slice members waits until one of them
+can be derived (``placement_order``). A blocked class keeps its channels as they are (identity). A class with a cat
+or slice member whose sources have layouts takes the layout they give. Any other class is *free* (a conv or linear
+layer writes it, and takes any layout): each run of channels is padded to the multiple on its own, cut where slices
+downstream cut it and, where its channel count is unaligned, between the groups of the grouped convs that read or
+write it, and parts that an already placed neighbour fixes (a slice of it, a cat it joins) are laid out as that
+neighbour needs.
 
 Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts and every grouped conv
 must find the same layout in each of its groups (where not, the classes involved are blocked), and a free class is
