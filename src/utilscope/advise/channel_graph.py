@@ -515,15 +515,19 @@ def sizes_other_dims_only(node: fx.Node) -> bool:
     rank, dim = len(shape_of(node.args[0]) or ()), argument(node, 1, "dim")
     if dim is None:
         return reads_other_dims_only(node, rank)
-    return dim == 0 or rank in CHANNEL_RANKS and isinstance(dim, int) and -rank <= dim < rank and dim % rank != 1
+    return dim == 0 or other_dim(dim, rank)
 
 
 def reads_other_dims_only(shape: fx.Node, rank: int) -> bool:
-    return rank in CHANNEL_RANKS and bool(shape.users) and all(
-        user.op == "call_function" and user.target is operator.getitem and isinstance(user.args[1], int)
-        and -rank <= user.args[1] < rank and user.args[1] % rank != 1
+    return bool(shape.users) and all(
+        user.op == "call_function" and user.target is operator.getitem and other_dim(user.args[1], rank)
         for user in shape.users
     )  # fmt: skip
+
+
+def other_dim(dim, rank: int) -> bool:
+    """Whether ``dim`` is a dim of a channel tensor other than its channels."""
+    return isinstance(dim, int) and rank in CHANNEL_RANKS and -rank <= dim < rank and not channel_dim(dim, rank)
 
 
 def functional_batchnorm(graph: ChannelGraph, node: fx.Node) -> None:

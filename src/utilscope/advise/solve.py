@@ -49,8 +49,9 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
         root = graph.find(node)
         blocked[root] = tuple(dict.fromkeys((*blocked.get(root, ()), reason)))
     derived_users = graph.derived_users()
+    order = placement_order(graph, classes)  # blocking changes layouts, not which class can be derived from which
     while True:
-        solution = assign(graph, classes, derived_users, blocked, multiple)
+        solution = assign(graph, classes, order, derived_users, blocked, multiple)
         fresh = conflicts(graph, solution, multiple) or idle_classes(graph, classes, solution, multiple)
         if not fresh:
             return solution
@@ -58,10 +59,11 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
             blocked.setdefault(root, (reason,))
 
 
-def assign(graph: ChannelGraph, classes: dict, derived_users: dict, blocked: dict, multiple: int) -> Solution:
+def assign(graph: ChannelGraph, classes: dict, order: list, derived_users: dict, blocked: dict, multiple: int
+           ) -> Solution:  # fmt: skip
     layouts: dict[fx.Node, Layout] = {}
     free = set()
-    for root in placement_order(graph, classes):
+    for root in order:
         members = classes[root]
         if root in blocked:
             layouts[root] = Layout.identity(graph.channels[root])
