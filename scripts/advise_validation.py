@@ -58,8 +58,8 @@ def generated() -> str:
 
 def timm_gains(unaligned: pd.DataFrame, results: list[dict]) -> pd.DataFrame:
     """Per timm CNN of ``unaligned`` measured at batch 256: its unaligned share before and after padding, the FLOPs
-    padding adds, the measured speed-ups of padding and of BatchNorm folding on `graph` (fp16), and the best
-    combination with its speed-up."""
+    padding adds, the throughput and FLOP utilization of the model as given, the measured speed-ups of padding and
+    of BatchNorm folding on `graph` (fp16), and the best combination with its speed-up."""
     rows = []
     for result in results:
         trials = pd.DataFrame(result["trials"])
@@ -70,10 +70,12 @@ def timm_gains(unaligned: pd.DataFrame, results: list[dict]) -> pd.DataFrame:
         fold = at.loc["fold BatchNorm"] if "fold BatchNorm" in at.index else None
         difference = f"{pad['max_rel_diff']:.1e}" if pad is not None and pad["exact"] else "-"
         best = result["best"]["256"]
+        best_text = f"{_short(best['change'])} {best['speedup']:.2f}x"
         rows.append({"model": result["model"], "samples_per_s": at.loc["as given", "samples_per_s"],
-                     "pad": _gain(pad), "fold": _gain(fold), "best": f"{_short(best['change'])} {best['speedup']:.2f}x",
-                     "max_rel_diff": difference})  # fmt: skip
-    gains = pd.DataFrame(rows, columns=["model", "samples_per_s", "pad", "fold", "best", "max_rel_diff"])
+                     "utilization": at.loc["as given", "utilization"], "pad": _gain(pad), "fold": _gain(fold),
+                     "best": best_text, "max_rel_diff": difference})  # fmt: skip
+    measured = ["model", "samples_per_s", "utilization", "pad", "fold", "best", "max_rel_diff"]
+    gains = pd.DataFrame(rows, columns=measured)
     columns = ["model", "gflops", "unaligned_share", "unaligned_after", "flops_added"]
     return unaligned[columns].merge(gains, on="model").sort_values("unaligned_share", ascending=False)
 
@@ -104,7 +106,7 @@ def timm_generated() -> str:
     paths = [p for folder in (RESULTS, RESULTS / "timm") for p in sorted(folder.glob("*.json")) if p.name in names]
     table = timm_gains(paddable_rows, [json.loads(path.read_text()) for path in paths])
     formats = {"gflops": ".2f", "unaligned_share": "pct", "unaligned_after": "pct", "flops_added": "pct",
-               "samples_per_s": ",.0f"}  # fmt: skip
+               "samples_per_s": ",.0f", "utilization": "pct"}  # fmt: skip
     head = f"Measured: {len(table)} of the {len(paddable_rows)} the pass pads (batch 256, `graph`, fp16)."
     validated = ", ".join(f"`{p.stem}`" for p in paths if p.parent == RESULTS)
     if validated:  # the validation tried `inference` and bf16 too; the timm stage `graph` in fp16 only

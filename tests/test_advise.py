@@ -170,6 +170,7 @@ def test_the_timm_table_names_the_best_combination_short():
                                "flops_added": 0.02}])  # fmt: skip
     row = validation.timm_gains(unaligned, [result]).iloc[0]
     assert (row["pad"], row["fold"], row["best"], row["max_rel_diff"]) == ("1.20x", "-", "pad + fold 1.30x", "1.0e-07")
+    assert row["utilization"] == 0.01  # the model as given
 
 
 def _validation_script():
