@@ -175,6 +175,67 @@ def test_a_functional_blur_conv_and_a_dense_functional_conv_are_padded():
     assert [g.blocked_by for g in result.blocked] == ["graph input"] and result.padded_layers == 4
 
 
+class FunctionalGrouped(nn.Module):
+    """A grouped ``F.conv2d`` of a parameter: 12 channels in 4 groups of 3, out 20 in groups of 5."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv0, self.head = nn.Conv2d(3, 12, 3), nn.Conv2d(20, 8, 1)
+        self.grouped = nn.Parameter(torch.randn(20, 3, 3, 3))
+
+    def forward(self, x):
+        return self.head(F.conv2d(self.conv0(x), self.grouped, groups=4))
+
+
+def test_a_functional_grouped_conv_is_padded_group_by_group_and_keeps_its_groups():
+    result = padded(FunctionalGrouped())
+    # each group's 3 inputs and 5 outputs padded to 8, as for the module (test_a_grouped_conv_is_padded_...)
+    assert tuple(result.model.grouped.shape) == (32, 8, 3, 3) and widths(result, "head") == (32, 8)
+    assert widths(result, "conv0") == (3, 32) and result.padded_layers == 3
+
+
+class EcaBlock(nn.Module):
+    """timm's ECA gate (a Conv1d along the channels of the pooled features) on 20 channels, after ``before``."""
+
+    def __init__(self, before: nn.Module):
+        super().__init__()
+        self.conv, self.bn, self.before = nn.Conv2d(3, 20, 3), nn.BatchNorm2d(20), before
+        self.eca, self.head = timm.layers.EcaModule(kernel_size=5), nn.Conv2d(20, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.eca(self.before(self.bn(self.conv(x)))))
+
+
+def test_an_eca_gate_is_padded_where_its_padding_is_zeros_at_the_end():
+    result = padded(EcaBlock(nn.ReLU()))
+    assert widths(result, "conv") == (3, 24) and widths(result, "head") == (24, 8)
+    assert [g.blocked_by for g in result.blocked] == ["graph input"]
+
+
+def test_an_eca_gate_after_a_sigmoid_keeps_its_channels():
+    result = padded(EcaBlock(nn.Sigmoid()))  # sigmoid(0) = 0.5: the conv along the channels would read it
+    assert result.nothing_to_do and widths(result, "conv") == (3, 20)
+    assert "eca.conv convolves over the channels: needs zeros after them" in {g.blocked_by for g in result.groups}
+
+
+class EcaOnCat(nn.Module):
+    """ECA over a cat of 5 and 7 channels: padded piece by piece, its padding would sit between them."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 5, 1), nn.Conv2d(3, 7, 1)
+        self.eca, self.head = timm.layers.EcaModule(kernel_size=3), nn.Conv2d(12, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.eca(torch.cat([self.a(x), self.b(x)], 1)))
+
+
+def test_an_eca_gate_on_padding_between_channels_keeps_them():
+    result = padded(EcaOnCat())
+    assert widths(result, "head") == (12, 8)
+    assert "eca.conv convolves over the channels: needs zeros after them" in {g.blocked_by for g in result.groups}
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self):
         super().__init__()

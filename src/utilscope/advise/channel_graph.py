@@ -4,15 +4,20 @@ layers whose weights follow the layouts (``Site``).
 
 A tensor with channels is a 4-D ``(N, C, H, W)`` or a 2-D ``(N, C)`` one. Every op is either understood here or
 blocks the tensors it touches: correctness first, an op that is not understood keeps its tensors as they were.
+
+Padding holds values consumers ignore, except where a conv runs *over* the channels (ECA's gate: a ``Conv1d`` along
+the channel dim): there it must be zero and at the end. ``zero_rules`` say which tensors' padding is zero given their
+inputs' (a layer's output always: zero filters, zero bias), ``channel_convs`` where it has to be.
 """
 
 from __future__ import annotations
 
 import builtins
 import copy
+import math
 import operator
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +50,12 @@ BINARY_METHODS = frozenset("add add_ mul mul_ sub sub_".split())
 DIVISION_METHODS = frozenset({"div", "div_"})
 INPLACE_FUNCTIONS = frozenset({operator.iadd, operator.imul, operator.isub, operator.itruediv})
 CATS = frozenset({torch.cat, torch.concat, torch.concatenate})
+NONZERO_AT_ZERO = frozenset({torch.sigmoid, F.hardsigmoid, F.hardtanh, torch.clamp, "sigmoid", "sigmoid_", "clamp",
+                             "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"})  # fmt: skip
+NONZERO_AT_ZERO_MODULES = (nn.Sigmoid, nn.Hardsigmoid, nn.Hardtanh)  # exact types (ReLU6 is a Hardtanh of 0)
+MULTIPLICATIONS = frozenset({operator.mul, operator.imul, torch.mul, "mul", "mul_"})
+GATES = frozenset({torch.sigmoid, F.hardsigmoid, torch.tanh, "sigmoid", "tanh"})  # elementwise, on ECA's (N, 1, C)
+GATE_MODULES = (nn.Sigmoid, nn.Hardsigmoid, nn.Tanh)
 SAFE_ATTRIBUTES = frozenset({"ndim", "dtype", "device", "is_cuda", "requires_grad", "layout"})
 ALIASING_MODULES = (nn.Identity, nn.Dropout, nn.Dropout2d, nn.Flatten)
 ALIASING_FUNCTIONS = frozenset({F.dropout, torch.flatten, torch.reshape, operator.getitem})
@@ -91,6 +102,10 @@ class ChannelGraph:
     splits: dict[fx.Node, tuple[fx.Node, list[tuple[int, int]]]] = field(default_factory=dict)
     inplace: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (in-place op, the tensor it writes)
     groups: dict[fx.Node, set[int]] = field(default_factory=dict)  # tensor -> groups of the grouped convs on it
+    # tensor -> ("all" or "any", inputs): its padding is zero when all (any) of those inputs' is; ("all", ()): always
+    zero_rules: dict[fx.Node, tuple[str, tuple[fx.Node, ...]]] = field(default_factory=dict)
+    channel_convs: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (its (N, C) input, the Conv1d)
+    handled: set[fx.Node] = field(default_factory=set)  # ops a pattern seen before them already read
 
     def find(self, node: fx.Node) -> fx.Node:
         root = node
@@ -187,6 +202,8 @@ def argument(node: fx.Node, position: int, name: str, default=None):
 
 
 def visit(graph: ChannelGraph, node: fx.Node, modules: dict[str, nn.Module]) -> None:
+    if node in graph.handled:
+        return
     if node.op == "placeholder":
         graph.block(node, "graph input")
     elif node.op == "output":
@@ -247,32 +264,37 @@ def visit_conv(graph: ChannelGraph, node: fx.Node, conv: nn.Conv2d) -> None:
         unknown(graph, node, "a conv not on a 4-D tensor")
         return
     params = tuple((role, f"{node.target}.{role}") for role in ("weight", "bias") if getattr(conv, role) is not None)
-    if conv.groups == 1:
-        graph.sites.append(Site(node, "conv", node.target, params, node.target))
-    elif conv.groups == conv.in_channels == conv.out_channels:
-        graph.tie(source, node)
-        graph.sites.append(Site(node, "depthwise", node.target, params, node.target))
-    elif conv.groups == conv.in_channels:
-        unknown(graph, node, f"depthwise conv with channel multiplier {conv.out_channels // conv.in_channels}")
-    else:  # laid out group by group on both sides (solve.conflicts checks it)
-        graph.sites.append(Site(node, "grouped", node.target, params, node.target, conv.groups))
-        for tensor in (source, node):
-            graph.groups.setdefault(tensor, set()).add(conv.groups)
+    conv_site(graph, node, source, conv.groups, Site(node, "conv", node.target, params, node.target))
 
 
 def visit_functional_conv(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: None) -> None:
-    """``F.conv2d`` of ``get_attr`` weights: a dense conv, or a depthwise one whose ``groups`` is a number (timm's
-    ``BlurPool2d``: a fixed blur filter, one per channel); the rewrite sets ``groups`` to the padded width."""
+    """``F.conv2d`` of ``get_attr`` weights whose ``groups`` is a number: dense, grouped, or depthwise (timm's
+    ``BlurPool2d``: a fixed blur filter, one per channel; the rewrite sets ``groups`` to the padded width)."""
     source, groups = node.args[0], argument(node, 6, "groups", 1)
     if source not in graph.channels or node not in graph.channels or not isinstance(groups, int):
         unknown(graph, node, "a conv2d not on a 4-D tensor, or with computed groups")
-    elif groups == 1:
-        graph.sites.append(Site(node, "conv", layer, tuple(params.items()), None))
-    elif groups == graph.channels[source] == graph.channels[node]:
+        return
+    conv_site(graph, node, source, groups, Site(node, "conv", layer, tuple(params.items()), None))
+
+
+def conv_site(graph: ChannelGraph, node: fx.Node, source: fx.Node, groups: int, dense: Site) -> None:
+    """Record a conv of ``source`` by its ``groups``: ``dense`` as it is; depthwise (one filter per channel: both
+    sides share a layout); grouped (laid out group by group on both sides, which solve.conflicts checks); a
+    depthwise conv with a channel multiplier is left unpadded."""
+    channels_in, channels_out = graph.channels[source], graph.channels[node]
+    if groups == 1:
+        graph.sites.append(dense)
+    elif groups == channels_in == channels_out:
         graph.tie(source, node)
-        graph.sites.append(Site(node, "depthwise", layer, tuple(params.items()), None))
+        graph.sites.append(replace(dense, kind="depthwise"))
+    elif groups == channels_in:
+        unknown(graph, node, f"depthwise conv with channel multiplier {channels_out // channels_in}")
+        return
     else:
-        unknown(graph, node, f"a functional conv2d with {groups} groups that is not depthwise")
+        graph.sites.append(replace(dense, kind="grouped", groups=groups))
+        for tensor in (source, node):
+            graph.groups.setdefault(tensor, set()).add(groups)
+    graph.zero_rules[node] = ("all", ())  # a padded filter is zero, and so is its bias
 
 
 def visit_linear(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: str | None = None) -> None:
@@ -286,6 +308,7 @@ def visit_linear(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, m
         linear = graph.module.get_submodule(module)
         present = tuple((role, path) for role, path in present if getattr(linear, role) is not None)
     graph.sites.append(Site(node, "linear", layer, present, module))
+    graph.zero_rules[node] = ("all", ())
 
 
 def visit_batchnorm(graph: ChannelGraph, node: fx.Node, layer: str, params: dict, module: str | None) -> None:
@@ -295,6 +318,7 @@ def visit_batchnorm(graph: ChannelGraph, node: fx.Node, layer: str, params: dict
         return
     graph.tie(source, node)
     graph.sites.append(Site(node, "batchnorm", layer, tuple(params.items()), module))
+    graph.zero_rules[node] = ("all", (source,))  # identity statistics, weight 1, bias 0: zero stays zero
 
 
 def preserve(graph: ChannelGraph, node: fx.Node, inplace: bool = False) -> None:
@@ -305,8 +329,17 @@ def preserve(graph: ChannelGraph, node: fx.Node, inplace: bool = False) -> None:
         unknown(graph, node)
         return
     graph.tie(source, node)
+    if maps_zero_to_zero(graph, node):
+        graph.zero_rules[node] = ("all", (source,))
     if inplace:
         graph.inplace.append((node, source))
+
+
+def maps_zero_to_zero(graph: ChannelGraph, node: fx.Node) -> bool:
+    """Whether a layout-preserving op keeps zero padding zero (ReLU, SiLU, pooling, ...; not a sigmoid)."""
+    if node.op == "call_module":
+        return type(graph.module.get_submodule(node.target)) not in NONZERO_AT_ZERO_MODULES
+    return node.target not in NONZERO_AT_ZERO
 
 
 def spatial_pad(graph: ChannelGraph, node: fx.Node, pad) -> None:
@@ -326,15 +359,87 @@ def flatten(graph: ChannelGraph, node: fx.Node, start_dim: int, end_dim: int) ->
         unknown(graph, node, f"flatten with spatial {shape[2]}x{shape[3]} mixes channels and positions")
     else:
         graph.tie(source, node)
+        graph.zero_rules[node] = ("all", (source,))
 
 
-def reshape(graph: ChannelGraph, node: fx.Node, sizes) -> None:
-    """``view``/``reshape`` to ``(N, -1)`` of a tensor whose spatial size is 1x1: a flatten."""
-    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
+def reshape(graph: ChannelGraph, node: fx.Node) -> None:
+    """``view``/``reshape`` to ``(N, -1)`` of a tensor whose spatial size is 1x1: a flatten; to ``(N, 1, -1)``,
+    the start of ECA's gate (``channel_conv_chain``), read whole here."""
+    sizes = view_sizes(node)
     if len(sizes) == 2 and sizes[1] == -1 and len(shape_of(node) or ()) == 2:
         flatten(graph, node, 1, -1)
+    elif chain := channel_conv_chain(graph, node, sizes):
+        graph.tie(node.args[0], chain[-1])
+        graph.channel_convs.append((node.args[0], chain[0]))
+        graph.handled.update(chain)
     else:
         unknown(graph, node, "a reshape of the channel dim")
+
+
+def view_sizes(node: fx.Node) -> tuple | None:
+    """The sizes of a ``view``/``reshape`` (method or ``torch.reshape``) as one tuple; None for another op."""
+    if node.op == "call_method" and node.target in ("view", "reshape"):
+        sizes = node.args[1:]
+    elif node.op == "call_function" and node.target is torch.reshape:
+        sizes = (argument(node, 1, "shape"),)
+    else:
+        return None
+    return tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
+
+
+def channel_conv_chain(graph: ChannelGraph, view: fx.Node, sizes: tuple) -> list[fx.Node] | None:
+    """ECA's gate: ``(N, C)`` viewed as ``(N, 1, -1)``, a ``Conv1d(1, 1, k)`` along the channels that keeps their
+    number (stride 1, zero padding), elementwise gates, and a view back to ``(N, -1, 1, 1)`` or ``(N, -1)``, each
+    the only user of the one before. The Conv1d, the gates and the view back; None where the pattern breaks."""
+    source, shape = view.args[0], shape_of(view)
+    channels = graph.channels.get(source)
+    if channels is None or len(sizes) != 3 or sizes[2] != -1 or shape != (shape_of(source)[0], 1, channels):
+        return None
+    conv = sole_user(view)
+    layer = graph.module.get_submodule(conv.target) if conv is not None and conv.op == "call_module" else None
+    if not (type(layer) is nn.Conv1d and layer.in_channels == layer.out_channels == layer.groups == 1
+            and layer.stride == (1,) and layer.padding_mode == "zeros" and shape_of(conv) == shape):  # fmt: skip
+        return None
+    chain = [conv]
+    while (user := sole_user(chain[-1])) is not None and is_gate(graph, user) and shape_of(user) == shape:
+        chain.append(user)
+    back = sole_user(chain[-1])
+    back_sizes = view_sizes(back) if back is not None else None
+    if back_sizes is None or len(back_sizes) < 2 or back_sizes[1] != -1 or graph.channels.get(back) != channels:
+        return None
+    return [*chain, back] if math.prod(shape_of(back)[2:]) == 1 else None
+
+
+def sole_user(node: fx.Node) -> fx.Node | None:
+    return next(iter(node.users)) if len(node.users) == 1 else None
+
+
+def is_gate(graph: ChannelGraph, node: fx.Node) -> bool:
+    if node.op == "call_module":
+        return type(graph.module.get_submodule(node.target)) in GATE_MODULES
+    return node.target in GATES and len(node.all_input_nodes) == 1
+
+
+def expand_as(graph: ChannelGraph, node: fx.Node) -> None:
+    """``y.expand_as(x)``: a gate ``(N, C, 1, 1)`` broadcast to ``(N, C, H, W)``; the three share one layout."""
+    source, other = node.args[:2]
+    if not all(n in graph.channels for n in (source, other, node)) or len(shape_of(source)) != len(shape_of(other)):
+        unknown(graph, node)
+        return
+    graph.tie(source, node)
+    graph.tie(other, node)
+    graph.zero_rules[node] = ("all", (source,))
+
+
+def zero_padded(graph: ChannelGraph) -> set[fx.Node]:
+    """The tensors whose padding holds zeros whatever the layouts, by ``zero_rules`` in graph order; a tensor an op
+    writes in place only where that op keeps zeros too."""
+    spoiled = {source for writer, source in graph.inplace if graph.zero_rules.get(writer) != ("all", (source,))}
+    zeros: set[fx.Node] = set()
+    for node, (quantifier, inputs) in graph.zero_rules.items():
+        if node not in spoiled and (all if quantifier == "all" else any)(i in zeros for i in inputs):
+            zeros.add(node)
+    return zeros
 
 
 def visit_function(graph: ChannelGraph, node: fx.Node) -> None:
@@ -354,7 +459,7 @@ def visit_function(graph: ChannelGraph, node: fx.Node) -> None:
     elif target is torch.mean:
         mean(graph, node, argument(node, 1, "dim"))
     elif target is torch.reshape:
-        reshape(graph, node, (argument(node, 1, "shape"),))
+        reshape(graph, node)
     elif target is operator.getitem:
         getitem(graph, node)
     elif target is builtins.getattr:
@@ -384,7 +489,9 @@ def visit_method(graph: ChannelGraph, node: fx.Node) -> None:
     elif method == "flatten":
         flatten(graph, node, argument(node, 1, "start_dim", 0), argument(node, 2, "end_dim", -1))
     elif method in ("view", "reshape"):
-        reshape(graph, node, node.args[1:])
+        reshape(graph, node)
+    elif method == "expand_as":
+        expand_as(graph, node)
     elif method == "split":
         split(graph, node, argument(node, 1, "split_size"), argument(node, 2, "dim", 0), chunks=False)
     elif method == "chunk":
@@ -424,6 +531,17 @@ def binary(graph: ChannelGraph, node: fx.Node, divides: bool, inplace: bool) -> 
             return
     if inplace and operands and node.args[0] is operands[0]:
         graph.inplace.append((node, operands[0]))
+    binary_zero_rule(graph, node, divides)
+
+
+def binary_zero_rule(graph: ChannelGraph, node: fx.Node, divides: bool) -> None:
+    """A product is zero where any factor with the channels is; a sum or difference where both terms are (a
+    broadcast or constant term is not zero there); a quotient: no rule."""
+    full = [a for a in node.args[:2] if isinstance(a, fx.Node) and graph.channels.get(a) == graph.channels[node]]
+    if node.target in MULTIPLICATIONS and full:
+        graph.zero_rules[node] = ("any", tuple(full))
+    elif not divides and len(full) == 2:
+        graph.zero_rules[node] = ("all", tuple(full))
 
 
 def mean(graph: ChannelGraph, node: fx.Node, dims) -> None:
@@ -432,6 +550,7 @@ def mean(graph: ChannelGraph, node: fx.Node, dims) -> None:
     dims = (dims,) if isinstance(dims, int) else tuple(dims or ())
     if rank == 4 and {d % 4 for d in dims} == SPATIAL_DIMS and len(dims) == 2 and node in graph.channels:
         graph.tie(node.args[0], node)
+        graph.zero_rules[node] = ("all", (node.args[0],))
     else:
         unknown(graph, node, f"a mean over dims {dims}")
 
@@ -447,6 +566,7 @@ def cat(graph: ChannelGraph, node: fx.Node, tensors, dim) -> None:
         unknown(graph, node, f"a cat along dim {dim}" if ok else None)
         return
     graph.derived[node] = Cat(tuple(tensors))
+    graph.zero_rules[node] = ("all", tuple(tensors))
 
 
 def split(graph: ChannelGraph, node: fx.Node, sizes, dim, chunks: bool) -> None:
@@ -496,6 +616,7 @@ def channel_slice(graph: ChannelGraph, node: fx.Node, source: fx.Node, index) ->
         unknown(graph, node, f"a channel slice with step {step} or no channels")
     elif len(index) < 2 or index[1] == slice(None):
         graph.tie(source, node)
+        graph.zero_rules[node] = ("all", (source,))
     else:
         graph.derived[node] = Slice(source, start, stop)
 

@@ -8,9 +8,9 @@ downstream cut it and, where its channel count is unaligned, between the groups 
 write it, and parts that an already placed neighbour fixes (a slice of it, a cat it joins) are laid out as that
 neighbour needs.
 
-Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts and every grouped conv
-must find the same layout in each of its groups (where not, the classes involved are blocked), and a free class is
-padded only where that aligns some conv or linear layer.
+Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts, every grouped conv
+must find the same layout in each of its groups and a conv over the channels (ECA) zeros at their end (where not,
+the classes involved are blocked), and a free class is padded only where that aligns some conv or linear layer.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from utilscope.advise.channel_graph import Cat, ChannelGraph, Slice, inputs_of
+from utilscope.advise.channel_graph import Cat, ChannelGraph, Slice, inputs_of, zero_padded
 from utilscope.advise.layout import Layout
 from utilscope.errors import ModelError
 
@@ -195,6 +195,18 @@ def conflicts(graph: ChannelGraph, solution: Solution, multiple: int) -> dict[fx
             raise ModelError(f"channel padding found no consistent layout at {node.name}")
         for root in involved:
             fresh.setdefault(root, f"layouts disagree at {node.name}")
+    return channel_conv_conflicts(graph, solution) | fresh
+
+
+def channel_conv_conflicts(graph: ChannelGraph, solution: Solution) -> dict[fx.Node, str]:
+    """Classes a conv over the channels reads with padding that is not all zeros after them: there the padding
+    would take the place of the conv's own zero padding (ECA's gate)."""
+    zeros, fresh = zero_padded(graph), {}
+    for source, conv in graph.channel_convs:
+        layout = solution.layout(graph, source)
+        at_end = layout.positions == tuple(range(layout.channels))
+        if not layout.is_identity and not (at_end and source in zeros):
+            fresh[graph.find(source)] = f"{conv.target} convolves over the channels: needs zeros after them"
     return fresh
 
 
