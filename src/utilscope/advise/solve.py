@@ -9,8 +9,9 @@ write it, and parts that an already placed neighbour fixes (a slice of it, a cat
 neighbour needs.
 
 Then two checks, to a fixed point: every cat and slice must agree with its classes' layouts, every grouped conv
-must find the same layout in each of its groups and a conv over the channels (ECA) zeros at their end (where not,
-the classes involved are blocked), and a free class is padded only where that aligns some conv or linear layer.
+must find the same layout in each of its groups, and a conv over the channels (ECA) must find zeros after them
+(where not, the classes involved are blocked); and a free class is padded only where that aligns some conv or
+linear layer.
 """
 
 from __future__ import annotations
