@@ -51,9 +51,10 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
         blocked[root] = tuple(dict.fromkeys((*blocked.get(root, ()), reason)))
     derived_users = graph.derived_users()
     order = placement_order(graph, classes)  # blocking changes layouts, not which class can be derived from which
+    zeros = zero_padded(graph)  # nor which tensors' padding is zero
     while True:
         solution = assign(graph, classes, order, derived_users, blocked, multiple)
-        fresh = conflicts(graph, solution, multiple) or idle_classes(graph, classes, solution, multiple)
+        fresh = conflicts(graph, solution, zeros, multiple) or idle_classes(graph, classes, solution, multiple)
         if not fresh:
             return solution
         for root, reason in fresh.items():
@@ -174,9 +175,10 @@ def compose(channels: int, fixed: list, cuts: set, multiple: int) -> Layout:
     return Layout.concat(pieces)
 
 
-def conflicts(graph: ChannelGraph, solution: Solution, multiple: int) -> dict[fx.Node, str]:
-    """Classes to block because a cat or a slice does not fit their layouts, or a grouped conv finds other layouts
-    in its groups (a blocked class, unpadded, fits every grouped conv)."""
+def conflicts(graph: ChannelGraph, solution: Solution, zeros: set[fx.Node], multiple: int) -> dict[fx.Node, str]:
+    """Classes to block because a cat or a slice does not fit their layouts, a grouped conv finds other layouts in
+    its groups (a blocked class, unpadded, fits every grouped conv), or a conv over the channels finds padding that
+    is not ``zeros`` (the tensors whose padding is zero) after them."""
     fresh: dict[fx.Node, str] = {}
     for site in (site for site in graph.sites if site.kind == "grouped"):
         for node in (site.node.args[0], site.node):
@@ -196,13 +198,13 @@ def conflicts(graph: ChannelGraph, solution: Solution, multiple: int) -> dict[fx
             raise ModelError(f"channel padding found no consistent layout at {node.name}")
         for root in involved:
             fresh.setdefault(root, f"layouts disagree at {node.name}")
-    return channel_conv_conflicts(graph, solution) | fresh
+    return channel_conv_conflicts(graph, solution, zeros) | fresh
 
 
-def channel_conv_conflicts(graph: ChannelGraph, solution: Solution) -> dict[fx.Node, str]:
+def channel_conv_conflicts(graph: ChannelGraph, solution: Solution, zeros: set[fx.Node]) -> dict[fx.Node, str]:
     """Classes a conv over the channels reads with padding that is not all zeros after them: there the padding
     would take the place of the conv's own zero padding (ECA's gate)."""
-    zeros, fresh = zero_padded(graph), {}
+    fresh = {}
     for source, conv in graph.channel_convs:
         layout = solution.layout(graph, source)
         at_end = layout.positions == tuple(range(layout.channels))
