@@ -31,7 +31,7 @@ def test_an_architecture_is_a_zoo_model(archs):
     assert model_sets.family_of(spec.id) == "NAS mbv3"
     with pytest.raises(UsageError, match="no architecture with id 'nope'"):
         zoo.parse_spec(f"{path}:nope")
-    with pytest.raises(UsageError, match="architecture file not found"):
+    with pytest.raises(UsageError, match="no such file: .*absent.jsonl \\(the architecture file\\)"):
         zoo.parse_spec(f"{path.parent}/absent.jsonl:x")
 
 

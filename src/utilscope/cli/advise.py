@@ -43,7 +43,7 @@ def cmd_advise(args, console: Console) -> int:
     batches = check_batches(parse_batches(args.batch) or ([1, 256] if device.type == "cuda" else [1, 8]))
     ladder = None if args.ladder is None else () if args.ladder == "none" else tuple(check_batches(
         parse_batches(args.ladder)))  # fmt: skip
-    export = str(check_output_folder(args.export, "rewritten model")) if args.export else None
+    export = None if args.export is None else str(check_output_folder(args.export, "rewritten model"))
     request = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
                              resolution=args.res, cudnn=cudnn_settings(args))  # fmt: skip
     on_trial = None if args.json else (lambda trial: console.print(trial_line(trial)))

@@ -56,7 +56,7 @@ def cmd_layers(args, console: Console) -> int:
     """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
     path is checked before measuring)."""
     check_top(args.top)
-    if args.roofline:
+    if args.roofline is not None:
         check_output_file(args.roofline, "roofline plot", (".png",))
     attribution = attribute(measure_request(args), batch=args.batch)
     explanation = explain(attribution)
@@ -64,7 +64,7 @@ def cmd_layers(args, console: Console) -> int:
         print(strict_json(explanation.to_dict()), flush=True)
     else:
         render_layers(explanation, console, top=args.top)
-    if args.roofline:
+    if args.roofline is not None:
         path = plot_attribution(attribution, args.roofline)
         if not args.json:
             console.print(f"roofline plot: {path}")

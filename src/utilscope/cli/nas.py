@@ -10,16 +10,18 @@ from rich.console import Console
 from utilscope.cli.common import parse_batches
 from utilscope.cli.survey import add_executor_options, add_grid_options, report_migration, run_grid
 from utilscope.errors import UsageError
+from utilscope.files import check_output_file
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
-from utilscope.nas.predictor import fit, measured_dataset, predict_file
+from utilscope.nas.predictor import PROFILE_FILE, fit, measured_dataset, predict_file
 from utilscope.nas.sampler import measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.spaces import get_space
 from utilscope.precision import MEASURED
+from utilscope.predict.calibrate import DeviceProfile
 from utilscope.present.json_text import strict_json
 from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
 from utilscope.survey.executors import executor_for
@@ -187,6 +189,12 @@ def cmd_table(args, console: Console) -> int:
 
 
 def cmd_fit(args, console: Console) -> int:
+    """Every file is checked (the prior's device profile read) before the store is read and the predictor fitted."""
+    check_output_file(args.out, PROFILE_FILE)
+    if args.prior_archs < 0:
+        raise UsageError(f"--prior-archs must be 0 or more, got {args.prior_archs}")
+    if args.prior_profile is not None:
+        DeviceProfile.load(args.prior_profile)
     table = load_tables(args.table, args.space)
     with Store(args.db, create=False) as store:
         report_migration(store)
@@ -199,8 +207,6 @@ def cmd_fit(args, console: Console) -> int:
 
 def _prior(table, args, console: Console) -> dict:
     """The general model's estimates of the space's blocks, or {} (no prior), said on the console."""
-    if args.prior_archs < 0:
-        raise UsageError(f"--prior-archs must be 0 or more, got {args.prior_archs}")
     profile = args.prior_profile or shipped_general_profile(table)
     if args.prior_archs == 0 or profile is None:
         reason = "--prior-archs 0" if args.prior_archs == 0 else f"no device profile shipped for {table.device}"

@@ -32,6 +32,7 @@ from utilscope.nas.spaces import get_space
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
+PROFILE_FILE = "predictor profile from `utilscope nas fit`"
 HOLDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
@@ -134,7 +135,7 @@ class Predictor:
 
 
 def load_predictor(path: str | Path) -> Predictor:
-    data = read_json(path, "predictor profile")
+    data = read_json(path, PROFILE_FILE)
     if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.errors import UsageError
-from utilscope.files import check_output_file
+from utilscope.files import check_output_file, read_text, write_atomically
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
 MAX_TRIES_PER_ARCH = 200
+ARCH_FILE = "architecture file"
 
 
 def sample_architectures(
@@ -64,23 +65,19 @@ def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_m
 def check_jsonl_path(path: str | Path) -> Path:
     """A path an architecture file can be written to: a ``.jsonl`` file (``archs.jsonl:ID`` names a model only
     with that suffix), not a folder, in a folder that exists or can be created."""
-    return check_output_file(path, "architecture file", (".jsonl",))
+    return check_output_file(path, ARCH_FILE, (".jsonl",))
 
 
 def save_jsonl(path: str | Path, archs: list[Arch]) -> Path:
     path = check_jsonl_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs))
-    return path
+    return write_atomically(path, "".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs), ARCH_FILE)
 
 
 def load_jsonl(path: str | Path, space_name: str | None = None) -> list[Arch]:
-    """Read and validate architectures; a malformed line is a UsageError naming the file and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"no architecture file at {path}")
+    """Read and validate architectures; a file that cannot be read as text or a malformed line is a UsageError
+    naming the file (and line)."""
     archs = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path, ARCH_FILE).splitlines(), start=1):
         if not line.strip():
             continue
         try:

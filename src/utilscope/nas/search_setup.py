@@ -4,6 +4,7 @@ and the oracle — a measured dataset (simulation) or the GPU itself."""
 from __future__ import annotations
 
 import functools
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +15,19 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import check_output_folder, read_json
+from utilscope.files import check_input_file, check_output_folder, read_json
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.predictor import Predictor, covered, measured_dataset, screening_margins, select_predictor
-from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
+from utilscope.nas.predictor import (
+    PROFILE_FILE,
+    Predictor,
+    covered,
+    measured_dataset,
+    screening_margins,
+    select_predictor,
+)
+from utilscope.nas.sampler import ARCH_FILE, load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
     CandidatePool,
     Estimator,
@@ -35,14 +43,21 @@ from utilscope.nas.search import (
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 
+OBJECTIVE_FILE = "objective table of --objective"
+
 
 def objective_for(spec: str, space_name: str) -> Objective:
-    """``flops`` (FLOPs per sample, a capacity proxy) or a JSON file mapping architecture id -> value."""
+    """``flops`` (FLOPs per sample, a capacity proxy) or a JSON file mapping architecture id -> value (a finite
+    number)."""
     if spec == "flops":
         return flops_objective(get_space(space_name))
-    table = read_json(spec, "objective table (--objective is 'flops' or a JSON file of id -> value)")
+    table = read_json(spec, OBJECTIVE_FILE)
     if not isinstance(table, dict):
-        raise UsageError(f"{spec} must be a JSON object mapping architecture id -> value")
+        raise UsageError(f"{spec} is not a JSON object mapping architecture id -> value (the {OBJECTIVE_FILE})")
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f"{spec}: the value of {key!r} is not a number ({value!r}); an objective table maps "
+                             "architecture ids to numbers")  # fmt: skip
     return objective_from_table({str(k): float(v) for k, v in table.items()})
 
 
@@ -163,6 +178,10 @@ class SearchRequest:
         if not self.min_throughput > 0 or self.budget < 1:
             raise UsageError("--min-throughput must be positive and --budget at least 1")
         check_strategy(self.strategy)
+        if self.objective != "flops":
+            check_input_file(self.objective, OBJECTIVE_FILE)
+        if self.profile is not None:
+            check_input_file(self.profile, PROFILE_FILE)
 
 
 @dataclass(frozen=True)
@@ -177,13 +196,13 @@ def simulate(request: SearchRequest, frame: pd.DataFrame, records: dict[str, Arc
              ) -> Simulation:  # fmt: skip
     """Compare the strategies on a measured store's architectures (``frame`` and ``records``: ``Store.frame()``
     and ``Store.model_records()``; answers come from the measurements)."""
+    objective = objective_for(request.objective, request.space)
     predictor = select_predictor(request.profile, request.gpu, request.space)
     pool, oracle = simulation_inputs(frame, request.space, request.batch, records)
     pool, oracle, dropped = covered_pool(pool, oracle, predictor, request.batch)
     if holdout_only:
         pool, oracle = restrict_pool(pool, oracle, set(predictor.holdout_ids))
     margins = screening_margins(predictor, request.batch)
-    objective = objective_for(request.objective, request.space)
     estimator = predictor_estimator(predictor, request.batch)
     table = compare(pool, objective, request.min_throughput, oracle, estimator, request.budget, margin=margins)
     return Simulation(len(pool), dropped, margins, table)
@@ -223,8 +242,10 @@ def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, w
         raise UsageError(f"--pool-size must be at least 1, got {pool_size}")
     if work_dir is not None:
         work_dir = check_output_folder(work_dir, "pool folder (--work-dir)")
-    predictor = select_predictor(request.profile, request.gpu, request.space)
+    if pool is not None:
+        check_input_file(pool, f"{ARCH_FILE} of --pool")
     objective = objective_for(request.objective, request.space)
+    predictor = select_predictor(request.profile, request.gpu, request.space)
     estimator = predictor_estimator(predictor, request.batch)
     search = functools.partial(_search, request, predictor, objective, estimator, str(dev))
     if pool is not None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 from torch import nn
 
 from utilscope.errors import UsageError
+from utilscope.files import check_input_file
 from utilscope.models.sources import ModelSource, register_source
 from utilscope.models.zoo import ModelSpec
-from utilscope.nas.sampler import load_jsonl
+from utilscope.nas.sampler import ARCH_FILE, load_jsonl
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 
@@ -33,9 +33,7 @@ def _records(path: str, mtime_ns: int) -> dict[str, Arch]:
 
 def read_record(path: str, arch: str) -> Arch:
     """The record ``arch`` of the JSONL file at ``path``; UsageError when the file or the id is missing."""
-    if not Path(path).is_file():
-        raise UsageError(f"architecture file not found: {path}")
-    records = _records(path, Path(path).stat().st_mtime_ns)
+    records = _records(path, check_input_file(path, ARCH_FILE).stat().st_mtime_ns)
     if arch not in records:
         raise UsageError(f"no architecture with id {arch!r} in {path} ({len(records)} architectures)")
     return records[arch]

@@ -38,6 +38,7 @@ OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0
 SAVE_EVERY = 25
 COLD_CACHE_FACTOR = 2  # the copies' weights cover this many times the L2 cache
 DEFAULT_L2_BYTES = 50 << 20  # when torch does not say
+PROFILE_FILE = "device profile from `utilscope calibrate`"
 # what a resumed profile must match (it keeps the configs it timed from an earlier sample version too: the harness
 # is the profile's format)
 CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed")
@@ -61,7 +62,7 @@ class DeviceProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
-        data = read_json(path, "a device profile (from `utilscope calibrate`)")
+        data = read_json(path, PROFILE_FILE)
         if not isinstance(data, dict) or data.pop("format", None) != PROFILE_FORMAT:
             raise UsageError(f"{path} is not a device profile ({PROFILE_FORMAT}) written by `utilscope calibrate`")
         return cls(**data)

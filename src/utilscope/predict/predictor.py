@@ -22,10 +22,10 @@ import pandas as pd
 from utilscope import hardware
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
-from utilscope.files import write_atomically
+from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
-from utilscope.predict.calibrate import DeviceProfile
+from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, config_events, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
 from utilscope.predict.ops import OpConfig
@@ -209,15 +209,13 @@ def _cache_file(path: Path) -> Path:
     """The cache entry of a profile: keyed by its content, scikit-learn's version and the code that fits it."""
     versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}"
     code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
-    digest = hashlib.sha256(path.read_bytes() + versions.encode() + code).hexdigest()[:20]
+    digest = hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()[:20]
     return hardware.cache_dir() / "predict" / f"{path.stem}-{digest}.pkl"
 
 
 def load_predictor(path: str | Path) -> Predictor:
     """The predictor of a device profile file, fitted once and cached by the file's content."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"no device profile {path}")
+    path = check_input_file(path, PROFILE_FILE)
     cached = _cache_file(path)
     if cached.is_file():
         try:
@@ -249,7 +247,7 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
     in ``predict/profiles``; a graph profile predicts the inference backend too); UsageError listing the shipped ones
     otherwise."""
     if profile is not None:
-        return Path(profile)
+        return given_path(profile, PROFILE_FILE)
     if gpu is None:
         raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
     for path in shipped_profiles():

@@ -33,6 +33,7 @@ MEASUREMENT_COLUMNS = plots.SERIES + [
 ]  # fmt: skip
 OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
 RANKED = 10  # rows in the top and bottom tables
+REPORT_FOLDER = "report folder"
 SCROLLED_FAILURES = 30  # a longer failure table scrolls in a box
 _NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0.25×, –
 
@@ -504,7 +505,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
     measurements = families.with_current_families(measurements)
     if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
         check_columns(op_classes, OP_CLASS_COLUMNS, "op_classes")
-    out_dir = check_output_folder(out_dir, "report folder")
+    out_dir = check_output_folder(out_dir, REPORT_FOLDER)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(measurements, out_dir / "measurements.csv")
     figures = write_figures(measurements, op_classes, out_dir, records or {})
