@@ -416,12 +416,12 @@ def test_nas_sample_refuses_a_flops_band_that_cannot_hold_an_architecture(band, 
     assert err.count("\n") == 1 and message in err and not out.exists()
 
 
-def test_nas_predict_on_an_empty_file_says_it_holds_no_architectures(tmp_path, capsys):
+def test_nas_predict_on_an_empty_file_says_it_is_empty(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     assert main(["nas", "predict", str(empty), "--gpu", "h200"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"{empty} holds no architectures" in err and "0 spaces" not in err
+    assert err.count("\n") == 1 and f"{empty} is empty, expected the architecture file" in err and "0 spaces" not in err
 
 
 def nas_store(tmp_path, n: int):

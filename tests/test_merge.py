@@ -110,11 +110,26 @@ def test_bad_merge_input_is_a_usage_error_that_never_touches_a_store(tmp_path):
     for inputs, output, message in [
         ([a], a, "is also an input"),
         ([tmp_path / "b.sqlite", tmp_path / "sub" / ".." / "a.sqlite"], a, "is also an input"),
-        ([a, tmp_path / "missing.sqlite"], out, "no results store at"),
+        ([a, tmp_path / "missing.sqlite"], out, "no such file"),
         ([a, tmp_path / "notes.txt"], out, "not a SQLite database"),
+        ([a, tmp_path / "empty.sqlite"], out, "is not a utilscope store \\(an empty file\\)"),
+        ([a, a], out, "the store .*a.sqlite is given twice: merge each store once"),
+        ([a, tmp_path / "sub" / ".." / "a.sqlite"], out, "is given twice \\(as .*a.sqlite\\)"),
+        ([a, tmp_path / "link.sqlite"], out, "is given twice"),
+        ([a, tmp_path / "hard.sqlite"], out, "is given twice"),
+        ([a], tmp_path / "link.sqlite", "is also an input"),
+        ([a], tmp_path / "notes.txt", "not a SQLite database"),
+        ([a], "", "empty path given for the merged results store"),
+        (["", a], out, "empty path given for the results store"),
     ]:
+        (tmp_path / "empty.sqlite").touch()
+        (tmp_path / "link.sqlite").unlink(missing_ok=True)
+        (tmp_path / "link.sqlite").symlink_to(a.name)
+        (tmp_path / "hard.sqlite").unlink(missing_ok=True)
+        (tmp_path / "hard.sqlite").hardlink_to(a)
         with pytest.raises((UsageError, StoreError), match=message):
             merge_stores(inputs, output)
+        assert (tmp_path / "empty.sqlite").read_bytes() == b""
     assert a.read_bytes() == before and not out.exists()
 
 
@@ -139,7 +154,7 @@ def test_merge_on_the_command_line(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "copy.sqlite") as conn:
         assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 2
     missing = ["merge", str(tmp_path / "nope.sqlite"), "-o", str(tmp_path / "x.sqlite")]
-    for argv, message in [(["merge", str(a), "-o", str(a)], "is also an input"), (missing, "no results store")]:
+    for argv, message in [(["merge", str(a), "-o", str(a)], "is also an input"), (missing, "no such file")]:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1

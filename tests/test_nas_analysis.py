@@ -65,7 +65,7 @@ def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
     from utilscope.cli import main
 
     assert main(["nas", "analyze", str(tmp_path / "absent.sqlite")]) == 2
-    assert "no results store" in capsys.readouterr().err
+    assert "no such file" in capsys.readouterr().err
 
 
 def test_report_draws_the_nas_figures_only_for_nas_rows(tmp_path):

@@ -359,16 +359,74 @@ def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path
 
 
 def test_a_directory_is_refused(tmp_path):
-    with pytest.raises(StoreError, match="directory"):
-        Store(tmp_path)
+    for create in (True, False):
+        with pytest.raises(UsageError, match="is a folder, expected a file"):
+            Store(tmp_path, create=create)
 
 
 def test_reading_a_missing_store_is_an_error(tmp_path):
-    from utilscope.survey.store import Store, StoreError
-
-    with pytest.raises(StoreError, match="no results store"):
+    with pytest.raises(UsageError, match="no such file"):
         Store(tmp_path / "absent.sqlite", create=False)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_an_empty_path_is_refused_and_nothing_is_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for create, snapshot in ((True, False), (True, True), (False, False)):
+        with pytest.raises(UsageError, match="empty path given for the results store"):
+            Store("", create=create, snapshot=snapshot)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_opens_the_store_read_only_and_leaves_the_folder_as_it_was(tmp_path):
+    """A reading command's store: the file byte-identical, nothing created beside it (no WAL, no lock file), and
+    nothing can be written through it."""
+    path = tmp_path / "results.sqlite"
+    with Store(path) as store:
+        store.add(make_row())
+    before = {p.name: file_bytes(p) for p in tmp_path.iterdir()}
+    with Store(path, create=False) as store:
+        assert len(store.frame()) == 1 and store.read_only
+        with pytest.raises(StoreError, match="opened read-only"):
+            store.add(make_row(batch=16))
+    assert {p.name: file_bytes(p) for p in tmp_path.iterdir()} == before
+
+
+def test_an_empty_file_is_not_a_store_to_read_and_stays_empty(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.touch()
+    with pytest.raises(StoreError, match="is not a utilscope store \\(an empty file\\)"):
+        Store(path, create=False)
+    assert file_bytes(path) == b"" and [p.name for p in tmp_path.iterdir()] == ["empty.sqlite"]
+
+
+def test_a_reader_sees_the_rows_a_writer_holding_the_store_open_committed(tmp_path):
+    """While a survey holds the store open its rows may still be in the write-ahead log: the reader reads through
+    it (and creates nothing the writer did not)."""
+    path = tmp_path / "results.sqlite"
+    with Store(path) as writer:
+        writer.add(make_row())
+        writer.add(make_row(batch=16))
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert "results.sqlite-wal" in names
+        with Store(path, create=False) as reader:
+            assert sorted(reader.frame()["batch"]) == [8, 16]
+        assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_a_store_to_write_is_checked_before_anything_is_created(tmp_path, monkeypatch):
+    """A file where a folder is expected, a folder SQLite cannot write its journal in: one line, nothing made."""
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(UsageError, match="a_file is not a folder"):
+        Store(tmp_path / "a_file" / "results.sqlite")
+    path = tmp_path / "results.sqlite"
+    Store(path).close()
+    access = os.access
+    monkeypatch.setattr("utilscope.survey.store.os.access", lambda p, mode: str(p) != str(tmp_path) and access(p, mode))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(StoreError, match="permission denied on the folder"):
+        Store(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def _filled_store(path):
@@ -403,7 +461,7 @@ def test_report_and_export_commands(tmp_path, capsys):
     assert main(["export", str(db), str(tmp_path / "out.csv")]) == 0
     assert len((tmp_path / "out.csv").read_text().strip().splitlines()) == rows + 1
     assert main(["report", str(tmp_path / "absent.sqlite")]) == 2
-    assert "no results store" in capsys.readouterr().err
+    assert "no such file" in capsys.readouterr().err
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
     assert main(["export", str(tmp_path / "junk.sqlite"), str(tmp_path / "x.csv")]) == 2
 

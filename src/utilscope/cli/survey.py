@@ -10,19 +10,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.files import check_output_file, check_output_folder
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
-from utilscope.report.export import export_measurements
-from utilscope.report.html import build_report
+from utilscope.report.export import EXPORT, export_measurements
+from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
 from utilscope.survey.runner import RunOptions
-from utilscope.survey.store import Store
+from utilscope.survey.store import EXPORT_SUFFIXES, Store
 
 
 def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
@@ -184,6 +185,7 @@ def report_migration(store: Store) -> None:
 
 
 def cmd_report(args, console: Console) -> int:
+    check_output_folder(args.out, REPORT_FOLDER)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
         path = build_report(store.frame(), store.op_class_frame(), args.out, store.model_records())
@@ -192,6 +194,7 @@ def cmd_report(args, console: Console) -> int:
 
 
 def cmd_export(args, console: Console) -> int:
+    check_output_file(args.out, EXPORT, EXPORT_SUFFIXES)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
         export_measurements(store, args.out)

@@ -1,9 +1,9 @@
 """Merging results stores: the rows of several stores (the shards of one grid, say) in one.
 
-Each input is read through a snapshot (``Store(path, snapshot=True)``: an older schema is migrated in memory, the
-file is never written). The output, new or existing, gets one entry per key of the measurements, the op classes
-(all op-class rows of a cell, as one entry) and the model records; never the claims, which belong to a running
-survey. A key two stores hold with equal measured values is an identical duplicate; with different ones, a
+Each input is opened read-only (``Store(path, create=False)``: an older schema is migrated in memory, the file is
+never written), and must be given once. The output, new or existing, gets one entry per key of the measurements,
+the op classes (all op-class rows of a cell, as one entry) and the model records; never the claims, which belong to
+a running survey. A key two stores hold with equal measured values is an identical duplicate; with different ones, a
 ``Conflict``: reported, and the output keeps the value it met first (``KEPT_RULE``). The measured values are every
 column but a row's provenance (``PROVENANCE``): when it was measured, how long its cell took and the environment it
 recorded (which GPU of the host, the Python and utilscope versions), so two runs that both found a cell out of
@@ -13,16 +13,16 @@ memory agree. Everything is written in one transaction: a merge that fails leave
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from utilscope.errors import UsageError
+from utilscope.files import given_path, path_stat
 from utilscope.survey.migrations import Migration
 from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, decode_key
-from utilscope.survey.store import Store
+from utilscope.survey.store import STORE, Store, check_store
 
 MERGED_TABLES = ("measurements", "op_classes", "models")
 KEY_WIDTH = {"measurements": len(KEY_COLUMNS), "op_classes": len(KEY_COLUMNS), "models": 1}  # leading key columns
@@ -71,13 +71,13 @@ class MergeResult:
 
 def merge_stores(inputs: Sequence, output) -> MergeResult:
     """Merge the stores ``inputs`` into ``output`` (created if missing). Usage errors (an output that is one of the
-    inputs, a missing input, a file that is not a store) are raised before the output is created or touched; the
-    inputs are never written."""
-    paths = [Path(path) for path in inputs]
-    out = Path(output)
+    inputs, an input given twice, a missing input, a file that is not a store, a path that cannot be read or
+    written) are raised before the output is created or touched; the inputs are never written."""
+    paths = [given_path(path, STORE) for path in inputs]
+    out = given_path(output, f"merged {STORE}")
     check_paths(paths, out)
     with ExitStack() as stack:
-        stores = [stack.enter_context(Store(path, create=False, snapshot=True)) for path in paths]
+        stores = [stack.enter_context(Store(path, create=False)) for path in paths]
         target = stack.enter_context(Store(out))
         counts = [InputCounts(path, migration=store.migration) for path, store in zip(paths, stores, strict=True)]
         result = MergeResult(out, {}, counts, [], target.migration)
@@ -87,17 +87,27 @@ def merge_stores(inputs: Sequence, output) -> MergeResult:
 
 
 def check_paths(inputs: list[Path], output: Path) -> None:
+    """Each input a store to read, given once (two names of one file are one store), and the output a store to
+    write that is none of them."""
     if not inputs:
         raise UsageError("give at least one store to merge")
-    for path in inputs:
+    for number, path in enumerate(inputs):
         if _same_file(path, output):
             raise UsageError(f"the output {output} is also an input: merge into another store (-o)")
+        for earlier in inputs[:number]:
+            if _same_file(path, earlier):
+                also = "" if str(path) == str(earlier) else f" (as {earlier})"
+                raise UsageError(f"the store {path} is given twice{also}: merge each store once")
+    for path in inputs:
+        check_store(path, writable=False)
+    check_store(output, writable=True)
 
 
 def _same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
-    return a.exists() and b.exists() and os.path.samefile(a, b)
+    a_stat, b_stat = path_stat(a, STORE), path_stat(b, STORE)
+    return None not in (a_stat, b_stat) and (a_stat.st_dev, a_stat.st_ino) == (b_stat.st_dev, b_stat.st_ino)
 
 
 def _merge_table(table: str, target: Store, stores: list[Store], result: MergeResult) -> list[tuple]:

@@ -4,17 +4,20 @@ One row per cell key (``schema.CellKey``: the cell and its configuration, in col
 transaction; a second table holds the op-class attribution summary of a key. WAL journal mode and a 30 s busy
 timeout let concurrent writers wait for each other instead of failing. ``PRAGMA application_id`` marks the file as a
 utilscope store and ``PRAGMA user_version`` holds the schema version: a store of an older schema is migrated in
-place on opening (``migrations``, with a backup copy); a file that is not a store, is corrupt or was written by a
-newer utilscope is a ``StoreError`` and is never modified.
+place when opened to be written (``migrations``, with a backup copy), in memory when opened to be read; a file that
+is not a store, is corrupt or was written by a newer utilscope is a ``StoreError`` and is never modified. A command
+that only reads opens the store read-only (``Store(path, create=False)``): the file stays byte-identical and
+nothing is created beside it.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sqlite3
-import tempfile
+import stat
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
 from utilscope.survey.migrations import Migration, migrate_v1
 from utilscope.survey.schema import (
     ALL_TABLES,
@@ -48,7 +52,6 @@ from utilscope.survey.schema import (
 
 APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
-SQLITE_HEADER = b"SQLite format 3\x00"
 EXPORT_SUFFIXES = (".csv", ".parquet")
 MIGRATIONS = {1: migrate_v1}  # from schema N to the current one
 
@@ -108,14 +111,54 @@ def _verify(state: _FileState, path: Path) -> None:
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
 
 
-def _check_file(path: Path) -> None:
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory; give the path of a results store file (e.g. results.sqlite)")
-    if path.exists() and path.stat().st_size > 0:
+STORE = "results store"
+
+
+def _header(path: Path) -> bytes:
+    try:
         with path.open("rb") as f:
-            header = f.read(len(SQLITE_HEADER))
-        if header != SQLITE_HEADER:
-            raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
+            return f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise os_error(exc, path, "read", STORE) from None
+
+
+def _check_readable(path: Path) -> None:
+    """A store to read: a file that can be read, not empty, with SQLite's header."""
+    check_input_file(path, STORE)
+    header = _header(path)
+    if not header:
+        raise StoreError(f"{path} is not a utilscope store (an empty file); left unchanged")
+    if header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
+
+
+def _check_writable(path: Path) -> None:
+    """A store to write (created when missing): an existing one is a file, readable and writable, with SQLite's
+    header unless empty (an empty file becomes a store), in a folder where SQLite can write its journal (the WAL)
+    beside it; a new one's folder exists or can be created."""
+    info = path_stat(path, STORE)
+    if info is None:
+        check_output_file(path, STORE)
+        return
+    if stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"{path} is a folder, expected a file (the {STORE}, e.g. results.sqlite)")
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise StoreError(f"cannot write {path}: permission denied (the {STORE})")
+    header = _header(path)
+    if header and header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot write {path}: permission denied on the folder {folder}, where SQLite keeps the "
+                         f"store's journal (the {STORE})")  # fmt: skip
+
+
+def check_store(path, writable: bool) -> Path:
+    """``path`` checked as a store to read (a SQLite file that can be read, not empty) or to write (created when
+    missing: see ``Store``), before any work; UsageError (a StoreError for the file's content) otherwise."""
+    path = given_path(path, STORE)
+    (_check_writable if writable else _check_readable)(path)
+    return path
 
 
 def _init_schema(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration | None:
@@ -177,11 +220,14 @@ def _compact(conn: sqlite3.Connection) -> None:
 
 
 def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
-    _check_file(path)
+    """A connection that writes the store (created when missing, its folders too), checked first."""
+    _check_writable(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except (OSError, sqlite3.Error) as exc:
+    except OSError as exc:
+        raise os_error(exc, path, "open", STORE) from None
+    except sqlite3.Error as exc:
         raise StoreError(f"cannot open results store {path}: {exc}") from exc
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -201,24 +247,29 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
     return conn, migration
 
 
-def _snapshot(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
+def _read_only_uri(path: Path) -> str:
+    """SQLite's URI of the file, opened read-only and never written, nor anything created beside it: while its
+    write-ahead log exists (a survey writing it), read through the log with SQLite's locks; else the file is the
+    whole store and is read as immutable (no lock file, which a read-only folder could not hold)."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    return uri if Path(f"{path}-wal").exists() else f"{uri}&immutable=1"
+
+
+def _snapshot(path: Path, checked: bool = False) -> tuple[sqlite3.Connection, Migration | None]:
     """An in-memory copy of the store at ``path`` (an empty store when there is none or it is empty), at the
-    current schema. The file is never written: it is copied (with its write-ahead log) to a temporary folder, read
-    from there, and an older schema is migrated in memory only."""
-    _check_file(path)
+    current schema. The file is never written: it is read in one consistent copy (SQLite's backup), and an older
+    schema is migrated in memory only. ``checked``: the file was checked to be a store to read already (else it is
+    checked as one a survey could write: a dry run says what the run would)."""
+    if not checked:
+        _check_writable(path)
     memory = sqlite3.connect(":memory:", isolation_level=None)
     try:
         if path.exists() and path.stat().st_size > 0:
-            with tempfile.TemporaryDirectory() as folder:
-                copy = Path(folder) / path.name
-                for suffix in ("", "-wal"):
-                    if Path(f"{path}{suffix}").exists():
-                        shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
-                source = sqlite3.connect(copy)
-                try:
-                    source.backup(memory)
-                finally:
-                    source.close()
+            source = sqlite3.connect(_read_only_uri(path), uri=True)
+            try:
+                source.backup(memory)
+            finally:
+                source.close()
         return memory, _init_schema(memory, path, backup=False)
     except sqlite3.DatabaseError as exc:
         memory.close()
@@ -239,16 +290,21 @@ def _upsert_sql(table: str, kinds: dict, conflict: tuple) -> str:
 
 
 class Store:
-    """A results store file; ``Store(path)`` creates a missing one (and its parent folders) unless
-    ``create=False`` (reading commands: a missing store is an error, not an empty one). ``snapshot=True`` reads an
-    in-memory copy and never writes the file (a dry run; a missing file reads as an empty store). ``migration``
-    says what opening an older schema's store did (None when nothing was migrated)."""
+    """A results store file; ``Store(path)`` creates a missing one (and its parent folders). ``create=False``
+    opens it read-only, for commands that only read: a missing or empty file is an error, not an empty store, and
+    the file is never written (read into memory at once, an older schema migrated there). ``snapshot=True`` reads
+    an in-memory copy and never writes the file (a dry run; a missing file reads as an empty store). Either way
+    the paths are checked first (a folder, no permission: one line, nothing created). ``migration`` says what
+    opening an older schema's store did (None when nothing was migrated)."""
 
     def __init__(self, path, create: bool = True, snapshot: bool = False):
-        self.path = Path(path)
-        if not create and not self.path.exists():
-            raise StoreError(f"no results store at {self.path}")
-        self._conn, self.migration = _snapshot(self.path) if snapshot else _connect(self.path)
+        self.path = given_path(path, STORE)
+        self.read_only = snapshot or not create
+        if not create:
+            _check_readable(self.path)
+            self._conn, self.migration = _snapshot(self.path, checked=True)
+        else:
+            self._conn, self.migration = _snapshot(self.path) if snapshot else _connect(self.path)
 
     def __enter__(self) -> Store:
         return self
@@ -271,6 +327,8 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StoreError(f"results store {self.path} was opened read-only")
         conn = self._connection()
         try:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock now: waits (busy timeout) instead of failing
@@ -323,17 +381,22 @@ class Store:
 
     # --- claims: cells a running survey measures, so that another run skips them ---
 
-    def claim(self, keys: list[CellKey], owner: str, device: str, lease_s: float) -> set[CellKey]:
-        """Claim for ``owner`` (until ``lease_s`` from now) each of ``keys`` no other owner holds a live claim on;
-        returns the keys the owner holds now. Expired claims (a run that died) are taken over."""
+    def claim(self, keys: list[CellKey], owner: str, device: str, lease_s: float, retry_errors: bool = True,
+              ) -> set[CellKey]:  # fmt: skip
+        """Claim for ``owner`` (until ``lease_s`` from now) each of ``keys`` that no other owner holds a live claim on
+        and that has no row yet (an ok or oom row; any row unless ``retry_errors``), checked in the same transaction:
+        a cell another run stored after this one planned is not measured twice. Returns the keys the owner holds
+        now. Expired claims (a run that died) are taken over."""
         now = time.time()
         sql = (f"INSERT INTO claims ({', '.join(CLAIM_KINDS)}) VALUES ({', '.join('?' * len(CLAIM_KINDS))}) "
                f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET owner = excluded.owner, owner_device = "
                "excluded.owner_device, expires_at = excluded.expires_at WHERE claims.owner = excluded.owner OR "
                "claims.expires_at < ?")  # fmt: skip
         with self._transaction() as conn:
+            done = self.done_keys(retry_errors)
             conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
-            conn.executemany(sql, [(*encode_key(key), owner, device, now + lease_s, now) for key in keys])
+            conn.executemany(sql, [(*encode_key(key), owner, device, now + lease_s, now) for key in keys
+                                   if key not in done])  # fmt: skip
         return {key for key, holder in self.claims().items() if holder[0] == owner}
 
     def renew(self, owner: str, lease_s: float) -> None:
