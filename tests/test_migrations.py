@@ -13,6 +13,7 @@ import torch
 
 from utilscope.measure.environment import environment, software_label
 from utilscope.measure.settings import CudnnSettings
+from utilscope.models import zoo
 from utilscope.survey.migrations import V1_SCHEMA, MigrationError, v1_configuration
 from utilscope.survey.plan import SurveyGrid, plan_survey
 from utilscope.survey.schema import ALL_TABLES, SCHEMA_VERSION
@@ -69,8 +70,8 @@ def test_v1_software_strings_parse_into_the_configuration_they_name():
 def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting(tmp_path, tiny):
     """v1 rows of every cuDNN configuration, migrated: the same grid plans 0 cells in each, a new setting all."""
     path = tmp_path / "results.sqlite"
-    model = f"file:{tiny}"
-    cells = [{"model": f"file:{tiny}", "resolution": 16, "batch": batch, "precision": "fp32", "backend": "eager",
+    model = zoo.parse_spec(tiny).id  # a factory file's id names its content: the rows are of this file as it is
+    cells = [{"model": model, "resolution": 16, "batch": batch, "precision": "fp32", "backend": "eager",
               **v1_device_and_software(settings)} for settings in SETTINGS for batch in (1, 2)]  # fmt: skip
     ops = [{**cells[-1], "op_class": "dense_conv", "flop_share": 1.0, "time_share": 0.5, "time_ms": 0.1}]
     write_v1_store(path, cells, ops)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import textwrap
 
 import pytest
@@ -73,9 +74,13 @@ def test_parse_spec_sources(text, source, name):
     assert spec.id == str(spec) == f"{source}:{name}"
 
 
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[: sources.FILE_DIGEST_CHARS]
+
+
 def test_parse_spec_factory_file(factory):
     spec = zoo.parse_spec(f"{factory}:make")
-    assert spec == zoo.ModelSpec("file", f"{factory}:make")
+    assert spec == zoo.ModelSpec("file", f"{factory.resolve()}:make#{_digest(factory)}")
 
 
 @pytest.mark.parametrize(
@@ -154,7 +159,7 @@ def test_expand_models_dedups_in_order(factory):
         "torchvision:resnet18",
         "torchvision:resnet101",
         "torchvision:resnet152",
-        f"file:{factory}:make",
+        zoo.parse_spec(f"{factory}:make").id,
     ]
 
 
@@ -261,7 +266,7 @@ def test_factory_name_missing_or_not_callable(factory, name):
 
 def test_factory_file_missing(tmp_path):
     message = _error(UsageError, zoo.parse_spec, f"{tmp_path}/absent.py:make")
-    assert "factory file not found" in message
+    assert message == f"no such file: {tmp_path}/absent.py (the factory file)"
 
 
 def test_factory_file_without_factory_name(factory):
@@ -344,3 +349,75 @@ def test_spec_id_round_trips(tmp_path):
     for text in ("torchvision:resnet18", "timm:resnet18", "resnet18", f"{factory}:make"):
         spec = zoo.parse_spec(text)
         assert zoo.parse_spec(spec.id) == spec
+        assert zoo.parse_spec(zoo.portable_spec(spec)) == spec
+
+
+# --- a factory file's id: its resolved path and content ---------------------------------------------------------
+
+IDENTITY = "import torch.nn as nn\nRESOLUTION = 8\n\n\ndef make():\n    return nn.Identity()\n"
+
+
+def test_two_factory_files_of_one_name_in_two_folders_are_two_models(tmp_path, monkeypatch):
+    for folder, source in (("a", IDENTITY), ("b", IDENTITY.replace("8", "16"))):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "models.py").write_text(source)
+    monkeypatch.chdir(tmp_path / "a")
+    first = zoo.parse_spec("models.py:make")
+    monkeypatch.chdir(tmp_path / "b")
+    second = zoo.parse_spec("models.py:make")
+    assert first.id == f"file:{tmp_path}/a/models.py:make#{_digest(tmp_path / 'a' / 'models.py')}"
+    assert first != second and (zoo.native_resolution(first), zoo.native_resolution(second)) == (8, 16)
+    same = zoo.parse_spec(f"{tmp_path}/b/models.py:make")  # another name of the same file: the same model
+    assert same == second
+
+
+def test_editing_a_factory_file_makes_a_new_id_and_an_old_id_is_refused(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(IDENTITY)
+    before = zoo.parse_spec(f"{path}:make")
+    path.write_text(IDENTITY.replace("8", "32"))
+    after = zoo.parse_spec(f"{path}:make")
+    assert before.id != after.id and zoo.native_resolution(after) == 32
+    message = _error(UsageError, zoo.parse_spec, before.id)
+    assert (
+        message.startswith(f"{path.resolve()} changed since it was named")
+        and f"name it as {path.resolve()}:make" in message
+    )
+
+
+def test_an_id_without_a_digest_still_names_the_file_as_it_is(tmp_path):
+    """Stores written before ids had digests keep ``file:path:factory``: still a valid spec."""
+    path = tmp_path / "models.py"
+    path.write_text(IDENTITY)
+    assert zoo.parse_spec(f"file:{path}:make") == zoo.parse_spec(f"{path}:make")
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("import sys\nsys.exit(7)\n", "importing {path} exited with code 7 (sys.exit)"),
+        ("def make(:\n", "importing {path} raised SyntaxError"),
+        ("import no_such_module_here\n", "importing {path} raised ModuleNotFoundError"),
+    ],
+)
+def test_a_factory_file_that_cannot_be_imported_is_a_model_error_naming_it(tmp_path, source, message):
+    path = tmp_path / "broken.py"
+    path.write_text(source)
+    spec = zoo.parse_spec(f"{path}:make")
+    assert _error(ModelError, zoo.check_model, spec).startswith(message.format(path=path))
+
+
+def test_a_factory_that_exits_when_called_is_a_model_error(tmp_path):
+    path = tmp_path / "exits.py"
+    path.write_text("import sys\n\n\ndef make():\n    sys.exit(7)\n")
+    spec = zoo.parse_spec(f"{path}:make")
+    zoo.check_model(spec)  # found, not called
+    assert "raised SystemExit: 7" in _error(ModelError, zoo.build_model, spec)
+
+
+def test_check_model_finds_the_factory_without_building_it(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(IDENTITY + "\n\ndef explodes():\n    raise RuntimeError('built')\n")
+    zoo.check_model(zoo.parse_spec(f"{path}:explodes"))
+    zoo.check_model(zoo.parse_spec("torchvision:resnet18"))
+    assert _error(UsageError, zoo.check_model, zoo.parse_spec(f"{path}:nope")) == f"{path} has no callable 'nope'"

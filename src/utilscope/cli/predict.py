@@ -14,7 +14,8 @@ from utilscope.cli.common import add_cudnn_options, cudnn_settings, parse_batche
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
 from utilscope.measure.sweep import check_batches
-from utilscope.predict.calibrate import DeviceProfile, calibrate, open_profile
+from utilscope.models import zoo
+from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
 from utilscope.present.json_text import strict_json
 
 DEFAULT_COUNT = 5000
@@ -50,6 +51,7 @@ def cmd_predict(args, console: Console) -> int:
     from utilscope.predict.predictor import check_gpu, load_predictor, select_profile
 
     batches = check_batches(parse_batches(args.batch))
+    zoo.check_model(zoo.parse_spec(args.model))  # a bad model is said before the profile is read and fitted
     predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))
     check_gpu(predictor, args.gpu)
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
@@ -87,7 +89,7 @@ def layer_table(prediction) -> Table:
 def cmd_calibrate(args, console: Console) -> int:
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
-    out = check_output_file(args.out, "the device profile", (".json",))
+    out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
     profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing)
     start_s = time.perf_counter()

@@ -14,6 +14,7 @@ for a factory file its ``RESOLUTION`` constant (``DEFAULT_FILE_RESOLUTION`` if a
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from torch import nn
 
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.files import read_text
 from utilscope.registry import Registry
 
 PLUGINS = ("utilscope.nas.source",)
@@ -48,6 +50,10 @@ def _same_name(name: str) -> str:
     return name
 
 
+def _no_check(name: str) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """One source of models. ``name`` prefixes the ids of its models (``torchvision:resnet18``); the functions take
@@ -69,6 +75,8 @@ class ModelSource:
     # and how another process names it (a worker rebuilds it from that name).
     record: Callable[[str], dict | None] = _no_record
     portable: Callable[[str], str] = _same_name
+    # Check what can be checked without building the model (a factory file: imported, its factory found); raises.
+    check: Callable[[str], object] = _no_check
 
 
 SOURCES: Registry[ModelSource] = Registry("model source")
@@ -181,58 +189,102 @@ TIMM = register_source(
 
 # --- factory files ---------------------------------------------------------------------------------------------
 
+# A factory file's model is named by the file's resolved path, the factory and the first characters of the SHA-256
+# of the file's content: ``/abs/path/file.py:factory#<digest>``. Another file of the same name elsewhere, or the file
+# edited, is another model (measured again); an id without a digest (as stores written before kept them) still
+# names the file as it is now.
+FILE_DIGEST_CHARS = 12
+FACTORY_FILE = "factory file"
+
+
+def _file_parts(text: str) -> tuple[str, str, str]:
+    """``path.py:factory#digest`` -> (path, factory, digest); the digest may be ''."""
+    path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
+    factory, _, digest = factory.partition("#")
+    return path, factory, digest
+
+
+def _file_source(path: str) -> tuple[str, str]:
+    """The text of a factory file and its digest; UsageError naming the file when it cannot be read as Python
+    source (missing, a folder, unreadable, empty, binary)."""
+    text = read_text(path, FACTORY_FILE)
+    return text, hashlib.sha256(text.encode()).hexdigest()[:FILE_DIGEST_CHARS]
+
 
 def _file_match(text: str) -> str | None:
-    """``path/file.py:factory``, the file checked (the factory is checked when building)."""
+    """``path/file.py:factory`` -> ``<resolved path>:factory#<digest>``, the file read (the factory is checked by
+    ``_file_check``); an id with a digest must name the file's current content."""
     if ".py:" not in text and not text.endswith(".py"):
         return None
-    path, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
+    path, factory, digest = _file_parts(text)
     if not factory:
         raise UsageError(f"factory file model '{text}' needs a factory name: path/to/file.py:factory")
-    if not Path(path).is_file():
-        raise UsageError(f"factory file not found: {path}")
-    return f"{path}:{factory}"
+    _, current = _file_source(path)
+    if digest and digest != current:
+        raise UsageError(f"{path} changed since it was named {text!r} (its content is #{current} now): name it "
+                         f"as {path}:{factory} to use the file as it is")  # fmt: skip
+    return f"{Path(path).resolve()}:{factory}#{current}"
 
 
 def _file_exists(name: str) -> bool:
-    path, _, factory = name.rpartition(":")
+    path, factory, _ = _file_parts(name)
     return bool(factory) and path.endswith(".py") and Path(path).is_file()
 
 
+def _factory_module(name: str):
+    path, _, digest = _file_parts(name)
+    return _load_factory_module(path, digest or _file_source(path)[1])
+
+
 @functools.cache
-def _load_factory_module(path: str):
-    module_name = f"utilscope_factory_{abs(hash(path))}"
+def _load_factory_module(path: str, digest: str):
+    """The factory file imported, once per content: its code is the text whose digest names the model. An import
+    that fails, or exits (``sys.exit``), is a ModelError naming the file."""
+    text, current = _file_source(path)
+    if current != digest:
+        raise UsageError(f"{path} changed while utilscope was using it (#{digest}, now #{current}): run again")
+    module_name = f"utilscope_factory_{digest}_{abs(hash(path))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import factory file {path}")
+    if spec is None:
+        raise UsageError(f"cannot import {FACTORY_FILE} {path}")
     module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
     sys.modules[module_name] = module
+    try:
+        exec(compile(text, path, "exec"), module.__dict__)
+    except SystemExit as exc:
+        del sys.modules[module_name]
+        raise ModelError(f"importing {path} exited with code {exc.code} (sys.exit)") from None
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
     return module
 
 
 def _file_resolution(name: str) -> int:
     """The file's ``RESOLUTION``, which must be a whole number of pixels (``2.5``, ``True``, ``"big"`` are refused,
     not rounded; the zoo checks its range)."""
-    path = name.rpartition(":")[0]
-    resolution = getattr(_load_factory_module(path), "RESOLUTION", DEFAULT_FILE_RESOLUTION)
+    path = _file_parts(name)[0]
+    resolution = getattr(_factory_module(name), "RESOLUTION", DEFAULT_FILE_RESOLUTION)
     if not isinstance(resolution, int) or isinstance(resolution, bool):
         raise UsageError(f"{path}: RESOLUTION must be a whole number of pixels, got {resolution!r}")
     return resolution
 
 
-def _file_build(name: str, resolution: int) -> nn.Module:
-    """Call the factory, with no arguments (the resolution is only the input's)."""
-    path, _, factory_name = name.rpartition(":")
-    factory = getattr(_load_factory_module(path), factory_name, None)
+def _file_check(name: str):
+    """The factory function, the file imported (the model is not built)."""
+    path, factory_name, _ = _file_parts(name)
+    factory = getattr(_factory_module(name), factory_name, None)
     if not callable(factory):
         raise UsageError(f"{path} has no callable '{factory_name}'")
-    model = factory()
+    return factory
+
+
+def _file_build(name: str, resolution: int) -> nn.Module:
+    """Call the factory, with no arguments (the resolution is only the input's)."""
+    model = _file_check(name)()
     if not isinstance(model, nn.Module):
-        raise ModelError(f"factory {name} returned {type(model).__name__}, not an nn.Module")
+        raise ModelError(f"factory {_file_parts(name)[0]}:{_file_parts(name)[1]} returned {type(model).__name__}, "
+                         "not an nn.Module")  # fmt: skip
     return model
 
 
@@ -244,5 +296,6 @@ FILE = register_source(
         exists=_file_exists,
         match=_file_match,
         hint="a .py file",
+        check=_file_check,
     )
 )

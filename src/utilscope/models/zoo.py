@@ -1,5 +1,8 @@
 """Model zoo: turn a model spec (``torchvision:NAME``, ``timm:NAME``, ``path/file.py:factory``, ``archs.jsonl:ID``)
-into an ``nn.Module`` at a resolution, through the registered model sources (``utilscope.models.sources``).
+into an ``nn.Module`` at a resolution, through the registered model sources (``utilscope.models.sources``). A spec's
+``id`` is how stores key the model: ``torchvision:resnet50``; a factory file's names its resolved path and content
+(``file:/abs/path/file.py:factory#<sha256 prefix>``), a NAS architecture's its space and record
+(``nas:mbv3:<ID>``).
 
 Weights are always random: nothing is downloaded. Each model also has a *native* input resolution, which its
 source gives (the crop size of torchvision's default weights, timm's pretrained ``input_size``, ...).
@@ -138,6 +141,12 @@ def portable_spec(spec: ModelSpec) -> str:
     return f"{spec.source}:{model_sources().get(spec.source).portable(spec.name)}"
 
 
+def check_model(spec: ModelSpec) -> None:
+    """Check what can be checked without building the model (a factory file imported and its factory found);
+    raises a UsageError (a ModelError for a file that fails to import) naming the problem."""
+    model_sources().get(spec.source).check(spec.name)
+
+
 def native_resolution(spec: ModelSpec) -> int:
     """The input resolution the model was designed for."""
     return model_sources().get(spec.source).native_resolution(spec.name)
@@ -168,7 +177,7 @@ def build_model(spec: ModelSpec, resolution: int | None = None) -> nn.Module:
         return _construct(spec, resolution).eval()
     except UsageError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a factory that calls sys.exit is a model that cannot be built
         raise ModelError(f"building {spec} raised {describe(exc)}") from exc
 
 
@@ -196,7 +205,7 @@ def build_uninitialized(spec: ModelSpec, resolution: int | None = None) -> nn.Mo
             return _construct(spec, resolution).eval()
     except UsageError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a factory that calls sys.exit is a model that cannot be built
         raise ModelError(f"building {spec} raised {describe(exc)}") from exc
 
 
@@ -213,6 +222,6 @@ def build_on_meta(spec: ModelSpec, resolution: int | None = None) -> tuple[nn.Mo
             return _construct(spec, resolution).eval(), "meta"
     except UsageError:
         raise
-    except Exception:
+    except (Exception, SystemExit):
         pass  # retried on the CPU: a real failure surfaces there with its message
     return build_uninitialized(spec, resolution).to("meta"), "cpu"

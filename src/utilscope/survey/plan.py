@@ -184,12 +184,14 @@ def local_target(grid: SurveyGrid) -> Target:
 def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configuration, list[Group]]:
     """Every group of the grid's shard (of the whole grid by default), in the configuration of ``target``
     (default: this machine's): models resolved, resolutions and precisions checked. Touches no store, so bad input
-    never creates one."""
+    never creates one. A factory file's model is checked too (imported, its factory found; not built): a dry run
+    says what the run would."""
     target = target or local_target(grid)
     config, precisions = target.config, target.precisions
     groups = []
     for model in grid.models:
         spec = zoo.parse_spec(model)
+        zoo.check_model(spec)
         res = zoo.resolve_resolution(spec, grid.resolution)
         portable = zoo.portable_spec(spec)
         groups += [Group(spec.id, res, precision, backend, grid.batches, portable) for precision in precisions
