@@ -91,6 +91,7 @@ def build(root: Path) -> dict[str, str]:
         paths[name].chmod(0)
     paths["rodir"].chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     paths["sandbox"] = root
+    paths.update(_file_kinds(root, paths))
     return {name: str(path) for name, path in paths.items()}
 
 
@@ -112,3 +113,58 @@ def snapshot(root: Path) -> dict[str, tuple]:
                 digest = info.st_mtime_ns
             state[relative] = (info.st_mode, info.st_size, digest)
     return state
+
+
+LATENCY_TABLE = (b'{"format": "utilscope-latency-table/1", "space": "mbv3", "device": "NVIDIA H200", '
+                 b'"software": "torch", "precision": "fp16", "cudnn_benchmark": true, "entries": {}}\n')  # fmt: skip
+
+
+def _file_kinds(root: Path, paths: dict) -> dict:
+    """Files of one kind where another is expected (a store named .json, JSON named .sqlite), good inputs to pair
+    with a bad one (an architecture file, a latency table), read-only files and folders, a folder that cannot be
+    listed, and a second name of the store (a symbolic link)."""
+    store = paths["store"].read_bytes()
+    extra = {name: root / file_name for name, file_name in (
+        ("sqlite_json", "sqlite.json"), ("sqlite_jsonl", "sqlite.jsonl"), ("sqlite_py", "sqlite.py"),
+        ("json_sqlite", "json.sqlite"), ("archs", "archs.jsonl"), ("table", "table.json"),
+        ("objective_text", "objective_text.json"), ("unreadable_jsonl", "unreadable.jsonl"),
+        ("unreadable_py", "unreadable.py"), ("readonly_json", "readonly.json"), ("readonly_csv", "readonly.csv"),
+        ("readonly_jsonl", "readonly.jsonl"), ("rostore", "readonly_store/store.sqlite"), ("closed", "closed"),
+        ("store_link", "link.sqlite"))}  # fmt: skip
+    for suffix in ("json", "jsonl", "py", "png", "csv", "sqlite"):  # folders named like the files expected
+        extra[f"dir_{suffix}"] = root / f"dir.{suffix}"
+        extra[f"dir_{suffix}"].mkdir()
+    for name in ("sqlite_json", "sqlite_jsonl", "sqlite_py"):
+        extra[name].write_bytes(store)
+    extra["json_sqlite"].write_text('{"a": 1}\n')
+    extra["archs"].write_text(_archs())
+    extra["table"].write_bytes(LATENCY_TABLE)
+    extra["objective_text"].write_text('{"abc": "big"}\n')
+    extra["unreadable_jsonl"].write_text(_archs())
+    extra["unreadable_py"].write_bytes(FACTORY.encode())
+    for name in ("readonly_json", "readonly_csv", "readonly_jsonl"):
+        extra[name].write_text("{}\n")
+    extra["rostore"].parent.mkdir()
+    extra["rostore"].write_bytes(store)
+    extra["closed"].mkdir()
+    (extra["closed"] / "models.py").write_bytes(FACTORY.encode())
+    extra["store_link"].symlink_to(paths["store"].name)
+    read_only = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+    for name in ("unreadable_jsonl", "unreadable_py", "closed"):
+        extra[name].chmod(0)
+    for name in ("readonly_json", "readonly_csv", "readonly_jsonl"):
+        extra[name].chmod(read_only)
+    extra["rostore"].parent.chmod(read_only | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    extra["arch_id"] = _archs().split('"id": "')[1].split('"')[0]
+    return extra
+
+
+def _archs() -> str:
+    """Two architectures of the mbv3 space, as ``utilscope nas sample`` writes them."""
+    import json
+
+    from utilscope.nas.sampler import sample_architectures
+    from utilscope.nas.spaces import get_space
+
+    archs = sample_architectures(get_space("mbv3"), 2, seed=0)
+    return "".join(json.dumps(arch, sort_keys=True) + "\n" for arch in archs)
