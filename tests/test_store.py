@@ -414,6 +414,23 @@ def test_a_reader_sees_the_rows_a_writer_holding_the_store_open_committed(tmp_pa
         assert sorted(p.name for p in tmp_path.iterdir()) == names
 
 
+def test_reading_a_store_of_an_older_schema_migrates_it_in_memory_only(tmp_path, capsys):
+    """``export`` of a schema-1 store: exported, said to be migrated in memory; the file byte-identical, no backup."""
+    from test_migrations import v1_device_and_software, write_v1_store
+
+    from utilscope.cli import main
+    from utilscope.measure.settings import CudnnSettings
+
+    path = tmp_path / "v1.sqlite"
+    row = {"model": "m", "resolution": 8, "batch": 1, "precision": "fp32", "backend": "eager",
+           **v1_device_and_software(CudnnSettings())}  # fmt: skip
+    write_v1_store(path, [row])
+    before = file_bytes(path)
+    assert main(["export", str(path), str(tmp_path / "out.csv")]) == 0
+    assert "in memory only" in capsys.readouterr().err
+    assert file_bytes(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "v1.sqlite"]
+
+
 def test_a_store_to_write_is_checked_before_anything_is_created(tmp_path, monkeypatch):
     """A file where a folder is expected, a folder SQLite cannot write its journal in: one line, nothing made."""
     (tmp_path / "a_file").write_text("x")
