@@ -23,13 +23,15 @@ from rich.console import Console
 from utilscope._version import __version__
 from utilscope.cli import advise, count, measure, nas, predict, survey
 from utilscope.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from utilscope.cli.parser import Parser
 from utilscope.errors import UtilscopeError
 
 VERB_GROUPS = (count, measure, survey, nas, predict, advise)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """Every verb's parser: no abbreviated flags, one-line errors with did-you-mean (``utilscope.cli.parser``)."""
+    parser = Parser(
         prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
     )
     parser.add_argument("--version", action="version", version=f"utilscope {__version__}")

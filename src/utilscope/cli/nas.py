@@ -35,7 +35,7 @@ NAS_HELP = (
 
 def add_parsers(sub) -> None:
     nas = sub.add_parser("nas", help=NAS_HELP, description=NAS_HELP)
-    verbs = nas.add_subparsers(dest="nas_command", required=True)
+    verbs = nas.add_subparsers(dest="nas_command", required=True, metavar="VERB")
     _add_sample_measure(verbs)
     _add_table_fit(verbs)
     _add_predict_analyze(verbs)

@@ -1,0 +1,109 @@
+"""The command line's parser: argparse with three rules of its own, on every parser and sub-parser.
+
+- No abbreviations: ``--rooflin`` is not ``--roofline`` (a flag added later must never change what an old command
+  line means).
+- Every error is one line on standard error, ``utilscope: error: MESSAGE (see: utilscope VERB --help)``, exit 2:
+  no usage block (``--help`` prints it in full).
+- A misspelt verb, sub-verb, choice or flag gets a did-you-mean (``utilscope profil``: "did you mean profile?").
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Iterable
+
+from utilscope.cli.common import EXIT_USAGE
+from utilscope.errors import UsageError
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``word`` most likely misspells or abbreviates: the only one it starts, else the closest by
+    difflib's ratio (at least 0.6), else None."""
+    candidates = list(candidates)
+    started = [candidate for candidate in candidates if word and candidate.startswith(word)]
+    if len(started) == 1:
+        return started[0]
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` without abbreviations, with one-line errors and did-you-mean suggestions; its
+    sub-parsers (``add_subparsers().add_parser``) are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        text = " ".join(message.split())
+        print(f"utilscope: error: {text} (see: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+    def _check_value(self, action, value):  # argparse's hook for ``choices``, sub-commands included
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(choice) for choice in action.choices]
+        guess = closest(str(value), choices)
+        hint = f"did you mean {guess}?" if guess else f"use one of: {', '.join(choices)}"
+        if isinstance(action, argparse._SubParsersAction):
+            verb = self.prog.removeprefix("utilscope").strip()
+            raise argparse.ArgumentError(None, f"unknown {verb + ' ' if verb else ''}command {value!r}; {hint}")
+        raise argparse.ArgumentError(action, f"invalid choice {value!r}; {hint}")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, but an argument this parser does not know is an error here, where its options are known
+        (argparse reports it from the top-level parser, which knows only ``--help`` and ``--version``). A parser of
+        verbs checks the options before its verb first (else a missing verb would be said instead)."""
+        args = sys.argv[1:] if args is None else list(args)
+        if self._subparsers is not None:
+            for arg in args:
+                if not arg.startswith("-"):
+                    break
+                if arg.partition("=")[0] not in self._option_string_actions:
+                    self.error(self._unknown([arg]))
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unknown(extras))
+        return namespace, extras
+
+    def _unknown(self, extras: list[str]) -> str:
+        option = next((extra for extra in extras if extra.startswith("-") and not _number(extra)), None)
+        if option is None:
+            return f"unexpected argument {extras[0]!r}"
+        name = option.partition("=")[0]
+        guess = closest(name, [o for o in self._option_string_actions if o.startswith("--") or len(name) <= 2])
+        if guess is None:
+            return f"unknown option {name}"
+        if guess.startswith(name):
+            return f"unknown option {name}; did you mean {guess}? (options are never abbreviated)"
+        return f"unknown option {name}; did you mean {guess}?"
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def checked(parse: Callable[[str], object], check: Callable, name: str) -> Callable[[str], object]:
+    """An argparse ``type``: ``check(parse(text))``, whose UsageError is argparse's one-line error for the option
+    (checked while parsing: before any file is read or model built). ``name`` is the type argparse names in "invalid
+    NAME value" when ``parse`` fails."""
+
+    def convert(text: str):
+        value = parse(text)
+        try:
+            return check(value)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
+
+
+__all__ = ["Parser", "checked", "closest"]
