@@ -339,7 +339,7 @@ def test_refresh_and_other_sizes_remeasure(cache_env, monkeypatch) -> None:
 
 
 def test_corrupt_cache_warns_and_remeasures(cache_env) -> None:
-    path = cache_path(ceilings_mod.device_name(torch.device("cpu")))
+    path = cache_path(ceilings_mod.ceilings_device(torch.device("cpu")))
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     with pytest.warns(UserWarning, match="unreadable ceilings cache"):

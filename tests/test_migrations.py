@@ -1,8 +1,10 @@
-"""Schema migrations: a v1 store becomes v2 in place, with a backup; every committed store is at v2 and exports the
-rows and values its schema-1 export had; a migrated store resumes with nothing left to measure."""
+"""Schema migrations: a v1 or v2 store becomes current in place, with a backup; every committed store is current and
+exports the rows and values its schema-1 export had; a migrated store resumes with nothing left to measure; a v2
+CPU's thread count moves from its device name to the ``threads`` column."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -11,12 +13,13 @@ import pandas as pd
 import pytest
 import torch
 
+from utilscope.hardware import with_threads
 from utilscope.measure.environment import environment, software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import zoo
-from utilscope.survey.migrations import V1_SCHEMA, MigrationError, v1_configuration
-from utilscope.survey.plan import SurveyGrid, plan_survey
-from utilscope.survey.schema import ALL_TABLES, SCHEMA_VERSION
+from utilscope.survey.migrations import V1_SCHEMA, V2_SCHEMA, MigrationError, split_device, v1_configuration
+from utilscope.survey.plan import SurveyGrid, grid_configuration, plan_survey
+from utilscope.survey.schema import ALL_TABLES, GPU_THREADS, SCHEMA_VERSION
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200"
@@ -48,7 +51,10 @@ def write_v1_store(path: Path, rows: list[dict], op_classes: list[dict] = ()) ->
 def v1_device_and_software(cudnn: CudnnSettings) -> dict:
     """What schema 1 wrote as the device and software of a row measured here with these settings."""
     env = environment(torch.device("cpu"), "fp32", "eager", True, cudnn)
-    return {"device": env["device_name"], "software": software_label(env["torch"], env["cudnn"], env["driver"], cudnn)}
+    return {
+        "device": with_threads(env["device_name"], env["threads"]),
+        "software": software_label(env["torch"], env["cudnn"], env["driver"], cudnn),
+    }
 
 
 def test_v1_software_strings_parse_into_the_configuration_they_name():
@@ -58,13 +64,14 @@ def test_v1_software_strings_parse_into_the_configuration_they_name():
         ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark_limit 3", CudnnSettings(True, 3)),
         ("torch 2.3.0 · cuDNN None · driver None · depthwise heuristic", CudnnSettings(depthwise_heuristic=True)),
     ]:
-        config = v1_configuration(text, "NVIDIA H200", "channels_last")
+        config = v1_configuration(text, "NVIDIA H200", "channels_last", GPU_THREADS)
         assert config.cudnn_settings == settings and config.software == text
-    config = v1_configuration("torch 2.3.0 · cuDNN None · driver None", "cpu", "contiguous")
+    config = v1_configuration("torch 2.3.0 · cuDNN None · driver None", "cpu", "contiguous", 4)
     assert (config.torch, config.cudnn, config.driver, config.memory_format) == ("2.3.0", "", "", "contiguous")
+    assert config.threads == 4
     for bad in ("torch 2.3.0", "torch 2.3 · cuDNN 1 · driver 2 · turbo mode", "torch 2.3 · cuDNN 1 · driver 2 · "):
         with pytest.raises(MigrationError, match="unrecognized software"):
-            v1_configuration(bad, "cpu", "channels_last")
+            v1_configuration(bad, "cpu", "channels_last", 1)
 
 
 def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting(tmp_path, tiny):
@@ -77,7 +84,7 @@ def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting
     write_v1_store(path, cells, ops)
     with Store(path) as store:
         migration = store.migration
-        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 2, len(cells))
+        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 3, len(cells))
         for settings in SETTINGS:
             grid = SurveyGrid((model,), (1, 2), ("fp32",), ("eager",), "cpu", cudnn=settings)
             plan = plan_survey(grid, store)
@@ -193,3 +200,80 @@ def test_v1_nas_rows_are_named_by_content_and_keep_their_records(tmp_path, monke
     with pytest.raises(StoreError, match="architectures file gone/archs.jsonl its NAS rows name is not found"):
         Store(orphan)
     assert orphan.read_bytes() == before
+
+
+# --- schema 2: a CPU's thread count in its device name ------------------------------------------------------------
+
+V2_KEY = {"resolution": 16, "batch": 8, "precision": "fp32", "backend": "eager", "memory_format": "channels_last",
+          "torch": "2.11.0+cu130", "cudnn": "91900", "driver": "", "cudnn_benchmark": 1, "cudnn_benchmark_limit": -1,
+          "cudnn_depthwise_heuristic": 0}  # fmt: skip
+V2_DEFAULTS = {"measurements": {**V2_KEY, **V1_VALUES}, "op_classes": V2_KEY,
+               "claims": {**V2_KEY, "owner": "a run", "owner_device": "host:cpu", "expires_at": 1e12}}  # fmt: skip
+
+
+def write_v2_store(path: Path, tables: dict[str, list[dict]]) -> None:
+    """A store as utilscope's schema 2 wrote it: table -> rows (key and values not given take ``V2_DEFAULTS``)."""
+    conn = sqlite3.connect(path)
+    for statement in V2_SCHEMA:
+        conn.execute(statement)
+    for table, records in tables.items():
+        for record in ({**V2_DEFAULTS[table], **record} for record in records):
+            conn.execute(f"INSERT INTO {table} ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
+                         list(record.values()))  # fmt: skip
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+
+
+def test_device_names_split_into_the_device_and_its_thread_count():
+    assert split_device(with_threads("AMD EPYC 9654 96-Core Processor", 16), cpu=True) == (
+        "AMD EPYC 9654 96-Core Processor", 16)  # fmt: skip
+    assert split_device("NVIDIA H200", cpu=False) == ("NVIDIA H200", GPU_THREADS)
+    assert split_device("Weird (x) (2 threads)", cpu=False) == ("Weird (x)", 2)
+    for name in ("AMD EPYC", "AMD EPYC (0 threads)", "AMD EPYC (2 threads) "):
+        with pytest.raises(MigrationError, match="names no thread count"):
+            split_device(name, cpu=True)
+
+
+def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
+    """CPU rows of every table get the thread count their device name held, a GPU's rows GPU_THREADS; a v2 CPU row
+    measured here with 2 threads has the configuration a survey with 2 threads plans here."""
+    path = tmp_path / "results.sqlite"
+    here = grid_configuration(SurveyGrid(("torchvision:resnet18",), (8,), ("fp32",), ("eager",), "cpu", threads=2))[0]
+    cpu = {"model": "m", "device": with_threads(here.device, 2), "torch": here.torch, "cudnn": here.cudnn}
+    gpu = {"model": "m", "device": "NVIDIA H200", "precision": "fp16", "driver": "580.159.04"}
+    write_v2_store(path, {
+        "measurements": [{**cpu, "environment": json.dumps({"device_type": "cpu"})},
+                         {**cpu, "batch": 1, "status": "error: boom"},  # a failure row records no environment
+                         {**gpu, "environment": json.dumps({"device_type": "cuda"})}],
+        "op_classes": [{**cpu, "op_class": "dense_conv", "flop_share": 1.0}, {**gpu, "op_class": "dense_conv"}],
+        "claims": [{**cpu, "batch": 32}],
+    })  # fmt: skip
+    with Store(path) as store:
+        migration = store.migration
+        frame, op_classes, claims = store.frame(), store.op_class_frame(), store.claims()
+        configs = {key.config for key in store.done_keys(retry_errors=False)}
+    assert (migration.from_version, migration.to_version, migration.measurements, migration.op_classes) == (2, 3, 3, 2)
+    assert sorted(zip(frame["device"], frame["threads"], frame["batch"], strict=True)) == [
+        (here.device, 2, 1), (here.device, 2, 8), ("NVIDIA H200", GPU_THREADS, 8)]  # fmt: skip
+    assert sorted(zip(op_classes["device"], op_classes["threads"], strict=True)) == [
+        (here.device, 2), ("NVIDIA H200", GPU_THREADS)]  # fmt: skip
+    assert [(key.batch, key.config) for key in claims] == [(32, here)]
+    assert here in configs and len(configs) == 2
+    backup = sqlite3.connect(migration.backup)
+    assert backup.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert set(backup.execute("SELECT device FROM op_classes")) == {("NVIDIA H200",), (with_threads(here.device, 2),)}
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_v2_store_whose_cpu_names_no_thread_count_is_left_unchanged(tmp_path):
+    path = tmp_path / "results.sqlite"
+    write_v2_store(path, {"measurements": [{"model": "m", "device": "Some CPU",
+                                            "environment": json.dumps({"device_type": "cpu"})}]})  # fmt: skip
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as error:
+        Store(path)
+    assert str(error.value) == (f"cannot migrate {path} from schema 2: the CPU device name 'Some CPU' names no thread "
+                                'count ("NAME (N threads)"); it was left unchanged')  # fmt: skip
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]

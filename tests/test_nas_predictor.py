@@ -25,10 +25,10 @@ from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, loa
 from utilscope.nas.sampler import sample_architectures, save_jsonl
 from utilscope.nas.space import parse_layer_key
 from utilscope.nas.spaces import get_space
-from utilscope.survey.schema import CellKey, Configuration
+from utilscope.survey.schema import GPU_THREADS, CellKey, Configuration
 from utilscope.survey.store import Store
 
-SYNTHETIC = Configuration("NVIDIA H200", "channels_last", "synthetic", "", "", False, None, False)
+SYNTHETIC = Configuration("NVIDIA H200", "channels_last", "synthetic", "", "", False, None, False, GPU_THREADS)
 
 BATCHES = (1, 256)
 SLOWDOWN = 1.25  # measured network latency / sum of its layers, by construction

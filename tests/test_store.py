@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 
 from utilscope.errors import UsageError
-from utilscope.survey.schema import KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
+from utilscope.survey.schema import GPU_THREADS, KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError, read_export
 
-CONFIG = Configuration("NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False)
+CONFIG = Configuration("NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False,
+                       GPU_THREADS)  # fmt: skip
 CELL = CellKey("resnet50", 224, 8, "fp16", "graph", CONFIG)
 KEY = CELL.columns()  # the key as columns: a row may name its key either way
 
@@ -72,7 +73,7 @@ def test_a_missing_store_is_created_with_its_folders_and_reopens_with_its_rows(t
         store.add(make_row())
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     with Store(path) as store:
@@ -211,7 +212,7 @@ WRITER = textwrap.dedent(
     print("ready", flush=True)
     sys.stdin.readline()  # start together
     with Store(path) as store:  # both processes create the (missing) file at once, too
-        config = Configuration("cpu", "channels_last", "2.11", "", "", True, None, False)
+        config = Configuration("cpu", "channels_last", "2.11", "", "", True, None, False, 1)
         for batch in range(200):
             key = CellKey(name, 224, batch, "fp32", "eager", config)
             store.add({"key": key, "status": "ok", "latency_ms": float(batch)})

@@ -300,7 +300,8 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()
     assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,
-                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": False}  # fmt: skip
+                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": False,
+                                         "threads": plan.config.threads}  # fmt: skip
 
 
 def test_model_selection():

@@ -25,6 +25,7 @@ from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
+from utilscope.measure.environment import device_label
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import Sweep, check_batches, make_input, prepare_module, prepare_sweep, run_sweep
@@ -352,7 +353,7 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
             best[batch] = max(ok, key=lambda t: t.samples_per_s)
     exported = best[max(best)].change if best else None
     commands = {b: reproduce_command(request.model, t, sweep.resolution, export, exported) for b, t in best.items()}
-    advice = Advice(request.model, sweep.environment["device_name"], gpu, sweep.resolution, sweep.work.total.flops,
+    advice = Advice(request.model, device_label(sweep.environment), gpu, sweep.resolution, sweep.work.total.flops,
                     trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
     if export:
         export_best(advice, rewrites, base, example, export)

@@ -14,6 +14,7 @@ from utilscope.counting import count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.measure.backends import Backend, get_backend
+from utilscope.measure.environment import device_label
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.sweep import Peaks, Sweep, make_input, prepare_sweep
@@ -95,7 +96,7 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
     spec_row = hardware.detect(sweep.environment["device_name"]) if dev.type == "cuda" else None
     return Attribution(
         model=sweep.model_id,
-        device_name=sweep.environment["device_name"],
+        device_name=device_label(sweep.environment),
         device_type=dev.type,
         backend=sweep.backend.name,
         precision=prec.value,

@@ -57,7 +57,14 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
                    help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
                    "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
+    add_threads_option(p)
     add_cudnn_options(p)
+
+
+def add_threads_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch's intra-op thread count (torch.set_num_threads): a condition of a CPU measurement, "
+                   "stored with it; on a GPU only the host's work uses it (default: torch's own)")  # fmt: skip
 
 
 def add_cudnn_options(p: argparse.ArgumentParser) -> None:
@@ -80,4 +87,4 @@ def cudnn_settings(args: argparse.Namespace) -> CudnnSettings:
 def measure_request(args: argparse.Namespace) -> MeasureRequest:
     return MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
                           resolution=args.res, channels_last=args.channels_last, peak_tflops=args.peak,
-                          cudnn=cudnn_settings(args))  # fmt: skip
+                          cudnn=cudnn_settings(args), threads=args.threads)  # fmt: skip

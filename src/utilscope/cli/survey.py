@@ -9,7 +9,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches, parse_list
+from utilscope.cli.common import (
+    EXIT_PARTIAL,
+    add_cudnn_options,
+    add_threads_option,
+    cudnn_settings,
+    parse_batches,
+    parse_list,
+)
 from utilscope.files import check_output_file, check_output_folder
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
@@ -49,6 +56,7 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
                    "time, and a crash restarts the worker on the models after it")  # fmt: skip
     p.add_argument("--min-time-ms", type=float, default=None,
                    help="total timed milliseconds per cell (default: 1000 on GPU, 200 on CPU)")  # fmt: skip
+    add_threads_option(p)
     add_cudnn_options(p)
     p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                    help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
@@ -121,7 +129,7 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
     never creates or touches it."""
     grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
                       parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
-                      args.retry_errors, parse_shard(args.shard))  # fmt: skip
+                      args.retry_errors, parse_shard(args.shard), args.threads)  # fmt: skip
     options = RunOptions(
         args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak, args.fit_batch
     )
@@ -142,7 +150,8 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
         where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
         shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
         console.print(f"survey{where}: {shard}{plan.cells} cells to measure in {len(plan.groups)} groups, "
-                      f"{plan.skipped} already in {args.db}; {plan.config.device}; {plan.config.software}")  # fmt: skip
+                      f"{plan.skipped} already in {args.db}; {plan.config.device_label}; "
+                      f"{plan.config.software}")  # fmt: skip
         if args.dry_run and plan.groups:
             console.print(plan_table(plan))
     plans = [plan for plan in plans if plan.groups]

@@ -8,6 +8,7 @@ from utilscope.hardware.ceilings import (
     get_ceilings,
     measure_ceilings,
     resolve_device,
+    with_threads,
 )
 from utilscope.hardware.specs import (
     PRECISIONS,
@@ -42,4 +43,5 @@ __all__ = [
     "normalize_precision",
     "resolve_device",
     "specs_frame",
+    "with_threads",
 ]

@@ -4,9 +4,10 @@ A datasheet peak is what the silicon could do at its rated clock; the ceiling is
 GEMM (cuBLAS / oneDNN through torch) actually reaches here. Utilization is reported against both.
 
 Each ceiling is the best of several repetitions; their spread (worst, median, best) is recorded beside it, since a
-CPU's ceiling moves with the machine's load. Results are cached as JSON, one file per device name (a CPU's names its
-thread count) + torch version, under ``$UTILSCOPE_CACHE_DIR/ceilings`` (default ``~/.cache/utilscope/ceilings``, or
-``$XDG_CACHE_HOME/utilscope/ceilings``), on a CPU as on a GPU; ``refresh=True`` re-measures.
+CPU's ceiling moves with the machine's load. Results are cached as JSON, one file per device (a CPU's with torch's
+thread count: ``ceilings_device``, as a CPU ceiling depends on it) + torch version, under
+``$UTILSCOPE_CACHE_DIR/ceilings`` (default ``~/.cache/utilscope/ceilings``, or ``$XDG_CACHE_HOME/utilscope/ceilings``),
+on a CPU as on a GPU; ``refresh=True`` re-measures.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def get_ceilings(
     """
     dev = resolve_device(device)
     n, mib = _sizes(dev, gemm_n, copy_mib)
-    path = cache_path(device_name(dev))
+    path = cache_path(ceilings_device(dev))
     if not refresh:
         cached = _read_cache(path)
         if cached is not None and (cached.gemm_n, cached.copy_mib) == (n, mib):
@@ -150,7 +151,7 @@ def measure_ceilings(
             skipped.append(f"{prec} ({type(exc).__name__}: {first_line})")
     copy_spread = measure_copy_spread(dev, mib)
     return Ceilings(
-        device_name=device_name(dev),
+        device_name=ceilings_device(dev),
         device_kind=dev.type,
         gemm_tflops={prec: spread["max"] for prec, spread in gemm_spread.items()},
         copy_gbs=copy_spread["max"],
@@ -190,10 +191,22 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def device_name(dev: torch.device) -> str:
-    """CUDA: the name torch reports (what specs.detect matches). CPU: model name and torch thread count."""
+    """CUDA: the name torch reports (what specs.detect matches). CPU: its model name (the thread count a measurement
+    ran with is recorded beside it, not in it)."""
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
-    return f"{_cpu_model()} ({torch.get_num_threads()} threads)"
+    return _cpu_model()
+
+
+def with_threads(name: str, threads: int) -> str:
+    """A CPU's name with a torch thread count, "AMD EPYC 9654 (16 threads)": how a CPU's ceilings are cached and a
+    CPU measurement is shown (and how stores of schema 1 and 2 named a CPU)."""
+    return f"{name} ({threads} threads)"
+
+
+def ceilings_device(dev: torch.device) -> str:
+    """What ceilings are cached and recorded under: the device's name, a CPU's with torch's thread count now."""
+    return device_name(dev) if dev.type == "cuda" else with_threads(device_name(dev), torch.get_num_threads())
 
 
 def _cpu_model() -> str:

@@ -25,13 +25,21 @@ def installed_version(package: str) -> str | None:
         return None
 
 
-def environment(device: torch.device, precision: str, backend: str, channels_last: bool, cudnn: CudnnSettings) -> dict:
-    """What a row was measured with: device, driver and library versions, precision, backend, memory format and
-    the cuDNN settings (``CudnnSettings.to_dict`` keys)."""
+# The software versions an environment records: a results store keys a row by torch's, cuDNN's and the driver's,
+# and a merge names the others where two copies of a row differ in them (``survey.merge``).
+VERSION_KEYS = ("torch", "cuda", "cudnn", "driver", "torchvision", "timm", "python", "utilscope")
+
+
+def environment(device: torch.device, precision: str, backend: str, channels_last: bool, cudnn: CudnnSettings,
+                threads: int | None = None) -> dict:  # fmt: skip
+    """What a row was measured with: device, torch's intra-op thread count (``threads``, default: torch's count
+    now), driver and library versions, precision, backend, memory format and the cuDNN settings
+    (``CudnnSettings.to_dict`` keys)."""
     cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "device_name": hardware.device_name(device),
         "device_type": device.type,
+        "threads": torch.get_num_threads() if threads is None else threads,
         "device_uuid": device_uuid(device),  # which GPU of a machine with several (None on a CPU)
         "driver": driver_version() if device.type == "cuda" else None,
         "cuda": torch.version.cuda,
@@ -46,6 +54,13 @@ def environment(device: torch.device, precision: str, backend: str, channels_las
         "memory_format": "channels_last" if channels_last else "contiguous",
         **cudnn.to_dict(),
     }
+
+
+def device_label(env: dict) -> str:
+    """The device a recorded environment names, as tables show it: a CPU's with its thread count."""
+    if env.get("device_type") == "cpu" and env.get("threads"):
+        return hardware.with_threads(env["device_name"], env["threads"])
+    return env["device_name"]
 
 
 def software_label(torch_version: str, cudnn_version, driver, cudnn: CudnnSettings) -> str:

@@ -2,8 +2,8 @@
 
 ``CudnnSettings``  how cuDNN picks convolution algorithms: autotuning, its limit, the depthwise exception.
 ``MeasureRequest`` what to measure: model, precision, backend, device, resolution, memory layout, peak, ceilings,
-                   timing plan and cuDNN settings; ``profile``, ``prepare_sweep``, ``attribute``, the survey worker
-                   and the NAS latency table all take one.
+                   timing plan, cuDNN settings and torch's thread count; ``profile``, ``prepare_sweep``,
+                   ``attribute``, the survey worker and the NAS latency table all take one.
 """
 
 from __future__ import annotations
@@ -101,13 +101,27 @@ def timing_window(min_time_ms: float | None) -> TimingPlan | None:
     return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=float(min_time_ms))
 
 
+def check_threads(threads: int | None) -> int | None:
+    """A torch intra-op thread count to measure with (None: torch's own); UsageError unless a positive integer."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise UsageError(f"--threads must be a positive integer, got {threads!r}")
+    return threads
+
+
+def apply_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count for this process (``torch.set_num_threads``; it stays set); None: leave it."""
+    if check_threads(threads) is not None:
+        torch.set_num_threads(threads)
+
+
 @dataclass(frozen=True)
 class MeasureRequest:
     """One model to measure, and how. Checked when made: a bad backend, precision name, resolution, peak or cuDNN
     combination is a ``UsageError`` before anything is built. ``precision`` None: fp16 on a GPU, fp32 on a CPU;
     ``device`` None: cuda if present; ``resolution`` None: the model's native one. ``ceilings``: "measure" (measured
     once per device and cached), "skip", or measured ``Ceilings`` to use. ``plan`` None: the measurement's
-    default timing plan."""
+    default timing plan. ``threads``: torch's intra-op thread count, set for the whole process when the
+    measurement is prepared (a CPU cell's condition; on a GPU only the host's work uses it); None: torch's own."""
 
     model: str
     precision: str | None = None
@@ -119,6 +133,7 @@ class MeasureRequest:
     ceilings: Ceilings | str = "measure"
     plan: TimingPlan | None = None
     cudnn: CudnnSettings = field(default_factory=CudnnSettings)
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -135,6 +150,7 @@ class MeasureRequest:
         if not isinstance(self.cudnn, CudnnSettings):
             raise UsageError(f"cudnn must be CudnnSettings, got {type(self.cudnn).__name__}")
         self.cudnn.check_backend(backend.name)
+        check_threads(self.threads)
 
     def replace(self, **changes) -> MeasureRequest:
         """A copy with some fields changed (and checked again)."""

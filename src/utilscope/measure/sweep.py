@@ -21,10 +21,10 @@ from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.hardware import USER_PEAK, Ceilings, check_peak_tflops
 from utilscope.measure.backends import BACKENDS, Backend, get_backend
-from utilscope.measure.environment import environment
+from utilscope.measure.environment import device_label, environment
 from utilscope.measure.nvml import NvmlSampler
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
-from utilscope.measure.settings import MeasureRequest, as_request
+from utilscope.measure.settings import MeasureRequest, apply_threads, as_request
 from utilscope.measure.timing import Clock, CpuClock, CudaClock, TimingPlan, TimingStats, measure
 from utilscope.models import zoo
 
@@ -305,14 +305,15 @@ def ceiling_notes(ceilings, precision: Precision) -> list[str]:
 
 def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, built: nn.Module | None = None,
                   counted: CountResult | None = None, **options) -> Sweep:  # fmt: skip
-    """Resolve the request on its device (precision supported there, native resolution, peaks, ceilings), count the
-    model and build it on the device. ``built`` / ``counted``: the model already built (on the CPU) and counted,
-    so neither is done again. Raises on bad input. A model string and ``MeasureRequest`` fields as keywords work
-    too."""
+    """Resolve the request on its device (precision supported there, native resolution, peaks, ceilings), set
+    torch's thread count when the request gives one, count the model and build it on the device. ``built`` /
+    ``counted``: the model already built (on the CPU) and counted, so neither is done again. Raises on bad input. A
+    model string and ``MeasureRequest`` fields as keywords work too."""
     request = as_request(request, **options)
     dev = hardware.resolve_device(request.device)
     prec = check_precision(parse_precision(request.precision or default_precision(dev)), dev)
     backend = get_backend(request.backend)
+    apply_threads(request.threads)  # before the ceilings (a CPU's depend on it) and the environment that records it
     spec = zoo.parse_spec(request.model)
     res = zoo.resolve_resolution(spec, request.resolution)
     work = counted or count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
@@ -349,6 +350,6 @@ def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = N
     env = sweep.environment
     ceilings = sweep.ceilings.to_dict() if sweep.ceilings is not None else None
     return ProfileResult(
-        sweep.model_id, sweep.resolution, env["device_name"], sweep.backend.name, sweep.precision.value,
+        sweep.model_id, sweep.resolution, device_label(env), sweep.backend.name, sweep.precision.value,
         request.channels_last, sweep.work.total.flops, env, rows, ceilings,
     )  # fmt: skip

@@ -18,7 +18,7 @@ import torch
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file, read_json, write_json
-from utilscope.measure.environment import environment, software_label
+from utilscope.measure.environment import device_label, environment, software_label
 from utilscope.measure.precision import check_precision, parse_precision
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import check_batches
@@ -131,7 +131,7 @@ def open_table(
     cudnn = CudnnSettings(benchmark=cudnn_benchmark)
     env = environment(dev, prec.value, "graph", True, cudnn)
     software = software_label(env["torch"], env["cudnn"], env["driver"], cudnn)
-    table = LatencyTable(space.name, env["device_name"], software, prec.value, cudnn_benchmark)
+    table = LatencyTable(space.name, device_label(env), software, prec.value, cudnn_benchmark)
     if existing is None:
         return table
     if _configuration(existing) != _configuration(table):

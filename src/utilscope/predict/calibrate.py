@@ -25,7 +25,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.measure.backends import capture_cuda_graph
-from utilscope.measure.environment import environment
+from utilscope.measure.environment import device_label, environment
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision, first_line, is_out_of_memory
@@ -136,7 +136,7 @@ def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings
     dev = hardware.resolve_device(device)
     prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
     env = environment(dev, prec.value, "graph", True, cudnn)
-    profile = DeviceProfile(env["device_name"], prec.value, "graph", cudnn.to_dict(), seed, env)
+    profile = DeviceProfile(device_label(env), prec.value, "graph", cudnn.to_dict(), seed, env)
     if existing is None:
         return profile
     if any(getattr(existing, name) != getattr(profile, name) for name in CONFIGURATION):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.survey.schema import KEY_COLUMNS, Configuration
+from utilscope.survey.schema import GPU_THREADS, KEY_COLUMNS, Configuration
 
 FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest model)
     "ResNet": (0.20, 1.8),
@@ -27,7 +27,7 @@ FAMILIES = {  # family: (utilization scale, GFLOPs per sample of its smallest mo
     "ViT": (0.30, 4.4),
 }
 PEAK_TFLOPS = 989.5  # H200 dense bf16/fp16 tensor
-CONFIG = Configuration("NVIDIA H200", "channels_last", "2.5.1+cu124", "90100", "550.54", True, None, False)
+CONFIG = Configuration("NVIDIA H200", "channels_last", "2.5.1+cu124", "90100", "550.54", True, None, False, GPU_THREADS)
 DEVICES = ((CONFIG.device, PEAK_TFLOPS),)  # (name, dense fp16 peak TFLOP/s) of each GPU the grid is measured on
 OTHER_DRIVER = "535.183.01"  # the driver of every device after the first: its software label differs too
 FILL_EXPONENT = 0.3  # a GPU with k times less peak reaches k ** 0.3 times the utilization of the first one

@@ -162,6 +162,6 @@ def describe_key(table: str, key: tuple) -> str:
         return f"the model record of {key[0]}"
     cell = decode_key(key)
     config = cell.config
-    text = (f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on {config.device} "
-            f"({config.memory_format}; {config.software})")  # fmt: skip
+    text = (f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on "
+            f"{config.device_label} ({config.memory_format}; {config.software})")  # fmt: skip
     return text if table == "measurements" else f"the op classes of {text}"

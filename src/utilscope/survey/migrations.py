@@ -8,18 +8,28 @@ of a non-default cuDNN setting were measured with full autotuning (a v1 bug: att
 options), so they are keyed with the settings they were measured with. v1 named a NAS architecture by the path of
 its JSONL file relative to where it was measured (``nas:data/h200/mbv3_archs.jsonl:ID``); v2 names it by content
 (``nas:mbv3:ID``) and keeps its record in the store, so a store moves with its architectures.
+
+v2 -> v3: v2 named a CPU by its model and torch's thread count ("AMD EPYC 9654 (16 threads)", as
+``hardware.with_threads`` writes it); v3 keeps the count in a column of its own, ``threads`` (``GPU_THREADS`` on a
+GPU's rows), so that the same CPU cells measured with the same thread count share keys whichever process measured
+them. A device name that a row recorded as a CPU's (its environment's ``device_type``) but that names no thread count
+cannot be converted: the store is left unchanged. A v1 store is converted to v3 in one step, its device names by
+the same rule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from utilscope.measure.settings import CudnnSettings
 from utilscope.survey.schema import (
+    GPU_THREADS,
     KEY_COLUMNS,
     OP_CLASS_VALUE_KINDS,
     SCHEMA_VERSION,
@@ -38,6 +48,8 @@ V1_VALUE_COLUMNS = ("family", "flops_per_sample", "params", "status", "latency_m
                     "cuda_graph", "notes", "environment", "measured_at", "wall_s")  # fmt: skip
 V1_MEMORY_FORMAT = "channels_last"  # every v1 survey and NAS measurement ran channels_last
 _V1_SOFTWARE = re.compile(r"torch (?P<torch>\S+) · cuDNN (?P<cudnn>\S+) · driver (?P<driver>\S+)(?P<rest>.*)")
+_CPU_NAME = re.compile(r"(?P<device>.+) \((?P<threads>[1-9][0-9]*) threads\)")  # as hardware.with_threads writes it
+KEYED_TABLES = ("measurements", "op_classes", "claims")  # the tables a v2 store keys by a configuration
 
 
 class MigrationError(StoreError):
@@ -62,8 +74,30 @@ class Migration:
         return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
 
 
-def v1_configuration(software: str, device: str, memory_format: str) -> Configuration:
-    """The configuration a v1 ``software`` string names; MigrationError when it is not one v1 wrote."""
+def split_device(name: str, cpu: bool) -> tuple[str, int]:
+    """A v1 or v2 device name -> (the device, its thread count): "AMD EPYC 9654 (16 threads)" -> ("AMD EPYC 9654",
+    16); a GPU's name -> (the name, ``GPU_THREADS``). MigrationError for a CPU's (``cpu``: a row recorded it as a
+    CPU) that names no thread count."""
+    match = _CPU_NAME.fullmatch(name)
+    if match is not None:
+        return match["device"], int(match["threads"])
+    if cpu:
+        raise MigrationError(f'the CPU device name {name!r} names no thread count ("NAME (N threads)")')
+    return name, GPU_THREADS
+
+
+def device_threads(conn: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, tuple[str, int]]:
+    """Every device name of ``tables`` -> (device, threads) (``split_device``); a name is a CPU's when a
+    measurement recorded it so."""
+    cpu = {name for name, env in conn.execute("SELECT device, environment FROM measurements")
+           if json.loads(env).get("device_type") == "cpu"}  # fmt: skip
+    names = {name for table in tables for (name,) in conn.execute(f"SELECT DISTINCT device FROM {table}")}
+    return {name: split_device(name, name in cpu) for name in sorted(names)}
+
+
+def v1_configuration(software: str, device: str, memory_format: str, threads: int) -> Configuration:
+    """The configuration a v1 ``software`` string names (on ``device`` with ``threads``, ``split_device``'s);
+    MigrationError when it is not one v1 wrote."""
     match = _V1_SOFTWARE.fullmatch(software)
     if match is None:
         raise MigrationError(f"unrecognized software {software!r}")
@@ -75,7 +109,7 @@ def v1_configuration(software: str, device: str, memory_format: str) -> Configur
         cudnn = CudnnSettings(True, limits[0] if limits else None, "depthwise heuristic" in rest)
     versions = [("" if match[name] == "None" else match[name]) for name in ("torch", "cudnn", "driver")]
     config = Configuration(device, memory_format, *versions, cudnn.benchmark, cudnn.benchmark_limit,
-                           cudnn.depthwise_heuristic)  # fmt: skip
+                           cudnn.depthwise_heuristic, threads)  # fmt: skip
     if config.software != software:  # anything the parse did not understand
         raise MigrationError(f"unrecognized software {software!r}")
     return config
@@ -136,41 +170,42 @@ def _v1_nas_records(renames: dict[str, str], store: Path) -> dict[str, dict]:
     return records
 
 
-def _v1_measurements(conn: sqlite3.Connection, renames: dict[str, str]) -> tuple[list[tuple], dict[tuple, str]]:
-    """v2 rows of the v1 measurements, and each v1 key's memory format (for its op-class rows)."""
+def _v1_measurements(conn: sqlite3.Connection, renames: dict[str, str], devices: dict[str, tuple[str, int]],
+                     ) -> tuple[list[tuple], dict[tuple, str]]:  # fmt: skip
+    """Current rows of the v1 measurements, and each v1 key's memory format (for its op-class rows)."""
     rows, formats = [], {}
     env_at = V1_VALUE_COLUMNS.index("environment")
     for record in conn.execute(f"SELECT {', '.join(V1_KEY_COLUMNS + V1_VALUE_COLUMNS)} FROM measurements"):
         v1_key, values = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
         memory_format = json.loads(values[env_at]).get("memory_format", V1_MEMORY_FORMAT)
         formats[v1_key] = memory_format
-        key = _v2_key(v1_key, memory_format, renames)
+        key = _key_of_v1(v1_key, memory_format, renames, devices)
         by_name = dict(zip(V1_VALUE_COLUMNS, values, strict=True))
         rows.append(encode_key(key) + tuple(by_name[name] for name in VALUE_COLUMNS))
     return rows, formats
 
 
-def _v2_key(v1_key: tuple, memory_format: str, renames: dict[str, str], cudnn: CudnnSettings | None = None,
-            ) -> CellKey:  # fmt: skip
+def _key_of_v1(v1_key: tuple, memory_format: str, renames: dict[str, str], devices: dict[str, tuple[str, int]],
+               cudnn: CudnnSettings | None = None) -> CellKey:  # fmt: skip
     model, resolution, batch, precision, backend, device, software = v1_key
     model = renames.get(model, model)
-    config = v1_configuration(software, device, memory_format)
+    name, threads = devices[device]
+    config = v1_configuration(software, name, memory_format, threads)
     if cudnn is not None:
-        config = Configuration(config.device, config.memory_format, config.torch, config.cudnn, config.driver,
-                               cudnn.benchmark, cudnn.benchmark_limit, cudnn.depthwise_heuristic)  # fmt: skip
+        config = dataclasses.replace(config, **cudnn.to_dict())  # its keys are the configuration's columns
     return CellKey(model, resolution, batch, precision, backend, config)
 
 
 def _v1_op_classes(conn: sqlite3.Connection, formats: dict[tuple, str], renames: dict[str, str],
-                   ) -> tuple[list[tuple], int]:  # fmt: skip
-    """v2 op-class rows keyed with the settings they were measured with (full autotuning), those already keyed so
-    first; and how many were re-keyed."""
+                   devices: dict[str, tuple[str, int]]) -> tuple[list[tuple], int]:  # fmt: skip
+    """Current op-class rows keyed with the settings they were measured with (full autotuning), those already keyed
+    so first; and how many were re-keyed."""
     values = tuple(OP_CLASS_VALUE_KINDS)
     rows, rekeyed = [], []
     for record in conn.execute(f"SELECT {', '.join(V1_KEY_COLUMNS + values)} FROM op_classes"):
         v1_key, rest = record[: len(V1_KEY_COLUMNS)], record[len(V1_KEY_COLUMNS) :]
-        stored = _v2_key(v1_key, formats.get(v1_key, V1_MEMORY_FORMAT), renames)
-        measured = _v2_key(v1_key, stored.config.memory_format, renames, CudnnSettings())
+        stored = _key_of_v1(v1_key, formats.get(v1_key, V1_MEMORY_FORMAT), renames, devices)
+        measured = _key_of_v1(v1_key, stored.config.memory_format, renames, devices, CudnnSettings())
         (rows if measured == stored else rekeyed).append(encode_key(measured) + rest)
     return rows + rekeyed, len(rekeyed)
 
@@ -190,7 +225,7 @@ def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_clas
     conn.executemany(_insert_sql("op_classes", KEY_COLUMNS + tuple(OP_CLASS_VALUE_KINDS)), op_classes)
     conn.executemany(_insert_sql("models", ("model", "record")), [(m, json.dumps(r)) for m, r in records.items()])
     if conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] != len(measurements):
-        raise MigrationError("two v1 rows map to one key")  # cannot happen: the v1 key is part of the v2 key
+        raise MigrationError("two v1 rows map to one key")  # cannot happen: the v1 key is part of the current key
     conn.execute("DROP TABLE measurements_v1")
     conn.execute("DROP TABLE op_classes_v1")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -204,20 +239,61 @@ def migrate_v1(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     try:
         renames = _v1_nas_models(conn)
         records = _v1_nas_records(renames, path)
-        measurements, formats = _v1_measurements(conn, renames)
-        op_classes, rekeyed = _v1_op_classes(conn, formats, renames)
+        devices = device_threads(conn, ("measurements", "op_classes"))
+        measurements, formats = _v1_measurements(conn, renames, devices)
+        op_classes, rekeyed = _v1_op_classes(conn, formats, renames, devices)
     except (MigrationError, ValueError) as exc:
         raise MigrationError(f"cannot migrate {path} from schema 1: {exc}; it was left unchanged") from None
-    copy = backup_path(path, 1) if backup else None
+    copy, kept = _after_backup(path, 1, backup, lambda: _replace_tables(conn, measurements, op_classes, records))
+    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed, len(records))
+
+
+def _after_backup(path: Path, version: int, backup: bool, convert: Callable[[], object]) -> tuple[Path | None, object]:
+    """``convert()`` after a backup copy of ``path`` (unless ``backup`` is False): the copy's path (None without
+    one) and what ``convert`` returned. When it raises, the copy is removed (the caller rolls back)."""
+    copy = backup_path(path, version) if backup else None
     if copy is not None:
         copy_store(path, copy)
     try:
-        kept = _replace_tables(conn, measurements, op_classes, records)
+        return copy, convert()
     except BaseException:
         if copy is not None:
             copy.unlink(missing_ok=True)  # the caller rolls back: the store stays as it was
         raise
-    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed, len(records))
+
+
+def _split_devices(conn: sqlite3.Connection, devices: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """The v2 tables keyed by a configuration replaced by current ones, each row's device name split into its
+    device and ``threads`` column; returns the rows of each."""
+    converted = {}
+    for table in KEYED_TABLES:
+        columns = tuple(name for (_, name, *_) in conn.execute(f"PRAGMA table_info({table})"))
+        at = columns.index("device")
+        rows = [(*row[:at], devices[row[at]][0], *row[at + 1 :], devices[row[at]][1])
+                for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table}")]  # fmt: skip
+        converted[table] = (columns + ("threads",), rows)
+        conn.execute(f"ALTER TABLE {table} RENAME TO {table}_v2")
+    for statement in schema_sql():
+        conn.execute(statement)
+    for table, (columns, rows) in converted.items():
+        conn.executemany(_insert_sql(table, columns), rows)
+        if conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] != len(rows):
+            raise MigrationError("two v2 rows map to one key")  # cannot happen: (device, threads) names one v2 device
+        conn.execute(f"DROP TABLE {table}_v2")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return {table: len(rows) for table, (_, rows) in converted.items()}
+
+
+def migrate_v2(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
+    """Convert a v2 store to the current schema (``migrate_v1``'s transaction and backup): each CPU device name's
+    thread count moves to the ``threads`` column. MigrationError (the store unchanged) when a CPU's name names no
+    thread count."""
+    try:
+        devices = device_threads(conn, KEYED_TABLES)
+    except (MigrationError, ValueError) as exc:
+        raise MigrationError(f"cannot migrate {path} from schema 2: {exc}; it was left unchanged") from None
+    copy, rows = _after_backup(path, 2, backup, lambda: _split_devices(conn, devices))
+    return Migration(2, SCHEMA_VERSION, copy, rows["measurements"], rows["op_classes"], 0)
 
 
 V1_SCHEMA = [
@@ -234,3 +310,23 @@ V1_SCHEMA = [
     "flop_share REAL, time_share REAL, time_ms REAL, PRIMARY KEY (model, resolution, batch, precision, backend, "
     "device, software, op_class))",
 ]  # the v1 tables as utilscope wrote them (tests build v1 stores from this)
+
+_V2_KEY = ("model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, precision TEXT NOT NULL, "
+           "backend TEXT NOT NULL, device TEXT NOT NULL, memory_format TEXT NOT NULL, torch TEXT NOT NULL, cudnn TEXT "
+           "NOT NULL, driver TEXT NOT NULL, cudnn_benchmark INTEGER NOT NULL, cudnn_benchmark_limit INTEGER NOT NULL, "
+           "cudnn_depthwise_heuristic INTEGER NOT NULL")  # fmt: skip
+_V2_PRIMARY = ("model, resolution, batch, precision, backend, device, memory_format, torch, cudnn, driver, "
+               "cudnn_benchmark, cudnn_benchmark_limit, cudnn_depthwise_heuristic")  # fmt: skip
+V2_SCHEMA = [
+    f"CREATE TABLE measurements ({_V2_KEY}, family TEXT NOT NULL, flops_per_sample INTEGER, params INTEGER, status "
+    "TEXT NOT NULL, latency_ms REAL, samples_per_s REAL, achieved_tflops REAL, utilization REAL, "
+    "utilization_vs_ceiling REAL, peak_tflops REAL, peak_source TEXT NOT NULL, achieved_gbs REAL, "
+    "bandwidth_utilization REAL, bytes_model TEXT NOT NULL, nvml_util REAL, cv REAL, unstable INTEGER NOT NULL, "
+    "iters_per_sample INTEGER, cuda_graph INTEGER NOT NULL, notes TEXT NOT NULL, environment TEXT NOT NULL, "
+    f"measured_at TEXT NOT NULL, wall_s REAL, PRIMARY KEY ({_V2_PRIMARY}))",
+    f"CREATE TABLE op_classes ({_V2_KEY}, op_class TEXT NOT NULL, flop_share REAL, time_share REAL, time_ms REAL, "
+    f"PRIMARY KEY ({_V2_PRIMARY}, op_class))",
+    f"CREATE TABLE claims ({_V2_KEY}, owner TEXT NOT NULL, owner_device TEXT NOT NULL, expires_at REAL NOT NULL, "
+    f"PRIMARY KEY ({_V2_PRIMARY}))",
+    "CREATE TABLE models (model TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (model))",
+]  # the v2 tables as utilscope wrote them (tests build v2 stores from this)

@@ -15,7 +15,7 @@ from utilscope.errors import UsageError
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
-from utilscope.measure.settings import CudnnSettings
+from utilscope.measure.settings import CudnnSettings, check_threads
 from utilscope.measure.sweep import default_precision
 from utilscope.models import sets as model_sets
 from utilscope.models import zoo
@@ -79,7 +79,9 @@ def shard_number(group: Group, count: int) -> int:
 class SurveyGrid:
     """What to measure, checked when made. ``precisions`` empty: the device's default (fp16 on a GPU, fp32 on a
     CPU); ``resolution`` None: each model's native one; ``retry_errors``: error rows are measured again; ``shard``:
-    the share of the grid's groups this run measures (default the whole grid)."""
+    the share of the grid's groups this run measures (default the whole grid); ``threads``: torch's intra-op thread
+    count the workers measure with (None: torch's own where the grid is planned; a CPU cell's key holds it, a GPU
+    cell's does not)."""
 
     models: tuple[str, ...]
     batches: tuple[int, ...] = DEFAULT_BATCHES
@@ -91,6 +93,7 @@ class SurveyGrid:
     cudnn: CudnnSettings = field(default_factory=CudnnSettings)
     retry_errors: bool = True
     shard: Shard = field(default_factory=Shard)
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("models", "batches", "precisions", "backends"):
@@ -109,6 +112,7 @@ class SurveyGrid:
             zoo.check_resolution(self.resolution)
         if not isinstance(self.shard, Shard):
             raise UsageError(f"a grid's shard must be a Shard, got {type(self.shard).__name__}")
+        check_threads(self.threads)
 
 
 @dataclass(frozen=True)
@@ -167,12 +171,13 @@ def select_models(patterns: list[str], families: list[str], sets: list[str] = ()
 
 
 def grid_configuration(grid: SurveyGrid) -> tuple[Configuration, tuple[str, ...]]:
-    """The configuration this machine measures the grid in, and the grid's precisions (checked on the device)."""
+    """The configuration this machine measures the grid in (on a CPU, with the grid's thread count, else torch's
+    here), and the grid's precisions (checked on the device)."""
     dev = hardware.resolve_device(grid.device)
     precisions = grid.precisions or (default_precision(dev),)
     for precision in precisions:
         check_precision(parse_precision(precision), dev)
-    env = environment(dev, precisions[0], grid.backends[0], grid.channels_last, grid.cudnn)
+    env = environment(dev, precisions[0], grid.backends[0], grid.channels_last, grid.cudnn, grid.threads)
     return Configuration.from_environment(env), precisions
 
 

@@ -29,7 +29,7 @@ from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
-from utilscope.survey.schema import CellKey, now_iso
+from utilscope.survey.schema import GPU_THREADS, CellKey, now_iso
 from utilscope.survey.store import Store
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -113,9 +113,15 @@ def worker_command(groups: list[Group], plan: SurveyPlan, options: RunOptions, d
     specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
     settings = {"device": device, "channels_last": plan.grid.channels_last, "cudnn": plan.grid.cudnn.to_dict(),
                 "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops,
-                "fit_batch": options.fit_batch}  # fmt: skip
+                "fit_batch": options.fit_batch, "threads": worker_threads(plan)}  # fmt: skip
     module = "utilscope.survey.worker"
     return [sys.executable, "-m", module, "--groups", json.dumps(specs), "--settings", json.dumps(settings)]
+
+
+def worker_threads(plan: SurveyPlan) -> int | None:
+    """The thread count a plan's workers set: a CPU plan's keyed one, so that their rows fill the planned cells
+    whatever torch's own count in a worker; on a GPU the grid's (None: torch's own), which its keys leave out."""
+    return plan.grid.threads if plan.config.threads == GPU_THREADS else plan.config.threads
 
 
 def failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) -> list[dict]:

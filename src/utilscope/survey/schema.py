@@ -1,9 +1,11 @@
 """What a results store holds, as data: the key of a cell, its value columns, how each kind of column is encoded.
 
 A cell is one model at one resolution, batch size, precision and backend, measured in one *configuration*: the
-device, memory layout, torch/cuDNN/driver versions and cuDNN settings, each a column of its own. ``CellKey`` is the
-one definition the planner, the worker, failure rows and the store use; the table columns are derived from it and
-from ``ProfileRow`` (what a measurement produces), never listed twice.
+device, memory layout, torch/cuDNN/driver versions, cuDNN settings and (on a CPU) torch's thread count, each a column
+of its own. Two rows are of the same cell when every column of the key is equal: CPU rows measured with different
+thread counts are different conditions; a GPU row's ``threads`` is always ``GPU_THREADS``, as host threads do not do
+its math. ``CellKey`` is the one definition the planner, the worker, failure rows and the store use; the table
+columns are derived from it and from ``ProfileRow`` (what a measurement produces), never listed twice.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from utilscope.errors import UsageError
+from utilscope.hardware import with_threads
 from utilscope.measure.environment import software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL
 STATUSES = ("ok", "oom", "error: ...")
 
@@ -49,6 +53,7 @@ class Configuration:
     cudnn_benchmark: bool
     cudnn_benchmark_limit: int | None = field(metadata={"kind": "limit"})
     cudnn_depthwise_heuristic: bool
+    threads: int  # torch's intra-op thread count a CPU cell ran with; GPU_THREADS on a GPU
 
     @classmethod
     def from_environment(cls, env: dict) -> Configuration:
@@ -56,7 +61,13 @@ class Configuration:
         cudnn = CudnnSettings.from_dict(env)
         versions = env["torch"], _text(env.get("cudnn")), _text(env.get("driver"))
         settings = cudnn.benchmark, cudnn.benchmark_limit, cudnn.depthwise_heuristic
-        return cls(env["device_name"], env["memory_format"], *versions, *settings)
+        threads = env["threads"] if env["device_type"] == "cpu" else GPU_THREADS
+        return cls(env["device_name"], env["memory_format"], *versions, *settings, threads)
+
+    @property
+    def device_label(self) -> str:
+        """The device as plans and reports name it: a CPU's with its thread count ("AMD EPYC 9654 (16 threads)")."""
+        return self.device if self.threads == GPU_THREADS else with_threads(self.device, self.threads)
 
     @property
     def cudnn_settings(self) -> CudnnSettings:

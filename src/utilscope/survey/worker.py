@@ -81,7 +81,7 @@ def parse_args(argv):
     parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
                         "batches, attribute}")  # fmt: skip
     parser.add_argument("--settings", required=True, help="JSON {device, channels_last, cudnn, min_time_ms, "
-                        "peak_tflops}")  # fmt: skip
+                        "peak_tflops, fit_batch, threads}")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -97,6 +97,7 @@ def group_request(group: dict, settings: dict) -> MeasureRequest:
         peak_tflops=settings["peak_tflops"],
         plan=timing_window(settings["min_time_ms"]),
         cudnn=CudnnSettings.from_dict(settings["cudnn"]),
+        threads=settings.get("threads"),
     )
 
 
