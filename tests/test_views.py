@@ -162,7 +162,7 @@ def test_the_cpu_ceiling_is_cached_and_its_spread_recorded(tiny, tmp_path, monke
     old = {k: v for k, v in measured.to_dict().items() if k not in ("gemm_spread_tflops", "copy_spread_gbs")}
     assert ceilings_mod.Ceilings.from_dict(old).gemm_spread_tflops == {}  # an older cache still reads
     cached = cpu_ceilings(best=0.5, worst=0.49)
-    path = ceilings_mod.cache_path(ceilings_mod.device_name(torch.device("cpu")))
+    path = ceilings_mod.cache_path(ceilings_mod.ceilings_device(torch.device("cpu")))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(cached.to_dict()))
 
