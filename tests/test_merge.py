@@ -1,6 +1,7 @@
 """Merging stores: merged shards hold the whole grid, a store merged with its copy has no conflicts and a changed
-value is reported (not dropped), the output keeps the first value, the inputs are never written (byte for byte),
-and bad input is one line with exit code 2. Nothing is measured: rows are added to the stores directly."""
+value is reported (not dropped), the output keeps the first value, copies recorded with other software versions say
+which, the inputs are never written (byte for byte), and bad input is one line with exit code 2. Nothing is
+measured: rows are added to the stores directly."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from test_store import CELL, make_row
 
 from utilscope.cli import main
 from utilscope.errors import UsageError
-from utilscope.survey.merge import KEPT_RULE, merge_stores
+from utilscope.survey.merge import KEPT_RULE, describe_key, merge_stores
+from utilscope.survey.schema import encode_key
 from utilscope.survey.store import Store, StoreError
 
 
@@ -159,3 +161,34 @@ def test_merge_on_the_command_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_identical_rows_recorded_with_other_software_versions_say_which(tmp_path, capsys):
+    """Equal values are no conflict, but the versions the copy left out recorded are named: not which GPU of the
+    host, nor a version only one copy recorded."""
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    env = {"device_uuid": "GPU-1", "timm": "1.0.29", "torchvision": "0.20.0", "python": "3.11.7"}
+    with Store(a) as store:
+        for batch in (8, 32):
+            store.add(make_row(batch=batch, environment=env))
+        store.add(make_row(batch=64, environment={}))  # a failure row records no environment
+    with Store(b) as store:
+        store.add(make_row(environment={**env, "device_uuid": "GPU-2", "timm": "1.0.31"}))
+        store.add(make_row(batch=32, environment={**env, "timm": "1.0.31", "python": "3.12.1"}))
+        store.add(make_row(batch=64, environment={"timm": "1.0.31"}))
+    result = merge_stores([a, b], tmp_path / "out.sqlite")
+    counts = result.inputs[1].tables["measurements"]
+    assert (counts.added, counts.identical, counts.other_versions, counts.conflicting) == (0, 3, 2, 0)
+    assert counts.versions == {"timm": {("1.0.31", "1.0.29")}, "python": {("3.12.1", "3.11.7")}}
+    assert not result.conflicts and result.inputs[0].tables["measurements"].other_versions == 0
+    assert main(["merge", str(a), str(b), "-o", str(tmp_path / "cli.sqlite")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{a}: measurements 3 added, 0 identical, 0 conflicting"
+    assert lines[1] == (f"{b}: measurements 0 added, 3 identical (2 recorded with other timm: 1.0.31 vs kept 1.0.29; "
+                        "other python: 3.12.1 vs kept 3.11.7), 0 conflicting")  # fmt: skip
+
+
+def test_a_cpu_cells_key_names_its_thread_count():
+    cell = replace(CELL, config=replace(CELL.config, device="AMD EPYC", driver="", threads=2))
+    described = describe_key("measurements", encode_key(cell))
+    assert described.startswith("resnet50 224px batch 8 fp16 graph on AMD EPYC (2 threads) (channels_last; torch")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from utilscope.survey.merge import KEPT_RULE, MergeResult
+from utilscope.survey.merge import KEPT_RULE, MergeResult, TableCounts
 
 ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records"}
 MOST_CONFLICTS = 10  # conflicts listed one by one; the rest are counted
 
 
 def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
-    """One line per input (added, identical, conflicting, per table it has rows of), the output's totals, the first
-    ``most`` conflicts and how many more, and which value a conflict kept."""
+    """One line per input (added, identical, conflicting, per table it has rows of; identical ones recorded with
+    other software versions say which), the output's totals, the first ``most`` conflicts and how many more, and
+    which value a conflict kept."""
     lines = [f"{counts.path}: {_tallies(counts.tables)}" for counts in result.inputs]
     held = ", ".join(f"{result.held_after(table)} {name}" for table, name in ENTRY_NAMES.items())
     before = result.held_before["measurements"]
@@ -31,5 +32,16 @@ def _tallies(tables: dict) -> str:
     for table, name in ENTRY_NAMES.items():
         counts = tables[table]
         if table == "measurements" or counts.added or counts.identical or counts.conflicting:
-            parts.append(f"{name} {counts.added} added, {counts.identical} identical, {counts.conflicting} conflicting")
+            identical = f"{counts.identical} identical{_other_versions(counts)}"
+            parts.append(f"{name} {counts.added} added, {identical}, {counts.conflicting} conflicting")
     return "; ".join(parts)
+
+
+def _other_versions(counts: TableCounts) -> str:
+    """ " (2 recorded with other timm: 1.0.29 vs kept 1.0.31)", or "" when every identical entry recorded the kept
+    copy's versions."""
+    if not counts.other_versions:
+        return ""
+    named = "; ".join(f"other {package}: " + ", ".join(f"{mine} vs kept {kept}" for mine, kept in sorted(pairs))
+                      for package, pairs in counts.versions.items())  # fmt: skip
+    return f" ({counts.other_versions} recorded with {named})"

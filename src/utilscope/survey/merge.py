@@ -7,7 +7,15 @@ a running survey. A key two stores hold with equal measured values is an identic
 ``Conflict``: reported, and the output keeps the value it met first (``KEPT_RULE``). The measured values are every
 column but a row's provenance (``PROVENANCE``): when it was measured, how long its cell took and the environment it
 recorded (which GPU of the host, the Python and utilscope versions), so two runs that both found a cell out of
-memory agree. Everything is written in one transaction: a merge that fails leaves the output as it was.
+memory agree.
+
+Identical duplicates whose environments recorded other software versions (``VERSION_KEYS`` that both recorded: the
+timm, torchvision, Python, utilscope or CUDA version; torch's, cuDNN's and the driver's are part of the key) are
+counted and the versions named (``TableCounts.versions``), but are not conflicts: the output's values are the same
+whichever copy it keeps, and a zoo version that builds a model differently shows in its measured values
+(``flops_per_sample``, ``params``, the timings), which makes a conflict. Only the kept copy's environment is in the
+output, so the report says what the other copy recorded. Everything is written in one transaction: a merge that
+fails leaves the output as it was.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.files import given_path, path_stat
+from utilscope.measure.environment import VERSION_KEYS
 from utilscope.survey.migrations import Migration
 from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, decode_key
 from utilscope.survey.store import STORE, Store, check_store
@@ -32,11 +41,21 @@ KEPT_RULE = "the output keeps the row it held before the merge, else the first i
 
 @dataclass
 class TableCounts:
-    """What one input brought to one table: entries added, identical to the output's, conflicting with it."""
+    """What one input brought to one table: entries added, identical to the output's, conflicting with it; and of
+    the identical ones, how many recorded other software versions than the copy the output keeps, and which."""
 
     added: int = 0
     identical: int = 0
     conflicting: int = 0
+    other_versions: int = 0  # identical entries recorded with other software versions
+    versions: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # package -> {(this input's, kept's)}
+
+    def count_identical(self, versions: dict[str, tuple[str, str]]) -> None:
+        """One more identical entry, recorded with ``versions`` (``differing_versions``) other than the kept copy's."""
+        self.identical += 1
+        self.other_versions += bool(versions)
+        for package, pair in versions.items():
+            self.versions.setdefault(package, set()).add(pair)
 
 
 @dataclass
@@ -128,7 +147,7 @@ def _merge_table(table: str, target: Store, stores: list[Store], result: MergeRe
                 tally.conflicting += 1
                 result.conflicts.append(Conflict(table, describe_key(table, key), kept[key][0], store.path, columns))
             else:
-                tally.identical += 1
+                tally.count_identical(differing_versions(table, kept[key][1], rows))
     return new
 
 
@@ -151,6 +170,21 @@ def differing_columns(table: str, kept: list[tuple], other: list[tuple]) -> tupl
     for a, b in zip(kept, other, strict=False):
         differ |= {name for i, name, kind in compared if _comparable(kind, a[i]) != _comparable(kind, b[i])}
     return tuple(name for _, name, _ in compared if name in differ)
+
+
+def differing_versions(table: str, kept: list[tuple], other: list[tuple]) -> dict[str, tuple[str, str]]:
+    """The software versions (``VERSION_KEYS``) two entries of one key recorded differently: package -> (the other's,
+    the kept one's); only those both environments recorded (a failure row records none), only for measurements."""
+    if table != "measurements":
+        return {}
+    at = list(ALL_TABLES[table]).index("environment")
+    mine, theirs = json.loads(other[0][at]), json.loads(kept[0][at])
+    return {package: (_version(mine[package]), _version(theirs[package])) for package in VERSION_KEYS
+            if package in mine and package in theirs and mine[package] != theirs[package]}  # fmt: skip
+
+
+def _version(value) -> str:
+    return "none" if value is None else str(value)
 
 
 def _comparable(kind: str, value):
