@@ -104,9 +104,10 @@ def test_missing_factory_file_and_name(factory, tmp_path, capsys):
 
 
 def test_argparse_errors_are_exit_2(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["count", "torchvision:resnet18", "--batch", "lots"])
-    assert info.value.code == 2
+    assert main(["count", "torchvision:resnet18", "--batch", "lots"]) == 2
+    assert capsys.readouterr().err == (
+        "utilscope: error: argument --batch: invalid int value: 'lots' (see: utilscope count --help)\n"
+    )
 
 
 def test_console_script_exit_code():
@@ -155,7 +156,7 @@ def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_
     assert main(["count", f"{path}:make"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("utilscope: error: ")
-    assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 1" in err
+    assert "RESOLUTION must be a whole number of pixels" in err or "resolution must be between 8" in err
 
 
 @pytest.mark.parametrize("batch", ["1,,2", "8,", ",1", " , "])
@@ -519,6 +520,44 @@ def test_the_top_level_help_names_every_nas_verb_and_family_spans_torchvision_an
 def test_version(capsys):
     from utilscope._version import __version__
 
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0 and capsys.readouterr().out == f"utilscope {__version__}\n"
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"utilscope {__version__}\n"
+
+
+def test_no_parser_accepts_an_abbreviated_flag():
+    """A flag added later must never change what an old command line means: abbreviations are off everywhere."""
+    from utilscope.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    assert len(parsers) > 15 and all(not parser.allow_abbrev for parser in parsers.values())
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["profil"], "unknown command 'profil'; did you mean profile? (see: utilscope --help)"),
+        (["nas", "sampel"], "unknown nas command 'sampel'; did you mean sample? (see: utilscope nas --help)"),
+        (["profile", "x", "--bach", "8"],
+         "unknown option --bach; did you mean --batch? (see: utilscope profile --help)"),
+        (["layers", "x", "--rooflin", "r.png"],
+         "unknown option --rooflin; did you mean --roofline? (options are never abbreviated) "
+         "(see: utilscope layers --help)"),
+        (["--verison"], "unknown option --verison; did you mean --version? (see: utilscope --help)"),
+        (["profile"], "the following arguments are required: model (see: utilscope profile --help)"),
+        (["nas"], "the following arguments are required: VERB (see: utilscope nas --help)"),
+        (["count", "a", "b"], "unexpected argument 'b' (see: utilscope count --help)"),
+        (["survey", "--executor", "rey"], "argument --executor: invalid choice 'rey'; did you mean ray? "
+         "(see: utilscope survey --help)"),
+        (["nas", "sample", "--space", "mbv3", "--seed", "-1"],
+         "--seed must be a whole number from 0 to 4294967295 (2**32 - 1), got -1 (see: utilscope nas sample --help)"),
+    ],
+)  # fmt: skip
+def test_a_parser_error_is_one_line_with_a_guess_and_a_pointer_to_help(argv, line, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"utilscope: error: {line}\n" and captured.out == ""
+
+
+def test_help_is_still_the_whole_usage(capsys):
+    assert main(["profile", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: utilscope profile [-h]") and "--roofline" not in out and "--batch BATCH" in out

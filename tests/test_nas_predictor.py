@@ -201,7 +201,7 @@ def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
     assert "without the general prior (--prior-archs 0)" in capsys.readouterr().out
     assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
                  "--out", str(tmp_path / "no.json"), "--prior-archs", "-1"]) == 2  # fmt: skip
-    assert "--prior-archs must be 0 or more" in capsys.readouterr().err
+    assert "--prior-archs must be at least 0 and at most 100000" in capsys.readouterr().err
     assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--batch", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["device"] == "NVIDIA H200" and len(doc["predictions"]) == 60

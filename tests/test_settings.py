@@ -97,7 +97,7 @@ def test_a_request_refuses_a_peak_that_is_not_a_positive_finite_number(peak):
     [
         ({"backend": "tensorrt"}, "unknown backend 'tensorrt'"),
         ({"precision": "fp8"}, "unknown precision 'fp8'"),
-        ({"resolution": 0}, "resolution must be between 1 and"),
+        ({"resolution": 0}, "resolution must be between 8 and"),
         ({"ceilings": False}, "ceilings must be measured Ceilings or one of"),
         ({"cudnn": {"benchmark": False}}, "cudnn must be CudnnSettings"),
     ],

@@ -220,7 +220,7 @@ def test_two_surveys_on_one_store_measure_each_cell_once(tmp_path, models):
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=300)
+        thread.join()
     counts = _key_counts(db)
     assert len(counts) == 9 and set(counts.values()) == {1} and sum(heard) == 9  # each cell measured once
     assert sorted(r.taken for r in results) == [0, 3]
@@ -323,7 +323,7 @@ def test_model_selection():
      (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one"),
      (["--cudnn-depthwise-heuristic", "--no-cudnn-benchmark"], "give one"),
      (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
-     (["--jobs", "0"], "--jobs and --per-worker must be at least 1"),
+     (["--jobs", "0"], "--jobs must be at least 1"),
      (["--min-time-ms", "0"], "--min-time-ms must be positive"),
      (["--batch", ""], "grid is empty"),
      (["--batch", "0"], "batch size must be"),

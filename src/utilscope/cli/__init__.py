@@ -31,9 +31,7 @@ VERB_GROUPS = (count, measure, survey, nas, predict, advise)
 
 def build_parser() -> argparse.ArgumentParser:
     """Every verb's parser: no abbreviated flags, one-line errors with did-you-mean (``utilscope.cli.parser``)."""
-    parser = Parser(
-        prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why."
-    )
+    parser = Parser(prog="utilscope", description="How much of a GPU does a CNN's inference really use, and why.")
     parser.add_argument("--version", action="version", version=f"utilscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in VERB_GROUPS:
@@ -42,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error the parser said in one line: its exit code
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     console = Console(width=None if sys.stdout.isatty() else 200)
     warnings.filterwarnings("ignore", category=FutureWarning, module="torchvision")
     try:

@@ -8,14 +8,14 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import parse_batches
+from utilscope.cli.parser import SEED, whole
 from utilscope.cli.survey import add_executor_options, add_grid_options, report_migration, run_grid
-from utilscope.errors import UsageError
 from utilscope.files import check_output_file
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.predictor import PROFILE_FILE, fit, measured_dataset, predict_file
-from utilscope.nas.sampler import measurement_models, sample_file
+from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
@@ -49,8 +49,9 @@ def _space_help() -> str:
 def _add_sample_measure(verbs) -> None:
     p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
     p.add_argument("--space", required=True, help=_space_help())
-    p.add_argument("-n", type=int, default=100, help="how many distinct architectures (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("-n", type=whole("-n", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY), default=100,
+                   help="how many distinct architectures (default: %(default)s)")  # fmt: skip
+    p.add_argument("--seed", type=SEED, default=0,
                    help="seed of numpy's generator: the same seed, space and -n give the same file on any machine "
                    "(default: %(default)s)")  # fmt: skip
     p.add_argument("--flops-min", type=float, default=None,
@@ -90,8 +91,9 @@ def _add_table_fit(verbs) -> None:
     p.add_argument("--table", required=True, action="append",
                    help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
                         "configuration (e.g. one per batch size)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the held-out split (default: %(default)s)")
-    p.add_argument("--prior-archs", type=int, default=1000, metavar="N",
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the held-out split (default: %(default)s)")
+    p.add_argument("--prior-archs", type=whole("--prior-archs", 0, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
+                   default=1000, metavar="N",
                    help="the layer models' prior: the general model (`utilscope predict`) estimates the table's blocks "
                    "and those of N sampled architectures; 0: no prior (default: %(default)s)")  # fmt: skip
     p.add_argument("--prior-profile", default=None, metavar="FILE",
@@ -134,7 +136,7 @@ def _add_search(verbs) -> None:
     p.add_argument("--pool", default=None,
                    help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with "
                    "--seed)")  # fmt: skip
-    p.add_argument("--pool-size", type=int, default=1000,
+    p.add_argument("--pool-size", type=whole("--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY), default=1000,
                    help="GPU mode: candidates sampled when there is no --pool (default: %(default)s)")  # fmt: skip
     p.add_argument("--work-dir", default=None, metavar="DIR",
                    help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
@@ -151,7 +153,7 @@ def _add_search(verbs) -> None:
     p.add_argument("--profile", default=None,
                    help="a predictor profile from `utilscope nas fit` (default: the one shipped for "
                    "--gpu)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=SEED, default=0,
                    help="seed of the evolution and of a sampled pool (default: %(default)s)")  # fmt: skip
     p.add_argument("--device", default=None,
                    help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
@@ -191,8 +193,6 @@ def cmd_table(args, console: Console) -> int:
 def cmd_fit(args, console: Console) -> int:
     """Every file is checked (the prior's device profile read) before the store is read and the predictor fitted."""
     check_output_file(args.out, PROFILE_FILE)
-    if args.prior_archs < 0:
-        raise UsageError(f"--prior-archs must be 0 or more, got {args.prior_archs}")
     if args.prior_profile is not None:
         DeviceProfile.load(args.prior_profile)
     table = load_tables(args.table, args.space)

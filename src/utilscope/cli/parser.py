@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Callable, Iterable
 
 from utilscope.cli.common import EXIT_USAGE
 from utilscope.errors import UsageError
+from utilscope.limits import check_count, check_seed
 
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
@@ -38,7 +40,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        text = " ".join(message.split())
+        text = re.sub(r"^argument (\S+): \1 ", r"\1 ", " ".join(message.split()))  # a check that names its option
         print(f"utilscope: error: {text} (see: {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
@@ -106,4 +108,11 @@ def checked(parse: Callable[[str], object], check: Callable, name: str) -> Calla
     return convert
 
 
-__all__ = ["Parser", "checked", "closest"]
+def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number ``low <= n <= high`` (``limits.check_count``)."""
+    return checked(int, lambda value: check_count(value, name, low, high, why), "int")
+
+
+SEED = checked(int, lambda seed: check_seed(seed, "--seed"), "int")  # 0 <= seed <= 2**32 - 1, every --seed
+
+__all__ = ["SEED", "Parser", "checked", "closest", "whole"]

@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import add_cudnn_options, cudnn_settings, parse_batches
-from utilscope.errors import UsageError
+from utilscope.cli.parser import SEED, whole
 from utilscope.files import check_output_file
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
+from utilscope.predict.ops import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.present.json_text import strict_json
 
 DEFAULT_COUNT = 5000
@@ -25,9 +26,9 @@ SHOWN_LAYERS = 10
 def add_parsers(sub) -> None:
     p = sub.add_parser("calibrate", help="time a seeded sample of CNN layer configurations into a device profile")
     p.add_argument("--out", required=True, help="the device profile (.json), resumed when it exists")
-    p.add_argument("--count", type=int, default=DEFAULT_COUNT,
-                   help="configurations in the sample (default: %(default)s)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default: %(default)s)")
+    p.add_argument("--count", type=whole("--count", 1, MAX_CONFIGS, MAX_CONFIGS_WHY),
+                   default=DEFAULT_COUNT, help="configurations in the sample (default: %(default)s)")  # fmt: skip
+    p.add_argument("--seed", type=SEED, default=0, help="the sample's seed (default: %(default)s)")
     p.add_argument("--precision", default=None, help="fp16, bf16, tf32 or fp32 (default: fp16 on a GPU, else fp32)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     add_cudnn_options(p)
@@ -87,8 +88,6 @@ def layer_table(prediction) -> Table:
 
 
 def cmd_calibrate(args, console: Console) -> int:
-    if args.count < 1:
-        raise UsageError(f"--count must be at least 1, got {args.count}")
     out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
     profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing)

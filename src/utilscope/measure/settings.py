@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from torch import nn
 
 from utilscope.errors import UsageError
 from utilscope.hardware import Ceilings, check_peak_tflops
+from utilscope.limits import check_positive
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.timing import TimingPlan
@@ -27,6 +27,7 @@ from utilscope.torch_flags import cudnn_mode, heuristic_for_depthwise
 
 HEURISTIC_BACKENDS = ("eager", "graph")  # backends that run the model's own convolutions
 CEILINGS_POLICIES = ("measure", "skip")
+MAX_TIMED_MS = 60_000.0  # --min-time-ms: a minute of timed calls per cell (a survey's default timeout is 15 minutes)
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,7 @@ def timing_window(min_time_ms: float | None) -> TimingPlan | None:
     measurement's default plan."""
     if min_time_ms is None:
         return None
-    if isinstance(min_time_ms, bool) or not isinstance(min_time_ms, (int, float)) or not min_time_ms > 0:
-        raise UsageError(f"--min-time-ms must be positive, got {min_time_ms}")
-    if not math.isfinite(min_time_ms):
-        raise UsageError(f"--min-time-ms must be finite, got {min_time_ms}")
+    check_positive(min_time_ms, "--min-time-ms", "ms", MAX_TIMED_MS, "a minute of timing per cell")
     return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=float(min_time_ms))
 
 

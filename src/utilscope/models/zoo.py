@@ -22,6 +22,9 @@ from torch.overrides import TorchFunctionMode
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.models.sources import ModelSource, model_sources
 
+MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
+# kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
+# need more (a stride-32 network without padding) fails at building or counting, naming its layer.
 MAX_RESOLUTION = 4096
 
 
@@ -153,10 +156,12 @@ def native_resolution(spec: ModelSpec) -> int:
 
 
 def check_resolution(resolution: int) -> int:
+    """An input resolution in pixels, ``MIN_RESOLUTION <= resolution <= MAX_RESOLUTION``: the one place that says
+    which sizes a model spec is run at (``--res``, a factory file's RESOLUTION, a NAS record's)."""
     if not isinstance(resolution, int) or isinstance(resolution, bool):
         raise UsageError(f"resolution must be an integer, got {resolution!r}")
-    if not 1 <= resolution <= MAX_RESOLUTION:
-        raise UsageError(f"resolution must be between 1 and {MAX_RESOLUTION} pixels, got {resolution}")
+    if not MIN_RESOLUTION <= resolution <= MAX_RESOLUTION:
+        raise UsageError(f"resolution must be between {MIN_RESOLUTION} and {MAX_RESOLUTION} pixels, got {resolution}")
     return resolution
 
 

@@ -25,6 +25,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.hardware.specs import gpu_matches
+from utilscope.limits import check_seed
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key
@@ -284,6 +285,7 @@ def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame,
         prior_ms: dict | None = None) -> Predictor:  # fmt: skip
     """Fit one correction per batch size on the training split; evaluate on the held-out split. ``prior_ms``: the
     general model's block estimates (``nas.general.prior_estimates``), the layer models' prior; none without it."""
+    check_seed(seed)
     rows = usable_rows(table, archs, measurements)
     holdout = holdout_split(list(measurements["id"]), seed)
     corrections = {}

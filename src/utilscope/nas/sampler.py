@@ -10,10 +10,14 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file, read_text, write_atomically
+from utilscope.limits import check_count, check_seed
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
 MAX_TRIES_PER_ARCH = 200
+MAX_ARCHITECTURES = 100_000  # one sample (nas sample -n, a search's --pool-size, a fit's --prior-archs): drawing
+# 100000 RegNets takes about half a minute, and their JSONL file is some 40 MB
+ARCHITECTURES_WHY = "sampling more takes minutes; sample several files with different seeds instead"
 ARCH_FILE = "architecture file"
 
 
@@ -22,8 +26,8 @@ def sample_architectures(
 ) -> list[Arch]:
     """``n`` distinct architectures drawn with ``numpy.random.default_rng(seed)``; the same seed gives the same list
     on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow."""
-    if n < 1:
-        raise UsageError(f"the number of architectures must be at least 1, got {n}")
+    check_count(n, "the number of architectures", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
+    check_seed(seed)
     check_flops_band(flops_min, flops_max)
     rng = np.random.default_rng(seed)
     seen: dict[str, Arch] = {}
@@ -102,6 +106,6 @@ def measurement_models(path: str | Path, limit: int | None = None) -> list[str]:
     ids = [f"{path}:{arch['id']}" for arch in load_jsonl(path) if "id" in arch]
     if not ids:
         raise UsageError(f"{path} has no architectures with ids (write it with `utilscope nas sample`)")
-    if limit is not None and limit < 1:
-        raise UsageError(f"--limit must be at least 1, got {limit}")
+    if limit is not None:
+        check_count(limit, "--limit")
     return ids[:limit]

@@ -14,8 +14,10 @@ import pandas as pd
 import torch
 
 from utilscope import hardware
+from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_folder, read_json
+from utilscope.limits import check_count, check_positive, check_seed
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
@@ -27,7 +29,14 @@ from utilscope.nas.predictor import (
     screening_margins,
     select_predictor,
 )
-from utilscope.nas.sampler import ARCH_FILE, load_jsonl, sample_architectures, save_jsonl
+from utilscope.nas.sampler import (
+    ARCH_FILE,
+    ARCHITECTURES_WHY,
+    MAX_ARCHITECTURES,
+    load_jsonl,
+    sample_architectures,
+    save_jsonl,
+)
 from utilscope.nas.search import (
     CandidatePool,
     Estimator,
@@ -175,8 +184,11 @@ class SearchRequest:
 
     def __post_init__(self) -> None:
         get_space(self.space)  # an unknown space is the first thing to say
-        if not self.min_throughput > 0 or self.budget < 1:
-            raise UsageError("--min-throughput must be positive and --budget at least 1")
+        check_positive(self.min_throughput, "--min-throughput", "samples/s")
+        check_count(self.budget, "--budget", 1, MAX_ARCHITECTURES, "a measurement per architecture, and a pool "
+                    f"holds at most {MAX_ARCHITECTURES}")  # fmt: skip
+        check_batch(self.batch)
+        check_seed(self.seed, "--seed")
         check_strategy(self.strategy)
         if self.objective != "flops":
             check_input_file(self.objective, OBJECTIVE_FILE)
@@ -238,8 +250,8 @@ def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, w
     dev = search_device(device)
     if pool is not None and work_dir is not None:
         raise UsageError("--work-dir is where a sampled pool is written; with --pool nothing is written")
-    if pool is None and pool_size < 1:
-        raise UsageError(f"--pool-size must be at least 1, got {pool_size}")
+    if pool is None:
+        check_count(pool_size, "--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
     if work_dir is not None:
         work_dir = check_output_folder(work_dir, "pool folder (--work-dir)")
     if pool is not None:

@@ -24,6 +24,7 @@ import torch
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
+from utilscope.limits import check_seed
 from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import device_label, environment
 from utilscope.measure.precision import Precision, check_precision, math_mode, parse_precision
@@ -68,7 +69,8 @@ class DeviceProfile:
         return cls(**data)
 
     def describe(self) -> str:
-        return f"{self.device}, {self.precision}, {self.backend}, cuDNN {self.cudnn}, seed {self.seed}"
+        cudnn = CudnnSettings.from_dict(self.cudnn).label() or "cudnn.benchmark on"
+        return f"{self.device}, {self.precision}, {self.backend}, {cudnn}, seed {self.seed}"
 
 
 def op_inputs(config: OpConfig, shapes, device, precision: Precision) -> list[torch.Tensor]:
@@ -134,7 +136,8 @@ def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings
                  existing: DeviceProfile | None = None) -> DeviceProfile:  # fmt: skip
     """A new profile for this device and configuration, or ``existing`` when it matches them (resume)."""
     dev = hardware.resolve_device(device)
-    prec = check_precision(parse_precision(precision or default_precision(dev)), dev)
+    check_seed(seed)
+    prec = check_precision(parse_precision(default_precision(dev) if precision is None else precision), dev)
     env = environment(dev, prec.value, "graph", True, cudnn)
     profile = DeviceProfile(device_label(env), prec.value, "graph", cudnn.to_dict(), seed, env)
     if existing is None:

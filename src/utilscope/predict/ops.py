@@ -21,11 +21,15 @@ from torch import nn
 
 from utilscope.counting import formulas
 from utilscope.errors import UsageError
+from utilscope.limits import check_count
 
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
 SAMPLE_VERSION = 8  # the sampler's version (a profile keeps every config it timed, of any version)
+MAX_CONFIGS = 15_000  # the largest sample: its smallest kind, the classifier heads (1.8% of a sample), has only 315
+# distinct configs, so a sample of about 17,700 could never be drawn (each kind's configs are distinct)
+MAX_CONFIGS_WHY = "the classifier-head kind has only 315 distinct configurations: a larger sample cannot be drawn"
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -417,8 +421,7 @@ def sample_configs(count: int, seed: int = 0) -> list[OpConfig]:
     """``count`` distinct configs that fit, ``quotas(count)`` of each kind, each kind drawn from its own stream
     of ``seed`` (a larger count extends each kind's configs of a smaller one), interleaved so that any prefix of
     the sample holds the kinds in their shares."""
-    if count < 1:
-        raise UsageError(f"the sample needs at least 1 config, got {count}")
+    check_count(count, "the calibration sample's size", 1, MAX_CONFIGS, MAX_CONFIGS_WHY)
     streams = {kind: _kind_stream(kind, quota, seed) for kind, quota in quotas(count).items()}
     ranked = [((index + 0.5) / len(configs), kind, config) for kind, configs in streams.items()
               for index, config in enumerate(configs)]  # fmt: skip

@@ -24,6 +24,7 @@ from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
+from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, config_events, kept_events, layout_copy_row, op_row
@@ -246,9 +247,11 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
     """The profile file given, or the shipped one for ``gpu``, precision and backend (``<gpu>_<precision>_<backend>``
     in ``predict/profiles``; a graph profile predicts the inference backend too); UsageError listing the shipped ones
     otherwise."""
+    parse_precision(precision)  # an unknown precision or backend is said as such, not as a missing profile
+    BACKENDS.get(backend)
     if profile is not None:
         return given_path(profile, PROFILE_FILE)
-    if gpu is None:
+    if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
     for path in shipped_profiles():
         name_gpu, name_precision, name_backend = profile_name(path)

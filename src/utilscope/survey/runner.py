@@ -25,6 +25,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.hardware import check_peak_tflops
+from utilscope.limits import MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
 from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
@@ -54,8 +55,10 @@ class RunOptions:
     fit_batch: bool = False  # after an out-of-memory batch size, also measure the largest halving of it that fits
 
     def __post_init__(self) -> None:
-        if self.jobs < 1 or self.per_worker < 1 or not self.timeout_s > 0:
-            raise UsageError("--jobs and --per-worker must be at least 1 and --timeout positive")
+        check_count(self.jobs, "--jobs", 1, cpu_cores(), "this machine's cores: more workers than cores disturb "
+                    "each other's timings")  # fmt: skip
+        check_count(self.per_worker, "--per-worker")
+        check_positive(self.timeout_s, "--timeout", "seconds", MAX_TIMEOUT_S, "a week")
         timing_window(self.min_time_ms)
         if self.peak_tflops is not None:
             check_peak_tflops(self.peak_tflops)

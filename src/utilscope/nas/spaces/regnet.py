@@ -178,7 +178,9 @@ def _normalized(arch) -> Arch:
     try:
         resolution = zoo.check_resolution(arch["resolution"])
     except UsageError as exc:
-        raise _fail("resolution", f"an integer in [1, {zoo.MAX_RESOLUTION}]", arch["resolution"]) from exc
+        raise _fail(
+            "resolution", f"an integer in [{zoo.MIN_RESOLUTION}, {zoo.MAX_RESOLUTION}]", arch["resolution"]
+        ) from exc
     return {
         "space": NAME,
         "resolution": resolution,
@@ -203,7 +205,7 @@ def is_canonical(arch) -> bool:
         type(arch["space"]) is str
         and arch["space"] == NAME
         and type(arch["se"]) is bool
-        and _plain_int(arch["resolution"], 1, zoo.MAX_RESOLUTION)
+        and _plain_int(arch["resolution"], zoo.MIN_RESOLUTION, zoo.MAX_RESOLUTION)
         and _plain_int(arch["depth"], *DEPTH_RANGE)
         and _plain_int(arch["w0"], *W0_RANGE)
         and arch["w0"] % W0_QUANTUM == 0
