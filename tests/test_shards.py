@@ -95,7 +95,7 @@ def test_the_survey_plans_and_lists_only_its_shard(grid, tmp_path, capsys):
         expected = cells(replace(grid, shard=Shard(k, 3)))
         line = f"survey: shard {k}/3 of the grid: {len(expected)} cells to measure in {len(expected) // 3} groups"
         assert line in out
-        listed += re.findall(r":(m\d) *│ *16 │ fp32 *│ (eager|graph) *│ 1,2,4", out)  # the dry run's table rows
+        listed += re.findall(r":(m\d)#[0-9a-f]+ *│ *16 │ fp32 *│ (eager|graph) *│ 1,2,4", out)  # the dry run's rows
     assert sorted(listed) == sorted((name, backend) for name in NAMES for backend in ("eager", "graph"))
     assert not (tmp_path / "r.sqlite").exists()
 

@@ -96,7 +96,7 @@ def grid(models, names, batches=(1, 4), **changes) -> SurveyGrid:
 def _statuses(db) -> dict:
     with Store(db) as store:
         frame = store.frame()
-    return {(row.model.rsplit(":", 1)[-1], row.batch): row.status for row in frame.itertuples()}
+    return {(row.model.rsplit(":", 1)[-1].partition("#")[0], row.batch): row.status for row in frame.itertuples()}
 
 
 def _key_counts(db) -> Counter:

@@ -105,10 +105,14 @@ def profile_table(result: ProfileResult, width: int | None = None) -> Table:
 
 
 def render_profile(result: ProfileResult, console: Console) -> None:
-    """The table, its title wrapped to the width the table takes on this console, then the footer."""
+    """The table, its title wrapped to the width the table takes on this console (widened to its longest phrase, a
+    long model id, where the console has room), then the footer."""
     table = profile_table(result)
-    width = min(console.width, Measurement.get(console, console.options, table).maximum)
-    console.print(profile_table(result, width))
+    longest = max(cell_len(phrase) for phrase in title_phrases(result))
+    width = min(console.width, max(longest, Measurement.get(console, console.options, table).maximum))
+    table = profile_table(result, width)
+    table.min_width = width
+    console.print(table)
     console.print(profile_footer(result))
 
 
