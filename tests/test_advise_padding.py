@@ -568,7 +568,9 @@ def test_a_graph_output_with_unaligned_channels_is_blocked():
         ("resnet50", torch.randn(EXAMPLE_SHAPE), 8, "needs a torch.nn.Module"),
         (Chain(), torch.randn(3, 16, 16), 8, r"\(N, C, H, W\) tensor, got \(3, 16, 16\)"),
         (Chain(), [1, 2], 8, "got list"),
-        (Chain(), torch.randn(EXAMPLE_SHAPE), 0, "positive integer, got 0"),
+        (Chain(), torch.randn(EXAMPLE_SHAPE), 0, "must be at least 1 and at most 128 .*, got 0"),
+        (Chain(), torch.randn(EXAMPLE_SHAPE), 129, "must be at least 1 and at most 128 .*, got 129"),
+        (Chain(), torch.randn(EXAMPLE_SHAPE), 8.0, "a whole number, got 8.0"),
     ],
 )
 def test_bad_arguments_are_usage_errors(model, example, multiple, message):

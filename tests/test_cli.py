@@ -561,3 +561,66 @@ def test_help_is_still_the_whole_usage(capsys):
     assert main(["profile", "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: utilscope profile [-h]") and "--roofline" not in out and "--batch BATCH" in out
+
+
+@pytest.mark.parametrize("verb", ["profile", "layers", "advise"])
+def test_a_verb_of_one_model_refuses_a_glob_pointing_to_survey(verb, capsys):
+    assert main([verb, "timm:resnet*", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f"utilscope: error: `utilscope {verb}` takes one model and 'timm:resnet*' is a glob: for many models use "
+        "`utilscope survey --models 'timm:resnet*'`\n"
+    )
+
+
+@pytest.fixture
+def stub_predictor(monkeypatch):
+    """``predict`` with a stand-in predictor: latency_ms = batch x (1 ms for squeezenet1_0, 2 for squeezenet1_1)."""
+    import types
+
+    from utilscope.predict import predictor as pr
+
+    def predict(name, batch, resolution, backend):
+        if resolution == 9:
+            raise pr.UsageError(f"{name} cannot run at 9 px")
+        ms = batch * (1.0 if name.endswith("1_0") else 2.0)
+        return pr.Prediction(name, "NVIDIA H200", batch, "fp16", backend, 224, 10**9 * batch, ms, batch / ms * 1e3,
+                             0.25, False, [])  # fmt: skip
+
+    stub = types.SimpleNamespace(device="NVIDIA H200", precision="fp16", profile_path="h200.json", predict=predict)
+    monkeypatch.setattr(pr, "select_profile", lambda *args: "h200.json")
+    monkeypatch.setattr(pr, "load_predictor", lambda path: stub)
+    monkeypatch.setattr(pr, "check_gpu", lambda predictor, gpu: None)
+
+
+def test_predict_of_a_glob_gives_one_row_per_model_and_batch(stub_predictor, capsys):
+    argv = ["predict", "torchvision:squeezenet1_*", "--gpu", "h200", "--batch", "1,4"]
+    assert main([*argv, "--csv"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0].startswith("model,gpu,batch,") and "layers" not in rows[0]
+    # latency = batch x 1 ms (1_0) or 2 ms (1_1)
+    assert [row.split(",")[0:3:2] + [row.split(",")[7]] for row in rows[1:]] == [
+        ["torchvision:squeezenet1_0", "1", "1.0"], ["torchvision:squeezenet1_0", "4", "4.0"],
+        ["torchvision:squeezenet1_1", "1", "2.0"], ["torchvision:squeezenet1_1", "4", "8.0"]]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(d["model"][-3:], d["batch"]) for d in doc] == [("1_0", 1), ("1_0", 4), ("1_1", 1), ("1_1", 4)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "2 models on NVIDIA H200" in out and out.count("squeezenet1_1") == 2
+
+
+def test_predict_of_a_glob_prints_each_failure_and_exits_1(stub_predictor, capsys):
+    assert main(["predict", "torchvision:squeezenet1_*", "--gpu", "h200", "--res", "9", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [] and captured.err.count("cannot run at 9 px") == 2
+
+
+def test_an_advise_trial_line_keeps_three_significant_digits():
+    """A CPU's 0.703 samples/s used to print as "1 samples/s"."""
+    from utilscope.advise.advisor import Trial
+    from utilscope.present.advise_view import trial_line
+
+    slow = Trial("as given", "as given", 1, "graph", "fp32", True, "ok", samples_per_s=0.70342, latency_ms=1421.6)
+    assert trial_line(slow) == "batch 1: as given (graph, fp32): 0.703 samples/s, 1,422 ms"
+    ladder = Trial("as given", "batch", 8, "graph", "fp32", True, "oom")
+    assert trial_line(ladder) == "batch ladder, batch 8: as given (graph, fp32): oom"

@@ -29,6 +29,11 @@ def significant(value: float | None, digits: int = 3) -> str:
     return f"{value:,.{decimals}f}"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``plural(1, "cell") == "1 cell"``, ``plural(3, "cell") == "3 cells"`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def percent(fraction: float, digits: int = 1) -> str:
     return f"{100 * fraction:.{digits}f}%"
 

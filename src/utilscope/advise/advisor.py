@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from utilscope.advise.padding import pad_channels, verify
+from utilscope.advise.padding import check_multiple, pad_channels, verify
 from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.measure import folding
@@ -324,8 +324,7 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
     The model is built with ``seed`` (``seeded_model``), so its export holds weights a rerun gets again.
     ``backends`` / ``precisions`` empty: graph and inference, fp16 and bf16 on a GPU; the request's backend and fp32
     on a CPU. ``ladder`` None: powers of two to 512 on a GPU, to 16 on a CPU; () skips it. Raises on bad input."""
-    if multiple < 1:
-        raise UsageError(f"the channel multiple must be at least 1, got {multiple}")
+    check_multiple(multiple)
     batches = check_batches(batches)
     ladder = None if ladder is None else tuple(check_batches(ladder)) if ladder else ()
     for backend in backends:  # bad names fail before anything is measured

@@ -7,6 +7,7 @@ import argparse
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
+from utilscope.models import zoo
 from utilscope.precision import MEASURED
 
 EXIT_OK = 0
@@ -16,6 +17,24 @@ EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a
 EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quiet, the shell's code for SIGPIPE
+
+
+def model_names(spec: str) -> list[str]:
+    """The models ``spec`` names: a glob's matches (``timm:resnet*``; none is a UsageError), else ``[spec]``."""
+    if not zoo.is_glob(spec):
+        return [spec]
+    names = zoo.list_models(spec)
+    if not names:
+        raise UsageError(f"no model matches '{spec}'")
+    return names
+
+
+def one_model(spec: str, verb: str) -> str:
+    """``spec``, for a verb that takes one model; a glob is a UsageError that points to ``survey``."""
+    if zoo.is_glob(spec):
+        raise UsageError(f"`utilscope {verb}` takes one model and '{spec}' is a glob: for many models use "
+                         f"`utilscope survey --models '{spec}'`")  # fmt: skip
+    return spec
 
 
 def parse_batches(text: str | None) -> list[int] | None:
@@ -33,10 +52,14 @@ def parse_batches(text: str | None) -> list[int] | None:
         raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
 
 
-def parse_list(text: str | None) -> tuple[str, ...]:
-    """``"fp16,bf16"`` -> ("fp16", "bf16"); None or "" -> () (the command's default); an empty element of a list
-    (``"fp16,,bf16"``) is a UsageError."""
-    return _elements(text, "lists", "fp16,bf16") if text else ()
+def parse_list(text: str | None, option: str) -> tuple[str, ...]:
+    """``"fp16,bf16"`` -> ("fp16", "bf16"); None -> () (the command's default). An empty list (``--precision ''``,
+    which used to mean the default) or an empty element (``"fp16,,bf16"``) is a UsageError naming ``option``."""
+    if text is None:
+        return ()
+    if not text.strip():
+        raise UsageError(f"{option} is empty: give at least one value, or leave {option} out for its default")
+    return _elements(text, "lists", "fp16,bf16")
 
 
 def _elements(text: str, what: str, example: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 from rich.console import Console
 
-from utilscope.cli.common import EXIT_PARTIAL
+from utilscope.cli.common import EXIT_PARTIAL, model_names
 from utilscope.counting import DTYPES, count
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
@@ -15,6 +15,7 @@ from utilscope.models import timm_sets, zoo
 from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
 from utilscope.present.json_text import strict_json
+from utilscope.units import plural
 
 
 def add_parsers(sub) -> None:
@@ -42,9 +43,7 @@ def add_parsers(sub) -> None:
 
 def cmd_count(args, console: Console) -> int:
     check_top(args.top)  # before counting (a glob counts many models)
-    names = [args.model] if not zoo.is_glob(args.model) else zoo.list_models(args.model)
-    if not names:
-        raise UsageError(f"no model matches '{args.model}'")
+    names = model_names(args.model)
     if len(names) > 1:
         return count_many(names, args, console)
     result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)
@@ -97,5 +96,5 @@ def list_set(name: str) -> int:
             result = count(model)
             facts = {"resolution": result.resolution, "gflops": result.total.flops / 1e9}
         print(f"{model}\t{facts['resolution']}\t{facts['gflops']:.3f}")
-    print(f"{len(members)} models: {model_sets.set_description(name)}", file=sys.stderr)
+    print(f"{plural(len(members), 'model')}: {model_sets.set_description(name)}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from utilscope.attribute.attribution import attribute
 from utilscope.attribute.explain import explain
-from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, parse_batches
+from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model, parse_batches
 from utilscope.files import check_output_file
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.measure.sweep import profile
@@ -44,6 +44,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_profile(args, console: Console) -> int:
+    one_model(args.model, "profile")
     result = profile(measure_request(args), parse_batches(args.batch))
     if args.json:
         print(strict_json(result.to_dict()))
@@ -55,6 +56,7 @@ def cmd_profile(args, console: Console) -> int:
 def cmd_layers(args, console: Console) -> int:
     """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
     path is checked before measuring)."""
+    one_model(args.model, "layers")
     check_top(args.top)
     if args.roofline is not None:
         check_output_file(args.roofline, "roofline plot", (".png",))

@@ -127,9 +127,9 @@ def cmd_survey(args, console: Console) -> int:
 def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tuple[SurveyGrid, RunOptions]:
     """The library's objects for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
-    grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision),
-                      parse_list(args.backend), args.device, args.res, args.channels_last, cudnn_settings(args),
-                      args.retry_errors, parse_shard(args.shard), args.threads)  # fmt: skip
+    grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision, "--precision"),
+                      parse_list(args.backend, "--backend"), args.device, args.res, args.channels_last,
+                      cudnn_settings(args), args.retry_errors, parse_shard(args.shard), args.threads)  # fmt: skip
     options = RunOptions(
         args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak, args.fit_batch
     )

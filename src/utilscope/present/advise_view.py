@@ -5,15 +5,26 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from utilscope.units import significant
+
 
 def _number(value, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
+def _significant(value) -> str:
+    return "" if value is None else significant(value)
+
+
 def trial_line(trial) -> str:
-    """One measured trial, as it lands (progress)."""
-    speed = f"{trial.samples_per_s:,.0f} samples/s" if trial.samples_per_s else trial.status
-    return f"batch {trial.batch}: {trial.change} ({trial.backend}, {trial.precision}): {speed}"
+    """One measured trial, as it lands (progress): its throughput to three significant digits (a CPU's 0.703
+    samples/s is not "1"), and its latency."""
+    speed = trial.status
+    if trial.samples_per_s:
+        latency = f", {significant(trial.latency_ms)} ms" if trial.latency_ms else ""
+        speed = f"{significant(trial.samples_per_s)} samples/s{latency}"
+    where = "batch ladder, batch" if trial.kind == "batch" else "batch"
+    return f"{where} {trial.batch}: {trial.change} ({trial.backend}, {trial.precision}): {speed}"
 
 
 def _exact(trial) -> str:
@@ -28,7 +39,7 @@ def ranked_table(advice, batch: int) -> Table:
     for column in ("change", "exact?", "samples/s", "speed-up", "FLOP utilization", "max output diff", "status"):
         table.add_column(column, justify="left" if column in ("change", "exact?", "status") else "right")
     for t in trials:
-        table.add_row(t.change, _exact(t), _number(t.samples_per_s, ",.0f"), _number(t.speedup, ".2f") + "x" * bool(
+        table.add_row(t.change, _exact(t), _significant(t.samples_per_s), _number(t.speedup, ".2f") + "x" * bool(
             t.speedup), _number(t.utilization, ".2%"), _number(t.max_rel_diff, ".1e"), t.status)  # fmt: skip
     return table
 
@@ -44,7 +55,7 @@ def render_advice(advice, console: Console) -> None:
         for column in ("batch", "samples/s", "latency ms", "FLOP utilization", "status"):
             ladder.add_column(column, justify="right")
         for t in advice.batch_ladder:
-            ladder.add_row(str(t.batch), _number(t.samples_per_s, ",.0f"), _number(t.latency_ms, ".3f"),
+            ladder.add_row(str(t.batch), _significant(t.samples_per_s), _significant(t.latency_ms),
                            _number(t.utilization, ".2%"), t.status)  # fmt: skip
         console.print(ladder)
         console.print(f"saturation batch (the smallest within 5% of the best throughput): {advice.saturation_batch}")
