@@ -146,12 +146,12 @@ def test_merge_on_the_command_line(tmp_path, capsys):
     assert lines[0] == (f"{a}: measurements 2 added, 0 identical, 0 conflicting; op-class sets 1 added, 0 identical, "
                         "0 conflicting; model records 1 added, 0 identical, 0 conflicting")  # fmt: skip
     assert lines[1] == f"{b}: measurements 1 added, 0 identical, 1 conflicting"
-    assert lines[2] == (f"merged 2 stores into {out}: it holds 3 measurements, 1 op-class sets, 1 model records "
+    assert lines[2] == (f"merged 2 stores into {out}: it holds 3 measurements, 1 op-class set, 1 model record "
                         "(0 measurements before)")  # fmt: skip
     assert lines[3].startswith("conflict: resnet50 224px batch 8") and lines[3].endswith(
         f"{b} differs from {a} in latency_ms; kept {a}'s"
     )
-    assert lines[4] == f"1 conflicts: on a conflict {KEPT_RULE}"
+    assert lines[4] == f"1 conflict: on a conflict {KEPT_RULE}"
     assert main(["merge", str(a), "-o", str(tmp_path / "copy.sqlite")]) == 0
     with sqlite3.connect(tmp_path / "copy.sqlite") as conn:
         assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 2

@@ -13,6 +13,7 @@ from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.survey.plan import Group, Shard, SurveyGrid, expand_grid, plan_survey, shard_number
 from utilscope.survey.store import Store
+from utilscope.units import plural
 
 NAMES = [f"m{i}" for i in range(8)]
 SOURCE = "import torch.nn as nn\nRESOLUTION = 16\n" + "".join(
@@ -93,7 +94,8 @@ def test_the_survey_plans_and_lists_only_its_shard(grid, tmp_path, capsys):
         assert main([*argv, "--shard", f"{k}/3", "--dry-run"]) == 0
         out = capsys.readouterr().out
         expected = cells(replace(grid, shard=Shard(k, 3)))
-        line = f"survey: shard {k}/3 of the grid: {len(expected)} cells to measure in {len(expected) // 3} groups"
+        groups = plural(len(expected) // 3, "group")
+        line = f"survey: shard {k}/3 of the grid: {plural(len(expected), 'cell')} to measure in {groups}"
         assert line in out
         listed += re.findall(r":(m\d)#[0-9a-f]+ *│ *16 │ fp32 *│ (eager|graph) *│ 1,2,4", out)  # the dry run's rows
     assert sorted(listed) == sorted((name, backend) for name in NAMES for backend in ("eager", "graph"))

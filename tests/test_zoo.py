@@ -198,13 +198,15 @@ def test_native_resolution_of_factory_files(factory, tmp_path):
     assert zoo.native_resolution(zoo.parse_spec(f"{plain}:make")) == sources.DEFAULT_FILE_RESOLUTION == 224
 
 
-@pytest.mark.parametrize("bad", [0, -1, 5000, zoo.MAX_RESOLUTION + 1, True, 224.0, "224", None])
+@pytest.mark.parametrize(
+    "bad", [0, -1, 1, zoo.MIN_RESOLUTION - 1, 5000, zoo.MAX_RESOLUTION + 1, True, 224.0, "224", None]
+)
 def test_check_resolution_rejects(bad):
     message = _error(UsageError, zoo.check_resolution, bad)
     assert "resolution must be" in message
 
 
-@pytest.mark.parametrize("good", [1, 224, zoo.MAX_RESOLUTION])
+@pytest.mark.parametrize("good", [zoo.MIN_RESOLUTION, 224, zoo.MAX_RESOLUTION])
 def test_check_resolution_accepts(good):
     assert zoo.check_resolution(good) == good
 

@@ -26,6 +26,7 @@ from utilscope.present.json_text import strict_json
 from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
 from utilscope.survey.executors import executor_for
 from utilscope.survey.store import Store
+from utilscope.units import plural
 
 NAS_HELP = (
     "neural architecture search: sample a search space's architectures, measure them, time their layers "
@@ -166,8 +167,9 @@ def cmd_sample(args, console: Console) -> int:
     space = get_space(args.space)
     archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max)
     flops = sorted(space.complexity(arch).flops for arch in archs)
-    console.print(f"{len(archs)} {space.name} architectures (seed {args.seed}) in {args.out}; "
-                  f"FLOPs {flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f} G per sample")  # fmt: skip
+    spread = f"{flops[0] / 1e9:.3f}" if flops[0] == flops[-1] else f"{flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f}"
+    console.print(f"{plural(len(archs), space.name + ' architecture')} (seed {args.seed}) in {args.out}; "
+                  f"FLOPs {spread} G per sample")  # fmt: skip
     return 0
 
 
@@ -185,7 +187,7 @@ def cmd_table(args, console: Console) -> int:
     executor = executor_for(args.executor, args.ray_address, args.gpu_types)
     table = build_table(args.out, args.space, parse_batches(args.batch), args.archs, args.precision, args.device,
                         args.cudnn_benchmark, progress, executor)  # fmt: skip
-    console.print(f"{len(table.entries)} {table.space} layers on {table.device} at batch "
+    console.print(f"{plural(len(table.entries), table.space + ' layer')} on {table.device} at batch "
                   f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
     return 0
 
@@ -213,7 +215,8 @@ def _prior(table, args, console: Console) -> dict:
         console.print(f"layer models without the general prior ({reason})")
         return {}
     prior = prior_estimates(table, args.prior_archs, profile)
-    console.print(f"general prior: {len(prior)} blocks estimated from the device profile {Path(profile).name}")
+    console.print(f"general prior: {plural(len(prior), 'block')} estimated from the device profile "
+                  f"{Path(profile).name}")  # fmt: skip
     return prior
 
 
@@ -225,8 +228,8 @@ def cmd_predict(args, console: Console) -> int:
     elif args.csv:
         print(frame.to_csv(index=False), end="")
     else:
-        console.print(f"{len(frame)} {predictor.space} architectures on {predictor.table.device}, batch {args.batch} "
-                      f"(predicted)")  # fmt: skip
+        console.print(f"{plural(len(frame), predictor.space + ' architecture')} on {predictor.table.device}, batch "
+                      f"{args.batch} (predicted)")  # fmt: skip
         console.print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 

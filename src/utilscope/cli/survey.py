@@ -31,6 +31,7 @@ from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
 from utilscope.survey.runner import RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
+from utilscope.units import plural
 
 
 def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
@@ -149,7 +150,8 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
     for plan in plans:
         where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
         shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
-        console.print(f"survey{where}: {shard}{plan.cells} cells to measure in {len(plan.groups)} groups, "
+        console.print(f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
+                      f"{plural(len(plan.groups), 'group')}, "
                       f"{plan.skipped} already in {args.db}; {plan.config.device_label}; "
                       f"{plan.config.software}")  # fmt: skip
         if args.dry_run and plan.groups:
@@ -180,7 +182,7 @@ def report_lease(lease, console: Console) -> None:
 
 def render_result(result, console: Console) -> int:
     per_cell = result.wall_s / result.cells if result.cells else 0.0
-    console.print(f"{result.cells} cells in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
+    console.print(f"{plural(result.cells, 'cell')} in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
                   f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed")  # fmt: skip
     console.print(outcome_table(result))
     for line in worst_errors(result):

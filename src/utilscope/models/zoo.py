@@ -75,12 +75,15 @@ def parse_spec(text: str) -> ModelSpec:
     file written by ``utilscope nas sample``."""
     shaped = [source for source in model_sources().values() if source.match is not None]
     text = text.strip()
+    prefixed = next((source for source in shaped if text.startswith(f"{source.name}:")), None)
     for source in shaped:
         text = text.removeprefix(f"{source.name}:")
     for source in shaped:
         name = source.match(text)
         if name is not None:
             return ModelSpec(source.name, name)
+    if prefixed is not None:  # "nas:mbv3": the prefix names the source, and its spec is not of that shape
+        raise UsageError(f"'{prefixed.name}:{text}' is not a {prefixed.name} model: give {prefixed.hint}")
     prefix, sep, name = text.partition(":")
     if not sep:
         prefix, name = "", text
@@ -102,6 +105,9 @@ def list_models(pattern: str = "torchvision:*") -> list[str]:
     if not sep:
         prefix, glob = "", pattern
     named = _named_sources()
+    if prefix in model_sources() and prefix not in named:  # nas:, file:: no list of names to match
+        raise UsageError(f"a glob matches {' and '.join(named)} models, not {prefix} ones: name {prefix} models one "
+                         f"at a time, as {model_sources().get(prefix).hint}")  # fmt: skip
     if prefix and prefix not in named:
         raise UsageError(f"unknown model source '{prefix}'; use one of: {', '.join(named)}")
     sources = [named[prefix]] if prefix else _bare_sources()

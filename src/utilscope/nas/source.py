@@ -79,6 +79,7 @@ NAS = register_source(
         family=lambda name: f"NAS {name.partition(':')[0]}",
         record=lambda name: _known(name)[0],
         portable=lambda name: _known(name)[1],
+        hint="archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
     )
 )
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from utilscope.survey.merge import KEPT_RULE, MergeResult, TableCounts
+from utilscope.units import plural
 
 ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records"}
+ENTRY_NAME = {"measurements": "measurement", "op_classes": "op-class set", "models": "model record"}  # one of them
 MOST_CONFLICTS = 10  # conflicts listed one by one; the rest are counted
 
 
@@ -13,17 +15,17 @@ def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
     other software versions say which), the output's totals, the first ``most`` conflicts and how many more, and
     which value a conflict kept."""
     lines = [f"{counts.path}: {_tallies(counts.tables)}" for counts in result.inputs]
-    held = ", ".join(f"{result.held_after(table)} {name}" for table, name in ENTRY_NAMES.items())
+    held = ", ".join(plural(result.held_after(table), ENTRY_NAME[table], name) for table, name in ENTRY_NAMES.items())
     before = result.held_before["measurements"]
-    lines.append(f"merged {len(result.inputs)} stores into {result.output}: it holds {held} "
-                 f"({before} measurements before)")  # fmt: skip
+    lines.append(f"merged {plural(len(result.inputs), 'store')} into {result.output}: it holds {held} "
+                 f"({plural(before, 'measurement')} before)")  # fmt: skip
     for conflict in result.conflicts[:most]:
         lines.append(f"conflict: {conflict.key}: {conflict.left_out} differs from {conflict.kept} in "
                      f"{', '.join(conflict.columns)}; kept {conflict.kept}'s")  # fmt: skip
     if len(result.conflicts) > most:
         lines.append(f"... and {len(result.conflicts) - most} more conflicts")
     if result.conflicts:
-        lines.append(f"{len(result.conflicts)} conflicts: on a conflict {KEPT_RULE}")
+        lines.append(f"{plural(len(result.conflicts), 'conflict')}: on a conflict {KEPT_RULE}")
     return lines
 
 

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from utilscope.nas.analysis import MIN_ARCHITECTURES
+from utilscope.units import plural
 
 
 def render_fit(predictor, out: str, seed: int, console: Console) -> None:
@@ -79,7 +80,7 @@ def render_analysis(results, console: Console) -> None:
                       f"p5 {q['p5']:.2%}, median {q['p50']:.2%}, p95 {q['p95']:.2%}")  # fmt: skip
         if not r.spread.empty:
             worst = r.spread.sort_values("max_over_min", ascending=False).iloc[0]
-            console.print(f"  equal FLOPs (±5%), {len(r.spread)} groups: throughput differs up to "
+            console.print(f"  equal FLOPs (±5%), {plural(len(r.spread), 'group')}: throughput differs up to "
                           f"{worst.max_over_min:.2f}× (at {worst.gflops:.2f} GFLOPs)")  # fmt: skip
         for effect in r.effects.head(6).itertuples():
             ratio = f"{effect.top_over_bottom:.2f}×" if math.isfinite(effect.top_over_bottom) else "n/a"

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from utilscope.units import plural
+
 
 def plan_table(plan) -> Table:
     """One row per group of cells: the model, precision, backend and the batch sizes still to measure."""
-    table = Table(title=f"{plan.cells} cells to measure in {len(plan.groups)} groups ({plan.skipped} already stored)")
+    title = f"{plural(plan.cells, 'cell')} to measure in {plural(len(plan.groups), 'group')}"
+    table = Table(title=f"{title} ({plan.skipped} already stored)")
     for name in ("model", "resolution", "precision", "backend", "batch sizes"):
         table.add_column(name, justify="right" if name == "resolution" else "left")
     for group in plan.groups:
@@ -20,8 +23,8 @@ def outcome_table(result) -> Table:
     """Per model (precision, backend): how many cells are ok, oom and error."""
     frame = result.outcome.assign(kind=result.outcome["status"].str.split(":").str[0])
     counts = frame.groupby(["model", "precision", "backend", "kind"]).size().unstack(fill_value=0)
-    summary = f"{result.count('ok')} ok, {result.count('oom')} oom, {result.count('error')} error"
-    table = Table(title=f"{len(frame)} of {result.cells} cells stored: {summary}")
+    summary = f"{result.count('ok')} ok, {result.count('oom')} oom, {plural(result.count('error'), 'error')}"
+    table = Table(title=f"{len(frame)} of {plural(result.cells, 'cell')} stored: {summary}")
     for name in ("model", "precision", "backend", "ok", "oom", "error"):
         table.add_column(name, justify="right" if name in ("ok", "oom", "error") else "left")
     for (model, precision, backend), row in counts.iterrows():
