@@ -326,3 +326,18 @@ def test_ops_of_several_threads_at_once_are_not_counted_twice():
     assert len(both.notes) == 2
     assert reconcile(0.1, 0.1, 0.2, "cuda") == reconcile(0.1, 0.12, 0.2, "cuda")  # nothing to say: no notes
     assert reconcile(0.1, 0.1, 0.2, "cuda").notes == () and reconcile(0.1, 0.1, 0.2, "cuda").scale == 1.0
+
+
+def test_a_cpu_profile_prints_no_kineto_lines():
+    """``layers`` on a CPU used to print kineto's "ERROR ... gpuGetDeviceCount failed" and its profiler_start/stop
+    markers (from C++, on the process's standard error) beside the tables."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom torch.profiler import ProfilerActivity\n"
+            "from utilscope.attribute.trace import _profiled\n"
+            "with _profiled([ProfilerActivity.CPU]):\n    torch.ones(4).add_(1)\nprint('profiled')\n")  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout == "profiled\n" and done.stderr == ""

@@ -14,6 +14,7 @@ k-th layer segment. When they do not, kernels are grouped by family and the mism
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import warnings
 from collections import Counter, defaultdict
@@ -44,10 +45,17 @@ class RangeTracer(Tracer):
             return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+KINETO_QUIET = "6"  # above kineto's highest severity (USDT, 5): none of its log lines
+
+
 @contextlib.contextmanager
 def _profiled(activities: list) -> Iterator:
     """torch.profiler's ``profile``, without its warning that events are kept per profiling cycle (we profile one
-    cycle and read it whole)."""
+    cycle and read it whole). Without CUDA activity, kineto's log lines are silenced (``KINETO_LOG_LEVEL``, read when
+    the profiler first starts in a process; a value the user set is kept): on a machine without CUDA it printed
+    "ERROR ... gpuGetDeviceCount failed" and its start/stop markers beside our output."""
+    if ProfilerActivity.CUDA not in activities:
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
         with torch_profile(activities=activities) as prof:
