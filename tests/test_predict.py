@@ -68,7 +68,7 @@ def profile_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def predictor(profile_file, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pr.hardware, "cache_dir", lambda: tmp_path_factory.mktemp("cache"))
+        patch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         patch.setattr(layers, "ITERATIONS", 5)  # the targets are constant: the trees' start (their mean) is exact
         return pr.load_predictor(profile_file)
 
@@ -156,8 +156,9 @@ def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
 
 
 def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(pr.hardware, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
     first = pr._cache_file(profile_file)
+    assert first.parent == tmp_path / "predict"
     monkeypatch.setattr(pr, "FITTING_CODE", ("ops.py", "features.py"))
     assert pr._cache_file(profile_file) != first
     changed = tmp_path / "changed.json"

@@ -21,12 +21,12 @@ import warnings
 from rich.console import Console
 
 from utilscope._version import __version__
-from utilscope.cli import advise, count, measure, nas, predict, survey
+from utilscope.cli import advise, cache, count, measure, nas, predict, survey
 from utilscope.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from utilscope.cli.parser import Parser
 from utilscope.errors import UtilscopeError
 
-VERB_GROUPS = (count, measure, survey, nas, predict, advise)
+VERB_GROUPS = (count, measure, survey, nas, predict, advise, cache)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,15 +6,14 @@ GEMM (cuBLAS / oneDNN through torch) actually reaches here. Utilization is repor
 Each ceiling is the best of several repetitions; their spread (worst, median, best) is recorded beside it, since a
 CPU's ceiling moves with the machine's load. Results are cached as JSON, one file per device (a CPU's with torch's
 thread count: ``ceilings_device``, as a CPU ceiling depends on it) + torch version, under
-``$UTILSCOPE_CACHE_DIR/ceilings`` (default ``~/.cache/utilscope/ceilings``, or ``$XDG_CACHE_HOME/utilscope/ceilings``),
-on a CPU as on a GPU; ``refresh=True`` re-measures.
+``cache_dir()`` (``utilscope.cache``: ``~/.cache/utilscope/ceilings`` by default, under ``$XDG_CACHE_HOME`` or
+``$UTILSCOPE_CACHE_DIR`` when set), on a CPU as on a GPU; ``refresh=True`` re-measures.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import platform
 import re
 import statistics
@@ -29,6 +28,7 @@ from typing import Any
 
 import torch
 
+from utilscope import cache
 from utilscope.errors import UsageError
 from utilscope.files import write_atomically
 from utilscope.hardware.specs import PRECISIONS, normalize_precision
@@ -44,7 +44,6 @@ CPU_REPS, CPU_WARMUP = 10, 1
 CPU_BUDGET_S = 1.0  # per measurement (measured once, then cached): fp32 GEMM, bf16 GEMM and copy ~3 s at most
 GPU_BUDGET_S = 5.0
 SEED = 0
-CACHE_ENV = "UTILSCOPE_CACHE_DIR"
 
 
 @dataclass(frozen=True)
@@ -96,13 +95,8 @@ class Ceilings:
 
 
 def cache_dir() -> Path:
-    """Where ceilings are cached: ``$UTILSCOPE_CACHE_DIR/ceilings`` or ``~/.cache/utilscope/ceilings``."""
-    root = os.environ.get(CACHE_ENV)
-    if root:
-        return Path(root).expanduser() / "ceilings"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "utilscope" / "ceilings"
+    """Where ceilings are cached: ``utilscope.cache.cache_dir("ceilings")``."""
+    return cache.cache_dir("ceilings")
 
 
 def cache_path(device_name: str, torch_version: str | None = None) -> Path:

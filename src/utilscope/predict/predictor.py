@@ -5,7 +5,7 @@ each op that launches work becomes a row (``features.op_row``; the ops inside a 
 gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
 ``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw) as the
 median of (measured - summed) / ops. The fit takes seconds, so a fitted predictor is cached per profile content
-(``hardware.cache_dir()``/predict).
+(``utilscope.cache.cache_dir("predict")``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from utilscope import hardware
+from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
@@ -211,7 +211,7 @@ def _cache_file(path: Path) -> Path:
     versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}"
     code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
     digest = hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()[:20]
-    return hardware.cache_dir() / "predict" / f"{path.stem}-{digest}.pkl"
+    return cache_dir("predict") / f"{path.stem}-{digest}.pkl"
 
 
 def load_predictor(path: str | Path) -> Predictor:

@@ -1,0 +1,90 @@
+"""utilscope's cache: where each kind lives (UTILSCOPE_CACHE_DIR, XDG_CACHE_HOME, ~/.cache), what ``utilscope cache``
+shows, and what ``--clear`` removes (its files only); in temporary folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from utilscope import cache
+from utilscope.cli import main
+from utilscope.errors import UsageError
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "root"))
+    return tmp_path / "root"
+
+
+def test_the_root_is_the_override_else_xdg_else_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("UTILSCOPE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache.cache_root() == tmp_path / "home" / ".cache" / "utilscope"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_dir("predict") == tmp_path / "xdg" / "utilscope" / "predict"
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.cache_dir("ceilings") == tmp_path / "mine" / "ceilings"
+
+
+def test_ceilings_and_predictors_live_in_folders_of_their_own(root, tmp_path):
+    """The fitted predictors used to live inside the ceilings' folder (ceilings/predict)."""
+    from utilscope import hardware
+    from utilscope.predict import predictor
+
+    profile = tmp_path / "p.json"
+    profile.write_text("{}")
+    assert hardware.cache_dir() == root / "ceilings"
+    assert predictor._cache_file(profile).parent == root / "predict"
+    with pytest.raises(UsageError, match="unknown cache kind 'models'; use one of: ceilings, predict"):
+        cache.cache_dir("models")
+
+
+def _fill(root: Path) -> None:
+    (root / "ceilings" / "predict").mkdir(parents=True)
+    (root / "predict").mkdir()
+    (root / "ceilings" / "cpu.json").write_bytes(b"c" * 100)
+    (root / "ceilings" / "predict" / "old.pkl").write_bytes(b"o" * 1000)  # where predictors lived before
+    (root / "predict" / "new.pkl").write_bytes(b"n" * 10)
+    (root / "notes.txt").write_text("not ours")
+
+
+def test_usage_counts_each_kind_and_clearing_one_kind_leaves_the_rest(root):
+    _fill(root)
+    usage = {u.kind: (u.files, u.bytes) for u in cache.cache_usage()}
+    assert usage == {"ceilings": (1, 100), "predict": (2, 1010)}
+    removed = cache.clear_cache(("predict",))
+    assert [(u.kind, u.files, u.bytes) for u in removed] == [("predict", 2, 1010)]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["ceilings", "ceilings/cpu.json", "notes.txt"]
+    cache.clear_cache()
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["notes.txt"]
+
+
+def test_the_cache_verb_shows_without_creating_anything(root, capsys):
+    assert main(["cache", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["root"] == str(root) and not doc["cleared"] and not root.exists()
+    assert [(k["kind"], k["files"], k["bytes"]) for k in doc["kinds"]] == [("ceilings", 0, 0), ("predict", 0, 0)]
+    assert main(["cache"]) == 0
+    assert "ceilings" in capsys.readouterr().out and not root.exists()
+
+
+def test_the_cache_verb_clears_one_kind_or_all(root, capsys):
+    _fill(root)
+    assert main(["cache", "ceilings", "--clear"]) == 0
+    assert capsys.readouterr().out.strip() == f"removed 1 file (100 B) of ceilings from {root}"
+    assert main(["cache", "--clear"]) == 0
+    assert capsys.readouterr().out.strip() == f"removed 2 files (1.01 kB) of ceilings, predict from {root}"
+    assert sorted(p.name for p in root.iterdir()) == ["notes.txt"]
+
+
+def test_an_unknown_kind_is_one_line_with_a_guess(root, capsys):
+    assert main(["cache", "ceiling", "--clear"]) == 2
+    assert capsys.readouterr().err == (
+        "utilscope: error: argument kind: invalid choice 'ceiling'; did you mean ceilings? (see: utilscope cache "
+        "--help)\n"
+    )
+    assert not root.exists()
