@@ -624,3 +624,15 @@ def test_an_advise_trial_line_keeps_three_significant_digits():
     assert trial_line(slow) == "batch 1: as given (graph, fp32): 0.703 samples/s, 1,422 ms"
     ladder = Trial("as given", "batch", 8, "graph", "fp32", True, "oom")
     assert trial_line(ladder) == "batch ladder, batch 8: as given (graph, fp32): oom"
+
+
+def test_nas_sample_reports_its_progress_on_stderr(tmp_path, monkeypatch, capsys):
+    """A large sample (or a narrow FLOPs band) draws for seconds to minutes: it says how far it is."""
+    from utilscope.nas import sampler
+
+    monkeypatch.setattr(sampler, "PROGRESS_DRAWS", 2)
+    assert main(["nas", "sample", "--space", "mbv3", "-n", "5", "--out", str(tmp_path / "a.jsonl")]) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("1 of 5 distinct architectures after 2 draws, ") and len(lines) == 2
+    assert captured.out.startswith("5 mbv3 architectures (seed 0)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -165,7 +166,13 @@ def _add_search(verbs) -> None:
 
 def cmd_sample(args, console: Console) -> int:
     space = get_space(args.space)
-    archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max)
+    start_s = time.perf_counter()
+
+    def progress(found: int, draws: int) -> None:  # on stderr: every 10000 draws, a large or narrow sample's pace
+        print(f"{found} of {args.n} distinct architectures after {draws} draws, {time.perf_counter() - start_s:.0f} s",
+              file=sys.stderr)  # fmt: skip
+
+    archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max, progress)
     flops = sorted(space.complexity(arch).flops for arch in archs)
     spread = f"{flops[0] / 1e9:.3f}" if flops[0] == flops[-1] else f"{flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f}"
     console.print(f"{plural(len(archs), space.name + ' architecture')} (seed {args.seed}) in {args.out}; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +19,22 @@ MAX_TRIES_PER_ARCH = 200
 MAX_ARCHITECTURES = 100_000  # one sample (nas sample -n, a search's --pool-size, a fit's --prior-archs): drawing
 # 100000 RegNets takes about half a minute, and their JSONL file is some 40 MB
 ARCHITECTURES_WHY = "sampling more takes minutes; sample several files with different seeds instead"
+PROGRESS_DRAWS = 10_000  # draws between two progress reports (about a second of drawing)
 ARCH_FILE = "architecture file"
 
 
 def sample_architectures(
-    space: SearchSpace, n: int, seed: int, flops_min: float | None = None, flops_max: float | None = None
+    space: SearchSpace,
+    n: int,
+    seed: int,
+    flops_min: float | None = None,
+    flops_max: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Arch]:
     """``n`` distinct architectures drawn with ``numpy.random.default_rng(seed)``; the same seed gives the same list
-    on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow."""
+    on any machine. Each record carries its ``id`` and the ``seed``. Raises when the band is too narrow.
+    ``progress(found, draws)`` is called every PROGRESS_DRAWS draws (a large sample, or a narrow band, takes
+    seconds to minutes)."""
     check_count(n, "the number of architectures", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
     check_seed(seed)
     check_flops_band(flops_min, flops_max)
@@ -34,6 +43,8 @@ def sample_architectures(
     tries = 0
     while len(seen) < n:
         tries += 1
+        if progress is not None and tries % PROGRESS_DRAWS == 0:
+            progress(len(seen), tries)
         if tries > MAX_TRIES_PER_ARCH * n:
             raise UsageError(
                 f"only {len(seen)} distinct {space.name} architectures in {tries - 1} draws within the FLOPs band "
@@ -58,10 +69,11 @@ def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
 
 
 def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_min: float | None = None,
-                flops_max: float | None = None) -> list[Arch]:  # fmt: skip
+                flops_max: float | None = None, progress: Callable[[int, int], None] | None = None,
+                ) -> list[Arch]:  # fmt: skip
     """``utilscope nas sample``: :func:`sample_architectures` into a JSONL file, whose path is checked first."""
     check_jsonl_path(path)
-    archs = sample_architectures(space, n, seed, flops_min, flops_max)
+    archs = sample_architectures(space, n, seed, flops_min, flops_max, progress)
     save_jsonl(path, archs)
     return archs
 
