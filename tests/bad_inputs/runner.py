@@ -5,14 +5,20 @@ dropped."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 import sys
-from pathlib import Path
 
-from bad_inputs.sandbox import snapshot
+# Run as a script, this folder comes first on sys.path: its case module numbers.py must not hide the standard
+# library's numbers (which torch imports), so the folder is taken off before anything else is imported.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != HERE]
+
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from bad_inputs.sandbox import snapshot  # noqa: E402
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:

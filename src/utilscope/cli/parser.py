@@ -19,25 +19,30 @@ from utilscope.cli.common import EXIT_USAGE
 from utilscope.errors import UsageError
 from utilscope.limits import check_count, check_seed
 
+NUMBER = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)  # a value, never an option: -1, -0.5, -1/2, -inf
+
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate ``word`` most likely misspells or abbreviates: the only one it starts, else the closest by
-    difflib's ratio (at least 0.6), else None."""
+    """The candidate ``word`` most likely misspells or abbreviates: itself in other case, else the only one it
+    starts, else the closest by difflib's ratio (at least 0.6), else None."""
     candidates = list(candidates)
+    same = [candidate for candidate in candidates if candidate.lower() == word.lower()]
     started = [candidate for candidate in candidates if word and candidate.startswith(word)]
-    if len(started) == 1:
-        return started[0]
+    if same or len(started) == 1:
+        return (same or started)[0]
     close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return close[0] if close else None
 
 
 class Parser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` without abbreviations, with one-line errors and did-you-mean suggestions; its
-    sub-parsers (``add_subparsers().add_parser``) are of this class too."""
+    sub-parsers (``add_subparsers().add_parser``) are of this class too. A token that starts like a negative number
+    (``-1/2``, ``-inf``) is a value, never an option."""
 
     def __init__(self, *args, **kwargs):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NUMBER  # argparse's own takes only -1 and -1.5 as values
 
     def error(self, message: str):
         text = re.sub(r"^argument (\S+): \1 ", r"\1 ", " ".join(message.split()))  # a check that names its option
@@ -56,23 +61,33 @@ class Parser(argparse.ArgumentParser):
         raise argparse.ArgumentError(action, f"invalid choice {value!r}; {hint}")
 
     def parse_known_args(self, args=None, namespace=None):
-        """As argparse's, but an argument this parser does not know is an error here, where its options are known
-        (argparse reports it from the top-level parser, which knows only ``--help`` and ``--version``). A parser of
-        verbs checks the options before its verb first (else a missing verb would be said instead)."""
+        """As argparse's, but an option this parser does not know is said first, with a guess (a misspelt required
+        option is not "required"), and anything left over is an error here, where the verb's options are known
+        (argparse reports it from the top-level parser, which knows only ``--help`` and ``--version``)."""
         args = sys.argv[1:] if args is None else list(args)
-        if self._subparsers is not None:
-            for arg in args:
-                if not arg.startswith("-"):
-                    break
-                if arg.partition("=")[0] not in self._option_string_actions:
-                    self.error(self._unknown([arg]))
+        unknown = self._unknown_option(args)
+        if unknown is not None:
+            self.error(self._unknown([unknown]))
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(self._unknown(extras))
         return namespace, extras
 
+    def _unknown_option(self, args: list[str]) -> str | None:
+        """The first option this parser does not know: before the verb in a parser of verbs (what follows is the
+        verb's), anywhere before ``--`` in a verb's."""
+        for arg in args:
+            if arg == "--" or (self._subparsers is not None and not arg.startswith("-")):
+                return None
+            if not arg.startswith("-") or arg == "-" or NUMBER.match(arg):
+                continue
+            known = arg.partition("=")[0] in self._option_string_actions
+            if not known and not (arg[1] != "-" and arg[:2] in self._option_string_actions):  # -n5 is -n 5
+                return arg
+        return None
+
     def _unknown(self, extras: list[str]) -> str:
-        option = next((extra for extra in extras if extra.startswith("-") and not _number(extra)), None)
+        option = next((extra for extra in extras if extra.startswith("-") and not NUMBER.match(extra)), None)
         if option is None:
             return f"unexpected argument {extras[0]!r}"
         name = option.partition("=")[0]
@@ -82,14 +97,6 @@ class Parser(argparse.ArgumentParser):
         if guess.startswith(name):
             return f"unknown option {name}; did you mean {guess}? (options are never abbreviated)"
         return f"unknown option {name}; did you mean {guess}?"
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def checked(parse: Callable[[str], object], check: Callable, name: str) -> Callable[[str], object]:

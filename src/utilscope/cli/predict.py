@@ -63,6 +63,8 @@ def cmd_predict(args, console: Console) -> int:
 
     names = model_names(args.model)
     batches = check_batches(parse_batches(args.batch))
+    if args.res is not None:  # said before the profile is read and fitted
+        zoo.check_resolution(args.res)
     if len(names) == 1:  # a bad model is said before the profile is read and fitted
         zoo.check_model(zoo.parse_spec(names[0]))
     predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope import hardware
+from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.hardware.specs import gpu_matches
@@ -177,6 +178,7 @@ def select_predictor(profile: str | Path | None, gpu: str | None, space: str) ->
 
 def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, batch: int):
     """(predictor, predictions frame) for the architectures of one JSONL file, all of one space."""
+    check_batch(batch)
     archs = load_jsonl(path)
     if not archs:
         raise UsageError(f"{path} holds no architectures (write some with `utilscope nas sample`)")
