@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "utilscope"
 # Bottom to top: a module may import modules of its own layer or of the layers below it.
 LAYERS = (
-    ("errors", "files", "units", "registry", "torch_flags", "precision", "_version"),
+    ("errors", "files", "units", "registry", "torch_flags", "precision", "_version", "limits", "cache"),
     ("models",),
     ("counting",),
     ("hardware",),
