@@ -636,3 +636,21 @@ def test_nas_sample_reports_its_progress_on_stderr(tmp_path, monkeypatch, capsys
     lines = captured.err.splitlines()
     assert lines[0].startswith("1 of 5 distinct architectures after 2 draws, ") and len(lines) == 2
     assert captured.out.startswith("5 mbv3 architectures (seed 0)")
+
+
+def test_advice_whose_ladder_never_ran_says_so_instead_of_none():
+    import types
+
+    from rich.console import Console
+
+    from utilscope.advise.advisor import Trial
+    from utilscope.present.advise_view import render_advice
+
+    oom = Trial("as given", "batch", 1, "graph", "fp16", True, "oom")
+    advice = types.SimpleNamespace(trials=[], batch_ladder=[oom], saturation_batch=None, notes=[],
+                                   gpu_measurement=True, commands={}, best={})  # fmt: skip
+    console = Console(record=True, width=200)
+    render_advice(advice, console)
+    text = console.export_text()
+    assert "saturation batch (the smallest within 5% of the best throughput): none (no batch size" in text
+    assert "None" not in text

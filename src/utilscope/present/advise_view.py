@@ -58,7 +58,8 @@ def render_advice(advice, console: Console) -> None:
             ladder.add_row(str(t.batch), _significant(t.samples_per_s), _significant(t.latency_ms),
                            _number(t.utilization, ".2%"), t.status)  # fmt: skip
         console.print(ladder)
-        console.print(f"saturation batch (the smallest within 5% of the best throughput): {advice.saturation_batch}")
+        saturation = advice.saturation_batch or "none (no batch size of the ladder ran)"  # never "None"
+        console.print(f"saturation batch (the smallest within 5% of the best throughput): {saturation}")
     for note in advice.notes:
         console.print(note)
     if not advice.gpu_measurement:
