@@ -171,7 +171,7 @@ def test_validate_normalizes():
         ({"group_width": 24}, r"'group_width': expected one of 1, 2, 4, 8, 16, 32"),
         ({"bottleneck_ratio": 3}, r"'bottleneck_ratio': expected one of 1, 2, 4"),
         ({"se": 1}, r"'se': expected true \(RegNetY\) or false \(RegNetX\)"),
-        ({"resolution": 0}, r"'resolution': expected an integer in \[1, 4096\]"),
+        ({"resolution": 0}, r"'resolution': expected an integer in \[8, 4096\]"),
         ({"space": "mbv3"}, r"'space': expected 'regnet'"),
         ({"w_0": 24}, r"unknown field\(s\) 'w_0'"),
     ],

@@ -127,7 +127,7 @@ def test_a_survey_with_threads_stores_them_in_the_key_and_plans_by_them(tiny, tm
     assert list(frame["threads"]) == [1] and list(frame["status"]) == ["ok"]
     assert frame.loc[0, "environment"]["threads"] == 1 and "threads" not in frame.loc[0, "device"]
     capsys.readouterr()
-    for threads, cells in ((1, 0), (2, 1)):
+    for threads, cells in ((1, "0 cells"), (2, "1 cell")):
         assert main([*argv, "--threads", str(threads), "--dry-run"]) == 0
         out = capsys.readouterr().out
-        assert f"{cells} cells to measure" in out and with_threads(frame.loc[0, "device"], threads) in out
+        assert f"{cells} to measure" in out and with_threads(frame.loc[0, "device"], threads) in out

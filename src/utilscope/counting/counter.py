@@ -148,7 +148,7 @@ def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None 
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
     if isinstance(model, nn.Module):
-        resolution = zoo.check_resolution(DEFAULT_FILE_RESOLUTION if resolution is None else resolution)
+        resolution = zoo.check_resolution(DEFAULT_FILE_RESOLUTION if resolution is None else resolution, minimum=1)
         name, module = type(model).__name__, meta_copy(model)
         rebuild = lambda: _cpu_copy(model)  # noqa: E731  (the caller's module is never changed)
     else:

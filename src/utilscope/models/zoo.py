@@ -161,13 +161,14 @@ def native_resolution(spec: ModelSpec) -> int:
     return model_sources().get(spec.source).native_resolution(spec.name)
 
 
-def check_resolution(resolution: int) -> int:
-    """An input resolution in pixels, ``MIN_RESOLUTION <= resolution <= MAX_RESOLUTION``: the one place that says
-    which sizes a model spec is run at (``--res``, a factory file's RESOLUTION, a NAS record's)."""
+def check_resolution(resolution: int, minimum: int = MIN_RESOLUTION) -> int:
+    """An input resolution in pixels, ``minimum <= resolution <= MAX_RESOLUTION``: the one place that says which
+    sizes a model spec is run at (``--res``, a factory file's RESOLUTION, a NAS record's). ``minimum`` 1 is for a
+    module counted from Python, which may be one layer fed a layer's output (a 1x1 pooled map), not an image."""
     if not isinstance(resolution, int) or isinstance(resolution, bool):
         raise UsageError(f"resolution must be an integer, got {resolution!r}")
-    if not MIN_RESOLUTION <= resolution <= MAX_RESOLUTION:
-        raise UsageError(f"resolution must be between {MIN_RESOLUTION} and {MAX_RESOLUTION} pixels, got {resolution}")
+    if not minimum <= resolution <= MAX_RESOLUTION:
+        raise UsageError(f"resolution must be between {minimum} and {MAX_RESOLUTION} pixels, got {resolution}")
     return resolution
 
 
