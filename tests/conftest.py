@@ -46,6 +46,10 @@ CACHE_VARIABLES = (
 )
 
 
+# A Ray address in the environment (a developer's cluster) must not decide where the tests' Ray work runs: each Ray
+# test starts the Ray it needs (a survey joins a cluster only when asked; `ray.init` would otherwise join this one).
+os.environ.pop("RAY_ADDRESS", None)
+
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     # xdist's workers share the cores: one torch thread each, in the worker processes they start too (threads
     # that outnumber the cores spin-wait on each other and slowed the suite by a fifth)

@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bad_inputs
 import pytest
 from bad_inputs import Case, runner, sandbox
-
-import bad_inputs
 
 
 def _cases() -> list[Case]:

@@ -240,7 +240,7 @@ def test_two_processes_write_one_store_at_once(tmp_path):
         writer.stdin.write("go\n")
         writer.stdin.flush()
     for writer in writers:
-        _, stderr = writer.communicate(timeout=120)
+        _, stderr = writer.communicate()
         assert writer.returncode == 0, stderr
         assert "locked" not in stderr
     with Store(path) as store:
@@ -500,6 +500,18 @@ def test_claims_keep_a_cell_for_its_owner_until_released_or_expired(tmp_path):
         store.renew("run-c", lease_s=-1)
         assert store.claims() == {} and store.claim([CELL], "run-d", "x", 60) == {CELL}
         assert len(store.frame()) == 0  # claims are not measurements
+
+
+def test_a_cell_stored_after_planning_is_not_claimed_again(tmp_path):
+    """Another run stored the cell between this run's plan and its claim: the claim re-checks in its transaction
+    and skips it (an error row is measured again unless errors are kept)."""
+    failed = CellKey.from_columns({**KEY, "batch": 16})
+    with Store(tmp_path / "r.sqlite") as store:
+        store.add(make_row())
+        store.add(make_row(batch=16, status="error: RuntimeError: boom"))
+        assert store.claim([CELL, failed], "run-a", "host:gpu0", lease_s=60) == {failed}
+        store.release("run-a")
+        assert store.claim([CELL, failed], "run-a", "host:gpu0", lease_s=60, retry_errors=False) == set()
 
 
 def test_model_records_are_kept_beside_the_rows(tmp_path):

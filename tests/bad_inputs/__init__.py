@@ -29,4 +29,4 @@ class Case:
 
     @property
     def id(self) -> str:
-        return self.argv[:90]
+        return self.argv

@@ -191,7 +191,7 @@ def cmd_table(args, console: Console) -> int:
         if done % 100 == 0 or done == total:
             console.print(f"{done}/{total} layers timed in {time.perf_counter() - start_s:.0f} s")
 
-    executor = executor_for(args.executor, args.ray_address, args.gpu_types)
+    executor = executor_for(args.executor, args.ray_address, args.gpu_types, args.device)
     table = build_table(args.out, args.space, parse_batches(args.batch), args.archs, args.precision, args.device,
                         args.cudnn_benchmark, progress, executor)  # fmt: skip
     console.print(f"{plural(len(table.entries), table.space + ' layer')} on {table.device} at batch "

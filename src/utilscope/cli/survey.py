@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from utilscope.cli.common import (
+    EXIT_INCOMPLETE,
     EXIT_PARTIAL,
     add_cudnn_options,
     add_threads_option,
@@ -22,14 +23,14 @@ from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
-from utilscope.present.survey_view import outcome_table, plan_table, worst_errors
+from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
 from utilscope.report.export import EXPORT, export_measurements
 from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
-from utilscope.survey.runner import RunOptions
+from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
 from utilscope.units import plural
 
@@ -78,8 +79,9 @@ def add_executor_options(p) -> None:
                    help="where the work runs: local subprocesses (one per GPU), or Ray tasks on a cluster "
                    "(default: %(default)s; docs/cluster.md)")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="the Ray cluster to run on (default: auto, the one this machine belongs to, else a Ray "
-                   "started here for the run)")  # fmt: skip
+                   help="the Ray cluster to join: HOST:PORT of its head, or auto (RAY_ADDRESS, else the cluster "
+                   "`ray start` started on this machine) (default: local, a private Ray started here for the run; "
+                   "docs/cluster.md)")  # fmt: skip
     p.add_argument("--gpu-types", default=None, metavar="TYPES",
                    help="on Ray: 'all' measures every cell once on each GPU type of the cluster, or a comma-separated "
                    "list such as A100,H100 (default: one type, the first the cluster has)")  # fmt: skip
@@ -142,8 +144,11 @@ def run_grid(models: list[str], args, console: Console, attribute: frozenset[str
     measure``. Everything is checked before the store is opened; a dry run reads a copy and writes nothing. On Ray
     each GPU type asked for is a plan of its own."""
     grid, options = grid_and_options(models, args, attribute)
-    executor = executor_for(args.executor, args.ray_address, args.gpu_types)
-    expanded = [(target, expand_grid(grid, target)) for target in executor.targets(grid)]
+    executor = executor_for(args.executor, args.ray_address, args.gpu_types, args.device)
+    targets = executor.targets(grid)
+    if getattr(executor, "joined", None):
+        console.print(f"ray: {executor.joined}", highlight=False)
+    expanded = [(target, expand_grid(grid, target)) for target in targets]
     with Store(args.db, snapshot=args.dry_run) as store:
         report_migration(store)
         plans = [plan_survey(grid, store, groups, target) for target, groups in expanded]
@@ -175,18 +180,27 @@ def report_lease(lease, console: Console) -> None:
     if lease.taken:
         console.print(f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
                       "after it to measure any it leaves)")  # fmt: skip
+    if lease.stored_meanwhile:
+        console.print(f"{lease.stored_meanwhile} cells were stored by another run since this one planned: skipped")
     for neighbour in lease.neighbours:
         console.print(f"[yellow]warning: another survey ({escape(neighbour)}) is measuring on this device: the two "
                       "runs disturb each other's timings[/]")  # fmt: skip
 
 
 def render_result(result, console: Console) -> int:
+    """The run's counts and table; exit 0 only when every cell claimed has a row and none is an error."""
     per_cell = result.wall_s / result.cells if result.cells else 0.0
     console.print(f"{plural(result.cells, 'cell')} in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
                   f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed")  # fmt: skip
     console.print(outcome_table(result))
     for line in worst_errors(result):
         console.print(f"  [red]{escape(line)}[/]")
+    if result.missing:
+        for line in missing_lines(result.missing):
+            console.print(f"  [red]{escape(line)}[/]")
+        print(f"utilscope: {len(result.missing)} planned cells have no row; {result.tally()}; {RESUME}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INCOMPLETE
     return EXIT_PARTIAL if result.failed_cells else 0
 
 

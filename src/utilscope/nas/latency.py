@@ -26,6 +26,7 @@ from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space
 from utilscope.predict.calibrate import time_module_ms
+from utilscope.survey.ray_cluster import HeadWatch
 
 TABLE_FORMAT = "utilscope-latency-table/1"
 
@@ -227,24 +228,29 @@ def _build_on_ray(out, executor, settings: tuple, existing: LatencyTable | None,
     todo = todo_layers(table, archs, batches)
     chunks = [todo[i : i + LAYERS_PER_TASK] for i in range(0, len(todo), LAYERS_PER_TASK)]
     pending, done = {task.remote(settings, chunk): None for chunk in chunks}, 0
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for generator in ready:
-            try:
-                item = ray.get(next(generator))
-            except StopIteration:
-                del pending[generator]
-                continue
-            if len(item) == 2:  # the task's configuration: the same GPU type, so the same table
-                if item[0] != configuration:
-                    raise UsageError(f"a node timed layers in another configuration: {item[0]}, not {configuration}")
-                continue
-            key, batch, latency_ms = item
-            table.entries.setdefault(key, {})[batch] = latency_ms
-            done += 1
-            if done % SAVE_EVERY == 0:
-                table.save(out)
-            if on_layer is not None:
-                on_layer(done, len(todo))
-    table.save(out)
+    watch = HeadWatch(ray.get_runtime_context().gcs_address)
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=watch.every_s)
+            watch.check()  # a lost head: ClusterLost, the layers timed so far saved below
+            for generator in ready:
+                try:
+                    item = ray.get(next(generator))
+                except StopIteration:
+                    del pending[generator]
+                    continue
+                if len(item) == 2:  # the task's configuration: the same GPU type, so the same table
+                    if item[0] != configuration:
+                        raise UsageError(f"a node timed layers in another configuration: {item[0]}, not "
+                                         f"{configuration}")  # fmt: skip
+                    continue
+                key, batch, latency_ms = item
+                table.entries.setdefault(key, {})[batch] = latency_ms
+                done += 1
+                if done % SAVE_EVERY == 0:
+                    table.save(out)
+                if on_layer is not None:
+                    on_layer(done, len(todo))
+    finally:
+        table.save(out)
     return table

@@ -25,13 +25,15 @@ RENEW_EVERY_S = 30.0
 @dataclass
 class Lease:
     """What a run holds: its owner name, the device it measures on, the part of its plan it claimed, how many of the
-    plan's cells another live run holds (skipped here), and the other runs measuring on the same device now."""
+    plan's cells another live run holds (skipped here), the other runs measuring on the same device now, and how
+    many of the plan's cells another run stored after this one planned (skipped here)."""
 
     owner: str
     device: str
     plan: SurveyPlan
     taken: int
     neighbours: list[str]
+    stored_meanwhile: int = 0
 
 
 def owner_name() -> str:
@@ -70,13 +72,15 @@ def claim(plan: SurveyPlan, db: str, lease_s: float = LEASE_S) -> Lease:
     with Store(db) as store:
         for dead in {o for o, _ in store.claims().values() if is_dead(o)}:
             store.release(dead)  # a run of this host that was killed: its cells are free now
-        held = store.claim(keys, owner, device, lease_s)
+        held = store.claim(keys, owner, device, lease_s, plan.grid.retry_errors)
+        claims = store.claims()
         local = plan.target is None or plan.target.label == "local"
-        neighbours = sorted({o for o, d in store.claims().values() if o != owner and d == device}) if local else []
+        neighbours = sorted({o for o, d in claims.values() if o != owner and d == device}) if local else []
     groups = [group.only(key.batch for key in group.keys(plan.config) if key in held) for group in plan.groups]
     claimed = SurveyPlan(plan.grid, plan.config, [group for group in groups if group.batches], plan.skipped,
                          plan.target)  # fmt: skip
-    return Lease(owner, device, claimed, len(keys) - len(held), neighbours)
+    taken = sum(1 for key in keys if key not in held and key in claims)
+    return Lease(owner, device, claimed, taken, neighbours, len(keys) - len(held) - taken)
 
 
 @contextlib.contextmanager

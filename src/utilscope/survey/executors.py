@@ -16,6 +16,7 @@ import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,25 +24,35 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.survey.claims import Lease, claim, holding
 from utilscope.survey.plan import Group, SurveyGrid, SurveyPlan, Target, grid_configuration, local_target
+from utilscope.survey.ray_cluster import (
+    ACCELERATOR_PREFIX,
+    ClusterLost,
+    HeadWatch,
+    check_address,
+    import_ray,
+    start_or_join,
+)
 from utilscope.survey.runner import (
     FAILURE,
     ROW,
     RunOptions,
     Sink,
+    SurveyIncomplete,
     SurveyInterrupted,
     SurveyResult,
     Workers,
+    cell_of,
+    cell_of_row,
     chunk_groups,
     failure_rows,
     outcome,
     run_chunk,
+    stored_tally,
 )
 from utilscope.survey.store import Store
 
 PLACEMENT = "utilscope-placement"  # a Ray task's first message: where it runs
-ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's resource naming a node's GPU type
 TYPE_SHARE = 0.001  # of a GPU type's resource a task asks for: it only pins the task to that type
-RAY_EXTRA = "pip install 'utilscope[ray]'"
 
 
 class LocalExecutor:
@@ -110,75 +121,85 @@ def _drain(messages: queue.Queue, done: object, units: int, sink: Sink) -> None:
 # --- Ray ---------------------------------------------------------------------------------------------------------
 
 
-def import_ray():
-    """The ``ray`` module; UsageError naming the extra when it is not installed."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError(f"--executor ray needs Ray: {RAY_EXTRA}") from None
-    return ray
-
-
 def _probe(grid: SurveyGrid) -> tuple:
     """On a node: the configuration it measures the grid in, and the grid's precisions there."""
     return grid_configuration(grid)
 
 
 def _chunk_task(chunk: list[Group], plan: SurveyPlan, options: RunOptions, device: str | None):
-    """A Ray task: where it runs, then the worker's messages as they come."""
+    """A Ray task: where it runs (with the resources Ray gave it), then the worker's messages as they come."""
     import ray
 
     context = ray.get_runtime_context()
     yield PLACEMENT, {"node": context.get_node_id(), "pid": os.getpid(), "target": plan.target.label if plan.target
-                      else None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+                      else None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                      "resources": context.get_assigned_resources()}  # fmt: skip
     yield from run_chunk(chunk, plan, options, device)
 
 
+@dataclass
+class _Chunk:
+    """Groups one Ray task measures, the cells whose rows reached the driver (``told``) and the tasks tried."""
+
+    plan: SurveyPlan
+    groups: list[Group]
+    told: set = field(default_factory=set)
+    attempts: int = 0
+
+    def left(self) -> list[Group]:
+        """The groups' cells no row has come for yet."""
+        groups = [g.only(b for b in g.batches if cell_of(g, b) not in self.told) for g in self.groups]
+        return [group for group in groups if group.batches]
+
+
 class RayExecutor:
-    """Each chunk a Ray task. ``address``: a cluster's (``auto``: the one this machine belongs to, else a Ray
-    started here for the run). ``gpu_types``: None (one GPU type, the first the cluster has), ``"all"``, or
-    comma-separated types ("A100,H100"): each is a target of its own, so one store holds the grid per GPU type.
-    ``accelerator``: what a task asks for, "gpu" or "cpu" (default: CPU tasks for a ``--device cpu`` grid, else
-    GPU tasks). A task lost with its worker or node is retried up to ``max_retries`` times."""
+    """Each chunk a Ray task. ``address``: None or ``local`` (a private Ray started here for the run), ``auto`` (the
+    cluster Ray finds) or a head's HOST:PORT (``ray_cluster``). ``gpu_types``: None (one GPU type, the first the
+    cluster has), ``"all"``, or comma-separated types ("A100,H100"): each is a target of its own, so one store holds
+    the grid per GPU type. ``accelerator``: what a task asks for, "gpu" or "cpu" (default: CPU tasks for a
+    ``--device cpu`` grid, else GPU tasks). A task lost with its worker or node is not retried by Ray (a retried
+    streaming task is replayed from its start, and the driver would miss rows); the driver submits a new task for
+    exactly the cells no row came for, up to ``max_retries`` times, then stores them as error rows."""
 
     name = "ray"
 
-    def __init__(self, address: str = "auto", gpu_types: str | None = None, accelerator: str | None = None,
+    def __init__(self, address: str | None = None, gpu_types: str | None = None, accelerator: str | None = None,
                  max_retries: int = 3):  # fmt: skip
         if accelerator not in (None, "gpu", "cpu"):
             raise UsageError(f"a Ray task asks for a gpu or a cpu, not {accelerator!r}")
-        self.address, self.gpu_types, self.accelerator, self.max_retries = address, gpu_types, accelerator, max_retries
-        self.placements: list[dict] = []  # where each task ran (node, CUDA_VISIBLE_DEVICES, target)
+        self.address, self.gpu_types, self.accelerator = check_address(address), gpu_types, accelerator
+        self.max_retries = max_retries
+        self.placements: list[dict] = []  # where each task ran (node, CUDA_VISIBLE_DEVICES, resources, target)
+        self.joined: str | None = None  # what ``connect`` joined, in words (None: Ray was started by the caller)
 
     def connect(self):
         ray = import_ray()
         if not ray.is_initialized():
-            try:
-                ray.init(address=self.address, log_to_driver=False)
-            except ConnectionError:
-                if self.address != "auto":
-                    raise UsageError(f"no Ray cluster answers at {self.address}") from None
-                ray.init(log_to_driver=False, include_dashboard=False)  # no cluster: one for this run, here
+            self.joined = start_or_join(ray, self.address)
         return ray
 
-    def _uses_gpus(self, ray, grid: SurveyGrid) -> bool:
+    def _uses_gpus(self, ray, device: str | None) -> bool:
         if self.accelerator is not None:
             return self.accelerator == "gpu"
-        if grid.device is not None:
-            return not grid.device.startswith("cpu")
+        if device is not None:
+            return not device.startswith("cpu")
         return ray.cluster_resources().get("GPU", 0) > 0
 
     def targets(self, grid: SurveyGrid) -> list[Target]:
         """One target per GPU type asked for (or the CPUs), each probed on its nodes for its configuration."""
         ray = self.connect()
         probe = ray.remote(_probe)
-        if not self._uses_gpus(ray, grid):
-            return [Target("cpu", *ray.get(probe.options(num_cpus=1).remote(grid)))]
+        if not self._uses_gpus(ray, grid.device):  # a CPU task asks for as many CPUs as it runs threads
+            most = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")), default=0)
+            if (grid.threads or 1) > most:
+                raise UsageError(f"--threads {grid.threads}: no node of the Ray cluster has that many CPUs (the "
+                                 f"most: {most:g})")  # fmt: skip
+            return [Target("cpu", *ray.get(probe.options(num_cpus=grid.threads or 1).remote(grid)))]
         if ray.cluster_resources().get("GPU", 0) < 1:
             raise UsageError("the Ray cluster has no GPU: give --device cpu for a CPU survey")
         targets = []
         for gpu_type in self._chosen_types(ray):
-            resources = {f"{ACCELERATOR_PREFIX}{gpu_type}": TYPE_SHARE} if gpu_type != "gpu" else {}
+            resources = _pin(gpu_type)
             config, precisions = ray.get(probe.options(num_gpus=1, resources=resources).remote(grid))
             targets.append(Target(gpu_type, config, precisions, tuple(resources.items())))
         return targets
@@ -202,84 +223,110 @@ class RayExecutor:
         """(the target's label, the options of a task asking for one device of ONE kind): the CPUs for a ``cpu``
         device, else one GPU of one type (a latency table is of one GPU)."""
         ray = self.connect()
-        uses_gpus = self.accelerator == "gpu" if self.accelerator else (
-            not device.startswith("cpu") if device else ray.cluster_resources().get("GPU", 0) > 0)  # fmt: skip
-        if not uses_gpus:
+        if not self._uses_gpus(ray, device):
             return "cpu", {"num_cpus": 1}
         types = self._chosen_types(ray)
         if len(types) != 1:
             raise UsageError(f"this runs on one GPU type; the cluster has {', '.join(types)}: give --gpu-types TYPE")
-        resources = {f"{ACCELERATOR_PREFIX}{types[0]}": TYPE_SHARE} if types[0] != "gpu" else {}
-        return types[0], {"num_gpus": 1, "resources": resources}
+        return types[0], {"num_gpus": 1, "resources": _pin(types[0])}
 
     def check(self, plans: list[SurveyPlan], options: RunOptions) -> None:
         """Nothing to check on the driver: Ray places one task per GPU."""
 
     def run(self, plans: list[SurveyPlan], options: RunOptions, sink: Sink) -> None:
         ray = self.connect()
-        task, pending = ray.remote(_chunk_task), {}
+        watch = HeadWatch(ray.get_runtime_context().gcs_address)
+        pending: dict = {}
         for plan in plans:
-            gpu = plan.target is not None and plan.target.label != "cpu"
-            resources = dict(plan.target.resources) if plan.target else {}
-            remote = task.options(num_returns="streaming", max_retries=self.max_retries, resources=resources,
-                                  **({"num_gpus": 1} if gpu else {"num_cpus": 1}))  # fmt: skip
-            for chunk in chunk_groups(plan.groups, options.per_worker):
-                pending[remote.remote(chunk, plan, options, plan.grid.device)] = (plan, chunk, set())
+            for groups in chunk_groups(plan.groups, options.per_worker):
+                chunk = _Chunk(plan, groups)
+                pending[self._submit(ray, chunk, options)] = chunk
         try:
-            self._stream(ray, pending, sink)
-        except KeyboardInterrupt:
+            self._stream(ray, pending, sink, options, watch)
+        except (KeyboardInterrupt, ClusterLost):
             for generator in pending:
-                ray.cancel(generator, force=True)
+                with contextlib.suppress(Exception):
+                    ray.cancel(generator, force=True)
             raise
 
-    def _stream(self, ray, pending: dict, sink: Sink) -> None:
-        """Every task's messages into ``sink`` as they come; a task that fails for good fails its cells left."""
+    def _submit(self, ray, chunk: _Chunk, options: RunOptions):
+        """A task for the chunk's cells that no row came for."""
+        chunk.attempts += 1
+        plan = chunk.plan
+        gpu = plan.target is not None and plan.target.label != "cpu"
+        resources = dict(plan.target.resources) if plan.target else {}
+        device = {"num_gpus": 1} if gpu else {"num_cpus": plan.config.threads}  # the threads its cells are keyed with
+        task = ray.remote(_chunk_task).options(num_returns="streaming", max_retries=0, resources=resources, **device)
+        return task.remote(chunk.left(), plan, options, plan.grid.device)
+
+    def _stream(self, ray, pending: dict, sink: Sink, options: RunOptions, watch: HeadWatch) -> None:
+        """Every task's messages into ``sink`` as they come; a task lost before it told every cell is submitted
+        again for the cells left, then (after ``max_retries``) they are stored as errors."""
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=watch.every_s)
+            watch.check()
             for generator in ready:
-                plan, chunk, told = pending[generator]
+                chunk = pending[generator]
                 try:
                     tag, payload = ray.get(next(generator))
                 except StopIteration:
                     del pending[generator]
+                    if chunk.left():  # a task that ended without telling its cells (never expected)
+                        self._retry(ray, pending, chunk, sink, options, RuntimeError("the task ended early"))
                     continue
                 except ray.exceptions.RayError as exc:
                     del pending[generator]
-                    _fail_chunk(chunk, plan, told, exc, sink)
+                    watch.check(now=True)  # a task lost with the head is not retried
+                    self._retry(ray, pending, chunk, sink, options, exc)
                     continue
                 if tag == PLACEMENT:
                     self.placements.append(payload)
                     continue
                 if tag == ROW:
-                    told.add((payload["model"], payload["precision"], payload["backend"], payload["batch"]))
+                    chunk.told.add(cell_of_row(payload))
                 sink.take(tag, payload)
 
+    def _retry(self, ray, pending: dict, chunk: _Chunk, sink: Sink, options: RunOptions, exc: Exception) -> None:
+        if not chunk.left():
+            return
+        if chunk.attempts <= self.max_retries:
+            pending[self._submit(ray, chunk, options)] = chunk
+        else:
+            _fail_chunk(chunk, exc, sink)
 
-def _fail_chunk(chunk: list[Group], plan: SurveyPlan, told: set, exc: Exception, sink: Sink) -> None:
-    """Error rows for the cells of a chunk whose task failed after its retries."""
+
+def _pin(gpu_type: str) -> dict:
+    """The resources that pin a task to nodes of ``gpu_type`` (none for GPUs of no type Ray knows)."""
+    return {f"{ACCELERATOR_PREFIX}{gpu_type}": TYPE_SHARE} if gpu_type != "gpu" else {}
+
+
+def _fail_chunk(chunk: _Chunk, exc: Exception, sink: Sink) -> None:
+    """Error rows for the cells of a chunk whose tasks all failed, but the ones a row came for."""
     reason = f"error: Ray task failed: {' '.join(f'{type(exc).__name__}: {exc}'.split())[:300]}"
-    for group in chunk:
-        left = group.only(b for b in group.batches if (group.model, group.precision, group.backend, b) not in told)
-        if not left.batches:
-            continue
-        for row in failure_rows(left, plan, reason, 0.0):
+    for group in chunk.left():
+        for row in failure_rows(group, chunk.plan, reason, 0.0):
             sink.take(ROW, row)
-        sink.take(FAILURE, [f"{left.model} {left.precision} {left.backend} batch {b}: {reason}" for b in left.batches])
+        sink.take(FAILURE, [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}"
+                            for b in group.batches])  # fmt: skip
 
 
 EXECUTORS = ("local", "ray")
 
 
-def executor_for(name: str, ray_address: str | None = None, gpu_types: str | None = None):
-    """The executor a command line names; Ray's options only with ``ray``."""
+def executor_for(name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None):
+    """The executor a command line names for work on ``device``; Ray's options only with ``ray``, checked before
+    Ray is imported (GPU types not for a CPU survey)."""
     if name not in EXECUTORS:
         raise UsageError(f"unknown executor {name!r}; use one of: {', '.join(EXECUTORS)}")
     if name == "local":
         if ray_address is not None or gpu_types is not None:
             raise UsageError("--ray-address and --gpu-types apply to --executor ray")
         return LocalExecutor()
+    if gpu_types is not None and device is not None and device.startswith("cpu"):
+        raise UsageError("--gpu-types chooses GPU types: it does not apply to --device cpu")
+    executor = RayExecutor(ray_address, gpu_types)
     import_ray()
-    return RayExecutor(ray_address or "auto", gpu_types)
+    return executor
 
 
 # --- the driver ---------------------------------------------------------------------------------------------------
@@ -303,6 +350,7 @@ def run_plans(plans: list[SurveyPlan], options: RunOptions, on_cells_done: Calla
     start_s = time.perf_counter()
     leases = leases or [claim(plan, options.db) for plan in plans]
     held_plans = [lease.plan for lease in leases]
+    cells = sum(plan.cells for plan in held_plans)
     with Store(options.db) as store, contextlib.ExitStack() as held:
         for lease in leases:
             held.enter_context(holding(lease, options.db))
@@ -310,7 +358,10 @@ def run_plans(plans: list[SurveyPlan], options: RunOptions, on_cells_done: Calla
         try:
             executor.run(held_plans, options, sink)
         except KeyboardInterrupt:
-            stored = len(outcome(held_plans, options.db))
-            raise SurveyInterrupted(stored, sum(p.cells for p in held_plans) - stored) from None
-    cells, taken = sum(p.cells for p in held_plans), sum(lease.taken for lease in leases)
-    return SurveyResult(cells, time.perf_counter() - start_s, outcome(held_plans, options.db), sink.failures, taken)
+            stored = len(outcome(held_plans, options.db)[0])
+            raise SurveyInterrupted(stored, cells - stored) from None
+        except ClusterLost as exc:
+            raise SurveyIncomplete(str(exc), stored_tally(outcome(held_plans, options.db)[0], cells)) from None
+    stored, missing = outcome(held_plans, options.db)
+    taken = sum(lease.taken for lease in leases)
+    return SurveyResult(cells, time.perf_counter() - start_s, stored, sink.failures, taken, missing)

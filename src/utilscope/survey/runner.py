@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from utilscope.errors import UsageError
+from utilscope.errors import UsageError, UtilscopeError
 from utilscope.hardware import check_peak_tflops
 from utilscope.limits import MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
 from utilscope.measure.settings import timing_window
@@ -67,14 +67,16 @@ class RunOptions:
 @dataclass
 class SurveyResult:
     """What a run did: the cells it claimed and their rows as stored (``outcome``: model, precision, backend,
-    batch, status), its wall time, the workers that died or hung (``failures``), and the planned cells it left to
-    another run that held them (``taken``)."""
+    batch, status), its wall time, the workers that died or hung (``failures``), the planned cells it left to
+    another run that held them (``taken``), and the cells it claimed that have no row (``missing``: a run is
+    complete only when this is empty)."""
 
     cells: int
     wall_s: float
     outcome: pd.DataFrame
     failures: list[str] = field(default_factory=list)
     taken: int = 0  # planned cells another live run held: skipped here
+    missing: list[CellKey] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         """Cells with this status: "ok", "oom" or "error" (any ``error: ...``)."""
@@ -86,6 +88,23 @@ class SurveyResult:
         """Cells whose row is an error (a worker that raised, died or hung); oom is a measurement's outcome."""
         return self.count("error")
 
+    def tally(self) -> str:
+        """The cells of this run that have a row, by status: "7 of 12 cells stored (6 ok, 1 errors)"."""
+        return stored_tally(self.outcome, self.cells)
+
+
+def stored_tally(stored: pd.DataFrame, planned: int) -> str:
+    """How many of ``planned`` cells have a row, by status: "N of M cells stored (K ok, E errors)", with "O oom"
+    when some ran out of memory."""
+    statuses = stored["status"]
+    ok, oom = int((statuses == "ok").sum()), int((statuses == "oom").sum())
+    errors = int(statuses.str.startswith("error").sum())
+    parts = [f"{ok} ok"] + ([f"{oom} oom"] if oom else []) + [f"{errors} errors"]
+    return f"{len(stored)} of {planned} cells stored ({', '.join(parts)})"
+
+
+RESUME = "run the same command again to resume"
+
 
 class SurveyInterrupted(KeyboardInterrupt):
     """An interrupted run: the cells stored stay, the one in flight was not stored; rerunning resumes."""
@@ -95,13 +114,23 @@ class SurveyInterrupted(KeyboardInterrupt):
         self.stored, self.left = stored, left
 
 
-def outcome(plans: list[SurveyPlan], db: str) -> pd.DataFrame:
-    """The rows the store holds for the plans' cells (a cell not stored has no row)."""
+class SurveyIncomplete(UtilscopeError):
+    """A run that stopped before every cell it claimed was stored (its cluster was lost): what it stored stays,
+    rerunning resumes."""
+
+    def __init__(self, reason: str, tally: str):
+        super().__init__(f"{reason}; {tally}; {RESUME}")
+
+
+def outcome(plans: list[SurveyPlan], db: str) -> tuple[pd.DataFrame, list[CellKey]]:
+    """The rows the store holds for the plans' cells (model, precision, backend, batch, status), and the cells
+    that have no row."""
     with Store(db) as store:
         statuses = store.statuses()
-    rows = [(key.model, key.precision, key.backend, key.batch, statuses[key]) for plan in plans
-            for group in plan.groups for key in group.keys(plan.config) if key in statuses]  # fmt: skip
-    return pd.DataFrame(rows, columns=["model", "precision", "backend", "batch", "status"])
+    keys = [key for plan in plans for group in plan.groups for key in group.keys(plan.config)]
+    rows = [(key.model, key.precision, key.backend, key.batch, statuses[key]) for key in keys if key in statuses]
+    frame = pd.DataFrame(rows, columns=["model", "precision", "backend", "batch", "status"])
+    return frame, [key for key in keys if key not in statuses]
 
 
 def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
@@ -203,12 +232,14 @@ def _follow(worker: subprocess.Popen, stderr, timeout_s: float) -> Iterator[tupl
     yield EXIT, f"error: worker exited with code {code}: {last[:300]}"
 
 
-def _cell(row: dict) -> tuple:
+def cell_of_row(row: dict) -> tuple:
+    """The cell a row fills: (model, resolution, precision, backend, batch); its configuration is the plan's."""
     return row["model"], row["resolution"], row["precision"], row["backend"], row["batch"]
 
 
-def _group_id(group: Group) -> tuple:
-    return group.model, group.resolution, group.precision, group.backend
+def cell_of(group: Group, batch: int) -> tuple:
+    """The cell of ``group`` at ``batch``, as ``cell_of_row`` names it."""
+    return group.model, group.resolution, group.precision, group.backend, batch
 
 
 def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, device: str | None,
@@ -229,14 +260,14 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, device
             elif tag == GROUP_DONE:
                 done += 1
             elif not workers.stopping.is_set():
-                told |= {_cell(payload)} if tag == ROW else set()
+                told |= {cell_of_row(payload)} if tag == ROW else set()
                 yield tag, payload
         if workers.stopping.is_set():
             return  # interrupted: the cells in flight are not failures, and are not stored
-        left = [g.only(b for b in g.batches if (*_group_id(g), b) not in told) for g in remaining]
+        left = [g.only(b for b in g.batches if cell_of(g, b) not in told) for g in remaining]
         left = [g for g in left if g.batches]
         in_flight = remaining[done] if done < len(remaining) else None
-        if left and status is not None and in_flight is not None and _group_id(left[0]) != _group_id(in_flight):
+        if left and status is not None and in_flight is not None and left[0].only(()) != in_flight.only(()):
             remaining = left
             continue  # it died after telling its group's cells: nothing failed, the rest goes to a new worker
         if left:
