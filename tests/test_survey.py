@@ -140,11 +140,10 @@ def test_an_interrupted_survey_stores_nothing_for_the_cell_in_flight_and_exits_1
     ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # a test process may ignore Ctrl-C (and so its child)
     survey = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               preexec_fn=_ctrl_c_as_at_a_terminal)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not db.exists() or not _key_counts(db)):
+    while survey.poll() is None and (not db.exists() or not _key_counts(db)):  # no deadline: a busy machine is slow
         time.sleep(0.2)
     survey.send_signal(signal.SIGINT)  # the worker sleeps in batch 4's forward pass
-    _, err = survey.communicate(timeout=60)
+    _, err = survey.communicate()
     assert survey.returncode == 130, (err, ignored)
     assert err.strip().splitlines()[-1] == "utilscope: interrupted: 1 cells stored, 1 left; rerun to resume"
     assert _statuses(db) == {("slow", 1): "ok"}
@@ -180,15 +179,14 @@ def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settin
             "--min-time-ms", "20"]  # fmt: skip
     argv += [arg for model in names for arg in ("--models", model)]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not db.exists() or not _key_counts(db)):
+    while first.poll() is None and (not db.exists() or not _key_counts(db)):
         time.sleep(0.2)
     first.kill()  # mid-way: at least one cell stored, not all of them; its worker dies with it
     first.wait()
     time.sleep(1.0)
     interrupted = sum(_key_counts(db).values())
     assert 0 < interrupted < 9
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(argv, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert f"{9 - interrupted} cells to measure" in again.stdout and "cudnn.benchmark off" in again.stdout
     counts = _key_counts(db)
@@ -329,7 +327,7 @@ def test_model_selection():
      (["--batch", "0"], "batch size must be"),
      (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
      (["--backend", "foo"], "unknown backend 'foo'"),
-     (["--res", "0"], "resolution must be between 1 and"),
+     (["--res", "0"], "resolution must be between 8 and"),
      (["--models", "torchvision:resnet5"], "unknown model 'torchvision:resnet5'"),
      (["--peak", "nan"], "--peak must be a positive, finite number")],
 )  # fmt: skip
