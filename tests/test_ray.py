@@ -282,6 +282,9 @@ def test_a_lost_head_is_seen_after_the_failed_heartbeats_in_a_row():
     watch.check()  # the port is closed now
     with pytest.raises(ClusterLost, match="stopped answering"):
         watch.check()
+    watch.failures = 0
+    with pytest.raises(ClusterLost, match="stopped answering"):
+        watch.confirm()  # no resubmission to a head that does not answer
 
 
 ADDRESSES = [(None, "local"), ("local", "local"), ("auto", "auto"), ("10.0.0.1:6379", "10.0.0.1:6379"),

@@ -276,7 +276,7 @@ class RayExecutor:
                     continue
                 except ray.exceptions.RayError as exc:
                     del pending[generator]
-                    watch.check(now=True)  # a task lost with the head is not retried
+                    watch.confirm()  # a task lost with the head is not submitted again
                     self._retry(ray, pending, chunk, sink, options, exc)
                     continue
                 if tag == PLACEMENT:

@@ -188,3 +188,11 @@ class HeadWatch:
         self.failures = 0 if why is None else self.failures + 1
         if self.failures >= self.lost_after:
             raise ClusterLost(f"lost the Ray cluster: its head at {self.address} stopped answering ({why})")
+
+    def confirm(self) -> None:
+        """Return once the head answers; raise ``ClusterLost`` after ``lost_after`` failed checks in a row (before
+        a lost task is submitted again: a submission to a cluster without its head blocks)."""
+        self.check(now=True)
+        while self.failures:
+            time.sleep(self.every_s)
+            self.check(now=True)
