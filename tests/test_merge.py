@@ -55,7 +55,7 @@ def test_a_store_merged_with_its_copy_has_no_conflicts_until_one_value_changes(t
     before = {path: path.read_bytes() for path in (a, b)}
     result = merge_stores([a, b], tmp_path / "out.sqlite")
     assert not result.conflicts
-    assert [(c.added, c.identical) for c in result.inputs[1].tables.values()] == [(0, 2), (0, 1), (0, 1)]
+    assert [(c.added, c.identical) for c in result.inputs[1].tables.values()] == [(0, 2), (0, 1), (0, 1), (0, 0)]
     with Store(tmp_path / "out.sqlite") as store:
         assert len(store.frame()) == 2 and len(store.op_class_frame()) == 2 and not store.claims()
         assert store.frame().loc[0, "measured_at"] == "2026-01-02T03:04:05+00:00"  # the first input's row
@@ -86,7 +86,7 @@ def test_op_class_and_model_record_conflicts_are_reported_and_the_output_keeps_i
         ("op_classes", out, a, ("op_class", "flop_share", "time_share", "time_ms")),
         ("models", out, a, ("record",)),
     ]
-    assert result.held_before == {"measurements": 2, "op_classes": 1, "models": 1}
+    assert result.held_before == {"measurements": 2, "op_classes": 1, "models": 1, "published": 0}
     assert result.held_after("measurements") == 3
     with Store(out) as store:
         assert store.model_records() == {"nas:mbv3:abc": {"space": "mbv3", "arch": [1, 2]}}

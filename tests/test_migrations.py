@@ -84,7 +84,7 @@ def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting
     write_v1_store(path, cells, ops)
     with Store(path) as store:
         migration = store.migration
-        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 3, len(cells))
+        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 4, len(cells))
         for settings in SETTINGS:
             grid = SurveyGrid((model,), (1, 2), ("fp32",), ("eager",), "cpu", cudnn=settings)
             plan = plan_survey(grid, store)
@@ -254,7 +254,7 @@ def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
         migration = store.migration
         frame, op_classes, claims = store.frame(), store.op_class_frame(), store.claims()
         configs = {key.config for key in store.done_keys(retry_errors=False)}
-    assert (migration.from_version, migration.to_version, migration.measurements, migration.op_classes) == (2, 3, 3, 2)
+    assert (migration.from_version, migration.to_version, migration.measurements, migration.op_classes) == (2, 4, 3, 2)
     assert sorted(zip(frame["device"], frame["threads"], frame["batch"], strict=True)) == [
         (here.device, 2, 1), (here.device, 2, 8), ("NVIDIA H200", GPU_THREADS, 8)]  # fmt: skip
     assert sorted(zip(op_classes["device"], op_classes["threads"], strict=True)) == [
@@ -277,3 +277,31 @@ def test_a_v2_store_whose_cpu_names_no_thread_count_is_left_unchanged(tmp_path):
     assert str(error.value) == (f"cannot migrate {path} from schema 2: the CPU device name 'Some CPU' names no thread "
                                 'count ("NAME (N threads)"); it was left unchanged')  # fmt: skip
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_a_v3_store_gains_the_published_table_in_place_without_a_backup(tmp_path):
+    """Schema 4 only adds the table of published rows: a v3 store is converted in place, its rows unchanged, and no
+    backup is copied; read-only, it is converted in memory and the file stays as it was."""
+    from test_store import make_row
+
+    path = tmp_path / "results.sqlite"
+    with Store(path) as store:
+        store.add(make_row())
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE published")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with Store(path, create=False) as reader:
+        assert reader.migration.describe().endswith("in memory only") and len(reader.frame()) == 1
+    assert path.read_bytes() == before
+    with Store(path) as store:
+        migration = store.migration
+        assert len(store.frame()) == 1
+    assert (migration.from_version, migration.to_version, migration.backup) == (3, 4, None)
+    assert (
+        migration.describe()
+        == "migrated from schema 3 to 4 (1 rows, 0 op-class rows); a table for published rows added, no row changed"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if "backup" in p.name) == []

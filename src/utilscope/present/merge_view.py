@@ -5,8 +5,10 @@ from __future__ import annotations
 from utilscope.survey.merge import KEPT_RULE, MergeResult, TableCounts
 from utilscope.units import plural
 
-ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records"}
-ENTRY_NAME = {"measurements": "measurement", "op_classes": "op-class set", "models": "model record"}  # one of them
+ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records",
+               "published": "published rows"}  # fmt: skip
+ENTRY_NAME = {"measurements": "measurement", "op_classes": "op-class set", "models": "model record",
+              "published": "published row"}  # one of them  # fmt: skip
 MOST_CONFLICTS = 10  # conflicts listed one by one; the rest are counted
 
 
@@ -15,7 +17,8 @@ def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
     other software versions say which), the output's totals, the first ``most`` conflicts and how many more, and
     which value a conflict kept."""
     lines = [f"{counts.path}: {_tallies(counts.tables)}" for counts in result.inputs]
-    held = ", ".join(plural(result.held_after(table), ENTRY_NAME[table], name) for table, name in ENTRY_NAMES.items())
+    held = ", ".join(plural(result.held_after(table), ENTRY_NAME[table], name) for table, name in ENTRY_NAMES.items()
+                     if table != "published" or result.held_after(table))  # others' rows: said when there are some
     before = result.held_before["measurements"]
     lines.append(f"merged {plural(len(result.inputs), 'store')} into {result.output}: it holds {held} "
                  f"({plural(before, 'measurement')} before)")  # fmt: skip

@@ -30,12 +30,14 @@ from utilscope.errors import UsageError
 from utilscope.files import given_path, path_stat
 from utilscope.measure.environment import VERSION_KEYS
 from utilscope.survey.migrations import Migration
-from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, decode_key
+from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, PRIMARY_KEYS, decode_key
 from utilscope.survey.store import STORE, Store, check_store
 
-MERGED_TABLES = ("measurements", "op_classes", "models")
-KEY_WIDTH = {"measurements": len(KEY_COLUMNS), "op_classes": len(KEY_COLUMNS), "models": 1}  # leading key columns
-PROVENANCE = ("measured_at", "wall_s", "environment")  # not compared: two copies of a measurement may differ there
+MERGED_TABLES = ("measurements", "op_classes", "models", "published")
+KEY_WIDTH = {"measurements": len(KEY_COLUMNS), "op_classes": len(KEY_COLUMNS), "models": 1,
+             "published": len(PRIMARY_KEYS["published"])}  # leading key columns  # fmt: skip
+# not compared: two copies of a measurement (or of a published row) may differ there
+PROVENANCE = ("measured_at", "wall_s", "environment", "ingested_at")
 KEPT_RULE = "the output keeps the row it held before the merge, else the first input's in the order given"
 
 
@@ -194,6 +196,8 @@ def _comparable(kind: str, value):
 def describe_key(table: str, key: tuple) -> str:
     if table == "models":
         return f"the model record of {key[0]}"
+    if table == "published":
+        return f"published row {key[1]} of {key[0]}"
     cell = decode_key(key)
     config = cell.config
     text = (f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on "

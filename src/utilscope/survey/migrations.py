@@ -67,10 +67,13 @@ class Migration:
     op_classes: int  # op-class rows kept
     op_classes_rekeyed: int  # op-class rows keyed with the cuDNN settings they were measured with
     architectures: int = 0  # NAS architectures now named by content, their records kept in the store
+    added_only: bool = False  # in place, only tables were added (no row changed): no backup is kept
 
     def describe(self) -> str:
         rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
         kept = f"the schema-{self.from_version} file is kept as {self.backup}" if self.backup else "in memory only"
+        if self.added_only:
+            kept = "a table for published rows added, no row changed"
         return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
 
 
@@ -294,6 +297,16 @@ def migrate_v2(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
         raise MigrationError(f"cannot migrate {path} from schema 2: {exc}; it was left unchanged") from None
     copy, rows = _after_backup(path, 2, backup, lambda: _split_devices(conn, devices))
     return Migration(2, SCHEMA_VERSION, copy, rows["measurements"], rows["op_classes"], 0)
+
+
+def migrate_v3(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
+    """Convert a v3 store to the current schema inside the caller's transaction: schema 4 only adds the table of
+    published rows, so no row changes and no backup is copied (``backup`` False: a snapshot, in memory)."""
+    for statement in schema_sql():
+        conn.execute(statement)  # CREATE TABLE IF NOT EXISTS: only the tables v3 lacks
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    counts = [conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("measurements", "op_classes")]
+    return Migration(3, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
 
 
 V1_SCHEMA = [

@@ -25,7 +25,7 @@ from utilscope.measure.environment import software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL
 STATUSES = ("ok", "oom", "error: ...")
@@ -147,9 +147,23 @@ TABLES = {"measurements": COLUMN_KINDS, "op_classes": OP_CLASS_KINDS}  # the tab
 # renewed), and the records that rebuild a model without the file it came from (a NAS architecture).
 CLAIM_KINDS = _joined(KEY_KINDS, {"owner": "str", "owner_device": "str", "expires_at": "float"})
 MODEL_KINDS = {"model": "str", "record": "dict"}
-ALL_TABLES = {**TABLES, "claims": CLAIM_KINDS, "models": MODEL_KINDS}
+# Others' published measurements (``survey.published``: timm's benchmark tables), never mixed with ours: one row per
+# row of a source file, with its provenance, the condition its file name and row say, the published figures, and
+# what utilscope's counting engine says of the model at the row's resolution (NULL until counted).
+PUBLISHED_KINDS = {
+    "source_file": "str", "source_row": "int",  # the file's name and the row's number in it (1: the first data row)
+    "source_sha256": "str", "repository": "str", "source_path": "str", "source_commit": "str",
+    "gpu": "str", "gpu_label": "str",  # the spec table's key; the name the file gives the GPU
+    "model": "str", "resolution": "int", "batch": "int", "precision": "str", "memory_format": "str",
+    "backend": "str", "torch": "str", "cuda": "str", "reparam": "str",
+    "samples_per_s": "float", "step_time_ms": "float", "params_m": "float", "gmacs": "float", "macts_m": "float",
+    "flops_per_sample": "int", "other_flops_per_sample": "int", "bytes_per_sample": "int", "count_status": "str",
+    "ingested_at": "str",
+}  # fmt: skip
+ALL_TABLES = {**TABLES, "claims": CLAIM_KINDS, "models": MODEL_KINDS, "published": PUBLISHED_KINDS}
 PRIMARY_KEYS = {"measurements": KEY_COLUMNS, "op_classes": KEY_COLUMNS + ("op_class",), "claims": KEY_COLUMNS,
-                "models": ("model",)}  # fmt: skip
+                "models": ("model",), "published": ("source_file", "source_row")}  # fmt: skip
+TABLE_SINCE = {"measurements": 1, "op_classes": 1, "claims": 2, "models": 2, "published": 4}  # schema versions
 DERIVED_COLUMNS = ("software",)  # computed from the key when a table is read; stored nowhere
 
 SQL_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "REAL", "bool": "INTEGER", "list": "TEXT", "dict": "TEXT",
@@ -179,8 +193,9 @@ def schema_sql() -> list[str]:
 
 
 def nullable(name: str) -> bool:
-    """Missing numbers of a row are NULL, but never in a key or the bookkeeping tables."""
-    return COLUMN_KINDS.get(name, OP_CLASS_KINDS.get(name)) in NULLABLE_KINDS and name not in KEY_KINDS
+    """Missing numbers of a row are NULL (a published row's too), but never in a key or the bookkeeping tables."""
+    kind = COLUMN_KINDS.get(name, OP_CLASS_KINDS.get(name, PUBLISHED_KINDS.get(name)))
+    return kind in NULLABLE_KINDS and name not in KEY_KINDS and name not in PRIMARY_KEYS["published"]
 
 
 # --- encoding and decoding values -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
-from utilscope.survey.migrations import Migration, migrate_v1, migrate_v2
+from utilscope.survey.migrations import Migration, migrate_v1, migrate_v2, migrate_v3
 from utilscope.survey.schema import (
     ALL_TABLES,
     CLAIM_KINDS,
@@ -37,6 +37,7 @@ from utilscope.survey.schema import (
     OP_CLASS_VALUE_KINDS,
     PRIMARY_KEYS,
     SCHEMA_VERSION,
+    TABLE_SINCE,
     TABLES,
     CellKey,
     StoreError,
@@ -53,7 +54,7 @@ from utilscope.survey.schema import (
 APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
 EXPORT_SUFFIXES = (".csv", ".parquet")
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2}  # from schema N to the current one
+MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3}  # from schema N to the current one
 
 
 def _json_to_text(frame: pd.DataFrame, kinds: dict) -> pd.DataFrame:
@@ -105,7 +106,7 @@ def _verify(state: _FileState, path: Path) -> None:
             f"{path} was written by a newer utilscope (schema {state.version} > {SCHEMA_VERSION}): upgrade "
             f"utilscope; {left}"
         )
-    required = TABLES if state.version == 1 else ALL_TABLES  # schema 1 had no claims or models
+    required = [table for table, since in TABLE_SINCE.items() if since <= state.version]
     missing = [table for table in required if table not in state.tables]
     if state.version < 1 or missing or (state.version < SCHEMA_VERSION and state.version not in MIGRATIONS):
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
