@@ -17,8 +17,11 @@ def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
     other software versions say which), the output's totals, the first ``most`` conflicts and how many more, and
     which value a conflict kept."""
     lines = [f"{counts.path}: {_tallies(counts.tables)}" for counts in result.inputs]
-    held = ", ".join(plural(result.held_after(table), ENTRY_NAME[table], name) for table, name in ENTRY_NAMES.items()
-                     if table != "published" or result.held_after(table))  # others' rows: said when there are some
+    held = ", ".join(
+        plural(result.held_after(table), ENTRY_NAME[table], name)
+        for table, name in ENTRY_NAMES.items()
+        if table != "published" or result.held_after(table)
+    )  # others' rows: said when there are some
     before = result.held_before["measurements"]
     lines.append(f"merged {plural(len(result.inputs), 'store')} into {result.output}: it holds {held} "
                  f"({plural(before, 'measurement')} before)")  # fmt: skip
