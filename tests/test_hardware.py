@@ -417,3 +417,14 @@ def test_gpu_ceilings_below_datasheet(cache_env) -> None:
         for prec, measured in result.gemm_tflops.items():
             assert measured <= 1.05 * spec.peak_tflops(prec), prec
         assert result.copy_gbs <= 1.05 * spec.memory_bandwidth_gbs
+
+
+def test_an_alias_names_its_row_and_names_one_row_only(tmp_path):
+    """timm's file names call GPUs "5090" or "rtx4090": the table's aliases find their rows; an alias that is
+    another row's key is refused when the table loads."""
+    assert [get_spec(alias).key for alias in ("5090", "RTX4090", "4090", "rtx3090")] == [
+        "rtx_5090", "rtx_4090", "rtx_4090", "rtx_3090"]  # fmt: skip
+    row_b = ROW_A.replace("gpu.a]", "gpu.b]").replace("'^GPU A$'", "'^GPU B$'").replace('["GPU A"]', '["GPU B"]')
+    path = _write(tmp_path, ROW_A + row_b.replace('name = "GPU A"', 'name = "GPU B"\naliases = ["a"]'))
+    with pytest.raises(SpecFileError, match="have the same name or alias 'a'"):
+        load_specs(path)

@@ -31,7 +31,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 PRECISIONS = tuple(p.value for p in Precision)  # fp32, tf32, fp16, bf16, int8
 PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
 REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source")
-OPTIONAL_FIELDS = ("notes", *PEAK_FIELDS.values())
+OPTIONAL_FIELDS = ("notes", "aliases", *PEAK_FIELDS.values())
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
 SCHEMA_VERSION = 1
 DATASHEET = "datasheet"
@@ -58,10 +58,12 @@ class DeviceSpec:
     source: str = ""
     notes: str = ""
     peak_source: str = DATASHEET
+    aliases: tuple[str, ...] = ()  # short names other people's tables give the GPU (timm's "5090"), lowercase
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(self.patterns))
         object.__setattr__(self, "examples", tuple(self.examples))
+        object.__setattr__(self, "aliases", tuple(alias.casefold() for alias in self.aliases))
         object.__setattr__(self, "peaks_tflops", MappingProxyType(dict(self.peaks_tflops)))
 
     @property
@@ -175,6 +177,7 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
         memory_bandwidth_gbs=_positive(row, "memory_bandwidth_gbs", where),
         source=row["source"],
         notes=row.get("notes", ""),
+        aliases=tuple(_string_list(row, "aliases", where, allow_empty=True)),
     )
 
 
@@ -194,12 +197,15 @@ def _string_list(row: dict[str, Any], name: str, where: str, allow_empty: bool =
 
 
 def _check_unique_names(specs: list[DeviceSpec], path: str) -> None:
+    """A name, key or alias names one row."""
     seen: dict[str, str] = {}
     for spec in specs:
-        folded = spec.name.casefold()
-        if folded in seen:
-            raise SpecFileError(f"{path}: [gpu.{spec.key}] and [gpu.{seen[folded]}] have the same name {spec.name!r}")
-        seen[folded] = spec.key
+        for folded in {spec.name.casefold(), spec.key, *spec.aliases}:
+            if folded in seen:
+                raise SpecFileError(
+                    f"{path}: [gpu.{spec.key}] and [gpu.{seen[folded]}] have the same name or alias {folded!r}"
+                )
+            seen[folded] = spec.key
 
 
 def _check_patterns(specs: list[DeviceSpec], non_matching: list[str], path: str) -> None:
@@ -252,14 +258,14 @@ def detect(device_name: str, specs: list[DeviceSpec] | None = None) -> DeviceSpe
 
 
 def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:
-    """Look a row up by key (``h200_sxm``), display name (``NVIDIA H200 SXM``) or CUDA device name.
+    """Look a row up by key (``h200_sxm``), display name (``NVIDIA H200 SXM``), alias (``5090``) or CUDA device name.
 
     Raises UsageError listing the known keys when nothing matches.
     """
     rows = load_specs() if specs is None else specs
     wanted = name_or_key.strip().casefold()
     for spec in rows:
-        if wanted in (spec.key.casefold(), spec.name.casefold()):
+        if wanted in (spec.key.casefold(), spec.name.casefold(), *spec.aliases):
             return spec
     found = detect(name_or_key, rows)
     if found is None:
