@@ -92,7 +92,40 @@ def build(root: Path) -> dict[str, str]:
     paths["rodir"].chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     paths["sandbox"] = root
     paths.update(_file_kinds(root, paths))
+    paths.update(_timm_tables(root))
     return {name: str(path) for name, path in paths.items()}
+
+
+TIMM_NAME = "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+TIMM_HEADER = (
+    "model,infer_img_size,infer_samples_per_sec,infer_step_time,infer_batch_size,param_count,infer_gmacs,infer_macts\n"
+)
+TIMM_TABLES = {  # placeholder -> (file name, content): each in a folder of its own, named as timm names its tables
+    "timm_table": (TIMM_NAME, TIMM_HEADER + "resnet50,224,3000.5,341.2,1024,25.56,4.11,11.11\n"),
+    "timm_empty": (TIMM_NAME, ""),
+    "timm_binary": (TIMM_NAME, "\udcff\udcfe"),
+    "timm_foreign": (TIMM_NAME, "name,score\nresnet50,0.8\n"),
+    "timm_header_only": (TIMM_NAME, TIMM_HEADER),
+    "timm_bad_number": (
+        TIMM_NAME,
+        TIMM_HEADER + "resnet18,224,9000,113.7,1024,11.7,1.8,2.5\nresnet50,224,fast,1,1024,,,\n",
+    ),
+    "timm_unknown_gpu": ("benchmark-infer-amp-nchw-pt240-cu124-quantum9000.csv", TIMM_HEADER),
+    "timm_cpu": ("benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv", TIMM_HEADER),
+    "unreadable_timm_table": (TIMM_NAME, TIMM_HEADER + "resnet50,224,3000.5,341.2,1024,25.56,4.11,11.11\n"),
+}
+
+
+def _timm_tables(root: Path) -> dict[str, Path]:
+    """Tables named as timm's published inference benchmarks, good and bad, one folder each."""
+    paths = {}
+    for name, (file_name, content) in TIMM_TABLES.items():
+        folder = root / "timm" / name
+        folder.mkdir(parents=True)
+        paths[name] = folder / file_name
+        paths[name].write_bytes(content.encode(errors="surrogateescape"))
+    paths["unreadable_timm_table"].chmod(0)
+    return paths
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

@@ -36,6 +36,7 @@ from utilscope.survey.schema import (
     OP_CLASS_KINDS,
     OP_CLASS_VALUE_KINDS,
     PRIMARY_KEYS,
+    PUBLISHED_KINDS,
     SCHEMA_VERSION,
     TABLE_SINCE,
     TABLES,
@@ -414,6 +415,44 @@ class Store:
         rows = self._query(f"SELECT {', '.join(KEY_COLUMNS)}, owner, owner_device FROM claims WHERE expires_at >= ?",
                            (time.time(),))  # fmt: skip
         return {decode_key(values[:-2]): (values[-2], values[-1]) for values in rows}
+
+    # --- published rows: others' measurements, with their provenance (``survey.published``) ---
+
+    def add_published(self, records: list[dict]) -> None:
+        """Insert published rows (every column of ``PUBLISHED_KINDS`` but the counts, which start NULL) in one
+        transaction; a row whose (file, row) the store holds is left as it is."""
+        names = list(PUBLISHED_KINDS)
+        encoded = [tuple(encode(name, PUBLISHED_KINDS[name], record.get(name)) for name in names) for record in records]
+        with self._transaction() as conn:
+            conn.executemany(f"INSERT OR IGNORE INTO published ({', '.join(names)}) VALUES "
+                             f"({', '.join('?' * len(names))})", encoded)  # fmt: skip
+
+    def published_sources(self) -> dict[str, str]:
+        """The files whose rows the store holds: name -> SHA-256 of the content ingested."""
+        return dict(self._query("SELECT DISTINCT source_file, source_sha256 FROM published"))
+
+    def published_uncounted(self) -> list[tuple[str, int, str]]:
+        """(model, resolution, precision) of the published rows not counted yet, each once, in row order."""
+        rows = self._query("SELECT model, resolution, precision, MIN(source_file || ':' || source_row) FROM published "
+                           "WHERE count_status = '' GROUP BY model, resolution, precision ORDER BY 4")  # fmt: skip
+        return [(model, resolution, precision) for model, resolution, precision, _ in rows]
+
+    def set_published_counts(self, model: str, resolution: int, precision: str, counts: dict) -> None:
+        """Set the counts (``flops_per_sample``, ``other_flops_per_sample``, ``bytes_per_sample``, ``count_status``,
+        ``reparam``) of every published row of one model at one resolution and precision."""
+        names = ("flops_per_sample", "other_flops_per_sample", "bytes_per_sample", "count_status", "reparam")
+        values = [encode(name, PUBLISHED_KINDS[name], counts.get(name)) for name in names]
+        with self._transaction() as conn:
+            conn.execute(f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
+                         "resolution = ? AND precision = ?", (*values, model, resolution, precision))  # fmt: skip
+
+    def published_frame(self) -> pd.DataFrame:
+        """Every published row, ordered by file and row."""
+        records = self._query(f"SELECT {', '.join(PUBLISHED_KINDS)} FROM published ORDER BY source_file, source_row")
+        columns = list(zip(*records, strict=True)) if records else [()] * len(PUBLISHED_KINDS)
+        series = [decode_column(name, kind, list(column))
+                  for (name, kind), column in zip(PUBLISHED_KINDS.items(), columns, strict=True)]  # fmt: skip
+        return pd.concat(series, axis=1)
 
     # --- model records: what rebuilds a model without its file ---
 

@@ -1,0 +1,45 @@
+"""``ingest``: others' published measurements into a store, as rows of their own (``survey.published``)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from utilscope.survey.published import FORMAT, count_published, ingest
+from utilscope.units import plural
+
+COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("ingest", help="bring published benchmark tables (timm's) into a store, with their provenance")
+    p.add_argument("format", choices=(FORMAT,),
+                   help="the tables' format: timm-benchmark (timm's benchmark-infer-*.csv; the ones utilscope "
+                   "cites are in data/public/timm-benchmark)")  # fmt: skip
+    p.add_argument("files", nargs="+", metavar="FILE", help="the tables (never modified)")
+    p.add_argument("--db", default="results.sqlite",
+                   help="the store, created if missing; ingesting a table again adds nothing "
+                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--no-count", dest="count", action="store_false",
+                   help="store the rows only; by default each row's model is also counted by utilscope's engine at "
+                   "the row's resolution (FLOPs, bytes; rows left uncounted by an interrupted run are counted by "
+                   "the next)")  # fmt: skip
+    p.set_defaults(run=cmd_ingest)
+
+
+def cmd_ingest(args, console: Console) -> int:
+    result = ingest(args.files, args.db)
+    for name, rows, added in result.files:
+        said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
+        console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
+    added = sum(added for _, _, added in result.files)
+    console.print(f"{plural(added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
+    if args.count:
+        with Progress(*COLUMNS, console=console) as progress:
+            task = progress.add_task("counting", total=None)
+            counted, failed = count_published(
+                args.db, lambda done, total, model: progress.update(task, completed=done, total=total)
+            )
+        console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
+                      "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip
+    return 0

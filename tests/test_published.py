@@ -1,0 +1,146 @@
+"""Others' published tables as rows of their own: timm's benchmark file names give each row's condition, the rows
+keep their provenance, ingesting twice adds nothing, a changed table is refused, and bad tables are one line with
+nothing written. Only the RTX 3090 tables' contents are read here (the 5090 and PRO 6000 tables are a test set of
+the predictor: their names are parsed, their rows never looked at)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from utilscope.cli import main
+from utilscope.errors import UsageError
+from utilscope.survey.published import TableCondition, condition_of, ingest, torch_version
+from utilscope.survey.store import Store
+
+PUBLIC = Path(__file__).resolve().parent.parent / "data" / "public" / "timm-benchmark"
+NCHW_3090 = PUBLIC / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+NHWC_3090 = PUBLIC / "benchmark-infer-amp-nhwc-pt240-cu124-rtx3090.csv"
+HEADER = (
+    "model,infer_img_size,infer_samples_per_sec,infer_step_time,infer_batch_size,param_count,infer_gmacs,infer_macts\n"
+)
+
+
+def test_torch_versions_as_timm_writes_them():
+    assert [torch_version(d) for d in ("291", "240", "210", "113")] == ["2.9.1", "2.4.0", "2.1.0", "1.13"]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+     TableCondition("rtx_3090", "rtx3090", "amp", "contiguous", "eager", "2.4.0", "12.4")),
+    ("benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv",
+     TableCondition("rtx_4090", "rtx4090", "amp", "channels_last", "eager", "2.4.0", "12.4")),
+    ("benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv",
+     TableCondition("rtx_4090", "4090", "amp", "contiguous", "compile", "2.9.1", "12.8")),
+    ("benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
+     TableCondition("rtx_5090", "5090", "amp", "contiguous", "eager", "2.9.1", "13.0")),
+])  # fmt: skip
+def test_a_tables_name_gives_the_condition_of_its_rows(name, expected):
+    assert condition_of(Path(name)) == expected
+
+
+def test_every_shipped_table_is_listed_in_its_provenance_with_its_content():
+    import hashlib
+
+    with open(PUBLIC / "provenance.csv") as f:
+        listed = {row["file"]: row for row in csv.DictReader(f)}
+    tables = sorted(PUBLIC.glob("benchmark-infer-*.csv"))
+    assert len(tables) == 13 and set(listed) == {path.name for path in tables}
+    for path in tables:
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[path.name]["sha256"]
+
+
+def test_ingesting_a_table_stores_every_row_with_its_provenance_once(tmp_path, capsys):
+    db = tmp_path / "pub.sqlite"
+    with open(NCHW_3090) as f:
+        published = list(csv.DictReader(f))
+    assert main(["ingest", "timm-benchmark", str(NCHW_3090), "--db", str(db), "--no-count"]) == 0
+    assert f"{len(published)} rows, {len(published)} rows added" in capsys.readouterr().out
+    with Store(db, create=False) as store:
+        frame = store.published_frame()
+        assert store.frame().empty  # never mixed with measurements
+    assert len(frame) == len(published)
+    first = frame.iloc[0]
+    assert first["model"] == f"timm:{published[0]['model']}" and first["source_row"] == 1
+    assert first["samples_per_s"] == float(published[0]["infer_samples_per_sec"])
+    assert (first["repository"], first["source_path"]) == (
+        "huggingface/pytorch-image-models",
+        f"results/{NCHW_3090.name}",
+    )
+    assert len(first["source_commit"]) == 40 and first["gpu"] == "rtx_3090" and first["count_status"] == ""
+    assert set(frame["batch"]) <= {int(row["infer_batch_size"]) for row in published}
+    assert main(["ingest", "timm-benchmark", str(NCHW_3090), str(NHWC_3090), "--db", str(db), "--no-count"]) == 0
+    out = capsys.readouterr().out
+    assert "ingested before: nothing added" in out and f"{NHWC_3090.name}: " in out
+    with Store(db, create=False) as store:
+        again = store.published_frame()
+    assert len(again) == len(published) + len(NHWC_3090.read_text().splitlines()) - 1
+    assert again[again["source_file"] == NCHW_3090.name].drop(columns="ingested_at").equals(
+        frame.drop(columns="ingested_at"))  # fmt: skip
+
+
+def test_a_changed_table_of_a_name_ingested_before_is_refused_and_nothing_is_written(tmp_path):
+    db, changed = tmp_path / "pub.sqlite", tmp_path / "other" / NCHW_3090.name
+    ingest([NCHW_3090], db)
+    changed.parent.mkdir()
+    changed.write_text(NCHW_3090.read_text() + "resnet50,224,1.0,1.0,1024,25.6,4.1,11.1\n")
+    before = db.read_bytes()
+    with pytest.raises(UsageError, match="was ingested into .* with other content .* a changed table is never mixed"):
+        ingest([changed], db)
+    assert db.read_bytes() == before
+    copy = tmp_path / "elsewhere" / NCHW_3090.name
+    copy.parent.mkdir()
+    shutil.copyfile(NCHW_3090, copy)
+    assert ingest([copy], db).files[0][2] == 0  # the same content from another folder: ingested before
+
+
+def _table(tmp_path: Path, body: str, name: str = "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+@pytest.mark.parametrize(("name", "body", "message"), [
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", "a,b\n1,2\n", "lacks the columns"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER, "without rows"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,abc,1.0,1024,25.6,4.1,11.1\n",
+     "row 1: infer_samples_per_sec must be a number above 0, got 'abc'"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,nan,1.0,1024,,,\n", "above 0"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224.5,9.0,1.0,1024,,,\n",
+     "infer_img_size must be a whole number above 0"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + ",224,9.0,1.0,1024,,,\n", "row 1: no model name"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,9.0,1.0,1024,1,1,1,9\n",
+     "row 1: extra cells"),
+    ("benchmark-infer-amp-nchw-pt240-cu124-quantum9000.csv", HEADER, "unknown GPU 'quantum9000'"),
+    ("benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv", HEADER, "is a CPU's table"),
+    ("results-imagenet.csv", HEADER, "is not named like a timm inference benchmark table"),
+])  # fmt: skip
+def test_a_bad_table_is_one_line_and_creates_no_store(tmp_path, name, body, message):
+    db = tmp_path / "pub.sqlite"
+    with pytest.raises(UsageError, match=message):
+        ingest([_table(tmp_path, body, name)], db)
+    assert not db.exists()
+
+
+def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be_built_is_kept(tmp_path, capsys):
+    """Counting goes with ingesting: every (model, resolution) once, our FLOPs agreeing with timm's GMACs x 2 where
+    both count the same work (ResNet-10-T: 0.70 GMACs at 176 px); a model this timm cannot build keeps its row, the
+    reason in ``count_status``; MobileOne's rows say the table may or may not have reparameterized it."""
+    rows = ["resnet10t,176,9000.0,113.7,1024,5.44,0.70,2.4", "mobileone_s0,224,8000.0,128.0,1024,5.29,1.09,15.5",
+            "no_such_net_in_this_timm,224,7000.0,146.3,1024,1.0,1.0,1.0",
+            "resnet10t,176,8800.0,116.4,512,5.44,0.70,2.4"]  # fmt: skip
+    table = _table(tmp_path, HEADER + "\n".join(rows) + "\n")
+    db = tmp_path / "pub.sqlite"
+    assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0
+    assert "counted 3 models at their rows' resolutions (1 could not be built or counted" in capsys.readouterr().out
+    with Store(db, create=False) as store:
+        frame = store.published_frame().set_index("source_row")
+    assert frame.loc[1, "flops_per_sample"] == frame.loc[4, "flops_per_sample"]  # one count for both batches
+    assert abs(frame.loc[1, "flops_per_sample"] / 2e9 - 0.70) < 0.005 and frame.loc[1, "bytes_per_sample"] > 0
+    assert list(frame["reparam"]) == ["n/a", "unknown", "", "n/a"] and frame.loc[2, "count_status"] == "ok"
+    assert frame.loc[3, "count_status"].startswith("error: UsageError: unknown model 'timm:no_such_net_in_this_timm'")
+    assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0  # nothing left to count
+    assert "counted 0 models" in capsys.readouterr().out
