@@ -144,3 +144,35 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
     assert frame.loc[3, "count_status"].startswith("error: UsageError: unknown model 'timm:no_such_net_in_this_timm'")
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0  # nothing left to count
     assert "counted 0 models" in capsys.readouterr().out
+
+
+def test_utilization_is_our_flops_times_the_published_throughput_over_the_datasheet_peak():
+    """amp on an RTX 3090: 71 TFLOP/s (fp16 tensor with fp32 accumulate); 2 GFLOPs x 1000/s = 2 TFLOP/s = 2.817%;
+    200 MB x 1000/s = 200 GB/s of 936 GB/s; a row not counted has none."""
+    import pandas as pd
+
+    from utilscope.survey.published import with_utilization
+
+    frame = pd.DataFrame({"gpu": ["rtx_3090", "rtx_3090", "rtx_5090"], "precision": ["amp", "amp", "bf16"],
+                          "samples_per_s": [1000.0, 50.0, 1000.0],
+                          "flops_per_sample": pd.array([2_000_000_000, None, 2_000_000_000], dtype="Int64"),
+                          "bytes_per_sample": pd.array([200_000_000, None, 200_000_000], dtype="Int64")})  # fmt: skip
+    rows = with_utilization(frame)
+    assert list(rows["peak_tflops"]) == [71.0, 71.0, 209.5]
+    assert rows.loc[0, "utilization"] == pytest.approx(2 / 71) and rows.loc[2, "utilization"] == pytest.approx(
+        2 / 209.5
+    )
+    assert rows.loc[0, "bandwidth_utilization"] == pytest.approx(200 / 936) and pd.isna(rows.loc[1, "utilization"])
+
+
+def test_gmacs_that_disagree_beyond_five_percent_and_timms_rounding_are_listed_largest_first():
+    import pandas as pd
+
+    from utilscope.survey.published import gmacs_disagreements
+
+    frame = pd.DataFrame({"model": ["a", "b", "c", "d", "e"], "resolution": [224] * 5,
+                          "gmacs": [4.11, 4.11, 0.03, 1.0, 2.0], "count_status": ["ok", "ok", "ok", "ok", "error: x"],
+                          "flops_per_sample": pd.array([8_220_000_000, 9_000_000_000, 50_000_000, 1_600_000_000, None],
+                                                       dtype="Int64")})  # fmt: skip
+    apart = gmacs_disagreements(frame)  # a: 4.11 vs 4.11; c: 0.025 vs 0.03, within the rounding of 0.005
+    assert list(apart["model"]) == ["d", "b"] and list(apart["ratio"].round(3)) == [0.8, 1.095]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from utilscope.survey.published import FORMAT, count_published, ingest
+from utilscope.survey.published import FORMAT, count_published, gmacs_disagreements, ingest
+from utilscope.survey.store import Store
 from utilscope.units import plural
 
 COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -42,4 +43,18 @@ def cmd_ingest(args, console: Console) -> int:
             )
         console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
                       "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip
+        render_disagreements(args.db, console)
     return 0
+
+
+def render_disagreements(db: str, console: Console, most: int = 10) -> None:
+    """Where the tables' GMACs and our counts disagree (beyond 5% and timm's rounding), the largest first."""
+    with Store(db, create=False) as store:
+        apart = gmacs_disagreements(store.published_frame())
+    console.print(f"{plural(len(apart), 'model')} (at a resolution) whose published GMACs differ from our FLOPs / 2 "
+                  "by more than 5%" + (":" if len(apart) else ""), highlight=False)  # fmt: skip
+    for row in apart.head(most).itertuples():
+        console.print(f"  {row.model} {row.resolution}px: published {row.gmacs:g} GMACs, ours {row.ours_gmacs:.3g} "
+                      f"({row.ratio:.2f}x)", highlight=False)  # fmt: skip
+    if len(apart) > most:
+        console.print(f"  ... and {len(apart) - most} more", highlight=False)

@@ -227,3 +227,41 @@ def count_published(db, on_model=None) -> tuple[int, int]:
         if on_model is not None:
             on_model(done, len(todo), model)
     return len(todo), failed
+
+
+PEAK_UNIT = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16", "amp_bf16": "bf16", "fp32": "fp32", "tf32": "tf32"}
+GMACS_DECIMALS = 2  # timm's tables round GMACs to two decimals
+AGREEMENT = 0.05  # our FLOPs / 2 and timm's GMACs agree within 5% (or within timm's rounding)
+
+
+def with_utilization(frame):
+    """Published rows (``Store.published_frame``) with what they achieved against their GPU's datasheet: the peak
+    of the precision's math unit (``amp``: fp16 tensor cores with fp32 accumulate, ``bf16``/``amp_bf16``: bf16;
+    ``peak_tflops``), ``achieved_tflops`` and ``utilization`` from our counted FLOPs, ``achieved_gbs`` and
+    ``bandwidth_utilization`` from our counted bytes (NaN where the row is not counted)."""
+    from utilscope.hardware import get_spec
+
+    frame = frame.copy()
+    specs = {key: get_spec(key) for key in frame["gpu"].unique()}
+    frame["peak_tflops"] = [specs[g].peak_tflops(PEAK_UNIT[p]) for g, p in zip(frame["gpu"], frame["precision"],
+                                                                                 strict=True)]  # fmt: skip
+    bandwidth_gbs = frame["gpu"].map(lambda key: specs[key].memory_bandwidth_gbs)
+    frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
+    frame["utilization"] = frame["achieved_tflops"] / frame["peak_tflops"]
+    frame["achieved_gbs"] = frame["bytes_per_sample"].astype("float64") * frame["samples_per_s"] / 1e9
+    frame["bandwidth_utilization"] = frame["achieved_gbs"] / bandwidth_gbs
+    return frame
+
+
+def gmacs_disagreements(frame):
+    """The counted (model, resolution) pairs whose FLOPs / 2 differ from the table's GMACs by more than
+    ``AGREEMENT`` and by more than the table's rounding: model, resolution, gmacs, ours_gmacs, ratio (ours/theirs),
+    largest difference first."""
+    counted = frame[(frame["count_status"] == "ok") & frame["gmacs"].notna()]
+    pairs = counted.drop_duplicates(["model", "resolution"])[["model", "resolution", "gmacs", "flops_per_sample"]]
+    ours = pairs["flops_per_sample"].astype("float64") / 2e9
+    gap = (ours - pairs["gmacs"]).abs()
+    apart = (gap > AGREEMENT * ours) & (gap > 0.5 * 10**-GMACS_DECIMALS)
+    result = pairs[apart].assign(ours_gmacs=ours[apart], ratio=ours[apart] / pairs["gmacs"][apart])
+    order = (result["ratio"].apply(lambda r: abs(math.log(r)) if r > 0 else math.inf)).sort_values(ascending=False)
+    return result.loc[order.index, ["model", "resolution", "gmacs", "ours_gmacs", "ratio"]].reset_index(drop=True)
