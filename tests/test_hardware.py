@@ -56,6 +56,8 @@ TYPICAL_NAMES = [
     ("NVIDIA GeForce RTX 3090", "rtx_3090"),
     ("NVIDIA GeForce RTX 4090", "rtx_4090"),
     ("NVIDIA GeForce RTX 5090", "rtx_5090"),
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "rtx_pro_6000_maxq"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx_pro_6000"),
 ]
 
 # Real GPUs that differ from every row (clocks, SMs, memory): a wrong peak is worse than none.
@@ -68,6 +70,8 @@ UNMATCHED_NAMES = [
     "NVIDIA GeForce RTX 4090 D",
     "NVIDIA GeForce RTX 3090 Ti",
     "NVIDIA GeForce RTX 5090 D",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q",
     "AMD Instinct MI300X",
     "cpu",
     "",
@@ -200,10 +204,17 @@ memory_bandwidth_gbs = 100
 fp32_tflops = 1.0
 fp16_tflops = 4.0
 source = "test"
+architecture = "Ampere"
+compute_capability = "8.6"
+boost_clock_mhz = 1000
+l2_cache_mb = 4
+smem_per_sm_kb = 100
+tdp_w = 100
+source_hardware = "test"
 """
 
 
-def _write(tmp_path, body: str, header: str = "schema_version = 1\n"):
+def _write(tmp_path, body: str, header: str = "schema_version = 2\n"):
     path = tmp_path / "specs.toml"
     path.write_text(header + textwrap.dedent(body))
     return path
@@ -239,6 +250,12 @@ def test_custom_table_loads(tmp_path) -> None:
             "same name",
         ),
         (ROW_A.replace("[gpu.a]", "[gpu.A-1]"), "key must be lowercase"),
+        (ROW_A.replace('"Ampere"', '"Lovelace"'), "architecture must be one of Volta, Turing, Ampere, Ada, Hopper"),
+        (ROW_A.replace('"8.6"', '"9.0"'), r"compute_capability '9.0' is not a Ampere one \(8.0, 8.6, 8.7\)"),
+        (ROW_A.replace('"8.6"', "8.6"), "compute_capability must be a non-empty string"),
+        (ROW_A.replace("l2_cache_mb = 4", "l2_cache_mb = 0"), "l2_cache_mb must be a positive number"),
+        (ROW_A.replace("tdp_w = 100\n", ""), r"missing required field\(s\) \['tdp_w'\]"),
+        (ROW_A.replace('source_hardware = "test"', 'source_hardware = " "'), "source_hardware must be a non-empty"),
     ],
     ids=[
         "syntax",
@@ -254,6 +271,12 @@ def test_custom_table_loads(tmp_path) -> None:
         "overlapping-patterns",
         "duplicate-name",
         "bad-key",
+        "unknown-architecture",
+        "capability-of-another-architecture",
+        "capability-as-a-number",
+        "zero-l2",
+        "no-tdp",
+        "blank-hardware-source",
     ],
 )
 def test_malformed_table_raises_clear_error(tmp_path, body: str, message: str) -> None:
@@ -262,12 +285,12 @@ def test_malformed_table_raises_clear_error(tmp_path, body: str, message: str) -
 
 
 def test_table_level_errors(tmp_path) -> None:
-    with pytest.raises(SpecFileError, match="schema_version"):
-        load_specs(_write(tmp_path, ROW_A, header="schema_version = 2\n"))
+    with pytest.raises(SpecFileError, match="schema_version must be 2 .every row has architecture"):
+        load_specs(_write(tmp_path, ROW_A, header="schema_version = 1\n"))  # a table from before the chip fields
     with pytest.raises(SpecFileError, match="unknown top-level"):
-        load_specs(_write(tmp_path, ROW_A, header="schema_version = 1\ngpus_typo = 1\n"))
+        load_specs(_write(tmp_path, ROW_A, header="schema_version = 2\ngpus_typo = 1\n"))
     with pytest.raises(SpecFileError, match="non_matching_examples entry 'GPU A'"):
-        load_specs(_write(tmp_path, ROW_A, header='schema_version = 1\nnon_matching_examples = ["GPU A"]\n'))
+        load_specs(_write(tmp_path, ROW_A, header='schema_version = 2\nnon_matching_examples = ["GPU A"]\n'))
     with pytest.raises(SpecFileError, match="no \\[gpu"):
         load_specs(_write(tmp_path, ""))
     with pytest.raises(SpecFileError, match="not found"):

@@ -37,9 +37,18 @@ def test_torch_versions_as_timm_writes_them():
      TableCondition("rtx_4090", "4090", "amp", "contiguous", "compile", "2.9.1", "12.8")),
     ("benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
      TableCondition("rtx_5090", "5090", "amp", "contiguous", "eager", "2.9.1", "13.0")),
+    ("benchmark-infer-amp_bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
+     TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "amp_bf16", "contiguous", "compile", "2.9.1", "13.0")),
+    ("benchmark-infer-bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
+     TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "bf16", "contiguous", "compile", "2.9.1", "13.0")),
 ])  # fmt: skip
 def test_a_tables_name_gives_the_condition_of_its_rows(name, expected):
     assert condition_of(Path(name)) == expected
+
+
+def test_every_shipped_tables_name_names_a_gpu_of_the_spec_table():
+    gpus = {condition_of(path).gpu for path in PUBLIC.glob("benchmark-infer-*.csv")}
+    assert gpus == {"rtx_3090", "rtx_4090", "rtx_5090", "rtx_pro_6000_maxq"}
 
 
 def test_every_shipped_table_is_listed_in_its_provenance_with_its_content():

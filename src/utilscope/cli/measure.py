@@ -73,12 +73,36 @@ def cmd_layers(args, console: Console) -> int:
     return 0
 
 
+# The columns of `utilscope devices`' table and their headers (names and sources: --json).
+DEVICES_COLUMNS = {
+    "key": "key",
+    "architecture": "arch",
+    "compute_capability": "cc",
+    "sm_count": "SMs",
+    "boost_clock_mhz": "boost MHz",
+    "l2_cache_mb": "L2 MB",
+    "smem_per_sm_kb": "smem/SM KB",
+    "tdp_w": "W",
+    "memory_gb": "GB",
+    "memory_bandwidth_gbs": "GB/s",
+    "fp32_tflops": "fp32",
+    "tf32_tflops": "tf32",
+    "fp16_tflops": "fp16",
+    "bf16_tflops": "bf16",
+    "int8_tops": "int8",
+}
+
+
 def cmd_devices(args, console: Console) -> int:
     frame = specs_frame()
     if args.json:
         print(strict_json(frame.to_dict(orient="records")))
-    else:
-        console.print(frame_table(frame, "dense datasheet peaks (TFLOP/s; int8 in TOPS) and memory bandwidth (GB/s)"))
+        return 0
+    table = frame[list(DEVICES_COLUMNS)].rename(columns=DEVICES_COLUMNS)
+    whole = [c for c in table if table[c].dtype.kind == "f" and (table[c].dropna() % 1 == 0).all()]
+    table = table.astype(dict.fromkeys(whole, "Int64"))  # 1590, not 1590.0
+    console.print(frame_table(table, "dense datasheet peaks (TFLOP/s; int8 in TOPS), memory (GB, GB/s) and chip"))
+    console.print("names, aliases and each figure's source: utilscope devices --json")
     return 0
 
 

@@ -1,7 +1,9 @@
 """GPU datasheet peaks: load and validate ``specs.toml``, detect the row for a CUDA device name.
 
 The table is data (``specs.toml`` beside this module); this module only reads, validates and looks it up.
-Peaks are dense (no sparsity). ``int8`` peaks are tera-ops/s; everything else is TFLOP/s.
+Peaks are dense (no sparsity). ``int8`` peaks are tera-ops/s; everything else is TFLOP/s. Each row also carries
+what a model comparing GPUs needs beside the peaks: architecture, compute capability, boost clock, L2 cache,
+shared memory per SM and board power, each with its source.
 """
 
 from __future__ import annotations
@@ -30,10 +32,21 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 PRECISIONS = tuple(p.value for p in Precision)  # fp32, tf32, fp16, bf16, int8
 PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
-REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source")
+HARDWARE_FIELDS = ("boost_clock_mhz", "l2_cache_mb", "smem_per_sm_kb", "tdp_w")  # positive numbers
+REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source",
+                   "architecture", "compute_capability", *HARDWARE_FIELDS, "source_hardware")  # fmt: skip
 OPTIONAL_FIELDS = ("notes", "aliases", *PEAK_FIELDS.values())
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware
+# The compute capabilities of each architecture (NVIDIA's CUDA GPUs list): a row's pair must be one of these.
+ARCHITECTURES = {
+    "Volta": ("7.0", "7.2"),
+    "Turing": ("7.5",),
+    "Ampere": ("8.0", "8.6", "8.7"),
+    "Ada": ("8.9",),
+    "Hopper": ("9.0",),
+    "Blackwell": ("10.0", "10.3", "11.0", "12.0", "12.1"),
+}
 DATASHEET = "datasheet"
 USER_PEAK = "user --peak"
 _KEY_RE = re.compile(r"^[a-z0-9_]+$")
@@ -59,6 +72,13 @@ class DeviceSpec:
     notes: str = ""
     peak_source: str = DATASHEET
     aliases: tuple[str, ...] = ()  # short names other people's tables give the GPU (timm's "5090"), lowercase
+    architecture: str = ""  # one of ARCHITECTURES
+    compute_capability: str = ""  # "9.0"
+    boost_clock_mhz: float | None = None
+    l2_cache_mb: float | None = None
+    smem_per_sm_kb: float | None = None  # the most shared memory an SM has (CUDA's per-compute-capability table)
+    tdp_w: float | None = None
+    source_hardware: str = ""  # where boost_clock_mhz, l2_cache_mb and tdp_w come from
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(self.patterns))
@@ -127,7 +147,10 @@ def _parse_table(data: dict[str, Any], path: str) -> list[DeviceSpec]:
     if unknown:
         raise SpecFileError(f"{path}: unknown top-level keys {sorted(unknown)}; allowed: {sorted(TOP_LEVEL_KEYS)}")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise SpecFileError(f"{path}: schema_version must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}")
+        raise SpecFileError(
+            f"{path}: schema_version must be {SCHEMA_VERSION} (every row has architecture, compute_capability, "
+            f"{', '.join(HARDWARE_FIELDS)} and source_hardware), got {data.get('schema_version')!r}"
+        )
     rows = data.get("gpu")
     if not isinstance(rows, dict) or not rows:
         raise SpecFileError(f"{path}: no [gpu.<key>] tables found")
@@ -151,7 +174,7 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
         raise SpecFileError(
             f"{where}: unknown field(s) {sorted(unknown)}; allowed: {REQUIRED_FIELDS + OPTIONAL_FIELDS}"
         )
-    for text_field in ("name", "source", "notes"):
+    for text_field in ("name", "source", "notes", "architecture", "compute_capability", "source_hardware"):
         if text_field in row and (not isinstance(row[text_field], str) or not row[text_field].strip()):
             raise SpecFileError(f"{where}: {text_field} must be a non-empty string")
     peaks = {p: _positive(row, f, where) for p, f in PEAK_FIELDS.items() if f in row}
@@ -160,6 +183,7 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
     sm_count = _positive(row, "sm_count", where)
     if sm_count != int(sm_count):
         raise SpecFileError(f"{where}: sm_count must be an integer, got {sm_count}")
+    _check_architecture(row["architecture"], row["compute_capability"], where)
     patterns = _string_list(row, "patterns", where)
     for pattern in patterns:
         try:
@@ -178,7 +202,22 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
         source=row["source"],
         notes=row.get("notes", ""),
         aliases=tuple(_string_list(row, "aliases", where, allow_empty=True)),
+        architecture=row["architecture"],
+        compute_capability=row["compute_capability"],
+        **{name: _positive(row, name, where) for name in HARDWARE_FIELDS},
+        source_hardware=row["source_hardware"],
     )
+
+
+def _check_architecture(architecture: str, compute_capability: str, where: str) -> None:
+    """The architecture is a known one and the compute capability one of its own."""
+    if architecture not in ARCHITECTURES:
+        raise SpecFileError(f"{where}: architecture must be one of {', '.join(ARCHITECTURES)}, got {architecture!r}")
+    if compute_capability not in ARCHITECTURES[architecture]:
+        raise SpecFileError(
+            f"{where}: compute_capability {compute_capability!r} is not a {architecture} one "
+            f"({', '.join(ARCHITECTURES[architecture])})"
+        )
 
 
 def _positive(row: dict[str, Any], name: str, where: str) -> float:
@@ -282,20 +321,26 @@ def check_peak_tflops(tflops) -> float:
 
 
 def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:
-    """The peak table as a DataFrame (one row per GPU; a missing unit is NaN) for ``utilscope devices``."""
+    """The table as a DataFrame (one row per GPU; a missing unit is NaN) for ``utilscope devices``."""
     rows = load_specs() if specs is None else specs
     records = []
     for spec in rows:
         record: dict[str, Any] = {
             "key": spec.key,
             "name": spec.name,
+            "architecture": spec.architecture,
+            "compute_capability": spec.compute_capability,
             "sm_count": spec.sm_count,
+            "boost_clock_mhz": spec.boost_clock_mhz,
+            "l2_cache_mb": spec.l2_cache_mb,
+            "smem_per_sm_kb": spec.smem_per_sm_kb,
+            "tdp_w": spec.tdp_w,
             "memory_gb": spec.memory_gb,
             "memory_bandwidth_gbs": spec.memory_bandwidth_gbs,
         }
         for prec, column in PEAK_FIELDS.items():
             record[column] = spec.peaks_tflops.get(prec, math.nan)
-        record["source"] = spec.source
+        record.update(aliases=list(spec.aliases), source=spec.source, source_hardware=spec.source_hardware)
         records.append(record)
     frame = pd.DataFrame.from_records(records)
     return frame.astype({"sm_count": "Int64"}) if not frame.empty else frame
