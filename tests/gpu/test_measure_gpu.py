@@ -112,3 +112,22 @@ def test_inference_backend_folds_timm_batchnormact_on_the_gpu():
     with torch.no_grad():
         expected, actual = module(x).float(), folded(x).float()
     assert float((expected - actual).abs().max()) <= 0.05 * float(expected.abs().max())  # fp16 rounding
+
+
+@pytest.mark.parametrize("backend", ["eager", "graph", "compile"])
+def test_amp_runs_fp32_weights_under_autocast_like_timm(backend):
+    """amp: fp32 weights and input, convolutions autocast to fp16 on every call (also when replayed or compiled),
+    utilization against the fp16 tensor peak; the output matches an fp32 run to fp16 rounding."""
+    spec = zoo.parse_spec("torchvision:resnet18")
+    module = prepare_module(_randomize_batchnorm(zoo.build_model(spec, 64)), torch.device("cuda"), Precision.AMP, False)
+    x = make_input(4, 64, torch.device("cuda"), Precision.AMP, channels_last=False)
+    assert next(module.parameters()).dtype == torch.float32 and x.dtype == torch.float32
+    with math_mode(Precision.FP32):
+        reference = module(x).clone()
+    with math_mode(Precision.AMP):
+        out = BACKENDS[backend].prepare(module, x).run().clone()
+    assert out.dtype == torch.float16  # the classifier's matmul ran in fp16
+    assert ((out.float() - reference).norm() / reference.norm()).item() < 1e-2
+    result = profile("torchvision:resnet18", batches=[8], precision="amp", backend=backend, channels_last=False)
+    row = result.rows[0]
+    assert row.status == "ok" and row.peak_tflops == pytest.approx(989.4) and result.precision == "amp"

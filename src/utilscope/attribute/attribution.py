@@ -27,9 +27,10 @@ def make_roofs(device: torch.device, precision: Precision, peaks: Peaks, ceiling
     """Datasheet roofs (the bounds: never beaten) and measured-ceiling roofs, where each is known."""
     spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
     ceiling_roofs = None
-    if ceilings is not None and precision.value in ceilings.gemm_tflops:
-        vector = ceilings.gemm_tflops.get("fp32", ceilings.gemm_tflops[precision.value])
-        ceiling_roofs = Roofs(ceilings.gemm_tflops[precision.value], vector, ceilings.copy_gbs, "measured ceilings")
+    unit = precision.unit.value  # amp: the fp16 tensor cores' ceiling
+    if ceilings is not None and unit in ceilings.gemm_tflops:
+        vector = ceilings.gemm_tflops.get("fp32", ceilings.gemm_tflops[unit])
+        ceiling_roofs = Roofs(ceilings.gemm_tflops[unit], vector, ceilings.copy_gbs, "measured ceilings")
     if spec is not None and spec.memory_bandwidth_gbs and peaks.peak_tflops:
         vector = spec.peaks_tflops.get("fp32", peaks.peak_tflops)
         return Roofs(peaks.peak_tflops, vector, spec.memory_bandwidth_gbs, f"datasheet: {spec.name}"), ceiling_roofs

@@ -23,14 +23,14 @@ from typing import Any
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.precision import Precision
+from utilscope.precision import UNITS, Precision
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-PRECISIONS = tuple(p.value for p in Precision)  # fp32, tf32, fp16, bf16, int8
+PRECISIONS = tuple(p.value for p in UNITS)  # fp32, tf32, fp16, bf16, int8: the units a row gives peaks for
 PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
 HARDWARE_FIELDS = ("boost_clock_mhz", "l2_cache_mb", "smem_per_sm_kb", "tdp_w")  # positive numbers
 REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source",
@@ -108,12 +108,14 @@ class DeviceSpec:
 
 
 def normalize_precision(precision: str | Enum) -> str:
-    """``"FP16"``, ``Precision.FP16`` -> ``"fp16"``; anything else raises a UsageError listing the choices."""
+    """The math unit of a precision: ``"FP16"``, ``Precision.FP16`` -> ``"fp16"``; ``"amp"`` -> ``"fp16"`` and
+    ``"amp_bf16"`` -> ``"bf16"`` (``Precision.unit``); anything else raises a UsageError listing the choices."""
     value = precision.value if isinstance(precision, Enum) else precision
     prec = str(value).strip().lower()
-    if prec not in PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
-    return prec
+    if prec not in {p.value for p in Precision}:
+        choices = ", ".join(p.value for p in Precision)
+        raise UsageError(f"unknown precision {precision!r}; choose one of: {choices}")
+    return Precision(prec).unit.value
 
 
 def default_specs_path() -> Path:

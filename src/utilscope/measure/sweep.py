@@ -105,7 +105,7 @@ def resolve_peaks(
 ) -> tuple[Peaks, list[str]]:
     """Datasheet peak of the device (or the user's --peak); the measured ceiling where no datasheet applies."""
     notes: list[str] = []
-    ceiling = ceilings.gemm_tflops.get(precision.value) if ceilings is not None else None
+    ceiling = ceilings.gemm_tflops.get(precision.unit.value) if ceilings is not None else None
     copy_gbs = ceilings.copy_gbs if ceilings is not None else None
     spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
     bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
@@ -194,7 +194,7 @@ def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     row.notes = list(prepared.notes)
     if row.utilization_vs_ceiling is not None and row.utilization_vs_ceiling > 1:
         row.notes.append(
-            f"batch {batch} ran at {row.utilization_vs_ceiling:.0%} of the measured {sweep.precision.value} GEMM "
+            f"batch {batch} ran at {row.utilization_vs_ceiling:.0%} of the measured {sweep.precision.unit.value} GEMM "
             "ceiling: it was measured when the machine was busier than now (or this model's kernels beat a large "
             f"GEMM); `utilscope ceilings --device {sweep.device.type} --refresh` re-measures it"
         )
@@ -293,13 +293,13 @@ def resolve_ceilings(request: MeasureRequest, device: torch.device) -> Ceilings 
 
 def ceiling_notes(ceilings, precision: Precision) -> list[str]:
     """A measured ceiling whose repetitions disagree was measured on a busy machine: say so, and how to redo it."""
-    spread = getattr(ceilings, "gemm_spread_tflops", {}).get(precision.value)
+    spread = getattr(ceilings, "gemm_spread_tflops", {}).get(precision.unit.value)
     if not spread or spread["min"] <= 0 or spread["max"] / spread["min"] < UNSTEADY_CEILING:
         return []
     return [
-        f"the {precision.value} GEMM ceiling varied {spread['max'] / spread['min']:.1f}x over its {spread['reps']} "
-        f"repetitions ({spread['min']:.3g}-{spread['max']:.3g} TFLOP/s): it was measured on a busy machine; "
-        f"`utilscope ceilings --device {ceilings.device_kind} --refresh` re-measures it"
+        f"the {precision.unit.value} GEMM ceiling varied {spread['max'] / spread['min']:.1f}x over its "
+        f"{spread['reps']} repetitions ({spread['min']:.3g}-{spread['max']:.3g} TFLOP/s): it was measured on a busy "
+        f"machine; `utilscope ceilings --device {ceilings.device_kind} --refresh` re-measures it"
     ]
 
 

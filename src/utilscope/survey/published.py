@@ -22,6 +22,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.files import read_bytes, read_text
 from utilscope.hardware import get_spec
+from utilscope.precision import Precision
 from utilscope.survey.schema import now_iso
 
 FORMAT = "timm-benchmark"
@@ -185,7 +186,6 @@ def ingest(paths, db) -> IngestResult:
 
 
 REPARAM_METHODS = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's reparameterize_model calls
-WIDE_PRECISIONS = ("fp32", "tf32")  # tables of these move 4-byte values; every other precision 2-byte ones
 
 
 def count_row(model: str, resolution: int, precision: str) -> dict:
@@ -200,7 +200,7 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
     try:
         module, _ = zoo.build_on_meta(zoo.parse_spec(model), resolution)
         convertible = any(hasattr(child, name) for child in list(module.modules())[1:] for name in REPARAM_METHODS)
-        result = count(model, 1, resolution, "fp32" if precision in WIDE_PRECISIONS else "fp16")
+        result = count(model, 1, resolution, Precision(precision).count_dtype)
     except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
         return {"count_status": f"error: {describe(exc)}"[:300], "reparam": ""}
     total = result.total
@@ -217,9 +217,9 @@ def count_published(db, on_model=None) -> tuple[int, int]:
 
     with Store(db) as store:
         todo = store.published_uncounted()
-    failed, made = 0, {}  # precisions of one value size share a count
+    failed, made = 0, {}  # precisions of one counted dtype (amp and fp16) share a count
     for done, (model, resolution, precision) in enumerate(todo, start=1):
-        size = (model, resolution, precision in WIDE_PRECISIONS)
+        size = (model, resolution, Precision(precision).count_dtype)
         counts = made[size] = made[size] if size in made else count_row(model, resolution, precision)
         failed += counts["count_status"] != "ok"
         with Store(db) as store:
@@ -229,7 +229,6 @@ def count_published(db, on_model=None) -> tuple[int, int]:
     return len(todo), failed
 
 
-PEAK_UNIT = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16", "amp_bf16": "bf16", "fp32": "fp32", "tf32": "tf32"}
 GMACS_DECIMALS = 2  # timm's tables round GMACs to two decimals
 AGREEMENT = 0.05  # our FLOPs / 2 and timm's GMACs agree within 5% (or within timm's rounding)
 
@@ -243,7 +242,7 @@ def with_utilization(frame):
 
     frame = frame.copy()
     specs = {key: get_spec(key) for key in frame["gpu"].unique()}
-    frame["peak_tflops"] = [specs[g].peak_tflops(PEAK_UNIT[p]) for g, p in zip(frame["gpu"], frame["precision"],
+    frame["peak_tflops"] = [specs[g].peak_tflops(p) for g, p in zip(frame["gpu"], frame["precision"],
                                                                                  strict=True)]  # fmt: skip
     bandwidth_gbs = frame["gpu"].map(lambda key: specs[key].memory_bandwidth_gbs)
     frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
