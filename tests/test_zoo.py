@@ -423,3 +423,27 @@ def test_check_model_finds_the_factory_without_building_it(tmp_path):
     zoo.check_model(zoo.parse_spec(f"{path}:explodes"))
     zoo.check_model(zoo.parse_spec("torchvision:resnet18"))
     assert _error(UsageError, zoo.check_model, zoo.parse_spec(f"{path}:nope")) == f"{path} has no callable 'nope'"
+
+
+def test_a_reparam_spec_is_the_model_reparameterized_by_timm_and_keyed_apart():
+    """timm's reparameterize_model merges MobileOne's branches: one 3x3 conv per block, 4x fewer FLOPs at the
+    stem-heavy s0; the spec keeps its suffix through the id and portable form; a model with nothing to merge is
+    refused, naming the suffix."""
+    from utilscope.counting import count
+
+    spec = zoo.parse_spec(" timm:mobileone_s0+reparam ")
+    assert (spec.name, spec.reparam, spec.id) == ("mobileone_s0", True, "timm:mobileone_s0+reparam")
+    assert zoo.parse_spec(zoo.portable_spec(spec)) == spec and zoo.native_resolution(spec) == 224
+    built = {}
+    for variant in (zoo.parse_spec("timm:mobileone_s0"), spec):
+        torch.manual_seed(0)  # the same random weights
+        built[variant.reparam] = zoo.build_model(variant, 64)
+    plain, merged = built[False], built[True]
+    assert zoo.reparameterizable(plain) and sum(isinstance(m, torch.nn.BatchNorm2d) for m in merged.modules()) == 0
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    with torch.no_grad():
+        reference = plain.double()(x)
+        assert ((merged.double()(x) - reference).norm() / reference.norm()).item() < 1e-5  # same function
+    assert count(spec.id, 1, 64, "fp16").total.flops < count("timm:mobileone_s0", 1, 64, "fp16").total.flops / 2
+    with pytest.raises(UsageError, match=r"^timm:resnet18 has nothing to reparameterize: drop \+reparam$"):
+        zoo.build_model(zoo.parse_spec("timm:resnet18+reparam"), 32)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from torch import nn
 
 from utilscope.counting.counter import CountResult, count
+from utilscope.models import zoo
 
 MATMUL_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
 ALIGNMENT = 8  # channels: fp16 tensor-core kernels want multiples of 8
-REPARAM_METHODS = ("reparameterize", "switch_to_deploy", "fuse")
 _REPEAT = re.compile(r"#\d+$")
 
 
@@ -103,7 +103,7 @@ def design_of(module: nn.Module, result: CountResult) -> Design:
         shares["dense_conv"], shares["pointwise_conv"], shares["grouped_conv"], shares["depthwise_conv"],
         shares["linear"], any(layer.op_class == "se_gate" for layer in result.layers), main_activation(result),
         aligned / flops, stem, patchify, len(layers), width,
-        any(callable(getattr(m, name, None)) for m in modules.values() for name in REPARAM_METHODS),
+        any(callable(getattr(m, name, None)) for m in modules.values() for name in zoo.REPARAM_METHODS),
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ source gives (the crop size of torchvision's default weights, timm's pretrained 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 from collections.abc import Sequence
@@ -26,18 +27,22 @@ MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets
 # kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
 # need more (a stride-32 network without padding) fails at building or counting, naming its layer.
 MAX_RESOLUTION = 4096
+REPARAM = "+reparam"  # a spec's suffix: the model reparameterized for inference (``reparameterize``)
+REPARAM_METHODS = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's reparameterize_model calls
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A resolved model name: ``source`` is a registered source's name, ``name`` the model's name within it."""
+    """A resolved model name: ``source`` is a registered source's name, ``name`` the model's name within it;
+    ``reparam``: built reparameterized (``timm:mobileone_s0+reparam``), a network of its own in a store."""
 
     source: str
     name: str
+    reparam: bool = False
 
     @property
     def id(self) -> str:
-        return f"{self.source}:{self.name}"
+        return f"{self.source}:{self.name}{REPARAM if self.reparam else ''}"
 
     def __str__(self) -> str:
         return self.id
@@ -72,7 +77,10 @@ def _unknown_source(source: str, text: str) -> UsageError:
 def parse_spec(text: str) -> ModelSpec:
     """Resolve a model string. A bare NAME tries torchvision first, then timm; a spec a source recognises by its
     shape needs no prefix (``file:``/``nas:`` are optional). ``archs.jsonl:ID`` is the architecture ``ID`` of a
-    file written by ``utilscope nas sample``."""
+    file written by ``utilscope nas sample``. A ``+reparam`` suffix asks for the model reparameterized."""
+    text = text.strip()
+    if text.endswith(REPARAM):
+        return dataclasses.replace(parse_spec(text.removesuffix(REPARAM)), reparam=True)
     shaped = [source for source in model_sources().values() if source.match is not None]
     text = text.strip()
     prefixed = next((source for source in shaped if text.startswith(f"{source.name}:")), None)
@@ -147,7 +155,8 @@ def model_record(spec: ModelSpec) -> dict | None:
 
 def portable_spec(spec: ModelSpec) -> str:
     """A spec another process parses back to this model (a NAS architecture: its file and id)."""
-    return f"{spec.source}:{model_sources().get(spec.source).portable(spec.name)}"
+    portable = model_sources().get(spec.source).portable(spec.name)
+    return f"{spec.source}:{portable}{REPARAM if spec.reparam else ''}"
 
 
 def check_model(spec: ModelSpec) -> None:
@@ -178,8 +187,26 @@ def resolve_resolution(spec: ModelSpec, resolution: int | None) -> int:
 
 
 def _construct(spec: ModelSpec, resolution: int) -> nn.Module:
-    """Call the model's builder; the caller chooses the device and init mode."""
-    return model_sources().get(spec.source).build(spec.name, resolution)
+    """Call the model's builder (and reparameterize it for a ``+reparam`` spec); the caller chooses the device and
+    init mode."""
+    module = model_sources().get(spec.source).build(spec.name, resolution)
+    return reparameterize(module, spec) if spec.reparam else module
+
+
+def reparameterizable(module: nn.Module) -> bool:
+    """Whether ``reparameterize`` changes the model: a submodule has one of the ``REPARAM_METHODS``."""
+    return any(hasattr(child, name) for child in list(module.modules())[1:] for name in REPARAM_METHODS)
+
+
+def reparameterize(module: nn.Module, spec: ModelSpec) -> nn.Module:
+    """The model with its training-time branches merged for inference, by timm's ``reparameterize_model`` (what
+    timm's benchmark ``--reparam`` does: MobileOne, RepVGG, FastViT, RepGhost, GhostNetV3, ...); a UsageError for
+    a model with nothing to reparameterize."""
+    from timm.utils import reparameterize_model
+
+    if not reparameterizable(module):
+        raise UsageError(f"{spec.source}:{spec.name} has nothing to reparameterize: drop {REPARAM}")
+    return reparameterize_model(module.eval(), inplace=True)
 
 
 def build_model(spec: ModelSpec, resolution: int | None = None) -> nn.Module:

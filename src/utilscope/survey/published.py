@@ -185,9 +185,6 @@ def ingest(paths, db) -> IngestResult:
                          for name, table in zip(names, tables, strict=True)])  # fmt: skip
 
 
-REPARAM_METHODS = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's reparameterize_model calls
-
-
 def count_row(model: str, resolution: int, precision: str) -> dict:
     """What utilscope's counting engine says of ``model`` at ``resolution`` (per sample, batch 1, the precision's
     value size), and whether the table's run could have reparameterized it: ``reparam`` is "unknown" for a model
@@ -199,7 +196,7 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
 
     try:
         module, _ = zoo.build_on_meta(zoo.parse_spec(model), resolution)
-        convertible = any(hasattr(child, name) for child in list(module.modules())[1:] for name in REPARAM_METHODS)
+        convertible = zoo.reparameterizable(module)
         result = count(model, 1, resolution, Precision(precision).count_dtype)
     except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
         return {"count_status": f"error: {describe(exc)}"[:300], "reparam": ""}
