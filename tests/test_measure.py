@@ -289,3 +289,18 @@ def test_nvml_handle_is_found_by_the_devices_uuid(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: looked_up.append(index) or Properties())
     handle = nvml_handle(FakeNvml(), torch.device("cuda", 0))
     assert handle == ("by-uuid", "GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000001") and looked_up == [0]
+
+
+def test_an_out_of_memory_batch_shrinks_by_halves_or_by_timms_steps():
+    from utilscope.measure.sweep import smaller_batch
+
+    def chain(rule: str) -> list[int]:
+        batches = [1024]
+        while batches[-1]:
+            batches.append(smaller_batch(batches[-1], rule))
+        return batches[1:-1]
+
+    assert chain("halve") == [512, 256, 128, 64, 32, 16, 8, 4, 2, 1]
+    assert chain("timm") == [768, 512, 384, 256, 192, 128, 96, 64, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1]
+    with pytest.raises(UsageError, match="unknown batch-fitting rule 'thirds'"):
+        smaller_batch(8, "thirds")

@@ -143,7 +143,7 @@ def test_a_chunk_whose_ray_worker_is_killed_is_resumed_with_exactly_the_cells_le
     (target,) = executor.targets(grid)
     with Store(db) as store:
         plan = plan_survey(grid, store, expand_grid(grid, target), target)
-    options = RunOptions(str(db), min_time_ms=20, fit_batch=True)
+    options = RunOptions(str(db), min_time_ms=20, fit_batch="halve")
     result = run_plans([plan], options, on_cells_done, executor=executor)
     model = parse_spec(spec).id
     assert cells(db) == Counter({(model, 1, "ok"): 1, (model, 8, "oom"): 1, (model, 4, "ok"): 1, (model, 16, "ok"): 1})

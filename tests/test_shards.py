@@ -109,3 +109,21 @@ def test_a_bad_shard_option_is_a_usage_error_that_never_creates_the_store(grid, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "a shard is K/N" in err and err.count("\n") == 1 and not db.exists()
+
+
+def test_a_model_at_a_resolution_of_its_own_is_a_group_of_its_own(tmp_path):
+    """NAME@RES: one model at two resolutions is two groups (two cells in a store); the others take --res."""
+    from utilscope.survey.plan import read_model_list, select_models, split_resolution
+
+    listed = tmp_path / "models.txt"
+    listed.write_text("# timm's rows\ntorchvision:resnet18@64  # a comment\n\ntorchvision:resnet18@96\n")
+    models = select_models([*read_model_list(listed), "torchvision:alexnet"], [])
+    assert models == ["torchvision:resnet18@64", "torchvision:resnet18@96", "torchvision:alexnet"]
+    grid = SurveyGrid(tuple(models), (1,), ("fp32",), ("eager",), "cpu", resolution=80)
+    _, groups = expand_grid(grid)
+    assert [(g.model, g.resolution) for g in groups] == [("torchvision:resnet18", 64), ("torchvision:resnet18", 96),
+                                                         ("torchvision:alexnet", 80)]  # fmt: skip
+    assert split_resolution("file:/a@b/m.py:make") == ("file:/a@b/m.py:make", None)
+    (tmp_path / "comments.txt").write_text("# nothing\n\n")
+    with pytest.raises(UsageError, match="lists no model"):
+        read_model_list(tmp_path / "comments.txt")

@@ -114,7 +114,7 @@ def test_failures_are_rows_each_cell_is_heard_once_and_a_new_worker_goes_on(tmp_
     with Store(db) as store:
         plan = plan_survey(grid(models, ["good", "crash", "oom", "raises", "good2"]), store)
     heard = []
-    options = RunOptions(str(db), per_worker=5, timeout_s=120, fit_batch=True)
+    options = RunOptions(str(db), per_worker=5, timeout_s=120, fit_batch="halve")
     result = run_survey(plan, options, on_cells_done=heard.append)
     assert plan.cells == 10 and heard == [1] * 10  # the fitted cell (oom, 2) is stored, not a planned cell
     assert (result.failed_cells, result.count("oom"), result.count("ok")) == (2, 1, 7) and len(result.failures) == 1
@@ -298,7 +298,7 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()
     assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,
-                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": False,
+                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": None,
                                          "threads": plan.config.threads}  # fmt: skip
 
 

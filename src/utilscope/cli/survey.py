@@ -20,6 +20,7 @@ from utilscope.cli.common import (
 )
 from utilscope.files import check_output_file, check_output_folder
 from utilscope.measure.backends import BACKENDS
+from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
@@ -29,7 +30,7 @@ from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.merge import merge_stores
-from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, select_models
+from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, read_model_list, select_models
 from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
 from utilscope.units import plural
@@ -66,9 +67,10 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
                    help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
                    "precision and backend stay in one shard, the same on every machine): run the N shards into N "
                    "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
-    p.add_argument("--fit-batch", action="store_true",
-                   help="after a batch size that runs out of memory, also measure the largest halving of it that "
-                   "fits (stored as a cell of its own, noted on the out-of-memory row)")  # fmt: skip
+    p.add_argument("--fit-batch", nargs="?", const="halve", default=None, choices=FIT_RULES, metavar="RULE",
+                   help="after a batch size that runs out of memory, also measure the largest smaller one that fits, "
+                   "stored as a cell of its own and noted on the out-of-memory row; RULE halve (the default) or timm "
+                   "(timm's benchmark: 1024, 768, 512, 384, ...)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     add_executor_options(p)
 
@@ -90,8 +92,15 @@ def add_executor_options(p) -> None:
 def add_parsers(sub) -> None:
     p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
     p.add_argument("--models", action="append", default=[],
-                   help=f"a model name or glob; repeatable (default: the {len(model_sets.default_survey())} "
-                   "curated torchvision CNNs, when no --family or --set is given either)")  # fmt: skip
+                   help=f"a model name or glob, NAME@RES for a resolution of its own, NAME+reparam for it "
+                   f"reparameterized; repeatable (default: the {len(model_sets.default_survey())} curated "
+                   "torchvision CNNs, when no --models-file, --family or --set is given either)")  # fmt: skip
+    p.add_argument(
+        "--models-file",
+        default=None,
+        metavar="FILE",
+        help="a text file of models as --models takes them, one per line (# starts a comment)",
+    )
     p.add_argument("--family", action="append", default=[],
                    help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
                    f"repeatable; one of {', '.join(model_sets.families())} (default: none)")  # fmt: skip
@@ -122,7 +131,8 @@ def add_parsers(sub) -> None:
 
 
 def cmd_survey(args, console: Console) -> int:
-    models = select_models(args.models, args.family, args.sets)
+    listed = read_model_list(args.models_file) if args.models_file else []
+    models = select_models(args.models + listed, args.family, args.sets)
     chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
     return run_grid(models, args, console, frozenset(chosen[args.attribute]))
 

@@ -230,10 +230,25 @@ def measured_or_recorded(sweep: Sweep, batch: int) -> ProfileRow:
     return row
 
 
-def fit_batch(sweep: Sweep, too_big: int, floor: int) -> ProfileRow | None:
-    """After an out-of-memory at ``too_big``: the row of the largest batch ``too_big // 2**k`` above ``floor``
-    that runs, or None when none does (or one fails for another reason)."""
-    batch = too_big // 2
+FIT_RULES = ("halve", "timm")  # how a batch size that ran out of memory is shrunk
+
+
+def smaller_batch(batch: int, rule: str) -> int:
+    """The next batch size to try below ``batch`` (0: none): ``halve``, or ``timm`` (timm's benchmark: powers of two
+    with a step between, 1024 -> 768 -> 512 -> 384 -> 256 ...; timm's own ``decay_batch_step``)."""
+    if rule not in FIT_RULES:
+        raise UsageError(f"unknown batch-fitting rule {rule!r}; use one of: {', '.join(FIT_RULES)}")
+    if rule == "timm":
+        from timm.utils import decay_batch_step
+
+        return decay_batch_step(batch)
+    return batch // 2
+
+
+def fit_batch(sweep: Sweep, too_big: int, floor: int, rule: str = "halve") -> ProfileRow | None:
+    """After an out-of-memory at ``too_big``: the row of the largest batch the ``rule`` reaches from it
+    (``smaller_batch``) above ``floor`` that runs, or None when none does (or one fails for another reason)."""
+    batch = smaller_batch(too_big, rule)
     while batch > floor:
         row = measured_or_recorded(sweep, batch)
         if row.status != "oom":
@@ -241,21 +256,27 @@ def fit_batch(sweep: Sweep, too_big: int, floor: int) -> ProfileRow | None:
                 row.notes.append(f"the largest batch that fits below {too_big}, which ran out of memory")
                 return row
             return None
-        batch //= 2
+        batch = smaller_batch(batch, rule)
     return None
 
 
-def run_sweep(sweep: Sweep, batches: list[int], on_row: Callable[[ProfileRow], None] | None = None,
-              on_fitted: Callable[[ProfileRow], None] | None = None) -> list[ProfileRow]:  # fmt: skip
+def run_sweep(
+    sweep: Sweep,
+    batches: list[int],
+    on_row: Callable[[ProfileRow], None] | None = None,
+    on_fitted: Callable[[ProfileRow], None] | None = None,
+    fit_rule: str = "halve",
+) -> list[ProfileRow]:
     """One row per batch size. An OOM or a failure at one batch size is recorded and the sweep goes on.
     ``on_row`` sees each row as soon as it is measured (a survey stores it at once). With ``on_fitted``, a batch
-    size that runs out of memory is followed by the largest halving of it that fits (``fit_batch``), given to
-    ``on_fitted`` before the out-of-memory row goes to ``on_row``."""
+    size that runs out of memory is followed by the largest batch ``fit_rule`` reaches that fits (``fit_batch``),
+    given to ``on_fitted`` before the out-of-memory row goes to ``on_row``."""
     rows = []
     for batch in batches:
         row = measured_or_recorded(sweep, batch)
         if row.status == "oom" and on_fitted is not None:
-            fitted = fit_batch(sweep, batch, floor=max((b for b in batches if b < batch), default=0))
+            floor = max((b for b in batches if b < batch), default=0)
+            fitted = fit_batch(sweep, batch, floor, fit_rule)
             if fitted is not None:
                 on_fitted(fitted)
                 row.notes.append(f"largest batch that fits: {fitted.batch}")

@@ -157,11 +157,37 @@ class SurveyPlan:
         return sum(len(g.batches) for g in self.groups)
 
 
+def split_resolution(text: str) -> tuple[str, int | None]:
+    """A model at a resolution of its own: ``"timm:resnet50@288"`` -> ``("timm:resnet50", 288)``; a text without
+    ``@DIGITS`` at its end -> ``(text, None)``."""
+    head, sep, tail = text.rpartition("@")
+    if sep and tail.isdigit():
+        return head, zoo.check_resolution(int(tail))
+    return text, None
+
+
+def read_model_list(path) -> list[str]:
+    """The models a text file lists, one per line as ``--models`` takes them (``#`` starts a comment); a missing,
+    empty or comment-only file is a one-line UsageError."""
+    from utilscope.files import read_text
+
+    lines = [line.split("#", 1)[0].strip() for line in read_text(path, "list of models, one per line").splitlines()]
+    models = [line for line in lines if line]
+    if not models:
+        raise UsageError(f"{path} lists no model (one per line; # starts a comment)")
+    return models
+
+
 def select_models(patterns: list[str], families: list[str], sets: list[str] = ()) -> list[str]:
-    """Model ids from names/globs, family names and named sets; none given: the curated default survey."""
+    """Model ids from names/globs (each may end in ``@RES``: every model it names at that resolution), family names
+    and named sets; none given: the curated default survey."""
     if not patterns and not families and not sets:
         return model_sets.default_survey()
-    ids = [spec.id for spec in zoo.expand_models(patterns)] if patterns else []
+    ids = []
+    for pattern in patterns:
+        text, resolution = split_resolution(pattern)
+        suffix = "" if resolution is None else f"@{resolution}"
+        ids += [spec.id + suffix for spec in zoo.expand_models([text])]
     for name in sets:
         ids += model_sets.set_members(name)
     candidates = zoo.list_models("torchvision:*") + zoo.list_models("timm:*")
@@ -188,16 +214,18 @@ def local_target(grid: SurveyGrid) -> Target:
 
 def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configuration, list[Group]]:
     """Every group of the grid's shard (of the whole grid by default), in the configuration of ``target``
-    (default: this machine's): models resolved, resolutions and precisions checked. Touches no store, so bad input
+    (default: this machine's): models resolved, resolutions and precisions checked. A model given as ``NAME@RES``
+    is measured at RES, the others at the grid's resolution (or their native one). Touches no store, so bad input
     never creates one. A factory file's model is checked too (imported, its factory found; not built): a dry run
     says what the run would."""
     target = target or local_target(grid)
     config, precisions = target.config, target.precisions
     groups = []
     for model in grid.models:
-        spec = zoo.parse_spec(model)
+        text, own_resolution = split_resolution(model)
+        spec = zoo.parse_spec(text)
         zoo.check_model(spec)
-        res = zoo.resolve_resolution(spec, grid.resolution)
+        res = zoo.resolve_resolution(spec, own_resolution or grid.resolution)
         portable = zoo.portable_spec(spec)
         groups += [Group(spec.id, res, precision, backend, grid.batches, portable) for precision in precisions
                    for backend in grid.backends]  # fmt: skip

@@ -27,6 +27,7 @@ from utilscope.errors import UsageError, UtilscopeError
 from utilscope.hardware import check_peak_tflops
 from utilscope.limits import MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
 from utilscope.measure.settings import timing_window
+from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
@@ -52,7 +53,8 @@ class RunOptions:
     attribute_models: frozenset[str] = frozenset()
     min_time_ms: float | None = None
     peak_tflops: float | None = None
-    fit_batch: bool = False  # after an out-of-memory batch size, also measure the largest halving of it that fits
+    fit_batch: str | None = None  # after an out-of-memory batch size, also measure the largest smaller one that fits
+    # by this rule (``FIT_RULES``: "halve", or "timm", timm's benchmark's); None: not
 
     def __post_init__(self) -> None:
         check_count(self.jobs, "--jobs", 1, cpu_cores(), "this machine's cores: more workers than cores disturb "
@@ -62,6 +64,8 @@ class RunOptions:
         timing_window(self.min_time_ms)
         if self.peak_tflops is not None:
             check_peak_tflops(self.peak_tflops)
+        if self.fit_batch is not None and self.fit_batch not in FIT_RULES:
+            raise UsageError(f"--fit-batch takes one of {', '.join(FIT_RULES)}, got {self.fit_batch!r}")
 
 
 @dataclass

@@ -123,7 +123,7 @@ def measure_group(group: dict, settings: dict, since_s: float) -> float:
         return tell
 
     fitted = teller(FITTED_ROW) if settings.get("fit_batch") else None
-    rows = run_sweep(sweep, list(group["batches"]), teller(ROW), fitted)
+    rows = run_sweep(sweep, list(group["batches"]), teller(ROW), fitted, settings.get("fit_batch") or "halve")
     if group.get("attribute"):
         record_op_classes(sweep, rows)
     return last_s
