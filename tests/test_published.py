@@ -13,6 +13,7 @@ import pytest
 
 from utilscope.cli import main
 from utilscope.errors import UsageError
+from utilscope.models import timm_sets
 from utilscope.survey.published import TableCondition, condition_of, ingest, torch_version
 from utilscope.survey.store import Store
 
@@ -185,3 +186,15 @@ def test_gmacs_that_disagree_beyond_five_percent_and_timms_rounding_are_listed_l
                                                        dtype="Int64")})  # fmt: skip
     apart = gmacs_disagreements(frame)  # a: 4.11 vs 4.11; c: 0.025 vs 0.03, within the rounding of 0.005
     assert list(apart["model"]) == ["d", "b"] and list(apart["ratio"].round(3)) == [0.8, 1.095]
+
+
+def test_a_tables_rows_of_a_model_set_are_listed_as_survey_input(capsys):
+    """``models --set timm-cnn --rows-of TABLE``: MODEL@RES for the table's CNN rows, once each, sorted."""
+    with open(NCHW_3090) as f:
+        rows = [(f"timm:{r['model']}", int(r["infer_img_size"])) for r in csv.DictReader(f)]
+    assert main(["models", "--set", "timm-cnn", "--rows-of", str(NCHW_3090)]) == 0
+    listed = capsys.readouterr().out.split()
+    cnn = set(timm_sets.members("cnn"))
+    assert listed == [f"{model}@{res}" for model, res in sorted({(m, r) for m, r in rows if m in cnn})]
+    assert "timm:resnet50@224" in listed and "timm:resnet50@288" in listed  # one model at two resolutions
+    assert main(["models", "--rows-of", str(NCHW_3090)]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -15,6 +16,7 @@ from utilscope.models import timm_sets, zoo
 from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
 from utilscope.present.json_text import strict_json
+from utilscope.survey import published
 from utilscope.units import plural
 
 
@@ -38,6 +40,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--set", dest="model_set", default=None, metavar="NAME",
                    help=f"list a named model set with its native resolution and GFLOPs instead; one of "
                    f"{', '.join(model_sets.set_names())} (default: none)")  # fmt: skip
+    p.add_argument("--rows-of", default=None, metavar="TABLE",
+                   help="with --set: print MODEL@RES for each row of this timm benchmark table (data/public/"
+                   "timm-benchmark) whose model is in the set, sorted: what `survey --models-file` takes to measure "
+                   "the table's work (default: none)")  # fmt: skip
+    p.add_argument("--with-reparam", action="store_true",
+                   help="with --rows-of: also MODEL+reparam@RES for each model timm can reparameterize (each model "
+                   "is built, without weights, to find out)")  # fmt: skip
     p.set_defaults(run=cmd_models)
 
 
@@ -77,6 +86,12 @@ def count_many(names: list[str], args, console: Console) -> int:
 
 
 def cmd_models(args, console: Console) -> int:
+    if args.rows_of is not None and args.model_set is None:
+        raise UsageError("--rows-of lists a table's rows of a model set: give --set NAME")
+    if args.with_reparam and args.rows_of is None:
+        raise UsageError("--with-reparam adds to the rows --rows-of lists: give --rows-of TABLE --set NAME")
+    if args.rows_of is not None:
+        return list_rows_of(args.rows_of, args.model_set, args.with_reparam)
     if args.model_set is not None:
         return list_set(args.model_set)
     names = zoo.list_models(args.pattern)
@@ -97,4 +112,23 @@ def list_set(name: str) -> int:
             facts = {"resolution": result.resolution, "gflops": result.total.flops / 1e9}
         print(f"{model}\t{facts['resolution']}\t{facts['gflops']:.3f}")
     print(f"{plural(len(members), 'model')}: {model_sets.set_description(name)}", file=sys.stderr)
+    return 0
+
+
+def list_rows_of(table: str, name: str, with_reparam: bool = False) -> int:
+    """``MODEL@RES`` per row of a timm benchmark table whose model is in set ``name``, once each, sorted by model and
+    resolution (not in the table's order, which ranks its throughputs: the list says what was measured, not how
+    fast); ``with_reparam``: then ``MODEL+reparam@RES`` for each of those models timm can reparameterize."""
+    members = set(model_sets.set_members(name))
+    rows = published.read_rows(Path(table))
+    pairs = sorted({(row["model"], row["resolution"]) for row in rows if row["model"] in members})
+    if with_reparam:
+        convertible = {
+            model for model in dict(pairs) if zoo.reparameterizable(zoo.build_on_meta(zoo.parse_spec(model))[0])
+        }
+        pairs += [(f"{model}{zoo.REPARAM}", resolution) for model, resolution in pairs if model in convertible]
+    for model, resolution in pairs:
+        print(f"{model}@{resolution}")
+    print(f"{len(pairs)} models at a resolution from {len(rows)} rows of {Path(table).name} (set {name})",
+          file=sys.stderr)  # fmt: skip
     return 0
