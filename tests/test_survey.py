@@ -290,11 +290,15 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     with Store(tmp_path / "r.sqlite") as store:
         plan = plan_survey(grid(models, ["good"], cudnn=CudnnSettings(depthwise_heuristic=True)), store)
     options = RunOptions("r.sqlite", attribute_models=frozenset({plan.groups[0].model}), min_time_ms=300.0)
-    command = runner.worker_command(plan.groups, plan, options, "cpu")
-    assert command[1:3] == ["-m", "utilscope.survey.worker"]
-    args = worker.parse_args(command[3:])
-    assert "--db" not in command  # workers write no store: the runner does
-    (group,) = json.loads(args.groups)
+    groups = plan.groups * 2000  # more groups than a command line holds: they go in a file
+    with runner.write_groups(groups, options) as groups_file:
+        command = runner.worker_command(groups_file, plan, options, "cpu")
+        assert command[1:3] == ["-m", "utilscope.survey.worker"]
+        args = worker.parse_args(command[3:])
+        assert "--db" not in command and len(" ".join(command)) < 1000  # workers write no store: the runner does
+        with open(args.groups_file) as listing:
+            group, *others = json.load(listing)
+    assert len(others) == 1999 and not Path(groups_file).exists()
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()
     assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,

@@ -82,7 +82,7 @@ def test_a_worker_measures_with_the_thread_count_its_plan_keyed(tiny, torch_thre
     config, _ = grid_configuration(cpu_grid(tiny))
     for grid, threads in ((cpu_grid(tiny, threads=3), 3), (cpu_grid(tiny), torch_threads)):
         plan = SurveyPlan(grid, grid_configuration(grid)[0], [], 0)
-        args = worker.parse_args(runner.worker_command([], plan, options, "cpu")[3:])
+        args = worker.parse_args(runner.worker_command("groups.json", plan, options, "cpu")[3:])
         assert json.loads(args.settings)["threads"] == threads
     for threads in (None, 3):
         gpu_plan = SurveyPlan(cpu_grid(tiny, threads=threads), replace(config, threads=GPU_THREADS), [], 0)

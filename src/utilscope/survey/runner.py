@@ -10,6 +10,7 @@ per GPU; or Ray tasks on a cluster). An interrupted survey loses at most the cel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -144,14 +145,24 @@ def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
     return [groups[i : i + per_worker] for i in range(0, len(groups), per_worker)]
 
 
-def worker_command(groups: list[Group], plan: SurveyPlan, options: RunOptions, device: str | None) -> list[str]:
-    """The worker's command line: the groups, and one JSON object of measurement settings."""
-    specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
+def worker_command(groups_file: str, plan: SurveyPlan, options: RunOptions, device: str | None) -> list[str]:
+    """The worker's command line: the file its groups are in (``write_groups``; a command line holds a few
+    hundred at most), and one JSON object of measurement settings."""
     settings = {"device": device, "channels_last": plan.grid.channels_last, "cudnn": plan.grid.cudnn.to_dict(),
                 "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops,
                 "fit_batch": options.fit_batch, "threads": worker_threads(plan)}  # fmt: skip
     module = "utilscope.survey.worker"
-    return [sys.executable, "-m", module, "--groups", json.dumps(specs), "--settings", json.dumps(settings)]
+    return [sys.executable, "-m", module, "--groups-file", groups_file, "--settings", json.dumps(settings)]
+
+
+@contextlib.contextmanager
+def write_groups(groups: list[Group], options: RunOptions) -> Iterator[str]:
+    """A temporary JSON file of the groups a worker measures (with whether to attribute each), removed after."""
+    specs = [{**asdict(g), "attribute": g.model in options.attribute_models} for g in groups]
+    with tempfile.NamedTemporaryFile("w", prefix="utilscope-groups-", suffix=".json") as listing:
+        json.dump(specs, listing)
+        listing.flush()
+        yield listing.name
 
 
 def worker_threads(plan: SurveyPlan) -> int | None:
@@ -257,15 +268,16 @@ def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, device
     remaining = list(groups)
     while remaining and not workers.stopping.is_set():
         start_s, told, done, status = time.perf_counter(), set(), 0, None
-        for tag, payload in watch_worker(worker_command(remaining, plan, options, device), env, options.timeout_s,
-                                         workers):  # fmt: skip
-            if tag == EXIT:
-                status = payload
-            elif tag == GROUP_DONE:
-                done += 1
-            elif not workers.stopping.is_set():
-                told |= {cell_of_row(payload)} if tag == ROW else set()
-                yield tag, payload
+        with write_groups(remaining, options) as groups_file:
+            command = worker_command(groups_file, plan, options, device)
+            for tag, payload in watch_worker(command, env, options.timeout_s, workers):
+                if tag == EXIT:
+                    status = payload
+                elif tag == GROUP_DONE:
+                    done += 1
+                elif not workers.stopping.is_set():
+                    told |= {cell_of_row(payload)} if tag == ROW else set()
+                    yield tag, payload
         if workers.stopping.is_set():
             return  # interrupted: the cells in flight are not failures, and are not stored
         left = [g.only(b for b in g.batches if cell_of(g, b) not in told) for g in remaining]

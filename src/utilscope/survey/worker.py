@@ -1,8 +1,8 @@
 """One survey worker: measure groups (a model, precision and backend at several batch sizes) in turn; store each row
 at once and print a "cell done" line after each row and a "group done" line after each group.
 
-Run by the survey runner as ``python -m utilscope.survey.worker --groups JSON --settings JSON``. It writes no store:
-each row, op-class summary and model record is a line of its standard output (``survey.messages``), which the
+Run by the survey runner as ``python -m utilscope.survey.worker --groups-file FILE --settings JSON``. It writes no
+store: each row, op-class summary and model record is a line of its standard output (``survey.messages``), which the
 runner stores. The runner restarts a worker that crashed or hung on the groups after the one it was measuring.
 Exit code 2 with a one-line message for bad input.
 """
@@ -78,8 +78,8 @@ def exit_with_parent() -> None:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="utilscope.survey.worker")
-    parser.add_argument("--groups", required=True, help="JSON list of {model, resolution, precision, backend, "
-                        "batches, attribute}")  # fmt: skip
+    parser.add_argument("--groups-file", required=True, help="a JSON file: a list of {model, resolution, precision, "
+                        "backend, batches, attribute}")  # fmt: skip
     parser.add_argument("--settings", required=True, help="JSON {device, channels_last, cudnn, min_time_ms, "
                         "peak_tflops, fit_batch, threads}")  # fmt: skip
     return parser.parse_args(argv)
@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     exit_with_parent()
     last_s = START_S  # the first row's wall time includes the process start
-    for group in json.loads(args.groups):
+    with open(args.groups_file) as listing:
+        groups = json.load(listing)
+    for group in groups:
         try:
             last_s = measure_group(group, json.loads(args.settings), last_s)
         except (UtilscopeError, ValueError) as exc:  # the runner records the group's cells as errors
