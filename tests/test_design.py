@@ -47,3 +47,28 @@ def test_a_repvgg_block_is_reparameterizable_and_its_stem_is_the_3x3_branch():
 @pytest.mark.parametrize("op, name", [("aten.silu_", "silu"), ("aten.hardtanh", "relu6"), ("aten.gelu", "gelu")])
 def test_activation_names(op, name):
     assert activation_name(op) == name
+
+
+def test_the_atlas_classes_networks_by_where_their_flops_are():
+    """Attention anywhere: attention-hybrid; else depthwise convs at >= 0.5% of FLOPs; else grouped at >= 5%."""
+    from torch import nn
+
+    from utilscope.counting import count
+    from utilscope.counting.architecture import conv_class
+
+    class Hybrid(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3)
+
+        def forward(self, x):
+            tokens = self.conv(x).flatten(2).transpose(1, 2)
+            return nn.functional.scaled_dot_product_attention(tokens, tokens, tokens)
+
+    nets = {
+        "dense": nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Conv2d(16, 16, 3)),
+        "depthwise": nn.Sequential(nn.Conv2d(3, 16, 1), nn.Conv2d(16, 16, 3, groups=16), nn.Conv2d(16, 16, 1)),
+        "grouped": nn.Sequential(nn.Conv2d(3, 16, 1), nn.Conv2d(16, 16, 3, groups=4), nn.Conv2d(16, 16, 1)),
+        "attention-hybrid": Hybrid(),
+    }
+    assert {name: conv_class(count(net, resolution=16)) for name, net in nets.items()} == {n: n for n in nets}

@@ -84,7 +84,7 @@ def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting
     write_v1_store(path, cells, ops)
     with Store(path) as store:
         migration = store.migration
-        assert (migration.from_version, migration.to_version, migration.measurements) == (1, 4, len(cells))
+        assert (migration.from_version, migration.to_version, migration.measurements) == (1, SCHEMA_VERSION, len(cells))
         for settings in SETTINGS:
             grid = SurveyGrid((model,), (1, 2), ("fp32",), ("eager",), "cpu", cudnn=settings)
             plan = plan_survey(grid, store)
@@ -254,7 +254,12 @@ def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
         migration = store.migration
         frame, op_classes, claims = store.frame(), store.op_class_frame(), store.claims()
         configs = {key.config for key in store.done_keys(retry_errors=False)}
-    assert (migration.from_version, migration.to_version, migration.measurements, migration.op_classes) == (2, 4, 3, 2)
+    assert (migration.from_version, migration.to_version, migration.measurements, migration.op_classes) == (
+        2,
+        SCHEMA_VERSION,
+        3,
+        2,
+    )
     assert sorted(zip(frame["device"], frame["threads"], frame["batch"], strict=True)) == [
         (here.device, 2, 1), (here.device, 2, 8), ("NVIDIA H200", GPU_THREADS, 8)]  # fmt: skip
     assert sorted(zip(op_classes["device"], op_classes["threads"], strict=True)) == [
@@ -299,9 +304,31 @@ def test_a_v3_store_gains_the_published_table_in_place_without_a_backup(tmp_path
     with Store(path) as store:
         migration = store.migration
         assert len(store.frame()) == 1
-    assert (migration.from_version, migration.to_version, migration.backup) == (3, 4, None)
-    assert (
-        migration.describe()
-        == "migrated from schema 3 to 4 (1 rows, 0 op-class rows); a table for published rows added, no row changed"
-    )
+    assert (migration.from_version, migration.to_version, migration.backup) == (3, SCHEMA_VERSION, None)
+    assert migration.describe() == (f"migrated from schema 3 to {SCHEMA_VERSION} (1 rows, 0 op-class rows); published "
+                                    "rows' table or columns added, no row changed")  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir() if "backup" in p.name) == []
+
+
+def test_a_v4_store_gains_the_conv_class_column_and_its_rows_are_counted_again(tmp_path):
+    """Schema 5 adds the published rows' conv_class: a v4 store's counted rows are uncounted again (ingest fills
+    it), nothing else changes, no backup."""
+    from utilscope.survey.published import read_table
+
+    path = tmp_path / "results.sqlite"
+    table = read_table(Path(__file__).resolve().parent.parent / "data" / "public" / "timm-benchmark"
+                       / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv")  # fmt: skip
+    with Store(path) as store:
+        store.add_published(table.records()[:2])
+        store.set_published_counts(table.rows[0]["model"], table.rows[0]["resolution"], "amp",
+                                   {"flops_per_sample": 10, "other_flops_per_sample": 1, "bytes_per_sample": 100,
+                                    "count_status": "ok", "reparam": "n/a", "conv_class": "dense"})  # fmt: skip
+        assert store.published_uncounted() == [(table.rows[1]["model"], table.rows[1]["resolution"], "amp")]
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE published DROP COLUMN conv_class")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert (store.migration.from_version, store.migration.backup) == (4, None)
+        assert len(store.published_uncounted()) == 2 and set(store.published_frame()["conv_class"]) == {""}

@@ -68,6 +68,26 @@ def attention_share(result) -> float:
     return attention / result.total.flops if result.total.flops else 0.0
 
 
+CONV_CLASSES = ("dense", "grouped", "depthwise", "attention-hybrid")  # how the GPU atlas groups networks
+DEPTHWISE_SHARE = 0.005  # depthwise convolutions carrying this share of FLOPs make a depthwise(-separable) network
+GROUPED_SHARE = 0.05  # grouped (not depthwise) convolutions carrying this share make a grouped one (ResNeXt, RegNet)
+
+
+def conv_class(result) -> str:
+    """A counted network's class in ``CONV_CLASSES``: ``attention-hybrid`` when attention carries any FLOPs
+    (``attention_share``), else ``depthwise`` when depthwise convolutions carry at least ``DEPTHWISE_SHARE`` of them
+    (MobileNets, EfficientNets, ConvNeXts: depthwise FLOPs are few, their time is not), else ``grouped`` at
+    ``GROUPED_SHARE`` of grouped convolutions, else ``dense`` (MLP-only networks too)."""
+    if attention_share(result) > 0:
+        return "attention-hybrid"
+    flops = result.total.flops or 1
+    shares = {cls: sum(layer.flops for layer in result.layers if layer.op_class == cls) / flops
+              for cls in ("depthwise_conv", "grouped_conv")}  # fmt: skip
+    if shares["depthwise_conv"] >= DEPTHWISE_SHARE:
+        return "depthwise"
+    return "grouped" if shares["grouped_conv"] >= GROUPED_SHARE else "dense"
+
+
 def kind_of(share: float, spatial: bool) -> tuple[str, str]:
     """The kind and its reason, from the attention share and whether a conv mixes space."""
     if share > 0:

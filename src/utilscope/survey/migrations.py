@@ -15,6 +15,9 @@ GPU's rows), so that the same CPU cells measured with the same thread count shar
 them. A device name that a row recorded as a CPU's (its environment's ``device_type``) but that names no thread count
 cannot be converted: the store is left unchanged. A v1 store is converted to v3 in one step, its device names by
 the same rule.
+
+v3 -> v4 adds the table of published rows; v4 -> v5 adds its ``conv_class`` column (empty: counted again by
+``ingest``, which fills it). Neither changes a row of ours, so neither copies a backup.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class Migration:
         rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
         kept = f"the schema-{self.from_version} file is kept as {self.backup}" if self.backup else "in memory only"
         if self.added_only:
-            kept = "a table for published rows added, no row changed"
+            kept = "published rows' table or columns added, no row changed"
         return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
 
 
@@ -307,6 +310,15 @@ def migrate_v3(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     counts = [conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("measurements", "op_classes")]
     return Migration(3, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
+
+
+def migrate_v4(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
+    """Convert a v4 store to the current schema inside the caller's transaction: schema 5 only adds the published
+    rows' ``conv_class`` column (empty until ``ingest`` counts them again), so no backup is copied."""
+    conn.execute("ALTER TABLE published ADD COLUMN conv_class TEXT NOT NULL DEFAULT ''")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    counts = [conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("measurements", "op_classes")]
+    return Migration(4, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
 
 
 V1_SCHEMA = [

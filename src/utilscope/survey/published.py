@@ -139,7 +139,13 @@ class PublishedTable:
     def records(self) -> list[dict]:
         """Every row with its source, provenance and condition: the store's ``published`` columns."""
         source = {"source_file": self.path.name, "source_sha256": self.sha256, **provenance(self.path, self.sha256)}
-        condition = {**asdict(self.condition), "reparam": "", "count_status": "", "ingested_at": now_iso()}
+        condition = {
+            **asdict(self.condition),
+            "reparam": "",
+            "count_status": "",
+            "conv_class": "",
+            "ingested_at": now_iso(),
+        }
         return [{**source, **condition, **row} for row in self.rows]
 
 
@@ -189,8 +195,10 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
     """What utilscope's counting engine says of ``model`` at ``resolution`` (per sample, batch 1, the precision's
     value size), and whether the table's run could have reparameterized it: ``reparam`` is "unknown" for a model
     with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given),
-    "n/a" otherwise. A model that cannot be built or counted: ``count_status`` "error: ..." (the row is kept)."""
+    "n/a" otherwise; ``conv_class`` its class for the GPU atlas (``counting.architecture.conv_class``). A model
+    that cannot be built or counted: ``count_status`` "error: ..." (the row is kept)."""
     from utilscope.counting import count
+    from utilscope.counting.architecture import conv_class
     from utilscope.errors import describe
     from utilscope.models import zoo
 
@@ -199,11 +207,11 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
         convertible = zoo.reparameterizable(module)
         result = count(model, 1, resolution, Precision(precision).count_dtype)
     except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
-        return {"count_status": f"error: {describe(exc)}"[:300], "reparam": ""}
+        return {"count_status": f"error: {describe(exc)}"[:300], "reparam": "", "conv_class": ""}
     total = result.total
     return {"flops_per_sample": int(total.flops), "other_flops_per_sample": int(total.other_flops),
             "bytes_per_sample": int(total.bytes), "count_status": "ok",
-            "reparam": "unknown" if convertible else "n/a"}  # fmt: skip
+            "reparam": "unknown" if convertible else "n/a", "conv_class": conv_class(result)}  # fmt: skip
 
 
 def count_published(db, on_model=None) -> tuple[int, int]:
@@ -214,9 +222,9 @@ def count_published(db, on_model=None) -> tuple[int, int]:
 
     with Store(db) as store:
         todo = store.published_uncounted()
-    failed, made = 0, {}  # precisions of one counted dtype (amp and fp16) share a count
+    failed, made = 0, {}  # precisions whose values take as many bytes share a count (amp, fp16, bf16: 2)
     for done, (model, resolution, precision) in enumerate(todo, start=1):
-        size = (model, resolution, Precision(precision).count_dtype)
+        size = (model, resolution, Precision(precision).unit.bytes_per_element)
         counts = made[size] = made[size] if size in made else count_row(model, resolution, precision)
         failed += counts["count_status"] != "ok"
         with Store(db) as store:

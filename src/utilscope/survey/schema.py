@@ -25,7 +25,7 @@ from utilscope.measure.environment import software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL
 STATUSES = ("ok", "oom", "error: ...")
@@ -158,7 +158,7 @@ PUBLISHED_KINDS = {
     "backend": "str", "torch": "str", "cuda": "str", "reparam": "str",
     "samples_per_s": "float", "step_time_ms": "float", "params_m": "float", "gmacs": "float", "macts_m": "float",
     "flops_per_sample": "int", "other_flops_per_sample": "int", "bytes_per_sample": "int", "count_status": "str",
-    "ingested_at": "str",
+    "ingested_at": "str", "conv_class": "str",  # conv_class: counting.architecture.CONV_CLASSES, "" until counted
 }  # fmt: skip
 ALL_TABLES = {**TABLES, "claims": CLAIM_KINDS, "models": MODEL_KINDS, "published": PUBLISHED_KINDS}
 PRIMARY_KEYS = {"measurements": KEY_COLUMNS, "op_classes": KEY_COLUMNS + ("op_class",), "claims": KEY_COLUMNS,

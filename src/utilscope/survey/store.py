@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
-from utilscope.survey.migrations import Migration, migrate_v1, migrate_v2, migrate_v3
+from utilscope.survey.migrations import Migration, migrate_v1, migrate_v2, migrate_v3, migrate_v4
 from utilscope.survey.schema import (
     ALL_TABLES,
     CLAIM_KINDS,
@@ -55,7 +55,7 @@ from utilscope.survey.schema import (
 APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
 EXPORT_SUFFIXES = (".csv", ".parquet")
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3}  # from schema N to the current one
+MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}  # from schema N to the current one
 
 
 def _json_to_text(frame: pd.DataFrame, kinds: dict) -> pd.DataFrame:
@@ -432,15 +432,24 @@ class Store:
         return dict(self._query("SELECT DISTINCT source_file, source_sha256 FROM published"))
 
     def published_uncounted(self) -> list[tuple[str, int, str]]:
-        """(model, resolution, precision) of the published rows not counted yet, each once, in row order."""
+        """(model, resolution, precision) of the published rows not counted yet (or counted before schema 5 gave
+        them a ``conv_class``), each once, in row order."""
         rows = self._query("SELECT model, resolution, precision, MIN(source_file || ':' || source_row) FROM published "
-                           "WHERE count_status = '' GROUP BY model, resolution, precision ORDER BY 4")  # fmt: skip
+                           "WHERE count_status = '' OR (count_status = 'ok' AND conv_class = '') "
+                           "GROUP BY model, resolution, precision ORDER BY 4")  # fmt: skip
         return [(model, resolution, precision) for model, resolution, precision, _ in rows]
 
     def set_published_counts(self, model: str, resolution: int, precision: str, counts: dict) -> None:
         """Set the counts (``flops_per_sample``, ``other_flops_per_sample``, ``bytes_per_sample``, ``count_status``,
-        ``reparam``) of every published row of one model at one resolution and precision."""
-        names = ("flops_per_sample", "other_flops_per_sample", "bytes_per_sample", "count_status", "reparam")
+        ``reparam``, ``conv_class``) of every published row of one model at one resolution and precision."""
+        names = (
+            "flops_per_sample",
+            "other_flops_per_sample",
+            "bytes_per_sample",
+            "count_status",
+            "reparam",
+            "conv_class",
+        )
         values = [encode(name, PUBLISHED_KINDS[name], counts.get(name)) for name in names]
         with self._transaction() as conn:
             conn.execute(f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
