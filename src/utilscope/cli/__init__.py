@@ -23,7 +23,7 @@ import warnings
 from rich.console import Console
 
 from utilscope._version import __version__
-from utilscope.cli import advise, cache, count, ingest, measure, nas, predict, survey
+from utilscope.cli import advise, cache, count, gpus, ingest, measure, nas, predict, survey
 from utilscope.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_INCOMPLETE,
@@ -35,7 +35,7 @@ from utilscope.cli.parser import Parser
 from utilscope.errors import UtilscopeError
 from utilscope.survey.runner import SurveyIncomplete
 
-VERB_GROUPS = (count, measure, survey, nas, predict, advise, ingest, cache)
+VERB_GROUPS = (count, measure, survey, nas, predict, advise, ingest, gpus, cache)
 
 
 def build_parser() -> argparse.ArgumentParser:

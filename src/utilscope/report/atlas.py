@@ -1,0 +1,147 @@
+"""The GPU atlas: one frame of every GPU's rows, ours (measured) and others' (published: timm's tables), each with
+its condition, so that figures and ``utilscope gpus`` compare like with like. Plain functions returning DataFrames;
+``atlas_plots`` draws them and ``html`` lays them out.
+
+Rules, so that rows differing in a condition are never compared silently:
+- a row's ``condition`` is its precision, memory layout and backend (``amp · contiguous · eager``); figures compare
+  rows of one condition (``MAIN_CONDITION``), the dynamo figure pairs ``compile`` with ``eager`` rows of one table
+  family (same GPU, torch, precision, layout);
+- per GPU and condition the rows of one source table are used: the newest torch, ours before a published one of
+  the same GPU (``chosen_tables``); the others stay in the frame for ``utilscope gpus``;
+- a model timm can reparameterize is compared only where its reparameterization is known on every side: a
+  published row says "unknown", so such models are left out of cross-GPU comparisons (``comparable``);
+- utilization is each row's own: counted FLOPs x samples/s over its GPU's datasheet peak for the precision's math
+  unit (``Precision.unit``), as ``survey.published.with_utilization`` and the survey compute it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from utilscope import hardware
+from utilscope.models.zoo import REPARAM
+from utilscope.survey.published import with_utilization
+
+MEASURED, PUBLISHED = "measured", "published"
+OURS = "utilscope survey"  # the table name of measured rows
+MAIN_CONDITION = ("amp", "contiguous", "eager")  # timm's published condition: what every GPU has
+COLUMNS = ["gpu", "gpu_name", "architecture", "source", "table", "torch", "precision", "memory_format", "backend",
+           "condition", "model", "resolution", "batch", "reparam", "conv_class", "samples_per_s", "utilization",
+           "achieved_tflops", "peak_tflops", "flops_per_sample", "bytes_per_sample", "intensity"]  # fmt: skip
+
+
+def _gpu_facts(names: pd.Series) -> pd.DataFrame:
+    """Spec key, display name and architecture of each GPU name (a key or a CUDA device name); an unknown GPU keeps
+    its name and an empty architecture."""
+    facts = {}
+    for name in names.dropna().unique():
+        spec = hardware.detect(name) or next((s for s in hardware.load_specs() if s.key == name), None)
+        facts[name] = (spec.key, spec.name, spec.architecture) if spec else (name, name, "")
+    rows = [facts.get(name, (name, name, "")) for name in names]
+    return pd.DataFrame(rows, index=names.index, columns=["gpu", "gpu_name", "architecture"])
+
+
+def published_rows(published: pd.DataFrame) -> pd.DataFrame:
+    """Counted published rows (``Store.published_frame``) in the atlas's columns."""
+    counted = published[published["count_status"] == "ok"]
+    if counted.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = with_utilization(counted)
+    facts = _gpu_facts(frame["gpu"])
+    return frame.drop(columns=["gpu"]).join(facts).assign(source=PUBLISHED, table=frame["source_file"])
+
+
+def measured_rows(measurements: pd.DataFrame, classes: dict[str, str]) -> pd.DataFrame:
+    """Our successful rows (``Store.frame``) in the atlas's columns: a ``+reparam`` model is the model with
+    ``reparam`` "yes", its plain row "no" when the model has a reparameterized row too (else "n/a"); ``classes``:
+    each model's conv class (from its counted published rows)."""
+    ok = measurements[measurements["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    model = ok["model"].str.removesuffix(REPARAM)
+    reparameterized = set(model[ok["model"].str.endswith(REPARAM)])
+    reparam = ok["model"].str.endswith(REPARAM).map({True: "yes", False: "no"}).where(model.isin(reparameterized),
+                                                                                      "n/a")  # fmt: skip
+    bytes_per_sample = ok["achieved_gbs"].astype("float64") * 1e9 / ok["samples_per_s"]
+    frame = ok.assign(model=model, reparam=reparam, bytes_per_sample=bytes_per_sample, source=MEASURED, table=OURS,
+                      conv_class=model.map(classes).fillna(""))  # fmt: skip
+    return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))
+
+
+def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """Every GPU's rows, measured and published, in ``COLUMNS`` (``condition`` and ``intensity``, FLOPs per byte,
+    added)."""
+    ours = published_rows(published)
+    classes = dict(zip(ours["model"], ours["conv_class"], strict=True)) if not ours.empty else {}
+    frame = pd.concat([measured_rows(measurements, classes), ours], ignore_index=True)
+    if frame.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    frame["condition"] = frame["precision"] + " · " + frame["memory_format"] + " · " + frame["backend"]
+    frame["intensity"] = frame["flops_per_sample"].astype("float64") / frame["bytes_per_sample"].astype("float64")
+    return frame[COLUMNS].reset_index(drop=True)
+
+
+def torch_key(version: str) -> tuple:
+    """ "2.9.1" -> (2, 9, 1), "2.11.0+cu130" -> (2, 11, 0): to order torch versions."""
+    parts = str(version).split("+")[0].split(".")
+    return tuple(int(part) if part.isdigit() else 0 for part in parts)
+
+
+def chosen_tables(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one table per GPU and condition: ours first, else the newest torch (ties by table name)."""
+    if frame.empty:
+        return frame
+    tables = frame[["gpu", "condition", "source", "table", "torch"]].drop_duplicates(["gpu", "condition", "table"])
+    order = tables.assign(ours=tables["source"] == MEASURED, version=tables["torch"].map(torch_key))
+    order = order.sort_values(["ours", "version", "table"], ascending=[False, False, True])
+    best = order.drop_duplicates(["gpu", "condition"])
+    keep = frame.set_index(["gpu", "condition", "table"]).index.isin(
+        best.set_index(["gpu", "condition", "table"]).index
+    )
+    return frame[keep]
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose reparameterization is known to match everywhere: models timm cannot reparameterize ("n/a")."""
+    return frame[frame["reparam"] == "n/a"]
+
+
+def main_rows(frame: pd.DataFrame, condition: tuple[str, str, str] = MAIN_CONDITION) -> pd.DataFrame:
+    """The compared rows of one condition: one table per GPU, comparable models only."""
+    precision, layout, backend = condition
+    rows = frame[(frame["precision"] == precision) & (frame["memory_format"] == layout) & (frame["backend"] == backend)]
+    return comparable(chosen_tables(rows))
+
+
+def gpu_order(frame: pd.DataFrame) -> list[str]:
+    """The GPUs of the frame, by their datasheet peak for the main precision (smallest first), then name."""
+    peaks = frame.groupby("gpu")["peak_tflops"].max()
+    return sorted(peaks.index, key=lambda gpu: (peaks[gpu], gpu))
+
+
+def rank_correlation(rows: pd.DataFrame) -> pd.DataFrame:
+    """Spearman's rank correlation of samples/s between each pair of GPUs over the (model, resolution) rows both
+    have (``main_rows``); the diagonal is 1."""
+    wide = rows.pivot_table(index=["model", "resolution"], columns="gpu", values="samples_per_s", aggfunc="first")
+    order = [gpu for gpu in gpu_order(rows) if gpu in wide.columns]
+    return wide[order].corr(method="spearman", min_periods=10)
+
+
+def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Every row of one model (``timm:resnet50`` or ``resnet50``) on every GPU: measured and published, each
+    condition and table, by GPU, resolution, source and table."""
+    name = model if ":" in model else f"timm:{model}"
+    rows = frame[frame["model"] == name.removesuffix(REPARAM)]
+    return rows.sort_values(["gpu", "resolution", "condition", "source", "table", "reparam"]).reset_index(drop=True)
+
+
+def dynamo_gain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and table pair: compile samples/s over eager samples/s of the same model, resolution and batch, in
+    tables alike in all else (GPU, torch, precision, layout, source): gpu, torch, model, resolution, gain."""
+    keys = ["gpu", "torch", "precision", "memory_format", "source", "model", "resolution", "batch", "reparam"]
+    eager = frame[frame["backend"] == "eager"].drop_duplicates(keys)
+    compiled = frame[frame["backend"] == "compile"].drop_duplicates(keys)
+    pairs = compiled.merge(eager, on=keys, suffixes=("_compile", "_eager"))
+    return pairs.assign(gain=pairs["samples_per_s_compile"] / pairs["samples_per_s_eager"])[
+        ["gpu", "torch", "source", "model", "resolution", "gain"]
+    ]
