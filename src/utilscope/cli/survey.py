@@ -223,7 +223,9 @@ def cmd_report(args, console: Console) -> int:
     check_output_folder(args.out, REPORT_FOLDER)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
-        path = build_report(store.frame(), store.op_class_frame(), args.out, store.model_records())
+        path = build_report(
+            store.frame(), store.op_class_frame(), args.out, store.model_records(), store.published_frame()
+        )
     console.print(f"report: {path}")
     return 0
 

@@ -41,8 +41,10 @@ def _gpu_facts(names: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, index=names.index, columns=["gpu", "gpu_name", "architecture"])
 
 
-def published_rows(published: pd.DataFrame) -> pd.DataFrame:
-    """Counted published rows (``Store.published_frame``) in the atlas's columns."""
+def published_rows(published: pd.DataFrame | None) -> pd.DataFrame:
+    """Counted published rows (``Store.published_frame``; None: none) in the atlas's columns."""
+    if published is None or published.empty:
+        return pd.DataFrame(columns=COLUMNS)
     counted = published[published["count_status"] == "ok"]
     if counted.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -68,7 +70,7 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str]) -> pd.Dat
     return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))
 
 
-def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame | None) -> pd.DataFrame:
     """Every GPU's rows, measured and published, in ``COLUMNS`` (``condition`` and ``intensity``, FLOPs per byte,
     added)."""
     ours = published_rows(published)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.report import families, gpu_plots, gpus, model_table, plots
+from utilscope.report import atlas_html, families, gpu_plots, gpus, model_table, plots
 from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si, significant
 
@@ -198,7 +198,7 @@ $batch_table
 <p>$nvml_text</p>
 <h2>Figures</h2>
 $figures
-${gpu_comparison}<h2>Top $ranked models by utilization</h2>
+${gpu_comparison}${atlas}<h2>Top $ranked models by utilization</h2>
 <p>Each model at its largest successful batch, on its best backend.</p>
 $top_table
 <h2>Bottom $ranked models by utilization</h2>
@@ -491,11 +491,12 @@ def _gpu_section(measurements: pd.DataFrame, out_dir: Path) -> str:
 
 
 def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path,
-                 records: dict[str, dict] | None = None) -> Path:  # fmt: skip
+                 records: dict[str, dict] | None = None, published: pd.DataFrame | None = None) -> Path:  # fmt: skip
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
-    ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures').
+    ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures'),
+    ``published`` ``Store.published_frame()`` (others' rows: with them, the page has a GPU atlas).
     Raises ``UsageError``, writing nothing, when there is no measurement, a column is missing (naming it) or
     ``out_dir`` cannot be a folder (an existing file, under a file).
     """
@@ -518,6 +519,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
         nvml_text=_nvml_text(measurements),
         figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
         gpu_comparison=gpu_comparison,
+        atlas=atlas_html.atlas_section(measurements, published, out_dir),
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
         bottom_table=_ranked_table(measurements, best=False),

@@ -1,0 +1,102 @@
+"""The GPU atlas section of the report: its figures (``atlas_plots``) and a table in which a reader picks the GPUs
+(check boxes) and the models (a filter box) to compare. Empty when the store has one GPU and no published rows."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from utilscope.report import atlas, atlas_plots
+
+TABLE_ID = "atlas-table"
+FIGURES = (
+    ("atlas_classes.png", "Utilization per GPU and conv class", atlas_plots.plot_class_distribution,
+     "One point per model and resolution in timm's condition (amp, NCHW, eager), one table per GPU: dense, grouped "
+     "and depthwise CNNs and attention hybrids, by counted FLOP shares."),
+    ("atlas_slope.png", "One model across GPUs", atlas_plots.plot_slope,
+     "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak."),
+    ("atlas_rank.png", "Throughput rank correlation between GPUs", atlas_plots.plot_rank_correlation,
+     "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares."),
+    ("atlas_intensity.png", "Utilization against arithmetic intensity", atlas_plots.plot_intensity,
+     "Counted FLOPs per counted (unfused) byte; the dashed line is the GPU's ridge point, its fp16 tensor peak over "
+     "its memory bandwidth."),
+)  # fmt: skip
+DYNAMO_FIGURE = (
+    "atlas_dynamo.png",
+    "torch.compile over eager per GPU",
+    "Samples/s of a table's -dynamo twin over its eager table, for the same model, resolution and batch.",
+)
+SCRIPT = """
+document.querySelectorAll("input[data-gpu]").forEach(function (box) {
+  box.addEventListener("change", function () {
+    document.querySelectorAll("." + box.dataset.gpu).forEach(function (cell) { cell.hidden = !box.checked; });
+  });
+});
+"""
+
+
+def _figure(out_dir: Path, name: str, title: str, text: str) -> str:
+    return (f'<figure><img src="{name}" alt="{html.escape(title)}"><figcaption><b>{html.escape(title)}.</b> '
+            f"{html.escape(text)}</figcaption></figure>")  # fmt: skip
+
+
+def _cell(row: pd.Series | None) -> tuple[str, str]:
+    """A GPU's two cells for one model@resolution: utilization (with the batch when not 1024) and samples/s."""
+    if row is None:
+        return "–", "–"
+    batch = "" if row["batch"] == 1024 else f" (b{int(row['batch'])})"
+    return f"{row['utilization']:.1%}{batch}", f"{row['samples_per_s']:,.0f}"
+
+
+def picker_table(rows: pd.DataFrame) -> str:
+    """Rows: model@resolution; per GPU a utilization and a samples/s column, classed by GPU (the check boxes show
+    and hide them); sortable, filtered by the box above it."""
+    gpus = atlas.gpu_order(rows)
+    by_key = {key: group.set_index("gpu") for key, group in rows.groupby(["model", "resolution"], sort=True)}
+    head = "".join(f'<th colspan="2" class="g-{gpu}">{html.escape(gpu)}</th>' for gpu in gpus)
+    sub = "".join(f'<th class="n g-{gpu}">utilization</th><th class="n g-{gpu}">samples/s</th>' for gpu in gpus)
+    body = []
+    for (model, resolution), group in by_key.items():
+        cells = [f"<td>{html.escape(model)}</td>", f'<td class="n">{resolution}</td>',
+                 f"<td>{html.escape(str(group['conv_class'].iloc[0]))}</td>"]  # fmt: skip
+        for gpu in gpus:
+            utilization, samples = _cell(group.loc[gpu] if gpu in group.index else None)
+            cells.append(f'<td class="n g-{gpu}">{utilization}</td><td class="n g-{gpu}">{samples}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    header = (
+        f'<tr><th colspan="3"></th>{head}</tr><tr><th>model</th><th class="n">res</th><th>conv class</th>{sub}</tr>'
+    )
+    return f'<table id="{TABLE_ID}" class="sortable"><thead>{header}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _controls(rows: pd.DataFrame, count: int) -> str:
+    boxes = "".join(f'<label><input type="checkbox" checked data-gpu="g-{gpu}"> {html.escape(gpu)}</label> '
+                    for gpu in atlas.gpu_order(rows))  # fmt: skip
+    return (f'<div class="filter">GPUs: {boxes}</div><div class="filter"><input type="search" placeholder="filter: '
+            f'resnet50 224, depthwise ..." data-filter="{TABLE_ID}" data-count="{TABLE_ID}-count" aria-label="filter '
+            f'the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>')  # fmt: skip
+
+
+def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path) -> str:
+    """The section's HTML (figures written into ``out_dir``), or "" without rows of two GPUs."""
+    frame = atlas.atlas_rows(measurements, published)
+    rows = atlas.main_rows(frame)
+    if rows["gpu"].nunique() < 2:
+        return ""
+    parts = []
+    for name, title, plot, text in FIGURES:
+        plot(rows, out_dir / name)
+        parts.append(_figure(out_dir, name, title, text))
+    name, title, text = DYNAMO_FIGURE
+    atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name)
+    parts.append(_figure(out_dir, name, title, text))
+    tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
+    intro = (f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
+             f"otherwise), each from one table ({tables}). Published rows are timm's (data/public/timm-benchmark), "
+             "measured rows utilscope's. Models timm can reparameterize are left out: the tables do not say whether "
+             "they were. Pick GPUs with the boxes, models with the filter; click a header to sort.")  # fmt: skip
+    count = rows.groupby(["model", "resolution"]).ngroups
+    return (f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n" + "\n".join(parts) + "\n" + _controls(rows, count)
+            + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n')  # fmt: skip
