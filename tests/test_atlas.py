@@ -1,0 +1,96 @@
+"""The GPU atlas: published and measured rows in one frame with their conditions (closed-form utilization), one
+table per GPU and condition, reparameterizable models kept out of comparisons, ``utilscope gpus`` and the report's
+atlas section. Only the RTX 3090 table's rows are read (the 5090 and PRO 6000 tables are the predictor's test set)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+from test_published import NCHW_3090
+from test_store import CONFIG, make_row
+
+from utilscope.cli import main
+from utilscope.report import atlas
+from utilscope.survey.schema import CellKey
+from utilscope.survey.store import Store
+
+FLOPS = 8_000_000_000  # counted FLOPs per sample given to every published row: closed-form utilization
+BYTES = 100_000_000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Ten rows of timm's 3090 table, their 4090-dynamo twin (the same rows, other name: compile), counted by hand,
+    and our H200 rows of two of their models, one a reparameterized MobileOne."""
+    folder = tmp_path_factory.mktemp("atlas")
+    with open(NCHW_3090) as f:
+        lines = f.read().splitlines()
+    rows = [lines[0]] + [line for line in lines[1:] if line.split(",")[0] in
+                         ("resnet50", "resnet18", "mobileone_s1", "efficientnet_b0", "convnext_tiny")][:10]  # fmt: skip
+    eager = folder / NCHW_3090.name
+    eager.write_text("\n".join(rows) + "\n")
+    dynamo = folder / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090-dynamo.csv"
+    shutil.copy(eager, dynamo)
+    db = folder / "atlas.sqlite"
+    assert main(["ingest", "timm-benchmark", str(eager), str(dynamo), "--db", str(db), "--no-count"]) == 0
+    h200 = replace(CONFIG, device="NVIDIA H200")
+    with Store(db) as s:
+        for model, resolution, precision in s.published_uncounted():
+            reparam = "unknown" if "mobileone" in model else "n/a"
+            s.set_published_counts(model, resolution, precision, {
+                "flops_per_sample": FLOPS, "other_flops_per_sample": 0, "bytes_per_sample": BYTES,
+                "count_status": "ok", "reparam": reparam, "conv_class": "dense"})  # fmt: skip
+        for model in ("timm:resnet50", "timm:mobileone_s1", "timm:mobileone_s1+reparam"):
+            key = CellKey(model, 224, 1024, "amp", "eager", replace(h200, memory_format="contiguous"))
+            s.add(make_row(**key.columns(), samples_per_s=10_000.0, utilization=0.08, peak_tflops=989.4,
+                           achieved_gbs=1000.0, flops_per_sample=FLOPS))  # fmt: skip
+    return db
+
+
+def test_published_and_measured_rows_share_one_frame_with_their_conditions(store):
+    with Store(store, create=False) as s:
+        frame = atlas.atlas_rows(s.frame(), s.published_frame())
+    published = frame[frame["source"] == atlas.PUBLISHED]
+    assert set(published["gpu"]) == {"rtx_3090"} and set(published["backend"]) == {"eager", "compile"}
+    first = published[published["backend"] == "eager"].iloc[0]
+    # utilization = counted FLOPs x samples/s / (71 TFLOP/s: the 3090's fp16 tensor peak with fp32 accumulate)
+    assert first["utilization"] == pytest.approx(FLOPS * first["samples_per_s"] / 71e12)
+    assert first["intensity"] == pytest.approx(80.0) and first["condition"] == "amp · contiguous · eager"
+    ours = frame[frame["source"] == atlas.MEASURED].set_index(["model", "reparam"])
+    assert set(ours.index) == {("timm:resnet50", "n/a"), ("timm:mobileone_s1", "no"), ("timm:mobileone_s1", "yes")}
+    assert set(ours["gpu"]) == {"h200_sxm"} and set(ours["conv_class"]) == {"dense"}
+    assert ours["bytes_per_sample"].iloc[0] == pytest.approx(1000e9 / 10_000)
+
+
+def test_comparisons_take_one_table_per_gpu_and_leave_reparameterizable_models_out(store):
+    with Store(store, create=False) as s:
+        frame = atlas.atlas_rows(s.frame(), s.published_frame())
+    rows = atlas.main_rows(frame)
+    assert set(rows["backend"]) == {"eager"} and "timm:mobileone_s1" not in set(rows["model"])
+    assert set(rows["gpu"]) == {"rtx_3090", "h200_sxm"} and atlas.gpu_order(rows) == ["rtx_3090", "h200_sxm"]
+    gains = atlas.dynamo_gain(frame)
+    assert len(gains) == len(frame[(frame["backend"] == "compile")]) and set(gains["gain"]) == {1.0}
+
+
+def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, capsys):
+    assert main(["gpus", "resnet50", "--db", str(store), "--json"]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert {(r["gpu"], r["backend"]) for r in rows} == {("h200_sxm", "eager"), ("rtx_3090", "eager"),
+                                                        ("rtx_3090", "compile")}  # fmt: skip
+    assert main(["gpus", "timm:nosuchnet", "--db", str(store)]) == 2
+    assert "no counted row" in capsys.readouterr().err
+
+
+def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tmp_path):
+    assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
+    for name in ("atlas_classes", "atlas_slope", "atlas_rank", "atlas_intensity", "atlas_dynamo"):
+        assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
+    table = page[page.index('<table id="atlas-table"') :]
+    table = table[: table.index("</table>")]
+    assert "<td>timm:resnet50</td>" in table and "mobileone" not in table  # reparameterizable: not compared
