@@ -151,6 +151,7 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
     assert frame.loc[1, "flops_per_sample"] == frame.loc[4, "flops_per_sample"]  # one count for both batches
     assert abs(frame.loc[1, "flops_per_sample"] / 2e9 - 0.70) < 0.005 and frame.loc[1, "bytes_per_sample"] > 0
     assert list(frame["reparam"]) == ["n/a", "unknown", "", "n/a"] and frame.loc[2, "count_status"] == "ok"
+    assert list(frame["conv_class"]) == ["dense", "depthwise", "", "dense"]  # MobileOne: depthwise 3x3s
     assert frame.loc[3, "count_status"].startswith("error: UsageError: unknown model 'timm:no_such_net_in_this_timm'")
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0  # nothing left to count
     assert "counted 0 models" in capsys.readouterr().out

@@ -7,6 +7,7 @@ CASES = [
     Case("ingest", 2, "required"),
     Case("ingest timm-benchmark", 2, "required"),
     Case("ingest timm-benchmrk {timm_table} --db pub.sqlite", 2, "did you mean timm-benchmark"),
+    Case("ingest timm-benchmark {timm_table} --db pub.sqlite --jobs 0", 2, "--jobs must be"),
     Case("ingest csv {timm_table} --db pub.sqlite", 2, "invalid choice"),
     Case("ingest timm-benchmark {missing} --db pub.sqlite", 2, "no such file"),
     Case("ingest timm-benchmark {folder} --db pub.sqlite", 2, "folder"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from utilscope.limits import check_count, cpu_cores
 from utilscope.survey.published import FORMAT, count_published, gmacs_disagreements, ingest
 from utilscope.survey.store import Store
 from utilscope.units import plural
@@ -25,10 +26,14 @@ def add_parsers(sub) -> None:
                    help="store the rows only; by default each row's model is also counted by utilscope's engine at "
                    "the row's resolution (FLOPs, bytes; rows left uncounted by an interrupted run are counted by "
                    "the next)")  # fmt: skip
+    p.add_argument("--jobs", type=int, default=min(4, cpu_cores()),
+                   help="processes counting models at a time, one thread each (default: %(default)s, this machine's "
+                   "cores up to 4)")  # fmt: skip
     p.set_defaults(run=cmd_ingest)
 
 
 def cmd_ingest(args, console: Console) -> int:
+    check_count(args.jobs, "--jobs", 1, cpu_cores(), "this machine's cores")
     result = ingest(args.files, args.db)
     for name, rows, added in result.files:
         said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
@@ -39,7 +44,7 @@ def cmd_ingest(args, console: Console) -> int:
         with Progress(*COLUMNS, console=console) as progress:
             task = progress.add_task("counting", total=None)
             counted, failed = count_published(
-                args.db, lambda done, total, model: progress.update(task, completed=done, total=total)
+                args.db, lambda done, total, model: progress.update(task, completed=done, total=total), args.jobs
             )
         console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
                       "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip

@@ -214,23 +214,49 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
             "reparam": "unknown" if convertible else "n/a", "conv_class": conv_class(result)}  # fmt: skip
 
 
-def count_published(db, on_model=None) -> tuple[int, int]:
-    """Count every published row of ``db`` not counted yet (one count per model, resolution and precision, each
-    stored as soon as it is made: an interrupted run resumes). ``on_model(done, total, model)`` after each.
-    Returns (counted, failed)."""
+def _count_in_worker(model: str, resolution: int, precision: str) -> dict:
+    """``count_row`` in a worker process, torch on one thread (the workers share the machine's cores)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return count_row(model, resolution, precision)
+
+
+def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
+    """Count every published row of ``db`` not counted yet: one count per model, resolution and value size (amp,
+    fp16 and bf16 rows share one), made by ``jobs`` worker processes (1: in this process), each stored as soon as
+    it is made, so that an interrupted run resumes. ``on_model(done, total, model)`` after each. Returns (counted,
+    failed)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     from utilscope.survey.store import Store
 
     with Store(db) as store:
         todo = store.published_uncounted()
-    failed, made = 0, {}  # precisions whose values take as many bytes share a count (amp, fp16, bf16: 2)
-    for done, (model, resolution, precision) in enumerate(todo, start=1):
-        size = (model, resolution, Precision(precision).unit.bytes_per_element)
-        counts = made[size] = made[size] if size in made else count_row(model, resolution, precision)
-        failed += counts["count_status"] != "ok"
+    by_size: dict[tuple, list[tuple[str, int, str]]] = {}
+    for model, resolution, precision in todo:
+        by_size.setdefault((model, resolution, Precision(precision).unit.bytes_per_element), []).append(
+            (model, resolution, precision)
+        )
+    failed, done = 0, 0
+
+    def store_counts(cells: list[tuple[str, int, str]], counts: dict) -> None:
+        nonlocal failed, done
         with Store(db) as store:
-            store.set_published_counts(model, resolution, precision, counts)
-        if on_model is not None:
-            on_model(done, len(todo), model)
+            for model, resolution, precision in cells:
+                store.set_published_counts(model, resolution, precision, counts)
+                failed, done = failed + (counts["count_status"] != "ok"), done + 1
+                if on_model is not None:
+                    on_model(done, len(todo), model)
+
+    if jobs <= 1:
+        for cells in by_size.values():
+            store_counts(cells, count_row(*cells[0]))
+        return len(todo), failed
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_count_in_worker, *cells[0]): cells for cells in by_size.values()}
+        for future in as_completed(futures):
+            store_counts(futures[future], future.result())
     return len(todo), failed
 
 
