@@ -22,9 +22,12 @@ BYTES = 100_000_000
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """Ten rows of timm's 3090 table, their 4090-dynamo twin (the same rows, other name: compile), counted by hand,
-    and our H200 rows of two of their models, one a reparameterized MobileOne."""
-    folder = tmp_path_factory.mktemp("atlas")
+    return atlas_store(tmp_path_factory.mktemp("atlas"))
+
+
+def atlas_store(folder):
+    """Ten rows of timm's 3090 table, their -dynamo twin (the same rows, other name: compile), counted by hand,
+    and our H200 rows of two of their models, one a reparameterized MobileOne (also the browser tests' atlas)."""
     with open(NCHW_3090) as f:
         lines = f.read().splitlines()
     rows = [lines[0]] + [line for line in lines[1:] if line.split(",")[0] in

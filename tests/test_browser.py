@@ -17,8 +17,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.image import imread
+from test_atlas import atlas_store
 
 from utilscope.report import build_report
 from utilscope.report.synthetic import synthetic_store
@@ -69,6 +71,9 @@ def pages(tmp_path_factory) -> dict[str, Path]:
         with Store(REPO / "data" / "h200" / f"{name}.sqlite", create=False, snapshot=True) as store:
             frame, classes, records = store.frame(), store.op_class_frame(), store.model_records()
         pages[name] = build_report(frame, classes, tmp_path_factory.mktemp(name), records)
+    with Store(atlas_store(tmp_path_factory.mktemp("atlas-store")), create=False) as store:
+        frame, published = store.frame(), store.published_frame()
+    pages["atlas"] = build_report(frame, pd.DataFrame(), tmp_path_factory.mktemp("atlas"), None, published)
     return pages
 
 
@@ -78,7 +83,7 @@ def _open(driver, page: Path):
     return driver
 
 
-@pytest.mark.parametrize("name", ["synthetic", "survey", "timm"])
+@pytest.mark.parametrize("name", ["synthetic", "survey", "timm", "atlas"])
 def test_the_page_loads_its_images_logs_no_error_and_fits_1280_px(driver, pages, name):
     _open(driver, pages[name])
     images = driver.execute_script(
@@ -91,7 +96,7 @@ def test_the_page_loads_its_images_logs_no_error_and_fits_1280_px(driver, pages,
     assert overflow[0] <= overflow[1], f"the page is {overflow[0]} px wide in a {overflow[1]} px window"
 
 
-@pytest.mark.parametrize("name", ["synthetic", "survey", "timm"])
+@pytest.mark.parametrize("name", ["synthetic", "survey", "timm", "atlas"])
 def test_the_page_requests_nothing_but_its_own_file(driver, pages, name):
     _open(driver, pages[name])
     messages = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
@@ -140,3 +145,22 @@ def test_a_screenshot_at_1280_px_is_not_blank(driver, pages):
     assert shot.shape[1] == WIDTH
     colours = np.unique((shot[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 50
+
+
+def test_the_atlas_shows_the_gpus_a_reader_picks_and_the_models_they_filter(driver, pages):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, pages["atlas"])
+    visible = (
+        "return Array.from(document.querySelectorAll('#atlas-table .' + arguments[0])).filter(c => !c.hidden).length"
+    )
+    shown = driver.execute_script(visible, "g-rtx_3090")
+    assert shown > 0 and driver.execute_script(visible, "g-h200_sxm") > 0
+    driver.find_element(By.CSS_SELECTOR, "input[data-gpu='g-rtx_3090']").click()
+    assert driver.execute_script(visible, "g-rtx_3090") == 0 and driver.execute_script(visible, "g-h200_sxm") > 0
+    driver.find_element(By.CSS_SELECTOR, "input[data-gpu='g-rtx_3090']").click()
+    assert driver.execute_script(visible, "g-rtx_3090") == shown
+    driver.find_element(By.CSS_SELECTOR, "input[data-filter='atlas-table']").send_keys("resnet50")
+    rows = driver.execute_script("return Array.from(document.querySelectorAll('#atlas-table tbody tr'))"
+                                 ".filter(r => !r.hidden).map(r => r.cells[0].textContent)")  # fmt: skip
+    assert rows and all("resnet50" in row for row in rows)
