@@ -198,4 +198,8 @@ def test_a_tables_rows_of_a_model_set_are_listed_as_survey_input(capsys):
     cnn = set(timm_sets.members("cnn"))
     assert listed == [f"{model}@{res}" for model, res in sorted({(m, r) for m, r in rows if m in cnn})]
     assert "timm:resnet50@224" in listed and "timm:resnet50@288" in listed  # one model at two resolutions
+    assert main(["models", "--set", "timm-cnn", "--rows-of", str(NCHW_3090), "--native-only"]) == 0
+    native = capsys.readouterr().out.split()
+    assert "timm:resnet50@224" in native and "timm:resnet50@288" not in native and set(native) < set(listed)
     assert main(["models", "--rows-of", str(NCHW_3090)]) == 2
+    assert main(["models", "--set", "timm-cnn", "--native-only"]) == 2

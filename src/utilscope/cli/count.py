@@ -47,6 +47,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--with-reparam", action="store_true",
                    help="with --rows-of: also MODEL+reparam@RES for each model timm can reparameterize (each model "
                    "is built, without weights, to find out)")  # fmt: skip
+    p.add_argument("--native-only", action="store_true",
+                   help="with --rows-of: only the rows at each model's native resolution")  # fmt: skip
     p.set_defaults(run=cmd_models)
 
 
@@ -88,10 +90,12 @@ def count_many(names: list[str], args, console: Console) -> int:
 def cmd_models(args, console: Console) -> int:
     if args.rows_of is not None and args.model_set is None:
         raise UsageError("--rows-of lists a table's rows of a model set: give --set NAME")
-    if args.with_reparam and args.rows_of is None:
-        raise UsageError("--with-reparam adds to the rows --rows-of lists: give --rows-of TABLE --set NAME")
+    if (args.with_reparam or args.native_only) and args.rows_of is None:
+        raise UsageError(
+            "--with-reparam and --native-only choose among the rows --rows-of lists: give --rows-of TABLE --set NAME"
+        )
     if args.rows_of is not None:
-        return list_rows_of(args.rows_of, args.model_set, args.with_reparam)
+        return list_rows_of(args.rows_of, args.model_set, args.with_reparam, args.native_only)
     if args.model_set is not None:
         return list_set(args.model_set)
     names = zoo.list_models(args.pattern)
@@ -115,13 +119,16 @@ def list_set(name: str) -> int:
     return 0
 
 
-def list_rows_of(table: str, name: str, with_reparam: bool = False) -> int:
+def list_rows_of(table: str, name: str, with_reparam: bool = False, native_only: bool = False) -> int:
     """``MODEL@RES`` per row of a timm benchmark table whose model is in set ``name``, once each, sorted by model and
     resolution (not in the table's order, which ranks its throughputs: the list says what was measured, not how
-    fast); ``with_reparam``: then ``MODEL+reparam@RES`` for each of those models timm can reparameterize."""
+    fast); ``native_only``: only the rows at a model's native resolution; ``with_reparam``: then
+    ``MODEL+reparam@RES`` for each of those models timm can reparameterize."""
     members = set(model_sets.set_members(name))
     rows = published.read_rows(Path(table))
     pairs = sorted({(row["model"], row["resolution"]) for row in rows if row["model"] in members})
+    if native_only:
+        pairs = [(model, res) for model, res in pairs if res == zoo.native_resolution(zoo.parse_spec(model))]
     if with_reparam:
         convertible = {
             model for model in dict(pairs) if zoo.reparameterizable(zoo.build_on_meta(zoo.parse_spec(model))[0])
