@@ -82,7 +82,6 @@ def parse_spec(text: str) -> ModelSpec:
     if text.endswith(REPARAM):
         return dataclasses.replace(parse_spec(text.removesuffix(REPARAM)), reparam=True)
     shaped = [source for source in model_sources().values() if source.match is not None]
-    text = text.strip()
     prefixed = next((source for source in shaped if text.startswith(f"{source.name}:")), None)
     for source in shaped:
         text = text.removeprefix(f"{source.name}:")
