@@ -41,7 +41,7 @@ def atlas_store(folder):
     h200 = replace(CONFIG, device="NVIDIA H200")
     with Store(db) as s:
         for model, resolution, precision in s.published_uncounted():
-            reparam = "unknown" if "mobileone" in model else "n/a"
+            reparam = "yes" if "mobileone" in model else "n/a"  # as infer_reparam decides from the GMACs
             s.set_published_counts(model, resolution, precision, {
                 "flops_per_sample": FLOPS, "other_flops_per_sample": 0, "bytes_per_sample": BYTES,
                 "count_status": "ok", "reparam": reparam, "conv_class": "dense"})  # fmt: skip
@@ -67,11 +67,13 @@ def test_published_and_measured_rows_share_one_frame_with_their_conditions(store
     assert ours["bytes_per_sample"].iloc[0] == pytest.approx(1000e9 / 10_000)
 
 
-def test_comparisons_take_one_table_per_gpu_and_leave_reparameterizable_models_out(store):
+def test_comparisons_take_one_table_per_gpu_and_reparameterizable_models_reparameterized(store):
     with Store(store, create=False) as s:
         frame = atlas.atlas_rows(s.frame(), s.published_frame())
     rows = atlas.main_rows(frame)
-    assert set(rows["backend"]) == {"eager"} and "timm:mobileone_s1" not in set(rows["model"])
+    assert set(rows["backend"]) == {"eager"}
+    mobileone = rows[rows["model"] == "timm:mobileone_s1"]  # reparameterized on both GPUs, its plain H200 row out
+    assert set(zip(mobileone["gpu"], mobileone["reparam"], strict=True)) == {("rtx_3090", "yes"), ("h200_sxm", "yes")}
     assert set(rows["gpu"]) == {"rtx_3090", "h200_sxm"} and atlas.gpu_order(rows) == ["rtx_3090", "h200_sxm"]
     gains = atlas.dynamo_gain(frame)
     assert len(gains) == len(frame[(frame["backend"] == "compile")]) and set(gains["gain"]) == {1.0}
@@ -96,4 +98,4 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
     table = page[page.index('<table id="atlas-table"') :]
     table = table[: table.index("</table>")]
-    assert "<td>timm:resnet50</td>" in table and "mobileone" not in table  # reparameterizable: not compared
+    assert "<td>timm:resnet50</td>" in table and "<td>timm:mobileone_s1</td>" in table

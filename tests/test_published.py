@@ -138,7 +138,8 @@ def test_a_bad_table_is_one_line_and_creates_no_store(tmp_path, name, body, mess
 def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be_built_is_kept(tmp_path, capsys):
     """Counting goes with ingesting: every (model, resolution) once, our FLOPs agreeing with timm's GMACs x 2 where
     both count the same work (ResNet-10-T: 0.70 GMACs at 176 px); a model this timm cannot build keeps its row, the
-    reason in ``count_status``; MobileOne's rows say the table may or may not have reparameterized it."""
+    reason in ``count_status``; MobileOne's row, 1.09 GMACs as our plain count, says the run did not reparameterize
+    it."""
     rows = ["resnet10t,176,9000.0,113.7,1024,5.44,0.70,2.4", "mobileone_s0,224,8000.0,128.0,1024,5.29,1.09,15.5",
             "no_such_net_in_this_timm,224,7000.0,146.3,1024,1.0,1.0,1.0",
             "resnet10t,176,8800.0,116.4,512,5.44,0.70,2.4"]  # fmt: skip
@@ -150,7 +151,7 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
         frame = store.published_frame().set_index("source_row")
     assert frame.loc[1, "flops_per_sample"] == frame.loc[4, "flops_per_sample"]  # one count for both batches
     assert abs(frame.loc[1, "flops_per_sample"] / 2e9 - 0.70) < 0.005 and frame.loc[1, "bytes_per_sample"] > 0
-    assert list(frame["reparam"]) == ["n/a", "unknown", "", "n/a"] and frame.loc[2, "count_status"] == "ok"
+    assert list(frame["reparam"]) == ["n/a", "no", "", "n/a"] and frame.loc[2, "count_status"] == "ok"
     assert list(frame["conv_class"]) == ["dense", "depthwise", "", "dense"]  # MobileOne: depthwise 3x3s
     assert frame.loc[3, "count_status"].startswith("error: UsageError: unknown model 'timm:no_such_net_in_this_timm'")
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0  # nothing left to count
@@ -181,11 +182,13 @@ def test_gmacs_that_disagree_beyond_five_percent_and_timms_rounding_are_listed_l
 
     from utilscope.survey.published import gmacs_disagreements
 
-    frame = pd.DataFrame({"model": ["a", "b", "c", "d", "e"], "resolution": [224] * 5,
-                          "gmacs": [4.11, 4.11, 0.03, 1.0, 2.0], "count_status": ["ok", "ok", "ok", "ok", "error: x"],
-                          "flops_per_sample": pd.array([8_220_000_000, 9_000_000_000, 50_000_000, 1_600_000_000, None],
-                                                       dtype="Int64")})  # fmt: skip
-    apart = gmacs_disagreements(frame)  # a: 4.11 vs 4.11; c: 0.025 vs 0.03, within the rounding of 0.005
+    frame = pd.DataFrame({"model": ["a", "b", "c", "d", "e", "f"], "resolution": [224] * 6,
+                          "gmacs": [4.11, 4.11, 0.03, 1.0, 2.0, 0.2], "count_status": ["ok"] * 4 + ["error: x", "ok"],
+                          "reparam": ["n/a"] * 5 + ["yes"],
+                          "flops_per_sample": pd.array([8_220_000_000, 9_000_000_000, 50_000_000, 1_600_000_000, None,
+                                                        800_000_000], dtype="Int64")})  # fmt: skip
+    # a: 4.11 vs 4.11; c: 0.025 vs 0.03, within the rounding of 0.005; f: a reparameterized run's GMACs
+    apart = gmacs_disagreements(frame)
     assert list(apart["model"]) == ["d", "b"] and list(apart["ratio"].round(3)) == [0.8, 1.095]
 
 
@@ -203,3 +206,26 @@ def test_a_tables_rows_of_a_model_set_are_listed_as_survey_input(capsys):
     assert "timm:resnet50@224" in native and "timm:resnet50@288" not in native and set(native) < set(listed)
     assert main(["models", "--rows-of", str(NCHW_3090)]) == 2
     assert main(["models", "--set", "timm-cnn", "--native-only"]) == 2
+
+
+def test_whether_a_tables_run_reparameterized_a_model_is_read_from_its_gmacs():
+    """fvcore counted the model timm's script ran: GMACs near our reparameterized count mean --reparam was given."""
+    from utilscope.survey.published import reparam_verdict
+
+    assert reparam_verdict(0.17, plain_gmacs=0.404, merged_gmacs=0.17) == "yes"  # GhostNetV3-100 at 224 px
+    assert reparam_verdict(0.40, plain_gmacs=0.404, merged_gmacs=0.17) == "no"
+    assert reparam_verdict(1.0, plain_gmacs=1.0, merged_gmacs=0.99) == "unknown"  # both agree: cannot tell
+    assert reparam_verdict(None, plain_gmacs=1.0, merged_gmacs=0.5) == "unknown"
+    assert reparam_verdict(0.7, plain_gmacs=1.0, merged_gmacs=0.5) == "unknown"  # neither
+
+
+def test_ingest_decides_reparameterization_per_row_from_the_gmacs(tmp_path, capsys):
+    """MobileOne-S0 at 224 px: 1.05 GMACs plain, 0.275 reparameterized (our counts); a row printing 0.28 was
+    reparameterized, one printing 1.05 was not."""
+    rows = ["mobileone_s0,224,8000.0,128.0,1024,5.29,0.28,15.5", "mobileone_s0,224,4000.0,256.0,1024,5.29,1.05,15.5"]
+    table = _table(tmp_path, HEADER + "\n".join(rows) + "\n")
+    db = tmp_path / "pub.sqlite"
+    assert main(["ingest", "timm-benchmark", str(table), "--db", str(db), "--jobs", "1"]) == 0
+    assert "2 rows of reparameterizable models" in capsys.readouterr().out
+    with Store(db, create=False) as store:
+        assert list(store.published_frame()["reparam"]) == ["yes", "no"]

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from utilscope.limits import check_count, cpu_cores
-from utilscope.survey.published import FORMAT, count_published, gmacs_disagreements, ingest
+from utilscope.survey.published import FORMAT, count_published, gmacs_disagreements, infer_reparam, ingest
 from utilscope.survey.store import Store
 from utilscope.units import plural
 
@@ -48,6 +48,10 @@ def cmd_ingest(args, console: Console) -> int:
             )
         console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
                       "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip
+        if counted:
+            decided = infer_reparam(args.db)
+            said = f"{plural(decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
+            console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
         render_disagreements(args.db, console)
     return 0
 

@@ -8,8 +8,9 @@ Rules, so that rows differing in a condition are never compared silently:
   family (same GPU, torch, precision, layout);
 - per GPU and condition the rows of one source table are used: the newest torch, ours before a published one of
   the same GPU (``chosen_tables``); the others stay in the frame for ``utilscope gpus``;
-- a model timm can reparameterize is compared only where its reparameterization is known on every side: a
-  published row says "unknown", so such models are left out of cross-GPU comparisons (``comparable``);
+- a model timm can reparameterize is compared only reparameterized, where that is known: our ``+reparam`` rows, and
+  published rows whose GMACs show their run reparameterized it (``reparam`` "yes", ``published.infer_reparam``);
+  its plain rows and the published ones that cannot tell are left out (``comparable``);
 - utilization is each row's own: counted FLOPs x samples/s over its GPU's datasheet peak for the precision's math
   unit (``Precision.unit``), as ``survey.published.with_utilization`` and the survey compute it.
 """
@@ -104,8 +105,9 @@ def chosen_tables(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose reparameterization is known to match everywhere: models timm cannot reparameterize ("n/a")."""
-    return frame[frame["reparam"] == "n/a"]
+    """Rows alike in reparameterization: models timm cannot reparameterize ("n/a"), and the others' rows known to
+    be reparameterized ("yes")."""
+    return frame[frame["reparam"].isin(["n/a", "yes"])]
 
 
 def main_rows(frame: pd.DataFrame, condition: tuple[str, str, str] = MAIN_CONDITION) -> pd.DataFrame:

@@ -95,8 +95,9 @@ def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, ou
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     intro = (f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
              f"otherwise), each from one table ({tables}). Published rows are timm's (data/public/timm-benchmark), "
-             "measured rows utilscope's. Models timm can reparameterize are left out: the tables do not say whether "
-             "they were. Pick GPUs with the boxes, models with the filter; click a header to sort.")  # fmt: skip
+             "measured rows utilscope's. Models timm can reparameterize are compared reparameterized, where a "
+             "published row's GMACs show it was (else left out). Pick GPUs with the boxes, models with the filter; "
+             "click a header to sort.")  # fmt: skip
     count = rows.groupby(["model", "resolution"]).ngroups
     return (f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n" + "\n".join(parts) + "\n" + _controls(rows, count)
             + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n')  # fmt: skip

@@ -283,11 +283,52 @@ def with_utilization(frame):
     return frame
 
 
+def agrees(ours_gmacs, published_gmacs) -> bool:
+    """Our FLOPs / 2 (in GMACs) and a table's GMACs agree: within ``AGREEMENT`` or within the table's rounding."""
+    gap = abs(ours_gmacs - published_gmacs)
+    return gap <= AGREEMENT * ours_gmacs or gap <= 0.5 * 10**-GMACS_DECIMALS
+
+
+def reparam_verdict(published_gmacs, plain_gmacs: float, merged_gmacs: float) -> str:
+    """Whether a table's run reparameterized a model, from the GMACs it printed (fvcore's count of the model it ran):
+    "yes" when they agree with our count of the reparameterized model and not the plain one, "no" the other way
+    round, "unknown" otherwise (no GMACs, both agree, or neither)."""
+    if published_gmacs is None or published_gmacs != published_gmacs:  # NaN
+        return "unknown"
+    plain, merged = agrees(plain_gmacs, published_gmacs), agrees(merged_gmacs, published_gmacs)
+    return "yes" if merged and not plain else "no" if plain and not merged else "unknown"
+
+
+def infer_reparam(db) -> int:
+    """Decide ``reparam`` for each counted published row whose model timm can reparameterize (``reparam``
+    "unknown" after counting), by ``reparam_verdict``; the reparameterized model is counted once per model and
+    resolution. Returns how many rows were decided ("yes" or "no")."""
+    from utilscope.counting import count
+    from utilscope.models.zoo import REPARAM
+    from utilscope.survey.store import Store
+
+    with Store(db) as store:
+        frame = store.published_frame()
+    rows = frame[(frame["count_status"] == "ok") & (frame["reparam"] == "unknown")]
+    merged, verdicts = {}, []
+    for row in rows.itertuples():
+        key = (row.model, row.resolution, Precision(row.precision).count_dtype)
+        if key not in merged:
+            merged[key] = count(row.model + REPARAM, 1, row.resolution, key[2]).total.flops / 2e9
+        gmacs = None if row.gmacs is None else float(row.gmacs)
+        verdicts.append((row.source_file, row.source_row, reparam_verdict(gmacs, row.flops_per_sample / 2e9,
+                                                                          merged[key])))  # fmt: skip
+    with Store(db) as store:
+        store.set_published_reparam(verdicts)
+    return sum(verdict != "unknown" for _, _, verdict in verdicts)
+
+
 def gmacs_disagreements(frame):
     """The counted (model, resolution) pairs whose FLOPs / 2 differ from the table's GMACs by more than
-    ``AGREEMENT`` and by more than the table's rounding: model, resolution, gmacs, ours_gmacs, ratio (ours/theirs),
+    ``AGREEMENT`` and by more than the table's rounding (rows of a reparameterized run left out: their GMACs are the
+    merged model's): model, resolution, gmacs, ours_gmacs, ratio (ours/theirs),
     largest difference first."""
-    counted = frame[(frame["count_status"] == "ok") & frame["gmacs"].notna()]
+    counted = frame[(frame["count_status"] == "ok") & frame["gmacs"].notna() & (frame["reparam"] != "yes")]
     pairs = counted.drop_duplicates(["model", "resolution"])[["model", "resolution", "gmacs", "flops_per_sample"]]
     ours = pairs["flops_per_sample"].astype("float64") / 2e9
     gap = (ours - pairs["gmacs"]).abs()

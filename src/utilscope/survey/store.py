@@ -455,6 +455,13 @@ class Store:
             conn.execute(f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
                          "resolution = ? AND precision = ?", (*values, model, resolution, precision))  # fmt: skip
 
+    def set_published_reparam(self, verdicts: list[tuple[str, int, str]]) -> None:
+        """Set ``reparam`` of published rows: (source_file, source_row, verdict) each (a numpy row number is made
+        an int: sqlite3 would bind it as bytes and match nothing)."""
+        with self._transaction() as conn:
+            conn.executemany("UPDATE published SET reparam = ? WHERE source_file = ? AND source_row = ?",
+                             [(verdict, file, int(row)) for file, row, verdict in verdicts])  # fmt: skip
+
     def published_frame(self) -> pd.DataFrame:
         """Every published row, ordered by file and row."""
         records = self._query(f"SELECT {', '.join(PUBLISHED_KINDS)} FROM published ORDER BY source_file, source_row")
