@@ -18,7 +18,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("gpus", help="one model on every GPU a store has rows for: ours (measured) and published")
     p.add_argument("model", help="a model id, e.g. timm:resnet50 (a bare name is a timm model)")
     p.add_argument("--db", default="results.sqlite",
-                   help="the store (a survey's, with published tables ingested; default: %(default)s)")  # fmt: skip
+                   help="the store, a survey's with published tables ingested (default: %(default)s)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(run=cmd_gpus)
 

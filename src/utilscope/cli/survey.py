@@ -69,8 +69,8 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
                    "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
     p.add_argument("--fit-batch", nargs="?", const="halve", default=None, choices=FIT_RULES, metavar="RULE",
                    help="after a batch size that runs out of memory, also measure the largest smaller one that fits, "
-                   "stored as a cell of its own and noted on the out-of-memory row; RULE halve (the default) or timm "
-                   "(timm's benchmark: 1024, 768, 512, 384, ...)")  # fmt: skip
+                   "stored as a cell of its own and noted on the out-of-memory row; RULE halve or timm (timm's "
+                   "benchmark: 1024, 768, 512, 384, ...) (default: off; --fit-batch alone: halve)")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     add_executor_options(p)
 
@@ -99,7 +99,7 @@ def add_parsers(sub) -> None:
         "--models-file",
         default=None,
         metavar="FILE",
-        help="a text file of models as --models takes them, one per line (# starts a comment)",
+        help="a text file of models as --models takes them, one per line (# starts a comment) (default: none)",
     )
     p.add_argument("--family", action="append", default=[],
                    help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
