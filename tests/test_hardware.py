@@ -451,3 +451,13 @@ def test_an_alias_names_its_row_and_names_one_row_only(tmp_path):
     path = _write(tmp_path, ROW_A + row_b.replace('name = "GPU A"', 'name = "GPU B"\naliases = ["a"]'))
     with pytest.raises(SpecFileError, match="have the same name or alias 'a'"):
         load_specs(path)
+
+
+def test_one_alignment_rule_keyed_by_precision_and_architecture():
+    from utilscope.hardware.alignment import channel_multiple
+
+    assert [channel_multiple(p) for p in ("fp16", "bf16", "amp", "amp_bf16", "tf32", "fp32", "int8")] == [
+        8, 8, 8, 8, 4, 4, 16]  # fmt: skip
+    assert channel_multiple("fp16", "Hopper") == 8  # no architecture of its own: the rule for every one
+    with pytest.raises(UsageError, match="no channel alignment for precision 'fp8'"):
+        channel_multiple("fp8")

@@ -12,9 +12,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "utilscope"
 # Bottom to top: a module may import modules of its own layer or of the layers below it.
 LAYERS = (
     ("errors", "files", "units", "registry", "torch_flags", "precision", "_version", "limits", "cache"),
+    ("hardware",),  # datasheets, measured ceilings, the alignment rule: what counting and everything above read
     ("models",),
     ("counting",),
-    ("hardware",),
     ("measure",),
     ("attribute",),
     ("predict",),

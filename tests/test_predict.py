@@ -299,3 +299,20 @@ def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path)
     assert list(rows["op"]).index("layout_copy") == list(rows["op"]).index("aten.convolution", 1) - 1
     for spec, layout in ((f"{path}:batch", True), (f"{path}:group", False)):  # no copy: BN, or an NCHW network
         assert "layout_copy" not in set(pr.network_rows(count_traced(spec, 2, 16, "fp16", layout)[1], H200)["op"])
+
+
+def test_the_tensor_core_alignment_feature_follows_the_element_size():
+    """fp16 convs want channels of a multiple of 8, fp32 ones of 4 (hardware.alignment): 12 channels are aligned in
+    fp32 only."""
+    import torch
+    from torch import nn
+
+    from utilscope.counting.tracer import trace
+    from utilscope.predict.features import tensor_multiple
+
+    conv = nn.Conv2d(12, 12, 3, padding=1)
+    for dtype, multiple in ((torch.float16, 8), (torch.float32, 4)):
+        with torch.device("meta"):
+            events = trace(conv.to(device="meta", dtype=dtype), torch.empty(1, 12, 8, 8, dtype=dtype)).events
+        (event,) = [e for e in events if e.op == "aten.convolution"]
+        assert tensor_multiple(event) == multiple

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from utilscope import hardware
 from utilscope.advise.padding import check_multiple, pad_channels, verify
 from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.hardware.alignment import channel_multiple
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.environment import device_label
@@ -317,14 +319,23 @@ def reproduce_command(model: str, trial: Trial, resolution: int, export: str | N
     return " ".join(parts) + note
 
 
-def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backends: tuple[str, ...] = (),
+def device_architecture(device: torch.device) -> str:
+    """The spec table's architecture of a CUDA device ("*" for a CPU or an unknown GPU)."""
+    spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
+    return spec.architecture if spec is not None else "*"
+
+
+def advise(request: MeasureRequest, batches: list[int], multiple: int | None = None, backends: tuple[str, ...] = (),
            precisions: tuple[str, ...] = (), ladder: tuple[int, ...] | None = None, export: str | None = None,
            on_trial: Callable[[Trial], None] | None = None, seed: int = 0) -> Advice:  # fmt: skip
     """Measure every change at every batch size, the batch ladder, and the best configuration per batch size.
     The model is built with ``seed`` (``seeded_model``), so its export holds weights a rerun gets again.
     ``backends`` / ``precisions`` empty: graph and inference, fp16 and bf16 on a GPU; the request's backend and fp32
-    on a CPU. ``ladder`` None: powers of two to 512 on a GPU, to 16 on a CPU; () skips it. Raises on bad input."""
-    check_multiple(multiple)
+    on a CPU. ``ladder`` None: powers of two to 512 on a GPU, to 16 on a CPU; () skips it. ``multiple`` None: the
+    largest channel multiple the precisions tried want on this GPU (``hardware.alignment.channel_multiple``). Raises
+    on bad input."""
+    if multiple is not None:
+        check_multiple(multiple)
     batches = check_batches(batches)
     ladder = None if ladder is None else tuple(check_batches(ladder)) if ladder else ()
     for backend in backends:  # bad names fail before anything is measured
@@ -336,10 +347,11 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int = 8, backe
     base = seeded_model(request.model, sweep.resolution, seed)
     example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
     notes: list[str] = []
-    with math_mode(parse_precision("fp32")):
-        rewrites = exact_rewrites(base, sweep.work, example, multiple, notes)  # the sweep counted the model
     backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
+    multiple = multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
+    with math_mode(parse_precision("fp32")):
+        rewrites = exact_rewrites(base, sweep.work, example, multiple, notes)  # the sweep counted the model
     report = on_trial or (lambda trial: None)
     trials = [t for batch in batches
               for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report, example)]  # fmt: skip

@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
-from utilscope.hardware.alignment import penalty_for, round_up
+from utilscope.hardware.alignment import channel_multiple, penalty_for, round_up
 from utilscope.measure.backends import BACKENDS
 from utilscope.units import si
 
@@ -53,11 +53,8 @@ class Thresholds:
     min_layer_share: float = 0.01  # a per-layer (per-block) finding needs >= 1% of the end-to-end time
     min_class_share: float = 0.05  # a network-level class finding (unfused ops, SE blocks) needs >= 5%
     idle_share: float = 0.20  # launch-bound when >= 20% of the end-to-end time has no kernel running
-    # channel multiple tensor-core kernels want: 16 bytes of fp16/bf16 (8), tf32/fp32 (4), int8 (16)
-    alignment: Mapping[str, int] = field(
-        default_factory=lambda: MappingProxyType({"fp16": 8, "bf16": 8, "tf32": 4, "fp32": 4, "int8": 16}),
-        hash=False,
-    )
+    # channel multiple per precision that overrides hardware.alignment.channel_multiple (empty: the rule's own)
+    alignment: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     tile_m: int = 128  # thread-block tile of the GEMM estimate: rows (batch x output pixels)
     tile_n: int = 128  # ... and columns (output channels)
     se_time_over_flops: float = 2.0  # SE blocks are flagged when their time share is >= 2x their FLOP share
@@ -76,10 +73,9 @@ class Thresholds:
             raise ValueError(f"alignment multiples must be positive, got {dict(self.alignment)}")
         object.__setattr__(self, "alignment", MappingProxyType(dict(self.alignment)))
 
-    def alignment_for(self, precision: str) -> int:
-        if precision not in self.alignment:
-            raise ValueError(f"no channel alignment for precision {precision!r}; known: {', '.join(self.alignment)}")
-        return self.alignment[precision]
+    def alignment_for(self, precision: str, architecture: str = "*") -> int:
+        """The channel multiple for ``precision``: an override of ``alignment``, else the hardware rule."""
+        return self.alignment.get(precision) or channel_multiple(precision, architecture)
 
 
 @dataclass

@@ -31,8 +31,8 @@ def add_parsers(sub) -> None:
                    "as-given one on a CPU)")  # fmt: skip
     p.add_argument("--precisions", default=None, help="precisions to try, e.g. fp16,bf16,tf32 (default: fp16,bf16 "
                    "on a GPU; the as-given one on a CPU)")  # fmt: skip
-    p.add_argument("--multiple", type=int, default=8, help="pad channels to a multiple of this (default: 8, what "
-                   "fp16/bf16 tensor cores need)")  # fmt: skip
+    p.add_argument("--multiple", type=int, default=None, help="pad channels to a multiple of this (default: the "
+                   "largest the precisions tried want: 8 for fp16/bf16, 4 for tf32/fp32, 16 for int8)")  # fmt: skip
     p.add_argument("--ladder", default=None, help="batch sizes of the saturation ladder (default: 1,2,4,...,512 on a "
                    "GPU, 1,...,16 on a CPU; 'none' skips it)")  # fmt: skip
     p.add_argument("--export", default=None, metavar="DIR", help="write the rewritten model of the best "

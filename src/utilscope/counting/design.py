@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from torch import nn
 
 from utilscope.counting.counter import CountResult, count
+from utilscope.hardware.alignment import channel_multiple
 from utilscope.models import zoo
 
 MATMUL_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
-ALIGNMENT = 8  # channels: fp16 tensor-core kernels want multiples of 8
+ALIGNMENT = channel_multiple("fp16")  # the design features describe networks for fp16 tensor cores
 _REPEAT = re.compile(r"#\d+$")
 
 

@@ -1,6 +1,7 @@
-"""The measured cost of unaligned channels: per GPU and precision, how much slower a convolution whose channel
-count is not a multiple of what the tensor cores want runs than the same convolution zero-padded to the next
-multiple (``alignment_penalty.csv`` beside this module, written on the GPU by ``benchmarks/alignment_penalty.py``).
+"""Channel alignment: the one rule of which channel multiple tensor-core kernels want (``channel_multiple``, by
+precision and GPU architecture), and its measured cost: per GPU and precision, how much slower a convolution whose
+channel count is not a multiple of it runs than the same convolution zero-padded to the next multiple
+(``alignment_penalty.csv`` beside this module, written on the GPU by ``benchmarks/alignment_penalty.py``).
 
 One row per timed pair: the GPU's name as torch reports it, the precision, the conv's kernel, channels (in and
 out), padded channels, spatial size and batch, the two median times, and the software it was measured with.
@@ -15,6 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from utilscope.errors import UsageError
+from utilscope.precision import Precision
+
+# The channel multiple of 16 bytes that tensor-core kernels read in one vector, per math unit (NVIDIA's deep-learning
+# performance guide: fp16/bf16 8, tf32 4, int8 16; fp32 on the CUDA cores gets the same 16-byte vectors), keyed by
+# (unit, architecture); "*" holds for every architecture without a row of its own.
+CHANNEL_MULTIPLES = {("fp16", "*"): 8, ("bf16", "*"): 8, ("tf32", "*"): 4, ("fp32", "*"): 4, ("int8", "*"): 16}
 PENALTY_PATH = Path(__file__).with_name("alignment_penalty.csv")
 COLUMNS = ("gpu", "precision", "kernel", "channels", "padded_channels", "size", "batch", "unaligned_ms", "padded_ms",
            "torch", "cudnn", "measured_at")  # fmt: skip
@@ -38,6 +46,18 @@ class Penalty:
         return (f"measured on the {self.gpu} in {self.precision}: {self.kernel}×{self.kernel} convs with unaligned "
                 f"channels ran {self.median:.2f}× slower than padded to the next multiple at batch {self.batch} "
                 f"({spread}median of {self.shapes} shapes)")  # fmt: skip
+
+
+def channel_multiple(precision: str | Precision, architecture: str = "*") -> int:
+    """The channel multiple the precision's math unit wants on GPUs of ``architecture`` (amp: fp16's); a
+    UsageError for an unknown precision."""
+    value = precision.value if isinstance(precision, Precision) else str(precision)
+    if value not in {p.value for p in Precision}:
+        raise UsageError(
+            f"no channel alignment for precision {value!r}; known: {', '.join(p.value for p in Precision)}"
+        )
+    unit = Precision(value).unit.value
+    return CHANNEL_MULTIPLES.get((unit, architecture), CHANNEL_MULTIPLES[(unit, "*")])
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from utilscope.counting.classify import OpClass, conv_class
 from utilscope.counting.formulas import Kind
 from utilscope.counting.tracer import OpEvent, trace
 from utilscope.errors import UsageError
+from utilscope.hardware.alignment import channel_multiple
 from utilscope.predict.ops import OpConfig, build_op
 
 FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
@@ -148,10 +149,25 @@ def _multiples(inputs: int, outputs: int) -> dict:
     return {"in_multiple": math.gcd(inputs, MULTIPLE_CAP), "out_multiple": math.gcd(outputs, MULTIPLE_CAP)}
 
 
+def _aligned(inputs: int, outputs: int, multiple: int) -> dict:
+    return {"aligned_in": int(inputs % multiple == 0), "aligned_out": int(outputs % multiple == 0)}
+
+
 def _waves(m: int, n: int, groups: int, sm_count: int) -> dict:
     tiles = math.ceil(m / TILE) * math.ceil(n / TILE) * groups
     waves = tiles / sm_count
     return {"waves": waves, "wave_efficiency": tiles / (math.ceil(waves) * sm_count)}
+
+
+ELEMENT_PRECISIONS = {1: "int8", 2: "fp16", 4: "fp32"}  # an op's output bytes per element -> the alignment rule's key
+
+
+def tensor_multiple(event: OpEvent) -> int:
+    """The channel multiple (``hardware.alignment.channel_multiple``) for the element size an op writes: 8 for
+    2-byte (fp16/bf16) tensors, 4 for fp32, 16 for int8."""
+    elements = math.prod(int(d) for d in event.call.outputs[0]) or 1
+    size = round(event.outputs[0].bytes / elements) if event.outputs else 2
+    return channel_multiple(ELEMENT_PRECISIONS.get(size, "fp16"))
 
 
 def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
@@ -165,7 +181,7 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
             "out_size": int(out[-1]), "kernel": kernel, "kernel_w": kernel_w,
             "stride": _pair(event.call.arg(3, "stride", 1)),
             "dilation": _pair(event.call.arg(5, "dilation", 1)), "groups": groups, "per_group": per_group,
-            "m": m, "n": n, "k": k, "aligned_in": int(per_group % 8 == 0), "aligned_out": int(n % 8 == 0),
+            "m": m, "n": n, "k": k, **_aligned(per_group, n, tensor_multiple(event)),
             **_multiples(per_group, n), **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip
 
 
@@ -174,8 +190,8 @@ def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
         (event.call.args[0], event.call.args[1])  # fmt: skip
     batches = math.prod(a[:-2]) if len(a) > 2 else 1
     m, k, n = batches * int(a[-2]) if len(a) > 1 else 1, int(a[-1]), int(b[-1])
-    return {"m": m, "n": n, "k": k, "aligned_in": int(k % 8 == 0), "aligned_out": int(n % 8 == 0),
-            **_multiples(k, n), **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
+    return {"m": m, "n": n, "k": k, **_aligned(k, n, tensor_multiple(event)), **_multiples(k, n),
+            **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
 
 
 def _is_radix_sum(event: OpEvent, shape: torch.Size) -> bool:
