@@ -133,7 +133,7 @@ def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predict
 
 
 def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, capsys):
-    monkeypatch.setattr(pr, "load_predictor", lambda path: predictor)
+    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: predictor)
     assert main(["predict", net_file, "--profile", str(profile_file), "--batch", "1,8", "--res", "32", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [d["batch"] for d in doc] == [1, 8]
@@ -211,7 +211,7 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     entries = {block.key: {1: 1.0, 256: 1.0} for block in blocks[:3]}
     table = LatencyTable("mbv3", "NVIDIA H200", "synthetic", "fp16", False, entries)
     assert set(general.prior_keys(table, 2)) > set(entries)  # the sampled architectures' blocks too
-    monkeypatch.setattr(pr, "load_predictor", lambda path: predictor)
+    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: predictor)
     prior = general.prior_estimates(table, 0, "synthetic.json")
     assert set(prior) == set(entries) and all(set(per) == {1, 256} for per in prior.values())
     block = blocks[0]

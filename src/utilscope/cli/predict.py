@@ -67,7 +67,9 @@ def cmd_predict(args, console: Console) -> int:
         zoo.check_resolution(args.res)
     if len(names) == 1:  # a bad model is said before the profile is read and fitted
         zoo.check_model(zoo.parse_spec(names[0]))
-    predictor = load_predictor(select_profile(args.gpu, args.profile, args.precision, args.backend))
+    profile = select_profile(args.gpu, args.profile, args.precision, args.backend)
+    said = f"utilscope: fitting the predictor of {Path(profile).name} once (about 20 s on one core; cached after)"
+    predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))
     check_gpu(predictor, args.gpu)
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).

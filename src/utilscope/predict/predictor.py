@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -214,8 +215,15 @@ def _cache_file(path: Path) -> Path:
     return cache_dir("predict") / f"{path.stem}-{digest}.pkl"
 
 
-def load_predictor(path: str | Path) -> Predictor:
-    """The predictor of a device profile file, fitted once and cached by the file's content."""
+FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 s against 21 s on one) and a busy
+# machine's oversubscribed OpenMP took over 10 minutes
+
+
+def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
+    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; about 20 s) and
+    cached by the file's content; ``on_fit`` is called when a valid profile is about to be fitted."""
+    from threadpoolctl import threadpool_limits
+
     path = check_input_file(path, PROFILE_FILE)
     cached = _cache_file(path)
     if cached.is_file():
@@ -223,7 +231,11 @@ def load_predictor(path: str | Path) -> Predictor:
             return pickle.loads(cached.read_bytes())
         except Exception:  # a stale or broken cache entry: fit again
             cached.unlink(missing_ok=True)
-    predictor = fit_predictor(DeviceProfile.load(path), str(path))
+    profile = DeviceProfile.load(path)
+    if on_fit is not None:
+        on_fit()
+    with threadpool_limits(limits=FIT_THREADS):
+        predictor = fit_predictor(profile, str(path))
     write_atomically(cached, pickle.dumps(predictor))
     return predictor
 
