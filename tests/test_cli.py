@@ -588,7 +588,7 @@ def stub_predictor(monkeypatch):
 
     stub = types.SimpleNamespace(device="NVIDIA H200", precision="fp16", profile_path="h200.json", predict=predict)
     monkeypatch.setattr(pr, "select_profile", lambda *args: "h200.json")
-    monkeypatch.setattr(pr, "load_predictor", lambda path: stub)
+    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: stub)
     monkeypatch.setattr(pr, "check_gpu", lambda predictor, gpu: None)
 
 
