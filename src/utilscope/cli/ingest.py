@@ -48,10 +48,9 @@ def cmd_ingest(args, console: Console) -> int:
             )
         console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
                       "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip
-        if counted:
-            decided = infer_reparam(args.db)
-            said = f"{plural(decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
-            console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
+        decided = infer_reparam(args.db)  # rows counted now, or by an earlier run stopped before this
+        said = f"{plural(decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
+        console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
         render_disagreements(args.db, console)
     return 0
 

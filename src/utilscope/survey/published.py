@@ -191,12 +191,16 @@ def ingest(paths, db) -> IngestResult:
                          for name, table in zip(names, tables, strict=True)])  # fmt: skip
 
 
+UNCHECKED = "unchecked"  # a reparameterizable model's row before infer_reparam read its GMACs
+
+
 def count_row(model: str, resolution: int, precision: str) -> dict:
     """What utilscope's counting engine says of ``model`` at ``resolution`` (per sample, batch 1, the precision's
-    value size), and whether the table's run could have reparameterized it: ``reparam`` is "unknown" for a model
-    with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given),
-    "n/a" otherwise; ``conv_class`` its class for the GPU atlas (``counting.architecture.conv_class``). A model
-    that cannot be built or counted: ``count_status`` "error: ..." (the row is kept)."""
+    value size), and whether the table's run could have reparameterized it: ``reparam`` is "unchecked" for a model
+    with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given:
+    ``infer_reparam`` reads it from the row's GMACs), "n/a" otherwise; ``conv_class`` its class for the GPU atlas
+    (``counting.architecture.conv_class``). A model that cannot be built or counted: ``count_status`` "error: ..."
+    (the row is kept)."""
     from utilscope.counting import count
     from utilscope.counting.architecture import conv_class
     from utilscope.errors import describe
@@ -211,7 +215,7 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
     total = result.total
     return {"flops_per_sample": int(total.flops), "other_flops_per_sample": int(total.other_flops),
             "bytes_per_sample": int(total.bytes), "count_status": "ok",
-            "reparam": "unknown" if convertible else "n/a", "conv_class": conv_class(result)}  # fmt: skip
+            "reparam": UNCHECKED if convertible else "n/a", "conv_class": conv_class(result)}  # fmt: skip
 
 
 def _count_in_worker(model: str, resolution: int, precision: str) -> dict:
@@ -300,24 +304,29 @@ def reparam_verdict(published_gmacs, plain_gmacs: float, merged_gmacs: float) ->
 
 
 def infer_reparam(db) -> int:
-    """Decide ``reparam`` for each counted published row whose model timm can reparameterize (``reparam``
-    "unknown" after counting), by ``reparam_verdict``; the reparameterized model is counted once per model and
-    resolution. Returns how many rows were decided ("yes" or "no")."""
+    """Decide ``reparam`` of each counted published row whose model timm can reparameterize and that is not decided
+    yet ("unchecked"), by ``reparam_verdict``: "yes", "no", or "unknown" (also when the reparameterized model
+    cannot be counted); the reparameterized model is counted once per model, resolution and dtype. Returns how many
+    rows were decided "yes" or "no"."""
     from utilscope.counting import count
     from utilscope.models.zoo import REPARAM
     from utilscope.survey.store import Store
 
     with Store(db) as store:
         frame = store.published_frame()
-    rows = frame[(frame["count_status"] == "ok") & (frame["reparam"] == "unknown")]
+    rows = frame[(frame["count_status"] == "ok") & (frame["reparam"] == UNCHECKED)]
     merged, verdicts = {}, []
     for row in rows.itertuples():
         key = (row.model, row.resolution, Precision(row.precision).count_dtype)
         if key not in merged:
-            merged[key] = count(row.model + REPARAM, 1, row.resolution, key[2]).total.flops / 2e9
+            try:
+                merged[key] = count(row.model + REPARAM, 1, row.resolution, key[2]).total.flops / 2e9
+            except Exception:  # noqa: BLE001 - a conversion this timm cannot make: the row stays undecided
+                merged[key] = None
         gmacs = None if row.gmacs is None else float(row.gmacs)
-        verdicts.append((row.source_file, row.source_row, reparam_verdict(gmacs, row.flops_per_sample / 2e9,
-                                                                          merged[key])))  # fmt: skip
+        plain = row.flops_per_sample / 2e9
+        verdict = "unknown" if merged[key] is None else reparam_verdict(gmacs, plain, merged[key])
+        verdicts.append((row.source_file, row.source_row, verdict))
     with Store(db) as store:
         store.set_published_reparam(verdicts)
     return sum(verdict != "unknown" for _, _, verdict in verdicts)
