@@ -65,6 +65,10 @@ def test_published_and_measured_rows_share_one_frame_with_their_conditions(store
     assert set(ours.index) == {("timm:resnet50", "n/a"), ("timm:mobileone_s1", "no"), ("timm:mobileone_s1", "yes")}
     assert set(ours["gpu"]) == {"h200_sxm"} and set(ours["conv_class"]) == {"dense"}
     assert ours["bytes_per_sample"].iloc[0] == pytest.approx(1000e9 / 10_000)
+    with Store(store, create=False) as s:
+        plain = s.frame()
+    plain = plain[plain["model"] == "timm:mobileone_s1"]  # measured without its +reparam twin (a survey half done)
+    assert list(atlas.measured_rows(plain, {}, {"timm:mobileone_s1"})["reparam"]) == ["no"]  # never compared
 
 
 def test_comparisons_take_one_table_per_gpu_and_reparameterizable_models_reparameterized(store):

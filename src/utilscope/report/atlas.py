@@ -54,15 +54,16 @@ def published_rows(published: pd.DataFrame | None) -> pd.DataFrame:
     return frame.drop(columns=["gpu"]).join(facts).assign(source=PUBLISHED, table=frame["source_file"])
 
 
-def measured_rows(measurements: pd.DataFrame, classes: dict[str, str]) -> pd.DataFrame:
+def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertible: set[str]) -> pd.DataFrame:
     """Our successful rows (``Store.frame``) in the atlas's columns: a ``+reparam`` model is the model with
-    ``reparam`` "yes", its plain row "no" when the model has a reparameterized row too (else "n/a"); ``classes``:
-    each model's conv class (from its counted published rows)."""
+    ``reparam`` "yes", its plain row "no" when the model can be reparameterized (it has a ``+reparam`` row, or is in
+    ``convertible``: its published rows say so), else "n/a"; ``classes``: each model's conv class (from its counted
+    published rows)."""
     ok = measurements[measurements["status"] == "ok"]
     if ok.empty:
         return pd.DataFrame(columns=COLUMNS)
     model = ok["model"].str.removesuffix(REPARAM)
-    reparameterized = set(model[ok["model"].str.endswith(REPARAM)])
+    reparameterized = set(model[ok["model"].str.endswith(REPARAM)]) | convertible
     reparam = ok["model"].str.endswith(REPARAM).map({True: "yes", False: "no"}).where(model.isin(reparameterized),
                                                                                       "n/a")  # fmt: skip
     bytes_per_sample = ok["achieved_gbs"].astype("float64") * 1e9 / ok["samples_per_s"]
@@ -76,7 +77,8 @@ def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame | None) -> pd
     added)."""
     ours = published_rows(published)
     classes = dict(zip(ours["model"], ours["conv_class"], strict=True)) if not ours.empty else {}
-    frame = pd.concat([measured_rows(measurements, classes), ours], ignore_index=True)
+    convertible = set(ours.loc[ours["reparam"] != "n/a", "model"]) if not ours.empty else set()
+    frame = pd.concat([measured_rows(measurements, classes, convertible), ours], ignore_index=True)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
     frame["condition"] = frame["precision"] + " · " + frame["memory_format"] + " · " + frame["backend"]
