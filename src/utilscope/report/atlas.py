@@ -68,7 +68,7 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertib
                                                                                       "n/a")  # fmt: skip
     bytes_per_sample = ok["achieved_gbs"].astype("float64") * 1e9 / ok["samples_per_s"]
     frame = ok.assign(model=model, reparam=reparam, bytes_per_sample=bytes_per_sample, source=MEASURED, table=OURS,
-                      conv_class=model.map(classes).fillna(""))  # fmt: skip
+                      conv_class=[classes.get(name, "") for name in model])  # fmt: skip
     return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))
 
 
