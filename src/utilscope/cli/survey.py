@@ -30,7 +30,8 @@ from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.merge import merge_stores
-from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, read_model_list, select_models
+from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, read_model_list, select_models,
+    split_resolution
 from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
 from utilscope.units import plural
@@ -133,7 +134,8 @@ def add_parsers(sub) -> None:
 def cmd_survey(args, console: Console) -> int:
     listed = read_model_list(args.models_file) if args.models_file else []
     models = select_models(args.models + listed, args.family, args.sets)
-    chosen = {"all": set(models), "none": set(), "representative": set(model_sets.representative())}
+    every = {split_resolution(model)[0] for model in models}  # a group is keyed by its model's id, not NAME@RES
+    chosen = {"all": every, "none": set(), "representative": set(model_sets.representative())}
     return run_grid(models, args, console, frozenset(chosen[args.attribute]))
 
 
