@@ -30,8 +30,15 @@ from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.claims import claim
 from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
 from utilscope.survey.merge import merge_stores
-from utilscope.survey.plan import SurveyGrid, expand_grid, parse_shard, plan_survey, read_model_list, select_models,
-    split_resolution
+from utilscope.survey.plan import (
+    SurveyGrid,
+    expand_grid,
+    parse_shard,
+    plan_survey,
+    read_model_list,
+    select_models,
+    split_resolution,
+)
 from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
 from utilscope.units import plural
