@@ -4,6 +4,7 @@ atlas section. Only the RTX 3090 table's rows are read (the 5090 and PRO 6000 ta
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 
@@ -47,7 +48,7 @@ def atlas_store(folder):
                 "count_status": "ok", "reparam": reparam, "conv_class": "dense"})  # fmt: skip
         for model in ("timm:resnet50", "timm:mobileone_s1", "timm:mobileone_s1+reparam"):
             key = CellKey(model, 224, 1024, "amp", "eager", replace(h200, memory_format="contiguous"))
-            s.add(make_row(**key.columns(), samples_per_s=10_000.0, utilization=0.08, peak_tflops=989.4,
+            s.add(make_row(**key.columns(), samples_per_s=1e4, utilization=FLOPS * 1e4 / 989.4e12, peak_tflops=989.4,
                            achieved_gbs=1000.0, flops_per_sample=FLOPS))  # fmt: skip
     return db
 
@@ -103,3 +104,20 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     table = page[page.index('<table id="atlas-table"') :]
     table = table[: table.index("</table>")]
     assert "<td>timm:resnet50</td>" in table and "<td>timm:mobileone_s1</td>" in table
+
+
+def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store, capsys):
+    with Store(store, create=False) as s:
+        rows = atlas.main_rows(atlas.atlas_rows(s.frame(), s.published_frame()))
+    pairs = atlas.pair_ratios(rows)
+    (pair,) = pairs.to_dict(orient="records")  # one class (dense) on one pair of GPUs
+    shared = rows[rows["model"].isin(["timm:resnet50", "timm:mobileone_s1"]) & (rows["resolution"] == 224)]
+    speed = shared.pivot_table(index="model", columns="gpu", values="samples_per_s", aggfunc="first")
+    # the same FLOPs on both: utilization scales by samples/s x the peaks' ratio, 71 / 989.4
+    assert (pair["smaller"], pair["bigger"], pair["rows"]) == ("rtx_3090", "h200_sxm", 2)
+    assert pair["speedup"] == pytest.approx((speed["h200_sxm"] / speed["rtx_3090"]).median())
+    assert pair["utilization_ratio"] == pytest.approx(pair["speedup"] * 71 / 989.4)
+    classes = atlas.class_summary(rows)
+    assert list(classes["gpu"]) == ["rtx_3090", "h200_sxm"] and list(classes["rows"]) == [len(rows) - 2, 2]
+    assert main(["gpus", "--db", str(store), "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"classes", "pairs", "spearman"}

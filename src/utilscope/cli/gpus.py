@@ -15,8 +15,11 @@ SHOWN = {"gpu": "GPU", "source": "source", "table": "table", "condition": "condi
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("gpus", help="one model on every GPU a store has rows for: ours (measured) and published")
-    p.add_argument("model", help="a model id, e.g. timm:resnet50 (a bare name is a timm model)")
+    p = sub.add_parser("gpus", help="one model on every GPU a store has rows for (ours and published), or, without "
+                       "a model, the atlas's summary per GPU and conv class")  # fmt: skip
+    p.add_argument("model", nargs="?", default=None,
+                   help="a model id, e.g. timm:resnet50 (a bare name is a timm model) (default: none: the summary of "
+                   "every GPU in timm's condition)")  # fmt: skip
     p.add_argument("--db", default="results.sqlite",
                    help="the store, a survey's with published tables ingested (default: %(default)s)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -26,6 +29,8 @@ def add_parsers(sub) -> None:
 def cmd_gpus(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         frame = atlas.atlas_rows(store.frame(), store.published_frame())
+    if args.model is None:
+        return print_summary(atlas.main_rows(frame), args.json, console)
     rows = atlas.one_model(frame, args.model)
     if rows.empty:
         known = ", ".join(sorted(frame["gpu"].unique())) or "none"
@@ -42,4 +47,21 @@ def cmd_gpus(args, console: Console) -> int:
         "peak for the row's precision; rows of another condition, table or reparameterization are not alike"
     )
     console.print(frame_table(shown, title))
+    return 0
+
+
+def print_summary(rows, as_json: bool, console: Console) -> int:
+    """Per GPU and conv class: utilization quartiles; per GPU pair: utilization and speed ratios; rank correlation."""
+    if rows["gpu"].nunique() == 0:
+        raise UsageError("no counted rows in timm's condition (amp, NCHW, eager) in this store")
+    classes, pairs, spearman = atlas.class_summary(rows), atlas.pair_ratios(rows), atlas.rank_correlation(rows)
+    if as_json:
+        print(strict_json({"classes": classes.to_dict(orient="records"), "pairs": pairs.to_dict(orient="records"),
+                           "spearman": spearman.round(4).to_dict()}))  # fmt: skip
+        return 0
+    tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
+    console.print(frame_table(classes.round(4), f"FLOP utilization per GPU and conv class ({tables})"))
+    if not pairs.empty:
+        console.print(frame_table(pairs.round(3), "the same rows on two GPUs: medians of bigger / smaller"))
+        console.print(frame_table(spearman.round(3).reset_index(), "Spearman rank correlation of samples/s"))
     return 0

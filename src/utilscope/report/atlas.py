@@ -151,3 +151,29 @@ def dynamo_gain(frame: pd.DataFrame) -> pd.DataFrame:
     return pairs.assign(gain=pairs["samples_per_s_compile"] / pairs["samples_per_s_eager"])[
         ["gpu", "torch", "source", "model", "resolution", "gain"]
     ]
+
+
+def class_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and conv class of compared rows (``main_rows``): rows, median and quartiles of utilization."""
+    groups = rows.groupby(["gpu", "conv_class"])["utilization"]
+    summary = groups.agg(rows="size", median="median", q25=lambda u: u.quantile(0.25), q75=lambda u: u.quantile(0.75))
+    order = {gpu: i for i, gpu in enumerate(gpu_order(rows))}
+    return summary.reset_index().sort_values(["gpu", "conv_class"], key=lambda c: c.map(order) if c.name == "gpu"
+                                             else c).reset_index(drop=True)  # fmt: skip
+
+
+def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
+    """For each pair of GPUs (the smaller peak first) and conv class: over the (model, resolution) rows both have,
+    the median of utilization on the bigger GPU over utilization on the smaller one, and of samples/s likewise."""
+    wide = rows.pivot_table(index=["model", "resolution", "conv_class"], columns="gpu",
+                            values=["utilization", "samples_per_s"], aggfunc="first")  # fmt: skip
+    gpus, records = gpu_order(rows), []
+    for i, small in enumerate(gpus):
+        for big in gpus[i + 1 :]:
+            both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
+            for conv_class, part in both.groupby(level="conv_class"):
+                utilization = part["utilization", big] / part["utilization", small]
+                speedup = part["samples_per_s", big] / part["samples_per_s", small]
+                records.append({"smaller": small, "bigger": big, "conv_class": conv_class, "rows": len(part),
+                                "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
+    return pd.DataFrame(records)
