@@ -120,4 +120,5 @@ def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store,
     classes = atlas.class_summary(rows)
     assert list(classes["gpu"]) == ["rtx_3090", "h200_sxm"] and list(classes["rows"]) == [len(rows) - 2, 2]
     assert main(["gpus", "--db", str(store), "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == {"classes", "pairs", "spearman"}
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"classes", "pairs", "spearman", "dynamo"} and summary["dynamo"][0]["50%"] == 1.0

@@ -30,7 +30,7 @@ def cmd_gpus(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         frame = atlas.atlas_rows(store.frame(), store.published_frame())
     if args.model is None:
-        return print_summary(atlas.main_rows(frame), args.json, console)
+        return print_summary(atlas.main_rows(frame), atlas.dynamo_gain(atlas.comparable(frame)), args.json, console)
     rows = atlas.one_model(frame, args.model)
     if rows.empty:
         known = ", ".join(sorted(frame["gpu"].unique())) or "none"
@@ -50,18 +50,23 @@ def cmd_gpus(args, console: Console) -> int:
     return 0
 
 
-def print_summary(rows, as_json: bool, console: Console) -> int:
-    """Per GPU and conv class: utilization quartiles; per GPU pair: utilization and speed ratios; rank correlation."""
+def print_summary(rows, gains, as_json: bool, console: Console) -> int:
+    """Per GPU and conv class: utilization quartiles; per GPU pair: utilization and speed ratios; rank correlation;
+    per GPU and torch: compile over eager (``gains``: ``atlas.dynamo_gain``)."""
     if rows["gpu"].nunique() == 0:
         raise UsageError("no counted rows in timm's condition (amp, NCHW, eager) in this store")
     classes, pairs, spearman = atlas.class_summary(rows), atlas.pair_ratios(rows), atlas.rank_correlation(rows)
+    dynamo = gains.groupby(["gpu", "torch", "source"])["gain"].describe()[["count", "25%", "50%", "75%"]].reset_index()
     if as_json:
         print(strict_json({"classes": classes.to_dict(orient="records"), "pairs": pairs.to_dict(orient="records"),
-                           "spearman": spearman.round(4).to_dict()}))  # fmt: skip
+                           "spearman": spearman.round(4).to_dict(),
+                           "dynamo": dynamo.to_dict(orient="records")}))  # fmt: skip
         return 0
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     console.print(frame_table(classes.round(4), f"FLOP utilization per GPU and conv class ({tables})"))
     if not pairs.empty:
         console.print(frame_table(pairs.round(3), "the same rows on two GPUs: medians of bigger / smaller"))
         console.print(frame_table(spearman.round(3).reset_index(), "Spearman rank correlation of samples/s"))
+    if not dynamo.empty:
+        console.print(frame_table(dynamo.round(3), "compile / eager samples/s on the same rows (quartiles)"))
     return 0
