@@ -58,7 +58,7 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertib
     """Our successful rows (``Store.frame``) in the atlas's columns: a ``+reparam`` model is the model with
     ``reparam`` "yes", its plain row "no" when the model can be reparameterized (it has a ``+reparam`` row, or is in
     ``convertible``: its published rows say so), else "n/a"; ``classes``: each model's conv class (from its counted
-    published rows)."""
+    published rows; "unknown" for a model without one)."""
     ok = measurements[measurements["status"] == "ok"]
     if ok.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -68,7 +68,7 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertib
                                                                                       "n/a")  # fmt: skip
     bytes_per_sample = ok["achieved_gbs"].astype("float64") * 1e9 / ok["samples_per_s"]
     frame = ok.assign(model=model, reparam=reparam, bytes_per_sample=bytes_per_sample, source=MEASURED, table=OURS,
-                      conv_class=[classes.get(name, "") for name in model])  # fmt: skip
+                      conv_class=[classes.get(name, "unknown") for name in model])  # fmt: skip
     return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))
 
 
