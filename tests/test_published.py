@@ -146,7 +146,8 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
     table = _table(tmp_path, HEADER + "\n".join(rows) + "\n")
     db = tmp_path / "pub.sqlite"
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0
-    assert "counted 3 models at their rows' resolutions (1 could not be built or counted" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "counted 3 models at a resolution and precision of their rows (1 could not be built or counted" in said
     with Store(db, create=False) as store:
         frame = store.published_frame().set_index("source_row")
     assert frame.loc[1, "flops_per_sample"] == frame.loc[4, "flops_per_sample"]  # one count for both batches

@@ -390,3 +390,11 @@ def test_a_killed_run_on_this_host_leaves_no_claim_in_the_way(tmp_path, models):
         store.claim(keys[:1], "another-host:1:beef", "elsewhere", lease_s=600)  # not ours to judge: kept
     lease = claim(plan, str(db))
     assert (lease.plan.cells, lease.taken) == (1, 1)
+
+
+def test_one_model_at_two_resolutions_is_two_lines_of_the_summary(capsys):
+    outcome = pd.DataFrame({"model": ["a", "a"], "resolution": [32, 48], "precision": "fp32", "backend": "eager",
+                            "batch": [1, 1], "status": ["ok", "oom"]})  # fmt: skip
+    assert render_result(SurveyResult(2, 1.0, outcome, []), Console(width=200, force_terminal=False)) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip("│ ").startswith("a ")]
+    assert len(lines) == 2 and "32" in lines[0] and "48" in lines[1]

@@ -46,8 +46,9 @@ def cmd_ingest(args, console: Console) -> int:
             counted, failed = count_published(
                 args.db, lambda done, total, model: progress.update(task, completed=done, total=total), args.jobs
             )
-        console.print(f"counted {plural(counted, 'model')} at their rows' resolutions ({failed} could not be "
-                      "built or counted: rows kept, the reason in count_status)", highlight=False)  # fmt: skip
+        counted_text = f"counted {plural(counted, 'model')} at a resolution and precision of their rows"
+        console.print(f"{counted_text} ({failed} could not be built or counted: rows kept, the reason in count_status)",
+                      highlight=False)  # fmt: skip
         decided = infer_reparam(args.db)  # rows counted now, or by an earlier run stopped before this
         said = f"{plural(decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
         console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)

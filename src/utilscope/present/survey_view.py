@@ -20,17 +20,21 @@ def plan_table(plan) -> Table:
 
 
 def outcome_table(result) -> Table:
-    """Per model (precision, backend): how many cells are ok, oom and error."""
+    """Per model (its resolution where the run has several, precision, backend): how many cells are ok, oom and
+    error."""
     frame = result.outcome.assign(kind=result.outcome["status"].str.split(":").str[0])
-    counts = frame.groupby(["model", "precision", "backend", "kind"]).size().unstack(fill_value=0)
+    keys = ["model", "precision", "backend"]
+    if "resolution" in frame and frame["resolution"].nunique() > 1:
+        keys.insert(1, "resolution")
+    counts = frame.groupby([*keys, "kind"]).size().unstack(fill_value=0)
     summary = f"{result.count('ok')} ok, {result.count('oom')} oom, {plural(result.count('error'), 'error')}"
     table = Table(title=f"{len(frame)} of {plural(result.cells, 'cell')} stored: {summary}")
-    for name in ("model", "precision", "backend", "ok", "oom", "error"):
-        table.add_column(name, justify="right" if name in ("ok", "oom", "error") else "left")
-    for (model, precision, backend), row in counts.iterrows():
+    for name in (*keys, "ok", "oom", "error"):
+        table.add_column(name, justify="right" if name in ("resolution", "ok", "oom", "error") else "left")
+    for key, row in counts.iterrows():
         cells = [str(int(row.get(kind, 0))) for kind in ("ok", "oom", "error")]
         style = "red" if row.get("error", 0) else None
-        table.add_row(model, precision, backend, *cells, style=style)
+        table.add_row(*(str(part) for part in key), *cells, style=style)
     return table
 
 

@@ -128,13 +128,14 @@ class SurveyIncomplete(UtilscopeError):
 
 
 def outcome(plans: list[SurveyPlan], db: str) -> tuple[pd.DataFrame, list[CellKey]]:
-    """The rows the store holds for the plans' cells (model, precision, backend, batch, status), and the cells
-    that have no row."""
+    """The rows the store holds for the plans' cells (model, resolution, precision, backend, batch, status), and
+    the cells that have no row."""
     with Store(db) as store:
         statuses = store.statuses()
     keys = [key for plan in plans for group in plan.groups for key in group.keys(plan.config)]
-    rows = [(key.model, key.precision, key.backend, key.batch, statuses[key]) for key in keys if key in statuses]
-    frame = pd.DataFrame(rows, columns=["model", "precision", "backend", "batch", "status"])
+    rows = [(key.model, key.resolution, key.precision, key.backend, key.batch, statuses[key]) for key in keys
+            if key in statuses]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["model", "resolution", "precision", "backend", "batch", "status"])
     return frame, [key for key in keys if key not in statuses]
 
 
