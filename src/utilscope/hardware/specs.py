@@ -298,17 +298,21 @@ def detect(device_name: str, specs: list[DeviceSpec] | None = None) -> DeviceSpe
     return hits[0] if hits else None
 
 
-def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:
-    """Look a row up by key (``h200_sxm``), display name (``NVIDIA H200 SXM``), alias (``5090``) or CUDA device name.
-
-    Raises UsageError listing the known keys when nothing matches.
-    """
+def find_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec | None:
+    """The row of a key (``h200_sxm``), display name (``NVIDIA H200 SXM``), alias (``5090``) or CUDA device name, or
+    None."""
     rows = load_specs() if specs is None else specs
     wanted = name_or_key.strip().casefold()
     for spec in rows:
         if wanted in (spec.key.casefold(), spec.name.casefold(), *spec.aliases):
             return spec
-    found = detect(name_or_key, rows)
+    return detect(name_or_key, rows)
+
+
+def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:
+    """``find_spec``'s row; a UsageError listing the known keys when nothing matches."""
+    rows = load_specs() if specs is None else specs
+    found = find_spec(name_or_key, rows)
     if found is None:
         keys = ", ".join(spec.key for spec in rows)
         raise UsageError(f"unknown GPU {name_or_key!r}; known keys: {keys}. Pass --peak for other devices.")

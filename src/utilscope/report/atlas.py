@@ -32,11 +32,11 @@ COLUMNS = ["gpu", "gpu_name", "architecture", "source", "table", "torch", "preci
 
 
 def _gpu_facts(names: pd.Series) -> pd.DataFrame:
-    """Spec key, display name and architecture of each GPU name (a key or a CUDA device name); an unknown GPU keeps
-    its name and an empty architecture."""
+    """Spec key, display name and architecture of each GPU name (a key or a CUDA device name, ``find_spec``); an
+    unknown GPU keeps its name and an empty architecture."""
     facts = {}
     for name in names.dropna().unique():
-        spec = hardware.detect(name) or next((s for s in hardware.load_specs() if s.key == name), None)
+        spec = hardware.find_spec(name)
         facts[name] = (spec.key, spec.name, spec.architecture) if spec else (name, name, "")
     rows = [facts.get(name, (name, name, "")) for name in names]
     return pd.DataFrame(rows, index=names.index, columns=["gpu", "gpu_name", "architecture"])

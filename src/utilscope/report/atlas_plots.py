@@ -104,7 +104,7 @@ def plot_rank_correlation(rows: pd.DataFrame, path: str | Path) -> Path:
 
 def ridge_point(gpu: str, peak_tflops: float) -> float | None:
     """FLOPs per byte at which the GPU's peak and its memory bandwidth meet (None for a GPU the spec table lacks)."""
-    spec = next((s for s in hardware.load_specs() if s.key == gpu), None)
+    spec = hardware.find_spec(gpu)
     return peak_tflops * 1e12 / (spec.memory_bandwidth_gbs * 1e9) if spec else None
 
 
