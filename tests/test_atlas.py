@@ -99,6 +99,7 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
+    assert 'src="atlas_' not in page and page.count('alt="One model across GPUs"') == 1  # embedded: self-contained
     for name in ("atlas_classes", "atlas_slope", "atlas_rank", "atlas_intensity", "atlas_dynamo"):
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
     table = page[page.index('<table id="atlas-table"') :]

@@ -37,11 +37,6 @@ document.querySelectorAll("input[data-gpu]").forEach(function (box) {
 """
 
 
-def _figure(out_dir: Path, name: str, title: str, text: str) -> str:
-    return (f'<figure><img src="{name}" alt="{html.escape(title)}"><figcaption><b>{html.escape(title)}.</b> '
-            f"{html.escape(text)}</figcaption></figure>")  # fmt: skip
-
-
 def _cell(row: pd.Series | None) -> tuple[str, str]:
     """A GPU's two cells for one model@resolution: utilization (with the batch when not 1024) and samples/s."""
     if row is None:
@@ -79,19 +74,21 @@ def _controls(rows: pd.DataFrame, count: int) -> str:
             f'the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>')  # fmt: skip
 
 
-def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path) -> str:
-    """The section's HTML (figures written into ``out_dir``), or "" without rows of two GPUs."""
+def write_figures(frame: pd.DataFrame, rows: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path, str]]:
+    """Draw the atlas's figures into ``out_dir``: (title, PNG path, caption) each, as ``html`` embeds them."""
+    figures = [(title, plot(rows, out_dir / name), text) for name, title, plot, text in FIGURES]
+    name, title, text = DYNAMO_FIGURE
+    return figures + [(title, atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name), text)]
+
+
+def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None,
+                  out_dir: Path) -> tuple[str, list[tuple[str, Path, str]], str] | None:  # fmt: skip
+    """The section's intro text, its figures (written into ``out_dir``) and the picker's HTML (controls, table and
+    script), for ``html`` to lay out; None without rows of two GPUs."""
     frame = atlas.atlas_rows(measurements, published)
     rows = atlas.main_rows(frame)
     if rows["gpu"].nunique() < 2:
-        return ""
-    parts = []
-    for name, title, plot, text in FIGURES:
-        plot(rows, out_dir / name)
-        parts.append(_figure(out_dir, name, title, text))
-    name, title, text = DYNAMO_FIGURE
-    atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name)
-    parts.append(_figure(out_dir, name, title, text))
+        return None
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     intro = (f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
              f"otherwise), each from one table ({tables}). Published rows are timm's (data/public/timm-benchmark), "
@@ -99,5 +96,6 @@ def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, ou
              "published row's GMACs show it was (else left out). Pick GPUs with the boxes, models with the filter; "
              "click a header to sort.")  # fmt: skip
     count = rows.groupby(["model", "resolution"]).ngroups
-    return (f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n" + "\n".join(parts) + "\n" + _controls(rows, count)
-            + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n')  # fmt: skip
+    picker = (_controls(rows, count) + f'\n<div class="scroll">{picker_table(rows)}</div>\n'
+              f"<script>{SCRIPT}</script>\n")  # fmt: skip
+    return intro, write_figures(frame, rows, out_dir), picker

@@ -390,6 +390,16 @@ def _figure_html(title: str, path: Path, text: str) -> str:
     )
 
 
+def _atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path) -> str:
+    """The GPU atlas (``atlas_html``), its figures embedded like the others; "" without rows of two GPUs."""
+    section = atlas_html.atlas_section(measurements, published, out_dir)
+    if section is None:
+        return ""
+    intro, figures, picker = section
+    embedded = "\n".join(_figure_html(*figure) for figure in figures)
+    return f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n{embedded}\n{picker}"
+
+
 # ---------------------------------------------------------------------------------------------- GPU comparison
 
 
@@ -519,7 +529,7 @@ def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: 
         nvml_text=_nvml_text(measurements),
         figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
         gpu_comparison=gpu_comparison,
-        atlas=atlas_html.atlas_section(measurements, published, out_dir),
+        atlas=_atlas_section(measurements, published, out_dir),
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
         bottom_table=_ranked_table(measurements, best=False),
