@@ -287,10 +287,11 @@ def with_utilization(frame):
     return frame
 
 
-def agrees(ours_gmacs, published_gmacs) -> bool:
-    """Our FLOPs / 2 (in GMACs) and a table's GMACs agree: within ``AGREEMENT`` or within the table's rounding."""
+def agrees(ours_gmacs, published_gmacs):
+    """Our FLOPs / 2 (in GMACs) and a table's GMACs agree: within ``AGREEMENT`` or within the table's rounding.
+    Numbers give a bool, Series a Series of them."""
     gap = abs(ours_gmacs - published_gmacs)
-    return gap <= AGREEMENT * ours_gmacs or gap <= 0.5 * 10**-GMACS_DECIMALS
+    return (gap <= AGREEMENT * ours_gmacs) | (gap <= 0.5 * 10**-GMACS_DECIMALS)
 
 
 def reparam_verdict(published_gmacs, plain_gmacs: float, merged_gmacs: float) -> str:
@@ -340,8 +341,7 @@ def gmacs_disagreements(frame):
     counted = frame[(frame["count_status"] == "ok") & frame["gmacs"].notna() & (frame["reparam"] != "yes")]
     pairs = counted.drop_duplicates(["model", "resolution"])[["model", "resolution", "gmacs", "flops_per_sample"]]
     ours = pairs["flops_per_sample"].astype("float64") / 2e9
-    gap = (ours - pairs["gmacs"]).abs()
-    apart = (gap > AGREEMENT * ours) & (gap > 0.5 * 10**-GMACS_DECIMALS)
+    apart = ~agrees(ours, pairs["gmacs"])
     result = pairs[apart].assign(ours_gmacs=ours[apart], ratio=ours[apart] / pairs["gmacs"][apart])
     order = (result["ratio"].apply(lambda r: abs(math.log(r)) if r > 0 else math.inf)).sort_values(ascending=False)
     return result.loc[order.index, ["model", "resolution", "gmacs", "ours_gmacs", "ratio"]].reset_index(drop=True)
