@@ -254,9 +254,11 @@ def test_inference_backend_folds_batchnorm_in_fp32():
 def test_peaks_on_gpus(monkeypatch, gpu_name, source, peak):
     """Detection from the CUDA device name; an unknown GPU falls back to the measured ceiling and says so."""
     from utilscope import hardware
+    from utilscope.hardware import ceilings
     from utilscope.measure.sweep import resolve_peaks
 
-    monkeypatch.setattr(hardware, "device_name", lambda device: gpu_name)
+    for module in (hardware, ceilings):  # the name the note gives, and the one device_spec detects
+        monkeypatch.setattr(module, "device_name", lambda device: gpu_name)
 
     @dataclass
     class FakeCeilings:

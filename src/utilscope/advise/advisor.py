@@ -321,7 +321,7 @@ def reproduce_command(model: str, trial: Trial, resolution: int, export: str | N
 
 def device_architecture(device: torch.device) -> str:
     """The spec table's architecture of a CUDA device ("*" for a CPU or an unknown GPU)."""
-    spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
+    spec = hardware.device_spec(device)
     return spec.architecture if spec is not None else "*"
 
 

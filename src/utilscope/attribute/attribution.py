@@ -25,7 +25,7 @@ END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)
 
 def make_roofs(device: torch.device, precision: Precision, peaks: Peaks, ceilings) -> tuple[Roofs | None, Roofs | None]:
     """Datasheet roofs (the bounds: never beaten) and measured-ceiling roofs, where each is known."""
-    spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
+    spec = hardware.device_spec(device)
     ceiling_roofs = None
     unit = precision.unit.value  # amp: the fp16 tensor cores' ceiling
     if ceilings is not None and unit in ceilings.gemm_tflops:

@@ -31,7 +31,7 @@ import torch
 from utilscope import cache
 from utilscope.errors import UsageError
 from utilscope.files import write_atomically
-from utilscope.hardware.specs import PRECISIONS, normalize_precision
+from utilscope.hardware.specs import PRECISIONS, DeviceSpec, detect, normalize_precision
 from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
 
@@ -190,6 +190,11 @@ def device_name(dev: torch.device) -> str:
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
     return _cpu_model()
+
+
+def device_spec(dev: torch.device) -> DeviceSpec | None:
+    """The spec table's row of a CUDA device (``specs.detect`` on its name); None for a CPU or an unknown GPU."""
+    return detect(device_name(dev)) if dev.type == "cuda" else None
 
 
 def with_threads(name: str, threads: int) -> str:

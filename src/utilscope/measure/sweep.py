@@ -107,7 +107,7 @@ def resolve_peaks(
     notes: list[str] = []
     ceiling = ceilings.gemm_tflops.get(precision.unit.value) if ceilings is not None else None
     copy_gbs = ceilings.copy_gbs if ceilings is not None else None
-    spec = hardware.detect(hardware.device_name(device)) if device.type == "cuda" else None
+    spec = hardware.device_spec(device)
     bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
     if peak_override_tflops is not None:
         return Peaks(check_peak_tflops(peak_override_tflops), USER_PEAK, ceiling, bandwidth, copy_gbs), notes
