@@ -579,17 +579,17 @@ def stub_predictor(monkeypatch):
 
     from utilscope.predict import predictor as pr
 
-    def predict(name, batch, resolution, backend):
+    def predict_on(name, batch, targets, resolution, backend, precision, channels_last):
         if resolution == 9:
             raise pr.UsageError(f"{name} cannot run at 9 px")
         ms = batch * (1.0 if name.endswith("1_0") else 2.0)
-        return pr.Prediction(name, "NVIDIA H200", batch, "fp16", backend, 224, 10**9 * batch, ms, batch / ms * 1e3,
-                             0.25, False, [])  # fmt: skip
+        return [pr.Prediction(name, "NVIDIA H200", batch, "fp16", backend, 224, 10**9 * batch, ms, batch / ms * 1e3,
+                              0.25, False, "h200_sxm")]  # fmt: skip
 
-    stub = types.SimpleNamespace(device="NVIDIA H200", precision="fp16", profile_path="h200.json", predict=predict)
+    stub = types.SimpleNamespace(device="NVIDIA H200", precision="fp16", profile_path="h200.json",
+                                 predict_on=predict_on, check_precision=lambda precision: None)  # fmt: skip
     monkeypatch.setattr(pr, "select_profile", lambda *args: "h200.json")
     monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: stub)
-    monkeypatch.setattr(pr, "check_gpu", lambda predictor, gpu: None)
 
 
 def test_predict_of_a_glob_gives_one_row_per_model_and_batch(stub_predictor, capsys):

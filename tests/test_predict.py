@@ -20,6 +20,7 @@ from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
 from utilscope.predict.layers import se_row
 from utilscope.predict.ops import OpConfig, sample_configs
+from utilscope.predict.transfer import BOUNDS
 
 H200 = Gpu.of("NVIDIA H200", "fp16")
 GAP_MS = 0.006
@@ -141,11 +142,27 @@ def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, cap
             "layers"} <= set(doc[0])  # fmt: skip
     assert main(["predict", net_file, "--profile", str(profile_file), "--res", "32"]) == 0
     assert "largest predicted layers" in capsys.readouterr().out
-    assert main(["predict", net_file, "--profile", str(profile_file), "--gpu", "a100", "--res", "32"]) == 2
-    assert "is for NVIDIA H200, not 'a100'" in capsys.readouterr().err
-    assert main(["predict", net_file, "--gpu", "t4"]) == 2
-    err = capsys.readouterr().err
-    assert "no device profile for GPU 't4'" in err and "(shipped: h200_fp16_graph)" in err
+    assert main(["predict", net_file, "--profile", str(profile_file), "--gpu", "rtx4090", "--res", "32", "--batch",
+                 "8", "--json"]) == 0  # fmt: skip
+    (doc,) = json.loads(capsys.readouterr().out)
+    assert doc["gpu_key"] == "rtx_4090" and doc["transferred_from"] == "NVIDIA H200"
+    assert doc["bound"] in (*BOUNDS, "launch")
+    args = ["predict", net_file, "--profile", str(profile_file), "--res", "32", "--batch", "8"]
+    assert main([*args, "--gpu", "all", "--price", "rtx_4090=0.5,h200=4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    speeds = [d["samples_per_s"] for d in doc]
+    assert len(doc) > 10 and speeds == sorted(speeds, reverse=True)
+    priced = {d["gpu_key"]: d["samples_per_usd"] for d in doc if d["samples_per_usd"]}
+    assert priced.keys() == {"rtx_4090", "h200_sxm"}
+    h200 = next(d for d in doc if d["gpu_key"] == "h200_sxm")
+    assert priced["h200_sxm"] == pytest.approx(h200["samples_per_s"] * 3600 / 4)
+    assert "bf16" not in {d["precision"] for d in doc}
+    assert main([*args, "--gpu", "rtx_5900"]) == 2
+    assert "unknown GPU 'rtx_5900'; closest: rtx_5090" in capsys.readouterr().err
+    assert main([*args, "--gpu", "h200", "--price", "h200=-1"]) == 2
+    assert "--price 'h200=-1'" in capsys.readouterr().err
+    assert main([*args, "--gpu", "h200", "--precision", "bf16"]) == 2
+    assert "is in fp16: it predicts fp16 and autocast to it, not bf16" in capsys.readouterr().err
 
 
 def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
@@ -177,8 +194,9 @@ def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(pr
     result = predictor.predict(net_file, 4, 32, backend="inference")
     assert result.backend == "inference" and result.latency_ms == pytest.approx(expected_ms, rel=1e-6)
     assert result.latency_ms < predictor.predict(net_file, 4, 32).latency_ms
-    with pytest.raises(pr.UsageError, match="predicts the graph backend and inference, not eager"):
-        predictor.predict(net_file, 4, 32, backend="eager")
+    eager = replace(predictor, backend="eager")  # a profile of eager kernels predicts no fused backend
+    with pytest.raises(pr.UsageError, match="predicts the eager backend, not inference"):
+        eager.predict(net_file, 4, 32, backend="inference")
 
 
 def test_a_conv_is_in_range_only_of_its_own_styles_calibration():

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, model_names, parse_batches
 from utilscope.cli.parser import SEED, whole
-from utilscope.errors import UtilscopeError
+from utilscope.errors import UsageError, UtilscopeError
 from utilscope.files import check_output_file
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
@@ -40,14 +40,24 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
     p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
                    "'timm:resnet*' (one row per model and batch size)")  # fmt: skip
-    p.add_argument("--gpu", default=None, help="a GPU with a shipped device profile, e.g. h200 (default: none; give "
-                   "--gpu or --profile)")  # fmt: skip
+    p.add_argument("--gpu", default=None, help="a GPU of the spec table (`utilscope devices`), e.g. h200 or rtx_5090: "
+                   "one without a shipped device profile is predicted by transfer from one; `all`: every GPU, "
+                   "ranked (default: none; give --gpu or --profile)")  # fmt: skip
     p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead "
-                   "(default: the one shipped for --gpu)")  # fmt: skip
+                   "(default: the one shipped for --gpu, else the one transferred from)")  # fmt: skip
     p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
-    p.add_argument("--precision", default="fp16", help="the profile's precision (default: %(default)s)")
-    p.add_argument("--backend", default="graph", help="graph, or inference (a first model of fused execution, from "
-                   "a graph profile) (default: %(default)s)")  # fmt: skip
+    p.add_argument("--precision", default="fp16", help="fp16 (the shipped profile's), or amp: fp32 weights under "
+                   "autocast to it, as timm's benchmark runs (default: %(default)s)")  # fmt: skip
+    p.add_argument("--backend", default="graph", help="graph; eager (the same kernels, host time not modelled); "
+                   "inference or compile (a first model of fused execution) (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--no-channels-last",
+        dest="channels_last",
+        action="store_false",
+        help="NCHW tensors, as timm's benchmark runs (default: channels_last, as `profile` runs)",
+    )
+    p.add_argument("--price", default=None, help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
+                   "(e.g. rtx_5090=0.9,h100_sxm=2.5)")  # fmt: skip
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON (every layer) instead of tables: a list, one "
@@ -59,10 +69,11 @@ def add_parsers(sub) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
-    from utilscope.predict.predictor import check_gpu, load_predictor, select_profile
+    from utilscope.predict.predictor import load_predictor, select_profile, transfer_targets
 
     names = model_names(args.model)
     batches = check_batches(parse_batches(args.batch))
+    prices = parse_prices(args.price)
     if args.res is not None:  # said before the profile is read and fitted
         zoo.check_resolution(args.res)
     if len(names) == 1:  # a bad model is said before the profile is read and fitted
@@ -70,7 +81,8 @@ def cmd_predict(args, console: Console) -> int:
     profile = select_profile(args.gpu, args.profile, args.precision, args.backend)
     said = f"utilscope: fitting the predictor of {Path(profile).name} once (about 20 s on one core; cached after)"
     predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))
-    check_gpu(predictor, args.gpu)
+    predictor.check_precision(args.precision)
+    args.targets = transfer_targets(args.gpu, predictor) if args.gpu else None
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
     gc.freeze()
@@ -78,12 +90,15 @@ def cmd_predict(args, console: Console) -> int:
         predictions, failures = _predictions(predictor, names, batches, args)
     finally:
         gc.unfreeze()
+    records = ranked([p.to_dict() for p in predictions], prices)
     if args.json:
-        print(strict_json([p.to_dict() for p in predictions]))
+        print(strict_json(records))
     elif args.csv:
-        print(pd.DataFrame([{k: v for k, v in p.to_dict().items() if k != "layers"} for p in predictions])
-              .to_csv(index=False), end="")  # fmt: skip
-    elif predictions:
+        frame = pd.DataFrame([{k: v for k, v in r.items() if k != "layers"} for r in records])
+        print(frame.to_csv(index=False), end="")
+    elif records and args.targets and len(args.targets) > 1:
+        console.print(gpu_table(records, predictor, prices))
+    elif records:
         console.print(prediction_table(predictions, predictor, args.backend, many=len(names) > 1))
         if len(names) == 1:
             console.print(layer_table(predictions[-1]))
@@ -93,39 +108,96 @@ def cmd_predict(args, console: Console) -> int:
 
 
 def _predictions(predictor, names: list[str], batches: list[int], args) -> tuple[list, list[str]]:
-    """Every model's predictions at every batch size, and the failures of a glob's models (one model: raised)."""
-    if len(names) == 1:
-        return [predictor.predict(names[0], batch, args.res, args.backend) for batch in batches], []
+    """Every model's predictions at every batch size on every GPU asked for, and the failures of a glob's models
+    (one model: raised). A network is counted once per batch size and predicted on every GPU."""
     predictions, failures = [], []
     for name in names:
         try:
-            predictions += [predictor.predict(name, batch, args.res, args.backend) for batch in batches]
+            predictions += [p for batch in batches for p in _on_gpus(predictor, name, batch, args)]
         except UtilscopeError as exc:
+            if len(names) == 1:
+                raise
             failures.append(f"{name}: {' '.join(str(exc).split())}")
     return predictions, failures
+
+
+def _on_gpus(predictor, name: str, batch: int, args) -> list:
+    return predictor.predict_on(name, batch, args.targets or [None], args.res, args.backend, args.precision,
+                                args.channels_last)  # fmt: skip
+
+
+def parse_prices(text: str | None) -> dict[str, float]:
+    """``GPU=USD_per_hour,...`` as {spec key: USD per hour}; UsageError naming a bad entry or an unknown GPU."""
+    from utilscope.hardware.specs import find_spec
+
+    prices = {}
+    for entry in filter(None, (part.strip() for part in (text or "").split(","))):
+        gpu, _, usd = entry.partition("=")
+        spec = find_spec(gpu.strip())
+        try:
+            value = float(usd)
+        except ValueError:
+            value = float("nan")
+        if spec is None or not value > 0 or value == float("inf"):
+            raise UsageError(f"--price {entry!r}: give GPU=USD_per_hour with a GPU of the spec table and a "
+                             f"positive price")  # fmt: skip
+        prices[spec.key] = value
+    return prices
+
+
+def ranked(records: list[dict], prices: dict[str, float]) -> list[dict]:
+    """The records with ``usd_per_hour`` and ``samples_per_usd`` where a price is given; several GPUs: fastest first
+    (per model and batch size, in their order)."""
+    for record in records:
+        usd = prices.get(record["gpu_key"])
+        record["usd_per_hour"] = usd
+        record["samples_per_usd"] = record["samples_per_s"] * 3600 / usd if usd else None
+    order = {key: i for i, key in enumerate(dict.fromkeys((r["model"], r["batch"]) for r in records))}
+    return sorted(records, key=lambda r: (order[(r["model"], r["batch"])], -r["samples_per_s"]))
+
+
+def gpu_table(records: list[dict], predictor, prices: dict[str, float]) -> Table:
+    """One row per GPU (and model and batch size), fastest first."""
+    first = records[0]
+    table = Table(title=f"{first['model']}, {first['precision']}, {first['backend']} backend, "
+                  f"{first['memory_format']}: predicted per GPU by transfer from {predictor.device}")  # fmt: skip
+    columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound") + ("samples/$",) * bool(
+        prices
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("model", "GPU", "bound") else "right")
+    for r in records:
+        per_usd = f"{r['samples_per_usd']:,.0f}" if r["samples_per_usd"] else ""
+        table.add_row(r["model"], str(r["batch"]), r["gpu_key"], f"{r['samples_per_s']:,.0f}",
+                      f"{r['latency_ms']:.3f}", f"{r['utilization']:.1%}", r["bound"],
+                      *(per_usd,) * bool(prices))  # fmt: skip
+    return table
 
 
 def prediction_table(predictions: list, predictor, backend: str, many: bool) -> Table:
     """One row per prediction; with many models, a model column and a title naming how many."""
     subject = f"{len({p.model for p in predictions})} models" if many else predictions[0].model
-    table = Table(title=f"{subject} on {predictor.device} ({predictor.precision}, {backend} backend), predicted "
-                  f"from {predictor.profile_path}")  # fmt: skip
-    columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "extrapolated")
+    first = predictions[0]
+    how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
+    table = Table(title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
+                  f"predicted {how}from {predictor.profile_path}")  # fmt: skip
+    columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "bound", "extrapolated")
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for p in predictions:
         table.add_row(*(p.model,) * many, str(p.batch), f"{p.latency_ms:.3f}", f"{p.samples_per_s:,.0f}",
-                      f"{p.utilization:.2%}", "yes" if p.extrapolated else "")  # fmt: skip
+                      f"{p.utilization:.2%}", p.bound, "yes" if p.extrapolated else "")  # fmt: skip
     return table
 
 
 def layer_table(prediction) -> Table:
     table = Table(title=f"largest predicted layers at batch {prediction.batch}")
-    for column in ("layer", "type", "op class", "predicted ms", "share", "extrapolated"):
-        table.add_column(column, justify="left" if column in ("layer", "type", "op class", "extrapolated") else "right")
+    for column in ("layer", "type", "op class", "predicted ms", "share", "bound", "extrapolated"):
+        left = column in ("layer", "type", "op class", "bound", "extrapolated")
+        table.add_column(column, justify="left" if left else "right")
     for layer in prediction.layers[:SHOWN_LAYERS]:
         table.add_row(layer["name"], layer["type"], layer["op_class"], f"{layer['predicted_ms']:.4f}",
-                      f"{layer['time_share']:.1%}", layer["extrapolated"])  # fmt: skip
+                      f"{layer['time_share']:.1%}", layer["bound"], layer["extrapolated"])  # fmt: skip
     return table
 
 

@@ -10,9 +10,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from utilscope.counting.autocast import autocast_tracer
 from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
-from utilscope.counting.tracer import OpEvent, Trace, trace
+from utilscope.counting.tracer import OpEvent, Trace, Tracer, trace
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.models import zoo
 from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
@@ -141,12 +142,16 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
 
 
 def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32",
-                 channels_last: bool = False) -> tuple[CountResult, Trace]:  # fmt: skip
+                 channels_last: bool = False, autocast: bool = False) -> tuple[CountResult, Trace]:  # fmt: skip
     """``count``, and the trace it was aggregated from (every op event, for a model of the ops' times);
     ``channels_last``: model and input in that memory format, as ``profile`` runs them (the layouts the ops see,
-    and the copies that layout makes, are a GPU's)."""
+    and the copies that layout makes, are a GPU's); ``autocast``: fp32 model and input under CUDA autocast to
+    ``dtype`` (``counting.autocast``: its casts and fp32 ops are in the trace)."""
     check_batch(batch)
     torch_dtype = check_dtype(dtype)
+    tracer_class = Tracer
+    if autocast:
+        tracer_class, torch_dtype = autocast_tracer(torch_dtype), torch.float32
     if isinstance(model, nn.Module):
         resolution = zoo.check_resolution(DEFAULT_FILE_RESOLUTION if resolution is None else resolution, minimum=1)
         name, module = type(model).__name__, meta_copy(model)
@@ -157,7 +162,8 @@ def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None 
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
-    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name, channels_last)
+    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name, channels_last,
+                                          tracer_class)  # fmt: skip
     params = sum(p.numel() for p in module.parameters())
     return aggregate(recorded, name, batch, resolution, dtype, params, traced_on), recorded
 
@@ -179,18 +185,19 @@ def _cpu_copy(model: nn.Module) -> nn.Module:
     return duplicate.to_empty(device="cpu") if on_meta else duplicate
 
 
-def _trace_anywhere(module, rebuild, batch, resolution, dtype, name, channels_last=False) -> tuple[Trace, str]:
+def _trace_anywhere(module, rebuild, batch, resolution, dtype, name, channels_last=False,
+                    tracer_class=Tracer) -> tuple[Trace, str]:  # fmt: skip
     """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
     shape = (batch, 3, resolution, resolution)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     try:
         example = torch.empty(shape, dtype=dtype, device="meta").contiguous(memory_format=layout)
-        return trace(module.to(dtype=dtype, memory_format=layout).eval(), example), "meta"
+        return trace(module.to(dtype=dtype, memory_format=layout).eval(), example, tracer_class), "meta"
     except Exception:
         module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
     try:
         module = module.to(device="cpu", dtype=dtype, memory_format=layout).eval()
-        return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout)), "cpu"
+        return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout), tracer_class), "cpu"
     except Exception as exc:
         raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
 

@@ -299,14 +299,18 @@ def detect(device_name: str, specs: list[DeviceSpec] | None = None) -> DeviceSpe
 
 
 def find_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec | None:
-    """The row of a key (``h200_sxm``), display name (``NVIDIA H200 SXM``), alias (``5090``) or CUDA device name, or
-    None."""
+    """The row of a key (``h200_sxm``), display name (``NVIDIA H200 SXM``), alias (``5090``), CUDA device name, or
+    short name that ``gpu_matches`` one row's name only (``h200``), or None."""
     rows = load_specs() if specs is None else specs
     wanted = name_or_key.strip().casefold()
     for spec in rows:
         if wanted in (spec.key.casefold(), spec.name.casefold(), *spec.aliases):
             return spec
-    return detect(name_or_key, rows)
+    detected = detect(name_or_key, rows)
+    if detected is not None:
+        return detected
+    short = [spec for spec in rows if gpu_matches(name_or_key, spec.name)]
+    return short[0] if len(short) == 1 else None
 
 
 def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:

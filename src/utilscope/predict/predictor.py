@@ -10,6 +10,7 @@ median of (measured - summed) / ops. The fit takes seconds, so a fitted predicto
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import pickle
 from collections.abc import Callable
@@ -24,16 +25,21 @@ from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
-from utilscope.hardware.specs import gpu_matches
+from utilscope.hardware.specs import find_spec, get_spec, gpu_matches, load_specs
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, config_events, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
 from utilscope.predict.ops import OpConfig
+from utilscope.predict.transfer import Datasheet, transfer
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
-FUSED_FROM = {"graph": ("inference",)}  # a profile of this backend also predicts these by the fusion model
+# a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
+# timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
+# not modelled)
+FUSED_FROM = {"graph": ("inference", "compile", "eager")}
+FUSED_BACKENDS = ("inference", "compile")
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
 FITTING_CODE = ("ops.py", "features.py", "layers.py", "predictor.py")  # a change to any refits a cached predictor
@@ -52,6 +58,10 @@ class Prediction:
     samples_per_s: float
     utilization: float
     extrapolated: bool
+    gpu_key: str = ""
+    bound: str = ""  # the bound of the most predicted time: sm, tensor, memory or launch (``transfer``)
+    transferred_from: str = ""  # the profile's GPU when the prediction is for another GPU, else ""
+    memory_format: str = "channels_last"
     layers: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -68,17 +78,52 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
 
-    def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None) -> Prediction:
-        """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
-        ``inference`` (a graph profile only): the fused-execution model (``fused``)."""
-        self.check_backend(backend)  # before the count: a bad backend costs nothing
-        return self.predict_counted(*self.count(model, batch, resolution), backend)
+    @property
+    def source(self) -> Datasheet:
+        """The profile's GPU's datasheet figures, in the profile's precision."""
+        return Datasheet.of(get_spec(self.device), self.precision)
 
-    def count(self, model, batch: int, resolution: int | None = None):
-        """``count_traced`` of a network as ``predict_counted`` takes it: in the profile's precision, channels_last
-        as `profile` runs it."""
-        dtype = parse_precision(self.precision).count_dtype
-        return count_traced(model, batch, resolution, dtype, channels_last=True)
+    def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None,
+                target: Datasheet | None = None, precision: str | None = None,
+                channels_last: bool = True) -> Prediction:  # fmt: skip
+        """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
+        ``inference`` or ``compile`` (a graph profile only): the fused-execution model (``fused``). ``target``:
+        another GPU's datasheet (``transfer``); ``precision``: the profile's, or ``amp`` over an fp16 profile."""
+        self.check_backend(backend)  # before the count: a bad backend costs nothing
+        counted, recorded = self.count(model, batch, resolution, precision, channels_last)
+        return self.predict_counted(counted, recorded, backend, target=target, precision=precision)
+
+    def predict_on(self, model, batch: int, targets: list[Datasheet | None], resolution: int | None = None,
+                   backend: str | None = None, precision: str | None = None,
+                   channels_last: bool = True) -> list[Prediction]:  # fmt: skip
+        """``predict`` on several GPUs (None: the profile's), the network counted once."""
+        self.check_backend(backend)
+        counted, recorded = self.count(model, batch, resolution, precision, channels_last)
+        rows = network_rows(recorded, self.gpu)
+        return [self.predict_counted(counted, recorded, backend, rows, target, precision) for target in targets]
+
+    def count(self, model, batch: int, resolution: int | None = None, precision: str | None = None,
+              channels_last: bool = True):  # fmt: skip
+        """``count_traced`` of a network as ``predict_counted`` takes it: in the precision (amp: under autocast's
+        casts), channels_last as `profile` runs it unless said otherwise."""
+        unit = self.check_precision(precision)
+        return count_traced(model, batch, resolution, unit.count_dtype, channels_last=channels_last,
+                            autocast=unit.autocast_dtype is not None and self.timed_casts)  # fmt: skip
+
+    @property
+    def timed_casts(self) -> bool:
+        """Whether the profile timed autocast's casts and fp32 norms (a profile calibrated under autocast): only
+        then are they in a network's rows. An fp16 profile predicts amp by its fp16 kernels: it has no timed
+        dtype casts, and its layer models put them, and fp32 norms, far from their times (docs/predict.md)."""
+        return parse_precision(self.precision).autocast_dtype is not None
+
+    def check_precision(self, precision: str | None):
+        """The precision (None: the profile's) if this profile predicts it: its own, or autocast to its unit."""
+        parsed = parse_precision(precision or self.precision)
+        if parsed.unit is not parse_precision(self.precision):
+            raise UsageError(f"the device profile {self.profile_path} is in {self.precision}: it predicts "
+                             f"{self.precision} and autocast to it, not {parsed.value}")  # fmt: skip
+        return parsed
 
     def check_backend(self, backend: str | None) -> str:
         """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
@@ -89,26 +134,39 @@ class Predictor:
                              f" not {backend}")  # fmt: skip
         return backend
 
-    def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None):
+    def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None,
+                        target: Datasheet | None = None, precision: str | None = None) -> Prediction:  # fmt: skip
         """``predict`` of a network already counted (``count_traced``'s result and trace); ``rows``: its
-        ``network_rows``, when the caller has them (one trace predicted on several backends)."""
+        ``network_rows``, when the caller has them (one trace predicted on several backends or GPUs)."""
         backend = self.check_backend(backend)
+        unit = self.check_precision(precision)
         rows = network_rows(recorded, self.gpu) if rows is None else rows
-        ms, reasons, latency_ms = self.compose(rows, backend)
+        source = self.source
+        target = target or source
+        ms, reasons, latency_ms, bound = self.compose(rows, backend, target)
         flops, batch = counted.total.flops, counted.batch
-        layers = per_layer(rows, ms, reasons, counted)
-        return Prediction(counted.model, self.device, batch, self.precision, backend, counted.resolution, flops,
-                          latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / self.gpu.peak_flops,
-                          any(reasons), layers)  # fmt: skip
+        layers = per_layer(rows, ms, reasons, counted, bound)
+        spec = get_spec(target.key)
+        main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
+        return Prediction(counted.model, spec.name, batch, unit.value, backend, counted.resolution, flops,
+                          latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / target.peak_flops,
+                          any(reasons), target.key, str(main_bound), "" if target == source else self.device,
+                          "channels_last" if counted_channels_last(recorded) else "contiguous",
+                          layers)  # fmt: skip
 
-    def compose(self, rows: pd.DataFrame, backend: str | None = None) -> tuple[np.ndarray, list[str], float]:
-        """Each row's milliseconds and extrapolation reason, and their composition: the sum plus ``gap_ms`` per
-        kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels)."""
+    def compose(self, rows: pd.DataFrame, backend: str | None = None, target: Datasheet | None = None):
+        """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
+        per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
+        another GPU (``target``), the times are ``transfer``'s."""
         ms, reasons = self.layer_models.predict(rows)
+        source = self.source
+        moved, bound = transfer(rows, ms, source, target or source)
+        if target is not None and target != source:
+            ms = moved
         launches = len(rows)
-        if (backend or self.backend) != self.backend:
-            ms, launches = fused(rows, ms)
-        return ms, reasons, float(ms.sum() + self.gap_ms * launches)
+        if (backend or self.backend) in FUSED_BACKENDS:
+            ms, launches = fused(rows, ms, source, target or source)
+        return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
         """``compose``'s latency of each network (on the profile's backend), with one layer-model call for all of
@@ -119,15 +177,22 @@ class Predictor:
         return (per_network["sum"] + self.gap_ms * per_network["size"]).to_numpy()
 
 
-def fused(rows: pd.DataFrame, ms: np.ndarray) -> tuple[np.ndarray, int]:
-    """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor):
-    a memory-bound op becomes part of a generated kernel that streams what fusion leaves of its bytes
-    (``fused_left``) at the roofline (its reference time scaled by that share; an op fused away entirely takes
-    none and launches nothing); convs, GEMMs and gates keep the layer models' times. Returns the times and the
+def counted_channels_last(recorded) -> bool:
+    """Whether the traced network's convs saw channels_last inputs (the first conv's)."""
+    conv = next((event for event in recorded.events if event.layouts), None)
+    return conv is not None and conv.layouts[0] == "channels_last"
+
+
+def fused(rows: pd.DataFrame, ms: np.ndarray, source: Datasheet, target: Datasheet) -> tuple[np.ndarray, int]:
+    """A first model of fused execution (the ``inference`` and ``compile`` backends: BN folded, elementwise ops
+    fused by inductor): a memory-bound op becomes part of a generated kernel that streams what fusion leaves of its
+    bytes (``fused_left``) at the roofline (its reference time on the target scaled by that share; an op fused away
+    entirely takes none and launches nothing); convs, GEMMs and gates keep their times. Returns the times and the
     number of kernels left."""
     memory = (rows["group"] == "memory").to_numpy()
     left = np.where(memory, rows["fused_left"].to_numpy(float), 1.0)
-    return np.where(memory, rows["ref_ms"].to_numpy(float) * left, ms), int((left > FUSED_AWAY).sum())
+    ref_ms = rows["ref_ms"].to_numpy(float) * source.bandwidth_bytes / target.bandwidth_bytes
+    return np.where(memory, ref_ms * left, ms), int((left > FUSED_AWAY).sum())
 
 
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
@@ -168,13 +233,15 @@ def _gate(events, gpu: Gpu) -> dict:
     }
 
 
-def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted) -> list[dict]:
-    """Predicted milliseconds per layer of the count (a gate's time split evenly over its layers), largest first."""
+def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted, bounds) -> list[dict]:
+    """Predicted milliseconds per layer of the count (a gate's time split evenly over its layers), largest first,
+    each with the bound of the most of its time."""
     per = {}
-    for layers, row_ms, reason in zip(rows["layers"], ms, reasons, strict=True):
+    for layers, row_ms, reason, bound in zip(rows["layers"], ms, reasons, bounds, strict=True):
         for index in layers:
-            entry = per.setdefault(index, {"predicted_ms": 0.0, "extrapolated": ""})
+            entry = per.setdefault(index, {"predicted_ms": 0.0, "extrapolated": "", "bounds": {}})
             entry["predicted_ms"] += row_ms / len(layers)
+            entry["bounds"][bound] = entry["bounds"].get(bound, 0.0) + row_ms
             entry["extrapolated"] = entry["extrapolated"] or reason
     total = float(ms.sum()) or 1.0
     out = []
@@ -182,6 +249,7 @@ def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted) -
         layer, layer_ms = counted.layers[index], float(entry["predicted_ms"])
         out.append({"name": layer.name, "type": layer.type, "op_class": layer.op_class, "flops": layer.flops,
                     "bytes": layer.bytes, "predicted_ms": layer_ms, "time_share": layer_ms / total,
+                    "bound": max(entry["bounds"], key=entry["bounds"].get),
                     "extrapolated": entry["extrapolated"]})  # fmt: skip
     return sorted(out, key=lambda layer: -layer["predicted_ms"])
 
@@ -250,26 +318,49 @@ def profile_name(path: Path) -> tuple[str, str, str]:
     return name_gpu, name_precision, name_backend
 
 
-def check_gpu(predictor: Predictor, gpu: str | None) -> None:
-    if gpu is not None and not gpu_matches(gpu, predictor.device):
-        raise UsageError(f"the device profile {predictor.profile_path} is for {predictor.device}, not {gpu!r}")
-
-
 def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
-    """The profile file given, or the shipped one for ``gpu``, precision and backend (``<gpu>_<precision>_<backend>``
-    in ``predict/profiles``; a graph profile predicts the inference backend too); UsageError listing the shipped ones
-    otherwise."""
-    parse_precision(precision)  # an unknown precision or backend is said as such, not as a missing profile
+    """The profile file given; else the shipped one for ``gpu`` in the precision's unit that predicts the backend
+    (``<gpu>_<precision>_<backend>`` in ``predict/profiles``; a graph profile predicts the others too); else, for a
+    GPU without one (``transfer_targets`` says which), a shipped profile of another GPU to transfer from.
+    UsageError listing the shipped ones when there is none."""
+    unit = parse_precision(precision).unit.value  # an unknown precision or backend is said as such
     BACKENDS.get(backend)
     if profile is not None:
         return given_path(profile, PROFILE_FILE)
     if gpu is None or not gpu.strip():
-        raise UsageError("give --gpu (a shipped device profile, e.g. h200) or --profile FILE")
-    for path in shipped_profiles():
-        name_gpu, name_precision, name_backend = profile_name(path)
-        predicts = (name_backend, *FUSED_FROM.get(name_backend, ()))
-        if gpu_matches(gpu, name_gpu) and name_precision == precision and backend in predicts:
-            return path
+        raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
+    fitting = [path for path in shipped_profiles() if _predicts(path, unit, backend)]
+    own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
+    if own or fitting:
+        return (own or fitting)[0]
     shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
-    raise UsageError(f"no device profile for GPU {gpu!r}, {precision}, {backend} backend (shipped: {shipped}); "
-                     f"time one on that GPU with `utilscope calibrate`")  # fmt: skip
+    raise UsageError(f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
+                     f"time one on a GPU with `utilscope calibrate`")  # fmt: skip
+
+
+def _predicts(path: Path, unit: str, backend: str) -> bool:
+    _, name_precision, name_backend = profile_name(path)
+    return name_precision == unit and backend in (name_backend, *FUSED_FROM.get(name_backend, ()))
+
+
+def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
+    """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
+    figures ``transfer`` needs and a peak in the profile's precision; else the one named (UsageError naming the
+    closest names, or the units a GPU has when it lacks the precision)."""
+    if gpu_matches(gpu, predictor.device):
+        return None
+    if gpu.strip().casefold() == "all":
+        return [Datasheet.of(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
+    spec = find_spec(gpu)
+    if spec is None:
+        names = [name for spec in load_specs() for name in (spec.key, *spec.aliases)]
+        close = difflib.get_close_matches(gpu.casefold(), names, n=3, cutoff=0.5)
+        raise UsageError(f"unknown GPU {gpu!r}" + (f"; closest: {', '.join(close)}" if close else "") +
+                         "; `utilscope devices` lists the spec table")  # fmt: skip
+    return [Datasheet.of(spec, predictor.precision)]
+
+
+def transferable(spec, predictor: Predictor) -> bool:
+    """A spec row ``transfer`` can predict for in the profile's precision."""
+    figures = spec.sm_count and spec.boost_clock_mhz and spec.memory_bandwidth_gbs
+    return bool(figures) and predictor.precision in spec.precisions

@@ -1,0 +1,164 @@
+"""How well `predict --gpu` predicts GPUs it has no profile for: every timm-CNN row of timm's published tables in
+timm's condition (amp, NCHW, eager, the table's batch and resolution), predicted by transfer from the shipped H200
+profile, against the table's samples/s; beside it the baselines of the protocol in docs/predict.md (our measured
+H200 throughput in the same condition scaled by the ratio of dense fp16 peaks, or of memory bandwidths; and, as an
+oracle no predictor has, by the one constant that fits the table best), on the rows the H200 was measured on.
+
+    python benchmarks/predict_gpus.py STORE --out predictions.csv [--jobs 2] [--test]
+
+STORE holds the published rows (``utilscope ingest timm-benchmark``) and the H200's measurements in timm's
+condition (data/h200/timm_condition.sqlite). The test tables (RTX 5090, RTX PRO 6000) are left out unless --test
+is given: docs/predict.md says when that is allowed (once, after the design is frozen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pandas as pd
+
+TEST_GPUS = ("rtx_5090", "rtx_pro_6000_maxq", "rtx_pro_6000")
+CONDITION = "backend = 'eager' and memory_format = 'contiguous' and precision = 'amp'"
+_PREDICTOR = None
+
+
+def published_rows(store: str, test: bool) -> pd.DataFrame:
+    """The timm-CNN rows of the store's tables in timm's condition (reparameterizable models only where the row's
+    reparameterization is decided), each with the spec that counts what the table ran."""
+    from utilscope.models import sets
+
+    cnn = set(sets.set_members("timm-cnn"))
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = pd.read_sql(f"select * from published where {CONDITION} and reparam in ('n/a', 'yes') "
+                           "and count_status = 'ok'", db)  # fmt: skip
+    rows = rows[rows["model"].isin(cnn) & (test == rows["gpu"].isin(TEST_GPUS))]
+    rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
+    return rows.reset_index(drop=True)
+
+
+def h200_measured(store: str) -> pd.DataFrame:
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        return pd.read_sql(f"select model as spec, resolution, batch, samples_per_s as h200_samples_per_s "
+                           f"from measurements where status = 'ok' and {CONDITION}", db)  # fmt: skip
+
+
+def _start() -> None:
+    global _PREDICTOR
+    import torch
+
+    from utilscope.predict.predictor import load_predictor, select_profile
+
+    torch.set_num_threads(1)
+    _PREDICTOR = load_predictor(select_profile("h200", None, "amp", "eager"))
+
+
+def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
+    """One (model, resolution, batch), counted once, predicted on each GPU."""
+    from utilscope.hardware.specs import get_spec
+    from utilscope.predict.predictor import network_rows
+    from utilscope.predict.transfer import Datasheet
+
+    spec, resolution, batch, gpus = task
+    try:
+        counted, recorded = _PREDICTOR.count(spec, batch, resolution, "amp", channels_last=False)
+    except Exception as exc:  # noqa: BLE001 - a benchmark row that cannot be counted is reported, not fatal
+        return [{"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu, "error": str(exc)[:200]}
+                for gpu in gpus]  # fmt: skip
+    rows = network_rows(recorded, _PREDICTOR.gpu)
+    out = []
+    for gpu in gpus:
+        target = Datasheet.of(get_spec(gpu), "fp16")
+        p = _PREDICTOR.predict_counted(counted, recorded, "eager", rows, target, "amp")
+        out.append(
+            {
+                "spec": spec,
+                "resolution": resolution,
+                "batch": batch,
+                "gpu": gpu,
+                "predicted_samples_per_s": p.samples_per_s,
+                "bound": p.bound,
+                "extrapolated": p.extrapolated,
+            }
+        )
+    return out
+
+
+def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int) -> pd.DataFrame:
+    wanted = pd.concat([rows[["spec", "resolution", "batch", "gpu"]],
+                        measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")])  # fmt: skip
+    tasks = [(spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
+             for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])]  # fmt: skip
+    results = []
+    with ProcessPoolExecutor(jobs, initializer=_start) as pool:
+        for i, out in enumerate(pool.map(_predict, tasks, chunksize=4)):
+            results += out
+            if i % 100 == 0:
+                print(f"{i}/{len(tasks)} networks predicted", file=sys.stderr, flush=True)
+    return pd.DataFrame(results)
+
+
+def scores(measured: np.ndarray, predicted: np.ndarray) -> dict:
+    from scipy.stats import spearmanr
+
+    error = predicted / measured - 1
+    return {"rows": len(error), "MAPE": np.mean(np.abs(error)), "median error": np.median(error),
+            "within 10%": np.mean(np.abs(error) <= 0.1), "within 20%": np.mean(np.abs(error) <= 0.2),
+            "Spearman": spearmanr(predicted, measured).statistic}  # fmt: skip
+
+
+def baselines(part: pd.DataFrame, gpu: str) -> dict:
+    """The protocol's baselines on the rows with an H200 measurement: peak ratio, bandwidth ratio, best constant."""
+    from utilscope.hardware.specs import get_spec
+
+    source, target = get_spec("h200_sxm"), get_spec(gpu)
+    both = part.dropna(subset=["h200_samples_per_s"])
+    h200, table = both["h200_samples_per_s"].to_numpy(), both["samples_per_s"].to_numpy()
+    oracle = np.exp(np.median(np.log(table / h200)))  # the constant of least absolute log error
+    return {"peak ratio": scores(table, h200 * target.peak_tflops("fp16") / source.peak_tflops("fp16")),
+            "bandwidth ratio": scores(table, h200 * target.memory_bandwidth_gbs / source.memory_bandwidth_gbs),
+            "best constant (oracle)": scores(table, h200 * oracle),
+            "transfer, same rows": scores(table, both["predicted_samples_per_s"].to_numpy())}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("store")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    rows, measured = published_rows(args.store, args.test), h200_measured(args.store)
+    predicted = predict_all(rows, measured, args.jobs)
+    keys = ["spec", "resolution", "batch", "gpu"]
+    table = rows.merge(predicted, on=keys, how="left").merge(measured, on=keys[:3], how="left")
+    own = measured.merge(predicted[predicted["gpu"] == "h200_sxm"], on=keys[:3])
+    own = own.rename(columns={"h200_samples_per_s": "samples_per_s"})
+    own["source_file"] = "H200 measured (timm's condition)"
+    table = pd.concat([table, own.assign(h200_samples_per_s=np.nan)], ignore_index=True)
+    table.to_csv(args.out, index=False)
+    lines = []
+    for name, part in table.dropna(subset=["predicted_samples_per_s"]).groupby("source_file"):
+        lines.append(
+            {
+                "table": name,
+                "method": "transfer",
+                **scores(part["samples_per_s"].to_numpy(), part["predicted_samples_per_s"].to_numpy()),
+            }
+        )
+        if part["gpu"].iloc[0] != "h200_sxm":
+            lines += [
+                {"table": name, "method": method, **s} for method, s in baselines(part, part["gpu"].iloc[0]).items()
+            ]
+    print(pd.DataFrame(lines).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    errors = table["error"].notna().sum() if "error" in table else 0
+    print(f"{errors} rows could not be counted; per-row predictions in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""predict/transfer.py (an op's time carried to another GPU by its datasheet) and counting/autocast.py (what a
+network runs under CUDA autocast), on closed-form cases."""
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from utilscope.counting.counter import count_traced
+from utilscope.predict.transfer import MEMORY_EFFICIENCY, TENSOR_EFFICIENCY, Datasheet, transfer, wave_efficiency
+
+SOURCE = Datasheet("src", "source", peak_flops=800e12, bandwidth_bytes=4e12, sm_count=100, clock_hz=2e9)
+TARGET = Datasheet("tgt", "target", peak_flops=200e12, bandwidth_bytes=1e12, sm_count=50, clock_hz=2e9)
+
+
+def test_wave_efficiency_is_the_busy_share_of_the_last_wave():
+    assert wave_efficiency(pd.Series([100.0, 150.0, 50.0]).to_numpy(), 100).tolist() == [1.0, 0.75, 0.5]
+
+
+def test_each_op_takes_the_largest_of_its_sm_tensor_and_memory_bounds():
+    rows = pd.DataFrame({"group": ["conv", "memory", "memory"], "flops": [8e12, 0.0, 0.0],
+                         "bytes": [4e9, 4e9, 4e6], "waves": [1.0, 0.0, 0.0]})  # fmt: skip
+    source_ms = pd.Series([20.0, 1.25, 0.5]).to_numpy()  # the last: slow on the source for its bytes
+    ms, bound = transfer(rows, source_ms, SOURCE, TARGET)
+    # the conv: 100 tiles, one full wave on the source, two on the target: SM-bound 20 ms x 2 (half the SM cycles)
+    # against 8e12 / (200e12 x eff) s on the tensor cores and 4e9 / (1e12 x eff) s of memory
+    tensor_ms, conv_memory_ms = 8e12 / (200e12 * TENSOR_EFFICIENCY) * 1e3, 4e9 / (1e12 * MEMORY_EFFICIENCY) * 1e3
+    assert ms[0] == pytest.approx(max(40.0, tensor_ms, conv_memory_ms))
+    assert ms[1] == pytest.approx(max(2.5, 4e9 / (1e12 * MEMORY_EFFICIENCY) * 1e3)) and bound[1] == "memory"
+    assert ms[2] == pytest.approx(1.0) and bound[2] == "sm"
+    assert list(bound[:1]) == ["tensor" if tensor_ms > 40 else "sm"]
+
+
+def test_an_op_at_the_launch_floor_stays_there():
+    rows = pd.DataFrame({"group": ["memory"], "flops": [0.0], "bytes": [10.0]})
+    ms, bound = transfer(rows, pd.Series([0.0005]).to_numpy(), SOURCE, TARGET)
+    assert bound.tolist() == ["launch"] and ms[0] == pytest.approx(0.002)
+
+
+class ConvNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 1)  # with a bias
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.norm(self.conv(x).permute(0, 2, 3, 1))
+        return self.fc(x).softmax(-1)
+
+
+def test_autocast_casts_the_inputs_of_convs_and_matmuls_down_and_of_norms_up():
+    _, plain = count_traced(ConvNorm(), 2, 4, "fp16")
+    counted, recorded = count_traced(ConvNorm(), 2, 4, "fp16", autocast=True)
+    casts = [event for event in recorded.events if event.op == "aten._to_copy"]
+    assert not any(event.op == "aten._to_copy" for event in plain.events)
+    # conv: image, weight, bias down; norm: the conv's output up; linear: the norm's output, weight, bias down
+    pixels = 2 * 4 * 4
+    expected = [pixels * 3 * (4 + 2), 8 * 3 * 6, 8 * 6, pixels * 8 * (2 + 4), pixels * 8 * (4 + 2), 4 * 8 * 6, 4 * 6]
+    assert sorted(event.bytes for event in casts) == sorted(expected)
+    softmax = next(event for event in recorded.events if event.op == "aten._softmax")
+    assert softmax.outputs[0].bytes == pixels * 4 * 4  # reads fp16, writes fp32 (half_to_float)
+    assert counted.total.flops == count_traced(ConvNorm(), 2, 4, "fp16")[0].total.flops
+    assert torch.get_default_dtype() == torch.float32
