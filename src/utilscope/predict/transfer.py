@@ -10,17 +10,16 @@ time on a *target* GPU is the largest of three bounds, each from the target's da
   scales with the SMs and their clock, not with the tensor cores' peak or the memory's bandwidth.
 - ``tensor``: a conv's or GEMM's FLOPs at ``TENSOR_EFFICIENCY`` of the target's dense peak for the precision's math
   unit, times the op's wave efficiency on the target: the tensor cores at their best.
-- ``memory``: the op's bytes at the target's bandwidth, at the memory efficiency the op reached on the source (a
-  memory-bound op's roofline time over its source time, at most 1; a conv's or GEMM's ``MEMORY_EFFICIENCY``).
+- ``memory``: the op's bytes at ``MEMORY_EFFICIENCY`` of the target's bandwidth. (What keeps a memory-bound op
+  below that on the source, the H200's HBM needing more bytes in flight per SM than an SM keeps, is in ``sm``.)
 
 The bound that sets the time is the op's ``bound`` on the target (``launch`` when its time is the launch floor).
-Nothing here is fitted on any GPU's measurements: the two efficiencies are constants, set before the published
-tables of other GPUs were compared (docs/predict.md).
+Nothing here is fitted on any GPU's measurements: the two efficiencies are constants (docs/predict.md says what
+informed them: the validation tables only).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,11 +83,3 @@ def transfer(rows: pd.DataFrame, source_ms: np.ndarray, source: Datasheet, targe
     ms = np.maximum(bounds.max(axis=1), FLOOR_MS)
     bound = np.where(bounds.max(axis=1) <= FLOOR_MS, "launch", np.array(BOUNDS)[bounds.argmax(axis=1)])
     return ms, bound
-
-
-def check_finite(ms: np.ndarray) -> None:
-    if not np.all(np.isfinite(ms)):
-        raise ValueError("a transferred time is not finite")
-
-
-__all__ = ["Datasheet", "transfer", "wave_efficiency", "math"]
