@@ -17,10 +17,10 @@ def count_on_cpu(module: nn.Module, monkeypatch: pytest.MonkeyPatch, **kwargs):
     """``count`` with the meta trace refused, so that it falls back to tracing a copy of ``module`` on the CPU."""
     trace = counter.trace
 
-    def refuse_meta(model, example):
+    def refuse_meta(model, example, *rest):
         if example.device.type == "meta":
             raise RuntimeError("meta tracing refused by the test")
-        return trace(model, example)
+        return trace(model, example, *rest)
 
     with monkeypatch.context() as patch:
         patch.setattr(counter, "trace", refuse_meta)

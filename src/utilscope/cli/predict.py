@@ -57,7 +57,7 @@ def add_parsers(sub) -> None:
         help="NCHW tensors, as timm's benchmark runs (default: channels_last, as `profile` runs)",
     )
     p.add_argument("--price", default=None, help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
-                   "(e.g. rtx_5090=0.9,h100_sxm=2.5)")  # fmt: skip
+                   "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)")  # fmt: skip
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON (every layer) instead of tables: a list, one "
