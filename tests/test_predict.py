@@ -334,3 +334,32 @@ def test_the_tensor_core_alignment_feature_follows_the_element_size():
             events = trace(conv.to(device="meta", dtype=dtype), torch.empty(1, 12, 8, 8, dtype=dtype)).events
         (event,) = [e for e in events if e.op == "aten.convolution"]
         assert tensor_multiple(event) == multiple
+
+
+def test_a_profiles_rows_kept_beside_it_fit_the_same_predictor(profile_file, predictor, tmp_path, net_file):
+    from utilscope.predict import profile_rows
+
+    path = tmp_path / profile_file.name
+    path.write_bytes(profile_file.read_bytes())
+    assert profile_rows.load(path) is None  # none kept yet: predict derives them
+    kept = profile_rows.write_beside(path, DeviceProfile.load(path))
+    assert kept.name.startswith("synthetic.rows-") and kept.name.endswith(".csv.gz")
+    ops, chains = profile_rows.load(path)
+    assert chains["chain"].nunique() == sum(c["kind"] == "chain" for c in DeviceProfile.load(path).configs.values())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(layers, "ITERATIONS", 5)
+        refitted = pr.fit_predictor(DeviceProfile.load(path), str(path), (ops, chains))
+    assert refitted.gap_ms == pytest.approx(predictor.gap_ms, rel=1e-9)
+    assert refitted.predict(net_file, 4, 32).latency_ms == pytest.approx(predictor.predict(net_file, 4, 32).latency_ms)
+    path.write_text(path.read_text().replace('"seed": 5', '"seed": 7'))  # another profile: its rows are not these
+    assert profile_rows.load(path) is None
+
+
+def test_the_shipped_profile_keeps_its_current_rows_beside_it():
+    from utilscope.predict import profile_rows
+
+    path = pr.shipped_profiles()[0]
+    assert profile_rows.rows_file(path).is_file(), (
+        f"the rows beside {path.name} are not those of the current code: run "
+        f"`python -m utilscope.predict.profile_rows {path}` and commit the file it writes"
+    )

@@ -219,4 +219,9 @@ def cmd_calibrate(args, console: Console) -> int:
         raise KeyboardInterrupt(f"interrupted: {kept}; rerun to resume") from None
     console.print(f"{plural(len(profile.latency_ms), 'configuration')} timed, {len(profile.failed)} failed, on "
                   f"{profile.describe()}: {out}")  # fmt: skip
+    from utilscope.predict import profile_rows
+
+    kept = profile_rows.write_beside(Path(out), profile)
+    if kept is not None:
+        console.print(f"its rows, for a fast first `predict`: {kept}")
     return 0

@@ -28,10 +28,10 @@ from utilscope.files import check_input_file, given_path, read_bytes, write_atom
 from utilscope.hardware.specs import find_spec, get_spec, gpu_matches, load_specs
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
+from utilscope.predict import profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
-from utilscope.predict.features import Gpu, bias_add_row, config_events, kept_events, layout_copy_row, op_row
-from utilscope.predict.layers import LayerModels, calibration_rows, fit_layer_models, se_row
-from utilscope.predict.ops import OpConfig
+from utilscope.predict.features import Gpu, bias_add_row, kept_events, layout_copy_row, op_row
+from utilscope.predict.layers import LayerModels, fit_layer_models, se_row
 from utilscope.predict.transfer import Datasheet, transfer
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -42,7 +42,13 @@ FUSED_FROM = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
-FITTING_CODE = ("ops.py", "features.py", "layers.py", "predictor.py")  # a change to any refits a cached predictor
+FITTING_CODE = (
+    "ops.py",
+    "features.py",
+    "layers.py",
+    "predictor.py",
+    "profile_rows.py",
+)  # a change to any refits a cached predictor
 
 
 @dataclass
@@ -254,25 +260,27 @@ def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted, b
     return sorted(out, key=lambda layer: -layer["predicted_ms"])
 
 
-def composition_gap_ms(profile: DeviceProfile, models: LayerModels) -> float:
-    """The median over the profile's chains of (measured - summed layer predictions) / ops; 0 without chains."""
-    residuals = []
-    for key, measured_ms in profile.latency_ms.items():
-        config = OpConfig(**profile.configs[key])
-        if config.kind != "chain":
-            continue
-        rows = pd.DataFrame([op_row(event, models.gpu) for event in config_events(config)])
-        residuals.append((measured_ms - models.predict(rows)[0].sum()) / len(rows))
-    return float(np.median(residuals)) if residuals else 0.0
+def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
+    """The median over the profile's chains (``profile_rows.chain_rows``) of (measured - summed layer predictions)
+    / ops; 0 without chains."""
+    if chains.empty:
+        return 0.0
+    ms, _ = models.predict(chains)
+    per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
+    summed = per_chain.agg(summed=("ms", "sum"), measured=("measured", "first"), ops=("ms", "size"))
+    return float(((summed["measured"] - summed["summed"]) / summed["ops"]).median())
 
 
-def fit_predictor(profile: DeviceProfile, path: str = "") -> Predictor:
+def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
+    """The predictor of a profile, fitted on its op and chain rows (``rows``: ``profile_rows.load``'s, else traced
+    from the profile's configs)."""
     gpu = Gpu.of(profile.device, profile.precision)
-    models = fit_layer_models(calibration_rows(profile, gpu), gpu)
+    ops, chains = rows if rows is not None else profile_rows.derive(profile, gpu)
+    models = fit_layer_models(ops, gpu)
     if not models.models:
         raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
     return Predictor(str(path), profile.device, profile.precision, profile.backend, gpu, models,
-                     composition_gap_ms(profile, models))  # fmt: skip
+                     composition_gap_ms(chains, models))  # fmt: skip
 
 
 def _cache_file(path: Path) -> Path:
@@ -303,7 +311,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
     if on_fit is not None:
         on_fit()
     with threadpool_limits(limits=FIT_THREADS):
-        predictor = fit_predictor(profile, str(path))
+        predictor = fit_predictor(profile, str(path), profile_rows.load(path))
     write_atomically(cached, pickle.dumps(predictor))
     return predictor
 
