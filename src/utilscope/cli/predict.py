@@ -79,7 +79,7 @@ def cmd_predict(args, console: Console) -> int:
     if len(names) == 1:  # a bad model is said before the profile is read and fitted
         zoo.check_model(zoo.parse_spec(names[0]))
     profile = select_profile(args.gpu, args.profile, args.precision, args.backend)
-    said = f"utilscope: fitting the predictor of {Path(profile).name} once (about 20 s on one core; cached after)"
+    said = f"utilscope: fitting the predictor of {Path(profile).name} once (seconds on one core; cached after)"
     predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))
     predictor.check_precision(args.precision)
     args.targets = transfer_targets(args.gpu, predictor) if args.gpu else None
