@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from utilscope.models.sets import holdout_split
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import calibration_rows
 from utilscope.predict.predictor import Predictor, load_predictor, network_rows
@@ -162,6 +163,9 @@ def main() -> int:
     parser.add_argument("--from-json", help="the rows of an earlier --json run instead of predicting again")
     parser.add_argument("--write", action="store_true", help="put the tables into docs/predict.md")
     parser.add_argument("--figure", help="write the predicted-vs-measured figure here (PNG)")
+    parser.add_argument("--split", choices=("validation", "test"), default="validation",
+                        help="the networks of this split of the protocol (docs/predict.md: test only once, after "
+                        "freezing) (default: %(default)s)")  # fmt: skip
     args = parser.parse_args()
     if args.from_json:
         results = pd.DataFrame(json.loads(Path(args.from_json).read_text()))
@@ -172,6 +176,7 @@ def main() -> int:
         stores = [Path(s) for s in args.store] if args.store else STORES
         backends = args.backend.split(",")
         frame = pd.concat([measured(store, predictor, batches, backends) for store in stores], ignore_index=True)
+        frame = frame[frame["model"].map(holdout_split) == args.split].assign(split=args.split)
         results = predict_rows(frame, predictor, flops_scale(predictor, Path(args.profile)))
     text = tables(results)
     print(text)

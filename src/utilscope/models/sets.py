@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 from importlib import resources
 
 from utilscope.errors import UsageError
@@ -21,6 +22,16 @@ def _table() -> dict:
 
 def families() -> dict[str, list[str]]:
     return dict(_table()["families"])
+
+
+def holdout_split(model_id: str) -> str:
+    """The split of a network in `predict`'s evaluation protocol (docs/predict.md, written before it was applied):
+    a timm model is in "test" when the first eight hex digits of the SHA-256 of its family's name (``family_of``),
+    read as an integer, are 0 modulo 4; every other network is in "validation"."""
+    if not model_id.startswith("timm:"):
+        return "validation"
+    digest = hashlib.sha256(family_of(model_id.split("+")[0]).encode()).hexdigest()
+    return "test" if int(digest[:8], 16) % 4 == 0 else "validation"
 
 
 def family_of(model_id: str) -> str:
