@@ -8,6 +8,7 @@ import json
 import shutil
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 from test_published import NCHW_3090
 from test_store import CONFIG, make_row
@@ -122,4 +123,23 @@ def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store,
     assert list(classes["gpu"]) == ["rtx_3090", "h200_sxm"] and list(classes["rows"]) == [len(rows) - 2, 2]
     assert main(["gpus", "--db", str(store), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert set(summary) == {"classes", "pairs", "spearman", "dynamo"} and summary["dynamo"][0]["50%"] == 1.0
+    assert set(summary) == {"classes", "pairs", "spearman", "dynamo", "swap_counts", "swaps", "families"}
+    assert summary["dynamo"][0]["50%"] == 1.0
+
+
+def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
+    rows = pd.DataFrame({
+        "model": ["timm:resnet18", "timm:resnet34", "timm:resnet50"] * 2, "resolution": [224] * 6,
+        "gpu": ["rtx_3090"] * 3 + ["h200_sxm"] * 3, "flops_per_sample": [10e9, 10.3e9, 20e9] * 2,
+        "samples_per_s": [100.0, 90.0, 50.0, 300.0, 330.0, 140.0],
+        "utilization": [0.4, 0.3, 0.2, 0.1, 0.12, 0.04], "peak_tflops": [71.0] * 3 + [989.4] * 3,
+    })  # fmt: skip
+    counts, swaps = atlas.rank_swaps(rows)
+    assert counts.to_dict(orient="records") == [{"smaller": "rtx_3090", "bigger": "h200_sxm", "rows": 3,
+                                                 "equal_flop_pairs": 1, "swaps": 1, "share": 1.0}]  # fmt: skip
+    (swap,) = swaps.to_dict(orient="records")  # resnet18 is 1.11x resnet34 on the 3090, 0.91x on the H200
+    assert (swap["first"], swap["second"]) == ("timm:resnet18@224", "timm:resnet34@224")
+    assert swap["swing"] == pytest.approx((100 / 90) / (300 / 330))
+    (family,) = atlas.family_ratios(rows).to_dict(orient="records")
+    assert family["family"] == "ResNet" and family["rows"] == 3
+    assert family["utilization_ratio"] == pytest.approx(0.25) and family["speedup"] == pytest.approx(3.0)

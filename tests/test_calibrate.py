@@ -95,6 +95,8 @@ def test_ops_get_their_inputs_in_the_layout_a_network_feeds_them():
     assert tokens.shape == (2, 5, 5, 24) and tokens.is_contiguous() and tokens.dtype == torch.float16
     (image,) = cal.op_inputs(conv, build_op(conv)[1], torch.device("cpu"), fp16)
     assert image.is_contiguous(memory_format=torch.channels_last) and not image.is_contiguous()
+    (nchw_image,) = cal.op_inputs(conv, build_op(conv)[1], torch.device("cpu"), fp16, channels_last=False)
+    assert nchw_image.is_contiguous()  # a profile in timm's condition (calibrate --no-channels-last)
     copy = OpConfig("layout_copy", 2, 8, 8, 8)  # its input NCHW, its output channels_last
     (nchw,) = cal.op_inputs(copy, build_op(copy)[1], torch.device("cpu"), fp16)
     assert nchw.is_contiguous() and build_op(copy)[0](nchw).is_contiguous(memory_format=torch.channels_last)
@@ -138,6 +140,8 @@ def test_calibration_times_each_config_records_failures_and_resumes(tmp_path, ti
     assert len(timed) == 10 and len(again.latency_ms) == 9  # only the two configs it lacked
     with pytest.raises(UsageError, match="the existing profile is for .* seed 0, not .* seed 1"):
         cal.open_profile("cpu", "fp32", CudnnSettings(), seed=1, existing=loaded)
+    with pytest.raises(UsageError, match="channels_last, .* not .* contiguous"):
+        cal.open_profile("cpu", "fp32", CudnnSettings(), seed=0, existing=loaded, channels_last=False)
 
 
 def test_the_calibrate_command(tmp_path, tiny_sample, capsys):

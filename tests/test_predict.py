@@ -363,3 +363,14 @@ def test_the_shipped_profile_keeps_its_current_rows_beside_it():
         f"the rows beside {path.name} are not those of the current code: run "
         f"`python -m utilscope.predict.profile_rows {path}` and commit the file it writes"
     )
+
+
+def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():
+    """A profile timed under autocast (`calibrate --precision amp`) times each config with its casts: a conv's row
+    carries the casts of its input and weight (fp32 to fp16: 4 + 2 bytes an element)."""
+    config = OpConfig("conv", 2, 8, 16, 8, 3)
+    timed = {"configs": {config.key: config.__dict__}, "latency_ms": {config.key: 0.1}}
+    fp16, amp = (layers.calibration_rows(DeviceProfile("NVIDIA H200", precision, "graph", {}, 5, {}, **timed), H200)
+                 for precision in ("fp16", "amp"))  # fmt: skip
+    assert len(fp16) == len(amp) == 1 and amp["op"][0] == fp16["op"][0] == "aten.convolution"
+    assert amp["bytes"][0] - fp16["bytes"][0] == (2 * 8 * 8 * 8 + 16 * 8 * 3 * 3) * (4 + 2)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from utilscope.counting.autocast import CAST_OP
 from utilscope.counting.counter import count_traced
 from utilscope.predict.transfer import MEMORY_EFFICIENCY, TENSOR_EFFICIENCY, Datasheet, transfer, wave_efficiency
 
@@ -52,8 +53,8 @@ class ConvNorm(nn.Module):
 def test_autocast_casts_the_inputs_of_convs_and_matmuls_down_and_of_norms_up():
     _, plain = count_traced(ConvNorm(), 2, 4, "fp16")
     counted, recorded = count_traced(ConvNorm(), 2, 4, "fp16", autocast=True)
-    casts = [event for event in recorded.events if event.op == "aten._to_copy"]
-    assert not any(event.op == "aten._to_copy" for event in plain.events)
+    casts = [event for event in recorded.events if event.op == CAST_OP]
+    assert not any(event.op == CAST_OP for event in plain.events)
     # conv: image, weight, bias down; norm: the conv's output up; linear: the norm's output, weight, bias down
     pixels = 2 * 4 * 4
     expected = [pixels * 3 * (4 + 2), 8 * 3 * 6, 8 * 6, pixels * 8 * (2 + 4), pixels * 8 * (4 + 2), 4 * 8 * 6, 4 * 6]
@@ -62,3 +63,20 @@ def test_autocast_casts_the_inputs_of_convs_and_matmuls_down_and_of_norms_up():
     assert softmax.outputs[0].bytes == pixels * 4 * 4  # reads fp16, writes fp32 (half_to_float)
     assert counted.total.flops == count_traced(ConvNorm(), 2, 4, "fp16")[0].total.flops
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_a_network_under_autocast_carries_its_casts_in_the_rows_of_the_ops_they_feed():
+    from utilscope.predict.features import Gpu, fold_casts, kept_events
+    from utilscope.predict.predictor import network_rows
+
+    _, recorded = count_traced(ConvNorm(), 2, 4, "fp16", autocast=True)
+    rows = network_rows(recorded, Gpu.of("NVIDIA H200", "fp16"))
+    assert CAST_OP not in set(rows["op"])  # every cast has an op after it in its layer
+    events = kept_events(recorded.events)
+    conv = next(event for event in events if event.op == "aten.convolution")
+    pixels = 2 * 4 * 4
+    casts_bytes = pixels * 3 * (4 + 2) + 8 * 3 * 6 + 8 * 6  # the image, the weight and the bias, fp32 to fp16
+    assert rows.loc[rows["op"] == "aten.convolution", "bytes"].item() == conv.bytes + casts_bytes
+    folded = fold_casts(events)
+    assert next(casts for event, casts in folded if event is conv) == casts_bytes
+    assert sum(casts for _, casts in folded) == sum(event.bytes for event in events if event.op == CAST_OP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from rich.console import Console
 
 from utilscope.errors import UsageError
@@ -57,10 +58,14 @@ def print_summary(rows, gains, as_json: bool, console: Console) -> int:
         raise UsageError("no counted rows in timm's condition (amp, NCHW, eager) in this store")
     classes, pairs, spearman = atlas.class_summary(rows), atlas.pair_ratios(rows), atlas.rank_correlation(rows)
     dynamo = gains.groupby(["gpu", "torch", "source"])["gain"].describe()[["count", "25%", "50%", "75%"]].reset_index()
+    swap_counts, swaps = atlas.rank_swaps(rows)
+    families = atlas.family_ratios(rows)
     if as_json:
         print(strict_json({"classes": classes.to_dict(orient="records"), "pairs": pairs.to_dict(orient="records"),
-                           "spearman": spearman.round(4).to_dict(),
-                           "dynamo": dynamo.to_dict(orient="records")}))  # fmt: skip
+                           "spearman": spearman.round(4).to_dict(), "dynamo": dynamo.to_dict(orient="records"),
+                           "swap_counts": swap_counts.to_dict(orient="records"),
+                           "swaps": swaps.to_dict(orient="records"),
+                           "families": families.to_dict(orient="records")}))  # fmt: skip
         return 0
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     console.print(frame_table(classes.round(4), f"FLOP utilization per GPU and conv class ({tables})"))
@@ -69,4 +74,24 @@ def print_summary(rows, gains, as_json: bool, console: Console) -> int:
         console.print(frame_table(spearman.round(3).reset_index(), "Spearman rank correlation of samples/s"))
     if not dynamo.empty:
         console.print(frame_table(dynamo.round(3), "compile / eager samples/s on the same rows (quartiles)"))
+    print_swaps_and_families(swap_counts, swaps, families, console)
     return 0
+
+
+SHOWN_SWAPS, SHOWN_FAMILIES = 10, 5
+
+
+def print_swaps_and_families(swap_counts, swaps, families, console: Console) -> None:
+    """Equal-FLOP rank swaps per GPU pair (and the largest), and per pair the families that keep the most and the
+    least of their utilization on the bigger GPU."""
+    if swap_counts.empty:
+        return
+    console.print(frame_table(swap_counts.round(3), f"rows within {atlas.FLOPS_ALIKE:.0%} in FLOPs that the two GPUs "
+                              f"order differently (each by more than {atlas.SWAP_MARGIN:.0%})"))  # fmt: skip
+    if not swaps.empty:
+        console.print(frame_table(swaps.head(SHOWN_SWAPS).round(3), f"the {SHOWN_SWAPS} largest swaps (swing: the "
+                                  "quotient of the two GPUs' speed ratios)"))  # fmt: skip
+    for (small, big), part in families.groupby(["smaller", "bigger"], sort=False):
+        shown = pd.concat([part.head(SHOWN_FAMILIES), part.tail(SHOWN_FAMILIES)]).drop_duplicates()
+        title = f"families on {big} against {small}: the {SHOWN_FAMILIES} keeping the most and the least utilization"
+        console.print(frame_table(shown.drop(columns=["smaller", "bigger"]).round(3), title))

@@ -33,8 +33,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--count", type=whole("--count", 1, MAX_CONFIGS, MAX_CONFIGS_WHY),
                    default=DEFAULT_COUNT, help="configurations in the sample (default: %(default)s)")  # fmt: skip
     p.add_argument("--seed", type=SEED, default=0, help="the sample's seed (default: %(default)s)")
-    p.add_argument("--precision", default=None, help="fp16, bf16, tf32 or fp32 (default: fp16 on a GPU, else fp32)")
+    p.add_argument("--precision", default=None, help="fp16, bf16, tf32, fp32, or amp (fp32 weights under autocast "
+                   "to fp16, its casts timed with each config) (default: fp16 on a GPU, else fp32)")  # fmt: skip
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false",
+                   help="time the configs on NCHW tensors, as timm's benchmark runs (with --precision amp: timm's "
+                   "condition) (default: channels_last)")  # fmt: skip
     add_cudnn_options(p)
     p.set_defaults(run=cmd_calibrate)
     p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
@@ -204,7 +208,7 @@ def layer_table(prediction) -> Table:
 def cmd_calibrate(args, console: Console) -> int:
     out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
-    profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing)
+    profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing, args.channels_last)
     start_s = time.perf_counter()
 
     def progress(done: int, total: int) -> None:

@@ -6,7 +6,7 @@ autocast to float16" / "to float32"), as the aten ops they reach the dispatcher 
 
 - convolutions and matrix products run in the lower dtype: their fp32 inputs (the image, the fp32 weights, fp32
   activations) are cast first, each cast a copy kernel of its own (weights are cast on every call: the cache is
-  off, as timm's benchmark runs it);
+  off, as timm's benchmark runs it), recorded as ``CAST_OP``;
 - norms and the math of the float32 list (layer and group norm, exp, log, pow, rsqrt, ...) run in fp32: their
   lower-dtype inputs are cast up first, and their fp32 outputs flow on (an elementwise op meeting an fp16 and an
   fp32 tensor promotes to fp32, as it does on the GPU);
@@ -38,6 +38,7 @@ FLOAT32 = frozenset({
 FLOAT32_OUT = frozenset({"aten.sum", "aten.prod", "aten.cumsum", "aten.cumprod", "aten.linalg_vector_norm",
                          "aten.linalg_matrix_norm"})  # fmt: skip
 HALF_TO_FLOAT = frozenset({"aten._softmax", "aten._log_softmax"})  # their third argument: write fp32
+CAST_OP = "autocast._to_copy"  # the op name of autocast's casts in a trace (a model's own casts keep aten's)
 
 
 class AutocastTracer(Tracer):
@@ -45,9 +46,10 @@ class AutocastTracer(Tracer):
     events of the op's layer."""
 
     lower = torch.float16
+    casting = False  # True while _LowerFunctions casts a function's argument
 
     def __enter__(self):
-        self._functions = _LowerFunctions(self.lower)
+        self._functions = _LowerFunctions(self)
         self._functions.__enter__()
         return super().__enter__()
 
@@ -59,6 +61,8 @@ class AutocastTracer(Tracer):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.casting and func is torch.ops.aten._to_copy.default:
+            return self._recorded_cast(func, args, kwargs)
         name = str(func.overloadpacket)
         floats = _floats((args, kwargs)) if not self.suspended else set()
         if self.lower in floats:
@@ -75,32 +79,40 @@ class AutocastTracer(Tracer):
 
         def cast(value):
             if isinstance(value, torch.Tensor) and value.dtype == self.lower:
-                return super(AutocastTracer, self).__torch_dispatch__(
-                    torch.ops.aten._to_copy.default, (), (value,), {"dtype": torch.float32}
-                )
+                return self._recorded_cast(torch.ops.aten._to_copy.default, (value,), {"dtype": torch.float32})
             return value
 
         return pytree.tree_map(cast, tree)
+
+    def _recorded_cast(self, func, args, kwargs):
+        """A cast of autocast's, recorded as ``CAST_OP``."""
+        out = super().__torch_dispatch__(func, (), args, kwargs)
+        if not self.suspended:
+            self.events[-1].op = CAST_OP
+        return out
 
 
 class _LowerFunctions(TorchFunctionMode):
     """Casts the fp32 tensors of a ``LOWER`` function to the lower dtype (the casts reach the tracer beneath)."""
 
-    def __init__(self, lower: torch.dtype):
+    def __init__(self, tracer: AutocastTracer):
         super().__init__()
-        self.lower = lower
+        self.tracer = tracer
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in LOWER:
-
-            def cast(value):
-                if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
-                    return value.to(self.lower)
-                return value
-
-            args, kwargs = pytree.tree_map(cast, (args, kwargs))
+            args, kwargs = pytree.tree_map(self._cast, (args, kwargs))
         return func(*args, **kwargs)
+
+    def _cast(self, value):
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+            return value
+        self.tracer.casting = True
+        try:
+            return value.to(self.tracer.lower)
+        finally:
+            self.tracer.casting = False
 
 
 def _floats(tree) -> set[torch.dtype]:

@@ -42,7 +42,7 @@ DEFAULT_L2_BYTES = 50 << 20  # when torch does not say
 PROFILE_FILE = "device profile from `utilscope calibrate`"
 # what a resumed profile must match (it keeps the configs it timed from an earlier sample version too: the harness
 # is the profile's format)
-CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed")
+CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed", "memory_format")
 
 
 @dataclass
@@ -54,6 +54,7 @@ class DeviceProfile:
     seed: int
     environment: dict
     sample_version: int = SAMPLE_VERSION
+    memory_format: str = "channels_last"  # the configs' images and weights: channels_last, or contiguous (NCHW)
     configs: dict[str, dict] = field(default_factory=dict)  # key -> OpConfig fields
     latency_ms: dict[str, float] = field(default_factory=dict)  # key -> median ms per call
     failed: dict[str, str] = field(default_factory=dict)  # key -> "oom: ..." / "error: ..."
@@ -70,16 +71,20 @@ class DeviceProfile:
 
     def describe(self) -> str:
         cudnn = CudnnSettings.from_dict(self.cudnn).label() or "cudnn.benchmark on"
-        return f"{self.device}, {self.precision}, {self.backend}, {cudnn}, seed {self.seed}"
+        return f"{self.device}, {self.precision}, {self.backend}, {self.memory_format}, {cudnn}, seed {self.seed}"
+
+    @property
+    def channels_last(self) -> bool:
+        return self.memory_format == "channels_last"
 
 
-def op_inputs(config: OpConfig, shapes, device, precision: Precision) -> list[torch.Tensor]:
+def op_inputs(config: OpConfig, shapes, device, precision: Precision, channels_last: bool = True) -> list[torch.Tensor]:
     """Random inputs of the config's op (``shapes``: ``build_op``'s) in the layout a network feeds it: images
     channels_last, as ``profile`` runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the permute of a
     channels_last image is (made channels_last, F.linear would copy them first, and the copy would be timed as the
     linear's); a layout copy's image NCHW, the layout it converts from."""
     tensors = [torch.randn(shape, device=device).to(precision.dtype) for shape in shapes]
-    images = config.kind not in ("linear", "layout_copy")
+    images = channels_last and config.kind not in ("linear", "layout_copy")
     return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
 
 
@@ -105,12 +110,15 @@ def time_module_ms(module: torch.nn.Module | list[torch.nn.Module], inputs: list
     return stats.median_ms / REPEATS
 
 
-def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings) -> float:
-    """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay. Raises."""
+def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings,
+               channels_last: bool = True) -> float:  # fmt: skip
+    """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay (under amp, its
+    autocast casts included). Raises."""
     with device:  # weights initialized where they run (a 25,088 x 4,096 head takes a second on a CPU)
         module, shapes = build_op(config)
-    module = module.to(device=device, dtype=precision.dtype, memory_format=torch.channels_last).eval()
-    inputs = op_inputs(config, shapes, device, precision)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    module = module.to(device=device, dtype=precision.dtype, memory_format=layout).eval()
+    inputs = op_inputs(config, shapes, device, precision, channels_last)
     example = inputs[0] if len(inputs) == 1 else None  # the depthwise exception decides per conv on one pass
     return time_module_ms(cold_copies(module, device), inputs, device, precision, cudnn, example)
 
@@ -133,13 +141,14 @@ def cold_copy_count(weight_bytes: int, l2_bytes: int) -> int:
 
 
 def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings, seed: int,
-                 existing: DeviceProfile | None = None) -> DeviceProfile:  # fmt: skip
+                 existing: DeviceProfile | None = None, channels_last: bool = True) -> DeviceProfile:  # fmt: skip
     """A new profile for this device and configuration, or ``existing`` when it matches them (resume)."""
     dev = hardware.resolve_device(device)
     check_seed(seed)
     prec = check_precision(parse_precision(default_precision(dev) if precision is None else precision), dev)
     env = environment(dev, prec.value, "graph", True, cudnn)
-    profile = DeviceProfile(device_label(env), prec.value, "graph", cudnn.to_dict(), seed, env)
+    profile = DeviceProfile(device_label(env), prec.value, "graph", cudnn.to_dict(), seed, env,
+                            memory_format="channels_last" if channels_last else "contiguous")  # fmt: skip
     if existing is None:
         return profile
     if any(getattr(existing, name) != getattr(profile, name) for name in CONFIGURATION):
@@ -170,7 +179,7 @@ def calibrate(profile: DeviceProfile, count: int, out: str | Path, device: str |
 def _time_into(profile: DeviceProfile, config: OpConfig, dev: torch.device, prec: Precision, cudnn: CudnnSettings):
     """Time one config into the profile, or record why it failed (an interrupt records nothing)."""
     try:
-        profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn)
+        profile.latency_ms[config.key] = time_op_ms(config, dev, prec, cudnn, profile.channels_last)
     except Exception as exc:  # a calibration is a runner: record the config's failure and go on
         kind = "oom" if is_out_of_memory(exc) else "error"
         profile.failed[config.key] = f"{kind}: {type(exc).__name__}: {first_line(exc)}"

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import torch
 
 from utilscope import hardware
+from utilscope.counting.autocast import CAST_OP, AutocastTracer
 from utilscope.counting.classify import OpClass, conv_class
 from utilscope.counting.formulas import Kind
-from utilscope.counting.tracer import OpEvent, trace
+from utilscope.counting.tracer import OpEvent, Tracer, trace
 from utilscope.errors import UsageError
 from utilscope.hardware.alignment import channel_multiple
 from utilscope.predict.ops import OpConfig, build_op
@@ -77,14 +78,17 @@ def group_of(event: OpEvent) -> str:
     return "matmul" if event.kind is Kind.MATMUL else "memory"
 
 
-def op_row(event: OpEvent, gpu: Gpu) -> dict:
-    """The features of one op (see the module's docstring)."""
+def op_row(event: OpEvent, gpu: Gpu, cast_bytes: int = 0) -> dict:
+    """The features of one op (see the module's docstring); ``cast_bytes``: the bytes of autocast's casts folded
+    into it (``fold_casts``), read and written besides its own."""
     inputs = [ref.bytes for ref in event.inputs if not ref.is_weight]
     out_bytes = sum(ref.bytes for ref in (event.outputs[:1] if event.first_output_only else event.outputs))
     flops = event.cost.flops + event.cost.other_flops
-    roofline_ms = max(flops / gpu.peak_flops, event.bytes / gpu.bandwidth_bytes) * 1e3
-    row = {"op": event.op, "group": group_of(event), "flops": event.cost.flops, "bytes": event.bytes,
-           "in_bytes": sum(inputs), "out_bytes": out_bytes, "ref_ms": max(roofline_ms, FLOOR_MS)}  # fmt: skip
+    moved = event.bytes + cast_bytes
+    roofline_ms = max(flops / gpu.peak_flops, moved / gpu.bandwidth_bytes) * 1e3
+    row = {"op": event.op, "group": group_of(event), "flops": event.cost.flops, "bytes": moved,
+           "in_bytes": sum(inputs) + cast_bytes, "out_bytes": out_bytes,
+           "ref_ms": max(roofline_ms, FLOOR_MS)}  # fmt: skip
     if row["group"] == "conv":
         row.update(conv_shape(event, gpu))
     elif row["group"] == "matmul":
@@ -229,12 +233,14 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
             "stride": stride, "broadcast": broadcast, "norm_rows": norm_rows, "aligned": aligned}  # fmt: skip
 
 
-def config_events(config: OpConfig) -> list[OpEvent]:
-    """The ops of a calibration config, traced on the meta device as a network's are (in fp16)."""
+def config_events(config: OpConfig, autocast: bool = False) -> list[OpEvent]:
+    """The ops of a calibration config, traced on the meta device as a network's are: in fp16, or (``autocast``)
+    in fp32 under autocast to fp16, its casts recorded (``counting.autocast``)."""
+    dtype = torch.float32 if autocast else torch.float16
     with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
         module, shapes = build_op(config)
-    module = module.to(dtype=torch.float16).eval()
-    tensors = [torch.empty(shape, device="meta", dtype=torch.float16) for shape in shapes]
+    module = module.to(dtype=dtype).eval()
+    tensors = [torch.empty(shape, device="meta", dtype=dtype) for shape in shapes]
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):
@@ -244,9 +250,25 @@ def config_events(config: OpConfig) -> list[OpEvent]:
         def forward(self, x):
             return self.op(x, *tensors[1:])
 
-    return kept_events(trace(Call(), tensors[0]).events)
+    return kept_events(trace(Call(), tensors[0], AutocastTracer if autocast else Tracer).events)
 
 
 def kept_events(events: list[OpEvent]) -> list[OpEvent]:
     """The ops that launch work: views and tensor creation are left out."""
     return [e for e in events if e.kind not in SKIPPED_KINDS]
+
+
+def fold_casts(events: list[OpEvent]) -> list[tuple[OpEvent, int]]:
+    """Each op with the bytes of the autocast casts (``counting.autocast.CAST_OP``) its layer ran just before it:
+    a conv's casts of its input and weights, a norm's cast up, timed with their op in a calibration under autocast,
+    are rows of that op's, not of their own. A cast left with no op after it in its layer stays a row (a copy).
+    A trace without autocast's casts: every op with 0."""
+    folded, pending = [], {}
+    for event in events:
+        if event.op == CAST_OP:
+            pending.setdefault(event.layer, []).append(event)
+            continue
+        casts = pending.pop(event.layer, [])
+        folded.append((event, sum(cast.bytes for cast in casts)))
+    leftover = [cast for casts in pending.values() for cast in casts]
+    return folded + [(cast, 0) for cast in leftover]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from utilscope.measure.precision import parse_precision
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import (
     CATEGORY_CODES,
@@ -26,6 +27,7 @@ from utilscope.predict.features import (
     RADIX_SUM,
     Gpu,
     config_events,
+    fold_casts,
     op_row,
 )
 from utilscope.predict.ops import OpConfig
@@ -73,15 +75,20 @@ def se_row(rows: list[dict], gpu: Gpu) -> dict:
             "batch": batch, "channels": channels, "size": size, "hidden": hidden}  # fmt: skip
 
 
+def profile_autocast(profile: DeviceProfile) -> bool:
+    """Whether the profile timed its configs under autocast (precision amp or amp_bf16): their casts are in them."""
+    return parse_precision(profile.precision).autocast_dtype is not None
+
+
 def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
     """One row per timed config: a single-op config's op row, or a squeeze-excite gate's row, with its ``ms``.
     Multi-op configs of other kinds (chains, shuffles as a copy are single-op) are left to ``chain_rows``."""
-    rows = []
+    rows, autocast = [], profile_autocast(profile)
     for key, ms in profile.latency_ms.items():
         config = OpConfig(**profile.configs[key])
         if config.kind == "chain":
             continue
-        op_rows = [op_row(event, gpu) for event in config_events(config)]
+        op_rows = [op_row(event, gpu, casts) for event, casts in fold_casts(config_events(config, autocast))]
         if config.kind == "se_gate":
             rows.append({**se_row(op_rows, gpu), "ms": ms})
         elif config.kind == LAYOUT_COPY:  # its op is a clone to channels_last, a category of its own

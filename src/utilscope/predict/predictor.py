@@ -25,12 +25,12 @@ from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
-from utilscope.hardware.specs import find_spec, get_spec, gpu_matches, load_specs
+from utilscope.hardware.specs import find_spec, get_spec, gpu_matches, load_specs, normalize_precision
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
-from utilscope.predict.features import Gpu, bias_add_row, kept_events, layout_copy_row, op_row
+from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, fit_layer_models, se_row
 from utilscope.predict.transfer import Datasheet, transfer
 
@@ -126,7 +126,7 @@ class Predictor:
     def check_precision(self, precision: str | None):
         """The precision (None: the profile's) if this profile predicts it: its own, or autocast to its unit."""
         parsed = parse_precision(precision or self.precision)
-        if parsed.unit is not parse_precision(self.precision):
+        if parsed.unit is not parse_precision(self.precision).unit:
             raise UsageError(f"the device profile {self.profile_path} is in {self.precision}: it predicts "
                              f"{self.precision} and autocast to it, not {parsed.value}")  # fmt: skip
         return parsed
@@ -209,9 +209,9 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     conv with a bias, the bias's add (``bias_add_row``)."""
     saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
     rows, gate = [], []
-    for event in kept_events(recorded.events):
+    for event, casts in fold_casts(kept_events(recorded.events)):
         if recorded.layers[event.layer].in_se:
-            gate.append(event)
+            gate.append((event, casts))
             continue
         if gate:
             rows.append(_gate(gate, gpu))
@@ -220,7 +220,8 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
         copy = layout_copy_row(event, gpu)
         if copy is not None:  # its conv's layer's, and not fused away
             rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0})
-        rows.append({**op_row(event, gpu), "layer": event.layer, "layers": (event.layer,), "fused_left": left})
+        rows.append({**op_row(event, gpu, casts), "layer": event.layer, "layers": (event.layer,),
+                     "fused_left": left})  # fmt: skip
         bias = bias_add_row(event, gpu)
         if bias is not None:  # inductor fuses the peeled-off bias into the op that reads the conv's output
             rows.append({**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0})
@@ -230,9 +231,10 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
 
 
 def _gate(events, gpu: Gpu) -> dict:
-    layers = tuple(dict.fromkeys(event.layer for event in events))
+    """The row of a squeeze-excite gate's ops (each with its folded casts' bytes)."""
+    layers = tuple(dict.fromkeys(event.layer for event, _ in events))
     return {
-        **se_row([op_row(event, gpu) for event in events], gpu),
+        **se_row([op_row(event, gpu, casts) for event, casts in events], gpu),
         "layer": layers[0],
         "layers": layers,
         "fused_left": 1.0,
@@ -337,7 +339,9 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
         return given_path(profile, PROFILE_FILE)
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
-    fitting = [path for path in shipped_profiles() if _predicts(path, unit, backend)]
+    exact = parse_precision(precision).value  # a profile timed in the precision itself (amp) before its unit's
+    fitting = sorted((path for path in shipped_profiles() if _predicts(path, unit, backend)),
+                     key=lambda path: profile_name(path)[1] != exact)  # fmt: skip
     own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
     if own or fitting:
         return (own or fitting)[0]
@@ -348,7 +352,8 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
 
 def _predicts(path: Path, unit: str, backend: str) -> bool:
     _, name_precision, name_backend = profile_name(path)
-    return name_precision == unit and backend in (name_backend, *FUSED_FROM.get(name_backend, ()))
+    same_unit = parse_precision(name_precision).unit.value == unit
+    return same_unit and backend in (name_backend, *FUSED_FROM.get(name_backend, ()))
 
 
 def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
@@ -371,4 +376,4 @@ def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
 def transferable(spec, predictor: Predictor) -> bool:
     """A spec row ``transfer`` can predict for in the profile's precision."""
     figures = spec.sm_count and spec.boost_clock_mhz and spec.memory_bandwidth_gbs
-    return bool(figures) and predictor.precision in spec.precisions
+    return bool(figures) and normalize_precision(predictor.precision) in spec.precisions

@@ -177,3 +177,79 @@ def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
                 records.append({"smaller": small, "bigger": big, "conv_class": conv_class, "rows": len(part),
                                 "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
     return pd.DataFrame(records)
+
+
+FLOPS_ALIKE = 0.05  # two rows are "equal-FLOP" when their counted FLOPs per sample differ by at most this share
+SWAP_MARGIN = 0.05  # a swap needs each GPU to order the two by more than this share of samples/s
+
+
+def _pairs_of_gpus(rows: pd.DataFrame):
+    gpus = gpu_order(rows)
+    return [(small, big) for i, small in enumerate(gpus) for big in gpus[i + 1 :]]
+
+
+def rank_swaps(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Equal-FLOP rows that two GPUs order differently: for each pair of GPUs, over the (model, resolution) rows
+    both have, the pairs of rows whose counted FLOPs per sample differ by at most ``FLOPS_ALIKE``, and those of
+    them that one GPU runs faster by more than ``SWAP_MARGIN`` and the other slower by more than it. Returns the
+    counts per GPU pair, and every swap with its speed ratio on each GPU and its ``swing`` (their quotient, at
+    least 1), largest first."""
+    wide = rows.pivot_table(index=["model", "resolution"], columns="gpu", values="samples_per_s", aggfunc="first")
+    flops = rows.groupby(["model", "resolution"])["flops_per_sample"].first()
+    counts, swaps = [], []
+    for small, big in _pairs_of_gpus(rows):
+        both = wide[[small, big]].dropna().join(flops).sort_values("flops_per_sample")
+        alike, found = _equal_flop_pairs(both, small, big)
+        swaps += [{"smaller": small, "bigger": big, **swap} for swap in found]
+        counts.append({"smaller": small, "bigger": big, "rows": len(both), "equal_flop_pairs": alike,
+                       "swaps": len(found), "share": len(found) / alike if alike else float("nan")})  # fmt: skip
+    swaps = pd.DataFrame(swaps)
+    if not swaps.empty:
+        swaps = swaps.sort_values("swing", ascending=False, ignore_index=True)
+    return pd.DataFrame(counts), swaps
+
+
+def _equal_flop_pairs(both: pd.DataFrame, small: str, big: str) -> tuple[int, list[dict]]:
+    """How many pairs of ``both``'s rows (sorted by FLOPs) are equal-FLOP, and the swaps among them."""
+    keys = [f"{model}@{resolution}" for model, resolution in both.index]
+    flops, on_small, on_big = (both[column].to_numpy(float) for column in ("flops_per_sample", small, big))
+    alike, swaps = 0, []
+    for i in range(len(keys)):
+        j = i + 1
+        while j < len(keys) and flops[j] <= flops[i] * (1 + FLOPS_ALIKE):
+            alike += 1
+            ratio_small, ratio_big = on_small[i] / on_small[j], on_big[i] / on_big[j]
+            swing = max(ratio_small / ratio_big, ratio_big / ratio_small)
+            opposite = (ratio_small - 1) * (ratio_big - 1) < 0
+            if opposite and min(abs(ratio_small - 1), abs(ratio_big - 1)) > SWAP_MARGIN:
+                swaps.append({"first": keys[i], "second": keys[j], "gflops": flops[i] / 1e9,
+                              "first_over_second_smaller": ratio_small, "first_over_second_bigger": ratio_big,
+                              "swing": swing})  # fmt: skip
+            j += 1
+    return alike, swaps
+
+
+def family_ratios(rows: pd.DataFrame, minimum_rows: int = 3) -> pd.DataFrame:
+    """For each pair of GPUs and model family (``models.sets.family_of``) with at least ``minimum_rows`` shared
+    rows: the median of utilization on the bigger GPU over that on the smaller one (high: the family keeps its
+    utilization on the bigger GPU), and the median speedup; per pair, the families keeping the most first."""
+    from utilscope.models.sets import family_of
+
+    families = {model: family_of(model.split("+")[0]) for model in rows["model"].unique()}
+    wide = rows.assign(family=rows["model"].map(families)).pivot_table(
+        index=["model", "resolution", "family"], columns="gpu", values=["utilization", "samples_per_s"], aggfunc="first"
+    )
+    records = []
+    for small, big in _pairs_of_gpus(rows):
+        both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
+        for family, part in both.groupby(level="family"):
+            if len(part) < minimum_rows:
+                continue
+            utilization = part["utilization", big] / part["utilization", small]
+            speedup = part["samples_per_s", big] / part["samples_per_s", small]
+            records.append({"smaller": small, "bigger": big, "family": family, "rows": len(part),
+                            "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
+    frame = pd.DataFrame(records)
+    if frame.empty:
+        return frame
+    return frame.sort_values(["smaller", "bigger", "utilization_ratio"], ascending=[True, True, False])
