@@ -4,7 +4,7 @@ profile, against the table's samples/s; beside it the baselines of the protocol 
 H200 throughput in the same condition scaled by the ratio of dense fp16 peaks, or of memory bandwidths; and, as an
 oracle no predictor has, by the one constant that fits the table best), on the rows the H200 was measured on.
 
-    python benchmarks/predict_gpus.py STORE --out predictions.csv [--jobs 2] [--test]
+    python benchmarks/predict_gpus.py STORE --out predictions.csv [--jobs 2] [--backend eager|compile] [--test]
 
 STORE holds the published rows (``utilscope ingest timm-benchmark``) and the H200's measurements in timm's
 condition (data/h200/timm_condition.sqlite). The test tables (RTX 5090, RTX PRO 6000) are left out unless --test
@@ -23,38 +23,42 @@ import numpy as np
 import pandas as pd
 
 TEST_GPUS = ("rtx_5090", "rtx_pro_6000_maxq", "rtx_pro_6000")
-CONDITION = "backend = 'eager' and memory_format = 'contiguous' and precision = 'amp'"
+CONDITION = "backend = '{backend}' and memory_format = 'contiguous' and precision = 'amp'"
 _PREDICTOR = None
+_BACKEND = "eager"
 
 
-def published_rows(store: str, test: bool) -> pd.DataFrame:
+def published_rows(store: str, test: bool, backend: str = "eager") -> pd.DataFrame:
     """The timm-CNN rows of the store's tables in timm's condition (reparameterizable models only where the row's
     reparameterization is decided), each with the spec that counts what the table ran."""
     from utilscope.models import sets
 
     cnn = set(sets.set_members("timm-cnn"))
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        rows = pd.read_sql(f"select * from published where {CONDITION} and reparam in ('n/a', 'yes') "
+        condition = CONDITION.format(backend=backend)
+        rows = pd.read_sql(f"select * from published where {condition} and reparam in ('n/a', 'yes') "
                            "and count_status = 'ok'", db)  # fmt: skip
     rows = rows[rows["model"].isin(cnn) & (test == rows["gpu"].isin(TEST_GPUS))]
     rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
     return rows.reset_index(drop=True)
 
 
-def h200_measured(store: str) -> pd.DataFrame:
+def h200_measured(store: str, backend: str = "eager") -> pd.DataFrame:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         return pd.read_sql(f"select model as spec, resolution, batch, samples_per_s as h200_samples_per_s "
-                           f"from measurements where status = 'ok' and {CONDITION}", db)  # fmt: skip
+                           f"from measurements where status = 'ok' and {CONDITION.format(backend=backend)}",
+                           db)  # fmt: skip
 
 
-def _start() -> None:
-    global _PREDICTOR
+def _start(backend: str) -> None:
+    global _PREDICTOR, _BACKEND
     import torch
 
     from utilscope.predict.predictor import load_predictor, select_profile
 
     torch.set_num_threads(1)
-    _PREDICTOR = load_predictor(select_profile("h200", None, "amp", "eager"))
+    _BACKEND = backend
+    _PREDICTOR = load_predictor(select_profile("h200", None, "amp", backend))
 
 
 def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
@@ -73,7 +77,7 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
     out = []
     for gpu in gpus:
         target = Datasheet.of(get_spec(gpu), "fp16")
-        p = _PREDICTOR.predict_counted(counted, recorded, "eager", rows, target, "amp")
+        p = _PREDICTOR.predict_counted(counted, recorded, _BACKEND, rows, target, "amp")
         out.append(
             {
                 "spec": spec,
@@ -88,13 +92,13 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
     return out
 
 
-def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int) -> pd.DataFrame:
+def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str) -> pd.DataFrame:
     wanted = pd.concat([rows[["spec", "resolution", "batch", "gpu"]],
                         measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")])  # fmt: skip
     tasks = [(spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
              for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])]  # fmt: skip
     results = []
-    with ProcessPoolExecutor(jobs, initializer=_start) as pool:
+    with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend,)) as pool:
         for i, out in enumerate(pool.map(_predict, tasks, chunksize=4)):
             results += out
             if i % 100 == 0:
@@ -131,10 +135,13 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
+    parser.add_argument("--backend", default="eager", choices=("eager", "compile"),
+                        help="eager: the tables without -dynamo; compile: the -dynamo ones")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rows, measured = published_rows(args.store, args.test), h200_measured(args.store)
-    predicted = predict_all(rows, measured, args.jobs)
+    rows = published_rows(args.store, args.test, args.backend)
+    measured = h200_measured(args.store, args.backend)
+    predicted = predict_all(rows, measured, args.jobs, args.backend)
     keys = ["spec", "resolution", "batch", "gpu"]
     table = rows.merge(predicted, on=keys, how="left").merge(measured, on=keys[:3], how="left")
     own = measured.merge(predicted[predicted["gpu"] == "h200_sxm"], on=keys[:3])

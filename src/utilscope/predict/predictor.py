@@ -112,9 +112,9 @@ class Predictor:
               channels_last: bool = True):  # fmt: skip
         """``count_traced`` of a network as ``predict_counted`` takes it: in the precision (amp: under autocast's
         casts), channels_last as `profile` runs it unless said otherwise."""
-        unit = self.check_precision(precision)
-        return count_traced(model, batch, resolution, unit.count_dtype, channels_last=channels_last,
-                            autocast=unit.autocast_dtype is not None and self.timed_casts)  # fmt: skip
+        parsed = self.check_precision(precision)
+        return count_traced(model, batch, resolution, parsed.count_dtype, channels_last=channels_last,
+                            autocast=parsed.autocast_dtype is not None and self.timed_casts)  # fmt: skip
 
     @property
     def timed_casts(self) -> bool:
@@ -145,7 +145,7 @@ class Predictor:
         """``predict`` of a network already counted (``count_traced``'s result and trace); ``rows``: its
         ``network_rows``, when the caller has them (one trace predicted on several backends or GPUs)."""
         backend = self.check_backend(backend)
-        unit = self.check_precision(precision)
+        parsed = self.check_precision(precision)
         rows = network_rows(recorded, self.gpu) if rows is None else rows
         source = self.source
         target = target or source
@@ -154,7 +154,7 @@ class Predictor:
         layers = per_layer(rows, ms, reasons, counted, bound)
         spec = get_spec(target.key)
         main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
-        return Prediction(counted.model, spec.name, batch, unit.value, backend, counted.resolution, flops,
+        return Prediction(counted.model, spec.name, batch, parsed.value, backend, counted.resolution, flops,
                           latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / target.peak_flops,
                           any(reasons), target.key, str(main_bound), "" if target == source else self.device,
                           "channels_last" if counted_channels_last(recorded) else "contiguous",
