@@ -374,3 +374,10 @@ def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():
                  for precision in ("fp16", "amp"))  # fmt: skip
     assert len(fp16) == len(amp) == 1 and amp["op"][0] == fp16["op"][0] == "aten.convolution"
     assert amp["bytes"][0] - fp16["bytes"][0] == (2 * 8 * 8 * 8 + 16 * 8 * 3 * 3) * (4 + 2)
+
+
+def test_a_gpu_without_the_profiles_precision_is_named_with_the_units_it_has(predictor):
+    bf16 = replace(predictor, precision="bf16")
+    with pytest.raises(pr.UsageError, match="NVIDIA T4 has no bf16 peak .*available: fp32, fp16, int8"):
+        pr.transfer_targets("t4", bf16)
+    assert "t4" not in {target.key for target in pr.transfer_targets("all", bf16)}  # `all`: the GPUs that have it
