@@ -38,17 +38,12 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
 # timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
 # not modelled)
-FUSED_FROM = {"graph": ("inference", "compile", "eager")}
+ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
-FITTING_CODE = (
-    "ops.py",
-    "features.py",
-    "layers.py",
-    "predictor.py",
-    "profile_rows.py",
-)  # a change to any refits a cached predictor
+# a change to any of these refits a cached predictor
+FITTING_CODE = ("ops.py", "features.py", "layers.py", "predictor.py", "profile_rows.py")
 
 
 @dataclass
@@ -134,10 +129,11 @@ class Predictor:
     def check_backend(self, backend: str | None) -> str:
         """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
         backend = backend or self.backend
-        if backend not in (self.backend, *FUSED_FROM.get(self.backend, ())):
-            raise UsageError(f"the device profile {self.profile_path} predicts the {self.backend} backend"
-                             f"{' and ' + ', '.join(FUSED_FROM[self.backend]) if self.backend in FUSED_FROM else ''},"
-                             f" not {backend}")  # fmt: skip
+        others = ALSO_PREDICTS.get(self.backend, ())
+        if backend not in (self.backend, *others):
+            also = f" and {', '.join(others)}" if others else ""
+            raise UsageError(f"the device profile {self.profile_path} predicts the {self.backend} backend{also}, "
+                             f"not {backend}")  # fmt: skip
         return backend
 
     def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None,
@@ -353,7 +349,7 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
 def _predicts(path: Path, unit: str, backend: str) -> bool:
     _, name_precision, name_backend = profile_name(path)
     same_unit = parse_precision(name_precision).unit.value == unit
-    return same_unit and backend in (name_backend, *FUSED_FROM.get(name_backend, ()))
+    return same_unit and backend in (name_backend, *ALSO_PREDICTS.get(name_backend, ()))
 
 
 def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
