@@ -86,12 +86,12 @@ def cmd_predict(args, console: Console) -> int:
     said = f"utilscope: fitting the predictor of {Path(profile).name} once (seconds on one core; cached after)"
     predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))
     predictor.check_precision(args.precision)
-    args.targets = transfer_targets(args.gpu, predictor) if args.gpu else None
+    targets = transfer_targets(args.gpu, predictor) if args.gpu else None
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
     gc.freeze()
     try:
-        predictions, failures = _predictions(predictor, names, batches, args)
+        predictions, failures = _predictions(predictor, names, batches, targets or [None], args)
     finally:
         gc.unfreeze()
     records = ranked([p.to_dict() for p in predictions], prices)
@@ -100,7 +100,7 @@ def cmd_predict(args, console: Console) -> int:
     elif args.csv:
         frame = pd.DataFrame([{k: v for k, v in r.items() if k != "layers"} for r in records])
         print(frame.to_csv(index=False), end="")
-    elif records and args.targets and len(args.targets) > 1:
+    elif records and (prices or (targets and len(targets) > 1)):
         console.print(gpu_table(records, predictor, prices))
     elif records:
         console.print(prediction_table(predictions, predictor, args.backend, many=len(names) > 1))
@@ -111,23 +111,19 @@ def cmd_predict(args, console: Console) -> int:
     return EXIT_PARTIAL if failures else 0
 
 
-def _predictions(predictor, names: list[str], batches: list[int], args) -> tuple[list, list[str]]:
+def _predictions(predictor, names: list[str], batches: list[int], targets: list, args) -> tuple[list, list[str]]:
     """Every model's predictions at every batch size on every GPU asked for, and the failures of a glob's models
     (one model: raised). A network is counted once per batch size and predicted on every GPU."""
     predictions, failures = [], []
     for name in names:
         try:
-            predictions += [p for batch in batches for p in _on_gpus(predictor, name, batch, args)]
+            predictions += [p for batch in batches for p in predictor.predict_on(name, batch, targets, args.res,
+                            args.backend, args.precision, args.channels_last)]  # fmt: skip
         except UtilscopeError as exc:
             if len(names) == 1:
                 raise
             failures.append(f"{name}: {' '.join(str(exc).split())}")
     return predictions, failures
-
-
-def _on_gpus(predictor, name: str, batch: int, args) -> list:
-    return predictor.predict_on(name, batch, args.targets or [None], args.res, args.backend, args.precision,
-                                args.channels_last)  # fmt: skip
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
@@ -161,13 +157,12 @@ def ranked(records: list[dict], prices: dict[str, float]) -> list[dict]:
 
 
 def gpu_table(records: list[dict], predictor, prices: dict[str, float]) -> Table:
-    """One row per GPU (and model and batch size), fastest first."""
+    """One row per GPU (and model and batch size), fastest first; samples per dollar where priced."""
     first = records[0]
     table = Table(title=f"{first['model']}, {first['precision']}, {first['backend']} backend, "
-                  f"{first['memory_format']}: predicted per GPU by transfer from {predictor.device}")  # fmt: skip
-    columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound") + ("samples/$",) * bool(
-        prices
-    )
+                  f"{first['memory_format']}: predicted per GPU from {predictor.device}'s profile")  # fmt: skip
+    columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound")
+    columns += ("samples/$",) * bool(prices)
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "GPU", "bound") else "right")
     for r in records:
