@@ -4,7 +4,8 @@ profile, against the table's samples/s; beside it the baselines of the protocol 
 H200 throughput in the same condition scaled by the ratio of dense fp16 peaks, or of memory bandwidths; and, as an
 oracle no predictor has, by the one constant that fits the table best), on the rows the H200 was measured on.
 
-    python benchmarks/predict_gpus.py STORE --out predictions.csv [--jobs 2] [--backend eager|compile] [--test]
+    python benchmarks/predict_gpus.py STORE --out rows.csv [--jobs 2] [--backend eager|compile] [--test] [--figure PNG]
+    python benchmarks/predict_gpus.py STORE --from-csv rows.csv [--figure PNG]   # the scores and figure again
 
 STORE holds the published rows (``utilscope ingest timm-benchmark``) and the H200's measurements in timm's
 condition (data/h200/timm_condition.sqlite). The test tables (RTX 5090, RTX PRO 6000) are left out unless --test
@@ -129,26 +130,65 @@ def baselines(part: pd.DataFrame, gpu: str) -> dict:
             "transfer, same rows": scores(table, both["predicted_samples_per_s"].to_numpy())}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("store")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
-    parser.add_argument("--backend", default="eager", choices=("eager", "compile"),
-                        help="eager: the tables without -dynamo; compile: the -dynamo ones")  # fmt: skip
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rows = published_rows(args.store, args.test, args.backend)
-    measured = h200_measured(args.store, args.backend)
-    predicted = predict_all(rows, measured, args.jobs, args.backend)
+def predicted_table(store: str, test: bool, backend: str, jobs: int) -> pd.DataFrame:
+    """Every row of the tables with its prediction (and its H200 measurement where there is one), and the H200's
+    own rows as a table of their own."""
+    rows, measured = published_rows(store, test, backend), h200_measured(store, backend)
+    predicted = predict_all(rows, measured, jobs, backend)
     keys = ["spec", "resolution", "batch", "gpu"]
     table = rows.merge(predicted, on=keys, how="left").merge(measured, on=keys[:3], how="left")
     own = measured.merge(predicted[predicted["gpu"] == "h200_sxm"], on=keys[:3])
     own = own.rename(columns={"h200_samples_per_s": "samples_per_s"})
     own["source_file"] = "H200 measured (timm's condition)"
-    table = pd.concat([table, own.assign(h200_samples_per_s=np.nan)], ignore_index=True)
-    table.to_csv(args.out, index=False)
+    return pd.concat([table, own.assign(h200_samples_per_s=np.nan)], ignore_index=True)
+
+
+def figure(table: pd.DataFrame, path: str) -> None:
+    """Predicted against published (or measured) samples/s, log-log, one panel per table, the ±20% band drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = list(table.groupby("source_file"))
+    fig, axes = plt.subplots(1, len(parts), figsize=(4.2 * len(parts), 4.2), squeeze=False)
+    for ax, (name, part) in zip(axes[0], parts, strict=True):
+        measured, predicted = part["samples_per_s"], part["predicted_samples_per_s"]
+        low, high = min(measured.min(), predicted.min()) / 1.5, max(measured.max(), predicted.max()) * 1.5
+        ax.fill_between([low, high], [low / 1.2, high / 1.2], [low * 1.2, high * 1.2], color="0.9", label="±20%")
+        ax.plot([low, high], [low, high], color="0.5", linewidth=0.8)
+        ax.scatter(measured, predicted, s=6, alpha=0.6)
+        what = "measured" if name.startswith("H200") else "published"
+        title = name.removeprefix("benchmark-infer-").removesuffix(".csv")
+        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), xlabel=f"{what} samples/s",
+               ylabel="predicted samples/s", title=title)  # fmt: skip
+        ax.title.set_fontsize(8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("store")
+    parser.add_argument("--out", help="write the per-row predictions here (CSV); needed unless --from-csv")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
+    parser.add_argument("--figure", help="draw predicted against published samples/s, a panel per table (PNG)")
+    parser.add_argument("--from-csv", help="the per-row predictions of an earlier run (its --out) instead of "
+                        "predicting again")  # fmt: skip
+    parser.add_argument("--backend", default="eager", choices=("eager", "compile"),
+                        help="eager: the tables without -dynamo; compile: the -dynamo ones")  # fmt: skip
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if not (args.out or args.from_csv):
+        parser.error("give --out (or --from-csv)")
+    if args.from_csv:
+        table = pd.read_csv(args.from_csv)
+    else:
+        table = predicted_table(args.store, args.test, args.backend, args.jobs)
+        table.to_csv(args.out, index=False)
+    if args.figure:
+        figure(table.dropna(subset=["predicted_samples_per_s"]), args.figure)
     lines = []
     for name, part in table.dropna(subset=["predicted_samples_per_s"]).groupby("source_file"):
         lines.append(
