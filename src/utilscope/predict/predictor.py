@@ -32,7 +32,7 @@ from utilscope.predict import profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, fit_layer_models, se_row
-from utilscope.predict.transfer import Datasheet, transfer
+from utilscope.predict.transfer import MEMORY_EFFICIENCY, Datasheet, transfer
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
@@ -188,12 +188,12 @@ def counted_channels_last(recorded) -> bool:
 def fused(rows: pd.DataFrame, ms: np.ndarray, source: Datasheet, target: Datasheet) -> tuple[np.ndarray, int]:
     """A first model of fused execution (the ``inference`` and ``compile`` backends: BN folded, elementwise ops
     fused by inductor): a memory-bound op becomes part of a generated kernel that streams what fusion leaves of its
-    bytes (``fused_left``) at the roofline (its reference time on the target scaled by that share; an op fused away
-    entirely takes none and launches nothing); convs, GEMMs and gates keep their times. Returns the times and the
-    number of kernels left."""
+    bytes (``fused_left``) at ``MEMORY_EFFICIENCY`` of the target's bandwidth (an op fused away entirely takes no
+    time and launches nothing); convs, GEMMs and gates keep their times. Returns the times and the number of kernels
+    left."""
     memory = (rows["group"] == "memory").to_numpy()
     left = np.where(memory, rows["fused_left"].to_numpy(float), 1.0)
-    ref_ms = rows["ref_ms"].to_numpy(float) * source.bandwidth_bytes / target.bandwidth_bytes
+    ref_ms = rows["ref_ms"].to_numpy(float) * source.bandwidth_bytes / target.bandwidth_bytes / MEMORY_EFFICIENCY
     return np.where(memory, ref_ms * left, ms), int((left > FUSED_AWAY).sum())
 
 
