@@ -73,7 +73,7 @@ def add_parsers(sub) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
-    from utilscope.predict.predictor import load_predictor, select_profile, transfer_targets
+    from utilscope.predict.predictor import load_predictor, named_gpu, select_profile, transfer_targets
 
     names = model_names(args.model)
     batches = check_batches(parse_batches(args.batch))
@@ -82,6 +82,8 @@ def cmd_predict(args, console: Console) -> int:
         zoo.check_resolution(args.res)
     if len(names) == 1:  # a bad model is said before the profile is read and fitted
         zoo.check_model(zoo.parse_spec(names[0]))
+    if args.gpu and args.gpu.strip():  # and a GPU the spec table lacks, or one without the precision
+        named_gpu(args.gpu, args.precision)
     profile = select_profile(args.gpu, args.profile, args.precision, args.backend)
     said = f"utilscope: fitting the predictor of {Path(profile).name} once (seconds on one core; cached after)"
     predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))

@@ -352,20 +352,29 @@ def _predicts(path: Path, unit: str, backend: str) -> bool:
     return same_unit and backend in (name_backend, *ALSO_PREDICTS.get(name_backend, ()))
 
 
-def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
-    """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
-    figures ``transfer`` needs and a peak in the profile's precision; else the one named (UsageError naming the
-    closest names, or the units a GPU has when it lacks the precision)."""
-    if gpu_matches(gpu, predictor.device):
-        return None
+def named_gpu(gpu: str, precision: str):
+    """The spec row ``gpu`` names, or None for ``all``; UsageError naming the closest names when there is none, or
+    the units the GPU has when it lacks the precision's (a T4 has no bf16)."""
     if gpu.strip().casefold() == "all":
-        return [Datasheet.of(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
+        return None
     spec = find_spec(gpu)
     if spec is None:
         names = [name for spec in load_specs() for name in (spec.key, *spec.aliases)]
-        close = difflib.get_close_matches(gpu.casefold(), names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(gpu.strip().casefold(), names, n=3, cutoff=0.5)
         raise UsageError(f"unknown GPU {gpu!r}" + (f"; closest: {', '.join(close)}" if close else "") +
                          "; `utilscope devices` lists the spec table")  # fmt: skip
+    spec.peak_tflops(precision)  # raises, naming the units it has
+    return spec
+
+
+def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
+    """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
+    figures ``transfer`` needs and a peak in the profile's precision; else the one named (``named_gpu``)."""
+    if gpu_matches(gpu, predictor.device):
+        return None
+    spec = named_gpu(gpu, predictor.precision)
+    if spec is None:
+        return [Datasheet.of(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
     return [Datasheet.of(spec, predictor.precision)]
 
 
