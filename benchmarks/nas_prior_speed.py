@@ -14,13 +14,13 @@ import time
 
 from predict_speed import ARCHITECTURES, BATCH, sample  # the sibling benchmark's architectures and batch
 
-from utilscope.nas.predictor import load_predictor, shipped_profile
+from utilscope.nas.table_predictor import load_table_predictor, shipped_profile
 
 ROUNDS = 3
 
 
 def main() -> None:
-    shipped = load_predictor(shipped_profile("h200", "regnet"))
+    shipped = load_table_predictor(shipped_profile("h200", "regnet"))
     predictors = {"with the prior": shipped, "without it": dataclasses.replace(shipped, prior_ms={}, layer_models={})}
     warm = sample("regnet", 100, seed=9)
     for predictor in predictors.values():

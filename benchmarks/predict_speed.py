@@ -1,7 +1,7 @@
 """Prediction speed of the shipped H200 predictors on this machine (target: >= 10,000 architectures/s).
 
 For each space, three runs, each on 10,000 newly sampled architectures (seeds 1, 2, 3; regnet within the dataset's
-FLOPs band), timing ``Predictor.predict`` at batch 256 on one predictor; prints architectures per second. The mbv3
+FLOPs band), timing ``TablePredictor.predict`` at batch 256 on one predictor; prints architectures per second. The mbv3
 table covers the whole space, so every layer is a table lookup. Most regnet layers are new (widths are continuous):
 the layer models estimate those. They are fitted from the table once per process, before the runs, and that time
 is printed on its own. Run: python3 benchmarks/predict_speed.py
@@ -10,9 +10,9 @@ is printed on its own. Run: python3 benchmarks/predict_speed.py
 import platform
 import time
 
-from utilscope.nas.predictor import load_predictor, shipped_profile
 from utilscope.nas.sampler import sample_architectures
 from utilscope.nas.spaces import get_space
+from utilscope.nas.table_predictor import load_table_predictor, shipped_profile
 
 ARCHITECTURES = 10_000
 BATCH = 256
@@ -27,7 +27,7 @@ def sample(space: str, n: int, seed: int) -> list[dict]:
 def main() -> None:
     print(f"{platform.processor() or platform.machine()}; {ARCHITECTURES} architectures per run, batch {BATCH}")
     for space in ("mbv3", "regnet"):
-        predictor = load_predictor(shipped_profile("h200", space))
+        predictor = load_table_predictor(shipped_profile("h200", space))
         start_s = time.perf_counter()
         predictor.predict(sample(space, 100, seed=99), BATCH)  # fits the layer models a missing layer needs
         first_s = time.perf_counter() - start_s

@@ -11,9 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from utilscope.nas.predictor import (  # noqa: E402
+from utilscope.nas.table_predictor import (  # noqa: E402
     holdout_estimates,
-    load_predictor,
+    load_table_predictor,
     mape,
     measured_dataset,
     shipped_profile,
@@ -31,7 +31,7 @@ def panels(db: str) -> list[tuple[str, int, object]]:
         frame, records = store.frame(), store.model_records()
     result = []
     for space in SPACES:
-        predictor = load_predictor(shipped_profile("h200", space))
+        predictor = load_table_predictor(shipped_profile("h200", space))
         archs, measurements = measured_dataset(frame, space, records)
         rows = usable_rows(predictor.table, archs, measurements)
         estimates = holdout_estimates(predictor, archs, rows, set(predictor.holdout_ids))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from utilscope.models.sets import holdout_split
+from utilscope.models.sets import family_split
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import calibration_rows
 from utilscope.predict.predictor import Predictor, load_predictor, network_rows
@@ -176,7 +176,7 @@ def main() -> int:
         stores = [Path(s) for s in args.store] if args.store else STORES
         backends = args.backend.split(",")
         frame = pd.concat([measured(store, predictor, batches, backends) for store in stores], ignore_index=True)
-        frame = frame[frame["model"].map(holdout_split) == args.split].assign(split=args.split)
+        frame = frame[frame["model"].map(family_split) == args.split].assign(split=args.split)
         results = predict_rows(frame, predictor, flops_scale(predictor, Path(args.profile)))
     text = tables(results)
     print(text)

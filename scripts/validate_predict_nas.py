@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.nas.general import general_block_ms
-from utilscope.nas.predictor import _boosted_trees, holdout_split, layer_features, layer_numbers, mape
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import parse_layer_key
 from utilscope.nas.spaces import get_space
+from utilscope.nas.table_predictor import _boosted_trees, holdout_split, layer_features, layer_numbers, mape
 from utilscope.predict.predictor import load_predictor, select_profile
 
 DATA = Path(__file__).resolve().parent.parent / "data/h200"

@@ -20,7 +20,7 @@ import torch
 from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.hardware.specs import gpu_matches
-from utilscope.nas import predictor as P
+from utilscope.nas import table_predictor as P
 from utilscope.nas.latency import LatencyTable, distinct_layers, fill_table, load_tables, open_table
 from utilscope.nas.sampler import sample_architectures, save_jsonl
 from utilscope.nas.space import parse_layer_key
@@ -82,7 +82,7 @@ def test_holdout_split_is_fixed_by_its_seed():
 
 
 @pytest.fixture(scope="module")
-def fitted(dataset) -> P.Predictor:
+def fitted(dataset) -> P.TablePredictor:
     """The predictor fitted on the dataset (split seed 0), fitted once: a test that changes it works on a copy."""
     return P.fit(dataset["table"], dataset["by_id"], dataset["measurements"], seed=0)
 
@@ -103,7 +103,9 @@ def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, fitted, tmp_p
     # H200 fp16 dense peak 989.4 TFLOP/s: utilization = flops x samples/s / peak
     frame = predictor.predict(dataset["archs"][:1], 256)
     assert frame["utilization"][0] == pytest.approx(frame["gflops"][0] * 1e9 * frame["samples_per_s"][0] / 989.4e12)
-    loaded = P.load_predictor(predictor.save(tmp_path / "profile.json"))  # fit -> save -> load -> same predictions
+    loaded = P.load_table_predictor(
+        predictor.save(tmp_path / "profile.json")
+    )  # fit -> save -> load -> same predictions
     for batch in BATCHES:
         pd.testing.assert_frame_equal(
             loaded.predict(dataset["archs"], batch), predictor.predict(dataset["archs"], batch)
@@ -190,7 +192,7 @@ def test_profiles_are_checked_against_the_gpu(fitted, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "something else"}))
     with pytest.raises(UsageError, match="not a utilscope predictor profile"):
-        P.load_predictor(bad)
+        P.load_table_predictor(bad)
 
 
 def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
@@ -306,7 +308,7 @@ def test_layer_model_learns_a_power_law():
     keys = blocks[20:-20:40]  # inside the range of the entries: trees do not extrapolate
     for key in keys:
         del table.entries[key]
-    predictor = P.Predictor(table, {}, None)
+    predictor = P.TablePredictor(table, {}, None)
     assert predictor.layer_models == {}  # nothing fitted until a layer is missing
     costs = [space.layer_cost(*parse_layer_key(key)) for key in keys]
     estimates = predictor.estimate_layers([layers[key] for key in keys], costs, 256)
@@ -329,8 +331,10 @@ def test_the_general_prior_carries_the_layer_models_beyond_the_table():
     table.entries = {key: {256: 2 * ms} for key, ms in law.items() if key not in largest}
     prior = {key: {256: law[key]} for key in blocks}
     costs = [space.layer_cost(*parse_layer_key(key)) for key in largest]
-    on_prior = P.Predictor(table, {}, None, prior_ms=prior).estimate_layers([layers[k] for k in largest], costs, 256)
-    alone = P.Predictor(table, {}, None).estimate_layers([layers[k] for k in largest], costs, 256)
+    on_prior = P.TablePredictor(table, {}, None, prior_ms=prior).estimate_layers(
+        [layers[k] for k in largest], costs, 256
+    )
+    alone = P.TablePredictor(table, {}, None).estimate_layers([layers[k] for k in largest], costs, 256)
     with_prior = [ms / (2 * law[key]) for key, ms in zip(largest, on_prior, strict=True)]
     without = [ms / (2 * law[key]) for key, ms in zip(largest, alone, strict=True)]
     assert all(abs(r - 1) < 0.2 for r in with_prior) and abs(statistics.median(with_prior) - 1) < 0.05

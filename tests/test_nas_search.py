@@ -285,10 +285,10 @@ def test_gpu_mode_measures_as_the_predictors_table_was_timed():
     """The shipped tables were timed in fp16 without cuDNN autotuning: GPU-mode measurements must match (on a CPU,
     only the precision falls back to the CPU's default)."""
     from utilscope.measure.settings import CudnnSettings
-    from utilscope.nas.predictor import load_predictor, shipped_profile
     from utilscope.nas.search_setup import oracle_for
+    from utilscope.nas.table_predictor import load_table_predictor, shipped_profile
 
-    table = load_predictor(shipped_profile("h200", "mbv3")).table
+    table = load_table_predictor(shipped_profile("h200", "mbv3")).table
     assert (table.precision, table.cudnn_benchmark) == ("fp16", False)
     request = oracle_for(Path("pool.jsonl"), 256, table, "cpu").request("abc")
     assert (request.model, request.precision, request.device) == ("pool.jsonl:abc", None, "cpu")

@@ -122,6 +122,6 @@ def test_a_set_of_torchvision_models_is_counted_when_listed(capsys, monkeypatch)
 
 def test_the_protocols_split_follows_the_sha256_of_the_family_name():
     # sha256("ResNet") starts c7e2ccb0 (0 mod 4): test; sha256("EfficientNet") starts 1aaf351b (3 mod 4): validation
-    assert model_sets.holdout_split("timm:resnet50") == model_sets.holdout_split("timm:resnet18") == "test"
-    assert model_sets.holdout_split("timm:efficientnet_b0") == "validation"
-    assert model_sets.holdout_split("torchvision:resnet50") == "validation"  # only timm families are split
+    assert model_sets.family_split("timm:resnet50") == model_sets.family_split("timm:resnet18") == "test"
+    assert model_sets.family_split("timm:efficientnet_b0") == "validation"
+    assert model_sets.family_split("torchvision:resnet50") == "validation"  # only timm families are split

@@ -15,12 +15,12 @@ from utilscope.files import check_output_file
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
-from utilscope.nas.predictor import PROFILE_FILE, fit, measured_dataset, predict_file
 from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.spaces import get_space
+from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset, predict_file
 from utilscope.precision import MEASURED
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.present.json_text import strict_json

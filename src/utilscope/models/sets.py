@@ -24,7 +24,7 @@ def families() -> dict[str, list[str]]:
     return dict(_table()["families"])
 
 
-def holdout_split(model_id: str) -> str:
+def family_split(model_id: str) -> str:
     """The split of a network in `predict`'s evaluation protocol (docs/predict.md, written before it was applied):
     a timm model is in "test" when the first eight hex digits of the SHA-256 of its family's name (``family_of``),
     read as an integer, are 0 modulo 4; every other network is in "validation"."""

@@ -5,7 +5,7 @@ CNN would be. That costs about 11 ms of CPU per block, too slow for `nas predict
 `nas fit` does it once: for every block of the latency table and of a seeded sample of the space's architectures,
 at each of the table's batch sizes. The estimates (``prior_ms``) go into the NAS profile; the layer models then fit
 trees to them (a fast copy of the general model over the space) and, on top, trees to the table's residual over
-that copy (``nas.predictor.fit_layer_model``).
+that copy (``nas.table_predictor.fit_layer_model``).
 """
 
 from __future__ import annotations

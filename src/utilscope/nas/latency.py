@@ -1,7 +1,7 @@
 """Per-layer latency tables: every distinct layer of a search space, timed alone once per GPU, batch and precision.
 
 Like the lookup tables of FBNet and once-for-all: a network's latency is estimated as the sum of its layers'
-latencies (``utilscope.nas.predictor`` adds a learned correction for what the sum misses). Each layer is timed on
+latencies (``utilscope.nas.table_predictor`` adds a learned correction for what the sum misses). Each layer is timed on
 the ``graph`` backend, as the networks are: repeated calls captured into one CUDA graph
 (``predict.calibrate.time_module_ms``, as calibration times its layers), so the replay's own launch cost is spread
 over them and the entry is the layer's time inside a network.

@@ -21,14 +21,6 @@ from utilscope.limits import check_count, check_positive, check_seed
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.predictor import (
-    PROFILE_FILE,
-    Predictor,
-    covered,
-    measured_dataset,
-    screening_margins,
-    select_predictor,
-)
 from utilscope.nas.sampler import (
     ARCH_FILE,
     ARCHITECTURES_WHY,
@@ -51,6 +43,14 @@ from utilscope.nas.search import (
 )
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
+from utilscope.nas.table_predictor import (
+    PROFILE_FILE,
+    TablePredictor,
+    covered,
+    measured_dataset,
+    screening_margins,
+    select_table_predictor,
+)
 
 OBJECTIVE_FILE = "objective table of --objective"
 
@@ -70,7 +70,7 @@ def objective_for(spec: str, space_name: str) -> Objective:
     return objective_from_table({str(k): float(v) for k, v in table.items()})
 
 
-def predictor_estimator(predictor: Predictor, batch: int) -> Estimator:
+def predictor_estimator(predictor: TablePredictor, batch: int) -> Estimator:
     predictor.check_batch(batch)
     return lambda archs: predictor.predict(list(archs), batch)["samples_per_s"].to_numpy()
 
@@ -88,7 +88,7 @@ def simulation_inputs(frame: pd.DataFrame, space_name: str, batch: int, records:
     return pool, MeasuredPool(throughput.to_dict())
 
 
-def covered_pool(pool: CandidatePool, oracle: MeasuredPool, predictor: Predictor, batch: int):
+def covered_pool(pool: CandidatePool, oracle: MeasuredPool, predictor: TablePredictor, batch: int):
     """The pool restricted to architectures whose layers the predictor's table holds (and the count dropped)."""
     keep = {arch["id"] for arch in pool.archs if covered(predictor.table, arch, batch)}
     if not keep:
@@ -209,7 +209,7 @@ def simulate(request: SearchRequest, frame: pd.DataFrame, records: dict[str, Arc
     """Compare the strategies on a measured store's architectures (``frame`` and ``records``: ``Store.frame()``
     and ``Store.model_records()``; answers come from the measurements)."""
     objective = objective_for(request.objective, request.space)
-    predictor = select_predictor(request.profile, request.gpu, request.space)
+    predictor = select_table_predictor(request.profile, request.gpu, request.space)
     pool, oracle = simulation_inputs(frame, request.space, request.batch, records)
     pool, oracle, dropped = covered_pool(pool, oracle, predictor, request.batch)
     if holdout_only:
@@ -257,7 +257,7 @@ def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, w
     if pool is not None:
         check_input_file(pool, f"{ARCH_FILE} of --pool")
     objective = objective_for(request.objective, request.space)
-    predictor = select_predictor(request.profile, request.gpu, request.space)
+    predictor = select_table_predictor(request.profile, request.gpu, request.space)
     estimator = predictor_estimator(predictor, request.batch)
     search = functools.partial(_search, request, predictor, objective, estimator, str(dev))
     if pool is not None:
@@ -268,7 +268,7 @@ def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, w
         return search(search_pool(request.space, None, pool_size, request.seed, Path(folder)), kept=False)
 
 
-def _search(request: SearchRequest, predictor: Predictor, objective: Objective, estimator: Estimator, device: str,
+def _search(request: SearchRequest, predictor: TablePredictor, objective: Objective, estimator: Estimator, device: str,
             pool_path: Path, kept: bool) -> DeviceSearch:  # fmt: skip
     candidates = load_pool(pool_path, request.space)
     oracle = oracle_for(pool_path, request.batch, predictor.table, device)

@@ -1,4 +1,6 @@
-"""A GPU-free latency / throughput / utilization predictor for the networks of a search space.
+"""A GPU-free latency / throughput / utilization predictor for the networks of a search space: the latency table's
+exact per-layer times, on top of the general layer model (`utilscope predict`'s ``predict.predictor.Predictor``,
+the prior of the layer models for layers the table lacks: ``nas.general``).
 
 Prediction = the sum of the network's layers' latencies from the GPU's latency table (``nas.latency``), times a
 learned correction for what the sum misses (launch gaps between layers, cache effects, the table's own offsets):
@@ -71,7 +73,7 @@ class LinearModel:
 
 
 @dataclass
-class Predictor:
+class TablePredictor:
     table: LatencyTable
     corrections: dict[int, LinearModel]
     peak_tflops: float | None  # the device's dense peak at the table's precision (utilization's denominator)
@@ -136,14 +138,14 @@ class Predictor:
         return write_json(path, self.to_dict())
 
 
-def load_predictor(path: str | Path) -> Predictor:
+def load_table_predictor(path: str | Path) -> TablePredictor:
     data = read_json(path, PROFILE_FILE)
     if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
         raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
     prior_ms = {key: {int(b): ms for b, ms in per.items()} for key, per in data.get("prior_ms", {}).items()}
-    return Predictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
+    return TablePredictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
                      data.get("evaluation", {}), prior_ms)  # fmt: skip
 
 
@@ -160,16 +162,16 @@ def shipped_profile(gpu: str, space: str) -> Path:
                      f"fit one with `utilscope nas fit`")  # fmt: skip
 
 
-def check_profile_gpu(predictor: Predictor, gpu: str | None) -> None:
+def check_profile_gpu(predictor: TablePredictor, gpu: str | None) -> None:
     if gpu is not None and not gpu_matches(gpu, predictor.table.device):
         raise UsageError(f"the predictor profile is for {predictor.table.device}, not {gpu!r}")
 
 
-def select_predictor(profile: str | Path | None, gpu: str | None, space: str) -> Predictor:
+def select_table_predictor(profile: str | Path | None, gpu: str | None, space: str) -> TablePredictor:
     """The predictor of a profile file, or the one shipped for ``gpu``; checked against the GPU and the space."""
     if profile is None and gpu is None:
         raise UsageError("give --gpu (a shipped profile, e.g. h200) or --profile")
-    predictor = load_predictor(profile if profile is not None else shipped_profile(gpu, space))
+    predictor = load_table_predictor(profile if profile is not None else shipped_profile(gpu, space))
     check_profile_gpu(predictor, gpu)
     if predictor.space != space:
         raise UsageError(f"the predictor profile is for the {predictor.space} space, not {space}")
@@ -185,7 +187,7 @@ def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, 
     spaces = sorted({arch["space"] for arch in archs})
     if len(spaces) != 1:
         raise UsageError(f"{path} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")
-    predictor = select_predictor(profile, gpu, spaces[0])
+    predictor = select_table_predictor(profile, gpu, spaces[0])
     return predictor, predictor.predict(archs, batch)
 
 
@@ -284,7 +286,7 @@ def usable_rows(table: LatencyTable, archs: dict[str, Arch], measurements: pd.Da
 
 
 def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame, seed: int = SPLIT_SEED,
-        prior_ms: dict | None = None) -> Predictor:  # fmt: skip
+        prior_ms: dict | None = None) -> TablePredictor:  # fmt: skip
     """Fit one correction per batch size on the training split; evaluate on the held-out split. ``prior_ms``: the
     general model's block estimates (``nas.general.prior_estimates``), the layer models' prior; none without it."""
     check_seed(seed)
@@ -299,7 +301,7 @@ def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame,
         corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
     spec = hardware.detect(table.device)
     peak = spec.peak_tflops(table.precision) if spec is not None else None
-    predictor = Predictor(table, corrections, peak, sorted(holdout), seed, prior_ms=prior_ms or {})
+    predictor = TablePredictor(table, corrections, peak, sorted(holdout), seed, prior_ms=prior_ms or {})
     predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
     predictor.evaluation["layer_models"] = layer_model_report(table, seed, predictor.prior_ms)
     uncovered = measurements.drop(index=rows.index)
@@ -318,7 +320,7 @@ def table_without_unseen(table: LatencyTable, archs: list[Arch]) -> LatencyTable
     return LatencyTable(table.space, table.device, table.software, table.precision, table.cudnn_benchmark, entries)
 
 
-def evaluate_unseen_layers(predictor: Predictor, archs: dict[str, Arch], holdout_rows: pd.DataFrame) -> dict:
+def evaluate_unseen_layers(predictor: TablePredictor, archs: dict[str, Arch], holdout_rows: pd.DataFrame) -> dict:
     """How the predictor does on new architectures whose layers were never timed: the held-out architectures
     predicted from a table without the layers that only they contain (those go to layer models fitted on the rest
     of the table), as ``evaluate_estimated`` reports it. The correction is unchanged: its training architectures'
@@ -329,11 +331,11 @@ def evaluate_unseen_layers(predictor: Predictor, archs: dict[str, Arch], holdout
     table = table_without_unseen(predictor.table, train_archs)
     removed = set(predictor.table.entries) - set(table.entries)
     prior_ms = {key: per for key, per in predictor.prior_ms.items() if key not in removed}
-    restricted = Predictor(table, predictor.corrections, predictor.peak_tflops, prior_ms=prior_ms)
+    restricted = TablePredictor(table, predictor.corrections, predictor.peak_tflops, prior_ms=prior_ms)
     return evaluate_estimated(restricted, archs, holdout_rows)
 
 
-def evaluate_estimated(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame) -> dict:
+def evaluate_estimated(predictor: TablePredictor, archs: dict[str, Arch], rows: pd.DataFrame) -> dict:
     """Throughput accuracy on measured architectures the table does not cover, whose missing layers the layer
     models estimate (never used in fitting the correction); architectures with a layer no model covers are left
     out. Per batch size: architectures, mean estimated layers, Spearman, MAPE."""
@@ -359,7 +361,7 @@ def evaluate_estimated(predictor: Predictor, archs: dict[str, Arch], rows: pd.Da
     return report
 
 
-def screening_margins(predictor: Predictor, batch: int, errors: float = 2.0) -> dict[str, float]:
+def screening_margins(predictor: TablePredictor, batch: int, errors: float = 2.0) -> dict[str, float]:
     """Per search strategy, the margin its throughput screen keeps: ``errors`` x its estimator's held-out MAPE
     (the predictor's, or the FLOPs proxy's) at this batch size; the default margin where none was evaluated."""
     from utilscope.nas.search import DEFAULT_MARGIN
@@ -378,7 +380,7 @@ def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
 ESTIMATORS = ("predictor", "layer_sum", "flops_proxy")
 
 
-def holdout_estimates(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str]):
+def holdout_estimates(predictor: TablePredictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str]):
     """Per held-out measurement: id, batch, measured samples/s and three estimates of it: the predictor's, the layer
     sum's alone, and the FLOPs-only proxy's (c / FLOPs with c the training median of samples/s x FLOPs)."""
     frames = []
@@ -400,7 +402,9 @@ def holdout_estimates(predictor: Predictor, archs: dict[str, Arch], rows: pd.Dat
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def evaluate(predictor: Predictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str], skipped: int = 0):
+def evaluate(
+    predictor: TablePredictor, archs: dict[str, Arch], rows: pd.DataFrame, holdout: set[str], skipped: int = 0
+):
     """Held-out throughput accuracy per batch size (Spearman, MAPE) of each of ``holdout_estimates``'s estimators."""
     from utilscope.nas.analysis import spearman
 
