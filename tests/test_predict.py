@@ -382,3 +382,21 @@ def test_a_gpu_without_the_profiles_precision_is_named_with_the_units_it_has(pre
     with pytest.raises(pr.UsageError, match="NVIDIA T4 has no bf16 peak .*available: fp32, fp16, int8"):
         pr.transfer_targets("t4", bf16)
     assert "t4" not in {target.key for target in pr.transfer_targets("all", bf16)}  # `all`: the GPUs that have it
+
+
+def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
+    """A group norm's statistics are a reduction over its input: fused after a conv, it still reads that input once
+    (its normalization fuses into what follows); a batch norm after a conv folds away entirely."""
+    path = tmp_path / "norms.py"
+    path.write_text(textwrap.dedent("""
+        from torch import nn
+
+        def net():
+            return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.GroupNorm(2, 8), nn.ReLU(),
+                                 nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+    """))  # fmt: skip
+    _, recorded = count_traced(f"{path}:net", 4, 16, "fp16")
+    rows = pr.network_rows(recorded, H200)
+    norm = rows[rows["op"] == "aten.native_group_norm"].iloc[0]
+    assert norm["fused_left"] == pytest.approx(4 * 8 * 16 * 16 * 2 / norm["bytes"])  # its fp16 input, read once
+    assert rows.loc[rows["op"].str.contains("batch_norm"), "fused_left"].iloc[0] < pr.FUSED_AWAY  # no kernel left

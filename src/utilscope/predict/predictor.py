@@ -212,7 +212,7 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
         if gate:
             rows.append(_gate(gate, gpu))
             gate = []
-        left = 1 - saved[id(event)] / event.bytes if event.bytes else 1.0
+        left = fused_left(event, saved[id(event)])
         copy = layout_copy_row(event, gpu)
         if copy is not None:  # its conv's layer's, and not fused away
             rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0})
@@ -224,6 +224,23 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     if gate:
         rows.append(_gate(gate, gpu))
     return pd.DataFrame(rows)
+
+
+# norms whose statistics are a reduction over the whole input: fused execution still reads their input once
+STATISTICS_NORMS = ("aten.native_group_norm", "aten.native_layer_norm")
+
+
+def fused_left(event, saved_bytes: int) -> float:
+    """The share of an op's bytes fused execution leaves (``counting.counter.fusion_savings``'s saving taken off);
+    at least its input for a group or layer norm: its statistics need a pass over the input of their own (inductor
+    cannot fold them into the producer as it folds a batch norm's constants), only the normalization fuses."""
+    if not event.bytes:
+        return 1.0
+    left = 1 - saved_bytes / event.bytes
+    if event.op in STATISTICS_NORMS:
+        read = sum(ref.bytes for ref in event.inputs if not ref.is_weight)
+        left = max(left, read / event.bytes)
+    return left
 
 
 def _gate(events, gpu: Gpu) -> dict:
