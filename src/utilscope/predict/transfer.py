@@ -14,8 +14,8 @@ time on a *target* GPU is the largest of three bounds, each from the target's da
   below that on the source, the H200's HBM needing more bytes in flight per SM than an SM keeps, is in ``sm``.)
 
 The bound that sets the time is the op's ``bound`` on the target (``launch`` when its time is the launch floor).
-Nothing here is fitted on any GPU's measurements: the two efficiencies are constants (docs/predict.md says what
-informed them: the validation tables only).
+Nothing here is fitted on any GPU's measurements: the two efficiencies are constants set before any comparison
+(docs/predict.md says which design choice the validation tables informed).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from utilscope.hardware.specs import DeviceSpec
 from utilscope.predict.features import FLOOR_MS
 
 TENSOR_EFFICIENCY = 0.85  # the share of the dense tensor peak a large, aligned conv or GEMM reaches at full waves
-MEMORY_EFFICIENCY = 0.85  # the share of the memory bandwidth a conv's or GEMM's reads and writes reach
+MEMORY_EFFICIENCY = 0.85  # the share of the memory bandwidth an op's reads and writes reach at best (fused ones too)
 BOUNDS = ("sm", "tensor", "memory")
 COMPUTE_GROUPS = ("conv", "matmul")
 
