@@ -386,7 +386,8 @@ def test_a_gpu_without_the_profiles_precision_is_named_with_the_units_it_has(pre
 
 def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
     """A group norm's statistics are a reduction over its input: fused after a conv, it still reads that input once
-    (its normalization fuses into what follows); a batch norm after a conv folds away entirely."""
+    (its normalization fuses into what follows); a batch norm after a conv folds away entirely under freezing, and
+    without it (compile) reads the conv's output once."""
     path = tmp_path / "norms.py"
     path.write_text(textwrap.dedent("""
         from torch import nn
@@ -399,4 +400,7 @@ def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
     rows = pr.network_rows(recorded, H200)
     norm = rows[rows["op"] == "aten.native_group_norm"].iloc[0]
     assert norm["fused_left"] == pytest.approx(4 * 8 * 16 * 16 * 2 / norm["bytes"])  # its fp16 input, read once
-    assert rows.loc[rows["op"].str.contains("batch_norm"), "fused_left"].iloc[0] < pr.FUSED_AWAY  # no kernel left
+    batch_norm = rows[rows["op"].str.contains("batch_norm")].iloc[0]
+    assert batch_norm["fused_left"] < pr.FUSED_AWAY  # folded into the conv's weights (inference): no kernel left
+    # torch.compile without freezing: its pointwise kernel reads the conv's output
+    assert batch_norm["unfolded_left"] == pytest.approx(4 * 8 * 16 * 16 * 2 / batch_norm["bytes"])

@@ -40,6 +40,7 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 # not modelled)
 ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
+FREEZING_BACKENDS = ("inference",)  # inductor's freezing folds batch norms into the convs' weights
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 CACHE_FORMAT = 1
 # a change to any of these refits a cached predictor
@@ -167,7 +168,7 @@ class Predictor:
             ms = moved
         launches = len(rows)
         if (backend or self.backend) in FUSED_BACKENDS:
-            ms, launches = fused(rows, ms, source, target or source)
+            ms, launches = fused(rows, ms, source, target or source, backend or self.backend)
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
@@ -185,14 +186,16 @@ def counted_channels_last(recorded) -> bool:
     return conv is not None and conv.layouts[0] == "channels_last"
 
 
-def fused(rows: pd.DataFrame, ms: np.ndarray, source: Datasheet, target: Datasheet) -> tuple[np.ndarray, int]:
-    """A first model of fused execution (the ``inference`` and ``compile`` backends: BN folded, elementwise ops
-    fused by inductor): a memory-bound op becomes part of a generated kernel that streams what fusion leaves of its
-    bytes (``fused_left``) at ``MEMORY_EFFICIENCY`` of the target's bandwidth (an op fused away entirely takes no
-    time and launches nothing); convs, GEMMs and gates keep their times. Returns the times and the number of kernels
-    left."""
+def fused(rows: pd.DataFrame, ms: np.ndarray, source: Datasheet, target: Datasheet,
+          backend: str = "inference") -> tuple[np.ndarray, int]:  # fmt: skip
+    """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor;
+    ``compile``: the same without the folding, ``unfolded_left``): a memory-bound op becomes part of a generated
+    kernel that streams what fusion leaves of its bytes (``fused_left``) at ``MEMORY_EFFICIENCY`` of the target's
+    bandwidth (an op fused away entirely takes no time and launches nothing); convs, GEMMs and gates keep their
+    times. Returns the times and the number of kernels left."""
     memory = (rows["group"] == "memory").to_numpy()
-    left = np.where(memory, rows["fused_left"].to_numpy(float), 1.0)
+    column = "fused_left" if backend in FREEZING_BACKENDS else "unfolded_left"
+    left = np.where(memory, rows[column].to_numpy(float), 1.0)
     ref_ms = rows["ref_ms"].to_numpy(float) * source.bandwidth_bytes / target.bandwidth_bytes / MEMORY_EFFICIENCY
     return np.where(memory, ref_ms * left, ms), int((left > FUSED_AWAY).sum())
 
@@ -213,14 +216,17 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
             rows.append(_gate(gate, gpu))
             gate = []
         left = fused_left(event, saved[id(event)])
+        unfolded = fused_left(event, saved[id(event)], folds_batch_norm=False)
         copy = layout_copy_row(event, gpu)
         if copy is not None:  # its conv's layer's, and not fused away
-            rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0})
+            rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0,
+                         "unfolded_left": 1.0})  # fmt: skip
         rows.append({**op_row(event, gpu, casts), "layer": event.layer, "layers": (event.layer,),
-                     "fused_left": left})  # fmt: skip
+                     "fused_left": left, "unfolded_left": unfolded})  # fmt: skip
         bias = bias_add_row(event, gpu)
         if bias is not None:  # inductor fuses the peeled-off bias into the op that reads the conv's output
-            rows.append({**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0})
+            rows.append({**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0,
+                         "unfolded_left": 0.0})  # fmt: skip
     if gate:
         rows.append(_gate(gate, gpu))
     return pd.DataFrame(rows)
@@ -228,16 +234,20 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
 
 # norms whose statistics are a reduction over the whole input: fused execution still reads their input once
 STATISTICS_NORMS = ("aten.native_group_norm", "aten.native_layer_norm")
+# batch norms: folded into the conv's weights under freezing (inference), a pointwise kernel without it (compile)
+BATCH_NORMS = ("aten.native_batch_norm", "aten._native_batch_norm_legit_no_training", "aten.cudnn_batch_norm")
 
 
-def fused_left(event, saved_bytes: int) -> float:
+def fused_left(event, saved_bytes: int, folds_batch_norm: bool = True) -> float:
     """The share of an op's bytes fused execution leaves (``counting.counter.fusion_savings``'s saving taken off);
     at least its input for a group or layer norm: its statistics need a pass over the input of their own (inductor
-    cannot fold them into the producer as it folds a batch norm's constants), only the normalization fuses."""
+    cannot fold them into the producer as it folds a batch norm's constants), only the normalization fuses. Without
+    freezing (``folds_batch_norm`` False: torch.compile's default) a batch norm is not folded into its conv either:
+    the pointwise kernel it becomes (with the activations after it) reads the conv's output."""
     if not event.bytes:
         return 1.0
     left = 1 - saved_bytes / event.bytes
-    if event.op in STATISTICS_NORMS:
+    if event.op in STATISTICS_NORMS or (event.op in BATCH_NORMS and not folds_batch_norm):
         read = sum(ref.bytes for ref in event.inputs if not ref.is_weight)
         left = max(left, read / event.bytes)
     return left
@@ -251,6 +261,7 @@ def _gate(events, gpu: Gpu) -> dict:
         "layer": layers[0],
         "layers": layers,
         "fused_left": 1.0,
+        "unfolded_left": 1.0,
     }
 
 
