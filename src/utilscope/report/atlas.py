@@ -165,17 +165,24 @@ def class_summary(rows: pd.DataFrame) -> pd.DataFrame:
 def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     """For each pair of GPUs (the smaller peak first) and conv class: over the (model, resolution) rows both have,
     the median of utilization on the bigger GPU over utilization on the smaller one, and of samples/s likewise."""
-    wide = rows.pivot_table(index=["model", "resolution", "conv_class"], columns="gpu",
+    return _shared_ratios(rows, "conv_class")
+
+
+def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1) -> pd.DataFrame:
+    """For each pair of GPUs (``_pairs_of_gpus``) and value of the column ``by`` with at least ``minimum_rows``
+    (model, resolution) rows both GPUs have: rows, the median utilization ratio (bigger / smaller) and speedup."""
+    wide = rows.pivot_table(index=["model", "resolution", by], columns="gpu",
                             values=["utilization", "samples_per_s"], aggfunc="first")  # fmt: skip
-    gpus, records = gpu_order(rows), []
-    for i, small in enumerate(gpus):
-        for big in gpus[i + 1 :]:
-            both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
-            for conv_class, part in both.groupby(level="conv_class"):
-                utilization = part["utilization", big] / part["utilization", small]
-                speedup = part["samples_per_s", big] / part["samples_per_s", small]
-                records.append({"smaller": small, "bigger": big, "conv_class": conv_class, "rows": len(part),
-                                "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
+    records = []
+    for small, big in _pairs_of_gpus(rows):
+        both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
+        for value, part in both.groupby(level=by):
+            if len(part) < minimum_rows:
+                continue
+            utilization = part["utilization", big] / part["utilization", small]
+            speedup = part["samples_per_s", big] / part["samples_per_s", small]
+            records.append({"smaller": small, "bigger": big, by: value, "rows": len(part),
+                            "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
     return pd.DataFrame(records)
 
 
@@ -236,20 +243,7 @@ def family_ratios(rows: pd.DataFrame, minimum_rows: int = 3) -> pd.DataFrame:
     from utilscope.models.sets import family_of
 
     families = {model: family_of(model.split("+")[0]) for model in rows["model"].unique()}
-    wide = rows.assign(family=rows["model"].map(families)).pivot_table(
-        index=["model", "resolution", "family"], columns="gpu", values=["utilization", "samples_per_s"], aggfunc="first"
-    )
-    records = []
-    for small, big in _pairs_of_gpus(rows):
-        both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
-        for family, part in both.groupby(level="family"):
-            if len(part) < minimum_rows:
-                continue
-            utilization = part["utilization", big] / part["utilization", small]
-            speedup = part["samples_per_s", big] / part["samples_per_s", small]
-            records.append({"smaller": small, "bigger": big, "family": family, "rows": len(part),
-                            "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
-    frame = pd.DataFrame(records)
+    frame = _shared_ratios(rows.assign(family=rows["model"].map(families)), "family", minimum_rows)
     if frame.empty:
         return frame
     return frame.sort_values(["smaller", "bigger", "utilization_ratio"], ascending=[True, True, False])
