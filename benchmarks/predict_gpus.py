@@ -63,34 +63,20 @@ def _start(backend: str) -> None:
 
 
 def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
-    """One (model, resolution, batch), counted once, predicted on each GPU."""
+    """One (model, resolution, batch), counted once, predicted on each GPU (``Predictor.predict_on``)."""
     from utilscope.hardware.specs import get_spec
-    from utilscope.predict.predictor import network_rows
-    from utilscope.predict.transfer import Datasheet
+    from utilscope.predict.features import Gpu
 
     spec, resolution, batch, gpus = task
+    targets = [Gpu.from_spec(get_spec(gpu), "fp16") for gpu in gpus]
     try:
-        counted, recorded = _PREDICTOR.count(spec, batch, resolution, "amp", channels_last=False)
-    except Exception as exc:  # noqa: BLE001 - a benchmark row that cannot be counted is reported, not fatal
+        predictions = _PREDICTOR.predict_on(spec, batch, targets, resolution, _BACKEND, "amp", channels_last=False)
+    except Exception as exc:  # noqa: BLE001 - a row that cannot be counted or predicted is reported, not fatal
         return [{"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu, "error": str(exc)[:200]}
                 for gpu in gpus]  # fmt: skip
-    rows = network_rows(recorded, _PREDICTOR.gpu)
-    out = []
-    for gpu in gpus:
-        target = Datasheet.of(get_spec(gpu), "fp16")
-        p = _PREDICTOR.predict_counted(counted, recorded, _BACKEND, rows, target, "amp")
-        out.append(
-            {
-                "spec": spec,
-                "resolution": resolution,
-                "batch": batch,
-                "gpu": gpu,
-                "predicted_samples_per_s": p.samples_per_s,
-                "bound": p.bound,
-                "extrapolated": p.extrapolated,
-            }
-        )
-    return out
+    return [{"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu,
+             "predicted_samples_per_s": p.samples_per_s, "bound": p.bound, "extrapolated": p.extrapolated}
+            for gpu, p in zip(gpus, predictions, strict=True)]  # fmt: skip
 
 
 def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str) -> pd.DataFrame:

@@ -8,10 +8,11 @@ from torch import nn
 
 from utilscope.counting.autocast import CAST_OP
 from utilscope.counting.counter import count_traced
-from utilscope.predict.transfer import MEMORY_EFFICIENCY, TENSOR_EFFICIENCY, Datasheet, transfer, wave_efficiency
+from utilscope.predict.features import Gpu
+from utilscope.predict.transfer import MEMORY_EFFICIENCY, TENSOR_EFFICIENCY, transfer, wave_efficiency
 
-SOURCE = Datasheet("src", "source", peak_flops=800e12, bandwidth_bytes=4e12, sm_count=100, clock_hz=2e9)
-TARGET = Datasheet("tgt", "target", peak_flops=200e12, bandwidth_bytes=1e12, sm_count=50, clock_hz=2e9)
+SOURCE = Gpu("source", peak_flops=800e12, bandwidth_bytes=4e12, sm_count=100, key="src", clock_hz=2e9)
+TARGET = Gpu("target", peak_flops=200e12, bandwidth_bytes=1e12, sm_count=50, key="tgt", clock_hz=2e9)
 
 
 def test_wave_efficiency_is_the_busy_share_of_the_last_wave():

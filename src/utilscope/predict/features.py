@@ -57,19 +57,37 @@ CATEGORY_CODES = {name: code for code, name in enumerate([*sorted({*CATEGORIES.v
 
 @dataclass(frozen=True)
 class Gpu:
-    """The figures the features need: dense peak FLOP/s in the precision, memory bandwidth, SM count."""
+    """A GPU's datasheet figures the features and the transfer (``transfer``) read: dense peak FLOP/s of the
+    precision's math unit, memory bandwidth in bytes/s, SMs, and its spec-table key and boost clock."""
 
     name: str
     peak_flops: float
     bandwidth_bytes: float
     sm_count: int
+    key: str = ""
+    clock_hz: float = 0.0
 
     @classmethod
     def of(cls, device_name: str, precision: str) -> Gpu:
+        """The figures of the spec-table row of a device name (as CUDA reports it), in the precision."""
         spec = hardware.detect(device_name)
-        if spec is None or not spec.memory_bandwidth_gbs or not spec.sm_count:
+        if spec is None:
             raise UsageError(f"the GPU table (specs.toml) has no peak, bandwidth and SM count for {device_name!r}")
-        return cls(spec.name, spec.peak_tflops(precision) * 1e12, spec.memory_bandwidth_gbs * 1e9, spec.sm_count)
+        return cls.from_spec(spec, precision)
+
+    @classmethod
+    def from_spec(cls, spec: hardware.DeviceSpec, precision: str) -> Gpu:
+        """A spec-table row's figures in the precision (its math unit's peak: amp is fp16's)."""
+        missing = [name for name in ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbs") if not getattr(spec, name)]
+        if missing:
+            raise UsageError(f"the GPU table (specs.toml) has no {', '.join(missing)} for {spec.name}")
+        return cls(spec.name, spec.peak_tflops(precision) * 1e12, spec.memory_bandwidth_gbs * 1e9,
+                   int(spec.sm_count), spec.key, spec.boost_clock_mhz * 1e6)  # fmt: skip
+
+    @property
+    def sm_hz(self) -> float:
+        """SM cycles per second over all SMs."""
+        return self.sm_count * self.clock_hz
 
 
 def group_of(event: OpEvent) -> str:

@@ -25,14 +25,14 @@ from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
-from utilscope.hardware.specs import find_spec, get_spec, gpu_matches, load_specs, normalize_precision
+from utilscope.hardware.specs import find_spec, gpu_matches, load_specs, normalize_precision
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, fit_layer_models, se_row
-from utilscope.predict.transfer import MEMORY_EFFICIENCY, Datasheet, transfer
+from utilscope.predict.transfer import MEMORY_EFFICIENCY, transfer
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
@@ -80,13 +80,8 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
 
-    @property
-    def source(self) -> Datasheet:
-        """The profile's GPU's datasheet figures, in the profile's precision."""
-        return Datasheet.of(get_spec(self.device), self.precision)
-
     def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None,
-                target: Datasheet | None = None, precision: str | None = None,
+                target: Gpu | None = None, precision: str | None = None,
                 channels_last: bool = True) -> Prediction:  # fmt: skip
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` or ``compile`` (a graph profile only): the fused-execution model (``fused``). ``target``:
@@ -95,14 +90,17 @@ class Predictor:
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         return self.predict_counted(counted, recorded, backend, target=target, precision=precision)
 
-    def predict_on(self, model, batch: int, targets: list[Datasheet | None], resolution: int | None = None,
+    def predict_on(self, model, batch: int, targets: list[Gpu | None], resolution: int | None = None,
                    backend: str | None = None, precision: str | None = None,
                    channels_last: bool = True) -> list[Prediction]:  # fmt: skip
-        """``predict`` on several GPUs (None: the profile's), the network counted once."""
+        """``predict`` on several GPUs (None: the profile's), the network counted, and its ops' times on the
+        profile's GPU predicted, once."""
         self.check_backend(backend)
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         rows = network_rows(recorded, self.gpu)
-        return [self.predict_counted(counted, recorded, backend, rows, target, precision) for target in targets]
+        profile_ms = self.layer_models.predict(rows)
+        return [self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms)
+                for target in targets]  # fmt: skip
 
     def count(self, model, batch: int, resolution: int | None = None, precision: str | None = None,
               channels_last: bool = True):  # fmt: skip
@@ -138,37 +136,38 @@ class Predictor:
         return backend
 
     def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None,
-                        target: Datasheet | None = None, precision: str | None = None) -> Prediction:  # fmt: skip
+                        target: Gpu | None = None, precision: str | None = None,
+                        profile_ms: tuple | None = None) -> Prediction:  # fmt: skip
         """``predict`` of a network already counted (``count_traced``'s result and trace); ``rows``: its
-        ``network_rows``, when the caller has them (one trace predicted on several backends or GPUs)."""
+        ``network_rows``, and ``profile_ms``: the layer models' times and reasons of those rows, when the caller
+        has them (one trace predicted on several backends or GPUs)."""
         backend = self.check_backend(backend)
         parsed = self.check_precision(precision)
         rows = network_rows(recorded, self.gpu) if rows is None else rows
-        source = self.source
-        target = target or source
-        ms, reasons, latency_ms, bound = self.compose(rows, backend, target)
+        target = target or self.gpu
+        ms, reasons, latency_ms, bound = self.compose(rows, backend, target, profile_ms)
         flops, batch = counted.total.flops, counted.batch
         layers = per_layer(rows, ms, reasons, counted, bound)
-        spec = get_spec(target.key)
         main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
-        return Prediction(counted.model, spec.name, batch, parsed.value, backend, counted.resolution, flops,
+        return Prediction(counted.model, target.name, batch, parsed.value, backend, counted.resolution, flops,
                           latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / target.peak_flops,
-                          any(reasons), target.key, str(main_bound), "" if target == source else self.device,
+                          any(reasons), target.key, str(main_bound), "" if target == self.gpu else self.device,
                           "channels_last" if counted_channels_last(recorded) else "contiguous",
                           layers)  # fmt: skip
 
-    def compose(self, rows: pd.DataFrame, backend: str | None = None, target: Datasheet | None = None):
+    def compose(self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None,
+                profile_ms: tuple | None = None):  # fmt: skip
         """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
         per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
-        another GPU (``target``), the times are ``transfer``'s."""
-        ms, reasons = self.layer_models.predict(rows)
-        source = self.source
-        moved, bound = transfer(rows, ms, source, target or source)
-        if target is not None and target != source:
+        another GPU (``target``), the times are ``transfer``'s of the layer models' (``profile_ms``, when given)."""
+        ms, reasons = self.layer_models.predict(rows) if profile_ms is None else profile_ms
+        target = target or self.gpu
+        moved, bound = transfer(rows, ms, self.gpu, target)
+        if target != self.gpu:
             ms = moved
         launches = len(rows)
         if (backend or self.backend) in FUSED_BACKENDS:
-            ms, launches = fused(rows, ms, source, target or source, backend or self.backend)
+            ms, launches = fused(rows, ms, self.gpu, target, backend or self.backend)
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
@@ -186,7 +185,7 @@ def counted_channels_last(recorded) -> bool:
     return conv is not None and conv.layouts[0] == "channels_last"
 
 
-def fused(rows: pd.DataFrame, ms: np.ndarray, source: Datasheet, target: Datasheet,
+def fused(rows: pd.DataFrame, ms: np.ndarray, source: Gpu, target: Gpu,
           backend: str = "inference") -> tuple[np.ndarray, int]:  # fmt: skip
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor;
     ``compile``: the same without the folding, ``unfolded_left``): a memory-bound op becomes part of a generated
@@ -395,15 +394,15 @@ def named_gpu(gpu: str, precision: str):
     return spec
 
 
-def transfer_targets(gpu: str, predictor: Predictor) -> list[Datasheet] | None:
+def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu] | None:
     """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
     figures ``transfer`` needs and a peak in the profile's precision; else the one named (``named_gpu``)."""
     if gpu_matches(gpu, predictor.device):
         return None
     spec = named_gpu(gpu, predictor.precision)
     if spec is None:
-        return [Datasheet.of(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
-    return [Datasheet.of(spec, predictor.precision)]
+        return [Gpu.from_spec(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
+    return [Gpu.from_spec(spec, predictor.precision)]
 
 
 def transferable(spec, predictor: Predictor) -> bool:

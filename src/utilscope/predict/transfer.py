@@ -20,45 +20,15 @@ Nothing here is fitted on any GPU's measurements: the two efficiencies are const
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from utilscope.errors import UsageError
-from utilscope.hardware.specs import DeviceSpec
-from utilscope.predict.features import FLOOR_MS
+from utilscope.predict.features import FLOOR_MS, Gpu
 
 TENSOR_EFFICIENCY = 0.85  # the share of the dense tensor peak a large, aligned conv or GEMM reaches at full waves
 MEMORY_EFFICIENCY = 0.85  # the share of the memory bandwidth an op's reads and writes reach at best (fused ones too)
 BOUNDS = ("sm", "tensor", "memory")
 COMPUTE_GROUPS = ("conv", "matmul")
-
-
-@dataclass(frozen=True)
-class Datasheet:
-    """A GPU's figures the transfer reads: dense peak FLOP/s of the precision's math unit, memory bandwidth in
-    bytes/s, SMs and boost clock."""
-
-    key: str
-    name: str
-    peak_flops: float
-    bandwidth_bytes: float
-    sm_count: int
-    clock_hz: float
-
-    @classmethod
-    def of(cls, spec: DeviceSpec, unit: str) -> Datasheet:
-        missing = [name for name in ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbs") if not getattr(spec, name)]
-        if missing:
-            raise UsageError(f"the GPU table has no {', '.join(missing)} for {spec.name}: cannot predict for it")
-        return cls(spec.key, spec.name, spec.peak_tflops(unit) * 1e12, spec.memory_bandwidth_gbs * 1e9,
-                   int(spec.sm_count), spec.boost_clock_mhz * 1e6)  # fmt: skip
-
-    @property
-    def sm_hz(self) -> float:
-        """SM cycles per second over all SMs."""
-        return self.sm_count * self.clock_hz
 
 
 def wave_efficiency(tiles: np.ndarray, sm_count: int) -> np.ndarray:
@@ -67,7 +37,7 @@ def wave_efficiency(tiles: np.ndarray, sm_count: int) -> np.ndarray:
     return tiles / (np.ceil(tiles / sm_count) * sm_count)
 
 
-def transfer(rows: pd.DataFrame, source_ms: np.ndarray, source: Datasheet, target: Datasheet):
+def transfer(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, target: Gpu):
     """Each row's milliseconds on ``target`` and its bound, from its ``source_ms`` on ``source`` (see the module's
     docstring). ``rows``: ``predictor.network_rows`` of the network (their ``waves`` are on the source's SMs)."""
     compute = rows["group"].isin(COMPUTE_GROUPS).to_numpy()
