@@ -13,6 +13,8 @@
 # Usage: scripts/h200_advise.sh LIMIT STAGE [ADVISE OPTION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 limit=$1
 stage=$2
 shift 2

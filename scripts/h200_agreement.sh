@@ -15,6 +15,8 @@
 # Usage: scripts/h200_agreement.sh [layers|inference|inference-layers]
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 stage=${1:-layers}
 mkdir -p "$OUT/agreement"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -8,6 +8,8 @@
 # Usage: scripts/h200_calibrate.sh LIMIT [COUNT] [fp16|amp]
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 limit=$1
 count=${2:-5000}
 condition=${3:-fp16}

@@ -6,6 +6,8 @@
 # FIRST_GPUS=0,1 JOBS=2 scripts/h200_call.sh LIMIT "survey-inference" "" runs one list on both GPUs; a scratch store
 # named by SURVEY_DB (scripts/h200_dataset.sh) is checkpointed and copied too.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 limit=$1
 gpu1_limit=$limit
 [ -n "${4:-}" ] && gpu1_limit=$((limit - 160))

@@ -8,6 +8,8 @@
 # Usage: scripts/h200_predict_layers.sh LIMIT
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 end=$(($(date +%s) + $1))
 models=(convnext_atto fastvit_t8 regnetx_080 resnetblur18 inception_next_atto skresnet18 starnet_s1
   mambaout_femto resnest26d resnet50_gn nf_resnet26 nfnet_f0 focalnet_tiny_srf resnetv2_50x1_bit

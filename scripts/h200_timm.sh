@@ -9,6 +9,8 @@
 # so that the CNN population's store holds CNNs only); the stores and the logs are copied to $OUT.
 set -uo pipefail
 export PYTHONPATH=$PWD/.vendor:$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
 limit=$1
 shift
 end=$(($(date +%s) + limit))
