@@ -4,7 +4,8 @@ profile, against the table's samples/s; beside it the baselines of the protocol 
 H200 throughput in the same condition scaled by the ratio of dense fp16 peaks, or of memory bandwidths; and, as an
 oracle no predictor has, by the one constant that fits the table best), on the rows the H200 was measured on.
 
-    python benchmarks/predict_gpus.py STORE --out rows.csv [--jobs 2] [--backend eager|compile] [--test] [--figure PNG]
+    python benchmarks/predict_gpus.py STORE --out rows.csv [--jobs 2] [--backend eager|compile] [--profile JSON]
+        [--test] [--figure PNG]
     python benchmarks/predict_gpus.py STORE --from-csv rows.csv [--figure PNG]   # the scores and figure again
 
 STORE holds the published rows (``utilscope ingest timm-benchmark``) and the H200's measurements in timm's
@@ -51,7 +52,7 @@ def h200_measured(store: str, backend: str = "eager") -> pd.DataFrame:
                            db)  # fmt: skip
 
 
-def _start(backend: str) -> None:
+def _start(backend: str, profile: str | None) -> None:
     global _PREDICTOR, _BACKEND
     import torch
 
@@ -59,7 +60,7 @@ def _start(backend: str) -> None:
 
     torch.set_num_threads(1)
     _BACKEND = backend
-    _PREDICTOR = load_predictor(select_profile("h200", None, "amp", backend))
+    _PREDICTOR = load_predictor(select_profile("h200", profile, "amp", backend))
 
 
 def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
@@ -79,13 +80,14 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
             for gpu, p in zip(gpus, predictions, strict=True)]  # fmt: skip
 
 
-def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str) -> pd.DataFrame:
+def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str,
+                profile: str | None) -> pd.DataFrame:  # fmt: skip
     wanted = pd.concat([rows[["spec", "resolution", "batch", "gpu"]],
                         measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")])  # fmt: skip
     tasks = [(spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
              for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])]  # fmt: skip
     results = []
-    with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend,)) as pool:
+    with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend, profile)) as pool:
         for i, out in enumerate(pool.map(_predict, tasks, chunksize=4)):
             results += out
             if i % 100 == 0:
@@ -116,11 +118,11 @@ def baselines(part: pd.DataFrame, gpu: str) -> dict:
             "transfer, same rows": scores(table, both["predicted_samples_per_s"].to_numpy())}  # fmt: skip
 
 
-def predicted_table(store: str, test: bool, backend: str, jobs: int) -> pd.DataFrame:
+def predicted_table(store: str, test: bool, backend: str, jobs: int, profile: str | None = None) -> pd.DataFrame:
     """Every row of the tables with its prediction (and its H200 measurement where there is one), and the H200's
     own rows as a table of their own."""
     rows, measured = published_rows(store, test, backend), h200_measured(store, backend)
-    predicted = predict_all(rows, measured, jobs, backend)
+    predicted = predict_all(rows, measured, jobs, backend, profile)
     keys = ["spec", "resolution", "batch", "gpu"]
     table = rows.merge(predicted, on=keys, how="left").merge(measured, on=keys[:3], how="left")
     own = measured.merge(predicted[predicted["gpu"] == "h200_sxm"], on=keys[:3])
@@ -164,6 +166,8 @@ def main() -> None:
                         "predicting again")  # fmt: skip
     parser.add_argument("--backend", default="eager", choices=("eager", "compile"),
                         help="eager: the tables without -dynamo; compile: the -dynamo ones")  # fmt: skip
+    parser.add_argument("--profile", help="the H200 device profile to transfer from (default: the one `predict "
+                        "--precision amp` selects)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if not (args.out or args.from_csv):
@@ -171,7 +175,7 @@ def main() -> None:
     if args.from_csv:
         table = pd.read_csv(args.from_csv)
     else:
-        table = predicted_table(args.store, args.test, args.backend, args.jobs)
+        table = predicted_table(args.store, args.test, args.backend, args.jobs, args.profile)
         table.to_csv(args.out, index=False)
     if args.figure:
         figure(table.dropna(subset=["predicted_samples_per_s"]), args.figure)
