@@ -66,18 +66,20 @@ def test_autocast_casts_the_inputs_of_convs_and_matmuls_down_and_of_norms_up():
     assert torch.get_default_dtype() == torch.float32
 
 
-def test_a_network_under_autocast_carries_its_casts_in_the_rows_of_the_ops_they_feed():
+def test_a_network_under_autocast_carries_its_weight_casts_in_its_ops_rows_and_its_activation_casts_as_copies():
     from utilscope.predict.features import Gpu, fold_casts, kept_events
     from utilscope.predict.predictor import network_rows
 
     _, recorded = count_traced(ConvNorm(), 2, 4, "fp16", autocast=True)
     rows = network_rows(recorded, Gpu.of("NVIDIA H200", "fp16"))
-    assert CAST_OP not in set(rows["op"])  # every cast has an op after it in its layer
     events = kept_events(recorded.events)
     conv = next(event for event in events if event.op == "aten.convolution")
     pixels = 2 * 4 * 4
-    casts_bytes = pixels * 3 * (4 + 2) + 8 * 3 * 6 + 8 * 6  # the image, the weight and the bias, fp32 to fp16
+    casts_bytes = 8 * 3 * 6 + 8 * 6  # the weight and the bias, fp32 to fp16, timed with the conv
+    image_cast = pixels * 3 * (4 + 2)  # the image's cast down: a copy of its own, as the linear's input's
     assert rows.loc[rows["op"] == "aten.convolution", "bytes"].item() == conv.bytes + casts_bytes
+    assert sorted(rows.loc[rows["op"] == CAST_OP, "bytes"]) == sorted([pixels * 8 * (4 + 2), image_cast])
     folded = fold_casts(events)
     assert next(casts for event, casts in folded if event is conv) == casts_bytes
-    assert sum(casts for _, casts in folded) == sum(event.bytes for event in events if event.op == CAST_OP)
+    own = sum(event.bytes for event, _ in folded if event.op == CAST_OP)
+    assert sum(casts for _, casts in folded) + own == sum(event.bytes for event in events if event.op == CAST_OP)

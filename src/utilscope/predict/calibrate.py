@@ -79,11 +79,14 @@ class DeviceProfile:
 
 
 def op_inputs(config: OpConfig, shapes, device, precision: Precision, channels_last: bool = True) -> list[torch.Tensor]:
-    """Random inputs of the config's op (``shapes``: ``build_op``'s) in the layout a network feeds it: images
-    channels_last, as ``profile`` runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the permute of a
-    channels_last image is (made channels_last, F.linear would copy them first, and the copy would be timed as the
-    linear's); a layout copy's image NCHW, the layout it converts from."""
-    tensors = [torch.randn(shape, device=device).to(precision.dtype) for shape in shapes]
+    """Random inputs of the config's op (``shapes``: ``build_op``'s) in the layout and dtype a network feeds it:
+    images channels_last, as ``profile`` runs a model; a linear layer's (B, H, W, C) tokens contiguous, as the
+    permute of a channels_last image is (made channels_last, F.linear would copy them first, and the copy would be
+    timed as the linear's); a layout copy's image NCHW, the layout it converts from. Under autocast (amp) in
+    autocast's dtype, as the activations between a network's layers are (its weights stay fp32): a conv is timed
+    with the cast of its weights, not of its input, and a batch norm on fp16 with fp32 parameters."""
+    dtype = precision.autocast_dtype or precision.dtype
+    tensors = [torch.randn(shape, device=device).to(dtype) for shape in shapes]
     images = channels_last and config.kind not in ("linear", "layout_copy")
     return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
 

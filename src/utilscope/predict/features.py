@@ -253,12 +253,12 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
 
 def config_events(config: OpConfig, autocast: bool = False) -> list[OpEvent]:
     """The ops of a calibration config, traced on the meta device as a network's are: in fp16, or (``autocast``)
-    in fp32 under autocast to fp16, its casts recorded (``counting.autocast``)."""
-    dtype = torch.float32 if autocast else torch.float16
+    fp32 weights on fp16 inputs under autocast to fp16, its casts recorded (``counting.autocast``), as
+    ``calibrate`` times it."""
     with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
         module, shapes = build_op(config)
-    module = module.to(dtype=dtype).eval()
-    tensors = [torch.empty(shape, device="meta", dtype=dtype) for shape in shapes]
+    module = module.to(dtype=torch.float32 if autocast else torch.float16).eval()
+    tensors = [torch.empty(shape, device="meta", dtype=torch.float16) for shape in shapes]
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):
@@ -277,16 +277,25 @@ def kept_events(events: list[OpEvent]) -> list[OpEvent]:
 
 
 def fold_casts(events: list[OpEvent]) -> list[tuple[OpEvent, int]]:
-    """Each op with the bytes of the autocast casts (``counting.autocast.CAST_OP``) its layer ran just before it:
-    a conv's casts of its input and weights, a norm's cast up, timed with their op in a calibration under autocast,
-    are rows of that op's, not of their own. A cast left with no op after it in its layer stays a row (a copy).
-    A trace without autocast's casts: every op with 0."""
+    """Each op with the bytes of the autocast casts (``counting.autocast.CAST_OP``) its layer ran just before it
+    that a calibration under autocast times with the op (its inputs fp16, as between a network's layers): a conv's
+    or linear's casts of its weights, a norm's cast up of its input. A cast down of an activation (the fp32 image,
+    the fp32 output of a layer norm or of a layer scale) is a row of its own, a copy, as is a cast left with no op
+    after it in its layer. A trace without autocast's casts: every op with 0."""
     folded, pending = [], {}
     for event in events:
-        if event.op == CAST_OP:
+        if event.op == CAST_OP and (_widens(event) or all(ref.is_weight for ref in event.inputs)):
             pending.setdefault(event.layer, []).append(event)
+            continue
+        if event.op == CAST_OP:  # an activation's cast down: a copy of its own, before the casts its op folds
+            folded.append((event, 0))
             continue
         casts = pending.pop(event.layer, [])
         folded.append((event, sum(cast.bytes for cast in casts)))
     leftover = [cast for casts in pending.values() for cast in casts]
     return folded + [(cast, 0) for cast in leftover]
+
+
+def _widens(cast: OpEvent) -> bool:
+    """Whether a cast writes more bytes than it reads (fp16 up to fp32)."""
+    return sum(ref.bytes for ref in cast.outputs) > sum(ref.bytes for ref in cast.inputs)
