@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from utilscope.errors import UsageError
 from utilscope.survey.claims import Lease, claim
-from utilscope.survey.executors import executor_for, run_plans
+from utilscope.survey.executors import check_executor, executor_for, run_plans
 from utilscope.survey.migrations import Migration
 from utilscope.survey.plan import SurveyGrid, SurveyPlan, expand_grid, plan_survey
 from utilscope.survey.runner import RunOptions, SurveyResult
@@ -18,7 +19,7 @@ from utilscope.survey.store import Store
 @dataclass(frozen=True)
 class SurveyRequest:
     """One survey run, whole: what to measure (``grid``), how (``options``, its store included), where (the
-    executor's name, Ray's address and GPU types; checked by ``executor_for`` before the store is opened), and
+    executor's name, Ray's address and GPU types, checked when made, Ray not imported), and
     whether only to plan (``dry_run``: the store is read from a copy and never written)."""
 
     grid: SurveyGrid
@@ -27,6 +28,12 @@ class SurveyRequest:
     ray_address: str | None = None
     gpu_types: str | None = None
     dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grid, SurveyGrid) or not isinstance(self.options, RunOptions):
+            raise UsageError(f"a survey request takes a SurveyGrid and RunOptions, got {type(self.grid).__name__} and "
+                             f"{type(self.options).__name__}")  # fmt: skip
+        check_executor(self.executor, self.ray_address, self.gpu_types, self.grid.device)
 
 
 class SurveyEvents:
