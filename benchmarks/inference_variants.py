@@ -12,6 +12,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.counting import count
+from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.sweep import GPU_PLAN, make_input, prepare_module
@@ -37,9 +38,9 @@ def main(model: str = "torchvision:resnet50", batch: str = "256") -> None:
             prepared = BACKENDS["inference"].prepare(module, x)
             prepared.run()  # compiles with the options in force
             stats = measure(prepared.run, CudaClock(), GPU_PLAN)
-        tflops = flops * int(batch) / (stats.median_ms / 1e3) / 1e12
+        tflops = achieved_tflops(flops * int(batch), stats.median_ms)
         line = f"{model} b{batch} {name:28s} {stats.median_ms:8.3f} ms {tflops:7.1f} TFLOP/s"
-        print(f"{line} {tflops / peak:6.2%} of peak, cv {stats.cv:.2%}")
+        print(f"{line} {utilization(tflops, peak):6.2%} of peak, cv {stats.cv:.2%}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import QUICK
 
-from utilscope.advise.advisor import Trial, advise, reproduce_command, seeded_model
+from utilscope.advise.advisor import AdviseRequest, Trial, advise, reproduce_command, seeded_model
 from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.measure.settings import MeasureRequest
@@ -38,7 +38,7 @@ def unaligned(write_factory) -> str:
 def advice(unaligned, tmp_path_factory):
     export = tmp_path_factory.mktemp("advise") / "best"
     request = MeasureRequest(unaligned, device="cpu", plan=QUICK, ceilings="skip", peak_tflops=1.0)
-    return advise(request, [1, 2], ladder=(1, 2, 4), export=str(export)), export
+    return advise(AdviseRequest(request, (1, 2), ladder=(1, 2, 4), export=str(export))), export
 
 
 def test_each_change_is_measured_once_per_batch_with_utilization_on_the_original_flops(advice):
@@ -91,12 +91,13 @@ def test_the_reproducing_command_runs_a_rewrite_from_the_export_that_holds_it():
 
 def test_an_aligned_model_has_nothing_to_pad(tiny):
     request = MeasureRequest(tiny, device="cpu", plan=QUICK, ceilings="skip")
-    result = advise(request, [1], ladder=())
+    result = advise(AdviseRequest(request, (1,), ladder=()))
     assert not any(t.change.startswith("pad channels") for t in result.trials)
     # fp32 on a CPU wants multiples of 4: every layer is aligned (at fp16's 8 the classifier's 4 outputs are not)
     assert result.notes[0].startswith("channel padding: nothing to do (0.00% of conv/linear FLOPs in layers with "
                                       "channels that are not multiples of 4")  # fmt: skip
-    eight = advise(request, [1], multiple=8, ladder=())  # 64 of 110,592 + 64 conv/linear FLOPs, 0.06%, below 1%
+    # 64 of 110,592 + 64 conv/linear FLOPs, 0.06%, below 1%
+    eight = advise(AdviseRequest(request, (1,), multiple=8, ladder=()))
     assert eight.notes[0].startswith("channel padding: nothing to do (0.06% of conv/linear FLOPs")
     assert result.batch_ladder == [] and result.saturation_batch is None
 
@@ -123,7 +124,7 @@ def make():
 
 def test_a_model_the_padding_pass_cannot_trace_is_advised_without_padding(write_factory):
     spec = f"{write_factory(BRANCHING_SOURCE, 'branching')}:make"
-    result = advise(MeasureRequest(spec, device="cpu", plan=QUICK, ceilings="skip"), [1], ladder=())
+    result = advise(AdviseRequest(MeasureRequest(spec, device="cpu", plan=QUICK, ceilings="skip"), (1,), ladder=()))
     assert result.notes[0].startswith("channel padding: not tried (100.00% of conv/linear FLOPs")
     assert "torch.fx cannot trace" in result.notes[0] and [t.change for t in result.trials][:1] == ["as given"]
     assert not any(t.change.startswith("pad channels") for t in result.trials)
@@ -139,8 +140,27 @@ def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
     assert main(["advise", unaligned, "--device", "cpu", "--precisions", "fp32,fp8"]) == 2
     assert "fp8" in capsys.readouterr().err
     assert main(["advise", unaligned, "--device", "cpu", "--backends", "tensorrt"]) == 2
-    with pytest.raises(UsageError):
-        advise(MeasureRequest(unaligned, device="cpu"), [0])
+    assert main(["advise", unaligned, "--device", "cpu", "--ladder", ""]) == 2
+    assert "batch size" in capsys.readouterr().err
+
+
+def test_an_advise_request_checks_itself_and_is_frozen(unaligned, tmp_path):
+    measure = MeasureRequest(unaligned, device="cpu")
+    request = AdviseRequest(measure, [1, 2], backends=["eager"], precisions=["fp32"], ladder=[1, 2])
+    assert (request.batches, request.backends, request.precisions, request.ladder) == ((1, 2), ("eager",), ("fp32",),
+                                                                                        (1, 2))  # fmt: skip
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.seed = 1  # type: ignore[misc]
+    for bad, match in (({"batches": [0]}, "batch"), ({"batches": []}, "batch size"), ({"multiple": 0}, "multiple"),
+                       ({"backends": ["tensorrt"]}, "tensorrt"), ({"precisions": ["fp8"]}, "fp8"),
+                       ({"ladder": [-1]}, "batch"), ({"seed": -1}, "seed")):  # fmt: skip
+        with pytest.raises(UsageError, match=match):
+            AdviseRequest(measure, **bad)
+    with pytest.raises(UsageError, match="MeasureRequest"):
+        AdviseRequest(unaligned)  # type: ignore[arg-type]
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(UsageError, match="not a folder"):
+        AdviseRequest(measure, export=str(tmp_path / "a_file"))
 
 
 def test_the_advise_validation_doc_holds_the_numbers_the_committed_jsons_give():

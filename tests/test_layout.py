@@ -78,6 +78,20 @@ def test_no_module_imports_from_a_higher_layer():
     assert not upward, "\n".join(upward)
 
 
+def test_only_the_cli_imports_the_cli():
+    """The command line is the top: no library module (nor the package's facade) imports ``utilscope.cli``, so
+    every workflow a command runs is a library function a notebook can call too."""
+    into_cli = sorted(f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps
+                      if layer_of(dep) == "cli" and layer_of(m) != "cli")  # fmt: skip
+    assert not into_cli, "\n".join(into_cli)
+
+
+def test_the_survey_workflow_is_a_library_function():
+    """``survey`` and ``nas measure`` both run ``survey.workflow.survey_grid``: each imports it from the library."""
+    for verb in ("utilscope.cli.survey", "utilscope.cli.nas"):
+        assert "utilscope.survey.workflow" in GRAPH[verb], verb
+
+
 def test_the_import_graph_has_no_cycles():
     """Tarjan's strongly connected components: each must be a single module."""
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []

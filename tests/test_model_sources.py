@@ -17,13 +17,7 @@ from utilscope.errors import UsageError
 from utilscope.models import sets, sources, zoo
 from utilscope.models.sources import ModelSource
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 MODELS_PACKAGE = Path(sources.__file__).parent
-REPOSITORY = MODELS_PACKAGE.parents[2]
 TOY_NAMES = ("conv4", "conv8")
 
 
@@ -118,17 +112,24 @@ def test_models_never_imports_nas():
     assert {name: found for name, found in offending.items() if found} == {}
 
 
-def test_plugins_load_on_the_first_lookup():
+def test_every_process_that_imports_utilscope_has_the_nas_source():
+    """Registered by the package's init, not by an entry point: a fresh process (as a survey worker, run with
+    PYTHONPATH=src, starts) sees it after the built-ins, and registering it again changes nothing."""
     code = (
-        "import sys; from utilscope.models import sets, zoo\n"
-        "assert not [m for m in sys.modules if m.startswith('utilscope.nas')], 'imported early'\n"
-        "assert list(zoo.model_sources()) == ['torchvision', 'timm', 'file', 'nas']\n"
+        "from utilscope.models import zoo\n"
+        "assert list(zoo.model_sources()) == ['torchvision', 'timm', 'file', 'nas'], list(zoo.model_sources())\n"
+        "from utilscope.nas import source\n"
+        "assert source.register() is zoo.model_sources()['nas'] and len(zoo.model_sources()) == 4\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
-def test_the_builtin_plugins_are_the_declared_entry_points():
-    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
-    declared = project["entry-points"][sources.ENTRY_POINT_GROUP]
-    assert sorted(declared.values()) == sorted(sources.PLUGINS)
+def test_models_names_no_module_of_a_higher_layer_even_in_a_string():
+    """No import by name either (``importlib.import_module("utilscope.nas...")``): a string naming a module of the
+    packages above models is a hidden upward import."""
+    above = ("utilscope.nas", "utilscope.survey", "utilscope.cli", "utilscope.advise", "utilscope.predict")
+    found = [f"{path.name}: {node.value!r}" for path in sorted(MODELS_PACKAGE.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Constant) and str(node.value).startswith(above)]  # fmt: skip
+    assert found == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from utilscope.nas.search import (
     COMPARE_COLUMNS,
     STRATEGIES,
     CandidatePool,
+    EvolutionOptions,
     MeasuredPool,
     compare,
     evolve,
@@ -208,8 +210,8 @@ def test_evolution_is_reproducible_and_within_budget(dataset, strategy):
 
     def run(seed):
         oracle = MeasuredPool(truth)
-        result = evolve(pool, objective, min_throughput, 30, strategy, oracle, estimator, np.random.default_rng(seed),
-                        max_steps=2000)  # fmt: skip
+        options = EvolutionOptions(min_throughput, 30, strategy, max_steps=2000)
+        result = evolve(pool, objective, oracle, options, estimator, np.random.default_rng(seed))
         assert result.measurements == oracle.measurements == len(result.history) <= 30
         return result
 
@@ -225,8 +227,8 @@ def test_evolution_is_reproducible_and_within_budget(dataset, strategy):
 def test_evolution_with_a_large_budget_finds_the_best(dataset):
     pool, truth, min_throughput = dataset
     objective = flops_objective(SPACE)
-    result = evolve(pool, objective, min_throughput, len(pool), "measure-all", MeasuredPool(truth),
-                    rng=np.random.default_rng(0), max_steps=20_000)  # fmt: skip
+    options = EvolutionOptions(min_throughput, len(pool), "measure-all", max_steps=20_000)
+    result = evolve(pool, objective, MeasuredPool(truth), options, rng=np.random.default_rng(0))
     best = true_best_feasible(pool, objective, truth, min_throughput)
     assert result.best_id == best
     assert result.measurements_to_reach(objective(pool.archs[pool.index(best)])) <= result.measurements
@@ -238,8 +240,8 @@ def test_evolution_with_a_perfect_predictor_measures_once(dataset):
     pool, truth, min_throughput = dataset
     objective = flops_objective(SPACE)
     oracle = MeasuredPool(truth)
-    result = evolve(pool, objective, min_throughput, 50, "predictor", oracle, perfect_estimator(truth),
-                    np.random.default_rng(0), max_steps=5000, margin=0.0)  # fmt: skip
+    options = EvolutionOptions(min_throughput, 50, "predictor", max_steps=5000, margin=0.0)
+    result = evolve(pool, objective, oracle, options, perfect_estimator(truth), np.random.default_rng(0))
     assert result.measurements == oracle.measurements == 1
     assert truth[result.best_id] >= min_throughput
 
@@ -264,11 +266,19 @@ def test_bad_input_is_a_usage_error(dataset):
     with pytest.raises(UsageError, match="minimum throughput"):
         measurements_to_best(pool, objective, 0.0, oracle, "measure-all")
     with pytest.raises(UsageError, match="minimum throughput"):
-        evolve(pool, objective, -1.0, 10, "measure-all", oracle)
+        EvolutionOptions(-1.0, 10, "measure-all")
     with pytest.raises(UsageError, match="budget"):
-        evolve(pool, objective, min_throughput, 0, "measure-all", oracle)
+        EvolutionOptions(min_throughput, 0, "measure-all")
     with pytest.raises(UsageError, match="unknown search strategy"):
-        evolve(pool, objective, min_throughput, 10, "random", oracle)
+        EvolutionOptions(min_throughput, 10, "random")
+    with pytest.raises(UsageError, match="sample size"):
+        EvolutionOptions(min_throughput, 10, "flops", population=4, sample_size=5)
+    with pytest.raises(UsageError, match="margin"):
+        EvolutionOptions(min_throughput, 10, "flops", margin=1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        EvolutionOptions(min_throughput, 10, "flops").budget = 11  # type: ignore[misc]
+    with pytest.raises(UsageError, match="needs an estimator"):
+        evolve(pool, objective, oracle, EvolutionOptions(min_throughput, 10, "predictor"))
     with pytest.raises(UsageError, match="unknown search strategy"):
         measurements_to_front(pool, objective, oracle, "random")
     with pytest.raises(UsageError, match="needs an estimator"):

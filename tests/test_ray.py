@@ -165,7 +165,7 @@ def test_a_planned_cell_without_a_row_fails_the_survey_naming_it(models, tmp_pat
 
             super().run(plans, options, Dropping())
 
-    monkeypatch.setattr("utilscope.cli.survey.executor_for", lambda *args: Losing())
+    monkeypatch.setattr("utilscope.survey.workflow.executor_for", lambda *args: Losing())
     db = tmp_path / "r.sqlite"
     argv = ["survey", "--device", "cpu", "--db", str(db), "--batch", "1,2", "--backend", "eager", "--attribute",
             "none", "--min-time-ms", "20", "--models", models("a")[0]]  # fmt: skip

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from utilscope.cli import main
 from utilscope.cli.survey import render_result
+from utilscope.errors import UsageError
 from utilscope.measure.backends import get_backend
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import sets as model_sets
@@ -33,6 +34,7 @@ from utilscope.survey.executors import run_survey
 from utilscope.survey.plan import SurveyGrid, plan_survey, select_models
 from utilscope.survey.runner import EXIT, RunOptions, SurveyResult, watch_worker
 from utilscope.survey.store import Store
+from utilscope.survey.workflow import SurveyEvents, SurveyRequest, survey_grid
 
 MODELS = """
 import os, time
@@ -366,6 +368,42 @@ def test_a_dry_run_lists_the_cells_and_writes_nothing(tmp_path, models, capsys):
         assert f"survey: {cells} cells to measure in 2 groups" in out and "good2" in out and "1,4" in out
     assert not missing.exists() and empty.stat().st_size == 0 and stored.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "stored.sqlite"]
+
+
+def test_the_survey_workflow_is_a_library_call_that_reports_through_its_events(tmp_path, models):
+    """``survey_grid`` without the CLI: a dry run plans (the events hear each plan) and writes nothing; a real run
+    measures every cell, the events hearing the start, the progress and the end; the request checks itself."""
+
+    class Heard(SurveyEvents):
+        def __init__(self):
+            self.plans, self.started_cells, self.advanced_cells, self.ended = [], 0, 0, False
+
+        def planned(self, plan):
+            self.plans.append(plan)
+
+        def started(self, cells):
+            self.started_cells = cells
+
+        def advanced(self, cells):
+            self.advanced_cells += cells
+
+        def finished(self):
+            self.ended = True
+
+    db = tmp_path / "r.sqlite"
+    request = SurveyRequest(grid(models, ["good"]), RunOptions(str(db), min_time_ms=20), dry_run=True)
+    heard = Heard()
+    outcome = survey_grid(request, heard)
+    assert outcome.result is None and [plan.cells for plan in heard.plans] == [2] and not db.exists()
+    heard = Heard()
+    outcome = survey_grid(replace(request, dry_run=False), heard)
+    assert outcome.result.cells == heard.started_cells == heard.advanced_cells == 2 and heard.ended
+    assert outcome.result.count("ok") == 2 and _statuses(db) == {("good", 1): "ok", ("good", 4): "ok"}
+    assert survey_grid(replace(request, dry_run=False)).result is None  # everything stored: nothing to run
+    with pytest.raises(UsageError, match="apply to --executor ray"):
+        SurveyRequest(grid(models, ["good"]), RunOptions(str(db)), gpu_types="all")
+    with pytest.raises(UsageError, match="SurveyGrid and RunOptions"):
+        SurveyRequest(RunOptions(str(db)), grid(models, ["good"]))  # type: ignore[arg-type]
 
 
 def test_the_summary_counts_every_error_row_and_sets_the_exit_code(capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from utilscope.advise.advisor import advise
+from utilscope.advise.advisor import AdviseRequest, advise
 from utilscope.measure.settings import MeasureRequest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -26,7 +26,7 @@ def make():
 
 def test_padding_an_unaligned_network_is_exact_and_faster_on_the_gpu(write_factory):
     spec = f"{write_factory(UNALIGNED, 'unaligned_gpu')}:make"
-    advice = advise(MeasureRequest(spec), [128], backends=("graph",), precisions=("fp16",), ladder=())
+    advice = advise(AdviseRequest(MeasureRequest(spec), (128,), backends=("graph",), precisions=("fp16",), ladder=()))
     pad = next(t for t in advice.trials if t.change == "pad channels to 8")
     assert pad.status == "ok" and pad.exact and pad.max_rel_diff <= 1e-4
     assert pad.speedup > 1.1, advice.trials

@@ -24,7 +24,9 @@ from utilscope import hardware
 from utilscope.advise.padding import check_multiple, pad_channels, verify
 from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.files import check_output_folder
 from utilscope.hardware.alignment import channel_multiple
+from utilscope.limits import check_seed
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
 from utilscope.measure.environment import device_label
@@ -325,37 +327,61 @@ def device_architecture(device: torch.device) -> str:
     return spec.architecture if spec is not None else "*"
 
 
-def advise(request: MeasureRequest, batches: list[int], multiple: int | None = None, backends: tuple[str, ...] = (),
-           precisions: tuple[str, ...] = (), ladder: tuple[int, ...] | None = None, export: str | None = None,
-           on_trial: Callable[[Trial], None] | None = None, seed: int = 0) -> Advice:  # fmt: skip
-    """Measure every change at every batch size, the batch ladder, and the best configuration per batch size.
-    The model is built with ``seed`` (``seeded_model``), so its export holds weights a rerun gets again.
-    ``backends`` / ``precisions`` empty: graph and inference, fp16 and bf16 on a GPU; the request's backend and fp32
-    on a CPU. ``ladder`` None: powers of two to 512 on a GPU, to 16 on a CPU; () skips it. ``multiple`` None: the
-    largest channel multiple the precisions tried want on this GPU (``hardware.alignment.channel_multiple``). Raises
-    on bad input."""
-    if multiple is not None:
-        check_multiple(multiple)
-    batches = check_batches(batches)
-    ladder = None if ladder is None else tuple(check_batches(ladder)) if ladder else ()
-    for backend in backends:  # bad names fail before anything is measured
-        get_backend(backend)
-    for precision in precisions:
-        parse_precision(precision)
-    sweep = prepare_sweep(request)
+@dataclass(frozen=True)
+class AdviseRequest:
+    """One ``advise`` run, checked when made (a ``UsageError`` before anything is built): the model and how it runs
+    as given (``measure``); the batch sizes compared (None: 1,256 on a GPU, 1,8 on a CPU); the channel multiple to
+    pad to (None: the largest the precisions tried want on this GPU, ``hardware.alignment.channel_multiple``); the
+    backends and precisions tried (empty: graph and inference, fp16 and bf16 on a GPU; the as-given ones on a CPU);
+    the saturation ladder's batch sizes (None: powers of two to 512 on a GPU, to 16 on a CPU; (): no ladder); the
+    folder the best rewritten model is exported to (None: no export); the seed the model's weights are drawn with."""
+
+    measure: MeasureRequest
+    batches: tuple[int, ...] | None = None
+    multiple: int | None = None
+    backends: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    ladder: tuple[int, ...] | None = None
+    export: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.measure, MeasureRequest):
+            raise UsageError(f"measure must be a MeasureRequest, got {type(self.measure).__name__}")
+        if self.batches is not None:
+            object.__setattr__(self, "batches", tuple(check_batches(self.batches)))
+        if self.multiple is not None:
+            check_multiple(self.multiple)
+        for name, check in (("backends", get_backend), ("precisions", parse_precision)):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+            for value in getattr(self, name):  # bad names fail before anything is measured
+                check(value)
+        if self.ladder is not None:
+            object.__setattr__(self, "ladder", tuple(check_batches(self.ladder)) if self.ladder else ())
+        if self.export is not None:
+            object.__setattr__(self, "export", str(check_output_folder(self.export, "rewritten model")))
+        check_seed(self.seed)
+
+
+def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = None) -> Advice:
+    """Measure every change at every batch size, the batch ladder, and the best configuration per batch size
+    (``AdviseRequest`` says which, and their defaults). The model is built with the request's seed
+    (``seeded_model``), so its export holds weights a rerun gets again. ``on_trial`` sees each trial as it lands."""
+    sweep = prepare_sweep(request.measure)
     gpu = sweep.device.type == "cuda"
-    base = seeded_model(request.model, sweep.resolution, seed)
+    base = seeded_model(request.measure.model, sweep.resolution, request.seed)
+    batches = request.batches or ((1, 256) if gpu else (1, 8))
     example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
     notes: list[str] = []
-    backends = backends or (("graph", "inference") if gpu else (sweep.backend.name,))
-    precisions = precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
-    multiple = multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
+    backends = request.backends or (("graph", "inference") if gpu else (sweep.backend.name,))
+    precisions = request.precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
+    multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
     with math_mode(parse_precision("fp32")):
         rewrites = exact_rewrites(base, sweep.work, example, multiple, notes)  # the sweep counted the model
     report = on_trial or (lambda trial: None)
     trials = [t for batch in batches
               for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report, example)]  # fmt: skip
-    sizes = (GPU_LADDER if gpu else CPU_LADDER) if ladder is None else ladder
+    sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
     ladder_trials, saturation = batch_ladder(sweep, base, sizes, report) if sizes else ([], None)
     best = {}
     for batch in batches:
@@ -363,11 +389,12 @@ def advise(request: MeasureRequest, batches: list[int], multiple: int | None = N
         if ok:
             best[batch] = max(ok, key=lambda t: t.samples_per_s)
     exported = best[max(best)].change if best else None
-    commands = {b: reproduce_command(request.model, t, sweep.resolution, export, exported) for b, t in best.items()}
-    advice = Advice(request.model, device_label(sweep.environment), gpu, sweep.resolution, sweep.work.total.flops,
-                    trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
-    if export:
-        export_best(advice, rewrites, base, example, export)
+    commands = {b: reproduce_command(request.measure.model, t, sweep.resolution, request.export, exported)
+                for b, t in best.items()}  # fmt: skip
+    advice = Advice(request.measure.model, device_label(sweep.environment), gpu, sweep.resolution,
+                    sweep.work.total.flops, trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
+    if request.export:
+        export_best(advice, rewrites, base, example, request.export)
     return advice
 
 

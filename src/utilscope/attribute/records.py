@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from utilscope.counting.counter import LayerCount
+from utilscope.hardware.utilization import achieved_tflops, utilization
 
 
 def _counted(name: str) -> property:
@@ -90,7 +91,7 @@ class Point:
 
     @property
     def achieved_tflops(self) -> float:
-        return self.flops / (self.time_ms / 1e3) / 1e12 if self.time_ms else 0.0
+        return achieved_tflops(self.flops, self.time_ms) if self.time_ms else 0.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ class Attribution:
     def measured_utilization(self) -> float | None:
         if not self.peak_tflops or not self.end_to_end_ms:
             return None
-        return self.flops / (self.end_to_end_ms / 1e3) / 1e12 / self.peak_tflops
+        return utilization(achieved_tflops(self.flops, self.end_to_end_ms), self.peak_tflops)
 
     def to_dict(self) -> dict:
         return {

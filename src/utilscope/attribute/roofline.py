@@ -24,6 +24,7 @@ from enum import Enum
 import pandas as pd
 
 from utilscope.attribute.records import Point, Roofs
+from utilscope.hardware.utilization import achieved_tflops, utilization
 
 
 class Bound(str, Enum):
@@ -113,7 +114,7 @@ def roofline(points: Sequence[Point], roofs: Roofs) -> list[RooflineRow]:
 
 
 def _utilization(flops: int, time_ms: float, roofs: Roofs) -> float:
-    return flops / (time_ms / 1e3) / (roofs.tensor_tflops * 1e12) if time_ms else 0.0
+    return utilization(achieved_tflops(flops, time_ms), roofs.tensor_tflops) if time_ms else 0.0
 
 
 def attainable_bounds(layers: Iterable, roofs: Roofs) -> Bounds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from utilscope.attribute.records import Attribution
+from utilscope.hardware.utilization import achieved_tflops, utilization
 
 
 def points_frame(attribution: Attribution) -> pd.DataFrame:
@@ -32,9 +33,8 @@ def with_rates(frame: pd.DataFrame, attribution: Attribution) -> pd.DataFrame:
     total_ms = frame["time_ms"].sum()
     frame["time_share"] = frame["time_ms"] / total_ms if total_ms else 0.0
     frame["flop_share"] = frame["flops"] / attribution.flops if attribution.flops else 0.0
-    frame["achieved_tflops"] = frame["flops"] / (frame["time_ms"] / 1e3) / 1e12
-    peak = attribution.peak_tflops
-    frame["utilization"] = frame["achieved_tflops"] / peak if peak else float("nan")
+    frame["achieved_tflops"] = achieved_tflops(frame["flops"], frame["time_ms"])
+    frame["utilization"] = utilization(frame["achieved_tflops"], attribution.peak_tflops, missing=float("nan"))
     return frame
 
 

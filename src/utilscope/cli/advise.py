@@ -12,8 +12,6 @@ from utilscope.cli.common import (
     parse_batches,
     parse_list,
 )
-from utilscope.files import check_output_folder
-from utilscope.hardware import resolve_device
 from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import check_batches
 from utilscope.present.json_text import strict_json
@@ -43,25 +41,21 @@ def add_parsers(sub) -> None:
 
 
 def cmd_advise(args, console: Console) -> int:
-    from utilscope.advise.advisor import advise
+    from utilscope.advise.advisor import AdviseRequest, advise
     from utilscope.present.advise_view import render_advice, trial_line
 
     one_model(args.model, "advise")
-    device = resolve_device(args.device)
-    batches = parse_batches(args.batch)  # "" is no batch size (refused), not the default
-    batches = check_batches(([1, 256] if device.type == "cuda" else [1, 8]) if batches is None else batches)
-    ladder = None if args.ladder is None else () if args.ladder == "none" else tuple(check_batches(
-        parse_batches(args.ladder)))  # fmt: skip
-    export = None if args.export is None else str(check_output_folder(args.export, "rewritten model"))
-    request = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
+    ladder = None if args.ladder is None else () if args.ladder == "none" else check_batches(parse_batches(args.ladder))
+    measure = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
                              resolution=args.res, cudnn=cudnn_settings(args))  # fmt: skip
-    backends, precisions = parse_list(args.backends, "--backends"), parse_list(args.precisions, "--precisions")
+    request = AdviseRequest(measure, parse_batches(args.batch), args.multiple, parse_list(args.backends, "--backends"),
+                            parse_list(args.precisions, "--precisions"), ladder, args.export)  # fmt: skip
     progress = Console(stderr=True, highlight=False)
 
     def on_trial(trial) -> None:  # one line per trial as it lands, on standard error (beside --json too)
         progress.print(trial_line(trial), soft_wrap=True)
 
-    advice = advise(request, batches, args.multiple, backends, precisions, ladder, export, on_trial)
+    advice = advise(request, on_trial)
     if args.json:
         print(strict_json(advice.to_dict()))
     else:

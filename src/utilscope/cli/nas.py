@@ -10,7 +10,14 @@ from rich.console import Console
 
 from utilscope.cli.common import parse_batches
 from utilscope.cli.parser import SEED, whole
-from utilscope.cli.survey import add_executor_options, add_grid_options, report_migration, run_grid
+from utilscope.cli.survey import (
+    ConsoleEvents,
+    add_executor_options,
+    add_grid_options,
+    grid_request,
+    render_result,
+    report_migration,
+)
 from utilscope.files import check_output_file
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
@@ -27,6 +34,7 @@ from utilscope.present.json_text import strict_json
 from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
 from utilscope.survey.executors import executor_for
 from utilscope.survey.store import Store
+from utilscope.survey.workflow import survey_grid
 from utilscope.units import plural
 
 NAS_HELP = (
@@ -181,7 +189,8 @@ def cmd_sample(args, console: Console) -> int:
 
 
 def cmd_measure(args, console: Console) -> int:
-    return run_grid(measurement_models(args.archs, args.limit), args, console, frozenset())
+    request = grid_request(measurement_models(args.archs, args.limit), args, frozenset())
+    return render_result(survey_grid(request, ConsoleEvents(console, request)).result, console)
 
 
 def cmd_table(args, console: Console) -> int:

@@ -1,5 +1,6 @@
 """``survey``, ``report``, ``export``, ``merge``: measure a grid (or a shard of it) into a store, read a store back,
-merge stores (``nas measure`` shares the grid options and the run)."""
+merge stores. The run itself is the library's ``survey.workflow.survey_grid``; ``nas measure`` shares the grid
+options, their request and the console view."""
 
 from __future__ import annotations
 
@@ -27,20 +28,12 @@ from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
 from utilscope.report.export import EXPORT, export_measurements
 from utilscope.report.html import REPORT_FOLDER, build_report
-from utilscope.survey.claims import claim
-from utilscope.survey.executors import EXECUTORS, executor_for, run_plans
+from utilscope.survey.executors import EXECUTORS
 from utilscope.survey.merge import merge_stores
-from utilscope.survey.plan import (
-    SurveyGrid,
-    expand_grid,
-    parse_shard,
-    plan_survey,
-    read_model_list,
-    select_models,
-    split_resolution,
-)
+from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
 from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
+from utilscope.survey.workflow import SurveyEvents, SurveyRequest, survey_grid
 from utilscope.units import plural
 
 
@@ -143,11 +136,12 @@ def cmd_survey(args, console: Console) -> int:
     models = select_models(args.models + listed, args.family, args.sets)
     every = {split_resolution(model)[0] for model in models}  # a group is keyed by its model's id, not NAME@RES
     chosen = {"all": every, "none": set(), "representative": set(model_sets.representative())}
-    return run_grid(models, args, console, frozenset(chosen[args.attribute]))
+    request = grid_request(models, args, frozenset(chosen[args.attribute]))
+    return render_result(survey_grid(request, ConsoleEvents(console, request)).result, console)
 
 
-def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tuple[SurveyGrid, RunOptions]:
-    """The library's objects for the options; built (and so checked) before the store is opened, so a usage error
+def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
+    """The library's request for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
     grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision, "--precision"),
                       parse_list(args.backend, "--backend"), args.device, args.res, args.channels_last,
@@ -155,44 +149,48 @@ def grid_and_options(models: list[str], args, attribute: frozenset[str]) -> tupl
     options = RunOptions(
         args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak, args.fit_batch
     )
-    return grid, options
+    return SurveyRequest(grid, options, args.executor, args.ray_address, args.gpu_types, args.dry_run)
 
 
-def run_grid(models: list[str], args, console: Console, attribute: frozenset[str]) -> int:
-    """Plan, print the plan, run it with a progress bar, print what was stored; shared by ``survey`` and ``nas
-    measure``. Everything is checked before the store is opened; a dry run reads a copy and writes nothing. On Ray
-    each GPU type asked for is a plan of its own."""
-    grid, options = grid_and_options(models, args, attribute)
-    executor = executor_for(args.executor, args.ray_address, args.gpu_types, args.device)
-    targets = executor.targets(grid)
-    if getattr(executor, "joined", None):
-        console.print(f"ray: {executor.joined}", highlight=False)
-    expanded = [(target, expand_grid(grid, target)) for target in targets]
-    with Store(args.db, snapshot=args.dry_run) as store:
-        report_migration(store)
-        plans = [plan_survey(grid, store, groups, target) for target, groups in expanded]
-    for plan in plans:
+class ConsoleEvents(SurveyEvents):
+    """A survey's progress on the terminal: the plan per target, other runs' claims, a progress bar."""
+
+    COLUMNS = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
+               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+
+    def __init__(self, console: Console, request: SurveyRequest):
+        self.console, self.db, self.dry_run = console, request.options.db, request.dry_run
+        self.progress, self.task = None, None
+
+    def joined(self, cluster: str) -> None:
+        self.console.print(f"ray: {cluster}", highlight=False)
+
+    def migrated(self, path: str, migration) -> None:
+        print(f"utilscope: {path}: {migration.describe()}", file=sys.stderr)
+
+    def planned(self, plan) -> None:
         where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
         shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
-        console.print(f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
-                      f"{plural(len(plan.groups), 'group')}, "
-                      f"{plan.skipped} already in {args.db}; {plan.config.device_label}; "
-                      f"{plan.config.software}")  # fmt: skip
-        if args.dry_run and plan.groups:
-            console.print(plan_table(plan))
-    plans = [plan for plan in plans if plan.groups]
-    if args.dry_run or not plans:
-        return 0
-    leases = [claim(plan, args.db) for plan in plans]
-    for lease in leases:
-        report_lease(lease, console)
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
-               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("measuring", total=sum(lease.plan.cells for lease in leases))
-        result = run_plans([lease.plan for lease in leases], options, lambda cells: progress.advance(task, cells),
-                           leases, executor)  # fmt: skip
-    return render_result(result, console)
+        self.console.print(f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
+                           f"{plural(len(plan.groups), 'group')}, "
+                           f"{plan.skipped} already in {self.db}; {plan.config.device_label}; "
+                           f"{plan.config.software}")  # fmt: skip
+        if self.dry_run and plan.groups:
+            self.console.print(plan_table(plan))
+
+    def claimed(self, lease) -> None:
+        report_lease(lease, self.console)
+
+    def started(self, cells: int) -> None:
+        self.progress = Progress(*self.COLUMNS, console=self.console)
+        self.progress.start()
+        self.task = self.progress.add_task("measuring", total=cells)
+
+    def advanced(self, cells: int) -> None:
+        self.progress.advance(self.task, cells)
+
+    def finished(self) -> None:
+        self.progress.stop()
 
 
 def report_lease(lease, console: Console) -> None:
@@ -207,7 +205,10 @@ def report_lease(lease, console: Console) -> None:
 
 
 def render_result(result, console: Console) -> int:
-    """The run's counts and table; exit 0 only when every cell claimed has a row and none is an error."""
+    """The run's counts and table; exit 0 only when every cell claimed has a row and none is an error (or when
+    there was no run: ``result`` None, a dry run or a grid already measured)."""
+    if result is None:
+        return 0
     per_cell = result.wall_s / result.cells if result.cells else 0.0
     console.print(f"{plural(result.cells, 'cell')} in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
                   f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed")  # fmt: skip

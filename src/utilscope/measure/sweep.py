@@ -20,6 +20,7 @@ from utilscope.counting import CountResult, count
 from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.hardware import USER_PEAK, Ceilings, check_peak_tflops
+from utilscope.hardware.utilization import utilization
 from utilscope.measure.backends import BACKENDS, Backend, get_backend
 from utilscope.measure.environment import device_label, environment
 from utilscope.measure.nvml import NvmlSampler
@@ -148,8 +149,8 @@ def utilization_row(
         latency_ms=stats.median_ms,
         samples_per_s=samples_per_s,
         achieved_tflops=achieved_tflops,
-        utilization=achieved_tflops / peaks.peak_tflops if peaks.peak_tflops else None,
-        utilization_vs_ceiling=achieved_tflops / peaks.ceiling_tflops if peaks.ceiling_tflops else None,
+        utilization=utilization(achieved_tflops, peaks.peak_tflops),
+        utilization_vs_ceiling=utilization(achieved_tflops, peaks.ceiling_tflops),
         peak_tflops=peaks.peak_tflops,
         peak_source=peaks.peak_source,
         achieved_gbs=achieved_gbs,

@@ -1,10 +1,10 @@
 """Model sources: where a model name comes from (torchvision, timm, a factory file, a NAS record), in a registry.
 
 The built-in sources ``torchvision``, ``timm`` and ``file`` (a factory function in a Python file) are registered
-here, first. Other sources register themselves with ``register_source`` when their module is imported; those
-modules are plug-ins, imported on the first lookup: the ones named in ``PLUGINS`` (so the package also works
-un-installed, with ``PYTHONPATH=src``) and any declared as entry points of the ``utilscope.model_sources`` group.
-So this package never imports the packages above it that provide sources (the NAS records live in utilscope.nas).
+here, first. Sources of the packages above this one are registered with ``register_source`` by those packages,
+never named here: the NAS package's ``nas`` source by the ``utilscope`` package's init, so every process that
+imports utilscope has it, installed or not. Third-party sources may also be declared as entry points of the
+``utilscope.model_sources`` group: their modules are imported on the first lookup and register themselves.
 
 Weights are always random (torchvision ``weights=None``, timm ``pretrained=False``): nothing is downloaded.
 Native resolutions: the crop size of torchvision's default weights, timm's pretrained config ``input_size``, or
@@ -29,7 +29,6 @@ from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import read_text
 from utilscope.registry import Registry
 
-PLUGINS = ("utilscope.nas.source",)
 ENTRY_POINT_GROUP = "utilscope.model_sources"
 DEFAULT_FILE_RESOLUTION = 224  # of a factory file without a RESOLUTION constant, and of a module counted as is
 
@@ -90,14 +89,12 @@ def register_source(source: ModelSource) -> ModelSource:
 
 @functools.cache
 def _load_plugins() -> None:
-    for module in PLUGINS:
-        importlib.import_module(module)
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        entry_point.load()  # one of PLUGINS again is a no-op: a module is imported once
+        entry_point.load()  # a module already imported is not imported again
 
 
 def model_sources() -> Registry[ModelSource]:
-    """Every model source, in registration order, the plug-ins loaded."""
+    """Every model source, in registration order, third-party plug-ins loaded."""
     _load_plugins()
     return SOURCES
 

@@ -462,13 +462,33 @@ class EvolutionResult:
         return next((count for count, best in self.history if best >= objective), None)
 
 
-def _check_evolution(budget: int, population: int, sample_size: int, max_steps: int, neighbours: int) -> None:
-    if budget < 1:
-        raise UsageError(f"the measurement budget must be at least 1, got {budget}")
-    if population < 1 or not 1 <= sample_size <= population:
-        raise UsageError(f"need population >= 1 and 1 <= sample size <= population, got {population}, {sample_size}")
-    if max_steps < 1 or neighbours < 1:
-        raise UsageError(f"max steps and neighbours must be at least 1, got {max_steps}, {neighbours}")
+@dataclass(frozen=True)
+class EvolutionOptions:
+    """How an evolution runs, checked when made (a ``UsageError`` before anything is measured): the throughput
+    floor (``min_throughput``, samples/s), the GPU-measurement ``budget``, the screening ``strategy``
+    (``STRATEGIES``), the population, the tournament's ``sample_size``, the children proposed before it gives up
+    (``max_steps``), the screen's ``margin`` (keeps candidates estimated at >= floor x (1 - margin)) and the
+    ``neighbours`` a mutation picks from."""
+
+    min_throughput: float
+    budget: int
+    strategy: str
+    population: int = POPULATION
+    sample_size: int = SAMPLE_SIZE
+    max_steps: int = MAX_STEPS
+    margin: float = DEFAULT_MARGIN
+    neighbours: int = NEIGHBOURS
+
+    def __post_init__(self) -> None:
+        check_strategy(self.strategy)
+        _check_floor(self.min_throughput, self.margin)
+        if self.budget < 1:
+            raise UsageError(f"the measurement budget must be at least 1, got {self.budget}")
+        if self.population < 1 or not 1 <= self.sample_size <= self.population:
+            raise UsageError(f"need population >= 1 and 1 <= sample size <= population, got {self.population}, "
+                             f"{self.sample_size}")  # fmt: skip
+        if self.max_steps < 1 or self.neighbours < 1:
+            raise UsageError(f"max steps and neighbours must be at least 1, got {self.max_steps}, {self.neighbours}")
 
 
 def _propose(members: deque, population: int, sample_size: int, rng, neighbours: _Neighbours, size: int) -> int:
@@ -480,47 +500,34 @@ def _propose(members: deque, population: int, sample_size: int, rng, neighbours:
     return int(rng.choice(neighbours(members[parent][0])))
 
 
-def evolve(
-    pool: CandidatePool,
-    objective: Objective,
-    min_throughput: float,
-    budget: int,
-    strategy: str,
-    oracle: Oracle,
-    estimator: Estimator | None = None,
-    rng: np.random.Generator | None = None,
-    population: int = POPULATION,
-    sample_size: int = SAMPLE_SIZE,
-    max_steps: int = MAX_STEPS,
-    margin: float = DEFAULT_MARGIN,
-    neighbours: int = NEIGHBOURS,
-) -> EvolutionResult:
+def evolve(pool: CandidatePool, objective: Objective, oracle: Oracle, options: EvolutionOptions,
+           estimator: Estimator | None = None, rng: np.random.Generator | None = None) -> EvolutionResult:  # fmt: skip
     """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
     is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies; fitness = objective if
     feasible, else -inf. ``measure-all`` measures every child (feasible = measured samples/s >= ``min_throughput``)
     and stops after ``budget`` measurements or ``max_steps`` children. ``flops`` and ``predictor`` judge feasibility
     by their estimate, so the evolution itself is free; they then measure the visited candidates the estimate
     passes, best objective first, until one is feasible (``flops`` first measures one random candidate to
-    calibrate). ``rng`` defaults to default_rng(0)."""
-    _check_evolution(budget, population, sample_size, max_steps, neighbours)
-    screen = _Screen(strategy, pool, estimator, min_throughput, margin)
+    calibrate). ``options``: those numbers and the strategy; ``rng`` defaults to default_rng(0)."""
+    strategy, min_throughput, budget = options.strategy, options.min_throughput, options.budget
+    screen = _Screen(strategy, pool, estimator, min_throughput, options.margin)
     values, rng = objective_values(pool, objective), rng if rng is not None else np.random.default_rng(0)
     run = _Run(pool, values, min_throughput, oracle)
-    nearest = _Neighbours(pool, neighbours)
+    nearest = _Neighbours(pool, options.neighbours)
     members: deque[tuple[int, float]] = deque()  # (candidate, fitness), oldest first
     visited: set[int] = set()
     if strategy == "flops":
         run.measure(int(rng.integers(len(pool))))
-    while run.count < budget and run.steps < max_steps:
+    while run.count < budget and run.steps < options.max_steps:
         run.steps += 1
-        child = _propose(members, population, sample_size, rng, nearest, len(pool))
+        child = _propose(members, options.population, options.sample_size, rng, nearest, len(pool))
         if strategy == "measure-all":
             feasible = run.measure(child) >= min_throughput
         else:
             visited.add(child)
             feasible = screen.passes(child, run.measured)
         members.append((child, float(values[child]) if feasible else -math.inf))
-        if len(members) > population:
+        if len(members) > options.population:
             members.popleft()
     for index in _objective_order(pool, values) if strategy != "measure-all" else ():
         if run.count >= budget or (run.best is not None and values[index] <= values[run.best]):
@@ -577,8 +584,8 @@ def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy,
     target = values[best]
     reached, relative = [], []
     for seed in seeds:
-        result = evolve(pool, objective, min_throughput, budget, strategy, oracle, estimator,
-                        np.random.default_rng(seed), margin=margin)  # fmt: skip
+        options = EvolutionOptions(min_throughput, budget, strategy, margin=margin)
+        result = evolve(pool, objective, oracle, options, estimator, np.random.default_rng(seed))
         count = result.measurements_to_reach(target)
         if count is not None:
             reached.append(count)

@@ -32,6 +32,7 @@ from utilscope.nas.sampler import (
 from utilscope.nas.search import (
     CandidatePool,
     Estimator,
+    EvolutionOptions,
     EvolutionResult,
     MeasuredPool,
     Objective,
@@ -273,6 +274,6 @@ def _search(request: SearchRequest, predictor: TablePredictor, objective: Object
     candidates = load_pool(pool_path, request.space)
     oracle = oracle_for(pool_path, request.batch, predictor.table, device)
     screen = estimator if request.strategy == "predictor" else None
-    result = evolve(candidates, objective, request.min_throughput, request.budget, request.strategy, oracle, screen,
-                    np.random.default_rng(request.seed))  # fmt: skip
+    options = EvolutionOptions(request.min_throughput, request.budget, request.strategy)
+    result = evolve(candidates, objective, oracle, options, screen, np.random.default_rng(request.seed))
     return DeviceSearch(request, device, pool_path if kept else None, len(candidates), result)

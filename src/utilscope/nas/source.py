@@ -3,8 +3,9 @@
 Its spec is ``archs.jsonl:ID`` (the ``nas:`` prefix is optional); its id names the architecture by content,
 ``nas:<space>:<ID>`` (``ID`` is the hash of the record), whatever file or folder it was read from, so a results
 store keyed by it moves with its records (``Store.model_records``). An id is known to a process once a spec naming
-its file was parsed; its family is "NAS <space>". ``utilscope.models.sources`` imports this module as a plug-in;
-importing it registers the source.
+its file was parsed; its family is "NAS <space>". ``register`` adds the source to the model sources; the
+``utilscope`` package calls it when it is imported, so every process that imports utilscope (the CLI, a survey
+worker, a Ray task, a notebook) resolves these specs, installed or run with ``PYTHONPATH=src``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch import nn
 
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file
-from utilscope.models.sources import ModelSource, register_source
+from utilscope.models.sources import SOURCES, ModelSource, register_source
 from utilscope.models.zoo import ModelSpec
 from utilscope.nas.sampler import ARCH_FILE, load_jsonl
 from utilscope.nas.space import Arch
@@ -69,19 +70,24 @@ def _match(text: str) -> str | None:
     return None
 
 
-NAS = register_source(
-    ModelSource(
-        "nas",
-        build=lambda name, resolution: _build(name),
-        native_resolution=lambda name: get_space(_known(name)[0]["space"]).resolution(_known(name)[0]),
-        exists=lambda name: name in _KNOWN,
-        match=_match,
-        family=lambda name: f"NAS {name.partition(':')[0]}",
-        record=lambda name: _known(name)[0],
-        portable=lambda name: _known(name)[1],
-        hint="archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
-    )
+NAS = ModelSource(
+    "nas",
+    build=lambda name, resolution: _build(name),
+    native_resolution=lambda name: get_space(_known(name)[0]["space"]).resolution(_known(name)[0]),
+    exists=lambda name: name in _KNOWN,
+    match=_match,
+    family=lambda name: f"NAS {name.partition(':')[0]}",
+    record=lambda name: _known(name)[0],
+    portable=lambda name: _known(name)[1],
+    hint="archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
 )
+
+
+def register() -> ModelSource:
+    """Add the ``nas`` source to the model sources, after the built-in ones; once per process (again: nothing)."""
+    if NAS.name not in SOURCES:
+        register_source(NAS)
+    return SOURCES[NAS.name]
 
 
 def _build(name: str) -> nn.Module:

@@ -28,6 +28,7 @@ from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.hardware.specs import gpu_matches
+from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_seed
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
@@ -102,11 +103,11 @@ class TablePredictor:
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
         samples_per_s = batch / (latency_ms / 1e3)
         flops = design["flops"]
-        utilization = flops * samples_per_s / 1e12 / self.peak_tflops if self.peak_tflops else np.nan
         return pd.DataFrame({
             "id": [arch.get("id", "") for arch in archs], "gflops": flops / 1e9,
             "layer_sum_ms": design["layer_sum_ms"], "latency_ms": latency_ms, "samples_per_s": samples_per_s,
-            "utilization": utilization, "estimated_layers": design["estimated_layers"],
+            "utilization": utilization(flops * samples_per_s / 1e12, self.peak_tflops, missing=np.nan),
+        "estimated_layers": design["estimated_layers"],
         })  # fmt: skip
 
     def estimate_layers(self, layers: list[Layer], costs: list[LayerCost], batch: int) -> np.ndarray:

@@ -26,6 +26,7 @@ from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
 from utilscope.hardware.specs import find_spec, gpu_matches, load_specs, normalize_precision
+from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import profile_rows
@@ -150,8 +151,9 @@ class Predictor:
         layers = per_layer(rows, ms, reasons, counted, bound)
         main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
         return Prediction(counted.model, target.name, batch, parsed.value, backend, counted.resolution, flops,
-                          latency_ms, batch / latency_ms * 1e3, flops / (latency_ms * 1e-3) / target.peak_flops,
-                          any(reasons), target.key, str(main_bound), "" if target == self.gpu else self.device,
+                          latency_ms, batch / latency_ms * 1e3,
+                          utilization(achieved_tflops(flops, latency_ms), target.peak_flops / 1e12), any(reasons),
+                          target.key, str(main_bound), "" if target == self.gpu else self.device,
                           "channels_last" if counted_channels_last(recorded) else "contiguous",
                           layers)  # fmt: skip
 

@@ -313,17 +313,24 @@ def _fail_chunk(chunk: _Chunk, exc: Exception, sink: Sink) -> None:
 EXECUTORS = ("local", "ray")
 
 
-def executor_for(name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None):
-    """The executor a command line names for work on ``device``; Ray's options only with ``ray``, checked before
-    Ray is imported (GPU types not for a CPU survey)."""
+def check_executor(name: str, ray_address: str | None = None, gpu_types: str | None = None,
+                   device: str | None = None) -> None:  # fmt: skip
+    """An executor's name and options as a command line gives them: Ray's options only with ``ray`` (GPU types not
+    for a CPU survey). Nothing is imported."""
     if name not in EXECUTORS:
         raise UsageError(f"unknown executor {name!r}; use one of: {', '.join(EXECUTORS)}")
-    if name == "local":
-        if ray_address is not None or gpu_types is not None:
-            raise UsageError("--ray-address and --gpu-types apply to --executor ray")
-        return LocalExecutor()
-    if gpu_types is not None and device is not None and device.startswith("cpu"):
+    if name == "local" and (ray_address is not None or gpu_types is not None):
+        raise UsageError("--ray-address and --gpu-types apply to --executor ray")
+    if name == "ray" and gpu_types is not None and device is not None and device.startswith("cpu"):
         raise UsageError("--gpu-types chooses GPU types: it does not apply to --device cpu")
+
+
+def executor_for(name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None):
+    """The executor a command line names for work on ``device``, its options checked (``check_executor``) before
+    Ray is imported."""
+    check_executor(name, ray_address, gpu_types, device)
+    if name == "local":
+        return LocalExecutor()
     executor = RayExecutor(ray_address, gpu_types)
     import_ray()
     return executor

@@ -22,6 +22,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.files import read_bytes, read_text
 from utilscope.hardware import get_spec
+from utilscope.hardware.utilization import utilization
 from utilscope.precision import Precision
 from utilscope.survey.schema import now_iso
 
@@ -281,7 +282,7 @@ def with_utilization(frame):
                                                                                  strict=True)]  # fmt: skip
     bandwidth_gbs = frame["gpu"].map(lambda key: specs[key].memory_bandwidth_gbs)
     frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
-    frame["utilization"] = frame["achieved_tflops"] / frame["peak_tflops"]
+    frame["utilization"] = utilization(frame["achieved_tflops"], frame["peak_tflops"])
     frame["achieved_gbs"] = frame["bytes_per_sample"].astype("float64") * frame["samples_per_s"] / 1e9
     frame["bandwidth_utilization"] = frame["achieved_gbs"] / bandwidth_gbs
     return frame
