@@ -52,6 +52,8 @@ def test_each_change_is_measured_once_per_batch_with_utilization_on_the_original
     # channels of 8 filters: 8*3*3*3 = 216; 84 + 6 + 216 = 306
     assert "+306 params" in pad.detail
     ok = [t for t in advice.trials if t.status == "ok"]
+    # each timed three times (the default), its median within its runs' range
+    assert all(t.repeats == 3 and t.samples_per_s_min <= t.samples_per_s <= t.samples_per_s_max for t in ok)
     # one FLOP count (the original's) and one peak: utilization / samples_per_s is the same for every trial
     ratios = [t.utilization / t.samples_per_s for t in ok]
     assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)
@@ -91,13 +93,13 @@ def test_the_reproducing_command_runs_a_rewrite_from_the_export_that_holds_it():
 
 def test_an_aligned_model_has_nothing_to_pad(tiny):
     request = MeasureRequest(tiny, device="cpu", plan=QUICK, ceilings="skip")
-    result = advise(AdviseRequest(request, (1,), ladder=()))
+    result = advise(AdviseRequest(request, (1,), ladder=(), repeats=1))
     assert not any(t.change.startswith("pad channels") for t in result.trials)
     # fp32 on a CPU wants multiples of 4: every layer is aligned (at fp16's 8 the classifier's 4 outputs are not)
     assert result.notes[0].startswith("channel padding: nothing to do (0.00% of conv/linear FLOPs in layers with "
                                       "channels that are not multiples of 4")  # fmt: skip
     # 64 of 110,592 + 64 conv/linear FLOPs, 0.06%, below 1%
-    eight = advise(AdviseRequest(request, (1,), multiple=8, ladder=()))
+    eight = advise(AdviseRequest(request, (1,), multiple=8, ladder=(), repeats=1))
     assert eight.notes[0].startswith("channel padding: nothing to do (0.06% of conv/linear FLOPs")
     assert result.batch_ladder == [] and result.saturation_batch is None
 
@@ -124,16 +126,20 @@ def make():
 
 def test_a_model_the_padding_pass_cannot_trace_is_advised_without_padding(write_factory):
     spec = f"{write_factory(BRANCHING_SOURCE, 'branching')}:make"
-    result = advise(AdviseRequest(MeasureRequest(spec, device="cpu", plan=QUICK, ceilings="skip"), (1,), ladder=()))
+    measure = MeasureRequest(spec, device="cpu", plan=QUICK, ceilings="skip")
+    result = advise(AdviseRequest(measure, (1,), ladder=(), repeats=1))
     assert result.notes[0].startswith("channel padding: not tried (100.00% of conv/linear FLOPs")
     assert "torch.fx cannot trace" in result.notes[0] and [t.change for t in result.trials][:1] == ["as given"]
     assert not any(t.change.startswith("pad channels") for t in result.trials)
 
 
 def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
-    assert main(["advise", unaligned, "--device", "cpu", "--batch", "1", "--ladder", "none", "--json"]) == 0
+    argv = ["advise", unaligned, "--device", "cpu", "--batch", "1", "--ladder", "none", "--repeats", "1", "--json"]
+    assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"model", "device", "trials", "best", "commands", "saturation_batch"} <= set(out)
+    keys = {"model", "device", "trials", "best", "commands", "saturation_batch", "environment", "measured_at"}
+    assert keys <= set(out)
+    assert out["repeats"] == 1 and {t["repeats"] for t in out["trials"] if t["status"] == "ok"} == {1}
     assert main(["advise", unaligned, "--device", "cpu", "--multiple", "0"]) == 2
     assert "multiple" in capsys.readouterr().err
     assert main(["advise", "torchvision:no_such_net", "--device", "cpu"]) == 2

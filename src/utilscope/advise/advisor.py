@@ -2,11 +2,13 @@
 then the best combination, and rank them by measured throughput.
 
 Two kinds of change. *Exact rewrites* change the model's graph but not its function: channel padding to the
-multiple the precision's tensor cores need (``padding.pad_channels``) and BatchNorm folding; each is verified
-against the original in fp32 on one input, and one whose outputs differ by more than ``EXACT_RTOL`` is rejected
-(measured, but never combined). *Deployment choices* change how the same model runs: backend, precision, memory
-format and batch size. Every trial is timed with ``profile``'s harness at one batch size, and its utilization is
-computed on the original model's FLOPs (``Sweep.work``), so that padding's extra FLOPs cannot inflate it.
+multiple the precision's tensor cores need (``padding.pad_channels``) and BatchNorm folding; each is checked
+against the original in fp32 on every input of ``CHECK_INPUTS`` (seeded, of several batch sizes), and one whose
+outputs differ by more than ``EXACT_RTOL`` on any of them is rejected (listed, never measured or combined).
+*Deployment choices* change how the same model runs: backend, precision, memory format and batch size. Every trial
+is timed ``AdviseRequest.repeats`` times with ``profile``'s harness at one batch size and reports the median with
+its range; its utilization is computed on the original model's FLOPs (``Sweep.work``), so that padding's extra
+FLOPs cannot inflate it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,21 +25,25 @@ import torch
 from torch import nn
 
 from utilscope import hardware
-from utilscope.advise.padding import check_multiple, pad_channels, verify
+from utilscope.advise.padding import check_multiple, output_difference, pad_channels
 from utilscope.counting.counter import CountResult, count
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import check_output_folder
 from utilscope.hardware.alignment import channel_multiple
-from utilscope.limits import check_seed
+from utilscope.limits import check_count, check_seed
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
-from utilscope.measure.environment import device_label
+from utilscope.measure.environment import device_label, now_iso
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
-from utilscope.measure.sweep import Sweep, check_batches, make_input, prepare_module, prepare_sweep, run_sweep
+from utilscope.measure.sweep import ProfileRow, Sweep, check_batches, prepare_module, prepare_sweep, run_sweep
 from utilscope.models import zoo
 
-EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32 for a rewrite to count as exact
+EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32, on every check input, for a rewrite to count as exact
+# (batch, seed) of the inputs a rewrite is checked on: random normal images at the model's resolution, each drawn by
+# a torch.Generator seeded so; the first is also the example the rewrites trace the model with
+CHECK_INPUTS = ((2, 0), (1, 1), (3, 2))
+REPEATS = 3  # timed runs per trial by default: the trial reports their median, minimum and maximum
 MIN_GAIN = 1.02  # a change enters the combination when it is at least this much faster (beyond timing noise)
 MIN_UNALIGNED_SHARE = 0.01  # padding is tried when at least this share of conv/linear FLOPs is in unaligned layers
 CONV_OR_LINEAR = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
@@ -46,10 +54,12 @@ CPU_LADDER = (1, 2, 4, 8, 16)
 
 @dataclass(frozen=True)
 class Rewrite:
-    """An exact rewrite of the model (fp32, on the CPU), its check against the original, and what it adds."""
+    """An exact rewrite of the model (fp32, on the CPU), its check against the original (the largest output
+    differences over the check inputs, ``check_exact``), and what it adds."""
 
     name: str
     model: nn.Module
+    max_abs_diff: float
     max_rel_diff: float
     added_params: int
     added_flops: int  # per sample
@@ -70,11 +80,16 @@ class Trial:
     precision: str
     channels_last: bool
     status: str  # ok | oom | error: ... | rejected: ...
-    samples_per_s: float | None = None
+    samples_per_s: float | None = None  # the median over the repeats (so are latency_ms and utilization)
     latency_ms: float | None = None
     utilization: float | None = None  # on the original model's FLOPs
-    speedup: float | None = None  # over "as given" at the same batch size
-    exact: bool | None = None  # rewrites: verified; deployment choices: None (the model is unchanged)
+    speedup: float | None = None  # median over median of "as given" at the same batch size
+    repeats: int = 0  # timed runs that ran (ok): the median is over these
+    samples_per_s_min: float | None = None
+    samples_per_s_max: float | None = None
+    samples_per_s_runs: list[float] = field(default_factory=list)  # each run's, in the order they ran
+    exact: bool | None = None  # rewrites: checked; deployment choices: None (the model is unchanged)
+    max_abs_diff: float | None = None  # the largest output differences from the original over the check inputs
     max_rel_diff: float | None = None
     detail: str = ""
     changes: dict = field(default_factory=dict)  # the request's fields a deployment choice changed
@@ -93,11 +108,18 @@ class Advice:
     best: dict[int, Trial]  # per batch size: the fastest measured configuration
     commands: dict[int, str] = field(default_factory=dict)  # per batch size: the command that reproduces the best
     notes: list[str] = field(default_factory=list)  # changes not tried, and why
+    environment: dict = field(default_factory=dict)  # the as-given configuration's (``measure.environment``)
+    measured_at: str = ""  # when the run began (``now_iso``: ISO 8601, UTC)
+    wall_s: float | None = None  # how long the run took, building and checking the rewrites included
+    repeats: int = REPEATS  # timed runs per trial asked for
+    exactness: dict = field(default_factory=dict)  # how rewrites were checked: inputs, dtype, tolerance
 
     def to_dict(self) -> dict:
         return {
             "model": self.model, "device": self.device, "gpu_measurement": self.gpu_measurement,
             "resolution": self.resolution, "flops_per_sample": self.flops_per_sample,
+            "environment": self.environment, "measured_at": self.measured_at, "wall_s": self.wall_s,
+            "repeats": self.repeats, "exactness": self.exactness,
             "trials": [dataclasses.asdict(t) for t in self.trials],
             "batch_ladder": [dataclasses.asdict(t) for t in self.batch_ladder],
             "saturation_batch": self.saturation_batch,
@@ -121,19 +143,44 @@ def unaligned_share(counted: CountResult, multiple: int) -> float:
     return unaligned / max(total, 1)
 
 
-def exact_rewrites(model: nn.Module, counted: CountResult, example: torch.Tensor, multiple: int,
+def check_inputs(resolution: int) -> tuple[torch.Tensor, ...]:
+    """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW."""
+    return tuple(torch.randn((batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
+                 for batch, seed in CHECK_INPUTS)  # fmt: skip
+
+
+def check_exact(original: nn.Module, rewritten: nn.Module, inputs) -> tuple[float, float]:
+    """The largest absolute and the largest relative difference of ``rewritten``'s outputs from ``original``'s over
+    ``inputs`` (``padding.output_difference``: each relative to that input's largest output), NaN counted as
+    infinite. Raises where a model fails on an input or the outputs differ in structure."""
+    differences = [output_difference(original, rewritten, x) for x in inputs]
+    absolute, relative = zip(*((math.inf if math.isnan(d) else d for d in pair) for pair in differences), strict=True)
+    return max(absolute), max(relative)
+
+
+def _differences(name: str, original: nn.Module, rewritten: nn.Module, inputs, notes: list[str]):
+    """``check_exact``; None, with the reason in ``notes``, where the rewritten model fails on a check input."""
+    try:
+        return check_exact(original, rewritten, inputs)
+    except Exception as exc:  # a rewrite that cannot run is rejected like one that computes otherwise, and said
+        notes.append(f"{name}: rejected, the rewritten model fails on the check inputs: {describe(exc)}")
+        return None
+
+
+def exact_rewrites(model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int,
                    notes: list[str]) -> list[Rewrite]:  # fmt: skip
     """Channel padding and BatchNorm folding where they apply, each checked against ``model`` (``counted``: its
-    count) on ``example`` in fp32; why one is not tried goes to ``notes``."""
-    rewrites = [padding_rewrite(model, counted, example, multiple, notes), folding_rewrite(model, example, notes)]
+    count) on every one of ``inputs`` in fp32 (the first is the example they trace with); why one is not tried goes
+    to ``notes``."""
+    rewrites = [padding_rewrite(model, counted, inputs, multiple, notes), folding_rewrite(model, inputs, notes)]
     return [rewrite for rewrite in rewrites if rewrite is not None]
 
 
-def padding_rewrite(model: nn.Module, counted: CountResult, example: torch.Tensor, multiple: int,
+def padding_rewrite(model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int,
                     notes: list[str]) -> Rewrite | None:  # fmt: skip
     """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
     pass can read the model (torch.fx traces it) and it pads something."""
-    share, flops = unaligned_share(counted, multiple), counted.total.flops
+    share, flops, example = unaligned_share(counted, multiple), counted.total.flops, inputs[0]
     unaligned = f"{share:.2%} of conv/linear FLOPs in layers with channels that are not multiples of {multiple}"
     if share < MIN_UNALIGNED_SHARE:
         notes.append(f"channel padding: nothing to do ({unaligned})")
@@ -150,26 +197,27 @@ def padding_rewrite(model: nn.Module, counted: CountResult, example: torch.Tenso
     params = sum(p.numel() for p in model.parameters())
     detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
               f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
-    try:
-        difference = verify(model, padded.model, example, rtol=math.inf)
-    except Exception as exc:  # a rewrite that cannot run is rejected like one that computes otherwise, and said
-        notes.append(f"channel padding: rejected, the padded model fails on the check input: {describe(exc)}")
+    differences = _differences("channel padding", model, padded.model, inputs, notes)
+    if differences is None:
         return None
-    return Rewrite(f"pad channels to {multiple}", padded.model, difference, padded.added_params, added_flops, detail,
-                   lambda m, x: pad_channels(m, x, multiple).model)  # fmt: skip
+    return Rewrite(f"pad channels to {multiple}", padded.model, *differences, padded.added_params, added_flops,
+                   detail, lambda m, x: pad_channels(m, x, multiple).model)  # fmt: skip
 
 
-def folding_rewrite(model: nn.Module, example: torch.Tensor, notes: list[str]) -> Rewrite | None:
+def folding_rewrite(model: nn.Module, inputs: tuple[torch.Tensor, ...], notes: list[str]) -> Rewrite | None:
     """BatchNorm folding into the preceding convolutions, when the model has BatchNorm that can be folded."""
     total = folding.count_batchnorm(model)
     if not total:
         return None
-    folded, fold_notes = fold_batchnorm(model, example)
+    folded, fold_notes = fold_batchnorm(model, inputs[0])
     notes.extend(fold_notes)
     left = folding.count_batchnorm(folded)
     if folded is model or left == total:
         return None
-    return Rewrite("fold BatchNorm", folded, verify(model, folded, example, rtol=math.inf), 0, 0,
+    differences = _differences("BatchNorm folding", model, folded, inputs, notes)
+    if differences is None:
+        return None
+    return Rewrite("fold BatchNorm", folded, *differences, 0, 0,
                    f"{total - left} of {total} BatchNorm layers folded into their convolutions",
                    lambda m, x: fold_batchnorm(m, x)[0])  # fmt: skip
 
@@ -185,11 +233,51 @@ def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
     return dataclasses.replace(fresh, plan=sweep.plan)
 
 
-def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, **extra) -> Trial:
-    """One timed row of ``sweep`` at ``batch``, as a trial."""
-    row = run_sweep(sweep, [batch])[0]
+def repeated(run_once: Callable[[], ProfileRow], repeats: int) -> list[ProfileRow]:
+    """``run_once`` called ``repeats`` times, or until the first row that is not ok (a failure is not repeated)."""
+    rows = []
+    for _ in range(repeats):
+        rows.append(run_once())
+        if rows[-1].status != "ok":
+            break
+    return rows
+
+
+def median_fields(rows: list[ProfileRow]) -> dict:
+    """A trial's measured fields from its repeated rows: throughput, latency and utilization each the median over
+    the rows, the throughput's minimum, maximum and every run, and how many ran. Where one did not run, the status
+    is its status and no median is given (the runs before it are kept)."""
+    ok = [row for row in rows if row.status == "ok"]
+    runs = [row.samples_per_s for row in ok]
+    fields = {"status": "ok", "repeats": len(ok), "samples_per_s_runs": runs}
+    if len(ok) < len(rows) or not ok:
+        return {**fields, "status": next(row.status for row in rows if row.status != "ok")}
+    return {**fields, "samples_per_s": statistics.median(runs), "samples_per_s_min": min(runs),
+            "samples_per_s_max": max(runs), "latency_ms": _median([row.latency_ms for row in ok]),
+            "utilization": _median([row.utilization for row in ok])}  # fmt: skip
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median; None where a value is None (no peak to compute a utilization against)."""
+    return None if any(v is None for v in values) else statistics.median(values)
+
+
+@dataclass(frozen=True)
+class TrialSetup:
+    """What every trial of one ``advise`` run shares: how many timed runs it takes (``repeats``), the inputs a
+    rewrite is checked on (``check_inputs``; the first is the example rewrites trace with) and who sees each trial
+    as it lands."""
+
+    repeats: int
+    inputs: tuple[torch.Tensor, ...]
+    on_trial: Callable[[Trial], None] = lambda trial: None
+
+
+def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, repeats: int, **extra) -> Trial:
+    """``sweep`` at ``batch`` timed ``repeats`` times, as one trial (``median_fields``)."""
+    rows = repeated(lambda: run_sweep(sweep, [batch])[0], repeats)
     return Trial(change, kind, batch, sweep.backend.name, sweep.precision.value, sweep.request.channels_last,
-                 row.status, row.samples_per_s, row.latency_ms, row.utilization, **extra)  # fmt: skip
+                 **median_fields(rows), **extra)  # fmt: skip
 
 
 def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tuple[str, ...]) -> list[tuple[str, dict]]:
@@ -206,32 +294,34 @@ def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tupl
 def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
     reason = f"rejected: outputs differ by {rewrite.max_rel_diff:.2e} (relative) in fp32, above {EXACT_RTOL:g}"
     return Trial(rewrite.name, "rewrite", batch, sweep.backend.name, sweep.precision.value,
-                 sweep.request.channels_last, reason, exact=False, max_rel_diff=rewrite.max_rel_diff,
-                 detail=rewrite.detail)  # fmt: skip
+                 sweep.request.channels_last, reason, exact=False, max_abs_diff=rewrite.max_abs_diff,
+                 max_rel_diff=rewrite.max_rel_diff, detail=rewrite.detail)  # fmt: skip
 
 
 def trials_at(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int, backends, precisions,
-              on_trial: Callable[[Trial], None], example: torch.Tensor) -> list[Trial]:  # fmt: skip
+              setup: TrialSetup) -> list[Trial]:  # fmt: skip
     """At one batch size: the model as given, each exact rewrite, each deployment choice, then their best
-    combination (checked on ``example``, the rewrites' check input); speed-ups over the first."""
-    given = measure_trial(_variant(sweep, base), "as given", "as given", batch)
-    on_trial(given)
+    combination (checked on ``setup.inputs``, the rewrites' check inputs); speed-ups over the first."""
+    given = measure_trial(_variant(sweep, base), "as given", "as given", batch, setup.repeats)
+    setup.on_trial(given)
     trials = [given]
     for rewrite in rewrites:
-        trial = (measure_trial(_variant(sweep, rewrite.model), rewrite.name, "rewrite", batch, exact=True,
-                               max_rel_diff=rewrite.max_rel_diff, detail=rewrite.detail)
+        trial = (measure_trial(_variant(sweep, rewrite.model), rewrite.name, "rewrite", batch, setup.repeats,
+                               exact=True, max_abs_diff=rewrite.max_abs_diff, max_rel_diff=rewrite.max_rel_diff,
+                               detail=rewrite.detail)
                  if rewrite.exact else _rejected(rewrite, sweep, batch))  # fmt: skip
-        on_trial(trial)
+        setup.on_trial(trial)
         trials.append(trial)
     for name, changes in deployment_changes(sweep, backends, precisions):
-        trial = measure_trial(_variant(sweep, base, **changes), name, "deployment", batch, changes=changes)
-        on_trial(trial)
+        variant = _variant(sweep, base, **changes)
+        trial = measure_trial(variant, name, "deployment", batch, setup.repeats, changes=changes)
+        setup.on_trial(trial)
         trials.append(trial)
     _set_speedups(trials, given)
-    combined = measure_combination(sweep, base, rewrites, trials, batch, example)
+    combined = measure_combination(sweep, base, rewrites, trials, batch, setup)
     if combined is not None:
         _set_speedups([combined], given)
-        on_trial(combined)
+        setup.on_trial(combined)
         trials.append(combined)
     return trials
 
@@ -250,9 +340,9 @@ def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
 
 
 def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], trials: list[Trial],
-                        batch: int, example: torch.Tensor) -> Trial | None:  # fmt: skip
+                        batch: int, setup: TrialSetup) -> Trial | None:  # fmt: skip
     """Every gainful exact rewrite applied in turn, with the best gainful choice of backend, precision and memory
-    format; measured, and verified against the original on ``example`` (the rewrites' check input) when it
+    format; measured, and checked against the original on ``setup.inputs`` (the rewrites' check inputs) when it
     rewrites. None when fewer than two changes gain (one is its own trial)."""
     chosen_rewrites = [r for r in rewrites if any(t.change == r.name for t in _gainful(trials, "rewrite"))]
     changes, names = {}, [r.name for r in chosen_rewrites]
@@ -265,14 +355,15 @@ def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], 
         return None
     model = base
     for rewrite in chosen_rewrites:
-        model = rewrite.apply(model, example)
-    diff = verify(base, model, example, rtol=math.inf) if chosen_rewrites else None
-    if diff is not None and diff > EXACT_RTOL:
-        reason = f"rejected: outputs differ by {diff:.2e}"
+        model = rewrite.apply(model, setup.inputs[0])
+    abs_diff, rel_diff = check_exact(base, model, setup.inputs) if chosen_rewrites else (None, None)
+    if rel_diff is not None and not rel_diff <= EXACT_RTOL:
+        reason = f"rejected: outputs differ by {rel_diff:.2e}"
         return Trial(" + ".join(names), "combination", batch, sweep.backend.name, sweep.precision.value,
-                     sweep.request.channels_last, reason, max_rel_diff=diff)  # fmt: skip
-    return measure_trial(_variant(sweep, model, **changes), " + ".join(names), "combination", batch,
-                         exact=True if chosen_rewrites else None, max_rel_diff=diff, changes=changes)  # fmt: skip
+                     sweep.request.channels_last, reason, max_abs_diff=abs_diff, max_rel_diff=rel_diff)  # fmt: skip
+    return measure_trial(_variant(sweep, model, **changes), " + ".join(names), "combination", batch, setup.repeats,
+                         exact=True if chosen_rewrites else None, max_abs_diff=abs_diff, max_rel_diff=rel_diff,
+                         changes=changes)  # fmt: skip
 
 
 def seeded_model(model: str, resolution: int, seed: int) -> nn.Module:
@@ -283,14 +374,15 @@ def seeded_model(model: str, resolution: int, seed: int) -> nn.Module:
         return zoo.build_model(zoo.parse_spec(model), resolution).eval()
 
 
-def batch_ladder(sweep: Sweep, base: nn.Module, sizes: tuple[int, ...], on_trial) -> tuple[list[Trial], int | None]:
+def batch_ladder(sweep: Sweep, base: nn.Module, sizes: tuple[int, ...],
+                 setup: TrialSetup) -> tuple[list[Trial], int | None]:  # fmt: skip
     """The model as given over ``sizes`` (stopping at the first that runs out of memory), and the saturation batch:
-    the smallest within ``SATURATION`` of the best throughput."""
+    the smallest whose median throughput is within ``SATURATION`` of the best median."""
     variant = _variant(sweep, base)
     trials = []
     for batch in sizes:
-        trial = measure_trial(variant, "as given", "batch", batch)
-        on_trial(trial)
+        trial = measure_trial(variant, "as given", "batch", batch, setup.repeats)
+        setup.on_trial(trial)
         trials.append(trial)
         if trial.status == "oom":
             break
@@ -334,7 +426,8 @@ class AdviseRequest:
     pad to (None: the largest the precisions tried want on this GPU, ``hardware.alignment.channel_multiple``); the
     backends and precisions tried (empty: graph and inference, fp16 and bf16 on a GPU; the as-given ones on a CPU);
     the saturation ladder's batch sizes (None: powers of two to 512 on a GPU, to 16 on a CPU; (): no ladder); the
-    folder the best rewritten model is exported to (None: no export); the seed the model's weights are drawn with."""
+    folder the best rewritten model is exported to (None: no export); the seed the model's weights are drawn with;
+    how many times each trial is timed (``repeats``: the median is reported with its range and ranked)."""
 
     measure: MeasureRequest
     batches: tuple[int, ...] | None = None
@@ -344,6 +437,7 @@ class AdviseRequest:
     ladder: tuple[int, ...] | None = None
     export: str | None = None
     seed: int = 0
+    repeats: int = REPEATS
 
     def __post_init__(self) -> None:
         if not isinstance(self.measure, MeasureRequest):
@@ -361,41 +455,53 @@ class AdviseRequest:
         if self.export is not None:
             object.__setattr__(self, "export", str(check_output_folder(self.export, "rewritten model")))
         check_seed(self.seed)
+        check_count(self.repeats, "repeats")
 
 
 def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = None) -> Advice:
     """Measure every change at every batch size, the batch ladder, and the best configuration per batch size
-    (``AdviseRequest`` says which, and their defaults). The model is built with the request's seed
-    (``seeded_model``), so its export holds weights a rerun gets again. ``on_trial`` sees each trial as it lands."""
+    (``AdviseRequest`` says which, and their defaults); each trial timed ``request.repeats`` times, ranked by its
+    median. The model is built with the request's seed (``seeded_model``), so its export holds weights a rerun gets
+    again. ``on_trial`` sees each trial as it lands. The advice records the as-given configuration's environment
+    (``measure.environment``), when the run began and how long it took."""
+    measured_at, start_s = now_iso(), time.perf_counter()
     sweep = prepare_sweep(request.measure)
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.measure.model, sweep.resolution, request.seed)
     batches = request.batches or ((1, 256) if gpu else (1, 8))
-    example = make_input(2, sweep.resolution, torch.device("cpu"), parse_precision("fp32"), False)
+    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution), on_trial or (lambda trial: None))
     notes: list[str] = []
     backends = request.backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = request.precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
     with math_mode(parse_precision("fp32")):
-        rewrites = exact_rewrites(base, sweep.work, example, multiple, notes)  # the sweep counted the model
-    report = on_trial or (lambda trial: None)
+        rewrites = exact_rewrites(base, sweep.work, setup.inputs, multiple, notes)  # the sweep counted the model
     trials = [t for batch in batches
-              for t in trials_at(sweep, base, rewrites, batch, backends, precisions, report, example)]  # fmt: skip
+              for t in trials_at(sweep, base, rewrites, batch, backends, precisions, setup)]  # fmt: skip
     sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
-    ladder_trials, saturation = batch_ladder(sweep, base, sizes, report) if sizes else ([], None)
+    ladder_trials, saturation = batch_ladder(sweep, base, sizes, setup) if sizes else ([], None)
     best = {}
     for batch in batches:
         ok = [t for t in trials if t.batch == batch and t.status == "ok"]
         if ok:
-            best[batch] = max(ok, key=lambda t: t.samples_per_s)
+            best[batch] = max(ok, key=lambda t: t.samples_per_s)  # the median throughput
     exported = best[max(best)].change if best else None
     commands = {b: reproduce_command(request.measure.model, t, sweep.resolution, request.export, exported)
                 for b, t in best.items()}  # fmt: skip
     advice = Advice(request.measure.model, device_label(sweep.environment), gpu, sweep.resolution,
-                    sweep.work.total.flops, trials, ladder_trials, saturation, best, commands, notes)  # fmt: skip
+                    sweep.work.total.flops, trials, ladder_trials, saturation, best, commands, notes,
+                    sweep.environment, measured_at, repeats=request.repeats, exactness=exactness())  # fmt: skip
     if request.export:
-        export_best(advice, rewrites, base, example, request.export)
+        export_best(advice, rewrites, base, setup.inputs[0], request.export)
+    advice.wall_s = time.perf_counter() - start_s
     return advice
+
+
+def exactness() -> dict:
+    """How rewrites are checked, as the advice records it: on the CPU in fp32, the inputs (``CHECK_INPUTS``), and
+    the largest relative difference (to the original's largest output, per input) a rewrite may have."""
+    return {"device": "cpu", "precision": "fp32", "inputs": [{"batch": b, "seed": s} for b, s in CHECK_INPUTS],
+            "relative_to": "max |output| of the original on the same input", "rtol": EXACT_RTOL}  # fmt: skip
 
 
 def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, example: torch.Tensor, directory: str):

@@ -228,9 +228,10 @@ def rewrite_slice(graph: ChannelGraph, node: fx.Node, derivation: Slice, solutio
         node.args = (node.args[0], tuple(index))
 
 
-def verify(original: nn.Module, rewritten: nn.Module, example: torch.Tensor, rtol: float = DEFAULT_RTOL) -> float:
-    """The largest difference between the two models' outputs on ``example``, relative to the largest output
-    magnitude (float32); a ModelError when it is over ``rtol`` or the outputs do not match in structure."""
+def output_difference(original: nn.Module, rewritten: nn.Module, example: torch.Tensor) -> tuple[float, float]:
+    """The largest absolute difference between the two models' outputs on ``example`` (float32), and that
+    difference relative to the largest output magnitude (the absolute one where every output is 0); a ModelError
+    when the outputs do not match in structure."""
     with torch.no_grad():
         expected, actual = tensor_leaves(original(example)), tensor_leaves(rewritten(example))
     if [t.shape for t in expected] != [t.shape for t in actual]:
@@ -239,7 +240,14 @@ def verify(original: nn.Module, rewritten: nn.Module, example: torch.Tensor, rto
     pairs = [(e.float(), a.float()) for e, a in zip(expected, actual, strict=True) if e.numel()]
     scale = max((float(e.abs().max()) for e, _ in pairs), default=0.0)
     worst = max((float((e - a).abs().max()) for e, a in pairs), default=0.0)
-    relative = worst / scale if scale else worst
+    return worst, worst / scale if scale else worst
+
+
+def verify(original: nn.Module, rewritten: nn.Module, example: torch.Tensor, rtol: float = DEFAULT_RTOL) -> float:
+    """The largest difference between the two models' outputs on ``example``, relative to the largest output
+    magnitude (float32, ``output_difference``); a ModelError when it is over ``rtol`` or the outputs do not match
+    in structure."""
+    relative = output_difference(original, rewritten, example)[1]
     if not relative <= rtol or math.isnan(relative):
         raise ModelError(f"the outputs differ: max relative difference {relative:.3g} > rtol {rtol:g}")
     return relative

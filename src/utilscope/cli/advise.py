@@ -12,6 +12,7 @@ from utilscope.cli.common import (
     parse_batches,
     parse_list,
 )
+from utilscope.cli.parser import whole
 from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import check_batches
 from utilscope.present.json_text import strict_json
@@ -35,6 +36,8 @@ def add_parsers(sub) -> None:
                    "GPU, 1,...,16 on a CPU; 'none' skips it)")  # fmt: skip
     p.add_argument("--export", default=None, metavar="DIR", help="write the rewritten model of the best "
                    "configuration to DIR/model.pt with DIR/model.py:build (default: no export)")  # fmt: skip
+    p.add_argument("--repeats", type=whole("--repeats"), default=None, help="time each trial this many times; "
+                   "the median is reported with its range and ranked (default: 3, advisor.REPEATS)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the advice as JSON instead of tables")
     add_cudnn_options(p)
     p.set_defaults(run=cmd_advise)
@@ -49,7 +52,8 @@ def cmd_advise(args, console: Console) -> int:
     measure = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
                              resolution=args.res, cudnn=cudnn_settings(args))  # fmt: skip
     request = AdviseRequest(measure, parse_batches(args.batch), args.multiple, parse_list(args.backends, "--backends"),
-                            parse_list(args.precisions, "--precisions"), ladder, args.export)  # fmt: skip
+                            parse_list(args.precisions, "--precisions"), ladder, args.export,
+                            **({} if args.repeats is None else {"repeats": args.repeats}))  # fmt: skip
     progress = Console(stderr=True, highlight=False)
 
     def on_trial(trial) -> None:  # one line per trial as it lands, on standard error (beside --json too)

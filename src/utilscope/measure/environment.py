@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from datetime import datetime, timezone
 from importlib import metadata
 
 import torch
@@ -54,6 +55,11 @@ def environment(device: torch.device, precision: str, backend: str, channels_las
         "memory_format": "channels_last" if channels_last else "contiguous",
         **cudnn.to_dict(),
     }
+
+
+def now_iso() -> str:
+    """The time now, as every measurement records it (``measured_at``): ISO 8601 in UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def device_label(env: dict) -> str:

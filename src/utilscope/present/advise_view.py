@@ -16,13 +16,23 @@ def _significant(value) -> str:
     return "" if value is None else significant(value)
 
 
+def spread(trial) -> str:
+    """A trial's throughput range over its repeats, e.g. "690-712 (3 runs)"; "" where it has no median."""
+    if trial.samples_per_s_min is None or trial.samples_per_s_max is None:
+        return ""
+    runs = f"{trial.repeats} run" + "s" * (trial.repeats != 1)
+    return f"{significant(trial.samples_per_s_min)}-{significant(trial.samples_per_s_max)} ({runs})"
+
+
 def trial_line(trial) -> str:
-    """One measured trial, as it lands (progress): its throughput to three significant digits (a CPU's 0.703
-    samples/s is not "1"), and its latency."""
+    """One measured trial, as it lands (progress): its median throughput to three significant digits (a CPU's
+    0.703 samples/s is not "1"), its range over the repeats, and its median latency."""
     speed = trial.status
     if trial.samples_per_s:
         latency = f", {significant(trial.latency_ms)} ms" if trial.latency_ms else ""
-        speed = f"{significant(trial.samples_per_s)} samples/s{latency}"
+        runs = (f" (median of {trial.repeats}: {significant(trial.samples_per_s_min)}-"
+                f"{significant(trial.samples_per_s_max)})" if spread(trial) else "")  # fmt: skip
+        speed = f"{significant(trial.samples_per_s)} samples/s{runs}{latency}"
     where = "batch ladder, batch" if trial.kind == "batch" else "batch"
     return f"{where} {trial.batch}: {trial.change} ({trial.backend}, {trial.precision}): {speed}"
 
@@ -34,13 +44,15 @@ def _exact(trial) -> str:
 def ranked_table(advice, batch: int) -> Table:
     trials = [t for t in advice.trials if t.batch == batch]
     trials.sort(key=lambda t: -(t.speedup or 0))
-    table = Table(title=f"{advice.model} on {advice.device}, batch {batch}: changes ranked by measured throughput "
-                  "(utilization on the original model's FLOPs)")  # fmt: skip
-    for column in ("change", "exact?", "samples/s", "speed-up", "FLOP utilization", "max output diff", "status"):
+    table = Table(title=f"{advice.model} on {advice.device}, batch {batch}: changes ranked by median measured "
+                  "throughput (utilization on the original model's FLOPs)")  # fmt: skip
+    columns = ("change", "exact?", "samples/s", "range", "speed-up", "FLOP utilization", "max output diff", "status")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("change", "exact?", "status") else "right")
     for t in trials:
-        table.add_row(t.change, _exact(t), _significant(t.samples_per_s), _number(t.speedup, ".2f") + "x" * bool(
-            t.speedup), _number(t.utilization, ".2%"), _number(t.max_rel_diff, ".1e"), t.status)  # fmt: skip
+        speedup = _number(t.speedup, ".2f") + "x" * bool(t.speedup)
+        table.add_row(t.change, _exact(t), _significant(t.samples_per_s), spread(t), speedup,
+                      _number(t.utilization, ".2%"), _number(t.max_rel_diff, ".1e"), t.status)  # fmt: skip
     return table
 
 
@@ -51,11 +63,11 @@ def render_advice(advice, console: Console) -> None:
             if t.batch == batch and t.detail:
                 console.print(f"  {t.change}: {t.detail}")
     if advice.batch_ladder:
-        ladder = Table(title="batch ladder, as given")
-        for column in ("batch", "samples/s", "latency ms", "FLOP utilization", "status"):
+        ladder = Table(title="batch ladder, as given (medians)")
+        for column in ("batch", "samples/s", "range", "latency ms", "FLOP utilization", "status"):
             ladder.add_column(column, justify="right")
         for t in advice.batch_ladder:
-            ladder.add_row(str(t.batch), _significant(t.samples_per_s), _significant(t.latency_ms),
+            ladder.add_row(str(t.batch), _significant(t.samples_per_s), spread(t), _significant(t.latency_ms),
                            _number(t.utilization, ".2%"), t.status)  # fmt: skip
         console.print(ladder)
         saturation = advice.saturation_batch or "none (no batch size of the ladder ran)"  # never "None"

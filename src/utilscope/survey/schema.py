@@ -15,13 +15,12 @@ import json
 import numbers
 import operator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.hardware import with_threads
-from utilscope.measure.environment import software_label
+from utilscope.measure.environment import now_iso, software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
 
@@ -170,10 +169,6 @@ SQL_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "REAL", "bool": "INTEGER"
              "limit": "INTEGER"}  # fmt: skip
 NULLABLE_KINDS = ("int", "float")  # missing numbers are NULL; strings, bools and JSON have defaults instead
 DEFAULTS = {"family": "", "peak_source": "", "bytes_model": "", "unstable": False, "cuda_graph": False}
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def check_status(status) -> str:
