@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from utilscope.api import count
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.counting import DTYPES, count
+from utilscope.counting import DTYPES
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.models import timm_sets, zoo

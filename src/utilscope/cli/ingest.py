@@ -5,8 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from utilscope.api import ingest
 from utilscope.limits import cpu_cores
-from utilscope.survey.published import FORMAT, ingest_and_count
+from utilscope.survey.published import FORMAT
 from utilscope.units import plural
 
 COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -39,18 +40,15 @@ def cmd_ingest(args, console: Console) -> int:
         console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
 
     if not args.count:
-        ingest_and_count(args.files, args.db, False, args.jobs, ingested)
+        ingest(args.files, args.db, False, args.jobs, on_ingested=ingested)
         return 0
     with Progress(*COLUMNS, console=console) as progress:
         task = progress.add_task("counting", total=None)
-        result = ingest_and_count(
-            args.files,
-            args.db,
-            True,
-            args.jobs,
-            ingested,
-            lambda done, total, model: progress.update(task, completed=done, total=total),
-        )
+
+        def counted(done: int, total: int, model: str) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = ingest(args.files, args.db, True, args.jobs, on_ingested=ingested, on_model=counted)
     counted_text = f"counted {plural(result.counted, 'model')} at a resolution and precision of their rows"
     console.print(f"{counted_text} ({result.failed} could not be built or counted: rows kept, the reason in "
                   "count_status)", highlight=False)  # fmt: skip

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from utilscope.api import predict
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches
 from utilscope.cli.parser import SEED, whole
 from utilscope.errors import UsageError
@@ -69,7 +70,7 @@ def add_parsers(sub) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
-    from utilscope.predict.run import PredictRequest, predict_networks
+    from utilscope.predict.run import PredictRequest
 
     request = PredictRequest(args.model, args.gpu, args.profile, tuple(parse_batches(args.batch)), args.precision,
                              args.backend, args.channels_last, args.res, parse_prices(args.price))  # fmt: skip
@@ -78,7 +79,7 @@ def cmd_predict(args, console: Console) -> int:
         print(f"utilscope: fitting the predictor of {Path(select_profile(request)).name} once (seconds on one core; "
               "cached after)", file=sys.stderr)  # fmt: skip
 
-    result = predict_networks(request, on_fit=said)
+    result = predict(request, on_fit=said)
     records, predictions, many = result.records(), result.predictions, len(request.models) > 1
     if args.json:
         print(strict_json(records))
