@@ -24,6 +24,7 @@ utilscope.predict import predictor``, not ``import utilscope.predict.predictor a
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -142,8 +143,8 @@ def advise(model: str | AdviseRequest, on_trial: Callable[[Trial], None] | None 
     return AdviceResult(_advise(request, on_trial))
 
 
-def survey(models: str | Sequence[str] | SurveyRequest, db: str | None = None, events: SurveyEvents | None = None,
-           **options) -> SurveyOutcome:  # fmt: skip
+def survey(models: str | Sequence[str] | SurveyRequest, db: str | os.PathLike | None = None,
+           events: SurveyEvents | None = None, **options) -> SurveyOutcome:  # fmt: skip
     """Measure a grid (models x batch sizes x precisions x backends) into the SQLite store ``db``, one worker
     subprocess per model group; a rerun resumes. ``models``: names, globs (``NAME@RES`` for a resolution of its
     own), or a ``SurveyRequest``; ``options``: the fields of ``SurveyGrid`` (batches, precisions, backends, device,
@@ -166,8 +167,8 @@ def survey(models: str | Sequence[str] | SurveyRequest, db: str | None = None, e
     return survey_grid(request, events)
 
 
-def ingest(files: str | Sequence[str], db: str, count: bool = True, jobs: int = 1,
-           on_ingested: Callable[[IngestResult], None] | None = None,
+def ingest(files: str | os.PathLike | Sequence[str | os.PathLike], db: str | os.PathLike, count: bool = True,
+           jobs: int = 1, on_ingested: Callable[[IngestResult], None] | None = None,
            on_model: Callable[[int, int, str], None] | None = None) -> IngestResult:  # fmt: skip
     """Bring timm's published benchmark tables (``benchmark-infer-*.csv``, e.g. data/public/timm-benchmark) into the
     store ``db`` as published rows with their provenance; ``count``: also count each row's model by our engine (on
@@ -175,5 +176,5 @@ def ingest(files: str | Sequence[str], db: str, count: bool = True, jobs: int = 
     ``on_ingested`` sees the rows added, before counting. ``to_frame()``: one row per table."""
     from utilscope.survey.published import ingest_and_count
 
-    paths = [files] if isinstance(files, str) else list(files)
+    paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     return ingest_and_count(paths, db, count, jobs, on_ingested, on_model)
