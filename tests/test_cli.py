@@ -240,7 +240,7 @@ NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float(
     [
         (["count", "torchvision:resnet18", "--json"], {"count.count": "result"}),
         (["profile", "torchvision:resnet18", "--json"], {"measure.profile": "result"}),
-        (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result", "measure.explain": "result"}),
+        (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result"}),
         (["ceilings", "--device", "cpu", "--json"], {"measure.get_ceilings": "result"}),
         (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_file": "prediction"}),
     ],

@@ -22,6 +22,7 @@ LAYERS = (
     ("survey",),
     ("nas",),
     ("report", "present"),
+    ("api",),  # the Python API: one function per command, over the library; the commands call it
     ("cli",),
     ("__init__",),  # the package's facade: ``utilscope.count``
 )
@@ -121,6 +122,13 @@ def test_the_import_graph_has_no_cycles():
         if module not in index:
             visit(module)
     assert not cycles, cycles
+
+
+@pytest.mark.parametrize("verb", ["count", "measure", "predict", "advise", "survey", "ingest"])
+def test_the_commands_call_the_python_api(verb):
+    """``count``, ``profile``, ``layers``, ``predict``, ``advise``, ``survey`` and ``ingest`` each call the function
+    of ``utilscope.api`` a notebook calls: the command line is a layer over the Python API."""
+    assert "utilscope.api" in GRAPH[f"utilscope.cli.{verb}"], verb
 
 
 def test_the_checks_see_an_upward_import_and_a_cycle():

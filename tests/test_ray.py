@@ -165,7 +165,9 @@ def test_a_planned_cell_without_a_row_fails_the_survey_naming_it(models, tmp_pat
 
             super().run(plans, options, Dropping())
 
-    monkeypatch.setattr("utilscope.survey.workflow.executor_for", lambda *args: Losing())
+    from utilscope.survey import workflow  # ("utilscope.survey" is the API's function on the package)
+
+    monkeypatch.setattr(workflow, "executor_for", lambda *args: Losing())
     db = tmp_path / "r.sqlite"
     argv = ["survey", "--device", "cpu", "--db", str(db), "--batch", "1,2", "--backend", "eager", "--attribute",
             "none", "--min-time-ms", "20", "--models", models("a")[0]]  # fmt: skip

@@ -22,6 +22,11 @@ class Explanation:
     class_gaps: pd.DataFrame | None  # per op class: measured vs attainable time
     findings: list[Hint]  # one per rule that fired, biggest time at stake first
 
+    def to_frame(self) -> pd.DataFrame:
+        """``points``: one row per layer (eager, graph) or fused region (compiled backends) with its time, time and
+        FLOP shares, achieved TFLOP/s and utilization."""
+        return self.points
+
     def to_dict(self) -> dict:
         return {
             **self.attribution.to_dict(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from utilscope.api import advise
 from utilscope.cli.common import (
     EXIT_PARTIAL,
     add_cudnn_options,
@@ -44,7 +45,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_advise(args, console: Console) -> int:
-    from utilscope.advise.advisor import AdviseRequest, advise
+    from utilscope.advise.advisor import AdviseRequest
     from utilscope.present.advise_view import render_advice, trial_line
 
     one_model(args.model, "advise")
@@ -59,7 +60,7 @@ def cmd_advise(args, console: Console) -> int:
     def on_trial(trial) -> None:  # one line per trial as it lands, on standard error (beside --json too)
         progress.print(trial_line(trial), soft_wrap=True)
 
-    advice = advise(request, on_trial)
+    advice = advise(request, on_trial).advice
     if args.json:
         print(strict_json(advice.to_dict()))
     else:

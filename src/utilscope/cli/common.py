@@ -21,16 +21,6 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quiet, the shell's code for SIGPIPE
 
 
-def model_names(spec: str) -> list[str]:
-    """The models ``spec`` names: a glob's matches (``timm:resnet*``; none is a UsageError), else ``[spec]``."""
-    if not zoo.is_glob(spec):
-        return [spec]
-    names = zoo.list_models(spec)
-    if not names:
-        raise UsageError(f"no model matches '{spec}'")
-    return names
-
-
 def one_model(spec: str, verb: str) -> str:
     """``spec``, for a verb that takes one model; a glob is a UsageError that points to ``survey``."""
     if zoo.is_glob(spec):

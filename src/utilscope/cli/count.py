@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from utilscope.cli.common import EXIT_PARTIAL, model_names
-from utilscope.counting import DTYPES, count
+from utilscope.api import count
+from utilscope.cli.common import EXIT_PARTIAL
+from utilscope.counting import DTYPES
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.models import timm_sets, zoo
@@ -54,7 +55,7 @@ def add_parsers(sub) -> None:
 
 def cmd_count(args, console: Console) -> int:
     check_top(args.top)  # before counting (a glob counts many models)
-    names = model_names(args.model)
+    names = zoo.model_names(args.model)
     if len(names) > 1:
         return count_many(names, args, console)
     result = count(names[0], batch=args.batch, resolution=args.res, dtype=args.dtype)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from utilscope.limits import check_count, cpu_cores
-from utilscope.survey.published import FORMAT, count_published, gmacs_disagreements, infer_reparam, ingest
-from utilscope.survey.store import Store
+from utilscope.api import ingest
+from utilscope.limits import cpu_cores
+from utilscope.survey.published import FORMAT
 from utilscope.units import plural
 
 COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -33,33 +33,33 @@ def add_parsers(sub) -> None:
 
 
 def cmd_ingest(args, console: Console) -> int:
-    check_count(args.jobs, "--jobs", 1, cpu_cores(), "this machine's cores")
-    result = ingest(args.files, args.db)
-    for name, rows, added in result.files:
-        said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
-        console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
-    added = sum(added for _, _, added in result.files)
-    console.print(f"{plural(added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
-    if args.count:
-        with Progress(*COLUMNS, console=console) as progress:
-            task = progress.add_task("counting", total=None)
-            counted, failed = count_published(
-                args.db, lambda done, total, model: progress.update(task, completed=done, total=total), args.jobs
-            )
-        counted_text = f"counted {plural(counted, 'model')} at a resolution and precision of their rows"
-        console.print(f"{counted_text} ({failed} could not be built or counted: rows kept, the reason in count_status)",
-                      highlight=False)  # fmt: skip
-        decided = infer_reparam(args.db)  # rows counted now, or by an earlier run stopped before this
-        said = f"{plural(decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
-        console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
-        render_disagreements(args.db, console)
+    def ingested(result) -> None:  # before counting, which takes minutes for a large table
+        for name, rows, added in result.files:
+            said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
+            console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
+        console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
+
+    if not args.count:
+        ingest(args.files, args.db, False, args.jobs, on_ingested=ingested)
+        return 0
+    with Progress(*COLUMNS, console=console) as progress:
+        task = progress.add_task("counting", total=None)
+
+        def counted(done: int, total: int, model: str) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = ingest(args.files, args.db, True, args.jobs, on_ingested=ingested, on_model=counted)
+    counted_text = f"counted {plural(result.counted, 'model')} at a resolution and precision of their rows"
+    console.print(f"{counted_text} ({result.failed} could not be built or counted: rows kept, the reason in "
+                  "count_status)", highlight=False)  # fmt: skip
+    said = f"{plural(result.decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
+    console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
+    render_disagreements(result.disagreements, console)
     return 0
 
 
-def render_disagreements(db: str, console: Console, most: int = 10) -> None:
+def render_disagreements(apart, console: Console, most: int = 10) -> None:
     """Where the tables' GMACs and our counts disagree (beyond 5% and timm's rounding), the largest first."""
-    with Store(db, create=False) as store:
-        apart = gmacs_disagreements(store.published_frame())
     console.print(f"{plural(len(apart), 'model')} (at a resolution) whose published GMACs differ from our FLOPs / 2 "
                   "by more than 5%" + (":" if len(apart) else ""), highlight=False)  # fmt: skip
     for row in apart.head(most).itertuples():

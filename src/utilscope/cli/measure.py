@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from utilscope.attribute.attribution import attribute
-from utilscope.attribute.explain import explain
+from utilscope.api import attribute, profile
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model, parse_batches
 from utilscope.files import check_output_file
 from utilscope.hardware import get_ceilings, resolve_device, specs_frame
-from utilscope.measure.sweep import profile
 from utilscope.present import check_top
 from utilscope.present.json_text import strict_json
 from utilscope.present.layers_view import render_layers
@@ -60,14 +58,13 @@ def cmd_layers(args, console: Console) -> int:
     check_top(args.top)
     if args.roofline is not None:
         check_output_file(args.roofline, "roofline plot", (".png",))
-    attribution = attribute(measure_request(args), batch=args.batch)
-    explanation = explain(attribution)
+    explanation = attribute(measure_request(args), batch=args.batch)
     if args.json:
         print(strict_json(explanation.to_dict()), flush=True)
     else:
         render_layers(explanation, console, top=args.top)
     if args.roofline is not None:
-        path = plot_attribution(attribution, args.roofline)
+        path = plot_attribution(explanation.attribution, args.roofline)
         if not args.json:
             console.print(f"roofline plot: {path}")
     return 0

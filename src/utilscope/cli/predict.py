@@ -3,21 +3,18 @@ network's latency, throughput and utilization on a GPU from its device profile, 
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, model_names, parse_batches
+from utilscope.api import predict
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches
 from utilscope.cli.parser import SEED, whole
-from utilscope.errors import UsageError, UtilscopeError
+from utilscope.errors import UsageError
 from utilscope.files import check_output_file
-from utilscope.measure.sweep import check_batches
-from utilscope.models import zoo
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
 from utilscope.predict.ops import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.present.json_text import strict_json
@@ -73,59 +70,36 @@ def add_parsers(sub) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
-    from utilscope.predict.predictor import load_predictor, named_gpu, select_profile, transfer_targets
+    from utilscope.predict.run import PredictRequest
 
-    names = model_names(args.model)
-    batches = check_batches(parse_batches(args.batch))
-    prices = parse_prices(args.price)
-    if args.res is not None:  # said before the profile is read and fitted
-        zoo.check_resolution(args.res)
-    if len(names) == 1:  # a bad model is said before the profile is read and fitted
-        zoo.check_model(zoo.parse_spec(names[0]))
-    if args.gpu and args.gpu.strip():  # and a GPU the spec table lacks, or one without the precision
-        named_gpu(args.gpu, args.precision)
-    profile = select_profile(args.gpu, args.profile, args.precision, args.backend)
-    said = f"utilscope: fitting the predictor of {Path(profile).name} once (seconds on one core; cached after)"
-    predictor = load_predictor(profile, on_fit=lambda: print(said, file=sys.stderr))
-    predictor.check_precision(args.precision)
-    targets = transfer_targets(args.gpu, predictor) if args.gpu else None
-    # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
-    # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
-    gc.freeze()
-    try:
-        predictions, failures = _predictions(predictor, names, batches, targets or [None], args)
-    finally:
-        gc.unfreeze()
-    records = ranked([p.to_dict() for p in predictions], prices)
+    request = PredictRequest(args.model, args.gpu, args.profile, tuple(parse_batches(args.batch)), args.precision,
+                             args.backend, args.channels_last, args.res, parse_prices(args.price))  # fmt: skip
+
+    def said() -> None:
+        print(f"utilscope: fitting the predictor of {Path(select_profile(request)).name} once (seconds on one core; "
+              "cached after)", file=sys.stderr)  # fmt: skip
+
+    result = predict(request, on_fit=said)
+    records, predictions, many = result.records(), result.predictions, len(request.models) > 1
     if args.json:
         print(strict_json(records))
     elif args.csv:
-        frame = pd.DataFrame([{k: v for k, v in r.items() if k != "layers"} for r in records])
-        print(frame.to_csv(index=False), end="")
-    elif records and (prices or (targets and len(targets) > 1)):
-        console.print(gpu_table(records, predictor, prices))
+        print(result.to_frame().to_csv(index=False), end="")
+    elif records and (request.prices or len({p.gpu_key for p in predictions}) > 1):
+        console.print(gpu_table(records, result.device, request.prices))
     elif records:
-        console.print(prediction_table(predictions, predictor, args.backend, many=len(names) > 1))
-        if len(names) == 1:
+        console.print(prediction_table(predictions, result.profile_path, args.backend, many=many))
+        if not many:
             console.print(layer_table(predictions[-1]))
-    for failure in failures:
+    for failure in result.failures:
         print(f"utilscope: error: {failure}", file=sys.stderr)
-    return EXIT_PARTIAL if failures else 0
+    return EXIT_PARTIAL if result.failures else 0
 
 
-def _predictions(predictor, names: list[str], batches: list[int], targets: list, args) -> tuple[list, list[str]]:
-    """Every model's predictions at every batch size on every GPU asked for, and the failures of a glob's models
-    (one model: raised). A network is counted once per batch size and predicted on every GPU."""
-    predictions, failures = [], []
-    for name in names:
-        try:
-            predictions += [p for batch in batches for p in predictor.predict_on(name, batch, targets, args.res,
-                            args.backend, args.precision, args.channels_last)]  # fmt: skip
-        except UtilscopeError as exc:
-            if len(names) == 1:
-                raise
-            failures.append(f"{name}: {' '.join(str(exc).split())}")
-    return predictions, failures
+def select_profile(request) -> Path:
+    from utilscope.predict.predictor import select_profile as select
+
+    return Path(select(request.gpu, request.profile, request.precision, request.backend))
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
@@ -147,22 +121,11 @@ def parse_prices(text: str | None) -> dict[str, float]:
     return prices
 
 
-def ranked(records: list[dict], prices: dict[str, float]) -> list[dict]:
-    """The records with ``usd_per_hour`` and ``samples_per_usd`` where a price is given; several GPUs: fastest first
-    (per model and batch size, in their order)."""
-    for record in records:
-        usd = prices.get(record["gpu_key"])
-        record["usd_per_hour"] = usd
-        record["samples_per_usd"] = record["samples_per_s"] * 3600 / usd if usd else None
-    order = {key: i for i, key in enumerate(dict.fromkeys((r["model"], r["batch"]) for r in records))}
-    return sorted(records, key=lambda r: (order[(r["model"], r["batch"])], -r["samples_per_s"]))
-
-
-def gpu_table(records: list[dict], predictor, prices: dict[str, float]) -> Table:
+def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Table:
     """One row per GPU (and model and batch size), fastest first; samples per dollar where priced."""
     first = records[0]
     table = Table(title=f"{first['model']}, {first['precision']}, {first['backend']} backend, "
-                  f"{first['memory_format']}: predicted per GPU from {predictor.device}'s profile")  # fmt: skip
+                  f"{first['memory_format']}: predicted per GPU from {device}'s profile")  # fmt: skip
     columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound")
     columns += ("samples/$",) * bool(prices)
     for column in columns:
@@ -175,13 +138,13 @@ def gpu_table(records: list[dict], predictor, prices: dict[str, float]) -> Table
     return table
 
 
-def prediction_table(predictions: list, predictor, backend: str, many: bool) -> Table:
+def prediction_table(predictions: list, profile_path: str, backend: str, many: bool) -> Table:
     """One row per prediction; with many models, a model column and a title naming how many."""
     subject = f"{len({p.model for p in predictions})} models" if many else predictions[0].model
     first = predictions[0]
     how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
     table = Table(title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
-                  f"predicted {how}from {predictor.profile_path}")  # fmt: skip
+                  f"predicted {how}from {profile_path}")  # fmt: skip
     columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "bound", "extrapolated")
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from utilscope.api import survey
 from utilscope.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_PARTIAL,
@@ -33,7 +34,7 @@ from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
 from utilscope.survey.runner import RESUME, RunOptions
 from utilscope.survey.store import EXPORT_SUFFIXES, Store
-from utilscope.survey.workflow import SurveyEvents, SurveyRequest, survey_grid
+from utilscope.survey.workflow import SurveyEvents, SurveyRequest
 from utilscope.units import plural
 
 
@@ -137,7 +138,7 @@ def cmd_survey(args, console: Console) -> int:
     every = {split_resolution(model)[0] for model in models}  # a group is keyed by its model's id, not NAME@RES
     chosen = {"all": every, "none": set(), "representative": set(model_sets.representative())}
     request = grid_request(models, args, frozenset(chosen[args.attribute]))
-    return render_result(survey_grid(request, ConsoleEvents(console, request)).result, console)
+    return render_result(survey(request, events=ConsoleEvents(console, request)).result, console)
 
 
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:

@@ -113,6 +113,10 @@ class CountResult:
         skipped = ("ops", "unsupported")
         return pd.DataFrame([{k: v for k, v in lay.to_dict().items() if k not in skipped} for lay in self.shown_layers])
 
+    def to_frame(self) -> pd.DataFrame:
+        """``layers_frame``: one row per shown layer (name, type, op_class, flops, other_flops, bytes, ...)."""
+        return self.layers_frame()
+
     def class_summary(self) -> pd.DataFrame:
         """Per op class: layer count, flops, other_flops and bytes, each with its share of the network total."""
         frame = self.layers_frame()

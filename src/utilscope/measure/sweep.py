@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -99,6 +100,12 @@ class ProfileResult:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "backend_ran": self.backend_ran}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per batch size (``ProfileRow``'s fields), with the model, device, backend and precision."""
+        key = {"model": self.model, "resolution": self.resolution, "device": self.device, "backend": self.backend,
+               "precision": self.precision}  # fmt: skip
+        return pd.DataFrame([{**key, **asdict(row)} for row in self.rows])
 
 
 def resolve_peaks(

@@ -125,6 +125,16 @@ def is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[") and ".py:" not in pattern
 
 
+def model_names(spec: str) -> list[str]:
+    """The models ``spec`` names: a glob's matches (``timm:resnet*``; none is a UsageError), else ``[spec]``."""
+    if not is_glob(spec):
+        return [spec]
+    names = list_models(spec)
+    if not names:
+        raise UsageError(f"no model matches '{spec}'")
+    return names
+
+
 def expand_models(patterns: list[str]) -> list[ModelSpec]:
     """Specs for a list of names and globs, in order, without duplicates. A glob matching nothing is an error."""
     specs: dict[str, ModelSpec] = {}

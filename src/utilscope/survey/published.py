@@ -16,13 +16,16 @@ import hashlib
 import io
 import math
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from utilscope.errors import UsageError
 from utilscope.files import read_bytes, read_text
 from utilscope.hardware import get_spec
 from utilscope.hardware.utilization import utilization
+from utilscope.limits import check_count, cpu_cores
 from utilscope.precision import Precision
 from utilscope.survey.schema import now_iso
 
@@ -160,9 +163,33 @@ def read_table(path) -> PublishedTable:
 
 @dataclass(frozen=True)
 class IngestResult:
-    """Per file: its name, the rows it has, the rows this ingest added (0: it was ingested before)."""
+    """Per file: its name, the rows it has, the rows this ingest added (0: it was ingested before). With counting
+    (``ingest_and_count``): the store, how many (model, resolution, precision) were counted and how many of those
+    could not be, how many rows' ``reparam`` was decided from their GMACs, and where the tables' GMACs and our
+    counts disagree (``gmacs_disagreements``)."""
 
     files: list[tuple[str, int, int]]
+    db: str = ""
+    counted: int | None = None  # None: not counted
+    failed: int = 0
+    decided: int = 0
+    disagreements: Any = None  # a DataFrame when counted
+
+    @property
+    def added(self) -> int:
+        return sum(added for _, _, added in self.files)
+
+    def to_frame(self):
+        """One row per table: file, rows, added."""
+        import pandas as pd
+
+        return pd.DataFrame(self.files, columns=["file", "rows", "added"])
+
+    def to_dict(self) -> dict:
+        apart = self.disagreements
+        return {"db": self.db, "files": self.to_frame().to_dict(orient="records"), "added": self.added,
+                "counted": self.counted, "failed": self.failed, "decided": self.decided,
+                "disagreements": None if apart is None else apart.to_dict(orient="records")}  # fmt: skip
 
 
 def ingest(paths, db) -> IngestResult:
@@ -190,6 +217,28 @@ def ingest(paths, db) -> IngestResult:
     added = {table.path.name for table in new}
     return IngestResult([(name, len(table.rows), len(table.rows) if name in added else 0)
                          for name, table in zip(names, tables, strict=True)])  # fmt: skip
+
+
+def ingest_and_count(paths, db, count: bool = True, jobs: int = 1,
+                     on_ingested: Callable[[IngestResult], None] | None = None,
+                     on_model: Callable[[int, int, str], None] | None = None) -> IngestResult:  # fmt: skip
+    """``ingest`` the tables, then (``count``) count every row's model by our engine at its resolution on ``jobs``
+    processes (``count_published``; ``on_model(done, total, model)`` after each), decide the ``reparam`` of the rows
+    of reparameterizable models (``infer_reparam``) and find where the tables' GMACs and our counts disagree.
+    ``on_ingested`` sees the rows added before counting starts."""
+    from utilscope.survey.store import Store
+
+    check_count(jobs, "--jobs", 1, cpu_cores(), "this machine's cores")
+    result = replace(ingest(paths, db), db=str(db))
+    if on_ingested is not None:
+        on_ingested(result)
+    if not count:
+        return result
+    counted, failed = count_published(db, on_model, jobs)
+    decided = infer_reparam(db)  # rows counted now, or by an earlier run stopped before this
+    with Store(db, create=False) as store:
+        apart = gmacs_disagreements(store.published_frame())
+    return replace(result, counted=counted, failed=failed, decided=decided, disagreements=apart)
 
 
 UNCHECKED = "unchecked"  # a reparameterizable model's row before infer_reparam read its GMACs

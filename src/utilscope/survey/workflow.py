@@ -5,7 +5,9 @@ ignore it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.survey.claims import Lease, claim
@@ -67,6 +69,24 @@ class SurveyOutcome:
 
     plans: tuple[SurveyPlan, ...]
     result: SurveyResult | None
+
+    def to_frame(self) -> pd.DataFrame:
+        """The cells this run measured, as stored: model, precision, backend, batch, status (empty: none)."""
+        if self.result is None:
+            return pd.DataFrame(columns=["model", "precision", "backend", "batch", "status"])
+        return self.result.outcome.reset_index(drop=True)
+
+    def to_dict(self) -> dict:
+        result = self.result
+        return {
+            "planned_cells": sum(plan.cells for plan in self.plans),
+            "skipped_cells": sum(plan.skipped for plan in self.plans),
+            "cells": 0 if result is None else result.cells,
+            "wall_s": 0.0 if result is None else result.wall_s,
+            "outcome": self.to_frame().to_dict(orient="records"),
+            "failures": [] if result is None else list(result.failures),
+            "missing": [] if result is None else [asdict(key) for key in result.missing],
+        }
 
 
 def plan_request(request: SurveyRequest, events: SurveyEvents, executor) -> list[SurveyPlan]:

@@ -1,0 +1,180 @@
+"""The Python API: what each command does, as one function a notebook calls. Each takes a model spec
+(``"torchvision:resnet18"``, ``"timm:resnet50"``, ``"path/file.py:factory"``, ``"archs.jsonl:ID"``) or, where the
+work allows, an ``nn.Module``, with the library's own option objects or their fields as keywords, and returns a
+typed result with ``to_frame()`` (pandas) and ``to_dict()`` (the command's ``--json``).
+
+=============  ============================  ==================================================================
+function       command                       result
+=============  ============================  ==================================================================
+``count``      ``utilscope count``           ``CountResult``: per-layer FLOPs, bytes, params (no GPU)
+``profile``    ``utilscope profile``         ``ProfileResult``: one row per batch size (``MeasureRequest``)
+``attribute``  ``utilscope layers``          ``Explanation``: per-layer time, roofline, findings (``MeasureRequest``)
+``predict``    ``utilscope predict``         ``PredictionSet``: latency and utilization on a GPU, without it
+``advise``     ``utilscope advise``          ``AdviceResult``: measured rewrites and choices (``AdviseRequest``)
+``survey``     ``utilscope survey``          ``SurveyOutcome``: a grid measured into a store (``SurveyRequest``)
+``ingest``     ``utilscope ingest``          ``IngestResult``: published tables as rows of a store
+=============  ============================  ==================================================================
+
+The heavy modules (the predictor, the advisor, the survey runner) are imported when their function is first called,
+so ``import utilscope`` costs what it did before. The ``utilscope`` package binds these functions over the names of
+its subpackages ``attribute``, ``predict``, ``advise`` and ``survey``: import their modules with ``from
+utilscope.predict import predictor``, not ``import utilscope.predict.predictor as pr``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from torch import nn
+
+from utilscope.counting import CountResult
+from utilscope.counting import count as _count
+from utilscope.errors import UsageError
+from utilscope.measure.settings import MeasureRequest, as_request
+from utilscope.measure.sweep import ProfileResult
+from utilscope.measure.sweep import profile as _profile
+
+if TYPE_CHECKING:
+    from utilscope.advise.advisor import Advice, AdviseRequest, Trial
+    from utilscope.attribute.explain import Explanation
+    from utilscope.predict.run import PredictionSet, PredictRequest
+    from utilscope.survey.published import IngestResult
+    from utilscope.survey.workflow import SurveyEvents, SurveyOutcome, SurveyRequest
+
+__all__ = ["AdviceResult", "advise", "attribute", "count", "ingest", "predict", "profile", "survey"]
+
+
+def _split(options: dict[str, Any], *classes: type, taken: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """``options`` shared out among the dataclasses' fields, in order; UsageError naming any keyword none takes (or
+    one of ``taken``: a field the function fills itself)."""
+    names = [{f.name for f in dataclasses.fields(cls)} - set(taken) for cls in classes]
+    unknown = sorted(set(options) - set().union(*names))
+    if unknown:
+        valid = ", ".join(sorted(set().union(*names)))
+        raise UsageError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)}; valid: {valid}")
+    return [{k: v for k, v in options.items() if k in fields} for fields in names]
+
+
+def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
+    """Per-layer FLOPs, other FLOPs, bytes and params of one forward pass, on the meta device (no GPU, no weights).
+    ``to_frame()``: one row per layer; ``class_summary()``: per op class; ``to_dict()``: ``count --json``."""
+    return _count(model, batch, resolution, dtype)
+
+
+def profile(model: str | MeasureRequest, batches: Sequence[int] | None = None, **options) -> ProfileResult:
+    """Measure throughput and FLOP utilization over batch sizes (None: 1,8,32,128,256 on a GPU, 1,8 on a CPU).
+    ``options``: ``MeasureRequest``'s fields (precision, backend, device, resolution, ceilings, plan, ...).
+    ``to_frame()``: one row per batch size."""
+    return _profile(model, batches, **options)
+
+
+def attribute(model: str | MeasureRequest, batch: int = 1, iters: int = 3, **options) -> Explanation:
+    """Measure one batch size and attribute its time to layers (eager, graph) or fused regions (compiled backends,
+    CUDA only), with roofline, attainable utilization and findings (``utilscope layers``). ``options``:
+    ``MeasureRequest``'s fields. ``to_frame()``: one row per layer or region; ``.attribution``: the raw record."""
+    from utilscope.attribute.attribution import attribute as _attribute
+    from utilscope.attribute.explain import explain
+
+    return explain(_attribute(as_request(model, **options), batch=batch, iters=iters))
+
+
+def predict(model: str | nn.Module | Sequence[str | nn.Module] | PredictRequest, gpu: str | None = None,
+            batches: Sequence[int] = (1, 32, 256), on_fit: Callable[[], None] | None = None,
+            **options) -> PredictionSet:  # fmt: skip
+    """Latency, throughput and utilization on ``gpu`` (a GPU of the spec table, or ``all``) from a device profile,
+    on any machine: the shipped H200 profile, transferred by datasheet to other GPUs. ``model``: a spec, a glob,
+    a module, several, or a ``PredictRequest``; ``options``: its other fields (profile, precision, backend,
+    channels_last, resolution, prices). The first call per profile fits it (seconds; ``on_fit`` is told), cached.
+    ``to_frame()``: one row per model, batch size and GPU; ``layers_frame()``: per layer."""
+    from utilscope.predict.run import PredictRequest, predict_networks
+
+    if isinstance(model, PredictRequest):
+        request = dataclasses.replace(model, **options) if options else model
+    else:
+        fields = _split(options, PredictRequest, taken=("models", "gpu", "batches"))[0]
+        request = PredictRequest(model, gpu, batches=tuple(batches), **fields)
+    return predict_networks(request, on_fit)
+
+
+@dataclass
+class AdviceResult:
+    """``advise``'s ``Advice`` (every attribute of it reads through) with its frames: ``to_frame()`` one row per
+    trial, ``ladder_frame()`` one row per batch size of the saturation ladder."""
+
+    advice: Advice
+
+    def __getattr__(self, name: str):
+        if name == "advice":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.advice, name)
+
+    def to_dict(self) -> dict:
+        return self.advice.to_dict()
+
+    def to_frame(self) -> pd.DataFrame:
+        return _trials_frame(self.advice.trials)
+
+    def ladder_frame(self) -> pd.DataFrame:
+        return _trials_frame(self.advice.batch_ladder)
+
+
+def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
+    return pd.DataFrame([dataclasses.asdict(trial) for trial in trials])
+
+
+def advise(model: str | AdviseRequest, on_trial: Callable[[Trial], None] | None = None, **options) -> AdviceResult:
+    """Measure exact rewrites (channel padding, BatchNorm folding) and deployment choices (backends, precisions,
+    batch sizes) against the model as given, ranked by measured gain. ``options``: the fields of ``MeasureRequest``
+    (how the model runs as given) and of ``AdviseRequest`` (batches, multiple, backends, precisions, ladder,
+    export, seed). ``on_trial`` sees each trial as it lands."""
+    from utilscope.advise.advisor import AdviseRequest
+    from utilscope.advise.advisor import advise as _advise
+
+    if isinstance(model, AdviseRequest):
+        request = dataclasses.replace(model, **options) if options else model
+    else:
+        measure, rest = _split(options, MeasureRequest, AdviseRequest, taken=("model", "measure"))
+        request = AdviseRequest(MeasureRequest(model, **measure), **rest)
+    return AdviceResult(_advise(request, on_trial))
+
+
+def survey(models: str | Sequence[str] | SurveyRequest, db: str | os.PathLike | None = None,
+           events: SurveyEvents | None = None, **options) -> SurveyOutcome:  # fmt: skip
+    """Measure a grid (models x batch sizes x precisions x backends) into the SQLite store ``db``, one worker
+    subprocess per model group; a rerun resumes. ``models``: names, globs (``NAME@RES`` for a resolution of its
+    own), or a ``SurveyRequest``; ``options``: the fields of ``SurveyGrid`` (batches, precisions, backends, device,
+    ...), ``RunOptions`` (jobs, timeout_s, min_time_ms, ...) and ``SurveyRequest`` (executor, dry_run, ...).
+    ``events``: a ``SurveyEvents`` to hear the progress. ``to_frame()``: the cells measured, with their status;
+    ``Store(db).frame()`` reads every stored row."""
+    from utilscope.survey.plan import SurveyGrid, select_models
+    from utilscope.survey.runner import RunOptions
+    from utilscope.survey.workflow import SurveyRequest, survey_grid
+
+    if isinstance(models, SurveyRequest):
+        if db is not None or options:
+            raise UsageError("a SurveyRequest holds its store and options: give it alone")
+        return survey_grid(models, events)
+    if db is None:
+        raise UsageError("give the store to measure into: survey(models, db='results.sqlite')")
+    grid, run, rest = _split(options, SurveyGrid, RunOptions, SurveyRequest, taken=("models", "db", "grid", "options"))
+    names = select_models([models] if isinstance(models, str) else list(models), [])
+    request = SurveyRequest(SurveyGrid(tuple(names), **grid), RunOptions(str(db), **run), **rest)
+    return survey_grid(request, events)
+
+
+def ingest(files: str | os.PathLike | Sequence[str | os.PathLike], db: str | os.PathLike, count: bool = True,
+           jobs: int = 1, on_ingested: Callable[[IngestResult], None] | None = None,
+           on_model: Callable[[int, int, str], None] | None = None) -> IngestResult:  # fmt: skip
+    """Bring timm's published benchmark tables (``benchmark-infer-*.csv``, e.g. data/public/timm-benchmark) into the
+    store ``db`` as published rows with their provenance; ``count``: also count each row's model by our engine (on
+    ``jobs`` processes; ``on_model(done, total, model)`` after each). A table ingested before adds nothing.
+    ``on_ingested`` sees the rows added, before counting. ``to_frame()``: one row per table."""
+    from utilscope.survey.published import ingest_and_count
+
+    paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    return ingest_and_count(paths, db, count, jobs, on_ingested, on_model)

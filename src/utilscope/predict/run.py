@@ -1,0 +1,145 @@
+"""``predict`` as one library call: networks (specs, globs or modules) at batch sizes on one GPU, several or all of
+them, from a device profile, with samples per dollar where prices are given. ``PredictRequest`` checks itself when
+made (before a profile is read or fitted); ``predict_networks`` runs it; ``PredictionSet`` holds what came back."""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+from torch import nn
+
+from utilscope.errors import UsageError, UtilscopeError
+from utilscope.measure.backends import get_backend
+from utilscope.measure.precision import parse_precision
+from utilscope.measure.sweep import check_batches
+from utilscope.models import zoo
+from utilscope.predict import predictor as pr
+from utilscope.predict.predictor import Prediction, named_gpu
+
+DEFAULT_BATCHES = (1, 32, 256)
+
+
+def check_prices(prices: dict[str, float] | None) -> dict[str, float]:
+    """``{GPU: USD per hour}`` keyed by spec key; UsageError naming an unknown GPU or a price that is not positive."""
+    from utilscope.hardware.specs import find_spec
+
+    checked = {}
+    for gpu, usd in (prices or {}).items():
+        spec = find_spec(str(gpu).strip())
+        value = usd if isinstance(usd, (int, float)) and not isinstance(usd, bool) else math.nan
+        if spec is None or not 0 < value < math.inf:
+            raise UsageError(f"price {gpu!r}: {usd!r}: give a GPU of the spec table and a positive price in USD "
+                             "per hour")  # fmt: skip
+        checked[spec.key] = float(value)
+    return checked
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """What to predict, checked when made: ``models`` (a spec, a glob, an ``nn.Module``, or a sequence of them);
+    ``gpu`` (a GPU of the spec table, or ``all``) and/or ``profile`` (a device profile file; None: the one shipped
+    for ``gpu``, else one to transfer from); batch sizes; precision (fp16, or amp over an fp16 profile); backend;
+    memory format; resolution (None: each model's native one); ``prices``: ``{GPU: USD per hour}``."""
+
+    models: str | nn.Module | Sequence[str | nn.Module]
+    gpu: str | None = None
+    profile: str | None = None
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    precision: str = "fp16"
+    backend: str = "graph"
+    channels_last: bool = True
+    resolution: int | None = None
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        given = [self.models] if isinstance(self.models, (str, nn.Module)) else list(self.models)
+        if not given:
+            raise UsageError("give at least one model to predict")
+        names = [n for m in given for n in (zoo.model_names(m) if isinstance(m, str) else [m])]
+        object.__setattr__(self, "models", tuple(names))
+        object.__setattr__(self, "batches", tuple(check_batches(self.batches)))
+        object.__setattr__(self, "prices", check_prices(self.prices))
+        parse_precision(self.precision)
+        get_backend(self.backend)
+        if self.resolution is not None:
+            zoo.check_resolution(self.resolution)
+        if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
+            zoo.check_model(zoo.parse_spec(names[0]))
+        if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
+            named_gpu(self.gpu, self.precision)
+        elif self.profile is None:
+            raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
+
+
+@dataclass
+class PredictionSet:
+    """The predictions (per model, batch size and GPU, in that order), the failures of a glob's models, the profile
+    they came from and its GPU, and the prices asked for."""
+
+    predictions: list[Prediction]
+    failures: list[str]
+    profile_path: str
+    device: str
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def records(self) -> list[dict]:
+        """Each prediction as a dict with every layer, ``usd_per_hour`` and ``samples_per_usd`` (None where no price
+        is given); on several GPUs the fastest first per model and batch size (the ``predict --json`` list)."""
+        return ranked([p.to_dict() for p in self.predictions], self.prices)
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile_path, "device": self.device, "predictions": self.records(),
+                "failures": list(self.failures)}  # fmt: skip
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per model, batch size and GPU, without the per-layer lists (``layers_frame`` has them)."""
+        return pd.DataFrame([{k: v for k, v in r.items() if k != "layers"} for r in self.records()])
+
+    def layers_frame(self) -> pd.DataFrame:
+        """One row per predicted layer of every prediction, keyed by model, GPU and batch size."""
+        rows = [{"model": p.model, "gpu_key": p.gpu_key, "batch": p.batch, **layer}
+                for p in self.predictions for layer in p.layers]  # fmt: skip
+        return pd.DataFrame(rows)
+
+
+def ranked(records: list[dict], prices: dict[str, float]) -> list[dict]:
+    """The records with ``usd_per_hour`` and ``samples_per_usd`` where a price is given; several GPUs: fastest first
+    (per model and batch size, in their order)."""
+    for record in records:
+        usd = prices.get(record["gpu_key"])
+        record["usd_per_hour"] = usd
+        record["samples_per_usd"] = record["samples_per_s"] * 3600 / usd if usd else None
+    order = {key: i for i, key in enumerate(dict.fromkeys((r["model"], r["batch"]) for r in records))}
+    return sorted(records, key=lambda r: (order[(r["model"], r["batch"])], -r["samples_per_s"]))
+
+
+def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None = None) -> PredictionSet:
+    """Every model of the request at every batch size on every GPU asked for; a network is counted once per batch
+    size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
+    called before a profile is fitted (seconds, once: cached after)."""
+    profile = pr.select_profile(request.gpu, request.profile, request.precision, request.backend)
+    predictor = pr.load_predictor(profile, on_fit=on_fit)
+    predictor.check_precision(request.precision)
+    targets = pr.transfer_targets(request.gpu, predictor) if request.gpu else None
+    # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
+    # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
+    gc.freeze()
+    predictions, failures = [], []
+    try:
+        for model in request.models:
+            try:
+                predictions += [p for batch in request.batches for p in predictor.predict_on(
+                    model, batch, targets or [None], request.resolution, request.backend, request.precision,
+                    request.channels_last)]  # fmt: skip
+            except UtilscopeError as exc:
+                if len(request.models) == 1:
+                    raise
+                name = model if isinstance(model, str) else type(model).__name__
+                failures.append(f"{name}: {' '.join(str(exc).split())}")
+    finally:
+        gc.unfreeze()
+    return PredictionSet(predictions, failures, str(predictor.profile_path), predictor.device, dict(request.prices))
