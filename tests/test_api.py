@@ -27,14 +27,17 @@ def small_cnn() -> nn.Module:
                          nn.Linear(8, 4))  # fmt: skip
 
 
-def test_the_package_binds_each_function_over_its_subpackages_name():
-    """``utilscope.predict`` is the function even after the ``predict`` package's modules are imported; those
-    modules import as before (``from utilscope.predict import predictor``)."""
-    from utilscope.predict import predictor  # noqa: F401
-    from utilscope.survey import workflow  # noqa: F401
+def test_the_package_binds_the_api_without_hiding_a_subpackage():
+    """``utilscope.api`` holds the seven functions; the package binds those whose names no subpackage has, so that
+    ``import utilscope.predict.predictor as pr`` imports the module."""
+    import utilscope.predict.predictor as pr
+    from utilscope.survey import workflow
 
     for name in ("count", "profile", "attribute", "predict", "advise", "survey", "ingest"):
+        assert callable(getattr(api, name)), name
+    for name in ("count", "profile", "ingest"):
         assert getattr(utilscope, name) is getattr(api, name), name
+    assert utilscope.predict.predictor is pr and utilscope.api is api
     assert utilscope.SurveyRequest is workflow.SurveyRequest and utilscope.PredictRequest.__name__ == "PredictRequest"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         utilscope.nothing  # noqa: B018

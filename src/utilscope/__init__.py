@@ -1,18 +1,16 @@
 """utilscope: how much of a GPU a CNN's inference really uses, why, and how to design networks that use more.
 
-The Python API (``utilscope.api``): ``count``, ``profile``, ``attribute``, ``predict``, ``advise``, ``survey`` and
-``ingest``, one per command, each returning a result with ``to_frame()`` and ``to_dict()``."""
+The Python API is ``utilscope.api``: ``count``, ``profile``, ``attribute``, ``predict``, ``advise``, ``survey`` and
+``ingest``, one per command, each returning a result with ``to_frame()`` and ``to_dict()``
+(``import utilscope.api as us; us.predict("timm:resnet50", gpu="all")``). ``count``, ``profile`` and ``ingest`` are
+bound here too; ``attribute``, ``predict``, ``advise`` and ``survey`` are the names of subpackages, which a
+function bound over them would hide from ``import utilscope.predict.predictor``."""
 
 import importlib
 
-# The subpackages named like API functions are imported first (their __init__ files are empty), so that the
-# functions bound below keep those names: a subpackage imported for the first time later would rebind its name here.
-from utilscope import advise as _advise_package  # noqa: F401
-from utilscope import attribute as _attribute_package  # noqa: F401
-from utilscope import predict as _predict_package  # noqa: F401
-from utilscope import survey as _survey_package  # noqa: F401
+from utilscope import api
 from utilscope._version import __version__
-from utilscope.api import AdviceResult, advise, attribute, count, ingest, predict, profile, survey
+from utilscope.api import AdviceResult, count, ingest, profile
 from utilscope.counting import CountResult
 from utilscope.errors import ModelError, UsageError, UtilscopeError
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
@@ -45,6 +43,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdviceResult", "CountResult", "CudnnSettings", "MeasureRequest", "ModelError", "ProfileResult", "UsageError",
-    "UtilscopeError", "__version__", "advise", "attribute", "count", "ingest", "predict", "profile", "survey",
+    "UtilscopeError", "__version__", "api", "count", "ingest", "profile",
     *_LAZY,
 ]  # fmt: skip

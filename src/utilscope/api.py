@@ -16,9 +16,8 @@ function       command                       result
 =============  ============================  ==================================================================
 
 The heavy modules (the predictor, the advisor, the survey runner) are imported when their function is first called,
-so ``import utilscope`` costs what it did before. The ``utilscope`` package binds these functions over the names of
-its subpackages ``attribute``, ``predict``, ``advise`` and ``survey``: import their modules with ``from
-utilscope.predict import predictor``, not ``import utilscope.predict.predictor as pr``.
+so ``import utilscope`` costs what it did before. Call them here (``import utilscope.api as us``): the ``utilscope``
+package binds only ``count``, ``profile`` and ``ingest``, the other four names being its subpackages'.
 """
 
 from __future__ import annotations
