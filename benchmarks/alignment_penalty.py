@@ -48,12 +48,33 @@ def main() -> None:
             for kernel, size, widths in SHAPES:
                 for channels in widths:
                     unaligned_ms, padded_ms, padded = pair_ms(kernel, size, channels, batch, precision)
-                    rows.append(dict(zip(COLUMNS, (gpu, precision, kernel, channels, padded, size, batch,
-                                                   unaligned_ms, padded_ms, torch.__version__,
-                                                   torch.backends.cudnn.version(), when), strict=True)))  # fmt: skip
-                    print(f"{precision} batch {batch:>3} {kernel}x{kernel} at {size}x{size}: {channels} -> {padded} "
-                          f"channels: {unaligned_ms:.4f} ms vs {padded_ms:.4f} ms, {unaligned_ms / padded_ms:.2f}x",
-                          flush=True)  # fmt: skip
+                    rows.append(
+                        dict(
+                            zip(
+                                COLUMNS,
+                                (
+                                    gpu,
+                                    precision,
+                                    kernel,
+                                    channels,
+                                    padded,
+                                    size,
+                                    batch,
+                                    unaligned_ms,
+                                    padded_ms,
+                                    torch.__version__,
+                                    torch.backends.cudnn.version(),
+                                    when,
+                                ),
+                                strict=True,
+                            )
+                        )
+                    )
+                    print(
+                        f"{precision} batch {batch:>3} {kernel}x{kernel} at {size}x{size}: {channels} -> {padded} "
+                        f"channels: {unaligned_ms:.4f} ms vs {padded_ms:.4f} ms, {unaligned_ms / padded_ms:.2f}x",
+                        flush=True,
+                    )
     if args.write:
         kept = load_penalties()
         table = pd.concat([kept[kept["gpu"] != gpu], pd.DataFrame(rows)], ignore_index=True)

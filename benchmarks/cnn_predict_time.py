@@ -25,8 +25,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="survey", help="a model set (default: %(default)s, the 61 torchvision CNNs)")
     parser.add_argument("--batch", default="1,256")
-    parser.add_argument("--no-freeze", action="store_true", help="leave the process's objects to the cyclic "
-                        "collector (the library's default; the CLI freezes them)")  # fmt: skip
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="leave the process's objects to the cyclic collector (the library's default; the CLI freezes them)",
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
     path = pr.select_profile("h200", None, "fp16", "graph")
@@ -38,8 +41,10 @@ def main() -> None:
     for model in WARM_UP:
         start_s = time.perf_counter()
         predictor.predict(model, 1)
-        print(f"the process's first prediction of {model} at batch 1: {time.perf_counter() - start_s:.2f} s (once "
-              "per process: lazy imports and first calls)")  # fmt: skip
+        print(
+            f"the process's first prediction of {model} at batch 1: {time.perf_counter() - start_s:.2f} s (once "
+            "per process: lazy imports and first calls)"
+        )
     timed = []
     for model in sets.set_members(args.set):
         for batch in (int(b) for b in args.batch.split(",")):

@@ -82,8 +82,10 @@ def main() -> None:
                 print(f"{name:5s} run {repeat + 1}: {cells} cells in {wall_s:.2f} s ({wall_s / cells:.3f} s per cell)")
     local, warm = statistics.median(times["local"]), statistics.median(times["ray"])
     print(f"ray start {ray_start_s:.2f} s; ray's first run {first_s - warm:+.2f} s over its warm median")
-    print(f"median of {args.repeats}: local {local:.2f} s, ray {warm:.2f} s for {cells} cells, one thread each; "
-          f"ray's overhead {(warm - local) / cells:+.3f} s per cell (target <= 0.3)")  # fmt: skip
+    print(
+        f"median of {args.repeats}: local {local:.2f} s, ray {warm:.2f} s for {cells} cells, one thread each; "
+        f"ray's overhead {(warm - local) / cells:+.3f} s per cell (target <= 0.3)"
+    )
     ray.shutdown()
 
 

@@ -35,8 +35,10 @@ def main() -> None:
                 rates[name].append(ARCHITECTURES / (time.perf_counter() - start_s))
     print(f"{platform.processor() or platform.machine()}; regnet, {ARCHITECTURES} architectures x 3 seeds x {ROUNDS}")
     for name, values in rates.items():
-        print(f"{name}: median {statistics.median(values):,.0f} architectures/s "
-              f"(range {min(values):,.0f}-{max(values):,.0f})")  # fmt: skip
+        print(
+            f"{name}: median {statistics.median(values):,.0f} architectures/s "
+            f"(range {min(values):,.0f}-{max(values):,.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ COMMANDS = {
         "--batch",
         "1024",
         "--json",
-    ],  # fmt: skip
+    ],
     "every GPU": ["timm:resnet50", "--gpu", "all", "--batch", "256"],
 }
 ROUNDS = 3
@@ -41,8 +41,13 @@ ROUNDS = 3
 def run_s(args: list[str], cache: str) -> float:
     env = {**os.environ, "UTILSCOPE_CACHE_DIR": cache}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "utilscope.cli", "predict", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "utilscope.cli", "predict", *args],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -54,8 +59,10 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as cache:
                 cold.append(run_s(args, cache))
                 warm.append(run_s(args, cache))
-        print(f"{name}: cold {', '.join(f'{s:.1f}' for s in cold)} s (median {statistics.median(cold):.1f}); "
-              f"warm {', '.join(f'{s:.1f}' for s in warm)} s (median {statistics.median(warm):.1f})")  # fmt: skip
+        print(
+            f"{name}: cold {', '.join(f'{s:.1f}' for s in cold)} s (median {statistics.median(cold):.1f}); "
+            f"warm {', '.join(f'{s:.1f}' for s in warm)} s (median {statistics.median(warm):.1f})"
+        )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ def published_rows(store: str, test: bool, backend: str = "eager") -> pd.DataFra
     cnn = set(sets.set_members("timm-cnn"))
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         condition = CONDITION.format(backend=backend)
-        rows = pd.read_sql(f"select * from published where {condition} and reparam in ('n/a', 'yes') "
-                           "and count_status = 'ok'", db)  # fmt: skip
+        rows = pd.read_sql(
+            f"select * from published where {condition} and reparam in ('n/a', 'yes') and count_status = 'ok'", db
+        )
     rows = rows[rows["model"].isin(cnn) & (test == rows["gpu"].isin(TEST_GPUS))]
     rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
     return rows.reset_index(drop=True)
@@ -47,9 +48,11 @@ def published_rows(store: str, test: bool, backend: str = "eager") -> pd.DataFra
 
 def h200_measured(store: str, backend: str = "eager") -> pd.DataFrame:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        return pd.read_sql(f"select model as spec, resolution, batch, samples_per_s as h200_samples_per_s "
-                           f"from measurements where status = 'ok' and {CONDITION.format(backend=backend)}",
-                           db)  # fmt: skip
+        return pd.read_sql(
+            f"select model as spec, resolution, batch, samples_per_s as h200_samples_per_s "
+            f"from measurements where status = 'ok' and {CONDITION.format(backend=backend)}",
+            db,
+        )
 
 
 def _start(backend: str, profile: str | None) -> None:
@@ -73,19 +76,34 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
     try:
         predictions = _PREDICTOR.predict_on(spec, batch, targets, resolution, _BACKEND, "amp", channels_last=False)
     except Exception as exc:  # noqa: BLE001 - a row that cannot be counted or predicted is reported, not fatal
-        return [{"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu, "error": str(exc)[:200]}
-                for gpu in gpus]  # fmt: skip
-    return [{"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu,
-             "predicted_samples_per_s": p.samples_per_s, "bound": p.bound, "extrapolated": p.extrapolated}
-            for gpu, p in zip(gpus, predictions, strict=True)]  # fmt: skip
+        return [
+            {"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu, "error": str(exc)[:200]}
+            for gpu in gpus
+        ]
+    return [
+        {
+            "spec": spec,
+            "resolution": resolution,
+            "batch": batch,
+            "gpu": gpu,
+            "predicted_samples_per_s": p.samples_per_s,
+            "bound": p.bound,
+            "extrapolated": p.extrapolated,
+        }
+        for gpu, p in zip(gpus, predictions, strict=True)
+    ]
 
 
-def predict_all(rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str,
-                profile: str | None) -> pd.DataFrame:  # fmt: skip
-    wanted = pd.concat([rows[["spec", "resolution", "batch", "gpu"]],
-                        measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")])  # fmt: skip
-    tasks = [(spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
-             for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])]  # fmt: skip
+def predict_all(
+    rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str, profile: str | None
+) -> pd.DataFrame:
+    wanted = pd.concat(
+        [rows[["spec", "resolution", "batch", "gpu"]], measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")]
+    )
+    tasks = [
+        (spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
+        for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])
+    ]
     results = []
     with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend, profile)) as pool:
         for i, out in enumerate(pool.map(_predict, tasks, chunksize=4)):
@@ -99,9 +117,14 @@ def scores(measured: np.ndarray, predicted: np.ndarray) -> dict:
     from scipy.stats import spearmanr
 
     error = predicted / measured - 1
-    return {"rows": len(error), "MAPE": np.mean(np.abs(error)), "median error": np.median(error),
-            "within 10%": np.mean(np.abs(error) <= 0.1), "within 20%": np.mean(np.abs(error) <= 0.2),
-            "Spearman": spearmanr(predicted, measured).statistic}  # fmt: skip
+    return {
+        "rows": len(error),
+        "MAPE": np.mean(np.abs(error)),
+        "median error": np.median(error),
+        "within 10%": np.mean(np.abs(error) <= 0.1),
+        "within 20%": np.mean(np.abs(error) <= 0.2),
+        "Spearman": spearmanr(predicted, measured).statistic,
+    }
 
 
 def baselines(part: pd.DataFrame, gpu: str) -> dict:
@@ -112,10 +135,12 @@ def baselines(part: pd.DataFrame, gpu: str) -> dict:
     both = part.dropna(subset=["h200_samples_per_s"])
     h200, table = both["h200_samples_per_s"].to_numpy(), both["samples_per_s"].to_numpy()
     oracle = np.exp(np.median(np.log(table / h200)))  # the constant of least absolute log error
-    return {"peak ratio": scores(table, h200 * target.peak_tflops("fp16") / source.peak_tflops("fp16")),
-            "bandwidth ratio": scores(table, h200 * target.memory_bandwidth_gbs / source.memory_bandwidth_gbs),
-            "best constant (oracle)": scores(table, h200 * oracle),
-            "transfer, same rows": scores(table, both["predicted_samples_per_s"].to_numpy())}  # fmt: skip
+    return {
+        "peak ratio": scores(table, h200 * target.peak_tflops("fp16") / source.peak_tflops("fp16")),
+        "bandwidth ratio": scores(table, h200 * target.memory_bandwidth_gbs / source.memory_bandwidth_gbs),
+        "best constant (oracle)": scores(table, h200 * oracle),
+        "transfer, same rows": scores(table, both["predicted_samples_per_s"].to_numpy()),
+    }
 
 
 def predicted_table(store: str, test: bool, backend: str, jobs: int, profile: str | None = None) -> pd.DataFrame:
@@ -148,8 +173,15 @@ def figure(table: pd.DataFrame, path: str) -> None:
         ax.scatter(measured, predicted, s=6, alpha=0.6)
         what = "measured" if name.startswith("H200") else "published"
         title = name.removeprefix("benchmark-infer-").removesuffix(".csv")
-        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), xlabel=f"{what} samples/s",
-               ylabel="predicted samples/s", title=title)  # fmt: skip
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(low, high),
+            ylim=(low, high),
+            xlabel=f"{what} samples/s",
+            ylabel="predicted samples/s",
+            title=title,
+        )
         ax.title.set_fontsize(8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -162,12 +194,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
     parser.add_argument("--figure", help="draw predicted against published samples/s, a panel per table (PNG)")
-    parser.add_argument("--from-csv", help="the per-row predictions of an earlier run (its --out) instead of "
-                        "predicting again")  # fmt: skip
-    parser.add_argument("--backend", default="eager", choices=("eager", "compile"),
-                        help="eager: the tables without -dynamo; compile: the -dynamo ones")  # fmt: skip
-    parser.add_argument("--profile", help="the H200 device profile to transfer from (default: the one `predict "
-                        "--precision amp` selects)")  # fmt: skip
+    parser.add_argument(
+        "--from-csv", help="the per-row predictions of an earlier run (its --out) instead of predicting again"
+    )
+    parser.add_argument(
+        "--backend",
+        default="eager",
+        choices=("eager", "compile"),
+        help="eager: the tables without -dynamo; compile: the -dynamo ones",
+    )
+    parser.add_argument(
+        "--profile",
+        help="the H200 device profile to transfer from (default: the one `predict --precision amp` selects)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if not (args.out or args.from_csv):

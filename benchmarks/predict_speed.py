@@ -37,8 +37,10 @@ def main() -> None:
             start_s = time.perf_counter()
             predicted = predictor.predict(archs, BATCH)
             elapsed_s = time.perf_counter() - start_s
-            print(f"{space} seed {seed}: {elapsed_s:.3f} s, {len(archs) / elapsed_s:,.0f} architectures/s, "
-                  f"{predicted['estimated_layers'].mean():.1f} layers per architecture estimated")  # fmt: skip
+            print(
+                f"{space} seed {seed}: {elapsed_s:.3f} s, {len(archs) / elapsed_s:,.0f} architectures/s, "
+                f"{predicted['estimated_layers'].mean():.1f} layers per architecture estimated"
+            )
 
 
 if __name__ == "__main__":

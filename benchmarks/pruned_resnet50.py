@@ -22,8 +22,14 @@ def build() -> nn.Module:
         parent, _, leaf = name.rpartition(".")
         owner = model.get_submodule(parent) if parent else model
         if isinstance(module, nn.Conv2d):
-            conv = nn.Conv2d(pruned(module.in_channels), pruned(module.out_channels), module.kernel_size,
-                             module.stride, module.padding, bias=module.bias is not None)  # fmt: skip
+            conv = nn.Conv2d(
+                pruned(module.in_channels),
+                pruned(module.out_channels),
+                module.kernel_size,
+                module.stride,
+                module.padding,
+                bias=module.bias is not None,
+            )
             setattr(owner, leaf, conv)
         elif isinstance(module, nn.BatchNorm2d):
             setattr(owner, leaf, nn.BatchNorm2d(pruned(module.num_features)))

@@ -25,11 +25,21 @@ from pathlib import Path
 # Ten families' worth of timm CNNs from the validation tables (RTX 3090/4090), dense to depthwise, two
 # reparameterizable ones both ways.
 MODELS = [
-    "timm:resnet50@224", "timm:resnet18@224", "timm:resnext50_32x4d@224", "timm:densenet121@224",
-    "timm:efficientnet_b0@224", "timm:mobilenetv3_large_100@224", "timm:convnext_tiny@224", "timm:regnety_032@288",
-    "timm:ghostnetv2_100@224", "timm:tf_efficientnet_b3@300", "timm:mobileone_s1@224", "timm:mobileone_s1+reparam@224",
-    "timm:repvgg_a2@224", "timm:repvgg_a2+reparam@224",
-]  # fmt: skip
+    "timm:resnet50@224",
+    "timm:resnet18@224",
+    "timm:resnext50_32x4d@224",
+    "timm:densenet121@224",
+    "timm:efficientnet_b0@224",
+    "timm:mobilenetv3_large_100@224",
+    "timm:convnext_tiny@224",
+    "timm:regnety_032@288",
+    "timm:ghostnetv2_100@224",
+    "timm:tf_efficientnet_b3@300",
+    "timm:mobileone_s1@224",
+    "timm:mobileone_s1+reparam@224",
+    "timm:repvgg_a2@224",
+    "timm:repvgg_a2+reparam@224",
+]
 BATCH = 1024
 SIDES = ("timm", "ours")
 
@@ -51,8 +61,14 @@ def run_timm(script: str, models: list[str]) -> list[dict]:
         name, reparam, res = split(model)
         argv = ["--model", name, "--bench", "inference", "--amp", "-b", str(BATCH), "--img-size", str(res)]
         result = timm_benchmark.benchmark(timm_benchmark.parser.parse_args(argv + (["--reparam"] if reparam else [])))
-        rows.append({"model": model, "samples_per_s": result.get("infer_samples_per_sec"),
-                     "batch": result.get("infer_batch_size"), "error": result.get("error", "")})  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "samples_per_s": result.get("infer_samples_per_sec"),
+                "batch": result.get("infer_batch_size"),
+                "error": result.get("error", ""),
+            }
+        )
     return rows
 
 
@@ -64,8 +80,9 @@ def run_ours(models: list[str]) -> list[dict]:
     rows = []
     for model in models:
         spec, _, res = model.rpartition("@")
-        request = MeasureRequest(spec, precision="amp", backend="eager", resolution=int(res), channels_last=False,
-                                 ceilings="skip")  # fmt: skip
+        request = MeasureRequest(
+            spec, precision="amp", backend="eager", resolution=int(res), channels_last=False, ceilings="skip"
+        )
         row = profile(request, [BATCH]).rows[0]
         rows.append({"model": model, "samples_per_s": row.samples_per_s, "batch": row.batch, "error": row.status})
     return rows
@@ -86,9 +103,16 @@ def compare(first: dict, mine: dict, second: dict) -> dict:
     timm_mean = sum(timm_runs) / 2 if all(timm_runs) else None
     ratio = mine["samples_per_s"] / timm_mean if timm_mean and mine["samples_per_s"] else None
     errors = [first["error"], second["error"], "" if mine["error"] == "ok" else mine["error"]]
-    return {"model": mine["model"], "batch_timm": first["batch"], "batch_ours": mine["batch"],
-            "timm_1": timm_runs[0], "timm_2": timm_runs[1], "ours": mine["samples_per_s"], "ours_over_timm": ratio,
-            "errors": " ".join(filter(None, errors))}  # fmt: skip
+    return {
+        "model": mine["model"],
+        "batch_timm": first["batch"],
+        "batch_ours": mine["batch"],
+        "timm_1": timm_runs[0],
+        "timm_2": timm_runs[1],
+        "ours": mine["samples_per_s"],
+        "ours_over_timm": ratio,
+        "errors": " ".join(filter(None, errors)),
+    }
 
 
 def environment() -> dict:

@@ -19,23 +19,33 @@ from utilscope.files import read_json
 from utilscope.present.markdown import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = {"timm:efficientnet_b0": "torchvision:efficientnet_b0", "timm:efficientnet_b1": "torchvision:efficientnet_b1",
-         "timm:mnasnet_050": "torchvision:mnasnet0_5", "timm:vgg11": "torchvision:vgg11",
-         "timm:vgg19": "torchvision:vgg19", "timm:resnet152": "torchvision:resnet152"}  # fmt: skip
+PAIRS = {
+    "timm:efficientnet_b0": "torchvision:efficientnet_b0",
+    "timm:efficientnet_b1": "torchvision:efficientnet_b1",
+    "timm:mnasnet_050": "torchvision:mnasnet0_5",
+    "timm:vgg11": "torchvision:vgg11",
+    "timm:vgg19": "torchvision:vgg19",
+    "timm:resnet152": "torchvision:resnet152",
+}
 # timed one after the other on `inference` (the BatchNorm folding fixed: MobileNetV3-L's and RegNetY-16/32GF's runs,
 # made while timm's BatchNormAct2d stayed unfolded, are kept in h200/bn-unfolded/, out of these tables)
-INFERENCE_PAIRS = {"timm:convnext_small": "torchvision:convnext_small",
-                   "timm:resnext50_32x4d": "torchvision:resnext50_32x4d",
-                   "timm:convnext_tiny": "torchvision:convnext_tiny",
-                   # apart by 6-9% on `inference` in the surveys, within 1% on `graph` at 256
-                   "timm:regnetx_016": "torchvision:regnet_x_1_6gf", "timm:regnetx_160": "torchvision:regnet_x_16gf",
-                   "timm:wide_resnet101_2": "torchvision:wide_resnet101_2"}  # fmt: skip
+INFERENCE_PAIRS = {
+    "timm:convnext_small": "torchvision:convnext_small",
+    "timm:resnext50_32x4d": "torchvision:resnext50_32x4d",
+    "timm:convnext_tiny": "torchvision:convnext_tiny",
+    # apart by 6-9% on `inference` in the surveys, within 1% on `graph` at 256
+    "timm:regnetx_016": "torchvision:regnet_x_1_6gf",
+    "timm:regnetx_160": "torchvision:regnet_x_16gf",
+    "timm:wide_resnet101_2": "torchvision:wide_resnet101_2",
+}
 # the inference pairs that stay apart when timed in one call (and agree on `graph`): timed region by region
 # (MobileNetV3-L's and RegNetY-16GF's runs found the BatchNorm folding bug: timm's side ran with it unfolded)
-INFERENCE_LAYER_PAIRS = {"timm:mobilenetv3_large_100": "torchvision:mobilenet_v3_large",
-                         "timm:regnety_160": "torchvision:regnet_y_16gf",
-                         "timm:regnetx_016": "torchvision:regnet_x_1_6gf",
-                         "timm:regnetx_160": "torchvision:regnet_x_16gf"}  # fmt: skip
+INFERENCE_LAYER_PAIRS = {
+    "timm:mobilenetv3_large_100": "torchvision:mobilenet_v3_large",
+    "timm:regnety_160": "torchvision:regnet_y_16gf",
+    "timm:regnetx_016": "torchvision:regnet_x_1_6gf",
+    "timm:regnetx_160": "torchvision:regnet_x_16gf",
+}
 STORES = {"timm": ROOT / "data/h200/timm.csv", "torchvision": ROOT / "data/h200/survey.csv"}
 SETTINGS = ("autotune", "depthwise-heuristic")
 
@@ -46,15 +56,26 @@ def load(folder: Path, model: str, setting: str) -> dict | None:
 
 
 def totals(pairs: list[tuple[str, str, str, dict, dict]]) -> pd.DataFrame:
-    return pd.DataFrame([{"timm": a_name, "setting": setting, "timm ms": a["end_to_end_ms"],
-                          "torchvision ms": b["end_to_end_ms"], "ratio": a["end_to_end_ms"] / b["end_to_end_ms"]}
-                         for a_name, _, setting, a, b in pairs])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "timm": a_name,
+                "setting": setting,
+                "timm ms": a["end_to_end_ms"],
+                "torchvision ms": b["end_to_end_ms"],
+                "ratio": a["end_to_end_ms"] / b["end_to_end_ms"],
+            }
+            for a_name, _, setting, a, b in pairs
+        ]
+    )
 
 
 def per_class(a: dict, b: dict) -> pd.DataFrame:
     """Milliseconds per op class in each twin, and timm's minus torchvision's."""
-    times = {label: pd.Series({c["op_class"]: c["time_ms"] for c in doc["classes"]}) for label, doc in
-             (("timm ms", a), ("torchvision ms", b))}  # fmt: skip
+    times = {
+        label: pd.Series({c["op_class"]: c["time_ms"] for c in doc["classes"]})
+        for label, doc in (("timm ms", a), ("torchvision ms", b))
+    }
     frame = pd.DataFrame(times).fillna(0.0).rename_axis("op_class")
     return frame.assign(difference_ms=frame["timm ms"] - frame["torchvision ms"]).sort_values("difference_ms")
 
@@ -67,9 +88,19 @@ def conv_differences(a: dict, b: dict, top: int = 5) -> pd.DataFrame | None:
         x["input_shapes"] != y["input_shapes"] for x, y in zip(*convs, strict=True)
     ):
         return None
-    frame = pd.DataFrame([{"timm layer": x["name"], "torchvision layer": y["name"], "op_class": x["op_class"],
-                           "input": "x".join(map(str, x["input_shapes"][0])), "timm ms": x["time_ms"],
-                           "torchvision ms": y["time_ms"]} for x, y in zip(*convs, strict=True)])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "timm layer": x["name"],
+                "torchvision layer": y["name"],
+                "op_class": x["op_class"],
+                "input": "x".join(map(str, x["input_shapes"][0])),
+                "timm ms": x["time_ms"],
+                "torchvision ms": y["time_ms"],
+            }
+            for x, y in zip(*convs, strict=True)
+        ]
+    )
     frame["difference_ms"] = frame["timm ms"] - frame["torchvision ms"]
     return frame.reindex(frame["difference_ms"].abs().sort_values(ascending=False).index).head(top)
 
@@ -113,8 +144,12 @@ def report(folder: Path) -> str:
         parts.append("(the two conv sequences differ in shape)" if convs is None else markdown(convs, ms))
     inference = inference_ratios(folder)
     if len(inference):
-        rates = {"timm samples/s": ",.0f", "torchvision samples/s": ",.0f", "ratio, one call": ".3f",
-                 "ratio, the surveys": ".3f"}  # fmt: skip
+        rates = {
+            "timm samples/s": ",.0f",
+            "torchvision samples/s": ",.0f",
+            "ratio, one call": ".3f",
+            "ratio, the surveys": ".3f",
+        }
         parts += ["### `inference`, batch 256: the twins in one call", markdown(inference, rates)]
     return "\n\n".join(parts)
 

@@ -38,9 +38,15 @@ class ConvLayouts(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.aten.convolution.default:
             x, weight = args[0], args[1]
-            self.convs.append({"args": args, "input": list(x.shape), "weight": list(weight.shape),
-                               "input_cl": x.is_contiguous(memory_format=torch.channels_last),
-                               "weight_cl": weight.is_contiguous(memory_format=torch.channels_last)})  # fmt: skip
+            self.convs.append(
+                {
+                    "args": args,
+                    "input": list(x.shape),
+                    "weight": list(weight.shape),
+                    "input_cl": x.is_contiguous(memory_format=torch.channels_last),
+                    "weight_cl": weight.is_contiguous(memory_format=torch.channels_last),
+                }
+            )
         return func(*args, **(kwargs or {}))
 
 
@@ -70,15 +76,26 @@ def probe(spec: str, device: str, batch: int) -> dict:
         model(x.to(memory_format=torch.channels_last))
     convs = mode.convs
     nchw = [c for c in convs if not c["input_cl"] and c["input"][2] * c["input"][3] > 1]  # (B, C, 1, 1) is both
-    result = {"model": spec, "batch": batch, "convs": len(convs), "nchw_input": len(nchw),
-              "nchw_weight": sum(not c["weight_cl"] for c in convs)}  # fmt: skip
+    result = {
+        "model": spec,
+        "batch": batch,
+        "convs": len(convs),
+        "nchw_input": len(nchw),
+        "nchw_weight": sum(not c["weight_cl"] for c in convs),
+    }
     if nchw and device == "cuda":
         first = nchw[0]
         with torch.no_grad():
             as_came = conv_ms(first["args"])
             converted = (first["args"][0].contiguous(memory_format=torch.channels_last), *first["args"][1:])
-            result.update(first_nchw={"input": first["input"], "weight": first["weight"], "ms_as_came": as_came,
-                                      "ms_channels_last": conv_ms(converted)})  # fmt: skip
+            result.update(
+                first_nchw={
+                    "input": first["input"],
+                    "weight": first["weight"],
+                    "ms_as_came": as_came,
+                    "ms_channels_last": conv_ms(converted),
+                }
+            )
     return result
 
 

@@ -53,8 +53,11 @@ def main() -> None:
             axes.scatter(measured, group[column], s=12, alpha=0.7, color=colour, label=f"{label}: MAPE {error:.1%}")
         low, high = min(measured.min(), group["flops_proxy"].min()), max(measured.max(), group["flops_proxy"].max())
         axes.plot([low, high], [low, high], color="black", linewidth=0.8)
-        axes.set(title=f"{space}, batch {batch} ({len(group)} held out)",
-                 xlabel="measured samples/s", ylabel="estimated samples/s")  # fmt: skip
+        axes.set(
+            title=f"{space}, batch {batch} ({len(group)} held out)",
+            xlabel="measured samples/s",
+            ylabel="estimated samples/s",
+        )
         axes.locator_params(nbins=5)
         axes.legend(fontsize=8, loc="upper left")
         axes.grid(alpha=0.3)

@@ -19,8 +19,15 @@ from utilscope.advise.padding import pad_channels, verify
 from utilscope.counting.counter import count
 from utilscope.models import zoo
 
-MODELS = ("timm:rexnet_100", "timm:ghostnet_100", "timm:repghostnet_100", "timm:res2net50_26w_4s",
-          "benchmarks/pruned_resnet50.py:build", "timm:resnet50", "timm:efficientnet_b0")  # fmt: skip
+MODELS = (
+    "timm:rexnet_100",
+    "timm:ghostnet_100",
+    "timm:repghostnet_100",
+    "timm:res2net50_26w_4s",
+    "benchmarks/pruned_resnet50.py:build",
+    "timm:resnet50",
+    "timm:efficientnet_b0",
+)
 MULTIPLE = 8
 
 
@@ -28,8 +35,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=MODELS)
     args = parser.parse_args()
-    print("| model | groups padded | blocked (reason x count) | unaligned FLOPs before -> after | FLOPs "
-          "added | params added | max output difference | pass s |")  # fmt: skip
+    print(
+        "| model | groups padded | blocked (reason x count) | unaligned FLOPs before -> after | FLOPs "
+        "added | params added | max output difference | pass s |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for spec in args.models:
         torch.manual_seed(0)

@@ -32,8 +32,11 @@ def layer_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         doc = read_json(path, "a `utilscope layers --json` run")
         key = {"model": doc["model"], "batch": doc["batch"]}
         classes += [{**key, "op_class": c["op_class"], "time_ms": c["time_ms"]} for c in doc["classes"]]
-        layers += [{**key, "name": x["name"], "op_class": x["op_class"], "measured_ms": x["time_ms"]}
-                   for x in doc["layers"] if x["time_ms"]]  # fmt: skip
+        layers += [
+            {**key, "name": x["name"], "op_class": x["op_class"], "measured_ms": x["time_ms"]}
+            for x in doc["layers"]
+            if x["time_ms"]
+        ]
     return pd.DataFrame(classes), pd.DataFrame(layers)
 
 
@@ -45,8 +48,10 @@ def predicted_layers(predictor, measured: pd.DataFrame) -> dict[tuple[str, int],
 
 def worst_layers(predicted: dict, measured: pd.DataFrame, top: int = 25) -> pd.DataFrame:
     """The layers whose predicted ms differ most (in ms) from the measured ones, over all the measured models."""
-    frames = [rows.merge(predicted[key][["name", "predicted_ms", "extrapolated"]], on="name")
-              for key, rows in measured.groupby(["model", "batch"], sort=False)]  # fmt: skip
+    frames = [
+        rows.merge(predicted[key][["name", "predicted_ms", "extrapolated"]], on="name")
+        for key, rows in measured.groupby(["model", "batch"], sort=False)
+    ]
     table = pd.concat(frames, ignore_index=True)
     table = table.assign(ratio=table["predicted_ms"] / table["measured_ms"])
     return table.reindex((table["predicted_ms"] - table["measured_ms"]).abs().sort_values(ascending=False).index)[:top]

@@ -28,8 +28,17 @@ TABLE = ROOT / "src/utilscope/models/timm_models.csv"
 OUT = ROOT / "benchmarks/results/advise/timm_unaligned.csv"
 MULTIPLE = 8
 # pad_error stays a column when no model has one
-COLUMNS = ["model", "resolution", "gflops", "unaligned_share", "groups_padded", "unaligned_after", "flops_added",
-           "max_output_difference", "pad_error"]  # fmt: skip
+COLUMNS = [
+    "model",
+    "resolution",
+    "gflops",
+    "unaligned_share",
+    "groups_padded",
+    "unaligned_after",
+    "flops_added",
+    "max_output_difference",
+    "pad_error",
+]
 
 
 def padded_row(model: torch.nn.Module, flops: int, resolution: int) -> dict:
@@ -43,16 +52,23 @@ def padded_row(model: torch.nn.Module, flops: int, resolution: int) -> dict:
     if result.nothing_to_do:
         return {"groups_padded": 0, "unaligned_after": None, "flops_added": 0.0, "max_output_difference": 0.0}
     after = count(result.model, resolution=resolution)
-    return {"groups_padded": sum(1 for g in result.groups if g.added_channels),
-            "unaligned_after": unaligned_share(after, MULTIPLE), "flops_added": after.total.flops / flops - 1,
-            "max_output_difference": verify(model, result.model, x, rtol=float("inf"))}  # fmt: skip
+    return {
+        "groups_padded": sum(1 for g in result.groups if g.added_channels),
+        "unaligned_after": unaligned_share(after, MULTIPLE),
+        "flops_added": after.total.flops / flops - 1,
+        "max_output_difference": verify(model, result.model, x, rtol=float("inf")),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threshold", type=float, default=0.10)
-    parser.add_argument("--pad-gflops", type=float, default=float("inf"), help="run the pass (a CPU forward) only "
-                        "on models up to this many GFLOPs per image (default: every model)")  # fmt: skip
+    parser.add_argument(
+        "--pad-gflops",
+        type=float,
+        default=float("inf"),
+        help="run the pass (a CPU forward) only on models up to this many GFLOPs per image (default: every model)",
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     table = pd.read_csv(TABLE).set_index("model")

@@ -29,8 +29,11 @@ from utilscope.nas.table_predictor import _boosted_trees, holdout_split, layer_f
 from utilscope.predict.predictor import load_predictor, select_profile
 
 DATA = Path(__file__).resolve().parent.parent / "data/h200"
-TABLES = (("mbv3_table.json", "mbv3_archs.jsonl"), ("regnet_table_1.json", "regnet_archs.jsonl"),
-          ("regnet_table_256.json", "regnet_archs.jsonl"))  # fmt: skip
+TABLES = (
+    ("mbv3_table.json", "mbv3_archs.jsonl"),
+    ("regnet_table_1.json", "regnet_archs.jsonl"),
+    ("regnet_table_256.json", "regnet_archs.jsonl"),
+)
 
 
 def held_out_trees(space, keys: list[str], measured: np.ndarray, general: np.ndarray) -> tuple[float, float]:
@@ -42,27 +45,34 @@ def held_out_trees(space, keys: list[str], measured: np.ndarray, general: np.nda
     direct = np.exp(_boosted_trees(numbers[~test], np.log(measured[~test])).predict(numbers[test]))
     with_general = np.column_stack([numbers, np.log(general)])
     residual = _boosted_trees(with_general[~test], np.log(measured[~test] / general[~test]))
-    return mape(direct, measured[test]), mape(general[test] * np.exp(residual.predict(with_general[test])),
-                                              measured[test])  # fmt: skip
+    return mape(direct, measured[test]), mape(
+        general[test] * np.exp(residual.predict(with_general[test])), measured[test]
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=int, default=600, help="block entries per table and batch (default: "
-                        "%(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--sample", type=int, default=600, help="block entries per table and batch (default: %(default)s)"
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     predictor = load_predictor(select_profile("h200", None, "fp16", "graph"))
-    print("| table | batch | blocks | median predicted / measured | MAPE | MAPE after the median scale | NAS trees, "
-          "held out | general + residual trees, held out | ms per block (general) |")  # fmt: skip
+    print(
+        "| table | batch | blocks | median predicted / measured | MAPE | MAPE after the median scale | NAS trees, "
+        "held out | general + residual trees, held out | ms per block (general) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for table_name, archs_name in TABLES:
         table = json.loads((DATA / table_name).read_text())
         space = get_space(table["space"])
         layers = {layer.key: layer for arch in load_jsonl(DATA / archs_name) for layer in space.layers(arch)}
         for batch in sorted({int(b) for per_batch in table["entries"].values() for b in per_batch}):
-            keys = sorted(k for k, per_batch in table["entries"].items()
-                          if str(batch) in per_batch and k in layers and parse_layer_key(k)[0] == "block")  # fmt: skip
+            keys = sorted(
+                k
+                for k, per_batch in table["entries"].items()
+                if str(batch) in per_batch and k in layers and parse_layer_key(k)[0] == "block"
+            )
             keys = random.Random(0).sample(keys, min(args.sample, len(keys)))
             measured = np.array([table["entries"][k][str(batch)] for k in keys])
             start_s = time.perf_counter()

@@ -96,8 +96,9 @@ def test_an_aligned_model_has_nothing_to_pad(tiny):
     result = advise(AdviseRequest(request, (1,), ladder=(), repeats=1))
     assert not any(t.change.startswith("pad channels") for t in result.trials)
     # fp32 on a CPU wants multiples of 4: every layer is aligned (at fp16's 8 the classifier's 4 outputs are not)
-    assert result.notes[0].startswith("channel padding: nothing to do (0.00% of conv/linear FLOPs in layers with "
-                                      "channels that are not multiples of 4")  # fmt: skip
+    assert result.notes[0].startswith(
+        "channel padding: nothing to do (0.00% of conv/linear FLOPs in layers with channels that are not multiples of 4"
+    )
     # 64 of 110,592 + 64 conv/linear FLOPs, 0.06%, below 1%
     eight = advise(AdviseRequest(request, (1,), multiple=8, ladder=(), repeats=1))
     assert eight.notes[0].startswith("channel padding: nothing to do (0.06% of conv/linear FLOPs")
@@ -153,13 +154,23 @@ def test_the_cli_prints_json_and_refuses_bad_input(unaligned, capsys):
 def test_an_advise_request_checks_itself_and_is_frozen(unaligned, tmp_path):
     measure = MeasureRequest(unaligned, device="cpu")
     request = AdviseRequest(measure, [1, 2], backends=["eager"], precisions=["fp32"], ladder=[1, 2])
-    assert (request.batches, request.backends, request.precisions, request.ladder) == ((1, 2), ("eager",), ("fp32",),
-                                                                                        (1, 2))  # fmt: skip
+    assert (request.batches, request.backends, request.precisions, request.ladder) == (
+        (1, 2),
+        ("eager",),
+        ("fp32",),
+        (1, 2),
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.seed = 1  # type: ignore[misc]
-    for bad, match in (({"batches": [0]}, "batch"), ({"batches": []}, "batch size"), ({"multiple": 0}, "multiple"),
-                       ({"backends": ["tensorrt"]}, "tensorrt"), ({"precisions": ["fp8"]}, "fp8"),
-                       ({"ladder": [-1]}, "batch"), ({"seed": -1}, "seed")):  # fmt: skip
+    for bad, match in (
+        ({"batches": [0]}, "batch"),
+        ({"batches": []}, "batch size"),
+        ({"multiple": 0}, "multiple"),
+        ({"backends": ["tensorrt"]}, "tensorrt"),
+        ({"precisions": ["fp8"]}, "fp8"),
+        ({"ladder": [-1]}, "batch"),
+        ({"seed": -1}, "seed"),
+    ):
         with pytest.raises(UsageError, match=match):
             AdviseRequest(measure, **bad)
     with pytest.raises(UsageError, match="MeasureRequest"):
@@ -179,25 +190,46 @@ def test_the_advise_validation_doc_holds_the_numbers_the_committed_jsons_give():
 
 def test_the_validation_table_says_a_trial_that_did_not_run_by_its_status():
     validation = _validation_script()
-    given = {"change": "as given", "kind": "as given", "batch": 1, "status": "ok", "samples_per_s": 100.0,
-             "utilization": 0.01, "speedup": 1.0}  # fmt: skip
+    given = {
+        "change": "as given",
+        "kind": "as given",
+        "batch": 1,
+        "status": "ok",
+        "samples_per_s": 100.0,
+        "utilization": 0.01,
+        "speedup": 1.0,
+    }
     pad = dict(given, change="pad channels to 8", kind="rewrite", status="rejected: 1e-2 > 1e-4", speedup=None)
     fold = dict(given, change="fold BatchNorm", kind="rewrite", samples_per_s=125.0, speedup=1.25)
-    result = {"model": "m", "trials": [given, pad, fold], "saturation_batch": None,
-              "best": {"1": dict(fold, change="fold BatchNorm")}}  # fmt: skip
+    result = {
+        "model": "m",
+        "trials": [given, pad, fold],
+        "saturation_batch": None,
+        "best": {"1": dict(fold, change="fold BatchNorm")},
+    }
     row = validation.speedups(result).iloc[0]
     assert (row["pad"], row["fold"], row["inference"], row["best_speedup"]) == ("rejected", "1.25x", "-", "1.25x")
 
 
 def test_the_timm_table_names_the_best_combination_short():
     validation = _validation_script()
-    given = {"change": "as given", "kind": "as given", "batch": 256, "status": "ok", "samples_per_s": 100.0,
-             "utilization": 0.01, "speedup": 1.0, "exact": None, "max_rel_diff": None}  # fmt: skip
+    given = {
+        "change": "as given",
+        "kind": "as given",
+        "batch": 256,
+        "status": "ok",
+        "samples_per_s": 100.0,
+        "utilization": 0.01,
+        "speedup": 1.0,
+        "exact": None,
+        "max_rel_diff": None,
+    }
     pad = dict(given, change="pad channels to 8", kind="rewrite", speedup=1.2, exact=True, max_rel_diff=1e-7)
     both = dict(pad, change="pad channels to 8 + fold BatchNorm", speedup=1.3)
     result = {"model": "timm:m", "trials": [given, pad, both], "best": {"256": both}}
-    unaligned = pd.DataFrame([{"model": "timm:m", "gflops": 1.0, "unaligned_share": 0.5, "unaligned_after": 0.0,
-                               "flops_added": 0.02}])  # fmt: skip
+    unaligned = pd.DataFrame(
+        [{"model": "timm:m", "gflops": 1.0, "unaligned_share": 0.5, "unaligned_after": 0.0, "flops_added": 0.02}]
+    )
     row = validation.timm_gains(unaligned, [result]).iloc[0]
     assert (row["pad"], row["fold"], row["best"], row["max_rel_diff"]) == ("1.20x", "-", "pad + fold 1.30x", "1.0e-07")
     assert row["utilization"] == 0.01  # the model as given

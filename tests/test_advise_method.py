@@ -43,16 +43,28 @@ def row(samples_per_s: float, batch: int = 1, status: str = "ok") -> ProfileRow:
     """A timed row: latency from the throughput, utilization 1e-3 per sample/s (a peak that makes it so)."""
     if status != "ok":
         return ProfileRow(batch=batch, status=status)
-    return ProfileRow(batch=batch, status="ok", samples_per_s=samples_per_s, latency_ms=batch * 1e3 / samples_per_s,
-                      utilization=samples_per_s * 1e-3)  # fmt: skip
+    return ProfileRow(
+        batch=batch,
+        status="ok",
+        samples_per_s=samples_per_s,
+        latency_ms=batch * 1e3 / samples_per_s,
+        utilization=samples_per_s * 1e-3,
+    )
 
 
 def test_a_trial_reports_the_median_of_its_runs_with_their_range():
     fields = median_fields([row(100.0), row(130.0), row(110.0)])
     # sorted 100, 110, 130: the median is 110, its latency 1000 / 110 ms (the middle of 10, 9.09, 7.69)
-    assert fields == {"status": "ok", "repeats": 3, "samples_per_s_runs": [100.0, 130.0, 110.0],
-                      "samples_per_s": 110.0, "samples_per_s_min": 100.0, "samples_per_s_max": 130.0,
-                      "latency_ms": pytest.approx(1e3 / 110), "utilization": pytest.approx(0.110)}  # fmt: skip
+    assert fields == {
+        "status": "ok",
+        "repeats": 3,
+        "samples_per_s_runs": [100.0, 130.0, 110.0],
+        "samples_per_s": 110.0,
+        "samples_per_s_min": 100.0,
+        "samples_per_s_max": 130.0,
+        "latency_ms": pytest.approx(1e3 / 110),
+        "utilization": pytest.approx(0.110),
+    }
     # an even count: the mean of the middle two, (100 + 120) / 2 = 110
     assert median_fields([row(120.0), row(100.0)])["samples_per_s"] == 110.0
 

@@ -45,8 +45,9 @@ def padded(model: nn.Module, shape=EXAMPLE_SHAPE):
 
 def widths(result, name: str) -> tuple[int, int]:
     conv = result.model.get_submodule(name)
-    return (conv.in_channels, conv.out_channels) if isinstance(conv, nn.Conv2d) else (conv.in_features,
-                                                                                       conv.out_features)  # fmt: skip
+    return (
+        (conv.in_channels, conv.out_channels) if isinstance(conv, nn.Conv2d) else (conv.in_features, conv.out_features)
+    )
 
 
 class Chain(nn.Module):
@@ -348,8 +349,12 @@ class CrossSlices(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.a, self.b, self.head_a, self.head_b = nn.Conv2d(3, 13, 1), nn.Conv2d(3, 13, 1), nn.Conv2d(13, 8, 1), \
-            nn.Conv2d(13, 8, 1)  # fmt: skip
+        self.a, self.b, self.head_a, self.head_b = (
+            nn.Conv2d(3, 13, 1),
+            nn.Conv2d(3, 13, 1),
+            nn.Conv2d(13, 8, 1),
+            nn.Conv2d(13, 8, 1),
+        )
 
     def forward(self, x):
         a, b = self.a(x), self.b(x)
@@ -604,8 +609,9 @@ class ConvFlops:
 
     def __init__(self, *models: nn.Module):
         self.total = self.unaligned = self.inner_unaligned = 0
-        self.handles = [m.register_forward_hook(self.hook) for model in models for m in model.modules()
-                        if isinstance(m, nn.Conv2d)]  # fmt: skip
+        self.handles = [
+            m.register_forward_hook(self.hook) for model in models for m in model.modules() if isinstance(m, nn.Conv2d)
+        ]
 
     def hook(self, conv, inputs, output):
         flops = 2 * output.numel() * conv.in_channels // conv.groups * conv.kernel_size[0] * conv.kernel_size[1]

@@ -23,8 +23,9 @@ ON_CPU = {"device": "cpu", "backend": "eager", "plan": QUICK, "ceilings": "skip"
 
 
 def small_cnn() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(8, 4))  # fmt: skip
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)
+    )
 
 
 def test_the_package_binds_the_api_without_hiding_a_subpackage():
@@ -44,9 +45,11 @@ def test_the_package_binds_the_api_without_hiding_a_subpackage():
 
 
 def test_importing_the_package_leaves_the_heavy_modules_unimported():
-    code = ("import sys, utilscope; print(sorted(m for m in ('sklearn', 'utilscope.advise.advisor', "
-            "'utilscope.predict.predictor', 'utilscope.survey.runner', 'utilscope.attribute.attribution') "
-            "if m in sys.modules))")  # fmt: skip
+    code = (
+        "import sys, utilscope; print(sorted(m for m in ('sklearn', 'utilscope.advise.advisor', "
+        "'utilscope.predict.predictor', 'utilscope.survey.runner', 'utilscope.attribute.attribution') "
+        "if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -32,8 +32,11 @@ def atlas_store(folder):
     and our H200 rows of two of their models, one a reparameterized MobileOne (also the browser tests' atlas)."""
     with open(NCHW_3090) as f:
         lines = f.read().splitlines()
-    rows = [lines[0]] + [line for line in lines[1:] if line.split(",")[0] in
-                         ("resnet50", "resnet18", "mobileone_s1", "efficientnet_b0", "convnext_tiny")][:10]  # fmt: skip
+    rows = [lines[0]] + [
+        line
+        for line in lines[1:]
+        if line.split(",")[0] in ("resnet50", "resnet18", "mobileone_s1", "efficientnet_b0", "convnext_tiny")
+    ][:10]
     eager = folder / NCHW_3090.name
     eager.write_text("\n".join(rows) + "\n")
     dynamo = folder / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090-dynamo.csv"
@@ -44,13 +47,31 @@ def atlas_store(folder):
     with Store(db) as s:
         for model, resolution, precision in s.published_uncounted():
             reparam = "yes" if "mobileone" in model else "n/a"  # as infer_reparam decides from the GMACs
-            s.set_published_counts(model, resolution, precision, {
-                "flops_per_sample": FLOPS, "other_flops_per_sample": 0, "bytes_per_sample": BYTES,
-                "count_status": "ok", "reparam": reparam, "conv_class": "dense"})  # fmt: skip
+            s.set_published_counts(
+                model,
+                resolution,
+                precision,
+                {
+                    "flops_per_sample": FLOPS,
+                    "other_flops_per_sample": 0,
+                    "bytes_per_sample": BYTES,
+                    "count_status": "ok",
+                    "reparam": reparam,
+                    "conv_class": "dense",
+                },
+            )
         for model in ("timm:resnet50", "timm:mobileone_s1", "timm:mobileone_s1+reparam"):
             key = CellKey(model, 224, 1024, "amp", "eager", replace(h200, memory_format="contiguous"))
-            s.add(make_row(**key.columns(), samples_per_s=1e4, utilization=FLOPS * 1e4 / 989.4e12, peak_tflops=989.4,
-                           achieved_gbs=1000.0, flops_per_sample=FLOPS))  # fmt: skip
+            s.add(
+                make_row(
+                    **key.columns(),
+                    samples_per_s=1e4,
+                    utilization=FLOPS * 1e4 / 989.4e12,
+                    peak_tflops=989.4,
+                    achieved_gbs=1000.0,
+                    flops_per_sample=FLOPS,
+                )
+            )
     return db
 
 
@@ -90,8 +111,11 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
     import json
 
     rows = json.loads(capsys.readouterr().out)
-    assert {(r["gpu"], r["backend"]) for r in rows} == {("h200_sxm", "eager"), ("rtx_3090", "eager"),
-                                                        ("rtx_3090", "compile")}  # fmt: skip
+    assert {(r["gpu"], r["backend"]) for r in rows} == {
+        ("h200_sxm", "eager"),
+        ("rtx_3090", "eager"),
+        ("rtx_3090", "compile"),
+    }
     assert main(["gpus", "timm:nosuchnet", "--db", str(store)]) == 2
     assert "no counted row" in capsys.readouterr().err
 
@@ -128,15 +152,21 @@ def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store,
 
 
 def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
-    rows = pd.DataFrame({
-        "model": ["timm:resnet18", "timm:resnet34", "timm:resnet50"] * 2, "resolution": [224] * 6,
-        "gpu": ["rtx_3090"] * 3 + ["h200_sxm"] * 3, "flops_per_sample": [10e9, 10.3e9, 20e9] * 2,
-        "samples_per_s": [100.0, 90.0, 50.0, 300.0, 330.0, 140.0],
-        "utilization": [0.4, 0.3, 0.2, 0.1, 0.12, 0.04], "peak_tflops": [71.0] * 3 + [989.4] * 3,
-    })  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "model": ["timm:resnet18", "timm:resnet34", "timm:resnet50"] * 2,
+            "resolution": [224] * 6,
+            "gpu": ["rtx_3090"] * 3 + ["h200_sxm"] * 3,
+            "flops_per_sample": [10e9, 10.3e9, 20e9] * 2,
+            "samples_per_s": [100.0, 90.0, 50.0, 300.0, 330.0, 140.0],
+            "utilization": [0.4, 0.3, 0.2, 0.1, 0.12, 0.04],
+            "peak_tflops": [71.0] * 3 + [989.4] * 3,
+        }
+    )
     counts, swaps = atlas.rank_swaps(rows)
-    assert counts.to_dict(orient="records") == [{"smaller": "rtx_3090", "bigger": "h200_sxm", "rows": 3,
-                                                 "equal_flop_pairs": 1, "swaps": 1, "share": 1.0}]  # fmt: skip
+    assert counts.to_dict(orient="records") == [
+        {"smaller": "rtx_3090", "bigger": "h200_sxm", "rows": 3, "equal_flop_pairs": 1, "swaps": 1, "share": 1.0}
+    ]
     (swap,) = swaps.to_dict(orient="records")  # resnet18 is 1.11x resnet34 on the 3090, 0.91x on the H200
     assert (swap["first"], swap["second"]) == ("timm:resnet18@224", "timm:resnet34@224")
     assert swap["swing"] == pytest.approx((100 / 90) / (300 / 330))

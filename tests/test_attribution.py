@@ -129,8 +129,12 @@ def test_regions_cut_at_tensor_core_kernels():
 
 def test_extra_kernels_join_the_region_before_them():
     counts = _counts()
-    kernels = [("sm90_xmma_fprop_a", 100.0), ("sm90_xmma_fprop_b", 1.0), ("triton_poi_fused_relu", 10.0),
-               ("nvjet_gemm_c", 5.0)]  # fmt: skip
+    kernels = [
+        ("sm90_xmma_fprop_a", 100.0),
+        ("sm90_xmma_fprop_b", 1.0),
+        ("triton_poi_fused_relu", 10.0),
+        ("nvjet_gemm_c", 5.0),
+    ]
     points, region_of, notes = region_points(counts, kernels)
     # 3 tensor-core launches for 2 layers with FLOPs: the last unmatched launch stays in the last region
     assert [p.name for p in points] == ["0", "3"]
@@ -151,8 +155,11 @@ def test_depthwise_layers_align_with_depthwise_kernel_pairs():
     ]
     points, region_of, notes = region_points(counts, kernels)
     assert notes == []
-    assert [(p.name, p.op_class) for p in points] == [("0", "pointwise_conv"), ("1", "depthwise_conv"),
-                                                      ("3", "pointwise_conv")]  # fmt: skip
+    assert [(p.name, p.op_class) for p in points] == [
+        ("0", "pointwise_conv"),
+        ("1", "depthwise_conv"),
+        ("3", "pointwise_conv"),
+    ]
     assert [p.time_ms for p in points] == pytest.approx([0.01, 0.025, 0.008])
     assert region_of == ["0", "1", "1", "3"]
 
@@ -253,8 +260,12 @@ def test_layer_time_reads_its_count_and_writes_one_flat_record():
     counted = LayerCount("conv", "Conv2d", "dense_conv", 100, 10, 64, 48, 16, 8, [[1, 3, 4, 4]], [[1, 2, 4, 4]])
     layer = LayerTime(counted, time_ms=0.5, kernel_count=1, kernels=["k"])
     assert (layer.name, layer.op_class, layer.flops, layer.bytes_fused, layer.output_shapes) == (
-        "conv", "dense_conv", 100, 48, [[1, 2, 4, 4]]
-    )  # fmt: skip
+        "conv",
+        "dense_conv",
+        100,
+        48,
+        [[1, 2, 4, 4]],
+    )
     record = layer.to_dict()
     flat = "name type op_class flops other_flops bytes bytes_fused weight_bytes params input_shapes output_shapes"
     flat += " ops unsupported time_ms kernel_count kernels region"
@@ -306,13 +317,23 @@ def test_ops_of_several_threads_at_once_are_not_counted_twice():
     from utilscope.attribute.trace import RANGE_PREFIX, device_times
 
     def event(name, start, end, parent=None, thread=1):
-        return SimpleNamespace(name=name, device_type=DeviceType.CPU, self_cpu_time_total=end - start,
-                               cpu_parent=parent, kernels=[], thread=thread,
-                               time_range=SimpleNamespace(start=start, end=end))  # fmt: skip
+        return SimpleNamespace(
+            name=name,
+            device_type=DeviceType.CPU,
+            self_cpu_time_total=end - start,
+            cpu_parent=parent,
+            kernels=[],
+            thread=thread,
+            time_range=SimpleNamespace(start=start, end=end),
+        )
 
     main_range, worker_range = event(f"{RANGE_PREFIX}0", 0, 110), event(f"{RANGE_PREFIX}0", 5, 110, thread=2)
-    events = [main_range, event("aten::mm", 10, 110, main_range), worker_range,
-              event("aten::mm", 10, 110, worker_range, thread=2)]  # fmt: skip
+    events = [
+        main_range,
+        event("aten::mm", 10, 110, main_range),
+        worker_range,
+        event("aten::mm", 10, 110, worker_range, thread=2),
+    ]
     times = device_times(events, torch.device("cpu"), iters=1)
     assert times.total_us == pytest.approx(200.0) and times.busy_us == pytest.approx(100.0)
     assert times.per_layer_us == {0: pytest.approx(200.0)}
@@ -335,9 +356,11 @@ def test_a_cpu_profile_prints_no_kineto_lines():
     import subprocess
     import sys
 
-    code = ("import torch\nfrom torch.profiler import ProfilerActivity\n"
-            "from utilscope.attribute.trace import _profiled\n"
-            "with _profiled([ProfilerActivity.CPU]):\n    torch.ones(4).add_(1)\nprint('profiled')\n")  # fmt: skip
+    code = (
+        "import torch\nfrom torch.profiler import ProfilerActivity\n"
+        "from utilscope.attribute.trace import _profiled\n"
+        "with _profiled([ProfilerActivity.CPU]):\n    torch.ones(4).add_(1)\nprint('profiled')\n"
+    )
     env = {key: value for key, value in os.environ.items() if key != "KINETO_LOG_LEVEL"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout == "profiled\n" and done.stderr == ""

@@ -52,8 +52,13 @@ def driver():
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 f"--window-size={WIDTH},1000"):  # fmt: skip
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={WIDTH},1000",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
@@ -106,8 +111,10 @@ def test_the_page_requests_nothing_but_its_own_file(driver, pages, name):
 
 
 def _column(driver, index: int) -> list[str]:
-    script = "return Array.from(document.querySelectorAll('#models tbody tr')).filter(r => !r.hidden)" \
-             ".map(r => r.cells[arguments[0]].textContent.trim())"  # fmt: skip
+    script = (
+        "return Array.from(document.querySelectorAll('#models tbody tr')).filter(r => !r.hidden)"
+        ".map(r => r.cells[arguments[0]].textContent.trim())"
+    )
     return driver.execute_script(script, index)
 
 
@@ -161,6 +168,8 @@ def test_the_atlas_shows_the_gpus_a_reader_picks_and_the_models_they_filter(driv
     driver.find_element(By.CSS_SELECTOR, "input[data-gpu='g-rtx_3090']").click()
     assert driver.execute_script(visible, "g-rtx_3090") == shown
     driver.find_element(By.CSS_SELECTOR, "input[data-filter='atlas-table']").send_keys("resnet50")
-    rows = driver.execute_script("return Array.from(document.querySelectorAll('#atlas-table tbody tr'))"
-                                 ".filter(r => !r.hidden).map(r => r.cells[0].textContent)")  # fmt: skip
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#atlas-table tbody tr'))"
+        ".filter(r => !r.hidden).map(r => r.cells[0].textContent)"
+    )
     assert rows and all("resnet50" in row for row in rows)

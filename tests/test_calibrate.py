@@ -20,20 +20,37 @@ from utilscope.predict.ops import (
     sample_configs,
 )
 
-TINY = [OpConfig("conv", 2, 8, 16, 8, 3, 2, 1), OpConfig("conv", 1, 12, 12, 9, 5, 1, 12, 2),
-        OpConfig("linear", 4, 24, 10), OpConfig("activation", 2, 8, 8, 6, variant="silu"),
-        OpConfig("add", 2, 8, 8, 6), OpConfig("concat", 1, 8, 8, 4), OpConfig("se_gate", 2, 16, 16, 5),
-        OpConfig("pool", 2, 8, 8, 7, 3, 2, variant="max"), OpConfig("pool", 1, 8, 8, 7, variant="global"),
-        OpConfig("shuffle", 1, 8, 8, 4), OpConfig("batch_norm", 1, 8, 8, 4), OpConfig("layer_norm", 1, 8, 8, 4),
-        OpConfig("mul", 1, 8, 8, 4), OpConfig("mul", 2, 8, 8, 4, variant="gate"), OpConfig("conv", 2, 8, 16, 8, 2, 2),
-        OpConfig("pool", 1, 8, 8, 8, 2, 2, variant="avg"), OpConfig("linear", 2, 8, 16, 3),
-        OpConfig("conv", 1, 8, 8, 9, 1, kernel_w=7), OpConfig("conv", 1, 8, 8, 9, 11, 1, 8, kernel_w=1),
-        OpConfig("group_norm", 2, 24, 24, 5), OpConfig("chain", 2, 16, 16, 6, 3, groups=16,
-        variant="gelu"), OpConfig("head", 2, 40, 10), OpConfig("large_conv", 1, 3, 8, 23, 11, 4),
-        OpConfig("conv_head", 2, 16, 10, 3, 3), OpConfig("layout_copy", 2, 24, 24, 5),
-        OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8), OpConfig("grouped_stage", 2, 48, 48, 8, 3, 2, 2),
-        OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
-        *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS)]  # fmt: skip
+TINY = [
+    OpConfig("conv", 2, 8, 16, 8, 3, 2, 1),
+    OpConfig("conv", 1, 12, 12, 9, 5, 1, 12, 2),
+    OpConfig("linear", 4, 24, 10),
+    OpConfig("activation", 2, 8, 8, 6, variant="silu"),
+    OpConfig("add", 2, 8, 8, 6),
+    OpConfig("concat", 1, 8, 8, 4),
+    OpConfig("se_gate", 2, 16, 16, 5),
+    OpConfig("pool", 2, 8, 8, 7, 3, 2, variant="max"),
+    OpConfig("pool", 1, 8, 8, 7, variant="global"),
+    OpConfig("shuffle", 1, 8, 8, 4),
+    OpConfig("batch_norm", 1, 8, 8, 4),
+    OpConfig("layer_norm", 1, 8, 8, 4),
+    OpConfig("mul", 1, 8, 8, 4),
+    OpConfig("mul", 2, 8, 8, 4, variant="gate"),
+    OpConfig("conv", 2, 8, 16, 8, 2, 2),
+    OpConfig("pool", 1, 8, 8, 8, 2, 2, variant="avg"),
+    OpConfig("linear", 2, 8, 16, 3),
+    OpConfig("conv", 1, 8, 8, 9, 1, kernel_w=7),
+    OpConfig("conv", 1, 8, 8, 9, 11, 1, 8, kernel_w=1),
+    OpConfig("group_norm", 2, 24, 24, 5),
+    OpConfig("chain", 2, 16, 16, 6, 3, groups=16, variant="gelu"),
+    OpConfig("head", 2, 40, 10),
+    OpConfig("large_conv", 1, 3, 8, 23, 11, 4),
+    OpConfig("conv_head", 2, 16, 10, 3, 3),
+    OpConfig("layout_copy", 2, 24, 24, 5),
+    OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8),
+    OpConfig("grouped_stage", 2, 48, 48, 8, 3, 2, 2),
+    OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
+    *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS),
+]
 
 
 def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
@@ -46,8 +63,16 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     prefix = collections.Counter(c.kind for c in sample[:100])  # any prefix: the kinds' shares, give or take one
     assert all(abs(prefix[kind] - quota) <= 1 for kind, quota in quotas(100).items())
     convs = [c for c in sample if c.kind == "conv"]
-    styles = collections.Counter("depthwise" if c.groups == c.channels else "grouped" if c.groups > 1
-                                 else "pointwise" if c.kernel == 1 else "dense" for c in convs)  # fmt: skip
+    styles = collections.Counter(
+        "depthwise"
+        if c.groups == c.channels
+        else "grouped"
+        if c.groups > 1
+        else "pointwise"
+        if c.kernel == 1
+        else "dense"
+        for c in convs
+    )
     assert min(styles.values()) > 0.15 * len(convs)
     assert any(c.channels == 3 and c.stride > 1 for c in convs)  # stems
     assert any(c.kernel == c.stride == 2 for c in convs)  # patchify downsampling

@@ -164,9 +164,11 @@ def test_a_bad_resolution_in_a_factory_file_is_one_line_and_exit_2(value, write_
 def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factory, tmp_path, capsys):
     """``profile --batch 1,,2`` used to measure batches 1 and 2; every batch list is strict now, and the store
     (or table) is never touched."""
-    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
-            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
-            "nas table": ["nas", "table", "--space", "mbv3", "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    argv = {
+        "profile": ["profile", f"{factory}:make", "--device", "cpu"],
+        "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+        "nas table": ["nas", "table", "--space", "mbv3", "--out", str(tmp_path / "t.json")],
+    }[verb]
     assert main([*argv, "--batch", batch]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "without empty elements" in err
@@ -174,13 +176,13 @@ def test_batch_lists_with_an_empty_element_are_a_usage_error(verb, batch, factor
 
 
 @pytest.mark.parametrize("verb", ["profile", "survey", "nas table"])
-def test_an_empty_batch_list_or_a_bad_batch_size_is_refused_before_anything_is_written(verb, factory, tmp_path,
-                                                                                       capsys):  # fmt: skip
+def test_an_empty_batch_list_or_a_bad_batch_size_is_refused_before_anything_is_written(verb, factory, tmp_path, capsys):
     """``nas table --batch ""`` used to write an empty table, ``--batch 0`` to fail in torch after starting."""
-    argv = {"profile": ["profile", f"{factory}:make", "--device", "cpu"],
-            "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
-            "nas table": ["nas", "table", "--space", "mbv3", "--device", "cpu",
-                          "--out", str(tmp_path / "t.json")]}[verb]  # fmt: skip
+    argv = {
+        "profile": ["profile", f"{factory}:make", "--device", "cpu"],
+        "survey": ["survey", "--models", f"{factory}:make", "--db", str(tmp_path / "s.sqlite"), "--dry-run"],
+        "nas table": ["nas", "table", "--space", "mbv3", "--device", "cpu", "--out", str(tmp_path / "t.json")],
+    }[verb]
     for batch, message in (("", "batch size"), ("0", "batch size must be")):
         assert main([*argv, "--batch", batch]) == 2
         err = capsys.readouterr().err
@@ -226,8 +228,14 @@ def test_strict_json_writes_non_finite_numbers_as_null():
 
     from utilscope.present.json_text import strict_json
 
-    doc = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": (np.float64("nan"), np.int64(3)),
-           np.int64(7): {"d": np.array([1.0, np.nan])}, "e": None, "f": "nan"}  # fmt: skip
+    doc = {
+        "a": float("nan"),
+        "b": [float("inf"), -float("inf"), 1.5],
+        "c": (np.float64("nan"), np.int64(3)),
+        np.int64(7): {"d": np.array([1.0, np.nan])},
+        "e": None,
+        "f": "nan",
+    }
     expected = {"a": None, "b": [None, None, 1.5], "c": [None, 3], "7": {"d": [1.0, None]}, "e": None, "f": "nan"}
     assert strict_loads(strict_json(doc)) == expected
 
@@ -282,8 +290,9 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first write: deterministic
     try:
-        done = subprocess.run([sys.executable, "-m", "utilscope.cli", *argv], stdout=write_end, stderr=subprocess.PIPE,
-                              text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "utilscope.cli", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True
+        )
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == 141
@@ -440,8 +449,15 @@ def nas_store(tmp_path, n: int):
         for i, record in enumerate(records):
             model = f"nas:mbv3:{record['id']}"  # as a store names an architecture: by content, its record beside
             flops, utilization = space.complexity(record).flops, 0.01 * (i + 1)
-            store.add(make_row(model=model, batch=256, flops_per_sample=flops, utilization=utilization,
-                               samples_per_s=utilization * 989.4e12 / flops))  # fmt: skip
+            store.add(
+                make_row(
+                    model=model,
+                    batch=256,
+                    flops_per_sample=flops,
+                    utilization=utilization,
+                    samples_per_s=utilization * 989.4e12 / flops,
+                )
+            )
             store.add_model_record(model, record)
     return db
 
@@ -536,21 +552,29 @@ def test_no_parser_accepts_an_abbreviated_flag():
     [
         (["profil"], "unknown command 'profil'; did you mean profile? (see: utilscope --help)"),
         (["nas", "sampel"], "unknown nas command 'sampel'; did you mean sample? (see: utilscope nas --help)"),
-        (["profile", "x", "--bach", "8"],
-         "unknown option --bach; did you mean --batch? (see: utilscope profile --help)"),
-        (["layers", "x", "--rooflin", "r.png"],
-         "unknown option --rooflin; did you mean --roofline? (options are never abbreviated) "
-         "(see: utilscope layers --help)"),
+        (
+            ["profile", "x", "--bach", "8"],
+            "unknown option --bach; did you mean --batch? (see: utilscope profile --help)",
+        ),
+        (
+            ["layers", "x", "--rooflin", "r.png"],
+            "unknown option --rooflin; did you mean --roofline? (options are never abbreviated) "
+            "(see: utilscope layers --help)",
+        ),
         (["--verison"], "unknown option --verison; did you mean --version? (see: utilscope --help)"),
         (["profile"], "the following arguments are required: model (see: utilscope profile --help)"),
         (["nas"], "the following arguments are required: VERB (see: utilscope nas --help)"),
         (["count", "a", "b"], "unexpected argument 'b' (see: utilscope count --help)"),
-        (["survey", "--executor", "rey"], "argument --executor: invalid choice 'rey'; did you mean ray? "
-         "(see: utilscope survey --help)"),
-        (["nas", "sample", "--space", "mbv3", "--seed", "-1"],
-         "--seed must be a whole number from 0 to 4294967295 (2**32 - 1), got -1 (see: utilscope nas sample --help)"),
+        (
+            ["survey", "--executor", "rey"],
+            "argument --executor: invalid choice 'rey'; did you mean ray? (see: utilscope survey --help)",
+        ),
+        (
+            ["nas", "sample", "--space", "mbv3", "--seed", "-1"],
+            "--seed must be a whole number from 0 to 4294967295 (2**32 - 1), got -1 (see: utilscope nas sample --help)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_parser_error_is_one_line_with_a_guess_and_a_pointer_to_help(argv, line, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -583,11 +607,30 @@ def stub_predictor(monkeypatch):
         if resolution == 9:
             raise pr.UsageError(f"{name} cannot run at 9 px")
         ms = batch * (1.0 if name.endswith("1_0") else 2.0)
-        return [pr.Prediction(name, "NVIDIA H200", batch, "fp16", backend, 224, 10**9 * batch, ms, batch / ms * 1e3,
-                              0.25, False, "h200_sxm")]  # fmt: skip
+        return [
+            pr.Prediction(
+                name,
+                "NVIDIA H200",
+                batch,
+                "fp16",
+                backend,
+                224,
+                10**9 * batch,
+                ms,
+                batch / ms * 1e3,
+                0.25,
+                False,
+                "h200_sxm",
+            )
+        ]
 
-    stub = types.SimpleNamespace(device="NVIDIA H200", precision="fp16", profile_path="h200.json",
-                                 predict_on=predict_on, check_precision=lambda precision: None)  # fmt: skip
+    stub = types.SimpleNamespace(
+        device="NVIDIA H200",
+        precision="fp16",
+        profile_path="h200.json",
+        predict_on=predict_on,
+        check_precision=lambda precision: None,
+    )
     monkeypatch.setattr(pr, "select_profile", lambda *args: "h200.json")
     monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: stub)
 
@@ -599,8 +642,11 @@ def test_predict_of_a_glob_gives_one_row_per_model_and_batch(stub_predictor, cap
     assert rows[0].startswith("model,gpu,batch,") and "layers" not in rows[0]
     # latency = batch x 1 ms (1_0) or 2 ms (1_1)
     assert [row.split(",")[0:3:2] + [row.split(",")[7]] for row in rows[1:]] == [
-        ["torchvision:squeezenet1_0", "1", "1.0"], ["torchvision:squeezenet1_0", "4", "4.0"],
-        ["torchvision:squeezenet1_1", "1", "2.0"], ["torchvision:squeezenet1_1", "4", "8.0"]]  # fmt: skip
+        ["torchvision:squeezenet1_0", "1", "1.0"],
+        ["torchvision:squeezenet1_0", "4", "4.0"],
+        ["torchvision:squeezenet1_1", "1", "2.0"],
+        ["torchvision:squeezenet1_1", "4", "8.0"],
+    ]
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(d["model"][-3:], d["batch"]) for d in doc] == [("1_0", 1), ("1_0", 4), ("1_1", 1), ("1_1", 4)]
@@ -647,8 +693,9 @@ def test_advice_whose_ladder_never_ran_says_so_instead_of_none():
     from utilscope.present.advise_view import render_advice
 
     oom = Trial("as given", "batch", 1, "graph", "fp16", True, "oom")
-    advice = types.SimpleNamespace(trials=[], batch_ladder=[oom], saturation_batch=None, notes=[],
-                                   gpu_measurement=True, commands={}, best={})  # fmt: skip
+    advice = types.SimpleNamespace(
+        trials=[], batch_ladder=[oom], saturation_batch=None, notes=[], gpu_measurement=True, commands={}, best={}
+    )
     console = Console(record=True, width=200)
     render_advice(advice, console)
     text = console.export_text()

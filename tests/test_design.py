@@ -22,11 +22,15 @@ class Rep(nn.Module):
 
 def test_shares_alignment_stem_depth_and_width_of_a_tiny_cnn():
     model = nn.Sequential(
-        nn.Conv2d(3, 8, 4, 4, bias=False), nn.SiLU(),  # patchify stem: 8x8 -> 2x2
+        nn.Conv2d(3, 8, 4, 4, bias=False),
+        nn.SiLU(),  # patchify stem: 8x8 -> 2x2
         nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),  # depthwise
-        nn.Conv2d(8, 12, 1, bias=False), nn.ReLU(), nn.SiLU(),  # pointwise to 12 channels (not a multiple of 8)
-        nn.Flatten(), nn.Linear(48, 16, bias=False),
-    )  # fmt: skip
+        nn.Conv2d(8, 12, 1, bias=False),
+        nn.ReLU(),
+        nn.SiLU(),  # pointwise to 12 channels (not a multiple of 8)
+        nn.Flatten(),
+        nn.Linear(48, 16, bias=False),
+    )
     found = design(model, resolution=8)
     stem, dw, pw, fc = 2 * 3 * 16 * 8 * 4, 2 * 9 * 8 * 4, 2 * 8 * 12 * 4, 2 * 48 * 16
     total = stem + dw + pw + fc

@@ -191,16 +191,22 @@ def test_unaligned_channels_fires_on_30_channels():
 
 def penalty_table(*rows) -> pd.DataFrame:
     """Rows of (gpu, precision, kernel, channels, batch, unaligned_ms, padded_ms) as the penalty file holds them."""
-    full = [(gpu, prec, k, c, -(-c // 8) * 8, 28, b, u, p, "2.11", 91900, "2026-12-01")
-            for gpu, prec, k, c, b, u, p in rows]  # fmt: skip
+    full = [
+        (gpu, prec, k, c, -(-c // 8) * 8, 28, b, u, p, "2.11", 91900, "2026-12-01") for gpu, prec, k, c, b, u, p in rows
+    ]
     return pd.DataFrame(full, columns=list(alignment.COLUMNS))
 
 
 def test_the_measured_penalty_is_the_nearest_kernel_and_batch_median():
     gpu = "test GPU"
-    table = penalty_table((gpu, "fp16", 3, 60, 256, 3.5, 1.0), (gpu, "fp16", 3, 126, 256, 2.7, 1.0),
-                          (gpu, "fp16", 3, 250, 256, 1.8, 1.0), (gpu, "fp16", 3, 60, 1, 9.0, 1.0),
-                          (gpu, "fp16", 1, 250, 256, 2.0, 1.0), ("other", "fp16", 3, 60, 256, 5.0, 1.0))  # fmt: skip
+    table = penalty_table(
+        (gpu, "fp16", 3, 60, 256, 3.5, 1.0),
+        (gpu, "fp16", 3, 126, 256, 2.7, 1.0),
+        (gpu, "fp16", 3, 250, 256, 1.8, 1.0),
+        (gpu, "fp16", 3, 60, 1, 9.0, 1.0),
+        (gpu, "fp16", 1, 250, 256, 2.0, 1.0),
+        ("other", "fp16", 3, 60, 256, 5.0, 1.0),
+    )
     # kernel 3 at batch 128: the nearest timed batch in log scale is 256 (log2 distance 1, against 7 for batch 1)
     penalty = alignment.penalty_for("test GPU", "fp16", 3, 128, table)
     assert (penalty.kernel, penalty.batch, penalty.shapes) == (3, 256, 3)

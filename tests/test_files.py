@@ -96,14 +96,17 @@ def test_a_file_to_write_is_checked_and_nothing_is_created(tmp_path, no_permissi
         ("", "empty path given for the table"),
         (tmp_path / "out.csv", "the table must be a .json file, got"),
         (tmp_path / "sub.json", f"{tmp_path}/sub.json is a folder; give a file path (the table)"),
-        (tmp_path / "text.txt" / "a" / "out.json", f"cannot write {tmp_path}/text.txt/a/out.json: {tmp_path}/text.txt "
-         "is not a folder (the table)"),
-    ]  # fmt: skip
+        (
+            tmp_path / "text.txt" / "a" / "out.json",
+            f"cannot write {tmp_path}/text.txt/a/out.json: {tmp_path}/text.txt is not a folder (the table)",
+        ),
+    ]
     for path, message in cases:
         assert _message(check_output_file, path, "table", (".json",)).startswith(message)
     no_permission.update({str(tmp_path / "text.txt"), str(tmp_path / "sub.json")})
     assert _message(check_output_file, tmp_path / "text.txt", "table") == (
-        f"cannot write {tmp_path}/text.txt: permission denied (the table)")  # fmt: skip
+        f"cannot write {tmp_path}/text.txt: permission denied (the table)"
+    )
     assert _message(check_output_file, tmp_path / "sub.json" / "x" / "out.json", "table") == (
         f"cannot write {tmp_path}/sub.json/x/out.json: permission denied on the folder {tmp_path}/sub.json (the table)"
     )
@@ -119,7 +122,8 @@ def test_a_folder_to_write_is_checked_and_nothing_is_created(tmp_path, no_permis
     assert "text.txt is not a folder" in _message(check_output_folder, tmp_path / "text.txt" / "r", "report folder")
     no_permission.add(str(tmp_path))
     assert _message(check_output_folder, tmp_path, "report folder") == (
-        f"cannot write {tmp_path}: permission denied (the report folder)")  # fmt: skip
+        f"cannot write {tmp_path}: permission denied (the report folder)"
+    )
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -132,9 +136,14 @@ def test_write_atomically_says_plainly_why_it_cannot_write_and_leaves_no_partial
 
 @pytest.mark.parametrize(
     ("code", "reason"),
-    [(errno.ENOENT, "no such file"), (errno.EACCES, "permission denied"), (errno.EISDIR, "it is a folder"),
-     (errno.ENOSPC, "no space left on the device"), (errno.EIO, "input/output error")],
-)  # fmt: skip
+    [
+        (errno.ENOENT, "no such file"),
+        (errno.EACCES, "permission denied"),
+        (errno.EISDIR, "it is a folder"),
+        (errno.ENOSPC, "no space left on the device"),
+        (errno.EIO, "input/output error"),
+    ],
+)
 def test_os_errors_are_said_in_plain_words(code, reason):
     exc = OSError(code, os.strerror(code), "x.json")
     assert str(os_error(exc, "x.json", "read", "table")) == f"cannot read x.json: {reason} (the table)"

@@ -19,8 +19,16 @@ class FunctionalNorm(nn.BatchNorm2d):
 
     def forward(self, x):
         torch._assert(x.ndim == 4, "4D input")
-        x = F.batch_norm(x, self.running_mean, self.running_var, weight=self.weight, bias=self.bias,
-                         training=False, momentum=0.1, eps=self.eps)  # fmt: skip
+        x = F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            weight=self.weight,
+            bias=self.bias,
+            training=False,
+            momentum=0.1,
+            eps=self.eps,
+        )
         return torch.relu(x)
 
 

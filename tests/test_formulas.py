@@ -567,11 +567,18 @@ def _unary_args(dtype, layout):
     return (meta(2, 8, 5, 5, dtype=dtype, channels_last=layout == "channels_last"),)
 
 
-UNARY_CASES = [(layout, functools.partial(_unary_args, layout=layout))
-               for layout in ("contiguous", "channels_last", "permuted", "expanded", "tokens")]  # fmt: skip
+UNARY_CASES = [
+    (layout, functools.partial(_unary_args, layout=layout))
+    for layout in ("contiguous", "channels_last", "permuted", "expanded", "tokens")
+]
 
-UNARY_OPS = (aten.gelu.default, aten.silu.default, aten.sigmoid.default, aten.hardswish.default,
-             aten.hardsigmoid.default)  # fmt: skip
+UNARY_OPS = (
+    aten.gelu.default,
+    aten.silu.default,
+    aten.sigmoid.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+)
 
 SHORTCUT_CASES = {
     **dict.fromkeys(UNARY_OPS, UNARY_CASES),

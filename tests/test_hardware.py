@@ -446,7 +446,11 @@ def test_an_alias_names_its_row_and_names_one_row_only(tmp_path):
     """timm's file names call GPUs "5090" or "rtx4090": the table's aliases find their rows; an alias that is
     another row's key is refused when the table loads."""
     assert [get_spec(alias).key for alias in ("5090", "RTX4090", "4090", "rtx3090")] == [
-        "rtx_5090", "rtx_4090", "rtx_4090", "rtx_3090"]  # fmt: skip
+        "rtx_5090",
+        "rtx_4090",
+        "rtx_4090",
+        "rtx_3090",
+    ]
     row_b = ROW_A.replace("gpu.a]", "gpu.b]").replace("'^GPU A$'", "'^GPU B$'").replace('["GPU A"]', '["GPU B"]')
     path = _write(tmp_path, ROW_A + row_b.replace('name = "GPU A"', 'name = "GPU B"\naliases = ["a"]'))
     with pytest.raises(SpecFileError, match="have the same name or alias 'a'"):
@@ -457,7 +461,14 @@ def test_one_alignment_rule_keyed_by_precision_and_architecture():
     from utilscope.hardware.alignment import channel_multiple
 
     assert [channel_multiple(p) for p in ("fp16", "bf16", "amp", "amp_bf16", "tf32", "fp32", "int8")] == [
-        8, 8, 8, 8, 4, 4, 16]  # fmt: skip
+        8,
+        8,
+        8,
+        8,
+        4,
+        4,
+        16,
+    ]
     assert channel_multiple("fp16", "Hopper") == 8  # no architecture of its own: the rule for every one
     with pytest.raises(UsageError, match="no channel alignment for precision 'fp8'"):
         channel_multiple("fp8")

@@ -74,16 +74,18 @@ def test_every_module_belongs_to_a_layer():
 
 
 def test_no_module_imports_from_a_higher_layer():
-    upward = sorted(f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps
-                    if RANK[layer_of(dep)] > RANK[layer_of(m)])  # fmt: skip
+    upward = sorted(
+        f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps if RANK[layer_of(dep)] > RANK[layer_of(m)]
+    )
     assert not upward, "\n".join(upward)
 
 
 def test_only_the_cli_imports_the_cli():
     """The command line is the top: no library module (nor the package's facade) imports ``utilscope.cli``, so
     every workflow a command runs is a library function a notebook can call too."""
-    into_cli = sorted(f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps
-                      if layer_of(dep) == "cli" and layer_of(m) != "cli")  # fmt: skip
+    into_cli = sorted(
+        f"{m} -> {dep}" for m, deps in GRAPH.items() for dep in deps if layer_of(dep) == "cli" and layer_of(m) != "cli"
+    )
     assert not into_cli, "\n".join(into_cli)
 
 
@@ -141,7 +143,10 @@ def test_the_checks_see_an_upward_import_and_a_cycle():
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_function_is_longer_than_60_lines(path):
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]  # fmt: skip
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
     assert not long, long

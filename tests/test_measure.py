@@ -91,8 +91,9 @@ class _Work:
 
 def test_utilization_arithmetic():
     stats = TimingStats(median_ms=8.0, cv=0.01, samples_ms=(8.0,), iters_per_sample=5, warmup_iters=3)
-    peaks = Peaks(peak_tflops=1000.0, peak_source="datasheet: test", ceiling_tflops=800.0, bandwidth_gbs=4000.0,
-                  copy_gbs=3500.0)  # fmt: skip
+    peaks = Peaks(
+        peak_tflops=1000.0, peak_source="datasheet: test", ceiling_tflops=800.0, bandwidth_gbs=4000.0, copy_gbs=3500.0
+    )
     row = utilization_row(256, stats, _Work(), fuses=False, peaks=peaks, nvml=97.0)
     # 256 samples / 8 ms = 32000 samples/s; x 4 GFLOP = 128 TFLOP/s; / 1000 = 12.8%; / 800 = 16%
     assert row.samples_per_s == pytest.approx(32_000)
@@ -113,8 +114,9 @@ NO_CEILINGS = "skip"  # the CPU ceiling measurement is tested in test_hardware
 
 @pytest.mark.parametrize("backend", ["eager", "graph"])
 def test_profile_rows_on_cpu(tiny, backend):
-    result = profile(tiny, batches=[1, 4], backend=backend, device="cpu", ceilings=NO_CEILINGS,
-                     peak_tflops=1.0, plan=QUICK)  # fmt: skip
+    result = profile(
+        tiny, batches=[1, 4], backend=backend, device="cpu", ceilings=NO_CEILINGS, peak_tflops=1.0, plan=QUICK
+    )
     assert [row.status for row in result.rows] == ["ok", "ok"]
     for row in result.rows:
         assert row.latency_ms > 0 and row.samples_per_s == pytest.approx(row.batch / row.latency_ms * 1e3)
@@ -158,8 +160,15 @@ def failing_backend():
 
 
 def test_oom_and_error_rows_and_the_sweep_goes_on(tiny, failing_backend):
-    result = profile(tiny, batches=[1, 2, 3, 4, 5, 6], backend=failing_backend, device="cpu",
-                     ceilings=NO_CEILINGS, peak_tflops=1.0, plan=QUICK)  # fmt: skip
+    result = profile(
+        tiny,
+        batches=[1, 2, 3, 4, 5, 6],
+        backend=failing_backend,
+        device="cpu",
+        ceilings=NO_CEILINGS,
+        peak_tflops=1.0,
+        plan=QUICK,
+    )
     statuses = [row.status for row in result.rows]
     assert statuses == ["ok", "oom", "error: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", "ok", "oom", "oom"]
     assert result.rows[1].latency_ms is None and result.rows[1].utilization is None
@@ -172,8 +181,19 @@ def test_profile_cli_json(tiny, capsys):
     assert main(["profile", tiny, "--device", "cpu", "--batch", "1", "--peak", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"model", "device", "backend", "precision", "rows"} <= doc.keys()
-    row_keys = {"batch", "latency_ms", "samples_per_s", "achieved_tflops", "utilization", "utilization_vs_ceiling",
-                "peak_tflops", "peak_source", "nvml_util", "cv", "status"}  # fmt: skip
+    row_keys = {
+        "batch",
+        "latency_ms",
+        "samples_per_s",
+        "achieved_tflops",
+        "utilization",
+        "utilization_vs_ceiling",
+        "peak_tflops",
+        "peak_source",
+        "nvml_util",
+        "cv",
+        "status",
+    }
     assert row_keys <= doc["rows"][0].keys()
     assert doc["backend"] == "graph" and doc["precision"] == "fp32" and doc["rows"][0]["status"] == "ok"
 

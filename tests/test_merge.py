@@ -40,8 +40,13 @@ def store_with_everything(path):
     with Store(path) as store:
         store.add(make_row())
         store.add(make_row(batch=32, latency_ms=2.0))
-        store.add_op_classes(CELL, [{"op_class": "dense_conv", "flop_share": 0.9, "time_share": 0.7, "time_ms": 1.0},
-                                    {"op_class": "elementwise", "flop_share": 0.1, "time_share": 0.3}])  # fmt: skip
+        store.add_op_classes(
+            CELL,
+            [
+                {"op_class": "dense_conv", "flop_share": 0.9, "time_share": 0.7, "time_ms": 1.0},
+                {"op_class": "elementwise", "flop_share": 0.1, "time_share": 0.3},
+            ],
+        )
         store.add_model_record("nas:mbv3:abc", {"space": "mbv3", "arch": [1, 2]})
         store.claim([other], "someone", "NVIDIA H200", 60.0)
 
@@ -64,8 +69,12 @@ def test_a_store_merged_with_its_copy_has_no_conflicts_until_one_value_changes(t
     before[b] = b.read_bytes()
     result = merge_stores([a, b], tmp_path / "out2.sqlite")
     (conflict,) = result.conflicts
-    assert (conflict.table, conflict.kept, conflict.left_out, conflict.columns) == ("measurements", a, b,
-                                                                                     ("samples_per_s",))  # fmt: skip
+    assert (conflict.table, conflict.kept, conflict.left_out, conflict.columns) == (
+        "measurements",
+        a,
+        b,
+        ("samples_per_s",),
+    )
     assert conflict.key.startswith("resnet50 224px batch 8 fp16 graph on NVIDIA H200")
     assert result.inputs[1].tables["measurements"].conflicting == 1
     with Store(tmp_path / "out2.sqlite") as store:
@@ -95,8 +104,15 @@ def test_op_class_and_model_record_conflicts_are_reported_and_the_output_keeps_i
 
 def test_an_older_schemas_input_is_read_without_being_written(tmp_path):
     v1 = tmp_path / "v1.sqlite"
-    row = {"model": "torchvision:resnet18", "resolution": 224, "batch": 1, "precision": "fp16", "backend": "graph",
-           "device": "NVIDIA H200", "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04"}  # fmt: skip
+    row = {
+        "model": "torchvision:resnet18",
+        "resolution": 224,
+        "batch": 1,
+        "precision": "fp16",
+        "backend": "graph",
+        "device": "NVIDIA H200",
+        "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04",
+    }
     write_v1_store(v1, [row])
     before = v1.read_bytes()
     result = merge_stores([v1], tmp_path / "out.sqlite")
@@ -143,11 +159,14 @@ def test_merge_on_the_command_line(tmp_path, capsys):
         store.add(make_row(latency_ms=5.0))
     assert main(["merge", str(a), str(b), "-o", str(out)]) == 1  # a conflict: merged, reported, exit 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == (f"{a}: measurements 2 added, 0 identical, 0 conflicting; op-class sets 1 added, 0 identical, "
-                        "0 conflicting; model records 1 added, 0 identical, 0 conflicting")  # fmt: skip
+    assert lines[0] == (
+        f"{a}: measurements 2 added, 0 identical, 0 conflicting; op-class sets 1 added, 0 identical, "
+        "0 conflicting; model records 1 added, 0 identical, 0 conflicting"
+    )
     assert lines[1] == f"{b}: measurements 1 added, 0 identical, 1 conflicting"
-    assert lines[2] == (f"merged 2 stores into {out}: it holds 3 measurements, 1 op-class set, 1 model record "
-                        "(0 measurements before)")  # fmt: skip
+    assert lines[2] == (
+        f"merged 2 stores into {out}: it holds 3 measurements, 1 op-class set, 1 model record (0 measurements before)"
+    )
     assert lines[3].startswith("conflict: resnet50 224px batch 8") and lines[3].endswith(
         f"{b} differs from {a} in latency_ms; kept {a}'s"
     )
@@ -184,8 +203,10 @@ def test_identical_rows_recorded_with_other_software_versions_say_which(tmp_path
     assert main(["merge", str(a), str(b), "-o", str(tmp_path / "cli.sqlite")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"{a}: measurements 3 added, 0 identical, 0 conflicting"
-    assert lines[1] == (f"{b}: measurements 0 added, 3 identical (2 recorded with other timm: 1.0.31 vs kept 1.0.29; "
-                        "other python: 3.12.1 vs kept 3.11.7), 0 conflicting")  # fmt: skip
+    assert lines[1] == (
+        f"{b}: measurements 0 added, 3 identical (2 recorded with other timm: 1.0.31 vs kept 1.0.29; "
+        "other python: 3.12.1 vs kept 3.11.7), 0 conflicting"
+    )
 
 
 def test_a_cpu_cells_key_names_its_thread_count():

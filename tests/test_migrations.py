@@ -24,10 +24,24 @@ from utilscope.survey.store import APPLICATION_ID, Store, StoreError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200"
 STORES = sorted(p for p in DATA.rglob("*.sqlite") if "backup" not in p.name)
-SETTINGS = [CudnnSettings(), CudnnSettings(benchmark=False), CudnnSettings(benchmark_limit=3),
-            CudnnSettings(depthwise_heuristic=True), CudnnSettings(True, 3, True)]  # fmt: skip
-V1_VALUES = {"family": "", "status": "ok", "peak_source": "", "bytes_model": "", "unstable": 0, "cuda_graph": 0,
-             "notes": "[]", "environment": "{}", "measured_at": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+SETTINGS = [
+    CudnnSettings(),
+    CudnnSettings(benchmark=False),
+    CudnnSettings(benchmark_limit=3),
+    CudnnSettings(depthwise_heuristic=True),
+    CudnnSettings(True, 3, True),
+]
+V1_VALUES = {
+    "family": "",
+    "status": "ok",
+    "peak_source": "",
+    "bytes_model": "",
+    "unstable": 0,
+    "cuda_graph": 0,
+    "notes": "[]",
+    "environment": "{}",
+    "measured_at": "2026-01-01T00:00:00+00:00",
+}
 
 
 def write_v1_store(path: Path, rows: list[dict], op_classes: list[dict] = ()) -> None:
@@ -78,8 +92,18 @@ def test_a_migrated_v1_store_has_nothing_left_to_measure_for_every_cudnn_setting
     """v1 rows of every cuDNN configuration, migrated: the same grid plans 0 cells in each, a new setting all."""
     path = tmp_path / "results.sqlite"
     model = zoo.parse_spec(tiny).id  # a factory file's id names its content: the rows are of this file as it is
-    cells = [{"model": model, "resolution": 16, "batch": batch, "precision": "fp32", "backend": "eager",
-              **v1_device_and_software(settings)} for settings in SETTINGS for batch in (1, 2)]  # fmt: skip
+    cells = [
+        {
+            "model": model,
+            "resolution": 16,
+            "batch": batch,
+            "precision": "fp32",
+            "backend": "eager",
+            **v1_device_and_software(settings),
+        }
+        for settings in SETTINGS
+        for batch in (1, 2)
+    ]
     ops = [{**cells[-1], "op_class": "dense_conv", "flop_share": 1.0, "time_share": 0.5, "time_ms": 0.1}]
     write_v1_store(path, cells, ops)
     with Store(path) as store:
@@ -185,9 +209,16 @@ def test_v1_nas_rows_are_named_by_content_and_keep_their_records(tmp_path, monke
     (tmp_path / "data").mkdir()
     save_jsonl(tmp_path / "data" / "archs.jsonl", [record])
     store = tmp_path / "data" / "nas.sqlite"
-    row = {"model": f"nas:data/archs.jsonl:{record['id']}", "resolution": 0, "batch": 1, "precision": "fp16",
-           "backend": "graph", "device": "NVIDIA H200", "family": "NAS mbv3",
-           "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark off"}  # fmt: skip
+    row = {
+        "model": f"nas:data/archs.jsonl:{record['id']}",
+        "resolution": 0,
+        "batch": 1,
+        "precision": "fp16",
+        "backend": "graph",
+        "device": "NVIDIA H200",
+        "family": "NAS mbv3",
+        "software": "torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · cudnn.benchmark off",
+    }
     write_v1_store(store, [row])
     orphan = tmp_path / "orphan.sqlite"
     write_v1_store(orphan, [{**row, "model": f"nas:gone/archs.jsonl:{record['id']}"}])
@@ -204,11 +235,24 @@ def test_v1_nas_rows_are_named_by_content_and_keep_their_records(tmp_path, monke
 
 # --- schema 2: a CPU's thread count in its device name ------------------------------------------------------------
 
-V2_KEY = {"resolution": 16, "batch": 8, "precision": "fp32", "backend": "eager", "memory_format": "channels_last",
-          "torch": "2.11.0+cu130", "cudnn": "91900", "driver": "", "cudnn_benchmark": 1, "cudnn_benchmark_limit": -1,
-          "cudnn_depthwise_heuristic": 0}  # fmt: skip
-V2_DEFAULTS = {"measurements": {**V2_KEY, **V1_VALUES}, "op_classes": V2_KEY,
-               "claims": {**V2_KEY, "owner": "a run", "owner_device": "host:cpu", "expires_at": 1e12}}  # fmt: skip
+V2_KEY = {
+    "resolution": 16,
+    "batch": 8,
+    "precision": "fp32",
+    "backend": "eager",
+    "memory_format": "channels_last",
+    "torch": "2.11.0+cu130",
+    "cudnn": "91900",
+    "driver": "",
+    "cudnn_benchmark": 1,
+    "cudnn_benchmark_limit": -1,
+    "cudnn_depthwise_heuristic": 0,
+}
+V2_DEFAULTS = {
+    "measurements": {**V2_KEY, **V1_VALUES},
+    "op_classes": V2_KEY,
+    "claims": {**V2_KEY, "owner": "a run", "owner_device": "host:cpu", "expires_at": 1e12},
+}
 
 
 def write_v2_store(path: Path, tables: dict[str, list[dict]]) -> None:
@@ -218,8 +262,10 @@ def write_v2_store(path: Path, tables: dict[str, list[dict]]) -> None:
         conn.execute(statement)
     for table, records in tables.items():
         for record in ({**V2_DEFAULTS[table], **record} for record in records):
-            conn.execute(f"INSERT INTO {table} ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
-                         list(record.values()))  # fmt: skip
+            conn.execute(
+                f"INSERT INTO {table} ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
+                list(record.values()),
+            )
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute("PRAGMA user_version = 2")
     conn.commit()
@@ -228,7 +274,9 @@ def write_v2_store(path: Path, tables: dict[str, list[dict]]) -> None:
 
 def test_device_names_split_into_the_device_and_its_thread_count():
     assert split_device(with_threads("AMD EPYC 9654 96-Core Processor", 16), cpu=True) == (
-        "AMD EPYC 9654 96-Core Processor", 16)  # fmt: skip
+        "AMD EPYC 9654 96-Core Processor",
+        16,
+    )
     assert split_device("NVIDIA H200", cpu=False) == ("NVIDIA H200", GPU_THREADS)
     assert split_device("Weird (x) (2 threads)", cpu=False) == ("Weird (x)", 2)
     for name in ("AMD EPYC", "AMD EPYC (0 threads)", "AMD EPYC (2 threads) "):
@@ -243,13 +291,18 @@ def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
     here = grid_configuration(SurveyGrid(("torchvision:resnet18",), (8,), ("fp32",), ("eager",), "cpu", threads=2))[0]
     cpu = {"model": "m", "device": with_threads(here.device, 2), "torch": here.torch, "cudnn": here.cudnn}
     gpu = {"model": "m", "device": "NVIDIA H200", "precision": "fp16", "driver": "580.159.04"}
-    write_v2_store(path, {
-        "measurements": [{**cpu, "environment": json.dumps({"device_type": "cpu"})},
-                         {**cpu, "batch": 1, "status": "error: boom"},  # a failure row records no environment
-                         {**gpu, "environment": json.dumps({"device_type": "cuda"})}],
-        "op_classes": [{**cpu, "op_class": "dense_conv", "flop_share": 1.0}, {**gpu, "op_class": "dense_conv"}],
-        "claims": [{**cpu, "batch": 32}],
-    })  # fmt: skip
+    write_v2_store(
+        path,
+        {
+            "measurements": [
+                {**cpu, "environment": json.dumps({"device_type": "cpu"})},
+                {**cpu, "batch": 1, "status": "error: boom"},  # a failure row records no environment
+                {**gpu, "environment": json.dumps({"device_type": "cuda"})},
+            ],
+            "op_classes": [{**cpu, "op_class": "dense_conv", "flop_share": 1.0}, {**gpu, "op_class": "dense_conv"}],
+            "claims": [{**cpu, "batch": 32}],
+        },
+    )
     with Store(path) as store:
         migration = store.migration
         frame, op_classes, claims = store.frame(), store.op_class_frame(), store.claims()
@@ -261,9 +314,14 @@ def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
         2,
     )
     assert sorted(zip(frame["device"], frame["threads"], frame["batch"], strict=True)) == [
-        (here.device, 2, 1), (here.device, 2, 8), ("NVIDIA H200", GPU_THREADS, 8)]  # fmt: skip
+        (here.device, 2, 1),
+        (here.device, 2, 8),
+        ("NVIDIA H200", GPU_THREADS, 8),
+    ]
     assert sorted(zip(op_classes["device"], op_classes["threads"], strict=True)) == [
-        (here.device, 2), ("NVIDIA H200", GPU_THREADS)]  # fmt: skip
+        (here.device, 2),
+        ("NVIDIA H200", GPU_THREADS),
+    ]
     assert [(key.batch, key.config) for key in claims] == [(32, here)]
     assert here in configs and len(configs) == 2
     backup = sqlite3.connect(migration.backup)
@@ -274,13 +332,17 @@ def test_a_v2_store_keeps_a_cpus_thread_count_in_a_column_of_its_own(tmp_path):
 
 def test_a_v2_store_whose_cpu_names_no_thread_count_is_left_unchanged(tmp_path):
     path = tmp_path / "results.sqlite"
-    write_v2_store(path, {"measurements": [{"model": "m", "device": "Some CPU",
-                                            "environment": json.dumps({"device_type": "cpu"})}]})  # fmt: skip
+    write_v2_store(
+        path,
+        {"measurements": [{"model": "m", "device": "Some CPU", "environment": json.dumps({"device_type": "cpu"})}]},
+    )
     before = path.read_bytes()
     with pytest.raises(StoreError) as error:
         Store(path)
-    assert str(error.value) == (f"cannot migrate {path} from schema 2: the CPU device name 'Some CPU' names no thread "
-                                'count ("NAME (N threads)"); it was left unchanged')  # fmt: skip
+    assert str(error.value) == (
+        f"cannot migrate {path} from schema 2: the CPU device name 'Some CPU' names no thread "
+        'count ("NAME (N threads)"); it was left unchanged'
+    )
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
@@ -305,8 +367,10 @@ def test_a_v3_store_gains_the_published_table_in_place_without_a_backup(tmp_path
         migration = store.migration
         assert len(store.frame()) == 1
     assert (migration.from_version, migration.to_version, migration.backup) == (3, SCHEMA_VERSION, None)
-    assert migration.describe() == (f"migrated from schema 3 to {SCHEMA_VERSION} (1 rows, 0 op-class rows); published "
-                                    "rows' table or columns added, no row changed")  # fmt: skip
+    assert migration.describe() == (
+        f"migrated from schema 3 to {SCHEMA_VERSION} (1 rows, 0 op-class rows); published "
+        "rows' table or columns added, no row changed"
+    )
     assert sorted(p.name for p in tmp_path.iterdir() if "backup" in p.name) == []
 
 
@@ -316,13 +380,28 @@ def test_a_v4_store_gains_the_conv_class_column_and_its_rows_are_counted_again(t
     from utilscope.survey.published import read_table
 
     path = tmp_path / "results.sqlite"
-    table = read_table(Path(__file__).resolve().parent.parent / "data" / "public" / "timm-benchmark"
-                       / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv")  # fmt: skip
+    table = read_table(
+        Path(__file__).resolve().parent.parent
+        / "data"
+        / "public"
+        / "timm-benchmark"
+        / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+    )
     with Store(path) as store:
         store.add_published(table.records()[:2])
-        store.set_published_counts(table.rows[0]["model"], table.rows[0]["resolution"], "amp",
-                                   {"flops_per_sample": 10, "other_flops_per_sample": 1, "bytes_per_sample": 100,
-                                    "count_status": "ok", "reparam": "n/a", "conv_class": "dense"})  # fmt: skip
+        store.set_published_counts(
+            table.rows[0]["model"],
+            table.rows[0]["resolution"],
+            "amp",
+            {
+                "flops_per_sample": 10,
+                "other_flops_per_sample": 1,
+                "bytes_per_sample": 100,
+                "count_status": "ok",
+                "reparam": "n/a",
+                "conv_class": "dense",
+            },
+        )
         assert store.published_uncounted() == [(table.rows[1]["model"], table.rows[1]["resolution"], "amp")]
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE published DROP COLUMN conv_class")

@@ -107,8 +107,10 @@ def test_models_never_imports_nas():
     imported = {path.name: _imported_modules(path) for path in files}
     assert "utilscope.registry" in imported["sources.py"]  # the walk sees imports
     assert "utilscope.models.sources.ModelSource" in imported["zoo.py"]
-    offending = {name: sorted(m for m in modules if m.split(".")[:2] == ["utilscope", "nas"])
-                 for name, modules in imported.items()}  # fmt: skip
+    offending = {
+        name: sorted(m for m in modules if m.split(".")[:2] == ["utilscope", "nas"])
+        for name, modules in imported.items()
+    }
     assert {name: found for name, found in offending.items() if found} == {}
 
 
@@ -129,7 +131,10 @@ def test_models_names_no_module_of_a_higher_layer_even_in_a_string():
     """No import by name either (``importlib.import_module("utilscope.nas...")``): a string naming a module of the
     packages above models is a hidden upward import."""
     above = ("utilscope.nas", "utilscope.survey", "utilscope.cli", "utilscope.advise", "utilscope.predict")
-    found = [f"{path.name}: {node.value!r}" for path in sorted(MODELS_PACKAGE.rglob("*.py"))
-             for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.Constant) and str(node.value).startswith(above)]  # fmt: skip
+    found = [
+        f"{path.name}: {node.value!r}"
+        for path in sorted(MODELS_PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and str(node.value).startswith(above)
+    ]
     assert found == []

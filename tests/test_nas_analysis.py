@@ -31,9 +31,18 @@ def _store_frame(tmp_path, n=12):
         expand = space.features(record)["expand_ratio_mean"]
         utilization = 0.01 * expand  # by construction: utilization grows with the expand ratio only
         samples_per_s = utilization * 989.4e12 / flops
-        rows.append({"model": f"nas:mbv3:{record['id']}", "status": "ok", "batch": 256, "precision": "fp16",
-                     "backend": "graph", "flops_per_sample": flops, "samples_per_s": samples_per_s,
-                     "utilization": utilization})  # fmt: skip
+        rows.append(
+            {
+                "model": f"nas:mbv3:{record['id']}",
+                "status": "ok",
+                "batch": 256,
+                "precision": "fp16",
+                "backend": "graph",
+                "flops_per_sample": flops,
+                "samples_per_s": samples_per_s,
+                "utilization": utilization,
+            }
+        )
     return pd.DataFrame(rows), {f"nas:mbv3:{record['id']}": record for record in records}
 
 
@@ -49,8 +58,13 @@ def test_analysis_finds_the_feature_that_drives_utilization(tmp_path):
 
 def test_equal_flops_spread():
     # two architectures at 1.00 and 1.02 GFLOPs (one ±5% bin), one at 2 GFLOPs alone
-    frame = pd.DataFrame({"model": ["a", "b", "c"], "flops_per_sample": [1.00e9, 1.02e9, 2.0e9],
-                          "samples_per_s": [1000.0, 1500.0, 700.0]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "model": ["a", "b", "c"],
+            "flops_per_sample": [1.00e9, 1.02e9, 2.0e9],
+            "samples_per_s": [1000.0, 1500.0, 700.0],
+        }
+    )
     spread = equal_flops_spread(frame)
     assert len(spread) == 1 and spread.loc[0, "max_over_min"] == pytest.approx(1.5)  # 1500 / 1000
 
@@ -74,8 +88,10 @@ def test_report_draws_the_nas_figures_only_for_nas_rows(tmp_path):
     frame, records = _store_frame(tmp_path)
     figures = write_nas_figures(frame, tmp_path, records)
     assert [path.name for _, path, _ in figures] == [
-        "nas_throughput_vs_gflops.png", "nas_utilization.png", "nas_feature_effects.png",
-    ]  # fmt: skip
+        "nas_throughput_vs_gflops.png",
+        "nas_utilization.png",
+        "nas_feature_effects.png",
+    ]
     assert all(path.stat().st_size > 1000 for _, path, _ in figures)
     zoo_only = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
     assert write_nas_figures(zoo_only, tmp_path, {}) == []

@@ -39,8 +39,23 @@ def test_an_architecture_is_a_zoo_model(archs):
 def test_nas_measure_stores_one_row_per_architecture_and_batch(archs, tmp_path):
     path, records = archs
     db = tmp_path / "nas.sqlite"
-    argv = ["nas", "measure", str(path), "--device", "cpu", "--batch", "1", "--db", str(db), "--limit", "2",
-            "--res", "64", "--min-time-ms", "20"]  # fmt: skip
+    argv = [
+        "nas",
+        "measure",
+        str(path),
+        "--device",
+        "cpu",
+        "--batch",
+        "1",
+        "--db",
+        str(db),
+        "--limit",
+        "2",
+        "--res",
+        "64",
+        "--min-time-ms",
+        "20",
+    ]
     assert main(argv) == 0
     with Store(db) as store:
         frame = store.frame()

@@ -65,12 +65,20 @@ def dataset(tmp_path_factory):
     with Store(db) as store:
         for row in rows:
             key = CellKey(f"nas:mbv3:{row['id']}", 0, row["batch"], "fp16", "graph", SYNTHETIC)
-            store.add({"key": key, "status": "ok", "latency_ms": row["latency_ms"],
-                       "samples_per_s": row["samples_per_s"]})  # fmt: skip
+            store.add(
+                {"key": key, "status": "ok", "latency_ms": row["latency_ms"], "samples_per_s": row["samples_per_s"]}
+            )
         for arch in archs:
             store.add_model_record(f"nas:mbv3:{arch['id']}", arch)
-    return {"archs": archs, "by_id": {a["id"]: a for a in archs}, "path": path, "table": table,
-            "measurements": measurements, "db": db, "folder": folder}  # fmt: skip
+    return {
+        "archs": archs,
+        "by_id": {a["id"]: a for a in archs},
+        "path": path,
+        "table": table,
+        "measurements": measurements,
+        "db": db,
+        "folder": folder,
+    }
 
 
 def test_holdout_split_is_fixed_by_its_seed():
@@ -198,11 +206,45 @@ def test_profiles_are_checked_against_the_gpu(fitted, tmp_path):
 def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
     table_path = dataset["table"].save(tmp_path / "table.json")
     profile = tmp_path / "profile.json"
-    assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
-                 "--out", str(profile), "--prior-archs", "0"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "nas",
+                "fit",
+                "--space",
+                "mbv3",
+                "--db",
+                str(dataset["db"]),
+                "--table",
+                str(table_path),
+                "--out",
+                str(profile),
+                "--prior-archs",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert "without the general prior (--prior-archs 0)" in capsys.readouterr().out
-    assert main(["nas", "fit", "--space", "mbv3", "--db", str(dataset["db"]), "--table", str(table_path),
-                 "--out", str(tmp_path / "no.json"), "--prior-archs", "-1"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "nas",
+                "fit",
+                "--space",
+                "mbv3",
+                "--db",
+                str(dataset["db"]),
+                "--table",
+                str(table_path),
+                "--out",
+                str(tmp_path / "no.json"),
+                "--prior-archs",
+                "-1",
+            ]
+        )
+        == 2
+    )
     assert "--prior-archs must be at least 0 and at most 100000" in capsys.readouterr().err
     assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--batch", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -222,16 +264,53 @@ def test_cli_search_simulation_with_a_perfect_predictor(dataset, fitted, tmp_pat
     profile = fitted.save(tmp_path / "profile.json")  # as `nas fit` writes it (test_cli_fit_predict_and_bad_input)
     floor = float(dataset["measurements"].query("batch == 256")["samples_per_s"].median())
     capsys.readouterr()
-    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
-                 str(dataset["db"]), "--profile", str(profile), "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "nas",
+                "search",
+                "--space",
+                "mbv3",
+                "--min-throughput",
+                str(floor),
+                "--budget",
+                "40",
+                "--simulate",
+                str(dataset["db"]),
+                "--profile",
+                str(profile),
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = strict_loads(capsys.readouterr().out)
     rows = {(r["strategy"], r["target"]): r for r in doc["comparison"]}
     assert doc["pool_size"] == 60 and doc["margins"]["predictor"] < 1e-6  # 2 x held-out MAPE of a perfect fit
     assert rows[("predictor", "best")]["measurements"] == 1 and rows[("predictor", "best")]["found"]
     assert rows[("measure-all", "best")]["measurements"] >= 1
     assert rows[("predictor", "front")]["relative_objective"] is None  # NaN (no answer to compare) is null
-    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40", "--simulate",
-                 str(dataset["db"]), "--profile", str(profile), "--holdout-only", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "nas",
+                "search",
+                "--space",
+                "mbv3",
+                "--min-throughput",
+                str(floor),
+                "--budget",
+                "40",
+                "--simulate",
+                str(dataset["db"]),
+                "--profile",
+                str(profile),
+                "--holdout-only",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert strict_loads(capsys.readouterr().out)["pool_size"] == 12  # the 20% of 60 held out when fitting
 
 
@@ -256,8 +335,19 @@ def test_layer_modules_compose_to_the_network():
 
 def test_latency_table_on_the_cpu_resumes_and_checks_its_configuration(tmp_path):
     space = get_space("regnet")
-    arch = space.validate({"space": "regnet", "resolution": 32, "depth": 13, "w0": 24, "wa": 36.44, "wm": 2.49,
-                           "group_width": 8, "bottleneck_ratio": 1, "se": False})  # fmt: skip
+    arch = space.validate(
+        {
+            "space": "regnet",
+            "resolution": 32,
+            "depth": 13,
+            "w0": 24,
+            "wa": 36.44,
+            "wm": 2.49,
+            "group_width": 8,
+            "bottleneck_ratio": 1,
+            "se": False,
+        }
+    )
     table = open_table("regnet", "fp32", "cpu", cudnn_benchmark=False)
     timed = []
     fill_table(table, [arch], [1], "cpu", lambda done, total: timed.append(done))
@@ -275,8 +365,10 @@ def test_latency_table_on_the_cpu_resumes_and_checks_its_configuration(tmp_path)
 def test_tables_of_one_configuration_merge_and_others_are_refused(tmp_path):
     """Tables timed per batch size (e.g. side by side on two GPUs) merge into one; another configuration is refused."""
     per_batch = {"a": {1: 0.5}, "b": {1: 0.7}}, {"a": {256: 9.0}, "c": {256: 4.0}}
-    paths = [LatencyTable("mbv3", "NVIDIA H200", "s", "fp16", False, entries).save(tmp_path / f"t{i}.json")
-             for i, entries in enumerate(per_batch)]  # fmt: skip
+    paths = [
+        LatencyTable("mbv3", "NVIDIA H200", "s", "fp16", False, entries).save(tmp_path / f"t{i}.json")
+        for i, entries in enumerate(per_batch)
+    ]
     merged = load_tables(paths)
     assert merged.entries == {"a": {1: 0.5, 256: 9.0}, "b": {1: 0.7}, "c": {256: 4.0}}
     other = LatencyTable("mbv3", "NVIDIA H200", "s", "fp16", True, {"a": {8: 1.0}}).save(tmp_path / "other.json")
@@ -356,15 +448,49 @@ def test_cli_search_measures_on_the_device(tmp_path, capsys):
     archs = [a for a in sample_architectures(get_space("mbv3"), 40, seed=2) if a["resolution"] == 160][:6]
     pool = save_jsonl(tmp_path / "pool.jsonl", archs)
     # a floor of 0.01 samples/s: the mechanics, not the machine's speed (a loaded 2-core machine once missed 1/s)
-    assert main(["nas", "search", "--space", "mbv3", "--min-throughput", "0.01", "--budget", "2", "--pool",
-                 str(pool), "--strategy", "measure-all", "--device", "cpu", "--batch", "1", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "nas",
+                "search",
+                "--space",
+                "mbv3",
+                "--min-throughput",
+                "0.01",
+                "--budget",
+                "2",
+                "--pool",
+                str(pool),
+                "--strategy",
+                "measure-all",
+                "--device",
+                "cpu",
+                "--batch",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = strict_loads(capsys.readouterr().out)
     assert doc["measurements"] == 2 and doc["best_id"] in {a["id"] for a in archs}, doc
     assert doc["best_samples_per_s"] > 0.01 and doc["pool"] == str(pool) and doc["device"] == "cpu"
 
 
-SEARCH = ["nas", "search", "--space", "mbv3", "--budget", "1", "--strategy", "measure-all", "--batch", "1",
-          "--pool-size", "4"]  # fmt: skip
+SEARCH = [
+    "nas",
+    "search",
+    "--space",
+    "mbv3",
+    "--budget",
+    "1",
+    "--strategy",
+    "measure-all",
+    "--batch",
+    "1",
+    "--pool-size",
+    "4",
+]
 
 
 @pytest.mark.parametrize(

@@ -142,8 +142,9 @@ def test_perfect_predictor_needs_one_measurement(dataset):
     pool, truth, min_throughput = dataset
     objective = flops_objective(SPACE)
     oracle = MeasuredPool(truth)
-    perfect = measurements_to_best(pool, objective, min_throughput, oracle, "predictor", perfect_estimator(truth),
-                                   margin=0.0)  # fmt: skip
+    perfect = measurements_to_best(
+        pool, objective, min_throughput, oracle, "predictor", perfect_estimator(truth), margin=0.0
+    )
     assert (perfect.measurements, perfect.found) == (1, True)
     assert perfect.answer_id == true_best_feasible(pool, objective, truth, min_throughput)
     everything = measurements_to_best(pool, objective, min_throughput, oracle, "measure-all")
@@ -248,8 +249,15 @@ def test_evolution_with_a_perfect_predictor_measures_once(dataset):
 
 def test_compare_table(dataset):
     pool, truth, min_throughput = dataset
-    table = compare(pool, flops_objective(SPACE), min_throughput, MeasuredPool(truth), noisy_estimator(truth),
-                    budget=40, seeds=(0, 1))  # fmt: skip
+    table = compare(
+        pool,
+        flops_objective(SPACE),
+        min_throughput,
+        MeasuredPool(truth),
+        noisy_estimator(truth),
+        budget=40,
+        seeds=(0, 1),
+    )
     assert list(table.columns) == COMPARE_COLUMNS and len(table) == 9
     assert set(table["strategy"]) == set(STRATEGIES) and set(table["target"]) == {"best", "front", "evolve"}
     assert (table["pool_size"] == 200).all()

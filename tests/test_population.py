@@ -17,13 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def cells(rows):
     """Measurement rows from (model, family, gflops, batch, utilization, samples_per_s) tuples, graph backend."""
     frame = pd.DataFrame(rows, columns=["model", "family", "gflops", "batch", "utilization", "samples_per_s"])
-    return frame.assign(flops_per_sample=frame.pop("gflops") * 1e9, backend="graph", precision="fp16", status="ok",
-                        resolution=224)  # fmt: skip
+    return frame.assign(
+        flops_per_sample=frame.pop("gflops") * 1e9, backend="graph", precision="fp16", status="ok", resolution=224
+    )
 
 
-FRAME = cells([("timm:a", "A", 1.0, 256, 0.10, 100.0), ("timm:b", "B", 1.04, 256, 0.02, 25.0),
-               ("timm:c", "B", 4.0, 256, 0.20, 50.0), ("timm:d", "A", 4.1, 256, 0.05, 10.0),
-               ("timm:a", "A", 1.0, 1, 0.01, 1.0)])  # fmt: skip
+FRAME = cells(
+    [
+        ("timm:a", "A", 1.0, 256, 0.10, 100.0),
+        ("timm:b", "B", 1.04, 256, 0.02, 25.0),
+        ("timm:c", "B", 4.0, 256, 0.20, 50.0),
+        ("timm:d", "A", 4.1, 256, 0.05, 10.0),
+        ("timm:a", "A", 1.0, 1, 0.01, 1.0),
+    ]
+)
 
 
 def test_distribution_extremes_and_family_medians():
@@ -46,12 +53,27 @@ def test_design_effects_inside_each_conv_style_compare_models_of_the_same_kind()
     # utilization = 0.01 sqrt(GFLOPs) x factor; the factors (2, 0.5, 0.5, 2) leave the log-log fit as it is, so
     # each model's size-matched ratio is its factor: squeeze-excite doubles, its absence halves, in both styles
     sizes, factors = [1, 2, 4, 8], [2.0, 0.5, 0.5, 2.0]
-    frame = cells([(f"timm:m{i}", "A", g, 256, 0.01 * g**0.5 * f, 1.0)
-                   for i, (g, f) in enumerate(zip(sizes, factors, strict=True))])  # fmt: skip
-    design = pd.DataFrame({"model": [f"timm:m{i}" for i in range(4)], "depthwise_share": [0, 0, 0.5, 0.5],
-                           "grouped_share": 0.0, "squeeze_excite": [True, False, False, True], "activation": "relu",
-                           "aligned_share": 1.0, "patchify_stem": False, "resolution": 224,
-                           "reparameterizable": False, "depth": [10, 20, 30, 40], "width": 64.0})  # fmt: skip
+    frame = cells(
+        [
+            (f"timm:m{i}", "A", g, 256, 0.01 * g**0.5 * f, 1.0)
+            for i, (g, f) in enumerate(zip(sizes, factors, strict=True))
+        ]
+    )
+    design = pd.DataFrame(
+        {
+            "model": [f"timm:m{i}" for i in range(4)],
+            "depthwise_share": [0, 0, 0.5, 0.5],
+            "grouped_share": 0.0,
+            "squeeze_excite": [True, False, False, True],
+            "activation": "relu",
+            "aligned_share": 1.0,
+            "patchify_stem": False,
+            "resolution": 224,
+            "reparameterizable": False,
+            "depth": [10, 20, 30, 40],
+            "width": 64.0,
+        }
+    )
     marginal = pop.design_effects(frame, design, "graph", 256).set_index(["choice", "value"])
     assert marginal.loc[("squeeze-excite", "yes"), "size_matched"] == pytest.approx(2.0)
     assert marginal.loc[("conv style", "dense"), "size_matched"] == pytest.approx(1.25)
@@ -111,16 +133,32 @@ def test_the_conclusions_may_quote_only_numbers_the_generated_tables_hold():
 
 
 def test_backend_gains_pair_each_model_across_backends():
-    graph = cells([("timm:a", "A", 1.0, 256, 0.10, 100.0), ("timm:b", "B", 2.0, 256, 0.02, 50.0),
-                   ("timm:c", "B", 2.0, 256, 0.02, 50.0)])  # fmt: skip
+    graph = cells(
+        [
+            ("timm:a", "A", 1.0, 256, 0.10, 100.0),
+            ("timm:b", "B", 2.0, 256, 0.02, 50.0),
+            ("timm:c", "B", 2.0, 256, 0.02, 50.0),
+        ]
+    )
     fused = cells([("timm:a", "A", 1.0, 256, 0.15, 150.0), ("timm:b", "B", 2.0, 256, 0.04, 100.0)])
     gains = pop.backend_gains(pd.concat([graph, fused.assign(backend="inference")]), "inference", "graph", 256)
     assert gains["name"].tolist() == ["b", "a"] and gains["gain"].tolist() == pytest.approx([2.0, 1.5])  # c: one side
     assert gains["utilization_over"].tolist() == pytest.approx([0.02, 0.10])
-    design = pd.DataFrame({"model": ["timm:a", "timm:b"], "depthwise_share": [0.0, 0.5], "grouped_share": 0.0,
-                           "squeeze_excite": False, "activation": "relu", "aligned_share": 1.0,
-                           "patchify_stem": False, "resolution": 224, "reparameterizable": False, "depth": [10, 20],
-                           "width": 64.0})  # fmt: skip
+    design = pd.DataFrame(
+        {
+            "model": ["timm:a", "timm:b"],
+            "depthwise_share": [0.0, 0.5],
+            "grouped_share": 0.0,
+            "squeeze_excite": False,
+            "activation": "relu",
+            "aligned_share": 1.0,
+            "patchify_stem": False,
+            "resolution": 224,
+            "reparameterizable": False,
+            "depth": [10, 20],
+            "width": 64.0,
+        }
+    )
     table = pop.gains_by_design(gains, design).set_index(["choice", "value"])
     assert table.loc[("all", "all models"), "models"] == 2
     assert table.loc[("all", "all models"), "median_gain"] == pytest.approx(1.75)

@@ -28,8 +28,12 @@ def test_dtypes_and_bytes_per_element():
 
 
 def test_amp_is_looked_up_as_its_math_unit():
-    assert [normalize_precision(p) for p in ("amp", "AMP_BF16", Precision.AMP, "tf32")] == ["fp16", "bf16", "fp16",
-                                                                                            "tf32"]  # fmt: skip
+    assert [normalize_precision(p) for p in ("amp", "AMP_BF16", Precision.AMP, "tf32")] == [
+        "fp16",
+        "bf16",
+        "fp16",
+        "tf32",
+    ]
 
 
 def test_each_layer_accepts_its_subset_in_canonical_order():
@@ -69,6 +73,13 @@ def test_math_mode_allows_tf32_for_tf32_and_amp_only_and_restores():
     for precision in Precision:
         with math_mode(precision):
             seen[precision.value] = tf32_on()
-    assert seen == {"fp32": False, "tf32": True, "fp16": False, "bf16": False, "int8": False, "amp": True,
-                    "amp_bf16": True}  # fmt: skip
+    assert seen == {
+        "fp32": False,
+        "tf32": True,
+        "fp16": False,
+        "bf16": False,
+        "int8": False,
+        "amp": True,
+        "amp_bf16": True,
+    }
     assert [getattr(owner, name) for owner, name, *_ in _tf32_settings()] == before

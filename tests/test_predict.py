@@ -138,12 +138,37 @@ def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, cap
     assert main(["predict", net_file, "--profile", str(profile_file), "--batch", "1,8", "--res", "32", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [d["batch"] for d in doc] == [1, 8]
-    assert {"model", "gpu", "batch", "precision", "backend", "latency_ms", "samples_per_s", "utilization",
-            "layers"} <= set(doc[0])  # fmt: skip
+    assert {
+        "model",
+        "gpu",
+        "batch",
+        "precision",
+        "backend",
+        "latency_ms",
+        "samples_per_s",
+        "utilization",
+        "layers",
+    } <= set(doc[0])
     assert main(["predict", net_file, "--profile", str(profile_file), "--res", "32"]) == 0
     assert "largest predicted layers" in capsys.readouterr().out
-    assert main(["predict", net_file, "--profile", str(profile_file), "--gpu", "rtx4090", "--res", "32", "--batch",
-                 "8", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "predict",
+                net_file,
+                "--profile",
+                str(profile_file),
+                "--gpu",
+                "rtx4090",
+                "--res",
+                "32",
+                "--batch",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
     (doc,) = json.loads(capsys.readouterr().out)
     assert doc["gpu_key"] == "rtx_4090" and doc["transferred_from"] == "NVIDIA H200"
     assert doc["bound"] in (*BOUNDS, "launch")
@@ -209,8 +234,11 @@ def test_a_conv_is_in_range_only_of_its_own_styles_calibration():
     asked = pd.DataFrame(
         [conv(8, 64, 64, 56, 11), conv(8, 64, 64, 56, 11, groups=64), conv(8, 64, 64, 56, 3, groups=4)]
     )
-    assert models.out_of_range(asked, "conv") == ["dense conv kernel 11 outside the calibrated 7-7", "",
-                                                  "no grouped convs calibrated"]  # fmt: skip
+    assert models.out_of_range(asked, "conv") == [
+        "dense conv kernel 11 outside the calibrated 7-7",
+        "",
+        "no grouped convs calibrated",
+    ]
 
 
 def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monkeypatch):
@@ -255,9 +283,19 @@ def test_split_attention_sums_are_a_category_of_their_own_with_a_branchs_shape(p
 
 def test_layout_copies_train_a_category_of_their_own_and_a_profile_without_them_predicts_them_as_clones(predictor):
     config = OpConfig("layout_copy", 8, 64, 64, 28)
-    rows = layers.calibration_rows(DeviceProfile("NVIDIA H200", "fp16", "graph", {}, 5, {},
-                                                 configs={config.key: config.__dict__}, latency_ms={config.key: 0.1}),
-                                   H200)  # fmt: skip
+    rows = layers.calibration_rows(
+        DeviceProfile(
+            "NVIDIA H200",
+            "fp16",
+            "graph",
+            {},
+            5,
+            {},
+            configs={config.key: config.__dict__},
+            latency_ms={config.key: 0.1},
+        ),
+        H200,
+    )
     assert list(rows["category"]) == ["layout_copy"] and rows["bytes"][0] == 2 * 8 * 64 * 28 * 28 * 2
     assert "layout_copy" in predictor.layer_models.categories  # the synthetic profile's sample holds some
     row = rows.drop(columns="ms")
@@ -281,8 +319,14 @@ def test_a_conv_with_a_bias_pays_the_add_cudnn_leaves_to_aten(tmp_path):
     """)
     )
     rows = pr.network_rows(count_traced(f"{path}:net", 2, 16, "fp16", channels_last=True)[1], H200)
-    assert list(rows["op"]) == ["aten.convolution", "bias_add", "aten.relu", "aten.convolution", "aten.convolution",
-                                "bias_add"]  # fmt: skip
+    assert list(rows["op"]) == [
+        "aten.convolution",
+        "bias_add",
+        "aten.relu",
+        "aten.convolution",
+        "aten.convolution",
+        "bias_add",
+    ]
     first, depthwise = rows[rows["op"] == "bias_add"].itertuples()
     assert first.bytes == 2 * (2 * 32 * 16 * 16 * 2) + 32 * 2 and first.category == "mul" and first.broadcast == 1
     assert (first.channels, first.size, depthwise.channels, first.fused_left) == (32, 16, 16, 0.0)
@@ -372,8 +416,10 @@ def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():
     input."""
     config = OpConfig("conv", 2, 8, 16, 8, 3)
     timed = {"configs": {config.key: config.__dict__}, "latency_ms": {config.key: 0.1}}
-    fp16, amp = (layers.calibration_rows(DeviceProfile("NVIDIA H200", precision, "graph", {}, 5, {}, **timed), H200)
-                 for precision in ("fp16", "amp"))  # fmt: skip
+    fp16, amp = (
+        layers.calibration_rows(DeviceProfile("NVIDIA H200", precision, "graph", {}, 5, {}, **timed), H200)
+        for precision in ("fp16", "amp")
+    )
     assert len(fp16) == len(amp) == 1 and amp["op"][0] == fp16["op"][0] == "aten.convolution"
     assert amp["bytes"][0] - fp16["bytes"][0] == 16 * 8 * 3 * 3 * (4 + 2)
 
@@ -390,13 +436,15 @@ def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
     (its normalization fuses into what follows); a batch norm after a conv folds away entirely under freezing, and
     without it (compile) reads the conv's output once."""
     path = tmp_path / "norms.py"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         from torch import nn
 
         def net():
             return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.GroupNorm(2, 8), nn.ReLU(),
                                  nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
-    """))  # fmt: skip
+    """)
+    )
     _, recorded = count_traced(f"{path}:net", 4, 16, "fp16")
     rows = pr.network_rows(recorded, H200)
     norm = rows[rows["op"] == "aten.native_group_norm"].iloc[0]

@@ -29,20 +29,35 @@ def test_torch_versions_as_timm_writes_them():
     assert [torch_version(d) for d in ("291", "240", "210", "113")] == ["2.9.1", "2.4.0", "2.1.0", "1.13"]
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
-     TableCondition("rtx_3090", "rtx3090", "amp", "contiguous", "eager", "2.4.0", "12.4")),
-    ("benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv",
-     TableCondition("rtx_4090", "rtx4090", "amp", "channels_last", "eager", "2.4.0", "12.4")),
-    ("benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv",
-     TableCondition("rtx_4090", "4090", "amp", "contiguous", "compile", "2.9.1", "12.8")),
-    ("benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
-     TableCondition("rtx_5090", "5090", "amp", "contiguous", "eager", "2.9.1", "13.0")),
-    ("benchmark-infer-amp_bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
-     TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "amp_bf16", "contiguous", "compile", "2.9.1", "13.0")),
-    ("benchmark-infer-bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
-     TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "bf16", "contiguous", "compile", "2.9.1", "13.0")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+            TableCondition("rtx_3090", "rtx3090", "amp", "contiguous", "eager", "2.4.0", "12.4"),
+        ),
+        (
+            "benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv",
+            TableCondition("rtx_4090", "rtx4090", "amp", "channels_last", "eager", "2.4.0", "12.4"),
+        ),
+        (
+            "benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv",
+            TableCondition("rtx_4090", "4090", "amp", "contiguous", "compile", "2.9.1", "12.8"),
+        ),
+        (
+            "benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
+            TableCondition("rtx_5090", "5090", "amp", "contiguous", "eager", "2.9.1", "13.0"),
+        ),
+        (
+            "benchmark-infer-amp_bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
+            TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "amp_bf16", "contiguous", "compile", "2.9.1", "13.0"),
+        ),
+        (
+            "benchmark-infer-bf16-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
+            TableCondition("rtx_pro_6000_maxq", "pro6000maxq", "bf16", "contiguous", "compile", "2.9.1", "13.0"),
+        ),
+    ],
+)
 def test_a_tables_name_gives_the_condition_of_its_rows(name, expected):
     assert condition_of(Path(name)) == expected
 
@@ -88,8 +103,11 @@ def test_ingesting_a_table_stores_every_row_with_its_provenance_once(tmp_path, c
     with Store(db, create=False) as store:
         again = store.published_frame()
     assert len(again) == len(published) + len(NHWC_3090.read_text().splitlines()) - 1
-    assert again[again["source_file"] == NCHW_3090.name].drop(columns="ingested_at").equals(
-        frame.drop(columns="ingested_at"))  # fmt: skip
+    assert (
+        again[again["source_file"] == NCHW_3090.name]
+        .drop(columns="ingested_at")
+        .equals(frame.drop(columns="ingested_at"))
+    )
 
 
 def test_a_changed_table_of_a_name_ingested_before_is_refused_and_nothing_is_written(tmp_path):
@@ -113,21 +131,33 @@ def _table(tmp_path: Path, body: str, name: str = "benchmark-infer-amp-nchw-pt24
     return path
 
 
-@pytest.mark.parametrize(("name", "body", "message"), [
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", "a,b\n1,2\n", "lacks the columns"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER, "without rows"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,abc,1.0,1024,25.6,4.1,11.1\n",
-     "row 1: infer_samples_per_sec must be a number above 0, got 'abc'"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,nan,1.0,1024,,,\n", "above 0"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224.5,9.0,1.0,1024,,,\n",
-     "infer_img_size must be a whole number above 0"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + ",224,9.0,1.0,1024,,,\n", "row 1: no model name"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,9.0,1.0,1024,1,1,1,9\n",
-     "row 1: extra cells"),
-    ("benchmark-infer-amp-nchw-pt240-cu124-quantum9000.csv", HEADER, "unknown GPU 'quantum9000'"),
-    ("benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv", HEADER, "is a CPU's table"),
-    ("results-imagenet.csv", HEADER, "is not named like a timm inference benchmark table"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "body", "message"),
+    [
+        ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", "a,b\n1,2\n", "lacks the columns"),
+        ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER, "without rows"),
+        (
+            "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+            HEADER + "resnet50,224,abc,1.0,1024,25.6,4.1,11.1\n",
+            "row 1: infer_samples_per_sec must be a number above 0, got 'abc'",
+        ),
+        ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + "resnet50,224,nan,1.0,1024,,,\n", "above 0"),
+        (
+            "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+            HEADER + "resnet50,224.5,9.0,1.0,1024,,,\n",
+            "infer_img_size must be a whole number above 0",
+        ),
+        ("benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", HEADER + ",224,9.0,1.0,1024,,,\n", "row 1: no model name"),
+        (
+            "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+            HEADER + "resnet50,224,9.0,1.0,1024,1,1,1,9\n",
+            "row 1: extra cells",
+        ),
+        ("benchmark-infer-amp-nchw-pt240-cu124-quantum9000.csv", HEADER, "unknown GPU 'quantum9000'"),
+        ("benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv", HEADER, "is a CPU's table"),
+        ("results-imagenet.csv", HEADER, "is not named like a timm inference benchmark table"),
+    ],
+)
 def test_a_bad_table_is_one_line_and_creates_no_store(tmp_path, name, body, message):
     db = tmp_path / "pub.sqlite"
     with pytest.raises(UsageError, match=message):
@@ -140,9 +170,12 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
     both count the same work (ResNet-10-T: 0.70 GMACs at 176 px); a model this timm cannot build keeps its row, the
     reason in ``count_status``; MobileOne's row, 1.09 GMACs as our plain count, says the run did not reparameterize
     it."""
-    rows = ["resnet10t,176,9000.0,113.7,1024,5.44,0.70,2.4", "mobileone_s0,224,8000.0,128.0,1024,5.29,1.09,15.5",
-            "no_such_net_in_this_timm,224,7000.0,146.3,1024,1.0,1.0,1.0",
-            "resnet10t,176,8800.0,116.4,512,5.44,0.70,2.4"]  # fmt: skip
+    rows = [
+        "resnet10t,176,9000.0,113.7,1024,5.44,0.70,2.4",
+        "mobileone_s0,224,8000.0,128.0,1024,5.29,1.09,15.5",
+        "no_such_net_in_this_timm,224,7000.0,146.3,1024,1.0,1.0,1.0",
+        "resnet10t,176,8800.0,116.4,512,5.44,0.70,2.4",
+    ]
     table = _table(tmp_path, HEADER + "\n".join(rows) + "\n")
     db = tmp_path / "pub.sqlite"
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0
@@ -166,10 +199,15 @@ def test_utilization_is_our_flops_times_the_published_throughput_over_the_datash
 
     from utilscope.survey.published import with_utilization
 
-    frame = pd.DataFrame({"gpu": ["rtx_3090", "rtx_3090", "rtx_5090"], "precision": ["amp", "amp", "bf16"],
-                          "samples_per_s": [1000.0, 50.0, 1000.0],
-                          "flops_per_sample": pd.array([2_000_000_000, None, 2_000_000_000], dtype="Int64"),
-                          "bytes_per_sample": pd.array([200_000_000, None, 200_000_000], dtype="Int64")})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "gpu": ["rtx_3090", "rtx_3090", "rtx_5090"],
+            "precision": ["amp", "amp", "bf16"],
+            "samples_per_s": [1000.0, 50.0, 1000.0],
+            "flops_per_sample": pd.array([2_000_000_000, None, 2_000_000_000], dtype="Int64"),
+            "bytes_per_sample": pd.array([200_000_000, None, 200_000_000], dtype="Int64"),
+        }
+    )
     rows = with_utilization(frame)
     assert list(rows["peak_tflops"]) == [71.0, 71.0, 209.5]
     assert rows.loc[0, "utilization"] == pytest.approx(2 / 71) and rows.loc[2, "utilization"] == pytest.approx(
@@ -183,11 +221,18 @@ def test_gmacs_that_disagree_beyond_five_percent_and_timms_rounding_are_listed_l
 
     from utilscope.survey.published import gmacs_disagreements
 
-    frame = pd.DataFrame({"model": ["a", "b", "c", "d", "e", "f"], "resolution": [224] * 6,
-                          "gmacs": [4.11, 4.11, 0.03, 1.0, 2.0, 0.2], "count_status": ["ok"] * 4 + ["error: x", "ok"],
-                          "reparam": ["n/a"] * 5 + ["yes"],
-                          "flops_per_sample": pd.array([8_220_000_000, 9_000_000_000, 50_000_000, 1_600_000_000, None,
-                                                        800_000_000], dtype="Int64")})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "model": ["a", "b", "c", "d", "e", "f"],
+            "resolution": [224] * 6,
+            "gmacs": [4.11, 4.11, 0.03, 1.0, 2.0, 0.2],
+            "count_status": ["ok"] * 4 + ["error: x", "ok"],
+            "reparam": ["n/a"] * 5 + ["yes"],
+            "flops_per_sample": pd.array(
+                [8_220_000_000, 9_000_000_000, 50_000_000, 1_600_000_000, None, 800_000_000], dtype="Int64"
+            ),
+        }
+    )
     # a: 4.11 vs 4.11; c: 0.025 vs 0.03, within the rounding of 0.005; f: a reparameterized run's GMACs
     apart = gmacs_disagreements(frame)
     assert list(apart["model"]) == ["d", "b"] and list(apart["ratio"].round(3)) == [0.8, 1.095]

@@ -169,8 +169,23 @@ def test_a_planned_cell_without_a_row_fails_the_survey_naming_it(models, tmp_pat
 
     monkeypatch.setattr(workflow, "executor_for", lambda *args: Losing())
     db = tmp_path / "r.sqlite"
-    argv = ["survey", "--device", "cpu", "--db", str(db), "--batch", "1,2", "--backend", "eager", "--attribute",
-            "none", "--min-time-ms", "20", "--models", models("a")[0]]  # fmt: skip
+    argv = [
+        "survey",
+        "--device",
+        "cpu",
+        "--db",
+        str(db),
+        "--batch",
+        "1,2",
+        "--backend",
+        "eager",
+        "--attribute",
+        "none",
+        "--min-time-ms",
+        "20",
+        "--models",
+        models("a")[0],
+    ]
     assert main(argv) == 75
     out, err = capsys.readouterr()
     assert "no row: " in out and "fp32 eager batch 2" in out
@@ -206,9 +221,29 @@ def test_gpu_types_all_pins_each_types_tasks_to_that_type(local_ray, models, tmp
 
 
 def _cli(db: Path, model: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "utilscope.cli", "survey", "--executor", "ray", "--device", "cpu", "--db", str(db),
-            "--batch", "1,2,4,8", "--backend", "eager", "--attribute", "none", "--min-time-ms", "20", "--models",
-            model, *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "utilscope.cli",
+        "survey",
+        "--executor",
+        "ray",
+        "--device",
+        "cpu",
+        "--db",
+        str(db),
+        "--batch",
+        "1,2,4,8",
+        "--backend",
+        "eager",
+        "--attribute",
+        "none",
+        "--min-time-ms",
+        "20",
+        "--models",
+        model,
+        *extra,
+    ]
 
 
 def _wait_for_a_row(db: Path, process: subprocess.Popen) -> None:
@@ -223,8 +258,9 @@ def test_a_killed_driver_on_a_private_ray_resumes_with_every_cell_once(local_ray
     freed)."""
     db = tmp_path / "r.sqlite"
     env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1"}  # only --ray-address auto would read it
-    driver = subprocess.Popen(_cli(db, models("slow")[0]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)  # fmt: skip
+    driver = subprocess.Popen(
+        _cli(db, models("slow")[0]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     _wait_for_a_row(db, driver)
     driver.kill()
     out, err = driver.communicate()
@@ -246,15 +282,33 @@ def test_a_killed_head_ends_the_survey_in_seconds_with_what_it_stored(models, tm
     exits 75 within seconds (not after Ray's 60 s), with the count and how to resume; the store keeps what it
     stored, and a later run measures the rest."""
     port, temp = _free_port(), tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths
-    head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
-                             f"--temp-dir={temp}", "--include-dashboard=false", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    head = subprocess.Popen(
+        [
+            "ray",
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            f"--temp-dir={temp}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         while head.poll() is None and probe(f"127.0.0.1:{port}", timeout_s=1.0) is not None:
             time.sleep(0.2)
         db = tmp_path / "r.sqlite"
-        driver = subprocess.Popen(_cli(db, models("slower")[0], "--ray-address", f"127.0.0.1:{port}"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        driver = subprocess.Popen(
+            _cli(db, models("slower")[0], "--ray-address", f"127.0.0.1:{port}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_for_a_row(db, driver)
         os.killpg(head.pid, signal.SIGKILL)
         killed_s = time.monotonic()
@@ -289,8 +343,14 @@ def test_a_lost_head_is_seen_after_the_failed_heartbeats_in_a_row():
         watch.confirm()  # no resubmission to a head that does not answer
 
 
-ADDRESSES = [(None, "local"), ("local", "local"), ("auto", "auto"), ("10.0.0.1:6379", "10.0.0.1:6379"),
-             ("head-1.lab:6379", "head-1.lab:6379"), ("[::1]:6379", "[::1]:6379")]  # fmt: skip
+ADDRESSES = [
+    (None, "local"),
+    ("local", "local"),
+    ("auto", "auto"),
+    ("10.0.0.1:6379", "10.0.0.1:6379"),
+    ("head-1.lab:6379", "head-1.lab:6379"),
+    ("[::1]:6379", "[::1]:6379"),
+]
 
 
 @pytest.mark.parametrize(("text", "expected"), ADDRESSES)
@@ -298,8 +358,22 @@ def test_a_ray_address_is_a_private_ray_auto_or_host_and_port(text, expected):
     assert check_address(text) == expected
 
 
-@pytest.mark.parametrize("text", ["garbage", "6379", ":6379", "host:", "host:0", "host:70000", "1.2.3:80",
-                                  "999.1.1.1:80", "[zz]:80", "a b:80", "http://host:80"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "garbage",
+        "6379",
+        ":6379",
+        "host:",
+        "host:0",
+        "host:70000",
+        "1.2.3:80",
+        "999.1.1.1:80",
+        "[zz]:80",
+        "a b:80",
+        "http://host:80",
+    ],
+)
 def test_a_malformed_ray_address_is_a_usage_error(text):
     with pytest.raises(UsageError, match="--ray-address must be HOST:PORT"):
         check_address(text)
@@ -322,8 +396,13 @@ def test_auto_says_which_cluster_it_did_not_find(monkeypatch):
     with pytest.raises(UsageError, match=r"no Ray cluster answers at 127.0.0.1:1 \(RAY_ADDRESS\): connection refused"):
         check_joinable("auto")
     monkeypatch.delenv("RAY_ADDRESS")
-    failed = subprocess.CompletedProcess([], 1, "utilscope-join-failed ConnectionError: Could not find any running "
-                                         "Ray instance. Please specify the one to connect to.\n", "")  # fmt: skip
+    failed = subprocess.CompletedProcess(
+        [],
+        1,
+        "utilscope-join-failed ConnectionError: Could not find any running "
+        "Ray instance. Please specify the one to connect to.\n",
+        "",
+    )
     monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: failed)
     with pytest.raises(UsageError, match=r"cannot join the Ray cluster at auto: no Ray cluster found \(RAY_ADDRESS"):
         check_joinable("auto")
@@ -359,15 +438,31 @@ def test_a_latency_table_is_filled_by_ray_tasks(local_ray, tmp_path):
     archs = save_jsonl(tmp_path / "archs.jsonl", sample_architectures(get_space("regnet"), 1, seed=4))
     here = build_table(tmp_path / "local.json", "regnet", [1], [archs], "fp32", "cpu")
     timed = []
-    on_ray = build_table(tmp_path / "ray.json", "regnet", [1], [archs], "fp32", "cpu",
-                         on_layer=lambda done, total: timed.append(total), executor=RayExecutor())  # fmt: skip
+    on_ray = build_table(
+        tmp_path / "ray.json",
+        "regnet",
+        [1],
+        [archs],
+        "fp32",
+        "cpu",
+        on_layer=lambda done, total: timed.append(total),
+        executor=RayExecutor(),
+    )
     assert set(on_ray.entries) == set(here.entries) and len(timed) == len(here.entries) > 0
     assert all(per_batch[1] > 0 for per_batch in on_ray.entries.values())
     assert (on_ray.space, on_ray.precision) == ("regnet", "fp32")
     assert on_ray.device.split(" (")[0] == here.device.split(" (")[0]  # the same CPU (Ray's task: one thread)
     again = []
-    build_table(tmp_path / "ray.json", "regnet", [1], [archs], "fp32", "cpu", on_layer=lambda *a: again.append(a),
-                executor=RayExecutor())  # fmt: skip
+    build_table(
+        tmp_path / "ray.json",
+        "regnet",
+        [1],
+        [archs],
+        "fp32",
+        "cpu",
+        on_layer=lambda *a: again.append(a),
+        executor=RayExecutor(),
+    )
     assert again == []  # resumed: every layer is in the table
 
 

@@ -45,9 +45,19 @@ def failed_store(measurements: pd.DataFrame) -> pd.DataFrame:
 
 def row(model: str, batch: int, backend: str, utilization: float, status: str = "ok", **extra) -> dict:
     return dict(
-        model=model, resolution=224, precision="fp16", device="gpu", software="sw", batch=batch, backend=backend,
-        family="F", status=status, utilization=utilization, nvml_util=extra.pop("nvml_util", np.nan), **extra,
-    )  # fmt: skip
+        model=model,
+        resolution=224,
+        precision="fp16",
+        device="gpu",
+        software="sw",
+        batch=batch,
+        backend=backend,
+        family="F",
+        status=status,
+        utilization=utilization,
+        nvml_util=extra.pop("nvml_util", np.nan),
+        **extra,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- numbers

@@ -18,13 +18,29 @@ H200, L4 = ("NVIDIA H200", 989.5), ("NVIDIA L4", 121.0)
 DROPPED = "timm:resnet_0"  # the smallest ResNet: ok at every batch on the H200, never measured on the L4
 
 
-def cell(device: str, model: str, batch: int, samples_per_s: float, utilization: float, status: str = "ok",
-         software: str = "sw") -> dict:  # fmt: skip
+def cell(
+    device: str,
+    model: str,
+    batch: int,
+    samples_per_s: float,
+    utilization: float,
+    status: str = "ok",
+    software: str = "sw",
+) -> dict:
     return dict(
-        model=model, resolution=224, precision="fp16", backend="graph", batch=batch, device=device, software=software,
-        status=status, samples_per_s=samples_per_s if status == "ok" else np.nan,
-        utilization=utilization if status == "ok" else np.nan, peak_tflops=100.0, peak_source="datasheet",
-    )  # fmt: skip
+        model=model,
+        resolution=224,
+        precision="fp16",
+        backend="graph",
+        batch=batch,
+        device=device,
+        software=software,
+        status=status,
+        samples_per_s=samples_per_s if status == "ok" else np.nan,
+        utilization=utilization if status == "ok" else np.nan,
+        peak_tflops=100.0,
+        peak_source="datasheet",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +48,14 @@ def two_gpus() -> tuple[pd.DataFrame, pd.DataFrame]:
     # 6 models in 3 families x batches 1, 32, 256 x graph x 2 GPUs = 36 rows; the larger model of each family runs
     # out of memory at batch 256 on both GPUs; DROPPED's 3 rows on the L4 are removed: 33 rows
     measurements, op_classes = synthetic_store(
-        np.random.default_rng(7), models=6, families=3, batches=(1, 32, 256), backends=("graph",), errors=0,
+        np.random.default_rng(7),
+        models=6,
+        families=3,
+        batches=(1, 32, 256),
+        backends=("graph",),
+        errors=0,
         devices=(H200, L4),
-    )  # fmt: skip
+    )
     dropped = (measurements["device"] == L4[0]) & (measurements["model"] == DROPPED)
     return measurements[~dropped].reset_index(drop=True), op_classes
 
@@ -150,8 +171,10 @@ def test_the_comparison_figure_has_a_panel_per_compared_batch_and_every_gpu_on_t
     assert panels[0].get_xlim() == panels[1].get_xlim() and panels[0].get_xscale() == "log"
     legend = [text.get_text() for text in panels[-1].get_legend().get_texts()]
     # the H200 shows 6 + 3 = 9 series, the L4 9 less DROPPED's 2
-    assert legend[:2] == ["NVIDIA H200 (reference, peak 990 TFLOP/s; 9 of 9 series)",
-                          "NVIDIA L4 (peak 121 TFLOP/s; 7 of 9 series)"]  # fmt: skip
+    assert legend[:2] == [
+        "NVIDIA H200 (reference, peak 990 TFLOP/s; 9 of 9 series)",
+        "NVIDIA L4 (peak 121 TFLOP/s; 7 of 9 series)",
+    ]
     ok = plots.ok_rows(measurements)
     for axes, batch in zip(panels, (1, 256), strict=True):
         labels = [tick.get_text() for tick in axes.get_yticklabels()]
@@ -183,8 +206,11 @@ def test_peak_label_says_when_a_gpus_peak_is_unknown():
 
 def _table_row(page: str, model: str, batch: int) -> str:
     section = page.split("<h2>GPU comparison</h2>")[1].split("<h2>")[0]
-    return re.search(rf'<tr><td class="t">{re.escape(model)}</td>(?:<td[^>]*>[^<]*</td>){{2}}<td class="n">{batch}'
-                     r"</td>.*?</tr>", section).group(0)  # fmt: skip
+    return re.search(
+        rf'<tr><td class="t">{re.escape(model)}</td>(?:<td[^>]*>[^<]*</td>){{2}}<td class="n">{batch}'
+        r"</td>.*?</tr>",
+        section,
+    ).group(0)
 
 
 def test_the_page_compares_the_gpus_in_a_table_with_a_column_group_per_gpu(two_gpus, page):
@@ -214,8 +240,9 @@ def test_the_page_lists_a_model_missing_on_one_gpu_and_failed_rows(page):
 def test_the_page_says_each_utilization_is_against_its_own_peak_and_when_a_peak_is_unknown(two_gpus, tmp_path):
     measurements, op_classes = two_gpus
     assert "against each GPU" in build_report(measurements, op_classes, tmp_path / "a").read_text()
-    unknown = measurements.assign(peak_source=measurements["peak_source"].where(
-        measurements["device"] != L4[0], "measured ceiling (unknown GPU)"))  # fmt: skip
+    unknown = measurements.assign(
+        peak_source=measurements["peak_source"].where(measurements["device"] != L4[0], "measured ceiling (unknown GPU)")
+    )
     text = build_report(unknown, op_classes, tmp_path / "b").read_text()
     assert "The peak of NVIDIA L4 is unknown" in text and "The peak of NVIDIA H200" not in text
 

@@ -75,8 +75,13 @@ def test_synthetic_models_beyond_the_named_families():
     assert catalog.groupby("family", sort=False).size().loc[list(parameters)].tolist() == family_sizes(120, 30, 1.0)
     # the default store is the one it was: round the families, the k-th model 1.6 ** k times the FLOPs of the first
     small = synthetic_models(12, 4)
-    assert list(small["model"][:5]) == ["timm:resnet_0", "timm:efficientnet_0", "timm:mobilenetv3_0",
-                                        "timm:convnext_0", "timm:resnet_1"]  # fmt: skip
+    assert list(small["model"][:5]) == [
+        "timm:resnet_0",
+        "timm:efficientnet_0",
+        "timm:mobilenetv3_0",
+        "timm:convnext_0",
+        "timm:resnet_1",
+    ]
     assert small["flops_per_sample"].iloc[8] == int(1.8 * 1.6**2 * 1e9)  # resnet_2
 
 
@@ -84,8 +89,12 @@ def test_synthetic_models_beyond_the_named_families():
 
 
 def test_a_report_names_families_by_todays_table_and_keeps_the_rest():
-    stored = pd.DataFrame({"model": ["timm:mambaout_tiny", "timm:tf_mnasnet_100", "file:/x/net.py:mine"],
-                           "family": ["mambaout", "MnasNet/FBNet/NAS", "mine"]})  # fmt: skip
+    stored = pd.DataFrame(
+        {
+            "model": ["timm:mambaout_tiny", "timm:tf_mnasnet_100", "file:/x/net.py:mine"],
+            "family": ["mambaout", "MnasNet/FBNet/NAS", "mine"],
+        }
+    )
     assert list(families.with_current_families(stored)["family"]) == ["MambaOut", "MnasNet", "mine"]
 
 
@@ -172,9 +181,18 @@ def test_the_figures_of_many_families_name_six_models_and_cap_the_legend(many, t
 
 
 def test_the_batch_figure_names_the_extremes_at_its_largest_batch(tmp_path, drawn):
-    rows = [dict(model=m, batch=b, utilization=u, status="ok", family="F", backend="graph")
-            for m, b, u in [("a", 1, 0.01), ("a", 256, 0.5), ("b", 1, 0.001), ("b", 256, 0.4), ("c", 1, 0.002),
-                            ("d", 1, 0.02), ("d", 256, 0.3)]]  # fmt: skip
+    rows = [
+        dict(model=m, batch=b, utilization=u, status="ok", family="F", backend="graph")
+        for m, b, u in [
+            ("a", 1, 0.01),
+            ("a", 256, 0.5),
+            ("b", 1, 0.001),
+            ("b", 256, 0.4),
+            ("c", 1, 0.002),
+            ("d", 1, 0.02),
+            ("d", 256, 0.3),
+        ]
+    ]
     frame = pd.DataFrame(rows).assign(resolution=224, precision="fp16", device="gpu", software="sw")
     plots.plot_utilization_vs_batch(frame, tmp_path / "batch.png")
     # c measured batch 1 only (out of memory at 256): not ranked against the others' batch-256 utilization
@@ -185,9 +203,21 @@ def test_the_batch_figure_names_the_extremes_at_its_largest_batch(tmp_path, draw
 
 
 def row(model: str, batch: int, backend: str, utilization: float, status: str = "ok") -> dict:
-    return dict(model=model, resolution=224, precision="fp16", device="gpu", software="sw", batch=batch,
-                backend=backend, family="F", flops_per_sample=2e9, params=5e6, status=status,
-                utilization=utilization, samples_per_s=1000 * utilization)  # fmt: skip
+    return dict(
+        model=model,
+        resolution=224,
+        precision="fp16",
+        device="gpu",
+        software="sw",
+        batch=batch,
+        backend=backend,
+        family="F",
+        flops_per_sample=2e9,
+        params=5e6,
+        status=status,
+        utilization=utilization,
+        samples_per_s=1000 * utilization,
+    )
 
 
 def test_model_table_one_row_per_series_at_the_smallest_and_largest_batch():
@@ -273,8 +303,15 @@ def test_the_model_table_filters_and_sorts_in_headless_chromium(many, page, tmp_
     measurements, _ = many
     probe = tmp_path / "probe.html"
     probe.write_text(page.read_text().replace("</body>", PROBE))
-    command = ["chromium", "--headless", "--disable-gpu", "--no-sandbox", f"--user-data-dir={tmp_path / 'profile'}",
-               "--dump-dom", probe.as_uri()]  # fmt: skip
+    command = [
+        "chromium",
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        probe.as_uri(),
+    ]
     dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
     filtered, by_utilization, by_model = re.search(r"<title>probe:(.*?)</title>", dom).group(1).split(";")
     # family09 has family_sizes(120, 30, 1)[8] = 3 models; its largest is out of memory at 256

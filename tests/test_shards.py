@@ -87,8 +87,20 @@ def test_a_bad_shard_is_one_line(text):
 
 def test_the_survey_plans_and_lists_only_its_shard(grid, tmp_path, capsys):
     models = [arg for model in grid.models for arg in ("--models", model)]
-    argv = ["survey", "--device", "cpu", "--precision", "fp32", "--backend", "eager,graph", "--batch", "1,2,4",
-            *models, "--db", str(tmp_path / "r.sqlite")]  # fmt: skip
+    argv = [
+        "survey",
+        "--device",
+        "cpu",
+        "--precision",
+        "fp32",
+        "--backend",
+        "eager,graph",
+        "--batch",
+        "1,2,4",
+        *models,
+        "--db",
+        str(tmp_path / "r.sqlite"),
+    ]
     listed = []
     for k in (1, 2, 3):
         assert main([*argv, "--shard", f"{k}/3", "--dry-run"]) == 0
@@ -121,8 +133,11 @@ def test_a_model_at_a_resolution_of_its_own_is_a_group_of_its_own(tmp_path):
     assert models == ["torchvision:resnet18@64", "torchvision:resnet18@96", "torchvision:alexnet"]
     grid = SurveyGrid(tuple(models), (1,), ("fp32",), ("eager",), "cpu", resolution=80)
     _, groups = expand_grid(grid)
-    assert [(g.model, g.resolution) for g in groups] == [("torchvision:resnet18", 64), ("torchvision:resnet18", 96),
-                                                         ("torchvision:alexnet", 80)]  # fmt: skip
+    assert [(g.model, g.resolution) for g in groups] == [
+        ("torchvision:resnet18", 64),
+        ("torchvision:resnet18", 96),
+        ("torchvision:alexnet", 80),
+    ]
     assert split_resolution("file:/a@b/m.py:make") == ("file:/a@b/m.py:make", None)
     (tmp_path / "comments.txt").write_text("# nothing\n\n")
     with pytest.raises(UsageError, match="lists no model"):

@@ -19,8 +19,9 @@ from utilscope.errors import UsageError
 from utilscope.survey.schema import GPU_THREADS, KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError, read_export
 
-CONFIG = Configuration("NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False,
-                       GPU_THREADS)  # fmt: skip
+CONFIG = Configuration(
+    "NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False, GPU_THREADS
+)
 CELL = CellKey("resnet50", 224, 8, "fp16", "graph", CONFIG)
 KEY = CELL.columns()  # the key as columns: a row may name its key either way
 
@@ -423,8 +424,14 @@ def test_reading_a_store_of_an_older_schema_migrates_it_in_memory_only(tmp_path,
     from utilscope.measure.settings import CudnnSettings
 
     path = tmp_path / "v1.sqlite"
-    row = {"model": "m", "resolution": 8, "batch": 1, "precision": "fp32", "backend": "eager",
-           **v1_device_and_software(CudnnSettings())}  # fmt: skip
+    row = {
+        "model": "m",
+        "resolution": 8,
+        "batch": 1,
+        "precision": "fp32",
+        "backend": "eager",
+        **v1_device_and_software(CudnnSettings()),
+    }
     write_v1_store(path, [row])
     before = file_bytes(path)
     assert main(["export", str(path), str(tmp_path / "out.csv")]) == 0

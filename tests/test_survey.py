@@ -137,11 +137,28 @@ def test_an_interrupted_survey_stores_nothing_for_the_cell_in_flight_and_exits_1
     """Ctrl-C: one line saying what was stored and what is left, exit 130, no error row for the cell the worker was
     on (so --no-retry-errors does not skip it), no worker left running; a rerun measures what is left."""
     db = tmp_path / "results.sqlite"
-    argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,4",
-            "--backend", "eager", "--attribute", "none", "--models", models("slow")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "utilscope.cli",
+        "survey",
+        "--db",
+        str(db),
+        "--device",
+        "cpu",
+        "--batch",
+        "1,4",
+        "--backend",
+        "eager",
+        "--attribute",
+        "none",
+        "--models",
+        models("slow"),
+    ]
     ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # a test process may ignore Ctrl-C (and so its child)
-    survey = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=_ctrl_c_as_at_a_terminal)  # fmt: skip
+    survey = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_at_a_terminal
+    )
     while survey.poll() is None and (not db.exists() or not _key_counts(db)):  # no deadline: a busy machine is slow
         time.sleep(0.2)
     survey.send_signal(signal.SIGINT)  # the worker sleeps in batch 4's forward pass
@@ -176,9 +193,27 @@ def test_a_killed_survey_resumes_measuring_every_cell_once_with_its_cudnn_settin
     columns naming the cuDNN settings, and the op-class rows carry the cell's settings too."""
     db = tmp_path / "results.sqlite"
     names = [models("good"), models("good2"), models("oom")]
-    argv = [sys.executable, "-m", "utilscope.cli", "survey", "--db", str(db), "--device", "cpu", "--batch", "1,2,4",
-            "--backend", "eager", "--attribute", "all", "--per-worker", "3", "--no-cudnn-benchmark",
-            "--min-time-ms", "20"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "utilscope.cli",
+        "survey",
+        "--db",
+        str(db),
+        "--device",
+        "cpu",
+        "--batch",
+        "1,2,4",
+        "--backend",
+        "eager",
+        "--attribute",
+        "all",
+        "--per-worker",
+        "3",
+        "--no-cudnn-benchmark",
+        "--min-time-ms",
+        "20",
+    ]
     argv += [arg for model in names for arg in ("--models", model)]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     while first.poll() is None and (not db.exists() or not _key_counts(db)):
@@ -273,8 +308,13 @@ def test_a_cudnn_setting_is_a_configuration_of_its_own(tmp_path, models):
 
 def test_the_worker_measures_and_attributes_with_the_cells_settings(models):
     """The worker's request carries the run's settings, and its op-class attribution the same ones."""
-    settings = {"device": "cpu", "channels_last": False, "cudnn": CudnnSettings(True, 3).to_dict(),
-                "min_time_ms": 50.0, "peak_tflops": 2.0}  # fmt: skip
+    settings = {
+        "device": "cpu",
+        "channels_last": False,
+        "cudnn": CudnnSettings(True, 3).to_dict(),
+        "min_time_ms": 50.0,
+        "peak_tflops": 2.0,
+    }
     group = {"model": models("good"), "resolution": 16, "precision": "fp32", "backend": "graph", "batches": [1]}
     request = worker.group_request(group, settings)
     assert (request.cudnn, request.channels_last, request.peak_tflops) == (CudnnSettings(True, 3), False, 2.0)
@@ -303,9 +343,15 @@ def test_worker_command_passes_the_settings_as_one_json_object(models, tmp_path)
     assert len(others) == 1999 and not Path(groups_file).exists()
     assert group["attribute"] and group["batches"] == [1, 4]
     cudnn = CudnnSettings(True, None, True).to_dict()
-    assert json.loads(args.settings) == {"device": "cpu", "channels_last": True, "min_time_ms": 300.0,
-                                         "peak_tflops": None, "cudnn": cudnn, "fit_batch": None,
-                                         "threads": plan.config.threads}  # fmt: skip
+    assert json.loads(args.settings) == {
+        "device": "cpu",
+        "channels_last": True,
+        "min_time_ms": 300.0,
+        "peak_tflops": None,
+        "cudnn": cudnn,
+        "fit_batch": None,
+        "threads": plan.config.threads,
+    }
 
 
 def test_model_selection():
@@ -323,20 +369,22 @@ def test_model_selection():
 
 @pytest.mark.parametrize(
     "extra, message",
-    [(["--cudnn-benchmark-limit", "-1"], "must be 0"),
-     (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one"),
-     (["--cudnn-depthwise-heuristic", "--no-cudnn-benchmark"], "give one"),
-     (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
-     (["--jobs", "0"], "--jobs must be at least 1"),
-     (["--min-time-ms", "0"], "--min-time-ms must be positive"),
-     (["--batch", ""], "grid is empty"),
-     (["--batch", "0"], "batch size must be"),
-     (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
-     (["--backend", "foo"], "unknown backend 'foo'"),
-     (["--res", "0"], "resolution must be between 8 and"),
-     (["--models", "torchvision:resnet5"], "unknown model 'torchvision:resnet5'"),
-     (["--peak", "nan"], "--peak must be a positive, finite number")],
-)  # fmt: skip
+    [
+        (["--cudnn-benchmark-limit", "-1"], "must be 0"),
+        (["--cudnn-benchmark-limit", "2", "--no-cudnn-benchmark"], "give one"),
+        (["--cudnn-depthwise-heuristic", "--no-cudnn-benchmark"], "give one"),
+        (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--min-time-ms", "0"], "--min-time-ms must be positive"),
+        (["--batch", ""], "grid is empty"),
+        (["--batch", "0"], "batch size must be"),
+        (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
+        (["--backend", "foo"], "unknown backend 'foo'"),
+        (["--res", "0"], "resolution must be between 8 and"),
+        (["--models", "torchvision:resnet5"], "unknown model 'torchvision:resnet5'"),
+        (["--peak", "nan"], "--peak must be a positive, finite number"),
+    ],
+)
 def test_bad_survey_options_are_usage_errors_that_never_create_the_store(tmp_path, models, extra, message, capsys):
     db = tmp_path / "r.sqlite"
     argv = ["survey", "--db", str(db), "--device", "cpu", "--models", models("good"), "--batch", "1"]
@@ -354,8 +402,20 @@ def test_the_survey_default_precision_follows_the_device(models, tmp_path):
 
 def test_a_dry_run_lists_the_cells_and_writes_nothing(tmp_path, models, capsys):
     """No file is created, an empty file stays empty, a store stays byte for byte as it was."""
-    argv = ["survey", "--device", "cpu", "--batch", "1,4", "--backend", "eager", "--models", models("good"),
-            "--models", models("good2"), "--dry-run"]  # fmt: skip
+    argv = [
+        "survey",
+        "--device",
+        "cpu",
+        "--batch",
+        "1,4",
+        "--backend",
+        "eager",
+        "--models",
+        models("good"),
+        "--models",
+        models("good2"),
+        "--dry-run",
+    ]
     missing, empty, stored = tmp_path / "missing.sqlite", tmp_path / "empty.sqlite", tmp_path / "stored.sqlite"
     empty.touch()
     with Store(stored) as store:
@@ -408,8 +468,15 @@ def test_the_survey_workflow_is_a_library_call_that_reports_through_its_events(t
 
 def test_the_summary_counts_every_error_row_and_sets_the_exit_code(capsys):
     statuses = ["ok", "oom", "ok", "error: RuntimeError: boom"]
-    outcome = pd.DataFrame({"model": ["a", "a", "b", "b"], "precision": "fp32", "backend": "eager",
-                            "batch": [1, 4, 1, 4], "status": statuses})  # fmt: skip
+    outcome = pd.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "precision": "fp32",
+            "backend": "eager",
+            "batch": [1, 4, 1, 4],
+            "status": statuses,
+        }
+    )
     console = Console(width=200, force_terminal=False)
     assert render_result(SurveyResult(4, 2.0, outcome, []), console) == 1
     out = capsys.readouterr().out
@@ -431,8 +498,16 @@ def test_a_killed_run_on_this_host_leaves_no_claim_in_the_way(tmp_path, models):
 
 
 def test_one_model_at_two_resolutions_is_two_lines_of_the_summary(capsys):
-    outcome = pd.DataFrame({"model": ["a", "a"], "resolution": [32, 48], "precision": "fp32", "backend": "eager",
-                            "batch": [1, 1], "status": ["ok", "oom"]})  # fmt: skip
+    outcome = pd.DataFrame(
+        {
+            "model": ["a", "a"],
+            "resolution": [32, 48],
+            "precision": "fp32",
+            "backend": "eager",
+            "batch": [1, 1],
+            "status": ["ok", "oom"],
+        }
+    )
     assert render_result(SurveyResult(2, 1.0, outcome, []), Console(width=200, force_terminal=False)) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip("│ ").startswith("a ")]
     assert len(lines) == 2 and "32" in lines[0] and "48" in lines[1]

@@ -24,8 +24,15 @@ from utilscope.survey.runner import RunOptions
 from utilscope.survey.schema import GPU_THREADS, Configuration
 from utilscope.survey.store import Store
 
-ENVIRONMENT = {"device_name": "NVIDIA H200", "device_type": "cuda", "threads": 8, "memory_format": "channels_last",
-               "torch": "2.11.0+cu130", "cudnn": 91900, "driver": "580.159.04"}  # fmt: skip
+ENVIRONMENT = {
+    "device_name": "NVIDIA H200",
+    "device_type": "cuda",
+    "threads": 8,
+    "memory_format": "channels_last",
+    "torch": "2.11.0+cu130",
+    "cudnn": 91900,
+    "driver": "580.159.04",
+}
 
 
 @pytest.fixture
@@ -43,8 +50,10 @@ def cpu_grid(tiny: str, **changes) -> SurveyGrid:
 def test_a_gpu_cell_leaves_the_host_threads_out_of_its_key_and_a_cpu_cell_keeps_them():
     gpu = [Configuration.from_environment({**ENVIRONMENT, "threads": n}) for n in (1, 8)]
     assert gpu[0] == gpu[1] and gpu[0].threads == GPU_THREADS and gpu[0].device_label == "NVIDIA H200"
-    cpu = [Configuration.from_environment({**ENVIRONMENT, "device_name": "AMD EPYC", "device_type": "cpu",
-                                           "threads": n}) for n in (1, 8)]  # fmt: skip
+    cpu = [
+        Configuration.from_environment({**ENVIRONMENT, "device_name": "AMD EPYC", "device_type": "cpu", "threads": n})
+        for n in (1, 8)
+    ]
     assert cpu[0] != cpu[1] and [c.threads for c in cpu] == [1, 8]
     assert cpu[1].device == "AMD EPYC" and cpu[1].device_label == with_threads("AMD EPYC", 8) == "AMD EPYC (8 threads)"
 
@@ -88,8 +97,14 @@ def test_a_worker_measures_with_the_thread_count_its_plan_keyed(tiny, torch_thre
         gpu_plan = SurveyPlan(cpu_grid(tiny, threads=threads), replace(config, threads=GPU_THREADS), [], 0)
         assert runner.worker_threads(gpu_plan) == threads
     group = {"model": tiny, "resolution": 16, "precision": "fp32", "backend": "eager", "batches": [1]}
-    settings = {"device": "cpu", "channels_last": True, "cudnn": CudnnSettings().to_dict(), "min_time_ms": None,
-                "peak_tflops": None, "threads": 3}  # fmt: skip
+    settings = {
+        "device": "cpu",
+        "channels_last": True,
+        "cudnn": CudnnSettings().to_dict(),
+        "min_time_ms": None,
+        "peak_tflops": None,
+        "threads": 3,
+    }
     assert worker.group_request(group, settings).threads == 3
 
 
@@ -119,8 +134,23 @@ def test_a_survey_with_threads_stores_them_in_the_key_and_plans_by_them(tiny, tm
     """The worker subprocess measures with --threads 1: its row's key and environment say 1, the device name holds
     no count; the same survey again has nothing to measure, one with 2 threads everything."""
     db = tmp_path / "r.sqlite"
-    argv = ["survey", "--db", str(db), "--device", "cpu", "--models", tiny, "--batch", "1", "--backend", "eager",
-            "--attribute", "none", "--min-time-ms", "20"]  # fmt: skip
+    argv = [
+        "survey",
+        "--db",
+        str(db),
+        "--device",
+        "cpu",
+        "--models",
+        tiny,
+        "--batch",
+        "1",
+        "--backend",
+        "eager",
+        "--attribute",
+        "none",
+        "--min-time-ms",
+        "20",
+    ]
     assert main([*argv, "--threads", "1"]) == 0
     with Store(db) as store:
         frame = store.frame()

@@ -55,7 +55,7 @@ def test_attention_share_counts_the_matmuls_of_activations_to_a_matrix():
         (nn.Conv1d(3, 8, 3), True),
         (nn.Conv2d(3, 8, (1, 3)), True),
         (nn.Linear(3, 8), False),
-    ],  # fmt: skip
+    ],
 )
 def test_a_conv_mixes_space_when_its_kernel_is_larger_than_one_and_its_stride(layer, mixes):
     assert architecture.mixes_space(nn.Sequential(nn.Identity(), layer)) is mixes
@@ -73,10 +73,20 @@ def test_the_shipped_table_holds_every_architecture_once_with_a_kind():
     frame = timm_sets.table()
     assert frame["model"].is_unique and set(frame["kind"]) <= set(timm_sets.KINDS)
     kinds = dict(zip(frame["model"], frame["kind"], strict=True))
-    expected = {"resnet50": "cnn", "convnext_tiny": "cnn", "gcresnet50t": "cnn", "efficientnet_b0": "cnn",
-                "vit_base_patch16_224": "attention", "botnet26t_256": "attention", "coatnet_0_rw_224": "attention",
-                "vit_large_patch32_224": "attention", "mobilevit_s": "attention", "fastvit_sa12": "attention",
-                "mixer_b16_224": "no_spatial_conv", "resmlp_12_224": "no_spatial_conv"}  # fmt: skip
+    expected = {
+        "resnet50": "cnn",
+        "convnext_tiny": "cnn",
+        "gcresnet50t": "cnn",
+        "efficientnet_b0": "cnn",
+        "vit_base_patch16_224": "attention",
+        "botnet26t_256": "attention",
+        "coatnet_0_rw_224": "attention",
+        "vit_large_patch32_224": "attention",
+        "mobilevit_s": "attention",
+        "fastvit_sa12": "attention",
+        "mixer_b16_224": "no_spatial_conv",
+        "resmlp_12_224": "no_spatial_conv",
+    }
     assert {name: kinds[f"timm:{name}"] for name in expected} == expected
     cnn = frame[frame["kind"] == "cnn"]
     assert (cnn["gflops"] > 0).all() and (cnn["resolution"] > 0).all()

@@ -36,7 +36,8 @@ def test_the_readme_has_no_entry_for_a_runner_that_is_gone(folder):
 
 def test_an_entry_is_a_table_rows_first_cell(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("| script | what |\n|---|---|\n| `a.py` (GPU) | runs `b.py` |\n| `c.sh` | x |\n"
-                      "`d.py` in a sentence\n")  # fmt: skip
+    readme.write_text(
+        "| script | what |\n|---|---|\n| `a.py` (GPU) | runs `b.py` |\n| `c.sh` | x |\n`d.py` in a sentence\n"
+    )
     # a.py and c.sh have rows; b.py is only mentioned in a row, d.py only in prose
     assert entries(readme) == {"a.py", "c.sh"}

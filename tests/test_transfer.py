@@ -20,8 +20,14 @@ def test_wave_efficiency_is_the_busy_share_of_the_last_wave():
 
 
 def test_each_op_takes_the_largest_of_its_sm_tensor_and_memory_bounds():
-    rows = pd.DataFrame({"group": ["conv", "memory", "memory"], "flops": [8e12, 0.0, 0.0],
-                         "bytes": [4e9, 4e9, 4e6], "waves": [1.0, 0.0, 0.0]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "group": ["conv", "memory", "memory"],
+            "flops": [8e12, 0.0, 0.0],
+            "bytes": [4e9, 4e9, 4e6],
+            "waves": [1.0, 0.0, 0.0],
+        }
+    )
     source_ms = pd.Series([20.0, 1.25, 0.5]).to_numpy()  # the last: slow on the source for its bytes
     ms, bound = transfer(rows, source_ms, SOURCE, TARGET)
     # the conv: 100 tiles, one full wave on the source, two on the target: SM-bound 20 ms x 2 (half the SM cycles)

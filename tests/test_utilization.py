@@ -84,8 +84,9 @@ def test_the_tripwire_sees_a_hand_made_utilization():
     assert not peak_divisions("bandwidth_utilization = achieved_gbs / peaks.bandwidth_gbs")
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if p != HOME),
-                         ids=lambda p: str(p.relative_to(PACKAGE)))  # fmt: skip
+@pytest.mark.parametrize(
+    "path", sorted(p for p in PACKAGE.rglob("*.py") if p != HOME), ids=lambda p: str(p.relative_to(PACKAGE))
+)
 def test_no_module_divides_by_a_peak_into_a_utilization(path):
     """Utilization is ``hardware.utilization.utilization``, imported: not a division written again."""
     assert not peak_divisions(path.read_text()), peak_divisions(path.read_text())

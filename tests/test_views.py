@@ -69,8 +69,14 @@ def test_significant_digits_are_kept_for_small_numbers():
     from utilscope.units import significant
 
     assert [significant(v) for v in (0.00312, 0.4, 8.4, 33.14, 127.5, 1234.6, 0.0)] == [
-        "0.00312", "0.400", "8.40", "33.1", "128", "1,235", "0"
-    ]  # fmt: skip
+        "0.00312",
+        "0.400",
+        "8.40",
+        "33.1",
+        "128",
+        "1,235",
+        "0",
+    ]
     assert significant(None) == "-" and significant(float("nan")) == "-"
 
 
@@ -83,9 +89,19 @@ def cpu_ceilings(best: float = 0.2, worst: float = 0.19):
 
     from utilscope.hardware import Ceilings
 
-    return Ceilings("test CPU (2 threads)", "cpu", {"fp32": best}, 20.0, "2026-01-01T00:00:00+00:00",
-                    torch.__version__, "test", 1024, 256, {"fp32": spread_of(best, worst)},
-                    spread_of(20.0, 19.0))  # fmt: skip
+    return Ceilings(
+        "test CPU (2 threads)",
+        "cpu",
+        {"fp32": best},
+        20.0,
+        "2026-01-01T00:00:00+00:00",
+        torch.__version__,
+        "test",
+        1024,
+        256,
+        {"fp32": spread_of(best, worst)},
+        spread_of(20.0, 19.0),
+    )
 
 
 def cpu_result(tiny, **options):
@@ -129,10 +145,22 @@ def synthetic_result(device_type: str):
     from utilscope.measure.sweep import ProfileResult, ProfileRow
 
     gpu = device_type == "cuda"
-    row = ProfileRow(batch=1, status="ok", latency_ms=2500.0, samples_per_s=0.4, achieved_tflops=0.00312,
-                     utilization=0.0156, utilization_vs_ceiling=0.0201 if gpu else 0.0156, achieved_gbs=0.0312,
-                     peak_tflops=0.2, peak_source="test", bandwidth_utilization=0.001 if gpu else None,
-                     nvml_util=99.0 if gpu else None, cv=0.01, cuda_graph=gpu)  # fmt: skip
+    row = ProfileRow(
+        batch=1,
+        status="ok",
+        latency_ms=2500.0,
+        samples_per_s=0.4,
+        achieved_tflops=0.00312,
+        utilization=0.0156,
+        utilization_vs_ceiling=0.0201 if gpu else 0.0156,
+        achieved_gbs=0.0312,
+        peak_tflops=0.2,
+        peak_source="test",
+        bandwidth_utilization=0.001 if gpu else None,
+        nvml_util=99.0 if gpu else None,
+        cv=0.01,
+        cuda_graph=gpu,
+    )
     env = {"device_type": device_type, "torch": "2.x", "cuda": "13.0", "cudnn": 92400, "driver": "580.1"}
     return ProfileResult("m", 224, "dev", "graph", "fp32", True, 1_000_000, env, [row])
 

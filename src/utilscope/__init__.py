@@ -42,7 +42,18 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AdviceResult", "CountResult", "CudnnSettings", "MeasureRequest", "ModelError", "ProfileResult", "UsageError",
-    "UtilscopeError", "__version__", "api", "count", "ingest", "profile",
+    "AdviceResult",
+    "CountResult",
+    "CudnnSettings",
+    "MeasureRequest",
+    "ModelError",
+    "ProfileResult",
+    "UsageError",
+    "UtilscopeError",
+    "__version__",
+    "api",
+    "count",
+    "ingest",
+    "profile",
     *_LAZY,
-]  # fmt: skip
+]

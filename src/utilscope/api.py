@@ -82,9 +82,13 @@ def attribute(model: str | MeasureRequest, batch: int = 1, iters: int = 3, **opt
     return explain(_attribute(as_request(model, **options), batch=batch, iters=iters))
 
 
-def predict(model: str | nn.Module | Sequence[str | nn.Module] | PredictRequest, gpu: str | None = None,
-            batches: Sequence[int] = (1, 32, 256), on_fit: Callable[[], None] | None = None,
-            **options) -> PredictionSet:  # fmt: skip
+def predict(
+    model: str | nn.Module | Sequence[str | nn.Module] | PredictRequest,
+    gpu: str | None = None,
+    batches: Sequence[int] = (1, 32, 256),
+    on_fit: Callable[[], None] | None = None,
+    **options,
+) -> PredictionSet:
     """Latency, throughput and utilization on ``gpu`` (a GPU of the spec table, or ``all``) from a device profile,
     on any machine: the shipped H200 profile, transferred by datasheet to other GPUs. ``model``: a spec, a glob,
     a module, several, or a ``PredictRequest``; ``options``: its other fields (profile, precision, backend,
@@ -142,8 +146,12 @@ def advise(model: str | AdviseRequest, on_trial: Callable[[Trial], None] | None 
     return AdviceResult(_advise(request, on_trial))
 
 
-def survey(models: str | Sequence[str] | SurveyRequest, db: str | os.PathLike | None = None,
-           events: SurveyEvents | None = None, **options) -> SurveyOutcome:  # fmt: skip
+def survey(
+    models: str | Sequence[str] | SurveyRequest,
+    db: str | os.PathLike | None = None,
+    events: SurveyEvents | None = None,
+    **options,
+) -> SurveyOutcome:
     """Measure a grid (models x batch sizes x precisions x backends) into the SQLite store ``db``, one worker
     subprocess per model group; a rerun resumes. ``models``: names, globs (``NAME@RES`` for a resolution of its
     own), or a ``SurveyRequest``; ``options``: the fields of ``SurveyGrid`` (batches, precisions, backends, device,
@@ -166,9 +174,14 @@ def survey(models: str | Sequence[str] | SurveyRequest, db: str | os.PathLike | 
     return survey_grid(request, events)
 
 
-def ingest(files: str | os.PathLike | Sequence[str | os.PathLike], db: str | os.PathLike, count: bool = True,
-           jobs: int = 1, on_ingested: Callable[[IngestResult], None] | None = None,
-           on_model: Callable[[int, int, str], None] | None = None) -> IngestResult:  # fmt: skip
+def ingest(
+    files: str | os.PathLike | Sequence[str | os.PathLike],
+    db: str | os.PathLike,
+    count: bool = True,
+    jobs: int = 1,
+    on_ingested: Callable[[IngestResult], None] | None = None,
+    on_model: Callable[[int, int, str], None] | None = None,
+) -> IngestResult:
     """Bring timm's published benchmark tables (``benchmark-infer-*.csv``, e.g. data/public/timm-benchmark) into the
     store ``db`` as published rows with their provenance; ``count``: also count each row's model by our engine (on
     ``jobs`` processes; ``on_model(done, total, model)`` after each). A table ingested before adds nothing.

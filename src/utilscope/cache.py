@@ -66,8 +66,13 @@ class CacheUsage:
     bytes: int
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "folder": str(self.folder), "description": self.description, "files": self.files,
-                "bytes": self.bytes}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "folder": str(self.folder),
+            "description": self.description,
+            "files": self.files,
+            "bytes": self.bytes,
+        }
 
 
 def cache_usage(kinds: tuple[str, ...] = ()) -> list[CacheUsage]:
@@ -75,8 +80,9 @@ def cache_usage(kinds: tuple[str, ...] = ()) -> list[CacheUsage]:
     usage = []
     for kind in kinds or tuple(KINDS):
         files = _files(check_kind(kind))
-        usage.append(CacheUsage(kind, cache_dir(kind), KINDS[kind][0], len(files),
-                                sum(path.stat().st_size for path in files)))  # fmt: skip
+        usage.append(
+            CacheUsage(kind, cache_dir(kind), KINDS[kind][0], len(files), sum(path.stat().st_size for path in files))
+        )
     return usage
 
 

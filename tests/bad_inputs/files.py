@@ -165,8 +165,13 @@ FILE_WRITERS = [
 def _file_writer_cases() -> list[Case]:
     cases = []
     for template, suffix in FILE_WRITERS:
-        kinds = [("''", EMPTY_PATH), (f"{{dir_{suffix}}}", FOLDER), (f"{{text}}/o.{suffix}", UNDER_FILE),
-                 (f"{{rodir}}/o.{suffix}", DENIED, True), (f"{{closed}}/o.{suffix}", DENIED, True)]  # fmt: skip
+        kinds = [
+            ("''", EMPTY_PATH),
+            (f"{{dir_{suffix}}}", FOLDER),
+            (f"{{text}}/o.{suffix}", UNDER_FILE),
+            (f"{{rodir}}/o.{suffix}", DENIED, True),
+            (f"{{closed}}/o.{suffix}", DENIED, True),
+        ]
         if suffix in ("csv", "json", "jsonl"):
             kinds.append((f"{{readonly_{suffix}}}", DENIED, True))
         cases += _each([template], kinds)

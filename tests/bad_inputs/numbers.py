@@ -75,24 +75,43 @@ COUNTS = [
 
 SECONDS = _each(
     [f"{SURVEY} --timeout @"],
-    [("inf", "--timeout must be positive and at most 604800 seconds (a week)"), ("-inf", "at most 604800"),
-     ("1e9", "got 1000000000.0"), ("-0", "--timeout must be positive")],
-)  # fmt: skip
+    [
+        ("inf", "--timeout must be positive and at most 604800 seconds (a week)"),
+        ("-inf", "at most 604800"),
+        ("1e9", "got 1000000000.0"),
+        ("-0", "--timeout must be positive"),
+    ],
+)
 TIMED_MS = _each(
     [f"{SURVEY} --min-time-ms @", "nas measure {archs} --device cpu --dry-run --db numbers.sqlite --min-time-ms @"],
-    [("0", "--min-time-ms must be positive"), ("-1", "--min-time-ms must be positive"), ("nan", "got nan"),
-     ("inf", "got inf"), ("1e15", "at most 60000 ms (a minute of timing per cell)")],
-)  # fmt: skip
+    [
+        ("0", "--min-time-ms must be positive"),
+        ("-1", "--min-time-ms must be positive"),
+        ("nan", "got nan"),
+        ("inf", "got inf"),
+        ("1e15", "at most 60000 ms (a minute of timing per cell)"),
+    ],
+)
 PEAKS = _each(
     [f"profile {M} --device cpu --peak @", f"layers {M} --device cpu --peak @", f"{SURVEY} --peak @"],
-    [("0", "--peak must be a positive, finite number"), ("-1", "--peak must be"), ("nan", "got nan"),
-     ("inf", "got inf"), ("-inf", "got -inf")],
-)  # fmt: skip
+    [
+        ("0", "--peak must be a positive, finite number"),
+        ("-1", "--peak must be"),
+        ("nan", "got nan"),
+        ("inf", "got inf"),
+        ("-inf", "got -inf"),
+    ],
+)
 THROUGHPUTS = _each(
     ["nas search --space mbv3 --min-throughput @ --simulate {store}"],
-    [("0", "--min-throughput must be positive and finite (samples/s), got 0"), ("-1", "got -1.0"),
-     ("nan", "got nan"), ("inf", "got inf"), ("-inf", "got -inf")],
-)  # fmt: skip
+    [
+        ("0", "--min-throughput must be positive and finite (samples/s), got 0"),
+        ("-1", "got -1.0"),
+        ("nan", "got nan"),
+        ("inf", "got inf"),
+        ("-inf", "got -inf"),
+    ],
+)
 FLOPS = [
     Case("nas sample --space mbv3 -n 2 --out s.jsonl --flops-min -1", 2, "--flops-min must be a finite number"),
     Case("nas sample --space mbv3 -n 2 --out s.jsonl --flops-min nan", 2, "--flops-min must be a finite number"),
@@ -105,23 +124,43 @@ FLOPS = [
 
 BATCH_VALUES = [("0", BATCH), ("-3", BATCH), ("65537", BATCH), ("1000000000", BATCH)]
 BATCHES = _each(
-    [f"count {M} --batch @", f"layers {M} --device cpu --batch @", "nas predict {archs} --gpu h200 --batch @",
-     f"{SEARCH} --batch @"],
+    [
+        f"count {M} --batch @",
+        f"layers {M} --device cpu --batch @",
+        "nas predict {archs} --gpu h200 --batch @",
+        f"{SEARCH} --batch @",
+    ],
     BATCH_VALUES,
 ) + _each(
-    [f"profile {M} --device cpu --batch @", f"predict {M} --gpu h200 --batch @", f"advise {M} --device cpu --batch @",
-     f"advise {M} --device cpu --ladder @", f"{SURVEY} --batch @"],
-    [*BATCH_VALUES, ("1,,2", "without empty elements"), ("8,", "without empty elements"),
-     ("1,x", "comma-separated integers"), ("nan", "comma-separated integers")],
-)  # fmt: skip
+    [
+        f"profile {M} --device cpu --batch @",
+        f"predict {M} --gpu h200 --batch @",
+        f"advise {M} --device cpu --batch @",
+        f"advise {M} --device cpu --ladder @",
+        f"{SURVEY} --batch @",
+    ],
+    [
+        *BATCH_VALUES,
+        ("1,,2", "without empty elements"),
+        ("8,", "without empty elements"),
+        ("1,x", "comma-separated integers"),
+        ("nan", "comma-separated integers"),
+    ],
+)
 
 # --- resolutions: 8 px at least, 4096 at most -------------------------------------------------------------------
 
 RESOLUTIONS = _each(
-    [f"count {M} --res @", f"profile {M} --device cpu --res @", f"layers {M} --device cpu --res @",
-     f"predict {M} --gpu h200 --res @", f"advise {M} --device cpu --res @", f"{SURVEY} --res @"],
+    [
+        f"count {M} --res @",
+        f"profile {M} --device cpu --res @",
+        f"layers {M} --device cpu --res @",
+        f"predict {M} --gpu h200 --res @",
+        f"advise {M} --device cpu --res @",
+        f"{SURVEY} --res @",
+    ],
     [("0", RESOLUTION), ("1", RESOLUTION), ("7", RESOLUTION), ("-5", RESOLUTION), ("4097", RESOLUTION)],
-)  # fmt: skip
+)
 MODEL_TOO_SMALL = [Case("count torchvision:squeezenet1_0 --res 8", 2, "Output size is too small")]
 
 CASES = SEEDS + COUNTS + SECONDS + TIMED_MS + PEAKS + THROUGHPUTS + FLOPS + BATCHES + RESOLUTIONS + MODEL_TOO_SMALL

@@ -148,8 +148,10 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return state
 
 
-LATENCY_TABLE = (b'{"format": "utilscope-latency-table/1", "space": "mbv3", "device": "NVIDIA H200", '
-                 b'"software": "torch", "precision": "fp16", "cudnn_benchmark": true, "entries": {}}\n')  # fmt: skip
+LATENCY_TABLE = (
+    b'{"format": "utilscope-latency-table/1", "space": "mbv3", "device": "NVIDIA H200", '
+    b'"software": "torch", "precision": "fp16", "cudnn_benchmark": true, "entries": {}}\n'
+)
 
 
 def _file_kinds(root: Path, paths: dict) -> dict:
@@ -157,13 +159,26 @@ def _file_kinds(root: Path, paths: dict) -> dict:
     with a bad one (an architecture file, a latency table), read-only files and folders, a folder that cannot be
     listed, and a second name of the store (a symbolic link)."""
     store = paths["store"].read_bytes()
-    extra = {name: root / file_name for name, file_name in (
-        ("sqlite_json", "sqlite.json"), ("sqlite_jsonl", "sqlite.jsonl"), ("sqlite_py", "sqlite.py"),
-        ("json_sqlite", "json.sqlite"), ("archs", "archs.jsonl"), ("table", "table.json"),
-        ("objective_text", "objective_text.json"), ("unreadable_jsonl", "unreadable.jsonl"),
-        ("unreadable_py", "unreadable.py"), ("readonly_json", "readonly.json"), ("readonly_csv", "readonly.csv"),
-        ("readonly_jsonl", "readonly.jsonl"), ("rostore", "readonly_store/store.sqlite"), ("closed", "closed"),
-        ("store_link", "link.sqlite"))}  # fmt: skip
+    extra = {
+        name: root / file_name
+        for name, file_name in (
+            ("sqlite_json", "sqlite.json"),
+            ("sqlite_jsonl", "sqlite.jsonl"),
+            ("sqlite_py", "sqlite.py"),
+            ("json_sqlite", "json.sqlite"),
+            ("archs", "archs.jsonl"),
+            ("table", "table.json"),
+            ("objective_text", "objective_text.json"),
+            ("unreadable_jsonl", "unreadable.jsonl"),
+            ("unreadable_py", "unreadable.py"),
+            ("readonly_json", "readonly.json"),
+            ("readonly_csv", "readonly.csv"),
+            ("readonly_jsonl", "readonly.jsonl"),
+            ("rostore", "readonly_store/store.sqlite"),
+            ("closed", "closed"),
+            ("store_link", "link.sqlite"),
+        )
+    }
     for suffix in ("json", "jsonl", "py", "png", "csv", "sqlite"):  # folders named like the files expected
         extra[f"dir_{suffix}"] = root / f"dir.{suffix}"
         extra[f"dir_{suffix}"].mkdir()

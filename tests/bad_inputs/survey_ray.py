@@ -5,8 +5,24 @@ from bad_inputs import Case
 
 SURVEY = "survey --device cpu --models {factory}:make --db grid.sqlite"
 RAY = f"{SURVEY} --executor ray"
-MALFORMED = ["garbage", "6379", ":6379", "host:", "host:0", "host:70000", "1.2.3:80", "999.1.1.1:80", "'a b:80'",
-             "http://host:80", "[zz]:80", "host:port", "host:-1", "''", "host:6379:1", "[::1]"]  # fmt: skip
+MALFORMED = [
+    "garbage",
+    "6379",
+    ":6379",
+    "host:",
+    "host:0",
+    "host:70000",
+    "1.2.3:80",
+    "999.1.1.1:80",
+    "'a b:80'",
+    "http://host:80",
+    "[zz]:80",
+    "host:port",
+    "host:-1",
+    "''",
+    "host:6379:1",
+    "[::1]",
+]
 
 CASES = [
     *(Case(f"{RAY} --ray-address {address}", 2, "--ray-address must be HOST:PORT") for address in MALFORMED),

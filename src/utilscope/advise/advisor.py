@@ -116,16 +116,23 @@ class Advice:
 
     def to_dict(self) -> dict:
         return {
-            "model": self.model, "device": self.device, "gpu_measurement": self.gpu_measurement,
-            "resolution": self.resolution, "flops_per_sample": self.flops_per_sample,
-            "environment": self.environment, "measured_at": self.measured_at, "wall_s": self.wall_s,
-            "repeats": self.repeats, "exactness": self.exactness,
+            "model": self.model,
+            "device": self.device,
+            "gpu_measurement": self.gpu_measurement,
+            "resolution": self.resolution,
+            "flops_per_sample": self.flops_per_sample,
+            "environment": self.environment,
+            "measured_at": self.measured_at,
+            "wall_s": self.wall_s,
+            "repeats": self.repeats,
+            "exactness": self.exactness,
             "trials": [dataclasses.asdict(t) for t in self.trials],
             "batch_ladder": [dataclasses.asdict(t) for t in self.batch_ladder],
             "saturation_batch": self.saturation_batch,
             "best": {str(b): dataclasses.asdict(t) for b, t in self.best.items()},
-            "commands": {str(b): c for b, c in self.commands.items()}, "notes": self.notes,
-        }  # fmt: skip
+            "commands": {str(b): c for b, c in self.commands.items()},
+            "notes": self.notes,
+        }
 
 
 def unaligned_share(counted: CountResult, multiple: int) -> float:
@@ -145,8 +152,10 @@ def unaligned_share(counted: CountResult, multiple: int) -> float:
 
 def check_inputs(resolution: int) -> tuple[torch.Tensor, ...]:
     """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW."""
-    return tuple(torch.randn((batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
-                 for batch, seed in CHECK_INPUTS)  # fmt: skip
+    return tuple(
+        torch.randn((batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
+        for batch, seed in CHECK_INPUTS
+    )
 
 
 def check_exact(original: nn.Module, rewritten: nn.Module, inputs) -> tuple[float, float]:
@@ -167,8 +176,9 @@ def _differences(name: str, original: nn.Module, rewritten: nn.Module, inputs, n
         return None
 
 
-def exact_rewrites(model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int,
-                   notes: list[str]) -> list[Rewrite]:  # fmt: skip
+def exact_rewrites(
+    model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int, notes: list[str]
+) -> list[Rewrite]:
     """Channel padding and BatchNorm folding where they apply, each checked against ``model`` (``counted``: its
     count) on every one of ``inputs`` in fp32 (the first is the example they trace with); why one is not tried goes
     to ``notes``."""
@@ -176,8 +186,9 @@ def exact_rewrites(model: nn.Module, counted: CountResult, inputs: tuple[torch.T
     return [rewrite for rewrite in rewrites if rewrite is not None]
 
 
-def padding_rewrite(model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int,
-                    notes: list[str]) -> Rewrite | None:  # fmt: skip
+def padding_rewrite(
+    model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int, notes: list[str]
+) -> Rewrite | None:
     """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
     pass can read the model (torch.fx traces it) and it pads something."""
     share, flops, example = unaligned_share(counted, multiple), counted.total.flops, inputs[0]
@@ -195,13 +206,22 @@ def padding_rewrite(model: nn.Module, counted: CountResult, inputs: tuple[torch.
         return None
     added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
     params = sum(p.numel() for p in model.parameters())
-    detail = (f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
-              f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs")  # fmt: skip
+    detail = (
+        f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
+        f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs"
+    )
     differences = _differences("channel padding", model, padded.model, inputs, notes)
     if differences is None:
         return None
-    return Rewrite(f"pad channels to {multiple}", padded.model, *differences, padded.added_params, added_flops,
-                   detail, lambda m, x: pad_channels(m, x, multiple).model)  # fmt: skip
+    return Rewrite(
+        f"pad channels to {multiple}",
+        padded.model,
+        *differences,
+        padded.added_params,
+        added_flops,
+        detail,
+        lambda m, x: pad_channels(m, x, multiple).model,
+    )
 
 
 def folding_rewrite(model: nn.Module, inputs: tuple[torch.Tensor, ...], notes: list[str]) -> Rewrite | None:
@@ -217,9 +237,15 @@ def folding_rewrite(model: nn.Module, inputs: tuple[torch.Tensor, ...], notes: l
     differences = _differences("BatchNorm folding", model, folded, inputs, notes)
     if differences is None:
         return None
-    return Rewrite("fold BatchNorm", folded, *differences, 0, 0,
-                   f"{total - left} of {total} BatchNorm layers folded into their convolutions",
-                   lambda m, x: fold_batchnorm(m, x)[0])  # fmt: skip
+    return Rewrite(
+        "fold BatchNorm",
+        folded,
+        *differences,
+        0,
+        0,
+        f"{total - left} of {total} BatchNorm layers folded into their convolutions",
+        lambda m, x: fold_batchnorm(m, x)[0],
+    )
 
 
 def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
@@ -252,9 +278,14 @@ def median_fields(rows: list[ProfileRow]) -> dict:
     fields = {"status": "ok", "repeats": len(ok), "samples_per_s_runs": runs}
     if len(ok) < len(rows) or not ok:
         return {**fields, "status": next(row.status for row in rows if row.status != "ok")}
-    return {**fields, "samples_per_s": statistics.median(runs), "samples_per_s_min": min(runs),
-            "samples_per_s_max": max(runs), "latency_ms": _median([row.latency_ms for row in ok]),
-            "utilization": _median([row.utilization for row in ok])}  # fmt: skip
+    return {
+        **fields,
+        "samples_per_s": statistics.median(runs),
+        "samples_per_s_min": min(runs),
+        "samples_per_s_max": max(runs),
+        "latency_ms": _median([row.latency_ms for row in ok]),
+        "utilization": _median([row.utilization for row in ok]),
+    }
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -276,8 +307,16 @@ class TrialSetup:
 def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, repeats: int, **extra) -> Trial:
     """``sweep`` at ``batch`` timed ``repeats`` times, as one trial (``median_fields``)."""
     rows = repeated(lambda: run_sweep(sweep, [batch])[0], repeats)
-    return Trial(change, kind, batch, sweep.backend.name, sweep.precision.value, sweep.request.channels_last,
-                 **median_fields(rows), **extra)  # fmt: skip
+    return Trial(
+        change,
+        kind,
+        batch,
+        sweep.backend.name,
+        sweep.precision.value,
+        sweep.request.channels_last,
+        **median_fields(rows),
+        **extra,
+    )
 
 
 def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tuple[str, ...]) -> list[tuple[str, dict]]:
@@ -293,23 +332,45 @@ def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tupl
 
 def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
     reason = f"rejected: outputs differ by {rewrite.max_rel_diff:.2e} (relative) in fp32, above {EXACT_RTOL:g}"
-    return Trial(rewrite.name, "rewrite", batch, sweep.backend.name, sweep.precision.value,
-                 sweep.request.channels_last, reason, exact=False, max_abs_diff=rewrite.max_abs_diff,
-                 max_rel_diff=rewrite.max_rel_diff, detail=rewrite.detail)  # fmt: skip
+    return Trial(
+        rewrite.name,
+        "rewrite",
+        batch,
+        sweep.backend.name,
+        sweep.precision.value,
+        sweep.request.channels_last,
+        reason,
+        exact=False,
+        max_abs_diff=rewrite.max_abs_diff,
+        max_rel_diff=rewrite.max_rel_diff,
+        detail=rewrite.detail,
+    )
 
 
-def trials_at(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int, backends, precisions,
-              setup: TrialSetup) -> list[Trial]:  # fmt: skip
+def trials_at(
+    sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], batch: int, backends, precisions, setup: TrialSetup
+) -> list[Trial]:
     """At one batch size: the model as given, each exact rewrite, each deployment choice, then their best
     combination (checked on ``setup.inputs``, the rewrites' check inputs); speed-ups over the first."""
     given = measure_trial(_variant(sweep, base), "as given", "as given", batch, setup.repeats)
     setup.on_trial(given)
     trials = [given]
     for rewrite in rewrites:
-        trial = (measure_trial(_variant(sweep, rewrite.model), rewrite.name, "rewrite", batch, setup.repeats,
-                               exact=True, max_abs_diff=rewrite.max_abs_diff, max_rel_diff=rewrite.max_rel_diff,
-                               detail=rewrite.detail)
-                 if rewrite.exact else _rejected(rewrite, sweep, batch))  # fmt: skip
+        trial = (
+            measure_trial(
+                _variant(sweep, rewrite.model),
+                rewrite.name,
+                "rewrite",
+                batch,
+                setup.repeats,
+                exact=True,
+                max_abs_diff=rewrite.max_abs_diff,
+                max_rel_diff=rewrite.max_rel_diff,
+                detail=rewrite.detail,
+            )
+            if rewrite.exact
+            else _rejected(rewrite, sweep, batch)
+        )
         setup.on_trial(trial)
         trials.append(trial)
     for name, changes in deployment_changes(sweep, backends, precisions):
@@ -334,13 +395,21 @@ def _set_speedups(trials: list[Trial], given: Trial) -> None:
 
 def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
     """The ok trials of ``kind`` (and change name ``prefix``) at least ``MIN_GAIN`` faster than as given, best first."""
-    chosen = [t for t in trials if t.kind == kind and t.change.startswith(prefix) and t.status == "ok"
-              and t.speedup is not None and t.speedup >= MIN_GAIN]  # fmt: skip
+    chosen = [
+        t
+        for t in trials
+        if t.kind == kind
+        and t.change.startswith(prefix)
+        and t.status == "ok"
+        and t.speedup is not None
+        and t.speedup >= MIN_GAIN
+    ]
     return sorted(chosen, key=lambda t: -t.speedup)
 
 
-def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], trials: list[Trial],
-                        batch: int, setup: TrialSetup) -> Trial | None:  # fmt: skip
+def measure_combination(
+    sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], trials: list[Trial], batch: int, setup: TrialSetup
+) -> Trial | None:
     """Every gainful exact rewrite applied in turn, with the best gainful choice of backend, precision and memory
     format; measured, and checked against the original on ``setup.inputs`` (the rewrites' check inputs) when it
     rewrites. None when fewer than two changes gain (one is its own trial)."""
@@ -359,11 +428,28 @@ def measure_combination(sweep: Sweep, base: nn.Module, rewrites: list[Rewrite], 
     abs_diff, rel_diff = check_exact(base, model, setup.inputs) if chosen_rewrites else (None, None)
     if rel_diff is not None and not rel_diff <= EXACT_RTOL:
         reason = f"rejected: outputs differ by {rel_diff:.2e}"
-        return Trial(" + ".join(names), "combination", batch, sweep.backend.name, sweep.precision.value,
-                     sweep.request.channels_last, reason, max_abs_diff=abs_diff, max_rel_diff=rel_diff)  # fmt: skip
-    return measure_trial(_variant(sweep, model, **changes), " + ".join(names), "combination", batch, setup.repeats,
-                         exact=True if chosen_rewrites else None, max_abs_diff=abs_diff, max_rel_diff=rel_diff,
-                         changes=changes)  # fmt: skip
+        return Trial(
+            " + ".join(names),
+            "combination",
+            batch,
+            sweep.backend.name,
+            sweep.precision.value,
+            sweep.request.channels_last,
+            reason,
+            max_abs_diff=abs_diff,
+            max_rel_diff=rel_diff,
+        )
+    return measure_trial(
+        _variant(sweep, model, **changes),
+        " + ".join(names),
+        "combination",
+        batch,
+        setup.repeats,
+        exact=True if chosen_rewrites else None,
+        max_abs_diff=abs_diff,
+        max_rel_diff=rel_diff,
+        changes=changes,
+    )
 
 
 def seeded_model(model: str, resolution: int, seed: int) -> nn.Module:
@@ -374,8 +460,9 @@ def seeded_model(model: str, resolution: int, seed: int) -> nn.Module:
         return zoo.build_model(zoo.parse_spec(model), resolution).eval()
 
 
-def batch_ladder(sweep: Sweep, base: nn.Module, sizes: tuple[int, ...],
-                 setup: TrialSetup) -> tuple[list[Trial], int | None]:  # fmt: skip
+def batch_ladder(
+    sweep: Sweep, base: nn.Module, sizes: tuple[int, ...], setup: TrialSetup
+) -> tuple[list[Trial], int | None]:
     """The model as given over ``sizes`` (stopping at the first that runs out of memory), and the saturation batch:
     the smallest whose median throughput is within ``SATURATION`` of the best median."""
     variant = _variant(sweep, base)
@@ -406,8 +493,13 @@ def reproduce_command(model: str, trial: Trial, resolution: int, export: str | N
                 "DIR/model.py:build",
                 f"  # DIR from: utilscope advise {model} --export DIR --batch {trial.batch}",
             )
-    parts = [f"utilscope profile {model}", f"--batch {trial.batch}", f"--backend {trial.backend}",
-             f"--precision {trial.precision}", f"--res {resolution}"]  # fmt: skip
+    parts = [
+        f"utilscope profile {model}",
+        f"--batch {trial.batch}",
+        f"--backend {trial.backend}",
+        f"--precision {trial.precision}",
+        f"--res {resolution}",
+    ]
     if not trial.channels_last:
         parts.append("--no-channels-last")
     return " ".join(parts) + note
@@ -476,8 +568,7 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
     multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
     with math_mode(parse_precision("fp32")):
         rewrites = exact_rewrites(base, sweep.work, setup.inputs, multiple, notes)  # the sweep counted the model
-    trials = [t for batch in batches
-              for t in trials_at(sweep, base, rewrites, batch, backends, precisions, setup)]  # fmt: skip
+    trials = [t for batch in batches for t in trials_at(sweep, base, rewrites, batch, backends, precisions, setup)]
     sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
     ladder_trials, saturation = batch_ladder(sweep, base, sizes, setup) if sizes else ([], None)
     best = {}
@@ -486,11 +577,27 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
         if ok:
             best[batch] = max(ok, key=lambda t: t.samples_per_s)  # the median throughput
     exported = best[max(best)].change if best else None
-    commands = {b: reproduce_command(request.measure.model, t, sweep.resolution, request.export, exported)
-                for b, t in best.items()}  # fmt: skip
-    advice = Advice(request.measure.model, device_label(sweep.environment), gpu, sweep.resolution,
-                    sweep.work.total.flops, trials, ladder_trials, saturation, best, commands, notes,
-                    sweep.environment, measured_at, repeats=request.repeats, exactness=exactness())  # fmt: skip
+    commands = {
+        b: reproduce_command(request.measure.model, t, sweep.resolution, request.export, exported)
+        for b, t in best.items()
+    }
+    advice = Advice(
+        request.measure.model,
+        device_label(sweep.environment),
+        gpu,
+        sweep.resolution,
+        sweep.work.total.flops,
+        trials,
+        ladder_trials,
+        saturation,
+        best,
+        commands,
+        notes,
+        sweep.environment,
+        measured_at,
+        repeats=request.repeats,
+        exactness=exactness(),
+    )
     if request.export:
         export_best(advice, rewrites, base, setup.inputs[0], request.export)
     advice.wall_s = time.perf_counter() - start_s
@@ -500,8 +607,13 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
 def exactness() -> dict:
     """How rewrites are checked, as the advice records it: on the CPU in fp32, the inputs (``CHECK_INPUTS``), and
     the largest relative difference (to the original's largest output, per input) a rewrite may have."""
-    return {"device": "cpu", "precision": "fp32", "inputs": [{"batch": b, "seed": s} for b, s in CHECK_INPUTS],
-            "relative_to": "max |output| of the original on the same input", "rtol": EXACT_RTOL}  # fmt: skip
+    return {
+        "device": "cpu",
+        "precision": "fp32",
+        "inputs": [{"batch": b, "seed": s} for b, s in CHECK_INPUTS],
+        "relative_to": "max |output| of the original on the same input",
+        "rtol": EXACT_RTOL,
+    }
 
 
 def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, example: torch.Tensor, directory: str):

@@ -31,27 +31,90 @@ CHANNEL_RANKS = (2, 4)  # (N, C) and (N, C, H, W): the channel dim is dim 1
 SPATIAL_DIMS = frozenset({2, 3})
 
 PRESERVING_MODULES = (
-    nn.ReLU, nn.ReLU6, nn.SiLU, nn.GELU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh, nn.LeakyReLU, nn.ELU,
-    nn.Mish, nn.Hardtanh, nn.Identity, nn.Dropout, nn.Dropout2d, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
-    nn.AdaptiveMaxPool2d, nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d,  # resampling: per channel
-)  # fmt: skip
-PRESERVING_FUNCTIONS = frozenset({
-    F.relu, F.relu6, F.silu, F.gelu, F.hardswish, F.hardsigmoid, F.leaky_relu, F.elu, F.mish, F.hardtanh, F.dropout,
-    F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.adaptive_max_pool2d, torch.sigmoid, torch.tanh, torch.relu,
-    torch.clamp, F.interpolate,
-})  # fmt: skip
+    nn.ReLU,
+    nn.ReLU6,
+    nn.SiLU,
+    nn.GELU,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.Mish,
+    nn.Hardtanh,
+    nn.Identity,
+    nn.Dropout,
+    nn.Dropout2d,
+    nn.MaxPool2d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool2d,
+    nn.AdaptiveMaxPool2d,
+    nn.Upsample,
+    nn.UpsamplingNearest2d,
+    nn.UpsamplingBilinear2d,  # resampling: per channel
+)
+PRESERVING_FUNCTIONS = frozenset(
+    {
+        F.relu,
+        F.relu6,
+        F.silu,
+        F.gelu,
+        F.hardswish,
+        F.hardsigmoid,
+        F.leaky_relu,
+        F.elu,
+        F.mish,
+        F.hardtanh,
+        F.dropout,
+        F.max_pool2d,
+        F.avg_pool2d,
+        F.adaptive_avg_pool2d,
+        F.adaptive_max_pool2d,
+        torch.sigmoid,
+        torch.tanh,
+        torch.relu,
+        torch.clamp,
+        F.interpolate,
+    }
+)
 PRESERVING_METHODS = frozenset(
     "relu relu_ sigmoid sigmoid_ tanh tanh_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ contiguous".split()
 )
-BINARY_FUNCTIONS = frozenset({operator.add, operator.mul, operator.sub, operator.iadd, operator.imul, operator.isub,
-                              torch.add, torch.mul, torch.sub})  # fmt: skip
+BINARY_FUNCTIONS = frozenset(
+    {
+        operator.add,
+        operator.mul,
+        operator.sub,
+        operator.iadd,
+        operator.imul,
+        operator.isub,
+        torch.add,
+        torch.mul,
+        torch.sub,
+    }
+)
 DIVISIONS = frozenset({operator.truediv, operator.itruediv, torch.div, torch.true_divide})
 BINARY_METHODS = frozenset("add add_ mul mul_ sub sub_".split())
 DIVISION_METHODS = frozenset({"div", "div_"})
 INPLACE_FUNCTIONS = frozenset({operator.iadd, operator.imul, operator.isub, operator.itruediv})
 CATS = frozenset({torch.cat, torch.concat, torch.concatenate})
-NONZERO_AT_ZERO = frozenset({torch.sigmoid, F.hardsigmoid, F.hardtanh, torch.clamp, "sigmoid", "sigmoid_", "clamp",
-                             "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"})  # fmt: skip
+NONZERO_AT_ZERO = frozenset(
+    {
+        torch.sigmoid,
+        F.hardsigmoid,
+        F.hardtanh,
+        torch.clamp,
+        "sigmoid",
+        "sigmoid_",
+        "clamp",
+        "clamp_",
+        "clamp_min",
+        "clamp_min_",
+        "clamp_max",
+        "clamp_max_",
+    }
+)
 NONZERO_AT_ZERO_MODULES = (nn.Sigmoid, nn.Hardsigmoid, nn.Hardtanh)  # exact types (ReLU6 is a Hardtanh of 0)
 MULTIPLICATIONS = frozenset({operator.mul, operator.imul, torch.mul, "mul", "mul_"})
 GATES = frozenset({torch.sigmoid, F.hardsigmoid, torch.tanh, "sigmoid", "tanh"})  # elementwise, on ECA's (N, 1, C)
@@ -178,8 +241,9 @@ def trace(model: nn.Module, example: torch.Tensor) -> fx.GraphModule:
         with torch.no_grad():
             ShapeProp(traced).propagate(example)
     except Exception as exc:
-        raise ModelError(f"the example {tuple(example.shape)} does not run through {name}: "
-                         f"{describe(exc.__cause__ or exc)}") from exc  # fmt: skip
+        raise ModelError(
+            f"the example {tuple(example.shape)} does not run through {name}: {describe(exc.__cause__ or exc)}"
+        ) from exc
     return traced
 
 
@@ -242,8 +306,12 @@ def visit_module(graph: ChannelGraph, node: fx.Node, module: nn.Module) -> None:
     elif (kind is nn.BatchNorm2d and len(shape_of(node) or ()) == 4) or (
         kind is nn.BatchNorm1d and len(shape_of(node) or ()) == 2
     ):
-        roles = {"weight": module.weight, "bias": module.bias, "running_mean": module.running_mean,
-                 "running_var": module.running_var}  # fmt: skip
+        roles = {
+            "weight": module.weight,
+            "bias": module.bias,
+            "running_mean": module.running_mean,
+            "running_var": module.running_var,
+        }
         params = {role: f"{node.target}.{role}" for role, tensor in roles.items() if tensor is not None}
         visit_batchnorm(graph, node, node.target, params, node.target)
     elif kind in PRESERVING_MODULES:
@@ -397,8 +465,13 @@ def channel_conv_chain(graph: ChannelGraph, view: fx.Node, sizes: tuple) -> list
         return None
     conv = sole_user(view)
     layer = graph.module.get_submodule(conv.target) if conv is not None and conv.op == "call_module" else None
-    if not (type(layer) is nn.Conv1d and layer.in_channels == layer.out_channels == layer.groups == 1
-            and layer.stride == (1,) and layer.padding_mode == "zeros" and shape_of(conv) == shape):  # fmt: skip
+    if not (
+        type(layer) is nn.Conv1d
+        and layer.in_channels == layer.out_channels == layer.groups == 1
+        and layer.stride == (1,)
+        and layer.padding_mode == "zeros"
+        and shape_of(conv) == shape
+    ):
         return None
     chain = [conv]
     while (user := sole_user(chain[-1])) is not None and is_gate(graph, user) and shape_of(user) == shape:
@@ -605,8 +678,9 @@ def channel_slice(graph: ChannelGraph, node: fx.Node, source: fx.Node, index) ->
     must move too); ``x[:, :]`` and ``x[i:j]`` keep the layout."""
     index = index if isinstance(index, tuple) else (index,)
     body = index[:-1] if len(index) > 2 and index[-1] is Ellipsis else index
-    plain = all(isinstance(i, slice) and all(isinstance(v, (int, type(None))) for v in (i.start, i.stop, i.step))
-                for i in body)  # fmt: skip
+    plain = all(
+        isinstance(i, slice) and all(isinstance(v, (int, type(None))) for v in (i.start, i.stop, i.step)) for i in body
+    )
     if not plain or node not in graph.channels or len(shape_of(node)) != len(shape_of(source)):
         unknown(graph, node, "an index that is not a slice of channels")
         return
@@ -643,7 +717,7 @@ def reads_other_dims_only(shape: fx.Node, rank: int) -> bool:
     return bool(shape.users) and all(
         user.op == "call_function" and user.target is operator.getitem and other_dim(user.args[1], rank)
         for user in shape.users
-    )  # fmt: skip
+    )
 
 
 def other_dim(dim, rank: int) -> bool:

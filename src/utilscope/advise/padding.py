@@ -94,8 +94,13 @@ def check_arguments(model, example, multiple) -> None:
 
 def check_multiple(multiple) -> int:
     """A channel multiple to pad to (``--multiple``): 1 to MAX_MULTIPLE."""
-    return check_count(multiple, "the channel multiple (--multiple)", 1, MAX_MULTIPLE, "tensor cores want 8 or 16; "
-                       "a larger multiple only adds work")  # fmt: skip
+    return check_count(
+        multiple,
+        "the channel multiple (--multiple)",
+        1,
+        MAX_MULTIPLE,
+        "tensor cores want 8 or 16; a larger multiple only adds work",
+    )
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -235,8 +240,9 @@ def output_difference(original: nn.Module, rewritten: nn.Module, example: torch.
     with torch.no_grad():
         expected, actual = tensor_leaves(original(example)), tensor_leaves(rewritten(example))
     if [t.shape for t in expected] != [t.shape for t in actual]:
-        raise ModelError(f"the outputs differ in shape: {[tuple(t.shape) for t in expected]} "
-                         f"vs {[tuple(t.shape) for t in actual]}")  # fmt: skip
+        raise ModelError(
+            f"the outputs differ in shape: {[tuple(t.shape) for t in expected]} vs {[tuple(t.shape) for t in actual]}"
+        )
     pairs = [(e.float(), a.float()) for e, a in zip(expected, actual, strict=True) if e.numel()]
     scale = max((float(e.abs().max()) for e, _ in pairs), default=0.0)
     worst = max((float((e - a).abs().max()) for e, a in pairs), default=0.0)

@@ -61,8 +61,9 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
             blocked.setdefault(root, (reason,))
 
 
-def assign(graph: ChannelGraph, classes: dict, order: list, derived_users: dict, blocked: dict, multiple: int
-           ) -> Solution:  # fmt: skip
+def assign(
+    graph: ChannelGraph, classes: dict, order: list, derived_users: dict, blocked: dict, multiple: int
+) -> Solution:
     layouts: dict[fx.Node, Layout] = {}
     free = set()
     for root in order:

@@ -71,11 +71,20 @@ def profile_layers(sweep: Sweep, x: torch.Tensor, iters: int) -> ProfiledRun:
                 for layer, region in zip(counts.layers, region_of, strict=True)
             ]
             summed_ms = sum(us for _, us in kernels) / 1e3
-            return ProfiledRun(e2e_ms, counts.total.flops, layers, points, summed_ms, summed_ms,
-                               notes + list(prepared.notes), kernels)  # fmt: skip
+            return ProfiledRun(
+                e2e_ms, counts.total.flops, layers, points, summed_ms, summed_ms, notes + list(prepared.notes), kernels
+            )
         counts, layers, times = eager_attribution(sweep.module, x, sweep.model_id, prec.count_dtype, iters)
-    return ProfiledRun(e2e_ms, counts.total.flops, layers, layer_points(layers), times.total_us / 1e3,
-                       times.busy_us / 1e3, list(prepared.notes), [])  # fmt: skip
+    return ProfiledRun(
+        e2e_ms,
+        counts.total.flops,
+        layers,
+        layer_points(layers),
+        times.total_us / 1e3,
+        times.busy_us / 1e3,
+        list(prepared.notes),
+        [],
+    )
 
 
 def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **options) -> Attribution:

@@ -106,8 +106,14 @@ class Setting:
         backend = BACKENDS.get(attribution.backend, None)
         cuda = attribution.device_type == "cuda"
         fuses, graphs = (backend.fuses_elementwise, backend.cuda_graphs) if backend is not None else (False, False)
-        return cls(attribution.device_type, attribution.device_name, attribution.backend, attribution.precision,
-                   fuses, cuda and graphs)  # fmt: skip
+        return cls(
+            attribution.device_type,
+            attribution.device_name,
+            attribution.backend,
+            attribution.precision,
+            fuses,
+            cuda and graphs,
+        )
 
     @property
     def unit(self) -> str:
@@ -151,8 +157,13 @@ class Context:
         total = max(attribution.end_to_end_ms, attribution.kernel_time_ms)
         if total <= 0:
             total = sum(point.time_ms for point in attribution.points)
-        return cls(thresholds or Thresholds(), total, MappingProxyType(layer_ms), MappingProxyType(region_of),
-                   Setting.of(attribution))  # fmt: skip
+        return cls(
+            thresholds or Thresholds(),
+            total,
+            MappingProxyType(layer_ms),
+            MappingProxyType(region_of),
+            Setting.of(attribution),
+        )
 
     def share(self, time_ms: float) -> float:
         return time_ms / self.total_ms if self.total_ms > 0 else 0.0
@@ -342,12 +353,17 @@ def alignment_advice(attribution: Attribution, layer: LayerTime, multiple: int) 
     kernel = 1 if layer.op_class in ("pointwise_conv", "linear") else 3
     penalty = penalty_for(attribution.device_name, attribution.precision, kernel, attribution.batch)
     units = "" if attribution.precision == "fp32" else "tensor-core "
-    why = (penalty.describe() if penalty is not None else
-           f"{attribution.precision} {units}kernels on the {attribution.device_name} want 16-byte-aligned shapes and "
-           "otherwise pad or mask tiles, or fall back to slower kernels (no penalty measured for this GPU and "
-           "precision: benchmarks/alignment_penalty.py)")  # fmt: skip
-    return (f"pad channels to a multiple of {multiple} (round the width up; exact with zero weights): {why}; "
-            "`utilscope advise` pads this model and measures the gain")  # fmt: skip
+    why = (
+        penalty.describe()
+        if penalty is not None
+        else f"{attribution.precision} {units}kernels on the {attribution.device_name} want 16-byte-aligned shapes and "
+        "otherwise pad or mask tiles, or fall back to slower kernels (no penalty measured for this GPU and "
+        "precision: benchmarks/alignment_penalty.py)"
+    )
+    return (
+        f"pad channels to a multiple of {multiple} (round the width up; exact with zero weights): {why}; "
+        "`utilscope advise` pads this model and measures the gain"
+    )
 
 
 def gemm_shape(layer: LayerTime) -> tuple[int, int] | None:
@@ -529,15 +545,29 @@ def launch_bound(attribution: Attribution, context: Context) -> list[Finding]:
 def _launch_advice(setting: Setting) -> str:
     """CPU: Python and dispatch between ops; GPU: CUDA graphs, unless this run replays them already."""
     if setting.device_type != "cuda":
-        return ("time between ops (Python, framework dispatch): a larger batch (more work per op), or a compiled "
-                "backend (`compile`, `inference`: fewer, larger ops and no Python between them)")  # fmt: skip
+        return (
+            "time between ops (Python, framework dispatch): a larger batch (more work per op), or a compiled "
+            "backend (`compile`, `inference`: fewer, larger ops and no Python between them)"
+        )
     if setting.cuda_graphs:
-        return (f"CUDA graphs are already in use (the `{setting.backend}` backend): a larger batch (more work per "
-                "kernel) or fewer, larger layers")  # fmt: skip
+        return (
+            f"CUDA graphs are already in use (the `{setting.backend}` backend): a larger batch (more work per "
+            "kernel) or fewer, larger layers"
+        )
     graphed = [BACKENDS[name] for name in BACKENDS if BACKENDS[name].cuda_graphs]
     names = " or ".join(f"`{b.name}`" for b in graphed if b.fuses_elementwise or not setting.fuses)
     return f"replay CUDA graphs (the {names} backend) or use a larger batch (more work per launch)"
 
 
-__all__ = ["RULES", "Context", "Finding", "Rule", "Setting", "Thresholds", "diagnose", "list_rules", "register_rule",
-           "summarize"]  # fmt: skip
+__all__ = [
+    "RULES",
+    "Context",
+    "Finding",
+    "Rule",
+    "Setting",
+    "Thresholds",
+    "diagnose",
+    "list_rules",
+    "register_rule",
+    "summarize",
+]

@@ -23,8 +23,9 @@ def points_frame(attribution: Attribution) -> pd.DataFrame:
         }
         for p in attribution.points
     ]
-    frame = pd.DataFrame(rows, columns=["name", "op_class", "flops", "other_flops", "bytes", "time_ms", "layers",
-                                        "kernels"])  # fmt: skip
+    frame = pd.DataFrame(
+        rows, columns=["name", "op_class", "flops", "other_flops", "bytes", "time_ms", "layers", "kernels"]
+    )
     return with_rates(frame, attribution)
 
 

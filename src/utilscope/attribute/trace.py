@@ -184,7 +184,7 @@ def layer_points(layers: list[LayerTime]) -> list[Point]:
             layer.time_ms,
             [layer.name],
             layer.kernels,
-        )  # fmt: skip
+        )
         for layer in layers
         if layer.time_ms and (layer.flops or layer.other_flops or layer.bytes)
     ]

@@ -27,18 +27,43 @@ def add_parsers(sub) -> None:
     p.add_argument("--backend", default="graph", help="the as-given backend (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--backends", default=None, help="backends to try (default: graph,inference on a GPU; the "
-                   "as-given one on a CPU)")  # fmt: skip
-    p.add_argument("--precisions", default=None, help="precisions to try, e.g. fp16,bf16,tf32 (default: fp16,bf16 "
-                   "on a GPU; the as-given one on a CPU)")  # fmt: skip
-    p.add_argument("--multiple", type=int, default=None, help="pad channels to a multiple of this (default: the "
-                   "largest the precisions tried want: 8 for fp16/bf16, 4 for tf32/fp32, 16 for int8)")  # fmt: skip
-    p.add_argument("--ladder", default=None, help="batch sizes of the saturation ladder (default: 1,2,4,...,512 on a "
-                   "GPU, 1,...,16 on a CPU; 'none' skips it)")  # fmt: skip
-    p.add_argument("--export", default=None, metavar="DIR", help="write the rewritten model of the best "
-                   "configuration to DIR/model.pt with DIR/model.py:build (default: no export)")  # fmt: skip
-    p.add_argument("--repeats", type=whole("--repeats"), default=None, help="time each trial this many times; "
-                   "the median is reported with its range and ranked (default: 3, advisor.REPEATS)")  # fmt: skip
+    p.add_argument(
+        "--backends",
+        default=None,
+        help="backends to try (default: graph,inference on a GPU; the as-given one on a CPU)",
+    )
+    p.add_argument(
+        "--precisions",
+        default=None,
+        help="precisions to try, e.g. fp16,bf16,tf32 (default: fp16,bf16 on a GPU; the as-given one on a CPU)",
+    )
+    p.add_argument(
+        "--multiple",
+        type=int,
+        default=None,
+        help="pad channels to a multiple of this (default: the "
+        "largest the precisions tried want: 8 for fp16/bf16, 4 for tf32/fp32, 16 for int8)",
+    )
+    p.add_argument(
+        "--ladder",
+        default=None,
+        help="batch sizes of the saturation ladder (default: 1,2,4,...,512 on a "
+        "GPU, 1,...,16 on a CPU; 'none' skips it)",
+    )
+    p.add_argument(
+        "--export",
+        default=None,
+        metavar="DIR",
+        help="write the rewritten model of the best "
+        "configuration to DIR/model.pt with DIR/model.py:build (default: no export)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=whole("--repeats"),
+        default=None,
+        help="time each trial this many times; "
+        "the median is reported with its range and ranked (default: 3, advisor.REPEATS)",
+    )
     p.add_argument("--json", action="store_true", help="print the advice as JSON instead of tables")
     add_cudnn_options(p)
     p.set_defaults(run=cmd_advise)
@@ -50,11 +75,24 @@ def cmd_advise(args, console: Console) -> int:
 
     one_model(args.model, "advise")
     ladder = None if args.ladder is None else () if args.ladder == "none" else check_batches(parse_batches(args.ladder))
-    measure = MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
-                             resolution=args.res, cudnn=cudnn_settings(args))  # fmt: skip
-    request = AdviseRequest(measure, parse_batches(args.batch), args.multiple, parse_list(args.backends, "--backends"),
-                            parse_list(args.precisions, "--precisions"), ladder, args.export,
-                            **({} if args.repeats is None else {"repeats": args.repeats}))  # fmt: skip
+    measure = MeasureRequest(
+        args.model,
+        precision=args.precision,
+        backend=args.backend,
+        device=args.device,
+        resolution=args.res,
+        cudnn=cudnn_settings(args),
+    )
+    request = AdviseRequest(
+        measure,
+        parse_batches(args.batch),
+        args.multiple,
+        parse_list(args.backends, "--backends"),
+        parse_list(args.precisions, "--precisions"),
+        ladder,
+        args.export,
+        **({} if args.repeats is None else {"repeats": args.repeats}),
+    )
     progress = Console(stderr=True, highlight=False)
 
     def on_trial(trial) -> None:  # one line per trial as it lands, on standard error (beside --json too)

@@ -24,8 +24,10 @@ EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quie
 def one_model(spec: str, verb: str) -> str:
     """``spec``, for a verb that takes one model; a glob is a UsageError that points to ``survey``."""
     if zoo.is_glob(spec):
-        raise UsageError(f"`utilscope {verb}` takes one model and '{spec}' is a glob: for many models use "
-                         f"`utilscope survey --models '{spec}'`")  # fmt: skip
+        raise UsageError(
+            f"`utilscope {verb}` takes one model and '{spec}' is a glob: for many models use "
+            f"`utilscope survey --models '{spec}'`"
+        )
     return spec
 
 
@@ -68,31 +70,52 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--peak", type=float, default=None,
-                   help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
-                   "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
+    p.add_argument(
+        "--peak",
+        type=float,
+        default=None,
+        help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
+        "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)",
+    )
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     add_threads_option(p)
     add_cudnn_options(p)
 
 
 def add_threads_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch's intra-op thread count (torch.set_num_threads): a condition of a CPU measurement, "
-                   "stored with it; on a GPU only the host's work uses it (default: torch's own)")  # fmt: skip
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch's intra-op thread count (torch.set_num_threads): a condition of a CPU measurement, "
+        "stored with it; on a GPU only the host's work uses it (default: torch's own)",
+    )
 
 
 def add_cudnn_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
-                   help="take cuDNN's heuristic algorithms instead of autotuning every new conv shape (seconds per "
-                   "new network); stored as a configuration of its own")  # fmt: skip
-    p.add_argument("--cudnn-benchmark-limit", type=int, default=None, metavar="N",
-                   help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
-                   "fewer: less set-up time); stored as a configuration of its own (default: torch's, 10)")  # fmt: skip
-    p.add_argument("--cudnn-depthwise-heuristic", action="store_true",
-                   help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
-                   "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "
-                   "stored as a configuration of its own")  # fmt: skip
+    p.add_argument(
+        "--no-cudnn-benchmark",
+        dest="cudnn_benchmark",
+        action="store_false",
+        help="take cuDNN's heuristic algorithms instead of autotuning every new conv shape (seconds per "
+        "new network); stored as a configuration of its own",
+    )
+    p.add_argument(
+        "--cudnn-benchmark-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "
+        "fewer: less set-up time); stored as a configuration of its own (default: torch's, 10)",
+    )
+    p.add_argument(
+        "--cudnn-depthwise-heuristic",
+        action="store_true",
+        help="autotune every conv but the depthwise ones, which take cuDNN's heuristic algorithm (setting "
+        "up their candidate algorithms is a large part of autotuning's time); eager and graph backends; "
+        "stored as a configuration of its own",
+    )
 
 
 def cudnn_settings(args: argparse.Namespace) -> CudnnSettings:
@@ -100,6 +123,14 @@ def cudnn_settings(args: argparse.Namespace) -> CudnnSettings:
 
 
 def measure_request(args: argparse.Namespace) -> MeasureRequest:
-    return MeasureRequest(args.model, precision=args.precision, backend=args.backend, device=args.device,
-                          resolution=args.res, channels_last=args.channels_last, peak_tflops=args.peak,
-                          cudnn=cudnn_settings(args), threads=args.threads)  # fmt: skip
+    return MeasureRequest(
+        args.model,
+        precision=args.precision,
+        backend=args.backend,
+        device=args.device,
+        resolution=args.res,
+        channels_last=args.channels_last,
+        peak_tflops=args.peak,
+        cudnn=cudnn_settings(args),
+        threads=args.threads,
+    )

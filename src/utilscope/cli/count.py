@@ -23,33 +23,59 @@ from utilscope.units import plural
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
-                   "'timm:resnet*' (one summary row per model)")  # fmt: skip
+    p.add_argument(
+        "model",
+        help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
+        "'timm:resnet*' (one summary row per model)",
+    )
     p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
-    p.add_argument("--dtype", default="fp32",
-                   help=f"one of {', '.join(DTYPES)}: sets bytes per element (default: %(default)s)")  # fmt: skip
-    p.add_argument("--top", type=int, default=None, metavar="K",
-                   help="show only the K layers with the most FLOPs (default: every layer)")  # fmt: skip
+    p.add_argument(
+        "--dtype", default="fp32", help=f"one of {', '.join(DTYPES)}: sets bytes per element (default: %(default)s)"
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=None,
+        metavar="K",
+        help="show only the K layers with the most FLOPs (default: every layer)",
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
     fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
     p.set_defaults(run=cmd_count)
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
-    p.add_argument("pattern", nargs="?", default="torchvision:*",
-                   help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)")  # fmt: skip
-    p.add_argument("--set", dest="model_set", default=None, metavar="NAME",
-                   help=f"list a named model set with its native resolution and GFLOPs instead; one of "
-                   f"{', '.join(model_sets.set_names())} (default: none)")  # fmt: skip
-    p.add_argument("--rows-of", default=None, metavar="TABLE",
-                   help="with --set: print MODEL@RES for each row of this timm benchmark table (data/public/"
-                   "timm-benchmark) whose model is in the set, sorted: what `survey --models-file` takes to measure "
-                   "the table's work (default: none)")  # fmt: skip
-    p.add_argument("--with-reparam", action="store_true",
-                   help="with --rows-of: also MODEL+reparam@RES for each model timm can reparameterize (each model "
-                   "is built, without weights, to find out)")  # fmt: skip
-    p.add_argument("--native-only", action="store_true",
-                   help="with --rows-of: only the rows at each model's native resolution")  # fmt: skip
+    p.add_argument(
+        "pattern",
+        nargs="?",
+        default="torchvision:*",
+        help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)",
+    )
+    p.add_argument(
+        "--set",
+        dest="model_set",
+        default=None,
+        metavar="NAME",
+        help=f"list a named model set with its native resolution and GFLOPs instead; one of "
+        f"{', '.join(model_sets.set_names())} (default: none)",
+    )
+    p.add_argument(
+        "--rows-of",
+        default=None,
+        metavar="TABLE",
+        help="with --set: print MODEL@RES for each row of this timm benchmark table (data/public/"
+        "timm-benchmark) whose model is in the set, sorted: what `survey --models-file` takes to measure "
+        "the table's work (default: none)",
+    )
+    p.add_argument(
+        "--with-reparam",
+        action="store_true",
+        help="with --rows-of: also MODEL+reparam@RES for each model timm can reparameterize (each model "
+        "is built, without weights, to find out)",
+    )
+    p.add_argument(
+        "--native-only", action="store_true", help="with --rows-of: only the rows at each model's native resolution"
+    )
     p.set_defaults(run=cmd_models)
 
 
@@ -137,6 +163,7 @@ def list_rows_of(table: str, name: str, with_reparam: bool = False, native_only:
         pairs += [(f"{model}{zoo.REPARAM}", resolution) for model, resolution in pairs if model in convertible]
     for model, resolution in pairs:
         print(f"{model}@{resolution}")
-    print(f"{len(pairs)} models at a resolution from {len(rows)} rows of {Path(table).name} (set {name})",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(pairs)} models at a resolution from {len(rows)} rows of {Path(table).name} (set {name})", file=sys.stderr
+    )
     return 0

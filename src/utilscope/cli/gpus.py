@@ -11,18 +11,37 @@ from utilscope.present.profile_view import frame_table
 from utilscope.report import atlas
 from utilscope.survey.store import Store
 
-SHOWN = {"gpu": "GPU", "source": "source", "table": "table", "condition": "condition", "resolution": "res",
-         "batch": "batch", "reparam": "reparam", "samples_per_s": "samples/s", "utilization": "FLOP util"}  # fmt: skip
+SHOWN = {
+    "gpu": "GPU",
+    "source": "source",
+    "table": "table",
+    "condition": "condition",
+    "resolution": "res",
+    "batch": "batch",
+    "reparam": "reparam",
+    "samples_per_s": "samples/s",
+    "utilization": "FLOP util",
+}
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("gpus", help="one model on every GPU a store has rows for (ours and published), or, without "
-                       "a model, the atlas's summary per GPU and conv class")  # fmt: skip
-    p.add_argument("model", nargs="?", default=None,
-                   help="a model id, e.g. timm:resnet50 (a bare name is a timm model) (default: none: the summary of "
-                   "every GPU in timm's condition)")  # fmt: skip
-    p.add_argument("--db", default="results.sqlite",
-                   help="the store, a survey's with published tables ingested (default: %(default)s)")  # fmt: skip
+    p = sub.add_parser(
+        "gpus",
+        help="one model on every GPU a store has rows for (ours and published), or, without "
+        "a model, the atlas's summary per GPU and conv class",
+    )
+    p.add_argument(
+        "model",
+        nargs="?",
+        default=None,
+        help="a model id, e.g. timm:resnet50 (a bare name is a timm model) (default: none: the summary of "
+        "every GPU in timm's condition)",
+    )
+    p.add_argument(
+        "--db",
+        default="results.sqlite",
+        help="the store, a survey's with published tables ingested (default: %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(run=cmd_gpus)
 
@@ -35,8 +54,10 @@ def cmd_gpus(args, console: Console) -> int:
     rows = atlas.one_model(frame, args.model)
     if rows.empty:
         known = ", ".join(sorted(frame["gpu"].unique())) or "none"
-        raise UsageError(f"{args.model}: no counted row in {args.db} (GPUs with rows: {known}; published rows are "
-                         "counted by `utilscope ingest`)")  # fmt: skip
+        raise UsageError(
+            f"{args.model}: no counted row in {args.db} (GPUs with rows: {known}; published rows are "
+            "counted by `utilscope ingest`)"
+        )
     if args.json:
         print(strict_json(rows.to_dict(orient="records")))
         return 0
@@ -61,11 +82,19 @@ def print_summary(rows, gains, as_json: bool, console: Console) -> int:
     swap_counts, swaps = atlas.rank_swaps(rows)
     families = atlas.family_ratios(rows)
     if as_json:
-        print(strict_json({"classes": classes.to_dict(orient="records"), "pairs": pairs.to_dict(orient="records"),
-                           "spearman": spearman.round(4).to_dict(), "dynamo": dynamo.to_dict(orient="records"),
-                           "swap_counts": swap_counts.to_dict(orient="records"),
-                           "swaps": swaps.to_dict(orient="records"),
-                           "families": families.to_dict(orient="records")}))  # fmt: skip
+        print(
+            strict_json(
+                {
+                    "classes": classes.to_dict(orient="records"),
+                    "pairs": pairs.to_dict(orient="records"),
+                    "spearman": spearman.round(4).to_dict(),
+                    "dynamo": dynamo.to_dict(orient="records"),
+                    "swap_counts": swap_counts.to_dict(orient="records"),
+                    "swaps": swaps.to_dict(orient="records"),
+                    "families": families.to_dict(orient="records"),
+                }
+            )
+        )
         return 0
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     console.print(frame_table(classes.round(4), f"FLOP utilization per GPU and conv class ({tables})"))
@@ -86,11 +115,20 @@ def print_swaps_and_families(swap_counts, swaps, families, console: Console) -> 
     least of their utilization on the bigger GPU."""
     if swap_counts.empty:
         return
-    console.print(frame_table(swap_counts.round(3), f"rows within {atlas.FLOPS_ALIKE:.0%} in FLOPs that the two GPUs "
-                              f"order differently (each by more than {atlas.SWAP_MARGIN:.0%})"))  # fmt: skip
+    console.print(
+        frame_table(
+            swap_counts.round(3),
+            f"rows within {atlas.FLOPS_ALIKE:.0%} in FLOPs that the two GPUs "
+            f"order differently (each by more than {atlas.SWAP_MARGIN:.0%})",
+        )
+    )
     if not swaps.empty:
-        console.print(frame_table(swaps.head(SHOWN_SWAPS).round(3), f"the {SHOWN_SWAPS} largest swaps (swing: the "
-                                  "quotient of the two GPUs' speed ratios)"))  # fmt: skip
+        console.print(
+            frame_table(
+                swaps.head(SHOWN_SWAPS).round(3),
+                f"the {SHOWN_SWAPS} largest swaps (swing: the quotient of the two GPUs' speed ratios)",
+            )
+        )
     for (small, big), part in families.groupby(["smaller", "bigger"], sort=False):
         shown = pd.concat([part.head(SHOWN_FAMILIES), part.tail(SHOWN_FAMILIES)]).drop_duplicates()
         title = f"families on {big} against {small}: the {SHOWN_FAMILIES} keeping the most and the least utilization"

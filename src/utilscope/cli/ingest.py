@@ -15,20 +15,33 @@ COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="bring published benchmark tables (timm's) into a store, with their provenance")
-    p.add_argument("format", choices=(FORMAT,),
-                   help="the tables' format: timm-benchmark (timm's benchmark-infer-*.csv; the ones utilscope "
-                   "cites are in data/public/timm-benchmark)")  # fmt: skip
+    p.add_argument(
+        "format",
+        choices=(FORMAT,),
+        help="the tables' format: timm-benchmark (timm's benchmark-infer-*.csv; the ones utilscope "
+        "cites are in data/public/timm-benchmark)",
+    )
     p.add_argument("files", nargs="+", metavar="FILE", help="the tables (never modified)")
-    p.add_argument("--db", default="results.sqlite",
-                   help="the store, created if missing; ingesting a table again adds nothing "
-                   "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--no-count", dest="count", action="store_false",
-                   help="store the rows only; by default each row's model is also counted by utilscope's engine at "
-                   "the row's resolution (FLOPs, bytes; rows left uncounted by an interrupted run are counted by "
-                   "the next)")  # fmt: skip
-    p.add_argument("--jobs", type=int, default=min(4, cpu_cores()),
-                   help="processes counting models at a time, one thread each (default: %(default)s, this machine's "
-                   "cores up to 4)")  # fmt: skip
+    p.add_argument(
+        "--db",
+        default="results.sqlite",
+        help="the store, created if missing; ingesting a table again adds nothing (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-count",
+        dest="count",
+        action="store_false",
+        help="store the rows only; by default each row's model is also counted by utilscope's engine at "
+        "the row's resolution (FLOPs, bytes; rows left uncounted by an interrupted run are counted by "
+        "the next)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=min(4, cpu_cores()),
+        help="processes counting models at a time, one thread each (default: %(default)s, this machine's "
+        "cores up to 4)",
+    )
     p.set_defaults(run=cmd_ingest)
 
 
@@ -50,8 +63,10 @@ def cmd_ingest(args, console: Console) -> int:
 
         result = ingest(args.files, args.db, True, args.jobs, on_ingested=ingested, on_model=counted)
     counted_text = f"counted {plural(result.counted, 'model')} at a resolution and precision of their rows"
-    console.print(f"{counted_text} ({result.failed} could not be built or counted: rows kept, the reason in "
-                  "count_status)", highlight=False)  # fmt: skip
+    console.print(
+        f"{counted_text} ({result.failed} could not be built or counted: rows kept, the reason in count_status)",
+        highlight=False,
+    )
     said = f"{plural(result.decided, 'row')} of reparameterizable models: whether the table's run reparameterized "
     console.print(said + "them decided from its GMACs (reparam yes / no)", highlight=False)
     render_disagreements(result.disagreements, console)
@@ -60,10 +75,16 @@ def cmd_ingest(args, console: Console) -> int:
 
 def render_disagreements(apart, console: Console, most: int = 10) -> None:
     """Where the tables' GMACs and our counts disagree (beyond 5% and timm's rounding), the largest first."""
-    console.print(f"{plural(len(apart), 'model')} (at a resolution) whose published GMACs differ from our FLOPs / 2 "
-                  "by more than 5%" + (":" if len(apart) else ""), highlight=False)  # fmt: skip
+    console.print(
+        f"{plural(len(apart), 'model')} (at a resolution) whose published GMACs differ from our FLOPs / 2 "
+        "by more than 5%" + (":" if len(apart) else ""),
+        highlight=False,
+    )
     for row in apart.head(most).itertuples():
-        console.print(f"  {row.model} {row.resolution}px: published {row.gmacs:g} GMACs, ours {row.ours_gmacs:.3g} "
-                      f"({row.ratio:.2f}x)", highlight=False)  # fmt: skip
+        console.print(
+            f"  {row.model} {row.resolution}px: published {row.gmacs:g} GMACs, ours {row.ours_gmacs:.3g} "
+            f"({row.ratio:.2f}x)",
+            highlight=False,
+        )
     if len(apart) > most:
         console.print(f"  ... and {len(apart) - most} more", highlight=False)

@@ -18,17 +18,22 @@ from utilscope.present.roofline_plot import plot_attribution
 def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
     add_measurement_options(p)
-    p.add_argument("--batch", default=None,
-                   help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)")  # fmt: skip
+    p.add_argument(
+        "--batch", default=None, help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)"
+    )
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
     add_measurement_options(p)
     p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default: %(default)s)")
-    p.add_argument("--roofline", default=None, metavar="PNG",
-                   help="also write the roofline plot to this PNG file, checked before measuring, its folder created "
-                   "if missing (default: no plot)")  # fmt: skip
+    p.add_argument(
+        "--roofline",
+        default=None,
+        metavar="PNG",
+        help="also write the roofline plot to this PNG file, checked before measuring, its folder created "
+        "if missing (default: no plot)",
+    )
     p.add_argument("--json", action="store_true", help="print everything as JSON instead of tables")
     p.set_defaults(run=cmd_layers)
     p = sub.add_parser("devices", help="the datasheet peak table (dense TFLOP/s per math unit, bandwidth)")

@@ -59,23 +59,34 @@ def _space_help() -> str:
 def _add_sample_measure(verbs) -> None:
     p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
     p.add_argument("--space", required=True, help=_space_help())
-    p.add_argument("-n", type=whole("-n", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY), default=100,
-                   help="how many distinct architectures (default: %(default)s)")  # fmt: skip
-    p.add_argument("--seed", type=SEED, default=0,
-                   help="seed of numpy's generator: the same seed, space and -n give the same file on any machine "
-                   "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--flops-min", type=float, default=None,
-                   help="lower FLOPs bound per sample, 2 x MACs (default: none)")  # fmt: skip
-    p.add_argument("--flops-max", type=float, default=None,
-                   help="upper FLOPs bound per sample, 2 x MACs (default: none)")  # fmt: skip
-    p.add_argument("--out", default="archs.jsonl",
-                   help="the .jsonl file to write, replaced if it exists; its folder is created if missing (default: "
-                   "%(default)s)")  # fmt: skip
+    p.add_argument(
+        "-n",
+        type=whole("-n", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
+        default=100,
+        help="how many distinct architectures (default: %(default)s)",
+    )
+    p.add_argument(
+        "--seed",
+        type=SEED,
+        default=0,
+        help="seed of numpy's generator: the same seed, space and -n give the same file on any machine "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--flops-min", type=float, default=None, help="lower FLOPs bound per sample, 2 x MACs (default: none)"
+    )
+    p.add_argument(
+        "--flops-max", type=float, default=None, help="upper FLOPs bound per sample, 2 x MACs (default: none)"
+    )
+    p.add_argument(
+        "--out",
+        default="archs.jsonl",
+        help="the .jsonl file to write, replaced if it exists; its folder is created if missing (default: %(default)s)",
+    )
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
     p.add_argument("archs", help="a JSONL file written by `utilscope nas sample`")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="only the first N architectures (default: all)")  # fmt: skip
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N architectures (default: all)")
     add_grid_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_measure)
 
@@ -83,32 +94,52 @@ def _add_sample_measure(verbs) -> None:
 def _add_table_fit(verbs) -> None:
     p = verbs.add_parser("table", help="time every distinct layer of a space alone: the predictor's latency table")
     p.add_argument("--space", required=True, help=_space_help())
-    p.add_argument("--archs", action="append", default=[],
-                   help="also time the layers of these JSONL files; repeatable (default: only the space's covering "
-                   "set of layers)")  # fmt: skip
+    p.add_argument(
+        "--archs",
+        action="append",
+        default=[],
+        help="also time the layers of these JSONL files; repeatable (default: only the space's covering set of layers)",
+    )
     p.add_argument("--batch", default="1,256", help="comma-separated batch sizes (default: %(default)s)")
     p.add_argument("--precision", default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
-    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
-                   help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)")  # fmt: skip
+    p.add_argument(
+        "--no-cudnn-benchmark",
+        dest="cudnn_benchmark",
+        action="store_false",
+        help="cuDNN's heuristic algorithms (as `nas measure --no-cudnn-benchmark`)",
+    )
     add_executor_options(p)
     p.set_defaults(run=cmd_table)
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
-    p.add_argument("--space", required=True, help=f"{_space_help()}; the store's architectures of other spaces are "
-                   "left out")  # fmt: skip
+    p.add_argument(
+        "--space", required=True, help=f"{_space_help()}; the store's architectures of other spaces are left out"
+    )
     p.add_argument("--db", required=True, help="a store with `utilscope nas measure` results of this space")
-    p.add_argument("--table", required=True, action="append",
-                   help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
-                        "configuration (e.g. one per batch size)")  # fmt: skip
+    p.add_argument(
+        "--table",
+        required=True,
+        action="append",
+        help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
+        "configuration (e.g. one per batch size)",
+    )
     p.add_argument("--seed", type=SEED, default=0, help="seed of the held-out split (default: %(default)s)")
-    p.add_argument("--prior-archs", type=whole("--prior-archs", 0, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
-                   default=1000, metavar="N",
-                   help="the layer models' prior: the general model (`utilscope predict`) estimates the table's blocks "
-                   "and those of N sampled architectures; 0: no prior (default: %(default)s)")  # fmt: skip
-    p.add_argument("--prior-profile", default=None, metavar="FILE",
-                   help="the device profile of that prior (default: the one shipped for the table's GPU and "
-                   "precision; none shipped: no prior)")  # fmt: skip
+    p.add_argument(
+        "--prior-archs",
+        type=whole("--prior-archs", 0, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
+        default=1000,
+        metavar="N",
+        help="the layer models' prior: the general model (`utilscope predict`) estimates the table's blocks "
+        "and those of N sampled architectures; 0: no prior (default: %(default)s)",
+    )
+    p.add_argument(
+        "--prior-profile",
+        default=None,
+        metavar="FILE",
+        help="the device profile of that prior (default: the one shipped for the table's GPU and "
+        "precision; none shipped: no prior)",
+    )
     p.add_argument("--out", required=True, help="the profile's JSON file")
     p.set_defaults(run=cmd_fit)
 
@@ -116,12 +147,16 @@ def _add_table_fit(verbs) -> None:
 def _add_predict_analyze(verbs) -> None:
     p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
     p.add_argument("archs", help="a JSONL file of architectures, all of one space")
-    p.add_argument("--gpu", default=None,
-                   help="use the profile shipped for this GPU, e.g. h200 (default: none; give --gpu or "
-                   "--profile)")  # fmt: skip
-    p.add_argument("--profile", default=None,
-                   help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for "
-                   "--gpu)")  # fmt: skip
+    p.add_argument(
+        "--gpu",
+        default=None,
+        help="use the profile shipped for this GPU, e.g. h200 (default: none; give --gpu or --profile)",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
+    )
     p.add_argument("--batch", type=int, default=256, help="batch size (default: %(default)s)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the predictions as JSON instead of a table")
@@ -138,38 +173,75 @@ def _add_search(verbs) -> None:
     p.add_argument("--space", required=True, help=_space_help())
     p.add_argument("--min-throughput", type=float, required=True, help="samples/s every answer must reach")
     p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default: %(default)s)")
-    p.add_argument("--simulate", metavar="DB", default=None,
-                   help="answer measurements from this store's dataset and compare the strategies, on a CPU "
-                   "(default: GPU mode, measuring on the GPU)")  # fmt: skip
-    p.add_argument("--holdout-only", action="store_true",
-                   help="simulate on the predictor's held-out architectures only (none it was fitted on)")  # fmt: skip
-    p.add_argument("--pool", default=None,
-                   help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with "
-                   "--seed)")  # fmt: skip
-    p.add_argument("--pool-size", type=whole("--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY), default=1000,
-                   help="GPU mode: candidates sampled when there is no --pool (default: %(default)s)")  # fmt: skip
-    p.add_argument("--work-dir", default=None, metavar="DIR",
-                   help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
-                   "after the search; `nas sample -n POOL_SIZE --seed SEED` writes the same pool)")  # fmt: skip
-    p.add_argument("--strategy", default="predictor",
-                   help=f"GPU mode: what screens candidates before measuring, one of {', '.join(STRATEGIES)} "
-                   "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--objective", default="flops",
-                   help="what to maximize: flops, or a JSON file mapping architecture id -> value (default: "
-                   "%(default)s)")  # fmt: skip
-    p.add_argument("--batch", type=int, default=256,
-                   help="the batch size throughput is measured and predicted at (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--simulate",
+        metavar="DB",
+        default=None,
+        help="answer measurements from this store's dataset and compare the strategies, on a CPU "
+        "(default: GPU mode, measuring on the GPU)",
+    )
+    p.add_argument(
+        "--holdout-only",
+        action="store_true",
+        help="simulate on the predictor's held-out architectures only (none it was fitted on)",
+    )
+    _add_gpu_mode_options(p)
+    p.add_argument(
+        "--objective",
+        default="flops",
+        help="what to maximize: flops, or a JSON file mapping architecture id -> value (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=256,
+        help="the batch size throughput is measured and predicted at (default: %(default)s)",
+    )
     p.add_argument("--gpu", default="h200", help="the shipped predictor profile's GPU (default: %(default)s)")
-    p.add_argument("--profile", default=None,
-                   help="a predictor profile from `utilscope nas fit` (default: the one shipped for "
-                   "--gpu)")  # fmt: skip
-    p.add_argument("--seed", type=SEED, default=0,
-                   help="seed of the evolution and of a sampled pool (default: %(default)s)")  # fmt: skip
-    p.add_argument("--device", default=None,
-                   help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
-                   "--device cpu asks for CPU measurements)")  # fmt: skip
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="a predictor profile from `utilscope nas fit` (default: the one shipped for --gpu)",
+    )
+    p.add_argument(
+        "--seed", type=SEED, default=0, help="seed of the evolution and of a sampled pool (default: %(default)s)"
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
+        "--device cpu asks for CPU measurements)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     p.set_defaults(run=cmd_search)
+
+
+def _add_gpu_mode_options(p) -> None:
+    """The search's options of GPU mode (no --simulate): its candidates and what screens them."""
+    p.add_argument(
+        "--pool",
+        default=None,
+        help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with --seed)",
+    )
+    p.add_argument(
+        "--pool-size",
+        type=whole("--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
+        default=1000,
+        help="GPU mode: candidates sampled when there is no --pool (default: %(default)s)",
+    )
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        metavar="DIR",
+        help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
+        "after the search; `nas sample -n POOL_SIZE --seed SEED` writes the same pool)",
+    )
+    p.add_argument(
+        "--strategy",
+        default="predictor",
+        help=f"GPU mode: what screens candidates before measuring, one of {', '.join(STRATEGIES)} "
+        "(default: %(default)s)",
+    )
 
 
 def cmd_sample(args, console: Console) -> int:
@@ -177,14 +249,18 @@ def cmd_sample(args, console: Console) -> int:
     start_s = time.perf_counter()
 
     def progress(found: int, draws: int) -> None:  # on stderr: every 10000 draws, a large or narrow sample's pace
-        print(f"{found} of {args.n} distinct architectures after {draws} draws, {time.perf_counter() - start_s:.0f} s",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{found} of {args.n} distinct architectures after {draws} draws, {time.perf_counter() - start_s:.0f} s",
+            file=sys.stderr,
+        )
 
     archs = sample_file(args.out, space, args.n, args.seed, args.flops_min, args.flops_max, progress)
     flops = sorted(space.complexity(arch).flops for arch in archs)
     spread = f"{flops[0] / 1e9:.3f}" if flops[0] == flops[-1] else f"{flops[0] / 1e9:.3f}–{flops[-1] / 1e9:.3f}"
-    console.print(f"{plural(len(archs), space.name + ' architecture')} (seed {args.seed}) in {args.out}; "
-                  f"FLOPs {spread} G per sample")  # fmt: skip
+    console.print(
+        f"{plural(len(archs), space.name + ' architecture')} (seed {args.seed}) in {args.out}; "
+        f"FLOPs {spread} G per sample"
+    )
     return 0
 
 
@@ -201,10 +277,21 @@ def cmd_table(args, console: Console) -> int:
             console.print(f"{done}/{total} layers timed in {time.perf_counter() - start_s:.0f} s")
 
     executor = executor_for(args.executor, args.ray_address, args.gpu_types, args.device)
-    table = build_table(args.out, args.space, parse_batches(args.batch), args.archs, args.precision, args.device,
-                        args.cudnn_benchmark, progress, executor)  # fmt: skip
-    console.print(f"{plural(len(table.entries), table.space + ' layer')} on {table.device} at batch "
-                  f"{','.join(map(str, sorted(table.batches())))} in {args.out}")  # fmt: skip
+    table = build_table(
+        args.out,
+        args.space,
+        parse_batches(args.batch),
+        args.archs,
+        args.precision,
+        args.device,
+        args.cudnn_benchmark,
+        progress,
+        executor,
+    )
+    console.print(
+        f"{plural(len(table.entries), table.space + ' layer')} on {table.device} at batch "
+        f"{','.join(map(str, sorted(table.batches())))} in {args.out}"
+    )
     return 0
 
 
@@ -231,37 +318,64 @@ def _prior(table, args, console: Console) -> dict:
         console.print(f"layer models without the general prior ({reason})")
         return {}
     prior = prior_estimates(table, args.prior_archs, profile)
-    console.print(f"general prior: {plural(len(prior), 'block')} estimated from the device profile "
-                  f"{Path(profile).name}")  # fmt: skip
+    console.print(
+        f"general prior: {plural(len(prior), 'block')} estimated from the device profile {Path(profile).name}"
+    )
     return prior
 
 
 def cmd_predict(args, console: Console) -> int:
     predictor, frame = predict_file(args.archs, args.profile, args.gpu, args.batch)
     if args.json:
-        print(strict_json({"device": predictor.table.device, "space": predictor.space, "batch": args.batch,
-                          "predictions": frame.to_dict(orient="records")}))  # fmt: skip
+        print(
+            strict_json(
+                {
+                    "device": predictor.table.device,
+                    "space": predictor.space,
+                    "batch": args.batch,
+                    "predictions": frame.to_dict(orient="records"),
+                }
+            )
+        )
     elif args.csv:
         print(frame.to_csv(index=False), end="")
     else:
-        console.print(f"{plural(len(frame), predictor.space + ' architecture')} on {predictor.table.device}, batch "
-                      f"{args.batch} (predicted)")  # fmt: skip
+        console.print(
+            f"{plural(len(frame), predictor.space + ' architecture')} on {predictor.table.device}, batch "
+            f"{args.batch} (predicted)"
+        )
         console.print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 
 
 def cmd_search(args, console: Console) -> int:
-    request = SearchRequest(args.space, args.min_throughput, args.budget, args.objective, args.batch, args.gpu,
-                            args.profile, args.seed, args.strategy)  # fmt: skip
+    request = SearchRequest(
+        args.space,
+        args.min_throughput,
+        args.budget,
+        args.objective,
+        args.batch,
+        args.gpu,
+        args.profile,
+        args.seed,
+        args.strategy,
+    )
     if args.simulate is not None:
         with Store(args.simulate, create=False) as store:
             report_migration(store)
             frame, records = store.frame(), store.model_records()
         simulation = simulate(request, frame, records, args.holdout_only)
         if args.json:
-            print(strict_json({"pool_size": simulation.pool_size, "dropped_without_table_entries": simulation.dropped,
-                              "margins": simulation.margins,
-                              "comparison": simulation.comparison.to_dict(orient="records")}))  # fmt: skip
+            print(
+                strict_json(
+                    {
+                        "pool_size": simulation.pool_size,
+                        "dropped_without_table_entries": simulation.dropped,
+                        "margins": simulation.margins,
+                        "comparison": simulation.comparison.to_dict(orient="records"),
+                    }
+                )
+            )
         else:
             render_simulation(request, simulation, console)
         return 0

@@ -25,44 +25,90 @@ SHOWN_LAYERS = 10
 
 
 def add_parsers(sub) -> None:
+    _add_calibrate(sub)
+    _add_predict(sub)
+
+
+def _add_calibrate(sub) -> None:
     p = sub.add_parser("calibrate", help="time a seeded sample of CNN layer configurations into a device profile")
     p.add_argument("--out", required=True, help="the device profile (.json), resumed when it exists")
-    p.add_argument("--count", type=whole("--count", 1, MAX_CONFIGS, MAX_CONFIGS_WHY),
-                   default=DEFAULT_COUNT, help="configurations in the sample (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--count",
+        type=whole("--count", 1, MAX_CONFIGS, MAX_CONFIGS_WHY),
+        default=DEFAULT_COUNT,
+        help="configurations in the sample (default: %(default)s)",
+    )
     p.add_argument("--seed", type=SEED, default=0, help="the sample's seed (default: %(default)s)")
-    p.add_argument("--precision", default=None, help="fp16, bf16, tf32, fp32, or amp (fp32 weights under autocast "
-                   "to fp16, its casts timed with each config) (default: fp16 on a GPU, else fp32)")  # fmt: skip
+    p.add_argument(
+        "--precision",
+        default=None,
+        help="fp16, bf16, tf32, fp32, or amp (fp32 weights on fp16 inputs under autocast, as a network's "
+        "layers run, the weights' casts timed with each config) (default: fp16 on a GPU, else fp32)",
+    )
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false",
-                   help="time the configs on NCHW tensors, as timm's benchmark runs (with --precision amp: timm's "
-                   "condition) (default: channels_last)")  # fmt: skip
+    p.add_argument(
+        "--no-channels-last",
+        dest="channels_last",
+        action="store_false",
+        help="time the configs on NCHW tensors, as timm's benchmark runs (with --precision amp: timm's "
+        "condition) (default: channels_last)",
+    )
     add_cudnn_options(p)
     p.set_defaults(run=cmd_calibrate)
+
+
+def _add_predict(sub) -> None:
     p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
-                   "'timm:resnet*' (one row per model and batch size)")  # fmt: skip
-    p.add_argument("--gpu", default=None, help="a GPU of the spec table (`utilscope devices`), e.g. h200 or rtx_5090: "
-                   "one without a shipped device profile is predicted by transfer from one; `all`: every GPU, "
-                   "ranked (default: none; give --gpu or --profile)")  # fmt: skip
-    p.add_argument("--profile", default=None, help="a device profile file from `utilscope calibrate` instead "
-                   "(default: the one shipped for --gpu, else the one transferred from)")  # fmt: skip
+    p.add_argument(
+        "model",
+        help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
+        "'timm:resnet*' (one row per model and batch size)",
+    )
+    p.add_argument(
+        "--gpu",
+        default=None,
+        help="a GPU of the spec table (`utilscope devices`), e.g. h200 or rtx_5090: "
+        "one without a shipped device profile is predicted by transfer from one; `all`: every GPU, "
+        "ranked (default: none; give --gpu or --profile)",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="a device profile file from `utilscope calibrate` instead "
+        "(default: the one shipped for --gpu, else the one transferred from)",
+    )
     p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
-    p.add_argument("--precision", default="fp16", help="fp16 (the shipped profile's), or amp: fp32 weights under "
-                   "autocast to it, as timm's benchmark runs (default: %(default)s)")  # fmt: skip
-    p.add_argument("--backend", default="graph", help="graph; eager (the same kernels, host time not modelled); "
-                   "inference or compile (a first model of fused execution) (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--precision",
+        default="fp16",
+        help="fp16 (the shipped profile's), or amp: fp32 weights under "
+        "autocast to it, as timm's benchmark runs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend",
+        default="graph",
+        help="graph; eager (the same kernels, host time not modelled); "
+        "inference or compile (a first model of fused execution) (default: %(default)s)",
+    )
     p.add_argument(
         "--no-channels-last",
         dest="channels_last",
         action="store_false",
         help="NCHW tensors, as timm's benchmark runs (default: channels_last, as `profile` runs)",
     )
-    p.add_argument("--price", default=None, help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
-                   "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)")  # fmt: skip
+    p.add_argument(
+        "--price",
+        default=None,
+        help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
+        "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)",
+    )
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print JSON (every layer) instead of tables: a list, one "
-                     "element per model and batch size")  # fmt: skip
+    fmt.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (every layer) instead of tables: a list, one element per model and batch size",
+    )
     fmt.add_argument("--csv", action="store_true", help="print one CSV row per model and batch size instead")
     p.set_defaults(run=cmd_predict)
 
@@ -72,12 +118,24 @@ def cmd_predict(args, console: Console) -> int:
     is printed, the others are predicted; exit 1)."""
     from utilscope.predict.run import PredictRequest
 
-    request = PredictRequest(args.model, args.gpu, args.profile, tuple(parse_batches(args.batch)), args.precision,
-                             args.backend, args.channels_last, args.res, parse_prices(args.price))  # fmt: skip
+    request = PredictRequest(
+        args.model,
+        args.gpu,
+        args.profile,
+        tuple(parse_batches(args.batch)),
+        args.precision,
+        args.backend,
+        args.channels_last,
+        args.res,
+        parse_prices(args.price),
+    )
 
     def said() -> None:
-        print(f"utilscope: fitting the predictor of {Path(select_profile(request)).name} once (seconds on one core; "
-              "cached after)", file=sys.stderr)  # fmt: skip
+        print(
+            f"utilscope: fitting the predictor of {Path(select_profile(request)).name} once (seconds on one core; "
+            "cached after)",
+            file=sys.stderr,
+        )
 
     result = predict(request, on_fit=said)
     records, predictions, many = result.records(), result.predictions, len(request.models) > 1
@@ -115,8 +173,9 @@ def parse_prices(text: str | None) -> dict[str, float]:
         except ValueError:
             value = float("nan")
         if spec is None or not value > 0 or value == float("inf"):
-            raise UsageError(f"--price {entry!r}: give GPU=USD_per_hour with a GPU of the spec table and a "
-                             f"positive price")  # fmt: skip
+            raise UsageError(
+                f"--price {entry!r}: give GPU=USD_per_hour with a GPU of the spec table and a positive price"
+            )
         prices[spec.key] = value
     return prices
 
@@ -124,17 +183,26 @@ def parse_prices(text: str | None) -> dict[str, float]:
 def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Table:
     """One row per GPU (and model and batch size), fastest first; samples per dollar where priced."""
     first = records[0]
-    table = Table(title=f"{first['model']}, {first['precision']}, {first['backend']} backend, "
-                  f"{first['memory_format']}: predicted per GPU from {device}'s profile")  # fmt: skip
+    table = Table(
+        title=f"{first['model']}, {first['precision']}, {first['backend']} backend, "
+        f"{first['memory_format']}: predicted per GPU from {device}'s profile"
+    )
     columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound")
     columns += ("samples/$",) * bool(prices)
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "GPU", "bound") else "right")
     for r in records:
         per_usd = f"{r['samples_per_usd']:,.0f}" if r["samples_per_usd"] else ""
-        table.add_row(r["model"], str(r["batch"]), r["gpu_key"], f"{r['samples_per_s']:,.0f}",
-                      f"{r['latency_ms']:.3f}", f"{r['utilization']:.1%}", r["bound"],
-                      *(per_usd,) * bool(prices))  # fmt: skip
+        table.add_row(
+            r["model"],
+            str(r["batch"]),
+            r["gpu_key"],
+            f"{r['samples_per_s']:,.0f}",
+            f"{r['latency_ms']:.3f}",
+            f"{r['utilization']:.1%}",
+            r["bound"],
+            *(per_usd,) * bool(prices),
+        )
     return table
 
 
@@ -143,14 +211,23 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
     subject = f"{len({p.model for p in predictions})} models" if many else predictions[0].model
     first = predictions[0]
     how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
-    table = Table(title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
-                  f"predicted {how}from {profile_path}")  # fmt: skip
+    table = Table(
+        title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
+        f"predicted {how}from {profile_path}"
+    )
     columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "bound", "extrapolated")
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for p in predictions:
-        table.add_row(*(p.model,) * many, str(p.batch), f"{p.latency_ms:.3f}", f"{p.samples_per_s:,.0f}",
-                      f"{p.utilization:.2%}", p.bound, "yes" if p.extrapolated else "")  # fmt: skip
+        table.add_row(
+            *(p.model,) * many,
+            str(p.batch),
+            f"{p.latency_ms:.3f}",
+            f"{p.samples_per_s:,.0f}",
+            f"{p.utilization:.2%}",
+            p.bound,
+            "yes" if p.extrapolated else "",
+        )
     return table
 
 
@@ -160,8 +237,15 @@ def layer_table(prediction) -> Table:
         left = column in ("layer", "type", "op class", "bound", "extrapolated")
         table.add_column(column, justify="left" if left else "right")
     for layer in prediction.layers[:SHOWN_LAYERS]:
-        table.add_row(layer["name"], layer["type"], layer["op_class"], f"{layer['predicted_ms']:.4f}",
-                      f"{layer['time_share']:.1%}", layer["bound"], layer["extrapolated"])  # fmt: skip
+        table.add_row(
+            layer["name"],
+            layer["type"],
+            layer["op_class"],
+            f"{layer['predicted_ms']:.4f}",
+            f"{layer['time_share']:.1%}",
+            layer["bound"],
+            layer["extrapolated"],
+        )
     return table
 
 
@@ -181,8 +265,10 @@ def cmd_calibrate(args, console: Console) -> int:
         timed = plural(len(profile.latency_ms), "configuration")
         kept = f"{timed} timed and {len(profile.failed)} failed are kept in {out}"
         raise KeyboardInterrupt(f"interrupted: {kept}; rerun to resume") from None
-    console.print(f"{plural(len(profile.latency_ms), 'configuration')} timed, {len(profile.failed)} failed, on "
-                  f"{profile.describe()}: {out}")  # fmt: skip
+    console.print(
+        f"{plural(len(profile.latency_ms), 'configuration')} timed, {len(profile.failed)} failed, on "
+        f"{profile.describe()}: {out}"
+    )
     from utilscope.predict import profile_rows
 
     kept = profile_rows.write_beside(Path(out), profile)

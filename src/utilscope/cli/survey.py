@@ -41,84 +41,166 @@ from utilscope.units import plural
 def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
     p.add_argument("--batch", default=default_batch, help="comma-separated batch sizes (default: %(default)s)")
-    p.add_argument("--precision", default=None,
-                   help=f"comma-separated, of {', '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)")  # fmt: skip
-    p.add_argument("--backend", default="graph",
-                   help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--precision",
+        default=None,
+        help=f"comma-separated, of {', '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)",
+    )
+    p.add_argument(
+        "--backend", default="graph", help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)"
+    )
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: each model's native)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
-    p.add_argument("--peak", type=float, default=None,
-                   help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for "
-                   "each precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)")  # fmt: skip
+    p.add_argument(
+        "--peak",
+        type=float,
+        default=None,
+        help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for "
+        "each precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)",
+    )
     p.add_argument("--db", default="results.sqlite", help="the SQLite store, created if missing (default: %(default)s)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="workers at a time, one per GPU when there are several (default: %(default)s)")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=900.0,
-                   help="seconds one model's group of cells may take (default: %(default)g)")  # fmt: skip
-    p.add_argument("--per-worker", type=int, default=default_per_worker,
-                   help="models each worker process measures in turn (default: %(default)s); more: less start-up "
-                   "time, and a crash restarts the worker on the models after it")  # fmt: skip
-    p.add_argument("--min-time-ms", type=float, default=None,
-                   help="total timed milliseconds per cell (default: 1000 on GPU, 200 on CPU)")  # fmt: skip
+    add_run_options(p, default_per_worker)
     add_threads_option(p)
     add_cudnn_options(p)
-    p.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
-                   help="keep earlier error rows instead of measuring their cells again")  # fmt: skip
-    p.add_argument("--shard", default=None, metavar="K/N",
-                   help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
-                   "precision and backend stay in one shard, the same on every machine): run the N shards into N "
-                   "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)")  # fmt: skip
-    p.add_argument("--fit-batch", nargs="?", const="halve", default=None, choices=FIT_RULES, metavar="RULE",
-                   help="after a batch size that runs out of memory, also measure the largest smaller one that fits, "
-                   "stored as a cell of its own and noted on the out-of-memory row; RULE halve or timm (timm's "
-                   "benchmark: 1024, 768, 512, 384, ...) (default: off; --fit-batch alone: halve)")  # fmt: skip
+    p.add_argument(
+        "--no-retry-errors",
+        dest="retry_errors",
+        action="store_false",
+        help="keep earlier error rows instead of measuring their cells again",
+    )
+    p.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
+        "precision and backend stay in one shard, the same on every machine): run the N shards into N "
+        "stores, e.g. as a Slurm array, then `utilscope merge` them (default: the whole grid)",
+    )
+    p.add_argument(
+        "--fit-batch",
+        nargs="?",
+        const="halve",
+        default=None,
+        choices=FIT_RULES,
+        metavar="RULE",
+        help="after a batch size that runs out of memory, also measure the largest smaller one that fits, "
+        "stored as a cell of its own and noted on the out-of-memory row; RULE halve or timm (timm's "
+        "benchmark: 1024, 768, 512, 384, ...) (default: off; --fit-batch alone: halve)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     add_executor_options(p)
 
 
+def add_run_options(p, default_per_worker: int) -> None:
+    """How a grid's cells are run: workers, their time limit and models, the time per cell."""
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="workers at a time, one per GPU when there are several (default: %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds one model's group of cells may take (default: %(default)g)",
+    )
+    p.add_argument(
+        "--per-worker",
+        type=int,
+        default=default_per_worker,
+        help="models each worker process measures in turn (default: %(default)s); more: less start-up "
+        "time, and a crash restarts the worker on the models after it",
+    )
+    p.add_argument(
+        "--min-time-ms",
+        type=float,
+        default=None,
+        help="total timed milliseconds per cell (default: 1000 on GPU, 200 on CPU)",
+    )
+
+
 def add_executor_options(p) -> None:
     """Where the work runs: this machine, or a Ray cluster (``survey``, ``nas measure``, ``nas table``)."""
-    p.add_argument("--executor", default="local", choices=EXECUTORS,
-                   help="where the work runs: local subprocesses (one per GPU), or Ray tasks on a cluster "
-                   "(default: %(default)s; docs/cluster.md)")  # fmt: skip
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="the Ray cluster to join: HOST:PORT of its head, or auto (RAY_ADDRESS, else the cluster "
-                   "`ray start` started on this machine) (default: local, a private Ray started here for the run; "
-                   "docs/cluster.md)")  # fmt: skip
-    p.add_argument("--gpu-types", default=None, metavar="TYPES",
-                   help="on Ray: 'all' measures every cell once on each GPU type of the cluster, or a comma-separated "
-                   "list such as A100,H100 (default: one type, the first the cluster has)")  # fmt: skip
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=EXECUTORS,
+        help="where the work runs: local subprocesses (one per GPU), or Ray tasks on a cluster "
+        "(default: %(default)s; docs/cluster.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to join: HOST:PORT of its head, or auto (RAY_ADDRESS, else the cluster "
+        "`ray start` started on this machine) (default: local, a private Ray started here for the run; "
+        "docs/cluster.md)",
+    )
+    p.add_argument(
+        "--gpu-types",
+        default=None,
+        metavar="TYPES",
+        help="on Ray: 'all' measures every cell once on each GPU type of the cluster, or a comma-separated "
+        "list such as A100,H100 (default: one type, the first the cluster has)",
+    )
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("survey", help="measure a grid of models x batch sizes x precisions x backends into a store")
-    p.add_argument("--models", action="append", default=[],
-                   help=f"a model name or glob, NAME@RES for a resolution of its own, NAME+reparam for it "
-                   f"reparameterized; repeatable (default: the {len(model_sets.default_survey())} curated "
-                   "torchvision CNNs, when no --models-file, --family or --set is given either)")  # fmt: skip
+    p.add_argument(
+        "--models",
+        action="append",
+        default=[],
+        help=f"a model name or glob, NAME@RES for a resolution of its own, NAME+reparam for it "
+        f"reparameterized; repeatable (default: the {len(model_sets.default_survey())} curated "
+        "torchvision CNNs, when no --models-file, --family or --set is given either)",
+    )
     p.add_argument(
         "--models-file",
         default=None,
         metavar="FILE",
         help="a text file of models as --models takes them, one per line (# starts a comment) (default: none)",
     )
-    p.add_argument("--family", action="append", default=[],
-                   help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
-                   f"repeatable; one of {', '.join(model_sets.families())} (default: none)")  # fmt: skip
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME",
-                   help=f"a named model set (`utilscope models --set NAME` lists it); repeatable; one of "
-                   f"{', '.join(model_sets.set_names())} (default: none)")  # fmt: skip
+    p.add_argument(
+        "--family",
+        action="append",
+        default=[],
+        help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
+        f"repeatable; one of {', '.join(model_sets.families())} (default: none)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"a named model set (`utilscope models --set NAME` lists it); repeatable; one of "
+        f"{', '.join(model_sets.set_names())} (default: none)",
+    )
     add_grid_options(p, default_batch="1,8,32,128,256", default_per_worker=1)
-    p.add_argument("--attribute", choices=["representative", "all", "none"], default="representative",
-                   help="record op-class time shares for these models (default: %(default)s, the curated "
-                   "representative set)")  # fmt: skip
+    p.add_argument(
+        "--attribute",
+        choices=["representative", "all", "none"],
+        default="representative",
+        help="record op-class time shares for these models (default: %(default)s, the curated representative set)",
+    )
     p.set_defaults(run=cmd_survey)
+    _add_store_verbs(sub)
+
+
+def _add_store_verbs(sub) -> None:
+    """The verbs that read a store: report, export, merge."""
     p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
     p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
-    p.add_argument("-o", "--out", default="report",
-                   help="output folder, created if missing; its index.html, PNGs and measurements.csv are replaced "
-                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "-o",
+        "--out",
+        default="report",
+        help="output folder, created if missing; its index.html, PNGs and measurements.csv are replaced "
+        "(default: %(default)s)",
+    )
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
     p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
@@ -126,9 +208,12 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=cmd_export)
     p = sub.add_parser("merge", help="merge results stores (e.g. the shards of one survey) into one store")
     p.add_argument("inputs", nargs="+", metavar="STORE", help="the stores to merge (never modified)")
-    p.add_argument("-o", "--out", required=True,
-                   help="the merged store, created if missing; an existing one keeps its rows (not one of the "
-                   "inputs)")  # fmt: skip
+    p.add_argument(
+        "-o",
+        "--out",
+        required=True,
+        help="the merged store, created if missing; an existing one keeps its rows (not one of the inputs)",
+    )
     p.set_defaults(run=cmd_merge)
 
 
@@ -144,9 +229,19 @@ def cmd_survey(args, console: Console) -> int:
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
     """The library's request for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
-    grid = SurveyGrid(tuple(models), tuple(parse_batches(args.batch) or ()), parse_list(args.precision, "--precision"),
-                      parse_list(args.backend, "--backend"), args.device, args.res, args.channels_last,
-                      cudnn_settings(args), args.retry_errors, parse_shard(args.shard), args.threads)  # fmt: skip
+    grid = SurveyGrid(
+        tuple(models),
+        tuple(parse_batches(args.batch) or ()),
+        parse_list(args.precision, "--precision"),
+        parse_list(args.backend, "--backend"),
+        args.device,
+        args.res,
+        args.channels_last,
+        cudnn_settings(args),
+        args.retry_errors,
+        parse_shard(args.shard),
+        args.threads,
+    )
     options = RunOptions(
         args.db, args.jobs, args.per_worker, args.timeout, attribute, args.min_time_ms, args.peak, args.fit_batch
     )
@@ -156,8 +251,13 @@ def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRe
 class ConsoleEvents(SurveyEvents):
     """A survey's progress on the terminal: the plan per target, other runs' claims, a progress bar."""
 
-    COLUMNS = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
-               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    COLUMNS = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} cells"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
 
     def __init__(self, console: Console, request: SurveyRequest):
         self.console, self.db, self.dry_run = console, request.options.db, request.dry_run
@@ -172,10 +272,12 @@ class ConsoleEvents(SurveyEvents):
     def planned(self, plan) -> None:
         where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
         shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
-        self.console.print(f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
-                           f"{plural(len(plan.groups), 'group')}, "
-                           f"{plan.skipped} already in {self.db}; {plan.config.device_label}; "
-                           f"{plan.config.software}")  # fmt: skip
+        self.console.print(
+            f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
+            f"{plural(len(plan.groups), 'group')}, "
+            f"{plan.skipped} already in {self.db}; {plan.config.device_label}; "
+            f"{plan.config.software}"
+        )
         if self.dry_run and plan.groups:
             self.console.print(plan_table(plan))
 
@@ -196,13 +298,17 @@ class ConsoleEvents(SurveyEvents):
 
 def report_lease(lease, console: Console) -> None:
     if lease.taken:
-        console.print(f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
-                      "after it to measure any it leaves)")  # fmt: skip
+        console.print(
+            f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
+            "after it to measure any it leaves)"
+        )
     if lease.stored_meanwhile:
         console.print(f"{lease.stored_meanwhile} cells were stored by another run since this one planned: skipped")
     for neighbour in lease.neighbours:
-        console.print(f"[yellow]warning: another survey ({escape(neighbour)}) is measuring on this device: the two "
-                      "runs disturb each other's timings[/]")  # fmt: skip
+        console.print(
+            f"[yellow]warning: another survey ({escape(neighbour)}) is measuring on this device: the two "
+            "runs disturb each other's timings[/]"
+        )
 
 
 def render_result(result, console: Console) -> int:
@@ -211,16 +317,19 @@ def render_result(result, console: Console) -> int:
     if result is None:
         return 0
     per_cell = result.wall_s / result.cells if result.cells else 0.0
-    console.print(f"{plural(result.cells, 'cell')} in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
-                  f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed")  # fmt: skip
+    console.print(
+        f"{plural(result.cells, 'cell')} in {result.wall_s:.1f} s ({per_cell:.2f} s per cell): "
+        f"{result.count('ok')} ok, {result.count('oom')} oom, {result.failed_cells} failed"
+    )
     console.print(outcome_table(result))
     for line in worst_errors(result):
         console.print(f"  [red]{escape(line)}[/]")
     if result.missing:
         for line in missing_lines(result.missing):
             console.print(f"  [red]{escape(line)}[/]")
-        print(f"utilscope: {len(result.missing)} planned cells have no row; {result.tally()}; {RESUME}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"utilscope: {len(result.missing)} planned cells have no row; {result.tally()}; {RESUME}", file=sys.stderr
+        )
         return EXIT_INCOMPLETE
     return EXIT_PARTIAL if result.failed_cells else 0
 

@@ -81,8 +81,10 @@ def conv_class(result) -> str:
     if attention_share(result) > 0:
         return "attention-hybrid"
     flops = result.total.flops or 1
-    shares = {cls: sum(layer.flops for layer in result.layers if layer.op_class == cls) / flops
-              for cls in ("depthwise_conv", "grouped_conv")}  # fmt: skip
+    shares = {
+        cls: sum(layer.flops for layer in result.layers if layer.op_class == cls) / flops
+        for cls in ("depthwise_conv", "grouped_conv")
+    }
     if shares["depthwise_conv"] >= DEPTHWISE_SHARE:
         return "depthwise"
     return "grouped" if shares["grouped_conv"] >= GROUPED_SHARE else "dense"
@@ -114,8 +116,9 @@ def classify(name: str) -> Verdict:
     if name.startswith("test_"):
         kind, reason = "test", f"one of timm's models for its own tests ({reason})"
     unsupported = ";".join(f"{op}:{n}" for op, n in sorted(result.unsupported.items()))
-    return Verdict(model_id, kind, reason, resolution, result.total.flops / 1e9, result.total.params / 1e6,
-                   share, unsupported)  # fmt: skip
+    return Verdict(
+        model_id, kind, reason, resolution, result.total.flops / 1e9, result.total.params / 1e6, share, unsupported
+    )
 
 
 def classify_all(names: list[str], processes: int = 1):

@@ -25,18 +25,59 @@ from torch.utils import _pytree as pytree
 from utilscope.counting.tracer import Tracer
 
 # the lower dtype's functions, cast before their own checks run (a conv checks that input and bias agree)
-LOWER = (torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d, F.linear,
-         torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm, torch.bmm,
-         torch.Tensor.bmm, torch.baddbmm, torch.addmm, torch.addbmm, torch.einsum, F.prelu,
-         F.scaled_dot_product_attention)  # fmt: skip
-FLOAT32 = frozenset({
-    "aten.native_layer_norm", "aten.layer_norm", "aten.native_group_norm", "aten.group_norm", "aten.exp",
-    "aten.expm1", "aten.log", "aten.log10", "aten.log2", "aten.log1p", "aten.reciprocal", "aten.rsqrt", "aten.pow",
-    "aten.softplus", "aten.acos", "aten.asin", "aten.cosh", "aten.sinh", "aten.tan", "aten.erfinv", "aten.cdist",
-    "aten.dist", "aten.renorm", "aten.logsumexp", "aten.cosine_similarity",
-})  # fmt: skip
-FLOAT32_OUT = frozenset({"aten.sum", "aten.prod", "aten.cumsum", "aten.cumprod", "aten.linalg_vector_norm",
-                         "aten.linalg_matrix_norm"})  # fmt: skip
+LOWER = (
+    torch.conv1d,
+    torch.conv2d,
+    torch.conv3d,
+    torch.conv_transpose1d,
+    torch.conv_transpose2d,
+    F.linear,
+    torch.matmul,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+    torch.mm,
+    torch.Tensor.mm,
+    torch.bmm,
+    torch.Tensor.bmm,
+    torch.baddbmm,
+    torch.addmm,
+    torch.addbmm,
+    torch.einsum,
+    F.prelu,
+    F.scaled_dot_product_attention,
+)
+FLOAT32 = frozenset(
+    {
+        "aten.native_layer_norm",
+        "aten.layer_norm",
+        "aten.native_group_norm",
+        "aten.group_norm",
+        "aten.exp",
+        "aten.expm1",
+        "aten.log",
+        "aten.log10",
+        "aten.log2",
+        "aten.log1p",
+        "aten.reciprocal",
+        "aten.rsqrt",
+        "aten.pow",
+        "aten.softplus",
+        "aten.acos",
+        "aten.asin",
+        "aten.cosh",
+        "aten.sinh",
+        "aten.tan",
+        "aten.erfinv",
+        "aten.cdist",
+        "aten.dist",
+        "aten.renorm",
+        "aten.logsumexp",
+        "aten.cosine_similarity",
+    }
+)
+FLOAT32_OUT = frozenset(
+    {"aten.sum", "aten.prod", "aten.cumsum", "aten.cumprod", "aten.linalg_vector_norm", "aten.linalg_matrix_norm"}
+)
 HALF_TO_FLOAT = frozenset({"aten._softmax", "aten._log_softmax"})  # their third argument: write fp32
 CAST_OP = "autocast._to_copy"  # the op name of autocast's casts in a trace (a model's own casts keep aten's)
 

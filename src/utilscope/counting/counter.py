@@ -145,8 +145,14 @@ def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None,
     return count_traced(model, batch, resolution, dtype)[0]
 
 
-def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32",
-                 channels_last: bool = False, autocast: bool = False) -> tuple[CountResult, Trace]:  # fmt: skip
+def count_traced(
+    model: str | nn.Module,
+    batch: int = 1,
+    resolution: int | None = None,
+    dtype: str = "fp32",
+    channels_last: bool = False,
+    autocast: bool = False,
+) -> tuple[CountResult, Trace]:
     """``count``, and the trace it was aggregated from (every op event, for a model of the ops' times);
     ``channels_last``: model and input in that memory format, as ``profile`` runs them (the layouts the ops see,
     and the copies that layout makes, are a GPU's); ``autocast``: fp32 model and input under CUDA autocast to
@@ -166,8 +172,9 @@ def count_traced(model: str | nn.Module, batch: int = 1, resolution: int | None 
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
-    recorded, traced_on = _trace_anywhere(module, rebuild, batch, resolution, torch_dtype, name, channels_last,
-                                          tracer_class)  # fmt: skip
+    recorded, traced_on = _trace_anywhere(
+        module, rebuild, batch, resolution, torch_dtype, name, channels_last, tracer_class
+    )
     params = sum(p.numel() for p in module.parameters())
     return aggregate(recorded, name, batch, resolution, dtype, params, traced_on), recorded
 
@@ -189,8 +196,9 @@ def _cpu_copy(model: nn.Module) -> nn.Module:
     return duplicate.to_empty(device="cpu") if on_meta else duplicate
 
 
-def _trace_anywhere(module, rebuild, batch, resolution, dtype, name, channels_last=False,
-                    tracer_class=Tracer) -> tuple[Trace, str]:  # fmt: skip
+def _trace_anywhere(
+    module, rebuild, batch, resolution, dtype, name, channels_last=False, tracer_class=Tracer
+) -> tuple[Trace, str]:
     """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
     shape = (batch, 3, resolution, resolution)
     layout = torch.channels_last if channels_last else torch.contiguous_format

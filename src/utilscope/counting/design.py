@@ -52,9 +52,12 @@ def activation_name(op: str) -> str:
 def main_activation(result: CountResult) -> str:
     """The activation op the most layers outside squeeze-excite gates run (softmax excluded); "none" if none."""
     names = Counter(
-        activation_name(op) for layer in result.layers if layer.op_class == "activation"
-        for op in layer.ops if "softmax" not in op
-    )  # fmt: skip
+        activation_name(op)
+        for layer in result.layers
+        if layer.op_class == "activation"
+        for op in layer.ops
+        if "softmax" not in op
+    )
     return names.most_common(1)[0][0] if names else "none"
 
 
@@ -101,11 +104,20 @@ def design_of(module: nn.Module, result: CountResult) -> Design:
     width = sum(layer.flops * channels_per_group(m)[1] * getattr(m, "groups", 1) for layer, m in layers) / flops
     stem, patchify = _stem(result, modules)
     return Design(
-        shares["dense_conv"], shares["pointwise_conv"], shares["grouped_conv"], shares["depthwise_conv"],
-        shares["linear"], any(layer.op_class == "se_gate" for layer in result.layers), main_activation(result),
-        aligned / flops, stem, patchify, len(layers), width,
+        shares["dense_conv"],
+        shares["pointwise_conv"],
+        shares["grouped_conv"],
+        shares["depthwise_conv"],
+        shares["linear"],
+        any(layer.op_class == "se_gate" for layer in result.layers),
+        main_activation(result),
+        aligned / flops,
+        stem,
+        patchify,
+        len(layers),
+        width,
         any(callable(getattr(m, name, None)) for m in modules.values() for name in zoo.REPARAM_METHODS),
-    )  # fmt: skip
+    )
 
 
 def design(module: nn.Module, resolution: int) -> Design:

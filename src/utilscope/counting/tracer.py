@@ -289,8 +289,13 @@ def _unary_meta(op):
     return shortcut
 
 
-UNARY = (torch.ops.aten.gelu.default, torch.ops.aten.silu.default, torch.ops.aten.sigmoid.default,
-         torch.ops.aten.hardswish.default, torch.ops.aten.hardsigmoid.default)  # fmt: skip
+UNARY = (
+    torch.ops.aten.gelu.default,
+    torch.ops.aten.silu.default,
+    torch.ops.aten.sigmoid.default,
+    torch.ops.aten.hardswish.default,
+    torch.ops.aten.hardsigmoid.default,
+)
 
 # Output shapes of ops whose meta kernels are slow Python decompositions (most of the counting time; GELU's took
 # about 1 ms a call, a fifth of NFNet-F7's count); tests check each against the real meta kernel.

@@ -24,8 +24,20 @@ from utilscope.precision import Precision
 # (unit, architecture); "*" holds for every architecture without a row of its own.
 CHANNEL_MULTIPLES = {("fp16", "*"): 8, ("bf16", "*"): 8, ("tf32", "*"): 4, ("fp32", "*"): 4, ("int8", "*"): 16}
 PENALTY_PATH = Path(__file__).with_name("alignment_penalty.csv")
-COLUMNS = ("gpu", "precision", "kernel", "channels", "padded_channels", "size", "batch", "unaligned_ms", "padded_ms",
-           "torch", "cudnn", "measured_at")  # fmt: skip
+COLUMNS = (
+    "gpu",
+    "precision",
+    "kernel",
+    "channels",
+    "padded_channels",
+    "size",
+    "batch",
+    "unaligned_ms",
+    "padded_ms",
+    "torch",
+    "cudnn",
+    "measured_at",
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +55,11 @@ class Penalty:
 
     def describe(self) -> str:
         spread = f"{self.low:.2f}–{self.high:.2f}×, " if self.shapes > 1 else ""
-        return (f"measured on the {self.gpu} in {self.precision}: {self.kernel}×{self.kernel} convs with unaligned "
-                f"channels ran {self.median:.2f}× slower than padded to the next multiple at batch {self.batch} "
-                f"({spread}median of {self.shapes} shapes)")  # fmt: skip
+        return (
+            f"measured on the {self.gpu} in {self.precision}: {self.kernel}×{self.kernel} convs with unaligned "
+            f"channels ran {self.median:.2f}× slower than padded to the next multiple at batch {self.batch} "
+            f"({spread}median of {self.shapes} shapes)"
+        )
 
 
 def channel_multiple(precision: str | Precision, architecture: str = "*") -> int:
@@ -85,5 +99,13 @@ def penalty_for(gpu: str, precision: str, kernel: int, batch: int, table: pd.Dat
     nearest_batch = min(rows["batch"].unique(), key=lambda b: (abs(math.log(int(b)) - math.log(batch)), int(b)))
     rows = rows[rows["batch"] == nearest_batch]
     slowdown = rows["unaligned_ms"] / rows["padded_ms"]
-    return Penalty(gpu, precision, int(nearest_kernel), int(nearest_batch), len(rows), float(slowdown.median()),
-                   float(slowdown.min()), float(slowdown.max()))  # fmt: skip
+    return Penalty(
+        gpu,
+        precision,
+        int(nearest_kernel),
+        int(nearest_batch),
+        len(rows),
+        float(slowdown.median()),
+        float(slowdown.min()),
+        float(slowdown.max()),
+    )

@@ -33,8 +33,19 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 PRECISIONS = tuple(p.value for p in UNITS)  # fp32, tf32, fp16, bf16, int8: the units a row gives peaks for
 PEAK_FIELDS = {p: ("int8_tops" if p == "int8" else f"{p}_tflops") for p in PRECISIONS}
 HARDWARE_FIELDS = ("boost_clock_mhz", "l2_cache_mb", "smem_per_sm_kb", "tdp_w")  # positive numbers
-REQUIRED_FIELDS = ("name", "patterns", "examples", "sm_count", "memory_gb", "memory_bandwidth_gbs", "source",
-                   "architecture", "compute_capability", *HARDWARE_FIELDS, "source_hardware")  # fmt: skip
+REQUIRED_FIELDS = (
+    "name",
+    "patterns",
+    "examples",
+    "sm_count",
+    "memory_gb",
+    "memory_bandwidth_gbs",
+    "source",
+    "architecture",
+    "compute_capability",
+    *HARDWARE_FIELDS,
+    "source_hardware",
+)
 OPTIONAL_FIELDS = ("notes", "aliases", *PEAK_FIELDS.values())
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
 SCHEMA_VERSION = 2  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware

@@ -31,8 +31,14 @@ def installed_version(package: str) -> str | None:
 VERSION_KEYS = ("torch", "cuda", "cudnn", "driver", "torchvision", "timm", "python", "utilscope")
 
 
-def environment(device: torch.device, precision: str, backend: str, channels_last: bool, cudnn: CudnnSettings,
-                threads: int | None = None) -> dict:  # fmt: skip
+def environment(
+    device: torch.device,
+    precision: str,
+    backend: str,
+    channels_last: bool,
+    cudnn: CudnnSettings,
+    threads: int | None = None,
+) -> dict:
     """What a row was measured with: device, torch's intra-op thread count (``threads``, default: torch's count
     now), driver and library versions, precision, backend, memory format and the cuDNN settings
     (``CudnnSettings.to_dict`` keys)."""

@@ -49,8 +49,11 @@ class _ConvLeafTracer(fx.Tracer):
         self.untraceable: set[str] = set()
 
     def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
-        return (isinstance(module, nn.Conv2d) or qualified_name in self.untraceable
-                or super().is_leaf_module(module, qualified_name))  # fmt: skip
+        return (
+            isinstance(module, nn.Conv2d)
+            or qualified_name in self.untraceable
+            or super().is_leaf_module(module, qualified_name)
+        )
 
     def call_module(self, module: nn.Module, forward, args, kwargs):
         stack = list(self.module_stack.items())
@@ -83,8 +86,14 @@ def _batchnorm_arguments(node: fx.Node, graph_module: fx.GraphModule) -> dict | 
         bn = graph_module.get_submodule(node.target)
         if bn.training or bn.running_mean is None:
             return None
-        return {"input": node.args[0], "running_mean": bn.running_mean, "running_var": bn.running_var,
-                "weight": bn.weight, "bias": bn.bias, "eps": bn.eps}  # fmt: skip
+        return {
+            "input": node.args[0],
+            "running_mean": bn.running_mean,
+            "running_var": bn.running_var,
+            "weight": bn.weight,
+            "bias": bn.bias,
+            "eps": bn.eps,
+        }
     arguments = _batchnorm_call(node, graph_module)
     if not arguments:
         return None
@@ -111,9 +120,12 @@ def _batchnorm_call(node: fx.Node, graph_module: fx.GraphModule) -> dict | None:
 
 def _data_users(node: fx.Node) -> list[fx.Node]:
     """The users of ``node`` that read its values, not only its metadata (timm's ``x.ndim`` checks)."""
-    return [user for user in node.users
-            if not (user.op == "call_function" and user.target is getattr and user.args[1] in METADATA)
-            and not (user.op == "call_method" and user.target in ("size", "dim"))]  # fmt: skip
+    return [
+        user
+        for user in node.users
+        if not (user.op == "call_function" and user.target is getattr and user.args[1] in METADATA)
+        and not (user.op == "call_method" and user.target in ("size", "dim"))
+    ]
 
 
 def _attribute(graph_module: fx.GraphModule, target: str) -> torch.Tensor:
@@ -134,8 +146,14 @@ def _fold_into_conv(node: fx.Node, graph_module: fx.GraphModule, call_counts: di
         return None
     fused = copy.deepcopy(conv)
     fused.weight, fused.bias = fuse_conv_bn_weights(
-        fused.weight, fused.bias, arguments["running_mean"], arguments["running_var"], arguments["eps"],
-        arguments["weight"], arguments["bias"])  # fmt: skip
+        fused.weight,
+        fused.bias,
+        arguments["running_mean"],
+        arguments["running_var"],
+        arguments["eps"],
+        arguments["weight"],
+        arguments["bias"],
+    )
     parent, _, name = conv_node.target.rpartition(".")
     setattr(graph_module.get_submodule(parent), name, fused)
     node.replace_all_uses_with(conv_node)
@@ -169,8 +187,9 @@ def fold(model: nn.Module) -> tuple[fx.GraphModule, list[Fold]]:
     for node in graph_module.graph.nodes:
         if node.op == "call_module":
             call_counts[node.target] = call_counts.get(node.target, 0) + 1
-    folds = [fold for node in list(graph_module.graph.nodes) if (fold := _fold_into_conv(node, graph_module,
-                                                                                          call_counts))]  # fmt: skip
+    folds = [
+        fold for node in list(graph_module.graph.nodes) if (fold := _fold_into_conv(node, graph_module, call_counts))
+    ]
     graph_module.graph.lint()
     graph_module.recompile()
     graph_module.delete_all_unused_submodules()

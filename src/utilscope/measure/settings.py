@@ -50,11 +50,14 @@ class CudnnSettings:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise UsageError(f"--cudnn-benchmark-limit must be 0 (all algorithms) or more, got {limit}")
             if not self.benchmark:
-                raise UsageError("--cudnn-benchmark-limit limits autotuning, which --no-cudnn-benchmark turns off: "
-                                 "give one")  # fmt: skip
+                raise UsageError(
+                    "--cudnn-benchmark-limit limits autotuning, which --no-cudnn-benchmark turns off: give one"
+                )
         if self.depthwise_heuristic and not self.benchmark:
-            raise UsageError("--cudnn-depthwise-heuristic keeps autotuning for the other convs, which "
-                             "--no-cudnn-benchmark turns off: give one")  # fmt: skip
+            raise UsageError(
+                "--cudnn-depthwise-heuristic keeps autotuning for the other convs, which "
+                "--no-cudnn-benchmark turns off: give one"
+            )
 
     def check_backend(self, backend: str) -> None:
         """The depthwise exception needs a backend that runs the model's own convolutions."""
@@ -80,14 +83,20 @@ class CudnnSettings:
 
     def to_dict(self) -> dict:
         """The environment's keys for these settings (also the results store's columns)."""
-        return {"cudnn_benchmark": self.benchmark, "cudnn_benchmark_limit": self.benchmark_limit,
-                "cudnn_depthwise_heuristic": self.depthwise_heuristic}  # fmt: skip
+        return {
+            "cudnn_benchmark": self.benchmark,
+            "cudnn_benchmark_limit": self.benchmark_limit,
+            "cudnn_depthwise_heuristic": self.depthwise_heuristic,
+        }
 
     @classmethod
     def from_dict(cls, doc: dict) -> CudnnSettings:
         """From ``to_dict`` output or a recorded environment (missing keys: torch's defaults)."""
-        return cls(bool(doc.get("cudnn_benchmark", True)), doc.get("cudnn_benchmark_limit"),
-                   bool(doc.get("cudnn_depthwise_heuristic", False)))  # fmt: skip
+        return cls(
+            bool(doc.get("cudnn_benchmark", True)),
+            doc.get("cudnn_benchmark_limit"),
+            bool(doc.get("cudnn_depthwise_heuristic", False)),
+        )
 
 
 def timing_window(min_time_ms: float | None) -> TimingPlan | None:

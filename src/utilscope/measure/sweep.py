@@ -103,8 +103,13 @@ class ProfileResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per batch size (``ProfileRow``'s fields), with the model, device, backend and precision."""
-        key = {"model": self.model, "resolution": self.resolution, "device": self.device, "backend": self.backend,
-               "precision": self.precision}  # fmt: skip
+        key = {
+            "model": self.model,
+            "resolution": self.resolution,
+            "device": self.device,
+            "backend": self.backend,
+            "precision": self.precision,
+        }
         return pd.DataFrame([{**key, **asdict(row)} for row in self.rows])
 
 
@@ -332,8 +337,13 @@ def ceiling_notes(ceilings, precision: Precision) -> list[str]:
     ]
 
 
-def prepare_sweep(request: MeasureRequest | str, clock: Clock | None = None, built: nn.Module | None = None,
-                  counted: CountResult | None = None, **options) -> Sweep:  # fmt: skip
+def prepare_sweep(
+    request: MeasureRequest | str,
+    clock: Clock | None = None,
+    built: nn.Module | None = None,
+    counted: CountResult | None = None,
+    **options,
+) -> Sweep:
     """Resolve the request on its device (precision supported there, native resolution, peaks, ceilings), set
     torch's thread count when the request gives one, count the model and build it on the device. ``built`` /
     ``counted``: the model already built (on the CPU) and counted, so neither is done again. Raises on bad input. A
@@ -379,6 +389,14 @@ def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = N
     env = sweep.environment
     ceilings = sweep.ceilings.to_dict() if sweep.ceilings is not None else None
     return ProfileResult(
-        sweep.model_id, sweep.resolution, device_label(env), sweep.backend.name, sweep.precision.value,
-        request.channels_last, sweep.work.total.flops, env, rows, ceilings,
-    )  # fmt: skip
+        sweep.model_id,
+        sweep.resolution,
+        device_label(env),
+        sweep.backend.name,
+        sweep.precision.value,
+        request.channels_last,
+        sweep.work.total.flops,
+        env,
+        rows,
+        ceilings,
+    )

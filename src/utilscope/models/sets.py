@@ -68,8 +68,10 @@ def set_names() -> list[str]:
 
 
 def set_description(name: str) -> str:
-    builtin = {"survey": "the curated default survey (torchvision CNNs)",
-               "representative": "the survey models whose op-class shares a survey records"}  # fmt: skip
+    builtin = {
+        "survey": "the curated default survey (torchvision CNNs)",
+        "representative": "the survey models whose op-class shares a survey records",
+    }
     return builtin.get(name) or _table()["sets"][name]["description"]
 
 

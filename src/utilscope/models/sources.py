@@ -218,8 +218,10 @@ def _file_match(text: str) -> str | None:
         raise UsageError(f"factory file model '{text}' needs a factory name: path/to/file.py:factory")
     _, current = _file_source(path)
     if digest and digest != current:
-        raise UsageError(f"{path} changed since it was named {text!r} (its content is #{current} now): name it "
-                         f"as {path}:{factory} to use the file as it is")  # fmt: skip
+        raise UsageError(
+            f"{path} changed since it was named {text!r} (its content is #{current} now): name it "
+            f"as {path}:{factory} to use the file as it is"
+        )
     return f"{Path(path).resolve()}:{factory}#{current}"
 
 
@@ -280,8 +282,9 @@ def _file_build(name: str, resolution: int) -> nn.Module:
     """Call the factory, with no arguments (the resolution is only the input's)."""
     model = _file_check(name)()
     if not isinstance(model, nn.Module):
-        raise ModelError(f"factory {_file_parts(name)[0]}:{_file_parts(name)[1]} returned {type(model).__name__}, "
-                         "not an nn.Module")  # fmt: skip
+        raise ModelError(
+            f"factory {_file_parts(name)[0]}:{_file_parts(name)[1]} returned {type(model).__name__}, not an nn.Module"
+        )
     return model
 
 

@@ -113,8 +113,10 @@ def list_models(pattern: str = "torchvision:*") -> list[str]:
         prefix, glob = "", pattern
     named = _named_sources()
     if prefix in model_sources() and prefix not in named:  # nas:, file:: no list of names to match
-        raise UsageError(f"a glob matches {' and '.join(named)} models, not {prefix} ones: name {prefix} models one "
-                         f"at a time, as {model_sources().get(prefix).hint}")  # fmt: skip
+        raise UsageError(
+            f"a glob matches {' and '.join(named)} models, not {prefix} ones: name {prefix} models one "
+            f"at a time, as {model_sources().get(prefix).hint}"
+        )
     if prefix and prefix not in named:
         raise UsageError(f"unknown model source '{prefix}'; use one of: {', '.join(named)}")
     sources = [named[prefix]] if prefix else _bare_sources()

@@ -69,8 +69,13 @@ def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
         low, high = values.quantile(0.25), values.quantile(0.75)
         bottom = frame.loc[values <= low, "utilization"].median()
         top = frame.loc[values >= high, "utilization"].median()
-        rows.append({"feature": column.removeprefix("feature:"), "spearman": spearman(values, frame["utilization"]),
-                     "top_over_bottom": top / bottom if bottom else float("nan")})  # fmt: skip
+        rows.append(
+            {
+                "feature": column.removeprefix("feature:"),
+                "spearman": spearman(values, frame["utilization"]),
+                "top_over_bottom": top / bottom if bottom else float("nan"),
+            }
+        )
     effects = pd.DataFrame(rows, columns=["feature", "spearman", "top_over_bottom"])
     return effects.reindex(effects["spearman"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 

@@ -63,8 +63,15 @@ class LatencyTable:
 
     def to_dict(self) -> dict:
         entries = {key: {str(b): ms for b, ms in sorted(per.items())} for key, per in sorted(self.entries.items())}
-        return {"format": TABLE_FORMAT, "space": self.space, "device": self.device, "software": self.software,
-                "precision": self.precision, "cudnn_benchmark": self.cudnn_benchmark, "entries": entries}  # fmt: skip
+        return {
+            "format": TABLE_FORMAT,
+            "space": self.space,
+            "device": self.device,
+            "software": self.software,
+            "precision": self.precision,
+            "cudnn_benchmark": self.cudnn_benchmark,
+            "entries": entries,
+        }
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "the table") -> LatencyTable:
@@ -122,9 +129,12 @@ def time_layer_ms(
 
 
 def open_table(
-    space_name: str, precision: str = "fp16", device: str | None = None, cudnn_benchmark: bool = True,
+    space_name: str,
+    precision: str = "fp16",
+    device: str | None = None,
+    cudnn_benchmark: bool = True,
     existing: LatencyTable | None = None,
-) -> LatencyTable:  # fmt: skip
+) -> LatencyTable:
     """A new table for this space, device and configuration, or ``existing`` when it matches them (resume)."""
     space = get_space(space_name)
     dev = hardware.resolve_device(device)
@@ -152,8 +162,12 @@ def fill_table(
     space = get_space(table.space)
     dev = hardware.resolve_device(device)
     prec = parse_precision(table.precision)
-    todo = [(layer, b) for layer in distinct_layers(space, archs) for b in batches
-            if b not in table.entries.get(layer.key, {})]  # fmt: skip
+    todo = [
+        (layer, b)
+        for layer in distinct_layers(space, archs)
+        for b in batches
+        if b not in table.entries.get(layer.key, {})
+    ]
     for done, (layer, batch) in enumerate(todo, start=1):
         latency_ms = time_layer_ms(space, layer, batch, dev, prec, table.cudnn)
         table.entries.setdefault(layer.key, {})[batch] = latency_ms
@@ -167,9 +181,17 @@ def fill_table(
 SAVE_EVERY = 25  # layers timed between saves of a table being filled
 
 
-def build_table(out: str | Path, space: str, batches: list[int], arch_files: Iterable[str | Path] = (),
-                precision: str = "fp16", device: str | None = None, cudnn_benchmark: bool = True,
-                on_layer: Callable[[int, int], None] | None = None, executor=None) -> LatencyTable:  # fmt: skip
+def build_table(
+    out: str | Path,
+    space: str,
+    batches: list[int],
+    arch_files: Iterable[str | Path] = (),
+    precision: str = "fp16",
+    device: str | None = None,
+    cudnn_benchmark: bool = True,
+    on_layer: Callable[[int, int], None] | None = None,
+    executor=None,
+) -> LatencyTable:
     """Fill the table at ``out`` (resumed when it exists and matches the configuration) with every distinct layer
     of the space's covering set and of ``arch_files``, saving it every ``SAVE_EVERY`` layers and at the end, so an
     interrupted run keeps what it timed. ``on_layer(done, total)`` after each layer. The batch sizes and ``out``
@@ -180,8 +202,9 @@ def build_table(out: str | Path, space: str, batches: list[int], arch_files: Ite
     archs = [arch for path in arch_files for arch in load_jsonl(path, space)]
     existing = LatencyTable.load(out) if Path(out).exists() else None
     if executor is not None and executor.name == "ray":
-        return _build_on_ray(out, executor, (space, precision, device, cudnn_benchmark), existing, archs, batches,
-                             on_layer)  # fmt: skip
+        return _build_on_ray(
+            out, executor, (space, precision, device, cudnn_benchmark), existing, archs, batches, on_layer
+        )
     table = open_table(space, precision, device, cudnn_benchmark, existing)
 
     def progress(done: int, total: int) -> None:
@@ -201,8 +224,12 @@ LAYERS_PER_TASK = 50
 def todo_layers(table: LatencyTable, archs: Iterable[Arch], batches: list[int]) -> list[tuple[Layer, int]]:
     """The (layer, batch) pairs of ``archs`` and the space's covering set that the table lacks."""
     space = get_space(table.space)
-    return [(layer, b) for layer in distinct_layers(space, archs) for b in batches
-            if b not in table.entries.get(layer.key, {})]  # fmt: skip
+    return [
+        (layer, b)
+        for layer in distinct_layers(space, archs)
+        for b in batches
+        if b not in table.entries.get(layer.key, {})
+    ]
 
 
 def _time_on_node(settings: tuple, todo: list[tuple[Layer, int]]):
@@ -215,8 +242,9 @@ def _time_on_node(settings: tuple, todo: list[tuple[Layer, int]]):
         yield layer.key, batch, time_layer_ms(space, layer, batch, dev, prec, table.cudnn)
 
 
-def _build_on_ray(out, executor, settings: tuple, existing: LatencyTable | None, archs: list[Arch],
-                  batches: list[int], on_layer) -> LatencyTable:  # fmt: skip
+def _build_on_ray(
+    out, executor, settings: tuple, existing: LatencyTable | None, archs: list[Arch], batches: list[int], on_layer
+) -> LatencyTable:
     """``build_table`` with the layers timed by Ray tasks; the table's configuration is the nodes'."""
     ray = executor.connect()
     _, options = executor.task_options(settings[2])
@@ -241,8 +269,9 @@ def _build_on_ray(out, executor, settings: tuple, existing: LatencyTable | None,
                     continue
                 if len(item) == 2:  # the task's configuration: the same GPU type, so the same table
                     if item[0] != configuration:
-                        raise UsageError(f"a node timed layers in another configuration: {item[0]}, not "
-                                         f"{configuration}")  # fmt: skip
+                        raise UsageError(
+                            f"a node timed layers in another configuration: {item[0]}, not {configuration}"
+                        )
                     continue
                 key, batch, latency_ms = item
                 table.entries.setdefault(key, {})[batch] = latency_ms

@@ -68,9 +68,15 @@ def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
         raise UsageError(f"--flops-min ({flops_min:g}) is above --flops-max ({flops_max:g}): no architecture fits")
 
 
-def sample_file(path: str | Path, space: SearchSpace, n: int, seed: int, flops_min: float | None = None,
-                flops_max: float | None = None, progress: Callable[[int, int], None] | None = None,
-                ) -> list[Arch]:  # fmt: skip
+def sample_file(
+    path: str | Path,
+    space: SearchSpace,
+    n: int,
+    seed: int,
+    flops_min: float | None = None,
+    flops_max: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Arch]:
     """``utilscope nas sample``: :func:`sample_architectures` into a JSONL file, whose path is checked first."""
     check_jsonl_path(path)
     archs = sample_architectures(space, n, seed, flops_min, flops_max, progress)

@@ -37,8 +37,16 @@ POPULATION = 20
 SAMPLE_SIZE = 5  # tournament size of regularized evolution
 MAX_STEPS = 10_000  # children proposed (measured or not) before evolution gives up
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-COMPARE_COLUMNS = ["strategy", "target", "measurements", "found", "pool_size", "relative_objective", "runs",
-                   "found_runs"]  # fmt: skip
+COMPARE_COLUMNS = [
+    "strategy",
+    "target",
+    "measurements",
+    "found",
+    "pool_size",
+    "relative_objective",
+    "runs",
+    "found_runs",
+]
 
 Objective = Callable[[Arch], float]  # to maximize
 Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
@@ -220,8 +228,9 @@ class _Screen:
     samples/s once known) >= min_throughput x (1 - margin). ``measure-all`` lets every unmeasured candidate through;
     ``flops`` lets everything through until one measurement calibrates it."""
 
-    def __init__(self, strategy: str, pool: CandidatePool, estimator: Estimator | None, min_throughput: float,
-                 margin: float):  # fmt: skip
+    def __init__(
+        self, strategy: str, pool: CandidatePool, estimator: Estimator | None, min_throughput: float, margin: float
+    ):
         check_strategy(strategy)
         _check_floor(min_throughput, margin)
         self.strategy, self.pool = strategy, pool
@@ -485,8 +494,9 @@ class EvolutionOptions:
         if self.budget < 1:
             raise UsageError(f"the measurement budget must be at least 1, got {self.budget}")
         if self.population < 1 or not 1 <= self.sample_size <= self.population:
-            raise UsageError(f"need population >= 1 and 1 <= sample size <= population, got {self.population}, "
-                             f"{self.sample_size}")  # fmt: skip
+            raise UsageError(
+                f"need population >= 1 and 1 <= sample size <= population, got {self.population}, {self.sample_size}"
+            )
         if self.max_steps < 1 or self.neighbours < 1:
             raise UsageError(f"max steps and neighbours must be at least 1, got {self.max_steps}, {self.neighbours}")
 
@@ -500,8 +510,14 @@ def _propose(members: deque, population: int, sample_size: int, rng, neighbours:
     return int(rng.choice(neighbours(members[parent][0])))
 
 
-def evolve(pool: CandidatePool, objective: Objective, oracle: Oracle, options: EvolutionOptions,
-           estimator: Estimator | None = None, rng: np.random.Generator | None = None) -> EvolutionResult:  # fmt: skip
+def evolve(
+    pool: CandidatePool,
+    objective: Objective,
+    oracle: Oracle,
+    options: EvolutionOptions,
+    estimator: Estimator | None = None,
+    rng: np.random.Generator | None = None,
+) -> EvolutionResult:
     """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
     is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies; fitness = objective if
     feasible, else -inf. ``measure-all`` measures every child (feasible = measured samples/s >= ``min_throughput``)
@@ -590,9 +606,16 @@ def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy,
         if count is not None:
             reached.append(count)
         relative.append(result.best_objective / target if math.isfinite(result.best_objective) else 0.0)
-    return {"strategy": strategy, "target": "evolve", "measurements": float(np.mean(reached)) if reached else math.nan,
-            "found": len(reached) == len(seeds), "pool_size": len(pool), "relative_objective": float(np.mean(relative)),
-            "runs": len(seeds), "found_runs": len(reached)}  # fmt: skip
+    return {
+        "strategy": strategy,
+        "target": "evolve",
+        "measurements": float(np.mean(reached)) if reached else math.nan,
+        "found": len(reached) == len(seeds),
+        "pool_size": len(pool),
+        "relative_objective": float(np.mean(relative)),
+        "runs": len(seeds),
+        "found_runs": len(reached),
+    }
 
 
 def compare(
@@ -617,15 +640,35 @@ def compare(
     for strategy in STRATEGIES:
         strategy_margin = margin.get(strategy, DEFAULT_MARGIN) if isinstance(margin, Mapping) else margin
         found = measurements_to_best(pool, objective, min_throughput, oracle, strategy, estimator, strategy_margin)
-        rows.append({"strategy": strategy, "target": "best", "measurements": found.measurements, "found": found.found,
-                     "pool_size": len(pool), "relative_objective": found.relative_objective, "runs": 1,
-                     "found_runs": int(found.found)})  # fmt: skip
+        rows.append(
+            {
+                "strategy": strategy,
+                "target": "best",
+                "measurements": found.measurements,
+                "found": found.found,
+                "pool_size": len(pool),
+                "relative_objective": found.relative_objective,
+                "runs": 1,
+                "found_runs": int(found.found),
+            }
+        )
         front_seeds = seeds if strategy == "measure-all" else seeds[:1]
-        fronts = [measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction)
-                  for seed in front_seeds]  # fmt: skip
-        rows.append({"strategy": strategy, "target": "front", "pool_size": len(pool), "relative_objective": math.nan,
-                     "measurements": float(np.mean([f.measurements for f in fronts])), "found": True,
-                     "runs": len(fronts), "found_runs": len(fronts)})  # fmt: skip
-        rows.append(_evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds,
-                                   strategy_margin))  # fmt: skip
+        fronts = [
+            measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction) for seed in front_seeds
+        ]
+        rows.append(
+            {
+                "strategy": strategy,
+                "target": "front",
+                "pool_size": len(pool),
+                "relative_objective": math.nan,
+                "measurements": float(np.mean([f.measurements for f in fronts])),
+                "found": True,
+                "runs": len(fronts),
+                "found_runs": len(fronts),
+            }
+        )
+        rows.append(
+            _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, strategy_margin)
+        )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)

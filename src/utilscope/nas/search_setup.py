@@ -66,8 +66,10 @@ def objective_for(spec: str, space_name: str) -> Objective:
         raise UsageError(f"{spec} is not a JSON object mapping architecture id -> value (the {OBJECTIVE_FILE})")
     for key, value in table.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UsageError(f"{spec}: the value of {key!r} is not a number ({value!r}); an objective table maps "
-                             "architecture ids to numbers")  # fmt: skip
+            raise UsageError(
+                f"{spec}: the value of {key!r} is not a number ({value!r}); an objective table maps "
+                "architecture ids to numbers"
+            )
     return objective_from_table({str(k): float(v) for k, v in table.items()})
 
 
@@ -76,8 +78,12 @@ def predictor_estimator(predictor: TablePredictor, batch: int) -> Estimator:
     return lambda archs: predictor.predict(list(archs), batch)["samples_per_s"].to_numpy()
 
 
-def simulation_inputs(frame: pd.DataFrame, space_name: str, batch: int, records: dict[str, Arch],
-                      ) -> tuple[CandidatePool, MeasuredPool]:  # fmt: skip
+def simulation_inputs(
+    frame: pd.DataFrame,
+    space_name: str,
+    batch: int,
+    records: dict[str, Arch],
+) -> tuple[CandidatePool, MeasuredPool]:
     """The pool = the architectures of ``space_name`` measured at ``batch`` in the store; the oracle answers from
     their measured samples/s."""
     archs, measurements = measured_dataset(frame, space_name, records)
@@ -125,9 +131,11 @@ def search_device(device: str | None) -> torch.device:
     not what a GPU search was asked for."""
     dev = hardware.resolve_device(device)
     if device is None and dev.type != "cuda":
-        raise UsageError("nas search measures candidates on a GPU and this machine has none: compare the strategies "
-                         "on a measured store with --simulate DB, or measure on the CPU with --device cpu (slow, and "
-                         "not a GPU's numbers)")  # fmt: skip
+        raise UsageError(
+            "nas search measures candidates on a GPU and this machine has none: compare the strategies "
+            "on a measured store with --simulate DB, or measure on the CPU with --device cpu (slow, and "
+            "not a GPU's numbers)"
+        )
     return dev
 
 
@@ -136,8 +144,14 @@ class GpuOracle:
     Counts distinct measurements like the simulated oracle. ``precision`` and ``cudnn`` should be those of the
     predictor's latency table (``oracle_for``), so that what is measured is what was predicted."""
 
-    def __init__(self, pool_path: Path, batch: int, precision: str | None = None, device: str | None = None,
-                 cudnn: CudnnSettings | None = None):  # fmt: skip
+    def __init__(
+        self,
+        pool_path: Path,
+        batch: int,
+        precision: str | None = None,
+        device: str | None = None,
+        cudnn: CudnnSettings | None = None,
+    ):
         self.pool_path, self.batch, self.precision, self.device = pool_path, batch, precision, device
         self.cudnn = cudnn or CudnnSettings()
         self.measured: dict[str, float] = {}
@@ -186,8 +200,13 @@ class SearchRequest:
     def __post_init__(self) -> None:
         get_space(self.space)  # an unknown space is the first thing to say
         check_positive(self.min_throughput, "--min-throughput", "samples/s")
-        check_count(self.budget, "--budget", 1, MAX_ARCHITECTURES, "a measurement per architecture, and a pool "
-                    f"holds at most {MAX_ARCHITECTURES}")  # fmt: skip
+        check_count(
+            self.budget,
+            "--budget",
+            1,
+            MAX_ARCHITECTURES,
+            f"a measurement per architecture, and a pool holds at most {MAX_ARCHITECTURES}",
+        )
         check_batch(self.batch)
         check_seed(self.seed, "--seed")
         check_strategy(self.strategy)
@@ -205,8 +224,12 @@ class Simulation:
     comparison: pd.DataFrame  # one row per strategy
 
 
-def simulate(request: SearchRequest, frame: pd.DataFrame, records: dict[str, Arch], holdout_only: bool = False,
-             ) -> Simulation:  # fmt: skip
+def simulate(
+    request: SearchRequest,
+    frame: pd.DataFrame,
+    records: dict[str, Arch],
+    holdout_only: bool = False,
+) -> Simulation:
     """Compare the strategies on a measured store's architectures (``frame`` and ``records``: ``Store.frame()``
     and ``Store.model_records()``; answers come from the measurements)."""
     objective = objective_for(request.objective, request.space)
@@ -235,16 +258,31 @@ class DeviceSearch:
     def to_dict(self) -> dict:
         """The JSON of ``utilscope nas search --json`` in GPU mode (no answer: ``best_*`` are null)."""
         r = self.result
-        return {"space": self.request.space, "device": self.device, "batch": self.request.batch,
-                "min_throughput": self.request.min_throughput, "pool": str(self.pool) if self.pool else None,
-                "pool_size": self.pool_size, "seed": self.request.seed, "strategy": r.strategy, "best_id": r.best_id,
-                "best_objective": r.best_objective if r.best_id is not None else None,
-                "best_samples_per_s": r.best_samples_per_s if r.best_id is not None else None,
-                "measurements": r.measurements, "budget": self.request.budget, "steps": r.steps}  # fmt: skip
+        return {
+            "space": self.request.space,
+            "device": self.device,
+            "batch": self.request.batch,
+            "min_throughput": self.request.min_throughput,
+            "pool": str(self.pool) if self.pool else None,
+            "pool_size": self.pool_size,
+            "seed": self.request.seed,
+            "strategy": r.strategy,
+            "best_id": r.best_id,
+            "best_objective": r.best_objective if r.best_id is not None else None,
+            "best_samples_per_s": r.best_samples_per_s if r.best_id is not None else None,
+            "measurements": r.measurements,
+            "budget": self.request.budget,
+            "steps": r.steps,
+        }
 
 
-def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, work_dir: str | Path | None = None,
-                     device: str | None = None) -> DeviceSearch:  # fmt: skip
+def search_on_device(
+    request: SearchRequest,
+    pool: str | None,
+    pool_size: int,
+    work_dir: str | Path | None = None,
+    device: str | None = None,
+) -> DeviceSearch:
     """Search on the device (the GPU; the CPU only as ``device="cpu"``): candidates from ``pool``, or ``pool_size``
     sampled into ``work_dir`` (kept there) or, without one, into a temporary folder removed after the search;
     measured as the predictor's table was timed. Everything is checked before anything is sampled or measured."""
@@ -269,8 +307,15 @@ def search_on_device(request: SearchRequest, pool: str | None, pool_size: int, w
         return search(search_pool(request.space, None, pool_size, request.seed, Path(folder)), kept=False)
 
 
-def _search(request: SearchRequest, predictor: TablePredictor, objective: Objective, estimator: Estimator, device: str,
-            pool_path: Path, kept: bool) -> DeviceSearch:  # fmt: skip
+def _search(
+    request: SearchRequest,
+    predictor: TablePredictor,
+    objective: Objective,
+    estimator: Estimator,
+    device: str,
+    pool_path: Path,
+    kept: bool,
+) -> DeviceSearch:
     candidates = load_pool(pool_path, request.space)
     oracle = oracle_for(pool_path, request.batch, predictor.table, device)
     screen = estimator if request.strategy == "predictor" else None

@@ -47,8 +47,9 @@ def canonical_name(record: Arch) -> str:
 
 def _known(name: str) -> tuple[Arch, str]:
     if name not in _KNOWN:
-        raise UsageError(f"architecture nas:{name} is not known here: give it as archs.jsonl:ID (the file it was "
-                         "sampled into)")  # fmt: skip
+        raise UsageError(
+            f"architecture nas:{name} is not known here: give it as archs.jsonl:ID (the file it was sampled into)"
+        )
     return _KNOWN[name]
 
 

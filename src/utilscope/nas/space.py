@@ -215,6 +215,7 @@ def check_fields(space: str, arch, fields: tuple[str, ...]) -> None:
 
 def arch_id(arch: Arch) -> str:
     """A stable identity: the hash of the canonical JSON of the record (without its id and sampling seed)."""
-    canonical = json.dumps({k: v for k, v in arch.items() if k not in ("id", "seed")}, sort_keys=True,
-                           separators=(",", ":"))  # fmt: skip
+    canonical = json.dumps(
+        {k: v for k, v in arch.items() if k not in ("id", "seed")}, sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -90,8 +90,10 @@ class TablePredictor:
 
     def check_batch(self, batch: int) -> LinearModel:
         if batch not in self.corrections:
-            raise UsageError(f"the {self.space} predictor for {self.table.device} has no model for batch {batch}; "
-                             f"it has batch {', '.join(map(str, sorted(self.corrections)))}")  # fmt: skip
+            raise UsageError(
+                f"the {self.space} predictor for {self.table.device} has no model for batch {batch}; "
+                f"it has batch {', '.join(map(str, sorted(self.corrections)))}"
+            )
         return self.corrections[batch]
 
     def predict(self, archs: list[Arch], batch: int) -> pd.DataFrame:
@@ -103,12 +105,17 @@ class TablePredictor:
         latency_ms = design["layer_sum_ms"] * np.exp(correction.log_ratio(design[correction.features].to_numpy()))
         samples_per_s = batch / (latency_ms / 1e3)
         flops = design["flops"]
-        return pd.DataFrame({
-            "id": [arch.get("id", "") for arch in archs], "gflops": flops / 1e9,
-            "layer_sum_ms": design["layer_sum_ms"], "latency_ms": latency_ms, "samples_per_s": samples_per_s,
-            "utilization": utilization(flops * samples_per_s / 1e12, self.peak_tflops, missing=np.nan),
-        "estimated_layers": design["estimated_layers"],
-        })  # fmt: skip
+        return pd.DataFrame(
+            {
+                "id": [arch.get("id", "") for arch in archs],
+                "gflops": flops / 1e9,
+                "layer_sum_ms": design["layer_sum_ms"],
+                "latency_ms": latency_ms,
+                "samples_per_s": samples_per_s,
+                "utilization": utilization(flops * samples_per_s / 1e12, self.peak_tflops, missing=np.nan),
+                "estimated_layers": design["estimated_layers"],
+            }
+        )
 
     def estimate_layers(self, layers: list[Layer], costs: list[LayerCost], batch: int) -> np.ndarray:
         """The layer models' milliseconds for layers the table lacks at ``batch`` (``costs``: their analytic costs,
@@ -129,11 +136,16 @@ class TablePredictor:
         return estimates
 
     def to_dict(self) -> dict:
-        return {"format": PROFILE_FORMAT, "table": self.table.to_dict(), "peak_tflops": self.peak_tflops,
-                "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
-                "holdout_ids": self.holdout_ids, "split_seed": self.split_seed, "evaluation": self.evaluation,
-                "prior_ms": {key: {str(b): ms for b, ms in per.items()}
-                             for key, per in sorted(self.prior_ms.items())}}  # fmt: skip
+        return {
+            "format": PROFILE_FORMAT,
+            "table": self.table.to_dict(),
+            "peak_tflops": self.peak_tflops,
+            "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
+            "holdout_ids": self.holdout_ids,
+            "split_seed": self.split_seed,
+            "evaluation": self.evaluation,
+            "prior_ms": {key: {str(b): ms for b, ms in per.items()} for key, per in sorted(self.prior_ms.items())},
+        }
 
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict())
@@ -146,8 +158,15 @@ def load_table_predictor(path: str | Path) -> TablePredictor:
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
     prior_ms = {key: {int(b): ms for b, ms in per.items()} for key, per in data.get("prior_ms", {}).items()}
-    return TablePredictor(table, corrections, data["peak_tflops"], data["holdout_ids"], data["split_seed"],
-                     data.get("evaluation", {}), prior_ms)  # fmt: skip
+    return TablePredictor(
+        table,
+        corrections,
+        data["peak_tflops"],
+        data["holdout_ids"],
+        data["split_seed"],
+        data.get("evaluation", {}),
+        prior_ms,
+    )
 
 
 def shipped_profile(gpu: str, space: str) -> Path:
@@ -159,8 +178,10 @@ def shipped_profile(gpu: str, space: str) -> Path:
         if name_space == space and gpu_matches(gpu, name_gpu):
             return path
     available = ", ".join(p.stem for p in shipped) or "none"
-    raise UsageError(f"no shipped predictor profile for GPU {gpu!r} and space {space!r} (shipped: {available}); "
-                     f"fit one with `utilscope nas fit`")  # fmt: skip
+    raise UsageError(
+        f"no shipped predictor profile for GPU {gpu!r} and space {space!r} (shipped: {available}); "
+        f"fit one with `utilscope nas fit`"
+    )
 
 
 def check_profile_gpu(predictor: TablePredictor, gpu: str | None) -> None:
@@ -195,8 +216,9 @@ def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, 
 # --- features ---------------------------------------------------------------------------------------------------
 
 
-def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None,
-                  estimate_layers=None):  # fmt: skip
+def design_matrix(
+    table: LatencyTable, archs: list[Arch], batch: int, features: list[str] | None = None, estimate_layers=None
+):
     """Per architecture (of the table's space): layer_sum_ms, estimated_layers, flops and the correction's features
     (all of them when ``features`` is None). ``estimate_layers(layers, costs, batch) -> ms`` covers the layers the
     table lacks; without it a missing layer is an error naming it. Each distinct layer is looked up once."""
@@ -205,11 +227,16 @@ def design_matrix(table: LatencyTable, archs: list[Arch], batch: int, features: 
     networks = get_space(table.space).networks(archs)
     layer_ms, estimated = layer_latencies(table, networks, batch, estimate_layers)
     layer_sum_ms, estimated_layers, layers = _per_network(networks, layer_ms, estimated, np.ones(len(layer_ms)))
-    frame = pd.DataFrame({
-        "layer_sum_ms": layer_sum_ms, "estimated_layers": estimated_layers.astype(np.int64),
-        "flops": networks.flops, "log_layer_sum": np.log(layer_sum_ms), "layers": layers,
-        "log_flops": [math.log(flops) for flops in networks.flops.tolist()],
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "layer_sum_ms": layer_sum_ms,
+            "estimated_layers": estimated_layers.astype(np.int64),
+            "flops": networks.flops,
+            "log_layer_sum": np.log(layer_sum_ms),
+            "layers": layers,
+            "log_flops": [math.log(flops) for flops in networks.flops.tolist()],
+        }
+    )
     frame = pd.concat([frame, networks.features.add_prefix("f:")], axis=1)
     if features is not None:
         missing_features = [name for name in features if name not in frame.columns]
@@ -261,8 +288,9 @@ def _ridge(matrix: np.ndarray, target: np.ndarray, names: list[str]) -> LinearMo
 
 def fit_correction(design: pd.DataFrame, measured_ms: np.ndarray) -> LinearModel:
     """The network correction: log(measured / layer sum) on the design's varying feature columns."""
-    names = [c for c in design.columns
-             if c not in ("layer_sum_ms", "flops", "estimated_layers") and design[c].std() > 0]  # fmt: skip
+    names = [
+        c for c in design.columns if c not in ("layer_sum_ms", "flops", "estimated_layers") and design[c].std() > 0
+    ]
     target = np.log(measured_ms) - np.log(design["layer_sum_ms"].to_numpy())
     return _ridge(design[names].to_numpy(dtype=float), target, names)
 
@@ -286,8 +314,13 @@ def usable_rows(table: LatencyTable, archs: dict[str, Arch], measurements: pd.Da
     return measurements[keep]
 
 
-def fit(table: LatencyTable, archs: dict[str, Arch], measurements: pd.DataFrame, seed: int = SPLIT_SEED,
-        prior_ms: dict | None = None) -> TablePredictor:  # fmt: skip
+def fit(
+    table: LatencyTable,
+    archs: dict[str, Arch],
+    measurements: pd.DataFrame,
+    seed: int = SPLIT_SEED,
+    prior_ms: dict | None = None,
+) -> TablePredictor:
     """Fit one correction per batch size on the training split; evaluate on the held-out split. ``prior_ms``: the
     general model's block estimates (``nas.general.prior_estimates``), the layer models' prior; none without it."""
     check_seed(seed)
@@ -355,10 +388,11 @@ def evaluate_estimated(predictor: TablePredictor, archs: dict[str, Arch], rows: 
             estimated.append(row["estimated_layers"])
         if predicted:
             report[str(int(batch))] = {
-                "architectures": len(predicted), "mean_estimated_layers": float(np.mean(estimated)),
+                "architectures": len(predicted),
+                "mean_estimated_layers": float(np.mean(estimated)),
                 "spearman": spearman(pd.Series(predicted), pd.Series(measured)),
                 "mape": mape(np.array(predicted), np.array(measured)),
-            }  # fmt: skip
+            }
     return report
 
 
@@ -370,8 +404,10 @@ def screening_margins(predictor: TablePredictor, batch: int, errors: float = 2.0
     metrics = predictor.evaluation.get("per_batch", {}).get(str(batch))
     if metrics is None:
         return {"predictor": DEFAULT_MARGIN, "flops": DEFAULT_MARGIN}
-    return {"predictor": min(0.5, errors * metrics["predictor"]["mape"]),
-            "flops": min(0.5, errors * metrics["flops_proxy"]["mape"])}  # fmt: skip
+    return {
+        "predictor": min(0.5, errors * metrics["predictor"]["mape"]),
+        "flops": min(0.5, errors * metrics["flops_proxy"]["mape"]),
+    }
 
 
 def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -394,11 +430,18 @@ def holdout_estimates(predictor: TablePredictor, archs: dict[str, Arch], rows: p
         train_flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in train["id"]])
         scale = float(np.median(train["samples_per_s"].to_numpy() * train_flops))
         predicted = predictor.predict([archs[i] for i in test["id"]], int(batch))
-        frames.append(pd.DataFrame({
-            "id": test["id"].to_numpy(), "batch": int(batch), "measured": test["samples_per_s"].to_numpy(),
-            "predictor": predicted["samples_per_s"].to_numpy(),
-            "layer_sum": int(batch) / (predicted["layer_sum_ms"].to_numpy() / 1e3), "flops_proxy": scale / flops,
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "id": test["id"].to_numpy(),
+                    "batch": int(batch),
+                    "measured": test["samples_per_s"].to_numpy(),
+                    "predictor": predicted["samples_per_s"].to_numpy(),
+                    "layer_sum": int(batch) / (predicted["layer_sum_ms"].to_numpy() / 1e3),
+                    "flops_proxy": scale / flops,
+                }
+            )
+        )
     columns = ["id", "batch", "measured", *ESTIMATORS]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
@@ -412,10 +455,12 @@ def evaluate(
     report = {"holdout_architectures": len(holdout), "rows_without_table_entries": skipped, "per_batch": {}}
     for batch, group in holdout_estimates(predictor, archs, rows, holdout).groupby("batch"):
         report["per_batch"][str(int(batch))] = {"architectures": len(group)} | {
-            name: {"spearman": spearman(group[name], group["measured"]),
-                   "mape": mape(group[name].to_numpy(), group["measured"].to_numpy())}
+            name: {
+                "spearman": spearman(group[name], group["measured"]),
+                "mape": mape(group[name].to_numpy(), group["measured"].to_numpy()),
+            }
             for name in ESTIMATORS
-        }  # fmt: skip
+        }
     return report
 
 
@@ -423,8 +468,11 @@ def measured_dataset(frame: pd.DataFrame, space: str, records: dict[str, Arch]) 
     """From a store's measurements and model records (``Store.model_records``): the architectures of ``space``
     measured there (by id) and their ok rows as (id, batch, latency_ms, samples_per_s)."""
     rows = frame[frame["model"].str.startswith("nas:") & (frame["status"] == "ok")]
-    archs = {record["id"]: record for model, record in records.items() if model in set(rows["model"])
-             and record.get("space") == space}  # fmt: skip
+    archs = {
+        record["id"]: record
+        for model, record in records.items()
+        if model in set(rows["model"]) and record.get("space") == space
+    }
     rows = rows.assign(id=rows["model"].str.rsplit(":", n=1).str[-1])
     rows = rows[rows["id"].isin(archs)]
     if rows.empty:

@@ -91,9 +91,14 @@ def op_inputs(config: OpConfig, shapes, device, precision: Precision, channels_l
     return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
 
 
-def time_module_ms(module: torch.nn.Module | list[torch.nn.Module], inputs: list[torch.Tensor],
-                   device: torch.device, precision: Precision, cudnn: CudnnSettings,
-                   example: torch.Tensor | None = None) -> float:  # fmt: skip
+def time_module_ms(
+    module: torch.nn.Module | list[torch.nn.Module],
+    inputs: list[torch.Tensor],
+    device: torch.device,
+    precision: Precision,
+    cudnn: CudnnSettings,
+    example: torch.Tensor | None = None,
+) -> float:
     """Median milliseconds of one call of ``module(*inputs)`` (both already on the device, in the precision),
     ``REPEATS`` calls per timed CUDA-graph replay (eager calls on a CPU); a list of modules: the calls cycle
     through them. ``example``: the input on which the depthwise exception of ``cudnn`` decides the conv algorithms
@@ -113,8 +118,9 @@ def time_module_ms(module: torch.nn.Module | list[torch.nn.Module], inputs: list
     return stats.median_ms / REPEATS
 
 
-def time_op_ms(config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings,
-               channels_last: bool = True) -> float:  # fmt: skip
+def time_op_ms(
+    config: OpConfig, device: torch.device, precision: Precision, cudnn: CudnnSettings, channels_last: bool = True
+) -> float:
     """Median milliseconds of one call of the config's module, ``REPEATS`` calls per timed replay (under amp, its
     autocast casts included). Raises."""
     with device:  # weights initialized where they run (a 25,088 x 4,096 head takes a second on a CPU)
@@ -143,15 +149,28 @@ def cold_copy_count(weight_bytes: int, l2_bytes: int) -> int:
     return max(1, min(REPEATS, math.ceil(COLD_CACHE_FACTOR * l2_bytes / weight_bytes)))
 
 
-def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings, seed: int,
-                 existing: DeviceProfile | None = None, channels_last: bool = True) -> DeviceProfile:  # fmt: skip
+def open_profile(
+    device: str | None,
+    precision: str | None,
+    cudnn: CudnnSettings,
+    seed: int,
+    existing: DeviceProfile | None = None,
+    channels_last: bool = True,
+) -> DeviceProfile:
     """A new profile for this device and configuration, or ``existing`` when it matches them (resume)."""
     dev = hardware.resolve_device(device)
     check_seed(seed)
     prec = check_precision(parse_precision(default_precision(dev) if precision is None else precision), dev)
     env = environment(dev, prec.value, "graph", True, cudnn)
-    profile = DeviceProfile(device_label(env), prec.value, "graph", cudnn.to_dict(), seed, env,
-                            memory_format="channels_last" if channels_last else "contiguous")  # fmt: skip
+    profile = DeviceProfile(
+        device_label(env),
+        prec.value,
+        "graph",
+        cudnn.to_dict(),
+        seed,
+        env,
+        memory_format="channels_last" if channels_last else "contiguous",
+    )
     if existing is None:
         return profile
     if any(getattr(existing, name) != getattr(profile, name) for name in CONFIGURATION):
@@ -160,13 +179,21 @@ def open_profile(device: str | None, precision: str | None, cudnn: CudnnSettings
     return existing
 
 
-def calibrate(profile: DeviceProfile, count: int, out: str | Path, device: str | None = None,
-              on_op: Callable[[int, int], None] | None = None) -> DeviceProfile:  # fmt: skip
+def calibrate(
+    profile: DeviceProfile,
+    count: int,
+    out: str | Path,
+    device: str | None = None,
+    on_op: Callable[[int, int], None] | None = None,
+) -> DeviceProfile:
     """Time the first ``count`` configs of the profile's seeded sample that it lacks; saved to ``out`` as it goes."""
     dev = hardware.resolve_device(device)
     prec, cudnn = parse_precision(profile.precision), CudnnSettings.from_dict(profile.cudnn)
-    todo = [c for c in sample_configs(count, profile.seed) if c.key not in profile.latency_ms and
-            c.key not in profile.failed]  # fmt: skip
+    todo = [
+        c
+        for c in sample_configs(count, profile.seed)
+        if c.key not in profile.latency_ms and c.key not in profile.failed
+    ]
     try:
         for done, config in enumerate(todo, start=1):
             _time_into(profile, config, dev, prec, cudnn)

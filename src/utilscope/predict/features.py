@@ -30,21 +30,54 @@ TILE = 128  # the GEMM tile side for the wave-quantization feature
 SKIPPED_KINDS = (Kind.VIEW, Kind.CREATION)
 # a memory-bound op's category: the calibrated op it is, or (by kind) the calibrated op it stands for
 CATEGORIES = {
-    "aten.native_batch_norm": "batch_norm", "aten._native_batch_norm_legit_no_training": "batch_norm",
-    "aten.cudnn_batch_norm": "batch_norm", "aten.native_layer_norm": "layer_norm",
-    "aten.native_group_norm": "group_norm", "aten.relu": "relu", "aten.relu_": "relu", "aten.silu": "silu",
-    "aten.silu_": "silu", "aten.gelu": "gelu", "aten.hardswish": "hardswish", "aten.hardswish_": "hardswish",
-    "aten.sigmoid": "sigmoid", "aten.sigmoid_": "sigmoid", "aten.hardsigmoid": "hardswish",
-    "aten.hardsigmoid_": "hardswish", "aten.add": "add", "aten.add_": "add", "aten.sub": "add", "aten.mul": "mul",
-    "aten.mul_": "mul", "aten.div": "mul", "aten.cat": "concat", "aten.clone": "copy", "aten.copy_": "copy",
-    "aten._to_copy": "copy", "aten.max_pool2d_with_indices": "max_pool", "aten.max_pool2d": "max_pool",
-    "aten.avg_pool2d": "avg_pool", "aten.mean": "mean", "aten._adaptive_avg_pool2d": "mean",
-}  # fmt: skip
-BY_KIND = {Kind.ACTIVATION: "relu", Kind.ELEMENTWISE: "add", Kind.NORM: "batch_norm", Kind.POOL: "avg_pool",
-           Kind.REDUCE: "mean", Kind.MOVEMENT: "copy", Kind.SOFTMAX: "layer_norm"}  # fmt: skip
+    "aten.native_batch_norm": "batch_norm",
+    "aten._native_batch_norm_legit_no_training": "batch_norm",
+    "aten.cudnn_batch_norm": "batch_norm",
+    "aten.native_layer_norm": "layer_norm",
+    "aten.native_group_norm": "group_norm",
+    "aten.relu": "relu",
+    "aten.relu_": "relu",
+    "aten.silu": "silu",
+    "aten.silu_": "silu",
+    "aten.gelu": "gelu",
+    "aten.hardswish": "hardswish",
+    "aten.hardswish_": "hardswish",
+    "aten.sigmoid": "sigmoid",
+    "aten.sigmoid_": "sigmoid",
+    "aten.hardsigmoid": "hardswish",
+    "aten.hardsigmoid_": "hardswish",
+    "aten.add": "add",
+    "aten.add_": "add",
+    "aten.sub": "add",
+    "aten.mul": "mul",
+    "aten.mul_": "mul",
+    "aten.div": "mul",
+    "aten.cat": "concat",
+    "aten.clone": "copy",
+    "aten.copy_": "copy",
+    "aten._to_copy": "copy",
+    "aten.max_pool2d_with_indices": "max_pool",
+    "aten.max_pool2d": "max_pool",
+    "aten.avg_pool2d": "avg_pool",
+    "aten.mean": "mean",
+    "aten._adaptive_avg_pool2d": "mean",
+}
+BY_KIND = {
+    Kind.ACTIVATION: "relu",
+    Kind.ELEMENTWISE: "add",
+    Kind.NORM: "batch_norm",
+    Kind.POOL: "avg_pool",
+    Kind.REDUCE: "mean",
+    Kind.MOVEMENT: "copy",
+    Kind.SOFTMAX: "layer_norm",
+}
 # a conv's op class (``counting.classify.conv_class``) as the layer models' style feature
-CONV_STYLE_CODES = {OpClass.DENSE_CONV: 0, OpClass.POINTWISE_CONV: 1, OpClass.GROUPED_CONV: 2,
-                    OpClass.DEPTHWISE_CONV: 3}  # fmt: skip
+CONV_STYLE_CODES = {
+    OpClass.DENSE_CONV: 0,
+    OpClass.POINTWISE_CONV: 1,
+    OpClass.GROUPED_CONV: 2,
+    OpClass.DEPTHWISE_CONV: 3,
+}
 MULTIPLE_CAP = 256  # the largest channel multiple the layer models tell apart
 # an NCHW image's copy to channels_last (``layout_copy_row``): a transposing copy, calibrated apart from the clones
 LAYOUT_COPY = "layout_copy"
@@ -81,8 +114,14 @@ class Gpu:
         missing = [name for name in ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbs") if not getattr(spec, name)]
         if missing:
             raise UsageError(f"the GPU table (specs.toml) has no {', '.join(missing)} for {spec.name}")
-        return cls(spec.name, spec.peak_tflops(precision) * 1e12, spec.memory_bandwidth_gbs * 1e9,
-                   int(spec.sm_count), spec.key, spec.boost_clock_mhz * 1e6)  # fmt: skip
+        return cls(
+            spec.name,
+            spec.peak_tflops(precision) * 1e12,
+            spec.memory_bandwidth_gbs * 1e9,
+            int(spec.sm_count),
+            spec.key,
+            spec.boost_clock_mhz * 1e6,
+        )
 
     @property
     def sm_hz(self) -> float:
@@ -104,9 +143,15 @@ def op_row(event: OpEvent, gpu: Gpu, cast_bytes: int = 0) -> dict:
     flops = event.cost.flops + event.cost.other_flops
     moved = event.bytes + cast_bytes
     roofline_ms = max(flops / gpu.peak_flops, moved / gpu.bandwidth_bytes) * 1e3
-    row = {"op": event.op, "group": group_of(event), "flops": event.cost.flops, "bytes": moved,
-           "in_bytes": sum(inputs) + cast_bytes, "out_bytes": out_bytes,
-           "ref_ms": max(roofline_ms, FLOOR_MS)}  # fmt: skip
+    row = {
+        "op": event.op,
+        "group": group_of(event),
+        "flops": event.cost.flops,
+        "bytes": moved,
+        "in_bytes": sum(inputs) + cast_bytes,
+        "out_bytes": out_bytes,
+        "ref_ms": max(roofline_ms, FLOOR_MS),
+    }
     if row["group"] == "conv":
         row.update(conv_shape(event, gpu))
     elif row["group"] == "matmul":
@@ -152,10 +197,24 @@ def bias_add_row(event: OpEvent, gpu: Gpu) -> dict | None:
 def _unrecorded_row(op: str, category: str, in_bytes: int, out_bytes: int, shape, broadcast: int, gpu: Gpu) -> dict:
     """The row of a memory-bound kernel the GPU runs and the trace does not record, over a (B, C, H, W) tensor."""
     moved = in_bytes + out_bytes
-    return {"op": op, "group": "memory", "flops": 0, "bytes": moved, "in_bytes": in_bytes, "out_bytes": out_bytes,
-            "ref_ms": max(moved / gpu.bandwidth_bytes * 1e3, FLOOR_MS), "category": category,
-            "batch": int(shape[0]), "channels": int(shape[1]), "size": int(shape[-1]), "kernel": 1, "stride": 1,
-            "broadcast": broadcast, "norm_rows": 0, "aligned": 1}  # fmt: skip
+    return {
+        "op": op,
+        "group": "memory",
+        "flops": 0,
+        "bytes": moved,
+        "in_bytes": in_bytes,
+        "out_bytes": out_bytes,
+        "ref_ms": max(moved / gpu.bandwidth_bytes * 1e3, FLOOR_MS),
+        "category": category,
+        "batch": int(shape[0]),
+        "channels": int(shape[1]),
+        "size": int(shape[-1]),
+        "kernel": 1,
+        "stride": 1,
+        "broadcast": broadcast,
+        "norm_rows": 0,
+        "aligned": 1,
+    }
 
 
 def _pair(value, default: int = 1) -> int:
@@ -199,21 +258,44 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
     out_channels, per_group, kernel, kernel_w = int(weight[0]), int(weight[1]), int(weight[-2]), int(weight[-1])
     m, n, k = batch * math.prod(out[2:]), out_channels // groups, per_group * math.prod(weight[2:])
     style = CONV_STYLE_CODES[conv_class(x, weight, groups)]
-    return {"style": style, "batch": batch, "channels": channels, "out_channels": out_channels, "size": size,
-            "out_size": int(out[-1]), "kernel": kernel, "kernel_w": kernel_w,
-            "stride": _pair(event.call.arg(3, "stride", 1)),
-            "dilation": _pair(event.call.arg(5, "dilation", 1)), "groups": groups, "per_group": per_group,
-            "m": m, "n": n, "k": k, **_aligned(per_group, n, tensor_multiple(event)),
-            **_multiples(per_group, n), **_waves(m, n, groups, gpu.sm_count)}  # fmt: skip
+    return {
+        "style": style,
+        "batch": batch,
+        "channels": channels,
+        "out_channels": out_channels,
+        "size": size,
+        "out_size": int(out[-1]),
+        "kernel": kernel,
+        "kernel_w": kernel_w,
+        "stride": _pair(event.call.arg(3, "stride", 1)),
+        "dilation": _pair(event.call.arg(5, "dilation", 1)),
+        "groups": groups,
+        "per_group": per_group,
+        "m": m,
+        "n": n,
+        "k": k,
+        **_aligned(per_group, n, tensor_multiple(event)),
+        **_multiples(per_group, n),
+        **_waves(m, n, groups, gpu.sm_count),
+    }
 
 
 def matmul_shape(event: OpEvent, gpu: Gpu) -> dict:
-    a, b = (event.call.args[1], event.call.args[2]) if event.op in ("aten.addmm", "aten.baddbmm") else \
-        (event.call.args[0], event.call.args[1])  # fmt: skip
+    a, b = (
+        (event.call.args[1], event.call.args[2])
+        if event.op in ("aten.addmm", "aten.baddbmm")
+        else (event.call.args[0], event.call.args[1])
+    )
     batches = math.prod(a[:-2]) if len(a) > 2 else 1
     m, k, n = batches * int(a[-2]) if len(a) > 1 else 1, int(a[-1]), int(b[-1])
-    return {"m": m, "n": n, "k": k, **_aligned(k, n, tensor_multiple(event)), **_multiples(k, n),
-            **_waves(m, n, 1, gpu.sm_count)}  # fmt: skip
+    return {
+        "m": m,
+        "n": n,
+        "k": k,
+        **_aligned(k, n, tensor_multiple(event)),
+        **_multiples(k, n),
+        **_waves(m, n, 1, gpu.sm_count),
+    }
 
 
 def _is_radix_sum(event: OpEvent, shape: torch.Size) -> bool:
@@ -247,8 +329,17 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
         aligned = int(channels % 8 == 0)
     else:
         aligned = 1
-    return {"category": category, "batch": batch, "channels": channels, "size": size, "kernel": kernel,
-            "stride": stride, "broadcast": broadcast, "norm_rows": norm_rows, "aligned": aligned}  # fmt: skip
+    return {
+        "category": category,
+        "batch": batch,
+        "channels": channels,
+        "size": size,
+        "kernel": kernel,
+        "stride": stride,
+        "broadcast": broadcast,
+        "norm_rows": norm_rows,
+        "aligned": aligned,
+    }
 
 
 def config_events(config: OpConfig, autocast: bool = False) -> list[OpEvent]:

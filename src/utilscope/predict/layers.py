@@ -37,19 +37,47 @@ RANDOM_STATE = 0
 MIN_ROWS = 8  # fewer timed rows of a group: no model
 RANGE_MARGIN = 1.5
 FEATURES = {  # log-scaled numbers, then plain ones
-    "conv": (("flops", "bytes", "ref_ms", "batch", "channels", "out_channels", "size", "out_size", "kernel",
-              "kernel_w", "stride", "dilation", "groups", "per_group", "m", "n", "k", "waves", "in_multiple",
-              "out_multiple"),
-             ("style", "aligned_in", "aligned_out", "wave_efficiency")),
-    "matmul": (("flops", "bytes", "ref_ms", "m", "n", "k", "waves", "in_multiple", "out_multiple"),
-               ("aligned_in", "aligned_out", "wave_efficiency")),
-    "memory": (("bytes", "in_bytes", "out_bytes", "ref_ms", "channels", "norm_rows"),
-               ("code", "kernel", "stride", "broadcast", "aligned")),
+    "conv": (
+        (
+            "flops",
+            "bytes",
+            "ref_ms",
+            "batch",
+            "channels",
+            "out_channels",
+            "size",
+            "out_size",
+            "kernel",
+            "kernel_w",
+            "stride",
+            "dilation",
+            "groups",
+            "per_group",
+            "m",
+            "n",
+            "k",
+            "waves",
+            "in_multiple",
+            "out_multiple",
+        ),
+        ("style", "aligned_in", "aligned_out", "wave_efficiency"),
+    ),
+    "matmul": (
+        ("flops", "bytes", "ref_ms", "m", "n", "k", "waves", "in_multiple", "out_multiple"),
+        ("aligned_in", "aligned_out", "wave_efficiency"),
+    ),
+    "memory": (
+        ("bytes", "in_bytes", "out_bytes", "ref_ms", "channels", "norm_rows"),
+        ("code", "kernel", "stride", "broadcast", "aligned"),
+    ),
     "se_gate": (("bytes", "ref_ms", "batch", "channels", "size", "hidden"), ()),
-}  # fmt: skip
-RANGED = {"conv": ("batch", "channels", "out_channels", "size", "kernel", "kernel_w", "m", "n", "k"),
-          "matmul": ("m", "n", "k"), "memory": ("in_bytes", "out_bytes"),
-          "se_gate": ("batch", "channels", "size")}  # fmt: skip
+}
+RANGED = {
+    "conv": ("batch", "channels", "out_channels", "size", "kernel", "kernel_w", "m", "n", "k"),
+    "matmul": ("m", "n", "k"),
+    "memory": ("in_bytes", "out_bytes"),
+    "se_gate": ("batch", "channels", "size"),
+}
 RANGES_PER = {"conv": "style"}  # a group whose ranges are kept per value of this column
 # a memory category a profile may lack (timed from a later sample version on), and the one it is predicted as then
 FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy", RADIX_SUM: "mean"}
@@ -70,9 +98,17 @@ def se_row(rows: list[dict], gpu: Gpu) -> dict:
     batch, channels, size = pooled.get("batch", 1), pooled.get("channels", 1), pooled.get("size", 1)
     total_bytes = sum(row["bytes"] for row in rows)
     hidden = first_conv.get("out_channels", first_conv.get("n", channels)) if first_conv else channels
-    return {"op": "se_gate", "group": "se_gate", "flops": sum(row["flops"] for row in rows), "bytes": total_bytes,
-            "ref_ms": max(total_bytes / gpu.bandwidth_bytes * 1e3, sum(row["ref_ms"] for row in rows)),
-            "batch": batch, "channels": channels, "size": size, "hidden": hidden}  # fmt: skip
+    return {
+        "op": "se_gate",
+        "group": "se_gate",
+        "flops": sum(row["flops"] for row in rows),
+        "bytes": total_bytes,
+        "ref_ms": max(total_bytes / gpu.bandwidth_bytes * 1e3, sum(row["ref_ms"] for row in rows)),
+        "batch": batch,
+        "channels": channels,
+        "size": size,
+        "hidden": hidden,
+    }
 
 
 def profile_autocast(profile: DeviceProfile) -> bool:
@@ -158,8 +194,9 @@ def calibrated_ranges(part: pd.DataFrame, group: str) -> dict:
 def _boosted_trees(features: np.ndarray, target: np.ndarray, categorical: list[bool] | None):
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    model = HistGradientBoostingRegressor(max_iter=ITERATIONS, random_state=RANDOM_STATE, min_samples_leaf=5,
-                                          categorical_features=categorical)  # fmt: skip
+    model = HistGradientBoostingRegressor(
+        max_iter=ITERATIONS, random_state=RANDOM_STATE, min_samples_leaf=5, categorical_features=categorical
+    )
     return model.fit(features, target)
 
 

@@ -48,11 +48,29 @@ MAX_CONFIGS_WHY = "the classifier-head kind has only 315 distinct configurations
 # split-attention block (ResNeSt's and SKNet's (B, radix, C, H, W) -> (B, C, H, W): a strided reduction at about a
 # tenth of the bandwidth, 0.2x as fast as the global means it was predicted as), and doubled the multiplier convs'
 # share (their first 46 took FastViT's from 0.04-0.15 to 0.23-0.50 of measured).
-KIND_SHARES = {"conv": 0.5, "linear": 0.05, "batch_norm": 0.06, "layer_norm": 0.03, "group_norm": 0.02,
-               "activation": 0.08, "add": 0.04, "mul": 0.03, "pool": 0.04, "se_gate": 0.03, "concat": 0.02,
-               "shuffle": 0.02, "chain": 0.08, "head": 0.02, "large_conv": 0.01, "large_memory": 0.02,
-               "conv_head": 0.01, "layout_copy": 0.02, "multiplier_conv": 0.02, "grouped_stage": 0.015,
-               "radix_sum": 0.01}  # fmt: skip
+KIND_SHARES = {
+    "conv": 0.5,
+    "linear": 0.05,
+    "batch_norm": 0.06,
+    "layer_norm": 0.03,
+    "group_norm": 0.02,
+    "activation": 0.08,
+    "add": 0.04,
+    "mul": 0.03,
+    "pool": 0.04,
+    "se_gate": 0.03,
+    "concat": 0.02,
+    "shuffle": 0.02,
+    "chain": 0.08,
+    "head": 0.02,
+    "large_conv": 0.01,
+    "large_memory": 0.02,
+    "conv_head": 0.01,
+    "layout_copy": 0.02,
+    "multiplier_conv": 0.02,
+    "grouped_stage": 0.015,
+    "radix_sum": 0.01,
+}
 KINDS = tuple(KIND_SHARES)
 CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage")  # one padded conv each
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
@@ -108,8 +126,9 @@ class OpConfig:
 def _conv(config: OpConfig) -> nn.Module:
     kernel = (config.kernel, config.kernel_width)
     padding = tuple(0 if config.kind == "conv_head" else config.dilation * (side - 1) // 2 for side in kernel)
-    return nn.Conv2d(config.channels, config.out_channels, kernel, config.stride, padding, config.dilation,
-                     config.groups, bias=False)  # fmt: skip
+    return nn.Conv2d(
+        config.channels, config.out_channels, kernel, config.stride, padding, config.dilation, config.groups, bias=False
+    )
 
 
 class SqueezeExcite(nn.Module):
@@ -199,14 +218,18 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
     builders = {
         **dict.fromkeys((*CONV_KINDS, "conv_head"), lambda: _conv(config)),
         "linear": lambda: nn.Linear(config.channels, config.out_channels),
-        "batch_norm": lambda: nn.BatchNorm2d(config.channels), "layer_norm": lambda: LayerNorm2d(config.channels),
+        "batch_norm": lambda: nn.BatchNorm2d(config.channels),
+        "layer_norm": lambda: LayerNorm2d(config.channels),
         "group_norm": lambda: nn.GroupNorm(math.gcd(32, config.channels), config.channels),
         "chain": lambda: Chain(config),
-        "activation": lambda: ACTIVATIONS[config.variant](), "pool": lambda: _pool(config),
-        "se_gate": lambda: SqueezeExcite(config.channels), "shuffle": Shuffle,
-        "head": lambda: nn.Linear(config.channels, config.out_channels), "layout_copy": ToChannelsLast,
+        "activation": lambda: ACTIVATIONS[config.variant](),
+        "pool": lambda: _pool(config),
+        "se_gate": lambda: SqueezeExcite(config.channels),
+        "shuffle": Shuffle,
+        "head": lambda: nn.Linear(config.channels, config.out_channels),
+        "layout_copy": ToChannelsLast,
         "radix_sum": lambda: RadixSum(config.groups),
-    }  # fmt: skip
+    }
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
         kind = variant if variant in ("batch_norm", "group_norm", "add") else "activation"
@@ -262,8 +285,9 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
         draw = rng.random()
         if draw < 0.15:  # a stem on the RGB input
             kernel = rng.choice((3, 4, 7))
-            return OpConfig("conv", batch, 3, _width(rng, _log_uniform(rng, 16, 64)), resolution, kernel,
-                            4 if kernel == 4 else 2)  # fmt: skip
+            return OpConfig(
+                "conv", batch, 3, _width(rng, _log_uniform(rng, 16, 64)), resolution, kernel, 4 if kernel == 4 else 2
+            )
         if draw < 0.25:  # patchify downsampling (ConvNeXt's 2x2 stride 2)
             return OpConfig("conv", batch, _width(rng, width), _width(rng, 2 * width), size, 2, 2)
         if draw < 0.35:  # a factorized kernel (Inception's 1x7 and 7x1)
@@ -271,8 +295,9 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
             height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
             return OpConfig("conv", batch, _width(rng, width), _width(rng, width), size, height, kernel_w=kernel_w)
         cin = _width(rng, width)
-        return OpConfig("conv", batch, cin, _width(rng, cin * rng.choice((1, 1, 2))), size,
-                        rng.choice((3, 3, 3, 3, 5, 7)), stride)  # fmt: skip
+        return OpConfig(
+            "conv", batch, cin, _width(rng, cin * rng.choice((1, 1, 2))), size, rng.choice((3, 3, 3, 3, 5, 7)), stride
+        )
     if style == "pointwise":
         cin = _width(rng, width * rng.choice((1, 1, 4, 6)))
         return OpConfig("conv", batch, cin, _width(rng, width * rng.choice((0.25, 0.5, 1, 2, 4, 6))), size)
@@ -331,12 +356,7 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         features = rng.choice(HEAD_FEATURES)
         return OpConfig(kind, batch, features, rng.choice((1000, 1000, 4096, features)))
     if kind == "large_conv":  # a 9x9 or 11x11 dense conv: an RGB stem at stride 4 (AlexNet's), or within a stage
-        kernel, stem = rng.choice((9, 11)), rng.random() < 0.5
-        if stem:
-            return OpConfig(kind, batch, 3, _width(rng, _log_uniform(rng, 16, 96)), _log_uniform(rng, 96, 320),
-                            kernel, rng.choice((2, 4)))  # fmt: skip
-        _, size, width = _pyramid(rng)
-        return OpConfig(kind, batch, _width(rng, width), _width(rng, width), size, kernel, rng.choice((1, 2)))
+        return _large_conv(rng, batch)
     if kind == "conv_head":  # a classifier head as a conv over its whole k x k input (timm's VGG: 512x7x7 -> 4096)
         kernel = rng.choice((3, 5, 7))
         return OpConfig(kind, batch, rng.choice(CONV_HEAD_CHANNELS), rng.choice((1000, 2048, 4096)), kernel, kernel)
@@ -347,8 +367,9 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     if kind == "multiplier_conv":  # a depthwise conv to 2 or 4 x its channels, at a stage's size and width
         _, size, width = _pyramid(rng)
         channels, stride = _width(rng, width), rng.choice((1, 2))
-        return OpConfig(kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)),
-                        stride, channels)  # fmt: skip
+        return OpConfig(
+            kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
+        )
     if kind == "grouped_stage":  # a 3x3 grouped conv at a stage's size, any multiple-of-8 group width, 2-64 groups
         _, size, _ = _pyramid(rng)
         group_width = 8 * _log_uniform(rng, 1, 32)
@@ -374,6 +395,16 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     if kind == "shuffle":
         channels += channels % 2
     return OpConfig(kind, batch, channels, channels, size)
+
+
+def _large_conv(rng: random.Random, batch: int) -> OpConfig:
+    """A 9x9 or 11x11 dense conv: an RGB stem at stride 2 or 4 (AlexNet's), or one within a stage."""
+    kernel, stem = rng.choice((9, 11)), rng.random() < 0.5
+    if stem:
+        out_channels = _width(rng, _log_uniform(rng, 16, 96))
+        return OpConfig("large_conv", batch, 3, out_channels, _log_uniform(rng, 96, 320), kernel, rng.choice((2, 4)))
+    _, size, width = _pyramid(rng)
+    return OpConfig("large_conv", batch, _width(rng, width), _width(rng, width), size, kernel, rng.choice((1, 2)))
 
 
 def quotas(count: int) -> dict[str, int]:
@@ -423,6 +454,9 @@ def sample_configs(count: int, seed: int = 0) -> list[OpConfig]:
     the sample holds the kinds in their shares."""
     check_count(count, "the calibration sample's size", 1, MAX_CONFIGS, MAX_CONFIGS_WHY)
     streams = {kind: _kind_stream(kind, quota, seed) for kind, quota in quotas(count).items()}
-    ranked = [((index + 0.5) / len(configs), kind, config) for kind, configs in streams.items()
-              for index, config in enumerate(configs)]  # fmt: skip
+    ranked = [
+        ((index + 0.5) / len(configs), kind, config)
+        for kind, configs in streams.items()
+        for index, config in enumerate(configs)
+    ]
     return [config for *_, config in sorted(ranked, key=lambda item: item[:2])]

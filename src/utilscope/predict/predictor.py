@@ -81,9 +81,16 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
 
-    def predict(self, model, batch: int, resolution: int | None = None, backend: str | None = None,
-                target: Gpu | None = None, precision: str | None = None,
-                channels_last: bool = True) -> Prediction:  # fmt: skip
+    def predict(
+        self,
+        model,
+        batch: int,
+        resolution: int | None = None,
+        backend: str | None = None,
+        target: Gpu | None = None,
+        precision: str | None = None,
+        channels_last: bool = True,
+    ) -> Prediction:
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` or ``compile`` (a graph profile only): the fused-execution model (``fused``). ``target``:
         another GPU's datasheet (``transfer``); ``precision``: the profile's, or ``amp`` over an fp16 profile."""
@@ -91,25 +98,40 @@ class Predictor:
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         return self.predict_counted(counted, recorded, backend, target=target, precision=precision)
 
-    def predict_on(self, model, batch: int, targets: list[Gpu | None], resolution: int | None = None,
-                   backend: str | None = None, precision: str | None = None,
-                   channels_last: bool = True) -> list[Prediction]:  # fmt: skip
+    def predict_on(
+        self,
+        model,
+        batch: int,
+        targets: list[Gpu | None],
+        resolution: int | None = None,
+        backend: str | None = None,
+        precision: str | None = None,
+        channels_last: bool = True,
+    ) -> list[Prediction]:
         """``predict`` on several GPUs (None: the profile's), the network counted, and its ops' times on the
         profile's GPU predicted, once."""
         self.check_backend(backend)
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         rows = network_rows(recorded, self.gpu)
         profile_ms = self.layer_models.predict(rows)
-        return [self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms)
-                for target in targets]  # fmt: skip
+        return [
+            self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms) for target in targets
+        ]
 
-    def count(self, model, batch: int, resolution: int | None = None, precision: str | None = None,
-              channels_last: bool = True):  # fmt: skip
+    def count(
+        self, model, batch: int, resolution: int | None = None, precision: str | None = None, channels_last: bool = True
+    ):
         """``count_traced`` of a network as ``predict_counted`` takes it: in the precision (amp: under autocast's
         casts), channels_last as `profile` runs it unless said otherwise."""
         parsed = self.check_precision(precision)
-        return count_traced(model, batch, resolution, parsed.count_dtype, channels_last=channels_last,
-                            autocast=parsed.autocast_dtype is not None and self.timed_casts)  # fmt: skip
+        return count_traced(
+            model,
+            batch,
+            resolution,
+            parsed.count_dtype,
+            channels_last=channels_last,
+            autocast=parsed.autocast_dtype is not None and self.timed_casts,
+        )
 
     @property
     def timed_casts(self) -> bool:
@@ -122,8 +144,10 @@ class Predictor:
         """The precision (None: the profile's) if this profile predicts it: its own, or autocast to its unit."""
         parsed = parse_precision(precision or self.precision)
         if parsed.unit is not parse_precision(self.precision).unit:
-            raise UsageError(f"the device profile {self.profile_path} is in {self.precision}: it predicts "
-                             f"{self.precision} and autocast to it, not {parsed.value}")  # fmt: skip
+            raise UsageError(
+                f"the device profile {self.profile_path} is in {self.precision}: it predicts "
+                f"{self.precision} and autocast to it, not {parsed.value}"
+            )
         return parsed
 
     def check_backend(self, backend: str | None) -> str:
@@ -132,13 +156,21 @@ class Predictor:
         others = ALSO_PREDICTS.get(self.backend, ())
         if backend not in (self.backend, *others):
             also = f" and {', '.join(others)}" if others else ""
-            raise UsageError(f"the device profile {self.profile_path} predicts the {self.backend} backend{also}, "
-                             f"not {backend}")  # fmt: skip
+            raise UsageError(
+                f"the device profile {self.profile_path} predicts the {self.backend} backend{also}, not {backend}"
+            )
         return backend
 
-    def predict_counted(self, counted, recorded, backend: str | None = None, rows: pd.DataFrame | None = None,
-                        target: Gpu | None = None, precision: str | None = None,
-                        profile_ms: tuple | None = None) -> Prediction:  # fmt: skip
+    def predict_counted(
+        self,
+        counted,
+        recorded,
+        backend: str | None = None,
+        rows: pd.DataFrame | None = None,
+        target: Gpu | None = None,
+        precision: str | None = None,
+        profile_ms: tuple | None = None,
+    ) -> Prediction:
         """``predict`` of a network already counted (``count_traced``'s result and trace); ``rows``: its
         ``network_rows``, and ``profile_ms``: the layer models' times and reasons of those rows, when the caller
         has them (one trace predicted on several backends or GPUs)."""
@@ -150,15 +182,28 @@ class Predictor:
         flops, batch = counted.total.flops, counted.batch
         layers = per_layer(rows, ms, reasons, counted, bound)
         main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
-        return Prediction(counted.model, target.name, batch, parsed.value, backend, counted.resolution, flops,
-                          latency_ms, batch / latency_ms * 1e3,
-                          utilization(achieved_tflops(flops, latency_ms), target.peak_flops / 1e12), any(reasons),
-                          target.key, str(main_bound), "" if target == self.gpu else self.device,
-                          "channels_last" if counted_channels_last(recorded) else "contiguous",
-                          layers)  # fmt: skip
+        return Prediction(
+            counted.model,
+            target.name,
+            batch,
+            parsed.value,
+            backend,
+            counted.resolution,
+            flops,
+            latency_ms,
+            batch / latency_ms * 1e3,
+            utilization(achieved_tflops(flops, latency_ms), target.peak_flops / 1e12),
+            any(reasons),
+            target.key,
+            str(main_bound),
+            "" if target == self.gpu else self.device,
+            "channels_last" if counted_channels_last(recorded) else "contiguous",
+            layers,
+        )
 
-    def compose(self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None,
-                profile_ms: tuple | None = None):  # fmt: skip
+    def compose(
+        self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None, profile_ms: tuple | None = None
+    ):
         """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
         per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
         another GPU (``target``), the times are ``transfer``'s of the layer models' (``profile_ms``, when given)."""
@@ -187,8 +232,9 @@ def counted_channels_last(recorded) -> bool:
     return conv is not None and conv.layouts[0] == "channels_last"
 
 
-def fused(rows: pd.DataFrame, ms: np.ndarray, source: Gpu, target: Gpu,
-          backend: str = "inference") -> tuple[np.ndarray, int]:  # fmt: skip
+def fused(
+    rows: pd.DataFrame, ms: np.ndarray, source: Gpu, target: Gpu, backend: str = "inference"
+) -> tuple[np.ndarray, int]:
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor;
     ``compile``: the same without the folding, ``unfolded_left``): a memory-bound op becomes part of a generated
     kernel that streams what fusion leaves of its bytes (``fused_left``) at ``MEMORY_EFFICIENCY`` of the target's
@@ -220,14 +266,23 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
         unfolded = fused_left(event, saved[id(event)], folds_batch_norm=False)
         copy = layout_copy_row(event, gpu)
         if copy is not None:  # its conv's layer's, and not fused away
-            rows.append({**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0,
-                         "unfolded_left": 1.0})  # fmt: skip
-        rows.append({**op_row(event, gpu, casts), "layer": event.layer, "layers": (event.layer,),
-                     "fused_left": left, "unfolded_left": unfolded})  # fmt: skip
+            rows.append(
+                {**copy, "layer": event.layer, "layers": (event.layer,), "fused_left": 1.0, "unfolded_left": 1.0}
+            )
+        rows.append(
+            {
+                **op_row(event, gpu, casts),
+                "layer": event.layer,
+                "layers": (event.layer,),
+                "fused_left": left,
+                "unfolded_left": unfolded,
+            }
+        )
         bias = bias_add_row(event, gpu)
         if bias is not None:  # inductor fuses the peeled-off bias into the op that reads the conv's output
-            rows.append({**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0,
-                         "unfolded_left": 0.0})  # fmt: skip
+            rows.append(
+                {**bias, "layer": event.layer, "layers": (event.layer,), "fused_left": 0.0, "unfolded_left": 0.0}
+            )
     if gate:
         rows.append(_gate(gate, gpu))
     return pd.DataFrame(rows)
@@ -280,10 +335,19 @@ def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted, b
     out = []
     for index, entry in per.items():
         layer, layer_ms = counted.layers[index], float(entry["predicted_ms"])
-        out.append({"name": layer.name, "type": layer.type, "op_class": layer.op_class, "flops": layer.flops,
-                    "bytes": layer.bytes, "predicted_ms": layer_ms, "time_share": layer_ms / total,
-                    "bound": max(entry["bounds"], key=entry["bounds"].get),
-                    "extrapolated": entry["extrapolated"]})  # fmt: skip
+        out.append(
+            {
+                "name": layer.name,
+                "type": layer.type,
+                "op_class": layer.op_class,
+                "flops": layer.flops,
+                "bytes": layer.bytes,
+                "predicted_ms": layer_ms,
+                "time_share": layer_ms / total,
+                "bound": max(entry["bounds"], key=entry["bounds"].get),
+                "extrapolated": entry["extrapolated"],
+            }
+        )
     return sorted(out, key=lambda layer: -layer["predicted_ms"])
 
 
@@ -306,8 +370,9 @@ def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFra
     models = fit_layer_models(ops, gpu)
     if not models.models:
         raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
-    return Predictor(str(path), profile.device, profile.precision, profile.backend, gpu, models,
-                     composition_gap_ms(chains, models))  # fmt: skip
+    return Predictor(
+        str(path), profile.device, profile.precision, profile.backend, gpu, models, composition_gap_ms(chains, models)
+    )
 
 
 def _cache_file(path: Path) -> Path:
@@ -365,14 +430,18 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
     exact = parse_precision(precision).value  # a profile timed in the precision itself (amp) before its unit's
-    fitting = sorted((path for path in shipped_profiles() if _predicts(path, unit, backend)),
-                     key=lambda path: profile_name(path)[1] != exact)  # fmt: skip
+    fitting = sorted(
+        (path for path in shipped_profiles() if _predicts(path, unit, backend)),
+        key=lambda path: profile_name(path)[1] != exact,
+    )
     own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
     if own or fitting:
         return (own or fitting)[0]
     shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
-    raise UsageError(f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
-                     f"time one on a GPU with `utilscope calibrate`")  # fmt: skip
+    raise UsageError(
+        f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
+        f"time one on a GPU with `utilscope calibrate`"
+    )
 
 
 def _predicts(path: Path, unit: str, backend: str) -> bool:
@@ -390,8 +459,11 @@ def named_gpu(gpu: str, precision: str):
     if spec is None:
         names = [name for spec in load_specs() for name in (spec.key, *spec.aliases)]
         close = difflib.get_close_matches(gpu.strip().casefold(), names, n=3, cutoff=0.5)
-        raise UsageError(f"unknown GPU {gpu!r}" + (f"; closest: {', '.join(close)}" if close else "") +
-                         "; `utilscope devices` lists the spec table")  # fmt: skip
+        raise UsageError(
+            f"unknown GPU {gpu!r}"
+            + (f"; closest: {', '.join(close)}" if close else "")
+            + "; `utilscope devices` lists the spec table"
+        )
     spec.peak_tflops(precision)  # raises, naming the units it has
     return spec
 

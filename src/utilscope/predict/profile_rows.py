@@ -63,8 +63,9 @@ def load(path: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     if not kept.is_file():
         return None
     frame = pd.read_csv(kept, keep_default_na=False, na_values=[""])
-    ops, chains = (frame[frame["part"] == part].drop(columns="part").dropna(axis=1, how="all") for part in
-                   ("op", "chain"))  # fmt: skip
+    ops, chains = (
+        frame[frame["part"] == part].drop(columns="part").dropna(axis=1, how="all") for part in ("op", "chain")
+    )
     return ops.reset_index(drop=True), chains.reset_index(drop=True)
 
 

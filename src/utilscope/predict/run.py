@@ -32,8 +32,9 @@ def check_prices(prices: dict[str, float] | None) -> dict[str, float]:
         spec = find_spec(str(gpu).strip())
         value = usd if isinstance(usd, (int, float)) and not isinstance(usd, bool) else math.nan
         if spec is None or not 0 < value < math.inf:
-            raise UsageError(f"price {gpu!r}: {usd!r}: give a GPU of the spec table and a positive price in USD "
-                             "per hour")  # fmt: skip
+            raise UsageError(
+                f"price {gpu!r}: {usd!r}: give a GPU of the spec table and a positive price in USD per hour"
+            )
         checked[spec.key] = float(value)
     return checked
 
@@ -92,8 +93,12 @@ class PredictionSet:
         return ranked([p.to_dict() for p in self.predictions], self.prices)
 
     def to_dict(self) -> dict:
-        return {"profile": self.profile_path, "device": self.device, "predictions": self.records(),
-                "failures": list(self.failures)}  # fmt: skip
+        return {
+            "profile": self.profile_path,
+            "device": self.device,
+            "predictions": self.records(),
+            "failures": list(self.failures),
+        }
 
     def to_frame(self) -> pd.DataFrame:
         """One row per model, batch size and GPU, without the per-layer lists (``layers_frame`` has them)."""
@@ -101,8 +106,11 @@ class PredictionSet:
 
     def layers_frame(self) -> pd.DataFrame:
         """One row per predicted layer of every prediction, keyed by model, GPU and batch size."""
-        rows = [{"model": p.model, "gpu_key": p.gpu_key, "batch": p.batch, **layer}
-                for p in self.predictions for layer in p.layers]  # fmt: skip
+        rows = [
+            {"model": p.model, "gpu_key": p.gpu_key, "batch": p.batch, **layer}
+            for p in self.predictions
+            for layer in p.layers
+        ]
         return pd.DataFrame(rows)
 
 
@@ -132,9 +140,19 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     try:
         for model in request.models:
             try:
-                predictions += [p for batch in request.batches for p in predictor.predict_on(
-                    model, batch, targets or [None], request.resolution, request.backend, request.precision,
-                    request.channels_last)]  # fmt: skip
+                predictions += [
+                    p
+                    for batch in request.batches
+                    for p in predictor.predict_on(
+                        model,
+                        batch,
+                        targets or [None],
+                        request.resolution,
+                        request.backend,
+                        request.precision,
+                        request.channels_last,
+                    )
+                ]
             except UtilscopeError as exc:
                 if len(request.models) == 1:
                     raise

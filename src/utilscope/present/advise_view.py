@@ -30,8 +30,12 @@ def trial_line(trial) -> str:
     speed = trial.status
     if trial.samples_per_s:
         latency = f", {significant(trial.latency_ms)} ms" if trial.latency_ms else ""
-        runs = (f" (median of {trial.repeats}: {significant(trial.samples_per_s_min)}-"
-                f"{significant(trial.samples_per_s_max)})" if spread(trial) else "")  # fmt: skip
+        runs = (
+            f" (median of {trial.repeats}: {significant(trial.samples_per_s_min)}-"
+            f"{significant(trial.samples_per_s_max)})"
+            if spread(trial)
+            else ""
+        )
         speed = f"{significant(trial.samples_per_s)} samples/s{runs}{latency}"
     where = "batch ladder, batch" if trial.kind == "batch" else "batch"
     return f"{where} {trial.batch}: {trial.change} ({trial.backend}, {trial.precision}): {speed}"
@@ -44,15 +48,25 @@ def _exact(trial) -> str:
 def ranked_table(advice, batch: int) -> Table:
     trials = [t for t in advice.trials if t.batch == batch]
     trials.sort(key=lambda t: -(t.speedup or 0))
-    table = Table(title=f"{advice.model} on {advice.device}, batch {batch}: changes ranked by median measured "
-                  "throughput (utilization on the original model's FLOPs)")  # fmt: skip
+    table = Table(
+        title=f"{advice.model} on {advice.device}, batch {batch}: changes ranked by median measured "
+        "throughput (utilization on the original model's FLOPs)"
+    )
     columns = ("change", "exact?", "samples/s", "range", "speed-up", "FLOP utilization", "max output diff", "status")
     for column in columns:
         table.add_column(column, justify="left" if column in ("change", "exact?", "status") else "right")
     for t in trials:
         speedup = _number(t.speedup, ".2f") + "x" * bool(t.speedup)
-        table.add_row(t.change, _exact(t), _significant(t.samples_per_s), spread(t), speedup,
-                      _number(t.utilization, ".2%"), _number(t.max_rel_diff, ".1e"), t.status)  # fmt: skip
+        table.add_row(
+            t.change,
+            _exact(t),
+            _significant(t.samples_per_s),
+            spread(t),
+            speedup,
+            _number(t.utilization, ".2%"),
+            _number(t.max_rel_diff, ".1e"),
+            t.status,
+        )
     return table
 
 
@@ -67,8 +81,14 @@ def render_advice(advice, console: Console) -> None:
         for column in ("batch", "samples/s", "range", "latency ms", "FLOP utilization", "status"):
             ladder.add_column(column, justify="right")
         for t in advice.batch_ladder:
-            ladder.add_row(str(t.batch), _significant(t.samples_per_s), spread(t), _significant(t.latency_ms),
-                           _number(t.utilization, ".2%"), t.status)  # fmt: skip
+            ladder.add_row(
+                str(t.batch),
+                _significant(t.samples_per_s),
+                spread(t),
+                _significant(t.latency_ms),
+                _number(t.utilization, ".2%"),
+                t.status,
+            )
         console.print(ladder)
         saturation = advice.saturation_batch or "none (no batch size of the ladder ran)"  # never "None"
         console.print(f"saturation batch (the smallest within 5% of the best throughput): {saturation}")

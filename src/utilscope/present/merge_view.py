@@ -5,10 +5,18 @@ from __future__ import annotations
 from utilscope.survey.merge import KEPT_RULE, MergeResult, TableCounts
 from utilscope.units import plural
 
-ENTRY_NAMES = {"measurements": "measurements", "op_classes": "op-class sets", "models": "model records",
-               "published": "published rows"}  # fmt: skip
-ENTRY_NAME = {"measurements": "measurement", "op_classes": "op-class set", "models": "model record",
-              "published": "published row"}  # one of them  # fmt: skip
+ENTRY_NAMES = {
+    "measurements": "measurements",
+    "op_classes": "op-class sets",
+    "models": "model records",
+    "published": "published rows",
+}
+ENTRY_NAME = {
+    "measurements": "measurement",
+    "op_classes": "op-class set",
+    "models": "model record",
+    "published": "published row",
+}  # one of them
 MOST_CONFLICTS = 10  # conflicts listed one by one; the rest are counted
 
 
@@ -23,11 +31,15 @@ def merge_lines(result: MergeResult, most: int = MOST_CONFLICTS) -> list[str]:
         if table != "published" or result.held_after(table)
     )  # others' rows: said when there are some
     before = result.held_before["measurements"]
-    lines.append(f"merged {plural(len(result.inputs), 'store')} into {result.output}: it holds {held} "
-                 f"({plural(before, 'measurement')} before)")  # fmt: skip
+    lines.append(
+        f"merged {plural(len(result.inputs), 'store')} into {result.output}: it holds {held} "
+        f"({plural(before, 'measurement')} before)"
+    )
     for conflict in result.conflicts[:most]:
-        lines.append(f"conflict: {conflict.key}: {conflict.left_out} differs from {conflict.kept} in "
-                     f"{', '.join(conflict.columns)}; kept {conflict.kept}'s")  # fmt: skip
+        lines.append(
+            f"conflict: {conflict.key}: {conflict.left_out} differs from {conflict.kept} in "
+            f"{', '.join(conflict.columns)}; kept {conflict.kept}'s"
+        )
     if len(result.conflicts) > most:
         lines.append(f"... and {len(result.conflicts) - most} more conflicts")
     if result.conflicts:
@@ -50,6 +62,8 @@ def _other_versions(counts: TableCounts) -> str:
     copy's versions."""
     if not counts.other_versions:
         return ""
-    named = "; ".join(f"other {package}: " + ", ".join(f"{mine} vs kept {kept}" for mine, kept in sorted(pairs))
-                      for package, pairs in counts.versions.items())  # fmt: skip
+    named = "; ".join(
+        f"other {package}: " + ", ".join(f"{mine} vs kept {kept}" for mine, kept in sorted(pairs))
+        for package, pairs in counts.versions.items()
+    )
     return f" ({counts.other_versions} recorded with {named})"

@@ -72,8 +72,15 @@ def title_phrases(result: ProfileResult) -> list[str]:
     if backend != result.backend:
         backend = f"{backend} (asked: {result.backend})"
     layout = "channels_last" if result.channels_last else "contiguous"
-    return [result.model, f"{result.resolution}px", result.device, backend, result.precision, layout,
-            f"{si(result.flops_per_sample)}FLOP/sample"]  # fmt: skip
+    return [
+        result.model,
+        f"{result.resolution}px",
+        result.device,
+        backend,
+        result.precision,
+        layout,
+        f"{si(result.flops_per_sample)}FLOP/sample",
+    ]
 
 
 def wrap_phrases(phrases: list[str], width: int, separator: str = TITLE_SEPARATOR) -> str:

@@ -47,6 +47,8 @@ def worst_errors(result, most: int = 5) -> list[str]:
 
 def missing_lines(missing, most: int = 10) -> list[str]:
     """The first ``most`` cells of a run that have no row, one a line, and how many more."""
-    lines = [f"no row: {key.model} {key.resolution}px {key.precision} {key.backend} batch {key.batch}"
-             for key in missing[:most]]  # fmt: skip
+    lines = [
+        f"no row: {key.model} {key.resolution}px {key.precision} {key.backend} batch {key.batch}"
+        for key in missing[:most]
+    ]
     return lines + ([f"... and {len(missing) - most} more cells without a row"] if len(missing) > most else [])

@@ -26,9 +26,30 @@ from utilscope.survey.published import with_utilization
 MEASURED, PUBLISHED = "measured", "published"
 OURS = "utilscope survey"  # the table name of measured rows
 MAIN_CONDITION = ("amp", "contiguous", "eager")  # timm's published condition: what every GPU has
-COLUMNS = ["gpu", "gpu_name", "architecture", "source", "table", "torch", "precision", "memory_format", "backend",
-           "condition", "model", "resolution", "batch", "reparam", "conv_class", "samples_per_s", "utilization",
-           "achieved_tflops", "peak_tflops", "flops_per_sample", "bytes_per_sample", "intensity"]  # fmt: skip
+COLUMNS = [
+    "gpu",
+    "gpu_name",
+    "architecture",
+    "source",
+    "table",
+    "torch",
+    "precision",
+    "memory_format",
+    "backend",
+    "condition",
+    "model",
+    "resolution",
+    "batch",
+    "reparam",
+    "conv_class",
+    "samples_per_s",
+    "utilization",
+    "achieved_tflops",
+    "peak_tflops",
+    "flops_per_sample",
+    "bytes_per_sample",
+    "intensity",
+]
 
 
 def _gpu_facts(names: pd.Series) -> pd.DataFrame:
@@ -64,11 +85,18 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertib
         return pd.DataFrame(columns=COLUMNS)
     model = ok["model"].str.removesuffix(REPARAM)
     reparameterized = set(model[ok["model"].str.endswith(REPARAM)]) | convertible
-    reparam = ok["model"].str.endswith(REPARAM).map({True: "yes", False: "no"}).where(model.isin(reparameterized),
-                                                                                      "n/a")  # fmt: skip
+    reparam = (
+        ok["model"].str.endswith(REPARAM).map({True: "yes", False: "no"}).where(model.isin(reparameterized), "n/a")
+    )
     bytes_per_sample = ok["achieved_gbs"].astype("float64") * 1e9 / ok["samples_per_s"]
-    frame = ok.assign(model=model, reparam=reparam, bytes_per_sample=bytes_per_sample, source=MEASURED, table=OURS,
-                      conv_class=[classes.get(name, "unknown") for name in model])  # fmt: skip
+    frame = ok.assign(
+        model=model,
+        reparam=reparam,
+        bytes_per_sample=bytes_per_sample,
+        source=MEASURED,
+        table=OURS,
+        conv_class=[classes.get(name, "unknown") for name in model],
+    )
     return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))
 
 
@@ -158,8 +186,11 @@ def class_summary(rows: pd.DataFrame) -> pd.DataFrame:
     groups = rows.groupby(["gpu", "conv_class"])["utilization"]
     summary = groups.agg(rows="size", median="median", q25=lambda u: u.quantile(0.25), q75=lambda u: u.quantile(0.75))
     order = {gpu: i for i, gpu in enumerate(gpu_order(rows))}
-    return summary.reset_index().sort_values(["gpu", "conv_class"], key=lambda c: c.map(order) if c.name == "gpu"
-                                             else c).reset_index(drop=True)  # fmt: skip
+    return (
+        summary.reset_index()
+        .sort_values(["gpu", "conv_class"], key=lambda c: c.map(order) if c.name == "gpu" else c)
+        .reset_index(drop=True)
+    )
 
 
 def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
@@ -171,8 +202,9 @@ def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
 def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1) -> pd.DataFrame:
     """For each pair of GPUs (``_pairs_of_gpus``) and value of the column ``by`` with at least ``minimum_rows``
     (model, resolution) rows both GPUs have: rows, the median utilization ratio (bigger / smaller) and speedup."""
-    wide = rows.pivot_table(index=["model", "resolution", by], columns="gpu",
-                            values=["utilization", "samples_per_s"], aggfunc="first")  # fmt: skip
+    wide = rows.pivot_table(
+        index=["model", "resolution", by], columns="gpu", values=["utilization", "samples_per_s"], aggfunc="first"
+    )
     records = []
     for small, big in _pairs_of_gpus(rows):
         both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
@@ -181,8 +213,16 @@ def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1) -> pd.Dat
                 continue
             utilization = part["utilization", big] / part["utilization", small]
             speedup = part["samples_per_s", big] / part["samples_per_s", small]
-            records.append({"smaller": small, "bigger": big, by: value, "rows": len(part),
-                            "utilization_ratio": utilization.median(), "speedup": speedup.median()})  # fmt: skip
+            records.append(
+                {
+                    "smaller": small,
+                    "bigger": big,
+                    by: value,
+                    "rows": len(part),
+                    "utilization_ratio": utilization.median(),
+                    "speedup": speedup.median(),
+                }
+            )
     return pd.DataFrame(records)
 
 
@@ -208,8 +248,16 @@ def rank_swaps(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         both = wide[[small, big]].dropna().join(flops).sort_values("flops_per_sample")
         alike, found = _equal_flop_pairs(both, small, big)
         swaps += [{"smaller": small, "bigger": big, **swap} for swap in found]
-        counts.append({"smaller": small, "bigger": big, "rows": len(both), "equal_flop_pairs": alike,
-                       "swaps": len(found), "share": len(found) / alike if alike else float("nan")})  # fmt: skip
+        counts.append(
+            {
+                "smaller": small,
+                "bigger": big,
+                "rows": len(both),
+                "equal_flop_pairs": alike,
+                "swaps": len(found),
+                "share": len(found) / alike if alike else float("nan"),
+            }
+        )
     swaps = pd.DataFrame(swaps)
     if not swaps.empty:
         swaps = swaps.sort_values("swing", ascending=False, ignore_index=True)
@@ -229,9 +277,16 @@ def _equal_flop_pairs(both: pd.DataFrame, small: str, big: str) -> tuple[int, li
             swing = max(ratio_small / ratio_big, ratio_big / ratio_small)
             opposite = (ratio_small - 1) * (ratio_big - 1) < 0
             if opposite and min(abs(ratio_small - 1), abs(ratio_big - 1)) > SWAP_MARGIN:
-                swaps.append({"first": keys[i], "second": keys[j], "gflops": flops[i] / 1e9,
-                              "first_over_second_smaller": ratio_small, "first_over_second_bigger": ratio_big,
-                              "swing": swing})  # fmt: skip
+                swaps.append(
+                    {
+                        "first": keys[i],
+                        "second": keys[j],
+                        "gflops": flops[i] / 1e9,
+                        "first_over_second_smaller": ratio_small,
+                        "first_over_second_bigger": ratio_big,
+                        "swing": swing,
+                    }
+                )
             j += 1
     return alike, swaps
 

@@ -12,17 +12,33 @@ from utilscope.report import atlas, atlas_plots
 
 TABLE_ID = "atlas-table"
 FIGURES = (
-    ("atlas_classes.png", "Utilization per GPU and conv class", atlas_plots.plot_class_distribution,
-     "One point per model and resolution in timm's condition (amp, NCHW, eager), one table per GPU: dense, grouped "
-     "and depthwise CNNs and attention hybrids, by counted FLOP shares."),
-    ("atlas_slope.png", "One model across GPUs", atlas_plots.plot_slope,
-     "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak."),
-    ("atlas_rank.png", "Throughput rank correlation between GPUs", atlas_plots.plot_rank_correlation,
-     "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares."),
-    ("atlas_intensity.png", "Utilization against arithmetic intensity", atlas_plots.plot_intensity,
-     "Counted FLOPs per counted (unfused) byte; the dashed line is the GPU's ridge point, its fp16 tensor peak over "
-     "its memory bandwidth."),
-)  # fmt: skip
+    (
+        "atlas_classes.png",
+        "Utilization per GPU and conv class",
+        atlas_plots.plot_class_distribution,
+        "One point per model and resolution in timm's condition (amp, NCHW, eager), one table per GPU: dense, grouped "
+        "and depthwise CNNs and attention hybrids, by counted FLOP shares.",
+    ),
+    (
+        "atlas_slope.png",
+        "One model across GPUs",
+        atlas_plots.plot_slope,
+        "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak.",
+    ),
+    (
+        "atlas_rank.png",
+        "Throughput rank correlation between GPUs",
+        atlas_plots.plot_rank_correlation,
+        "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares.",
+    ),
+    (
+        "atlas_intensity.png",
+        "Utilization against arithmetic intensity",
+        atlas_plots.plot_intensity,
+        "Counted FLOPs per counted (unfused) byte; the dashed line is the GPU's ridge point, its fp16 tensor peak over "
+        "its memory bandwidth.",
+    ),
+)
 DYNAMO_FIGURE = (
     "atlas_dynamo.png",
     "torch.compile over eager per GPU",
@@ -54,8 +70,11 @@ def picker_table(rows: pd.DataFrame) -> str:
     sub = "".join(f'<th class="n g-{gpu}">utilization</th><th class="n g-{gpu}">samples/s</th>' for gpu in gpus)
     body = []
     for (model, resolution), group in by_key.items():
-        cells = [f"<td>{html.escape(model)}</td>", f'<td class="n">{resolution}</td>',
-                 f"<td>{html.escape(str(group['conv_class'].iloc[0]))}</td>"]  # fmt: skip
+        cells = [
+            f"<td>{html.escape(model)}</td>",
+            f'<td class="n">{resolution}</td>',
+            f"<td>{html.escape(str(group['conv_class'].iloc[0]))}</td>",
+        ]
         for gpu in gpus:
             utilization, samples = _cell(group.loc[gpu] if gpu in group.index else None)
             cells.append(f'<td class="n g-{gpu}">{utilization}</td><td class="n g-{gpu}">{samples}</td>')
@@ -67,11 +86,15 @@ def picker_table(rows: pd.DataFrame) -> str:
 
 
 def _controls(rows: pd.DataFrame, count: int) -> str:
-    boxes = "".join(f'<label><input type="checkbox" checked data-gpu="g-{gpu}"> {html.escape(gpu)}</label> '
-                    for gpu in atlas.gpu_order(rows))  # fmt: skip
-    return (f'<div class="filter">GPUs: {boxes}</div><div class="filter"><input type="search" placeholder="filter: '
-            f'resnet50 224, depthwise ..." data-filter="{TABLE_ID}" data-count="{TABLE_ID}-count" aria-label="filter '
-            f'the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>')  # fmt: skip
+    boxes = "".join(
+        f'<label><input type="checkbox" checked data-gpu="g-{gpu}"> {html.escape(gpu)}</label> '
+        for gpu in atlas.gpu_order(rows)
+    )
+    return (
+        f'<div class="filter">GPUs: {boxes}</div><div class="filter"><input type="search" placeholder="filter: '
+        f'resnet50 224, depthwise ..." data-filter="{TABLE_ID}" data-count="{TABLE_ID}-count" aria-label="filter '
+        f'the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>'
+    )
 
 
 def write_figures(frame: pd.DataFrame, rows: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path, str]]:
@@ -81,8 +104,9 @@ def write_figures(frame: pd.DataFrame, rows: pd.DataFrame, out_dir: Path) -> lis
     return figures + [(title, atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name), text)]
 
 
-def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None,
-                  out_dir: Path) -> tuple[str, list[tuple[str, Path, str]], str] | None:  # fmt: skip
+def atlas_section(
+    measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path
+) -> tuple[str, list[tuple[str, Path, str]], str] | None:
     """The section's intro text, its figures (written into ``out_dir``) and the picker's HTML (controls, table and
     script), for ``html`` to lay out; None without rows of two GPUs."""
     frame = atlas.atlas_rows(measurements, published)
@@ -90,12 +114,13 @@ def atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None,
     if rows["gpu"].nunique() < 2:
         return None
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
-    intro = (f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
-             f"otherwise), each from one table ({tables}). Published rows are timm's (data/public/timm-benchmark), "
-             "measured rows utilscope's. Models timm can reparameterize are compared reparameterized, where a "
-             "published row's GMACs show it was (else left out). Pick GPUs with the boxes, models with the filter; "
-             "click a header to sort.")  # fmt: skip
+    intro = (
+        f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
+        f"otherwise), each from one table ({tables}). Published rows are timm's (data/public/timm-benchmark), "
+        "measured rows utilscope's. Models timm can reparameterize are compared reparameterized, where a "
+        "published row's GMACs show it was (else left out). Pick GPUs with the boxes, models with the filter; "
+        "click a header to sort."
+    )
     count = rows.groupby(["model", "resolution"]).ngroups
-    picker = (_controls(rows, count) + f'\n<div class="scroll">{picker_table(rows)}</div>\n'
-              f"<script>{SCRIPT}</script>\n")  # fmt: skip
+    picker = _controls(rows, count) + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n'
     return intro, write_figures(frame, rows, out_dir), picker

@@ -19,8 +19,16 @@ CAPTION = (
     "FLOP utilization: counted FLOPs x samples/s over the GPU's dense datasheet peak for the precision "
     "(amp: fp16 tensor cores, fp32 accumulate). Published rows: timm's tables; measured: utilscope."
 )
-SLOPE_MODELS = ("timm:resnet50", "timm:resnet18", "timm:efficientnet_b0", "timm:mobilenetv3_large_100",
-                "timm:convnext_tiny", "timm:regnety_032", "timm:densenet121", "timm:resnext50_32x4d")  # fmt: skip
+SLOPE_MODELS = (
+    "timm:resnet50",
+    "timm:resnet18",
+    "timm:efficientnet_b0",
+    "timm:mobilenetv3_large_100",
+    "timm:convnext_tiny",
+    "timm:regnety_032",
+    "timm:densenet121",
+    "timm:resnext50_32x4d",
+)
 
 
 def _gpu_label(gpu: str) -> str:
@@ -47,8 +55,14 @@ def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
         positions = [i - 0.4 + width * (k + 0.5) for i in range(len(gpus))]
         kept = [(p, d) for p, d in zip(positions, data, strict=True) if len(d)]
         if kept:
-            box = axes.boxplot([d for _, d in kept], positions=[p for p, _ in kept], widths=width * 0.9,
-                               patch_artist=True, showfliers=False, manage_ticks=False)  # fmt: skip
+            box = axes.boxplot(
+                [d for _, d in kept],
+                positions=[p for p, _ in kept],
+                widths=width * 0.9,
+                patch_artist=True,
+                showfliers=False,
+                manage_ticks=False,
+            )
             for patch in box["boxes"]:
                 patch.set_facecolor(f"C{k}")
                 patch.set_alpha(0.6)
@@ -73,8 +87,9 @@ def plot_slope(rows: pd.DataFrame, path: str | Path, models=SLOPE_MODELS) -> Pat
         resolution = mine["resolution"].mode().iloc[0]
         at = mine[mine["resolution"] == resolution].drop_duplicates("gpu").set_index("gpu")["utilization"]
         xs = [i for i, gpu in enumerate(gpus) if gpu in at.index]
-        axes.plot(xs, [at[gpus[i]] for i in xs], marker="o", color=f"C{k % 10}",
-                  label=f"{plots._short(model)} @{resolution}")  # fmt: skip
+        axes.plot(
+            xs, [at[gpus[i]] for i in xs], marker="o", color=f"C{k % 10}", label=f"{plots._short(model)} @{resolution}"
+        )
     axes.set_xticks(range(len(gpus)), [_gpu_label(g) for g in gpus])
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
@@ -148,11 +163,18 @@ def plot_dynamo_gain(gains: pd.DataFrame, path: str | Path) -> Path:
     data = [group["gain"].to_numpy() for _, group in groups]
     axes.boxplot(data, showfliers=False)
     for i, values in enumerate(data, start=1):
-        axes.scatter(np.full(len(values), i) + np.random.default_rng(i).uniform(-0.15, 0.15, len(values)), values,
-                     s=4, alpha=0.3, color="C0")  # fmt: skip
+        axes.scatter(
+            np.full(len(values), i) + np.random.default_rng(i).uniform(-0.15, 0.15, len(values)),
+            values,
+            s=4,
+            alpha=0.3,
+            color="C0",
+        )
     axes.axhline(1.0, color="#444444", linewidth=1)
-    labels = [f"{_gpu_label(gpu)}\ntorch {torch}\n{source} ({len(v)})" for (gpu, torch, source), v in
-              zip((key for key, _ in groups), data, strict=True)]  # fmt: skip
+    labels = [
+        f"{_gpu_label(gpu)}\ntorch {torch}\n{source} ({len(v)})"
+        for (gpu, torch, source), v in zip((key for key, _ in groups), data, strict=True)
+    ]
     axes.set_xticks(range(1, len(groups) + 1), labels, fontsize=8)
     axes.set_yscale("log")
     axes.set_ylabel("samples/s compile / eager")

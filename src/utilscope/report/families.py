@@ -22,8 +22,18 @@ CROWDED_LINES = 150  # more lines than this in a panel: lines thin and fade the 
 SMALLEST_MARKER = 0.35  # the least a crowded figure scales marker areas by
 CROWDED_ALPHA = 0.6  # how much more translucent crowded markers and lines are (a factor on their alpha)
 # tab10 with its grey (the colour of the other families) swapped for near-black
-_DISTINCT = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#222222", "#bcbd22",
-             "#17becf"]  # fmt: skip
+_DISTINCT = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#222222",
+    "#bcbd22",
+    "#17becf",
+]
 
 
 def with_current_families(frame: pd.DataFrame) -> pd.DataFrame:
@@ -75,8 +85,11 @@ def legend_entries(shown: pd.DataFrame, colors: dict[str, object]) -> list[tuple
     each coloured family that has rows there, in ``colors``' order, then one ``"N other families (M)"`` entry for
     the families drawn in ``OTHER_COLOUR``."""
     counts = family_counts(shown)
-    entries = [(f"{family} ({counts[family]})", colour) for family, colour in colors.items()
-               if colour != OTHER_COLOUR and family in counts.index]  # fmt: skip
+    entries = [
+        (f"{family} ({counts[family]})", colour)
+        for family, colour in colors.items()
+        if colour != OTHER_COLOUR and family in counts.index
+    ]
     others = [family for family in counts.index if colors.get(family, OTHER_COLOUR) == OTHER_COLOUR]
     if others:
         word = "family" if len(others) == 1 else "families"

@@ -59,8 +59,17 @@ def _draw_panel(axes, panel: pd.DataFrame, colors: dict[str, str], batch: int, l
     for device, color in colors.items():
         found = panel[device].notna().to_numpy()
         axes.scatter(panel[device][found], heights[found], s=16, color=color, zorder=3, label=device)
-        axes.scatter(np.full((~found).sum(), 0.012), heights[~found], s=14, marker="x", color=color, lw=0.9,
-                     transform=edge, zorder=3, label=f"{device}: missing")  # fmt: skip
+        axes.scatter(
+            np.full((~found).sum(), 0.012),
+            heights[~found],
+            s=14,
+            marker="x",
+            color=color,
+            lw=0.9,
+            transform=edge,
+            zorder=3,
+            label=f"{device}: missing",
+        )
     axes.set_xscale("log")
     axes.set_xlim(*limits)
     axes.xaxis.set_major_formatter(lambda value, _: f"{100 * value:g}%")
@@ -84,8 +93,15 @@ def _legend(axes, frame: pd.DataFrame, panels: list[pd.DataFrame], colors: dict[
         handles.append(axes.scatter([], [], s=16, color=color, label=label))
     missing = "at the left edge: not measured or failed"
     handles.append(axes.scatter([], [], s=14, marker="x", color="#666666", label=missing))
-    return axes.legend(handles=handles, title="GPU", loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
-                       title_fontsize=8, frameon=False)  # fmt: skip
+    return axes.legend(
+        handles=handles,
+        title="GPU",
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=7,
+        title_fontsize=8,
+        frameon=False,
+    )
 
 
 def plot_gpu_comparison(frame: pd.DataFrame, path: str | Path) -> Path:

@@ -28,9 +28,18 @@ from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si, significant
 
 MEASUREMENT_COLUMNS = plots.SERIES + [
-    "batch", "family", "status", "flops_per_sample", "latency_ms", "samples_per_s", "achieved_tflops",
-    "utilization", "peak_tflops", "peak_source", "nvml_util",
-]  # fmt: skip
+    "batch",
+    "family",
+    "status",
+    "flops_per_sample",
+    "latency_ms",
+    "samples_per_s",
+    "achieved_tflops",
+    "utilization",
+    "peak_tflops",
+    "peak_source",
+    "nvml_util",
+]
 OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
 RANKED = 10  # rows in the top and bottom tables
 REPORT_FOLDER = "report folder"
@@ -39,20 +48,40 @@ _NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0
 
 # (file name, title, function of the measurements frame, what to read from it)
 FIGURES = (
-    ("utilization_vs_batch.png", "Utilization vs batch size", plots.plot_utilization_vs_batch,
-     "One line per model, one panel per backend; colour is the family, the three best and worst at the largest "
-     "batch are named."),
-    ("utilization_vs_gflops.png", "Utilization vs GFLOPs per sample", plots.plot_utilization_vs_gflops,
-     "Each model at its largest successful batch; GFLOPs on a log axis, marker shape is the backend."),
-    ("throughput_vs_gflops.png", "Throughput vs GFLOPs, with iso-utilization lines", plots.plot_throughput_vs_gflops,
-     "Grey lines: samples/s = u × peak / FLOPs per sample for u = 1, 3, 10, 30, 100 %. Filled markers: largest "
-     "successful batch; hollow: smallest batch."),
-    ("utilization_by_family.png", "Utilization by family", plots.plot_utilization_by_family,
-     "Boxes over the models of a family at their largest successful batch, one box per backend."),
-    ("flop_vs_nvml.png", "FLOP utilization vs nvml_util", plots.plot_flop_vs_nvml,
-     "nvml_util counts the time any kernel runs; FLOP utilization counts the work done. Points far below the "
-     "dashed line are busy GPUs doing little arithmetic."),
-)  # fmt: skip
+    (
+        "utilization_vs_batch.png",
+        "Utilization vs batch size",
+        plots.plot_utilization_vs_batch,
+        "One line per model, one panel per backend; colour is the family, the three best and worst at the largest "
+        "batch are named.",
+    ),
+    (
+        "utilization_vs_gflops.png",
+        "Utilization vs GFLOPs per sample",
+        plots.plot_utilization_vs_gflops,
+        "Each model at its largest successful batch; GFLOPs on a log axis, marker shape is the backend.",
+    ),
+    (
+        "throughput_vs_gflops.png",
+        "Throughput vs GFLOPs, with iso-utilization lines",
+        plots.plot_throughput_vs_gflops,
+        "Grey lines: samples/s = u × peak / FLOPs per sample for u = 1, 3, 10, 30, 100 %. Filled markers: largest "
+        "successful batch; hollow: smallest batch.",
+    ),
+    (
+        "utilization_by_family.png",
+        "Utilization by family",
+        plots.plot_utilization_by_family,
+        "Boxes over the models of a family at their largest successful batch, one box per backend.",
+    ),
+    (
+        "flop_vs_nvml.png",
+        "FLOP utilization vs nvml_util",
+        plots.plot_flop_vs_nvml,
+        "nvml_util counts the time any kernel runs; FLOP utilization counts the work done. Points far below the "
+        "dashed line are busy GPUs doing little arithmetic.",
+    ),
+)
 OP_CLASS_FIGURE = (
     "op_class_shares.png",
     "Op-class shares of time and FLOPs",
@@ -143,8 +172,9 @@ def write_csv(measurements: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def write_figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path,
-                  records: dict[str, dict]) -> list[tuple]:  # fmt: skip
+def write_figures(
+    measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path, records: dict[str, dict]
+) -> list[tuple]:
     """Draw every figure into ``out_dir``; returns ``(title, path, text)`` per figure, in page order."""
     figures = [(title, draw(measurements, out_dir / name), text) for name, title, draw, text in FIGURES]
     name, title, text = OP_CLASS_FIGURE
@@ -404,8 +434,10 @@ def _atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, o
 
 
 def _peak_text(device: str, peaks: list[tuple[str, float, str]]) -> str:
-    shown = ", ".join(f"{precision} {si(peak * 1e12, 'FLOP/s')} ({source or 'source not recorded'})"
-                      for precision, peak, source in peaks)  # fmt: skip
+    shown = ", ".join(
+        f"{precision} {si(peak * 1e12, 'FLOP/s')} ({source or 'source not recorded'})"
+        for precision, peak, source in peaks
+    )
     return f"{device} {shown or '–'}"
 
 
@@ -500,8 +532,13 @@ def _gpu_section(measurements: pd.DataFrame, out_dir: Path) -> str:
     )
 
 
-def build_report(measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: str | Path,
-                 records: dict[str, dict] | None = None, published: pd.DataFrame | None = None) -> Path:  # fmt: skip
+def build_report(
+    measurements: pd.DataFrame,
+    op_classes: pd.DataFrame,
+    out_dir: str | Path,
+    records: dict[str, dict] | None = None,
+    published: pd.DataFrame | None = None,
+) -> Path:
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is

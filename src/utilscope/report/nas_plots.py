@@ -76,11 +76,19 @@ def plot_nas_feature_effects(measurements: pd.DataFrame, records: dict[str, dict
 
 
 NAS_FIGURES = (
-    ("nas_throughput_vs_gflops.png", "NAS: throughput vs FLOPs", plot_nas_throughput_vs_gflops,
-     "Sampled architectures of each search space: how well FLOPs rank measured throughput (Spearman in the title)."),
-    ("nas_utilization.png", "NAS: utilization distribution", plot_nas_utilization,
-     "FLOP utilization of the sampled architectures, per space and batch size."),
-)  # fmt: skip
+    (
+        "nas_throughput_vs_gflops.png",
+        "NAS: throughput vs FLOPs",
+        plot_nas_throughput_vs_gflops,
+        "Sampled architectures of each search space: how well FLOPs rank measured throughput (Spearman in the title).",
+    ),
+    (
+        "nas_utilization.png",
+        "NAS: utilization distribution",
+        plot_nas_utilization,
+        "FLOP utilization of the sampled architectures, per space and batch size.",
+    ),
+)
 NAS_EFFECTS_FIGURE = (
     "nas_feature_effects.png",
     "NAS: what drives utilization",

@@ -312,9 +312,14 @@ def plot_throughput_vs_gflops(frame: pd.DataFrame, path: str | Path) -> Path:
         few = families.coloured_last(small[small["backend"].astype(str) == backend], colors)
         axes.scatter(big["gflops"], big["samples_per_s"], c=_colors_of(big, colors), marker=marker, **filled)
         axes.scatter(
-            few["gflops"], few["samples_per_s"], marker=marker, facecolors="none", edgecolors=_colors_of(few, colors),
-            lw=0.8 if hollow["alpha"] == 1.0 else 0.6, **hollow,
-        )  # fmt: skip
+            few["gflops"],
+            few["samples_per_s"],
+            marker=marker,
+            facecolors="none",
+            edgecolors=_colors_of(few, colors),
+            lw=0.8 if hollow["alpha"] == 1.0 else 0.6,
+            **hollow,
+        )
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlim(grid[0], grid[-1] * 1.6)  # room for the iso labels
@@ -372,9 +377,14 @@ def _family_boxes(axes, groups: dict[int, np.ndarray], offset: float, width: flo
     one boxplot and one scatter call for all the rows (one call per family took a second for 60 families)."""
     rows = sorted(groups)
     box = axes.boxplot(
-        [groups[r] for r in rows], positions=[r + offset for r in rows], widths=width * 0.85,
-        orientation="horizontal", patch_artist=True, showfliers=False, manage_ticks=False,
-    )  # fmt: skip
+        [groups[r] for r in rows],
+        positions=[r + offset for r in rows],
+        widths=width * 0.85,
+        orientation="horizontal",
+        patch_artist=True,
+        showfliers=False,
+        manage_ticks=False,
+    )
     for patch in box["boxes"]:
         patch.set(facecolor=color, alpha=0.35, edgecolor=color)
     for part in ("medians", "whiskers", "caps"):

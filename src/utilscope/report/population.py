@@ -48,8 +48,13 @@ def family_medians(frame: pd.DataFrame, backend: str, batch: int, min_models: in
     """Per family with at least ``min_models`` models: their count and median utilization, best first."""
     rows = ok_cells(frame, backend, batch)
     grouped = rows.groupby("family")
-    table = pd.DataFrame({"models": grouped.size(), "median_utilization": grouped["utilization"].median(),
-                          "median_gflops": grouped["gflops"].median()})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "models": grouped.size(),
+            "median_utilization": grouped["utilization"].median(),
+            "median_gflops": grouped["gflops"].median(),
+        }
+    )
     table = table[table["models"] >= min_models]
     return table.sort_values("median_utilization", ascending=False).reset_index()
 
@@ -83,20 +88,25 @@ def against_population(frame: pd.DataFrame, others: pd.DataFrame, backend: str, 
 def design_groups(design: pd.DataFrame) -> pd.DataFrame:
     """The design choices as categories, one column each: conv style, squeeze-excite, activation, channel
     alignment, stem, resolution, re-parameterizable blocks, depth and width (halves of the population)."""
-    conv = np.select([design["depthwise_share"] >= 0.01, design["grouped_share"] >= 0.1], ["depthwise", "grouped"],
-                     "dense")  # fmt: skip
-    return pd.DataFrame({
-        "model": design["model"],
-        "conv style": conv,
-        "squeeze-excite": np.where(design["squeeze_excite"], "yes", "no"),
-        "activation": design["activation"],
-        "channels aligned to 8": np.where(design["aligned_share"] >= 0.99, ">= 99% of FLOPs", "< 99% of FLOPs"),
-        "stem": np.where(design["patchify_stem"], "patchify", "overlapping conv"),
-        "input resolution": pd.cut(design["resolution"], [0, 224, 320, 10_000], labels=["<= 224", "225-320", "> 320"]),
-        "re-parameterizable blocks": np.where(design["reparameterizable"], "yes", "no"),
-        "depth": np.where(design["depth"] > design["depth"].median(), "deeper half", "shallower half"),
-        "width": np.where(design["width"] > design["width"].median(), "wider half", "narrower half"),
-    })  # fmt: skip
+    conv = np.select(
+        [design["depthwise_share"] >= 0.01, design["grouped_share"] >= 0.1], ["depthwise", "grouped"], "dense"
+    )
+    return pd.DataFrame(
+        {
+            "model": design["model"],
+            "conv style": conv,
+            "squeeze-excite": np.where(design["squeeze_excite"], "yes", "no"),
+            "activation": design["activation"],
+            "channels aligned to 8": np.where(design["aligned_share"] >= 0.99, ">= 99% of FLOPs", "< 99% of FLOPs"),
+            "stem": np.where(design["patchify_stem"], "patchify", "overlapping conv"),
+            "input resolution": pd.cut(
+                design["resolution"], [0, 224, 320, 10_000], labels=["<= 224", "225-320", "> 320"]
+            ),
+            "re-parameterizable blocks": np.where(design["reparameterizable"], "yes", "no"),
+            "depth": np.where(design["depth"] > design["depth"].median(), "deeper half", "shallower half"),
+            "width": np.where(design["width"] > design["width"].median(), "wider half", "narrower half"),
+        }
+    )
 
 
 def _with_design(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batch: int):
@@ -120,9 +130,10 @@ def design_effects(frame: pd.DataFrame, design: pd.DataFrame, backend: str, batc
                 "size_matched": grouped["ratio"].median(),
             }
         )
-        parts.append(table.rename_axis("value").reset_index())  # fmt: skip
-    return pd.concat(parts, ignore_index=True)[["choice", "value", "models", "median_utilization", "median_gflops",
-                                                "size_matched"]]  # fmt: skip
+        parts.append(table.rename_axis("value").reset_index())
+    return pd.concat(parts, ignore_index=True)[
+        ["choice", "value", "models", "median_utilization", "median_gflops", "size_matched"]
+    ]
 
 
 def design_effects_within(
@@ -164,10 +175,17 @@ def equal_flops_pairs(frame: pd.DataFrame, backend: str, batch: int, tolerance: 
     def side(column: str, fast: bool) -> np.ndarray:  # the fast (or slow) model's value of each pair
         return np.where(a_faster == fast, a[column].to_numpy(), b[column].to_numpy())
 
-    pairs = pd.DataFrame({"fast": side("name", True), "fast_family": side("family", True),
-                          "fast_gflops": side("gflops", True), "slow": side("name", False),
-                          "slow_family": side("family", False), "slow_gflops": side("gflops", False),
-                          "ratio": side("samples_per_s", True) / side("samples_per_s", False)})  # fmt: skip
+    pairs = pd.DataFrame(
+        {
+            "fast": side("name", True),
+            "fast_family": side("family", True),
+            "fast_gflops": side("gflops", True),
+            "slow": side("name", False),
+            "slow_family": side("family", False),
+            "slow_gflops": side("gflops", False),
+            "ratio": side("samples_per_s", True) / side("samples_per_s", False),
+        }
+    )
     columns = ["fast", "fast_family", "fast_gflops", "slow", "slow_family", "slow_gflops", "ratio"]
     return pairs[columns].sort_values("ratio", ascending=False).reset_index(drop=True)
 
@@ -188,13 +206,24 @@ def agreement(frame: pd.DataFrame, other: pd.DataFrame, pairs: dict[str, str]) -
     here = here[here["model"].isin(pairs)].assign(other_model=lambda rows: rows["model"].map(pairs))
     keys = ["backend", "batch", "precision"]
     joined = here.merge(there, left_on=["other_model", *keys], right_on=["model", *keys], suffixes=("", "_other"))
-    return pd.DataFrame({
-        "model": joined["name"], "other": joined["name_other"], "backend": joined["backend"], "batch": joined["batch"],
-        "resolution": joined["resolution"], "other_resolution": joined["resolution_other"],
-        "gflops": joined["gflops"], "other_gflops": joined["gflops_other"],
-        "utilization_ratio": joined["utilization"] / joined["utilization_other"],
-        "throughput_ratio": joined["samples_per_s"] / joined["samples_per_s_other"],
-    }).sort_values(["backend", "batch", "model"]).reset_index(drop=True)  # fmt: skip
+    return (
+        pd.DataFrame(
+            {
+                "model": joined["name"],
+                "other": joined["name_other"],
+                "backend": joined["backend"],
+                "batch": joined["batch"],
+                "resolution": joined["resolution"],
+                "other_resolution": joined["resolution_other"],
+                "gflops": joined["gflops"],
+                "other_gflops": joined["gflops_other"],
+                "utilization_ratio": joined["utilization"] / joined["utilization_other"],
+                "throughput_ratio": joined["samples_per_s"] / joined["samples_per_s_other"],
+            }
+        )
+        .sort_values(["backend", "batch", "model"])
+        .reset_index(drop=True)
+    )
 
 
 def backend_gains(frame: pd.DataFrame, backend: str, over: str, batch: int) -> pd.DataFrame:
@@ -204,10 +233,17 @@ def backend_gains(frame: pd.DataFrame, backend: str, over: str, batch: int) -> p
     keys = ["model", "precision", "resolution"]
     here, there = ok_cells(frame, backend, batch), ok_cells(frame, over, batch)
     joined = here.merge(there[[*keys, "utilization", "samples_per_s"]], on=keys, suffixes=("", "_over"))
-    table = pd.DataFrame({"name": joined["name"], "model": joined["model"], "family": joined["family"],
-                          "gflops": joined["gflops"], "utilization_over": joined["utilization_over"],
-                          "utilization": joined["utilization"],
-                          "gain": joined["samples_per_s"] / joined["samples_per_s_over"]})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "name": joined["name"],
+            "model": joined["model"],
+            "family": joined["family"],
+            "gflops": joined["gflops"],
+            "utilization_over": joined["utilization_over"],
+            "utilization": joined["utilization"],
+            "gain": joined["samples_per_s"] / joined["samples_per_s_over"],
+        }
+    )
     return table.sort_values("gain", ascending=False).reset_index(drop=True)
 
 

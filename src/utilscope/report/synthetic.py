@@ -141,8 +141,13 @@ def _check_devices(devices: tuple[tuple[str, float], ...]) -> None:
         raise UsageError(f"a device's peak must be a finite number of TFLOP/s above 0; got {bad[0]!r}")
 
 
-def _measure(grid: pd.DataFrame, rng: np.random.Generator, config: Configuration = CONFIG,
-             peak: float = PEAK_TFLOPS, fill: float = 1.0) -> pd.DataFrame:  # fmt: skip
+def _measure(
+    grid: pd.DataFrame,
+    rng: np.random.Generator,
+    config: Configuration = CONFIG,
+    peak: float = PEAK_TFLOPS,
+    fill: float = 1.0,
+) -> pd.DataFrame:
     batch = grid["batch"].to_numpy(float)
     saturation = batch / (batch + 12.0)
     size = (grid["flops_per_sample"].to_numpy(float) / 1e9) ** 0.15

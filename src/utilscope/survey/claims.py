@@ -77,15 +77,20 @@ def claim(plan: SurveyPlan, db: str, lease_s: float = LEASE_S) -> Lease:
         local = plan.target is None or plan.target.label == "local"
         neighbours = sorted({o for o, d in claims.values() if o != owner and d == device}) if local else []
     groups = [group.only(key.batch for key in group.keys(plan.config) if key in held) for group in plan.groups]
-    claimed = SurveyPlan(plan.grid, plan.config, [group for group in groups if group.batches], plan.skipped,
-                         plan.target)  # fmt: skip
+    claimed = SurveyPlan(
+        plan.grid, plan.config, [group for group in groups if group.batches], plan.skipped, plan.target
+    )
     taken = sum(1 for key in keys if key not in held and key in claims)
     return Lease(owner, device, claimed, taken, neighbours, len(keys) - len(held) - taken)
 
 
 @contextlib.contextmanager
-def holding(lease: Lease, db: str, lease_s: float = LEASE_S, renew_every_s: float = RENEW_EVERY_S,
-            ) -> Iterator[Lease]:  # fmt: skip
+def holding(
+    lease: Lease,
+    db: str,
+    lease_s: float = LEASE_S,
+    renew_every_s: float = RENEW_EVERY_S,
+) -> Iterator[Lease]:
     """Renew the lease's claims in the background while inside; release them after, however the block ends."""
     stop = threading.Event()
 

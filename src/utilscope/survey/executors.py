@@ -66,8 +66,9 @@ class LocalExecutor:
     def check(self, plans: list[SurveyPlan], options: RunOptions) -> None:
         gpus = _local_gpus(plans)
         if gpus and options.jobs > gpus:
-            raise UsageError(f"--jobs {options.jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each "
-                             "other's timings")  # fmt: skip
+            raise UsageError(
+                f"--jobs {options.jobs} with {gpus} GPU(s): workers sharing a GPU would disturb each other's timings"
+            )
 
     def run(self, plans: list[SurveyPlan], options: RunOptions, sink: Sink) -> None:
         """Every chunk of every plan on ``options.jobs`` threads; their messages reach ``sink`` in this thread."""
@@ -131,9 +132,16 @@ def _chunk_task(chunk: list[Group], plan: SurveyPlan, options: RunOptions, devic
     import ray
 
     context = ray.get_runtime_context()
-    yield PLACEMENT, {"node": context.get_node_id(), "pid": os.getpid(), "target": plan.target.label if plan.target
-                      else None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                      "resources": context.get_assigned_resources()}  # fmt: skip
+    yield (
+        PLACEMENT,
+        {
+            "node": context.get_node_id(),
+            "pid": os.getpid(),
+            "target": plan.target.label if plan.target else None,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "resources": context.get_assigned_resources(),
+        },
+    )
     yield from run_chunk(chunk, plan, options, device)
 
 
@@ -163,8 +171,13 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, gpu_types: str | None = None, accelerator: str | None = None,
-                 max_retries: int = 3):  # fmt: skip
+    def __init__(
+        self,
+        address: str | None = None,
+        gpu_types: str | None = None,
+        accelerator: str | None = None,
+        max_retries: int = 3,
+    ):
         if accelerator not in (None, "gpu", "cpu"):
             raise UsageError(f"a Ray task asks for a gpu or a cpu, not {accelerator!r}")
         self.address, self.gpu_types, self.accelerator = check_address(address), gpu_types, accelerator
@@ -192,8 +205,9 @@ class RayExecutor:
         if not self._uses_gpus(ray, grid.device):  # a CPU task asks for as many CPUs as it runs threads
             most = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")), default=0)
             if (grid.threads or 1) > most:
-                raise UsageError(f"--threads {grid.threads}: no node of the Ray cluster has that many CPUs (the "
-                                 f"most: {most:g})")  # fmt: skip
+                raise UsageError(
+                    f"--threads {grid.threads}: no node of the Ray cluster has that many CPUs (the most: {most:g})"
+                )
             return [Target("cpu", *ray.get(probe.options(num_cpus=grid.threads or 1).remote(grid)))]
         if ray.cluster_resources().get("GPU", 0) < 1:
             raise UsageError("the Ray cluster has no GPU: give --device cpu for a CPU survey")
@@ -205,8 +219,11 @@ class RayExecutor:
         return targets
 
     def _chosen_types(self, ray) -> list[str]:
-        present = sorted(name.removeprefix(ACCELERATOR_PREFIX) for name in ray.cluster_resources()
-                         if name.startswith(ACCELERATOR_PREFIX))  # fmt: skip
+        present = sorted(
+            name.removeprefix(ACCELERATOR_PREFIX)
+            for name in ray.cluster_resources()
+            if name.startswith(ACCELERATOR_PREFIX)
+        )
         if not present:
             return ["gpu"]  # GPUs without a type Ray knows: one target, any GPU
         if self.gpu_types is None:
@@ -306,15 +323,17 @@ def _fail_chunk(chunk: _Chunk, exc: Exception, sink: Sink) -> None:
     for group in chunk.left():
         for row in failure_rows(group, chunk.plan, reason, 0.0):
             sink.take(ROW, row)
-        sink.take(FAILURE, [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}"
-                            for b in group.batches])  # fmt: skip
+        sink.take(
+            FAILURE, [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}" for b in group.batches]
+        )
 
 
 EXECUTORS = ("local", "ray")
 
 
-def check_executor(name: str, ray_address: str | None = None, gpu_types: str | None = None,
-                   device: str | None = None) -> None:  # fmt: skip
+def check_executor(
+    name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None
+) -> None:
     """An executor's name and options as a command line gives them: Ray's options only with ``ray`` (GPU types not
     for a CPU survey). Nothing is imported."""
     if name not in EXECUTORS:
@@ -339,8 +358,13 @@ def executor_for(name: str, ray_address: str | None = None, gpu_types: str | Non
 # --- the driver ---------------------------------------------------------------------------------------------------
 
 
-def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[int], None] | None = None,
-               lease: Lease | None = None, executor=None) -> SurveyResult:  # fmt: skip
+def run_survey(
+    plan: SurveyPlan,
+    options: RunOptions,
+    on_cells_done: Callable[[int], None] | None = None,
+    lease: Lease | None = None,
+    executor=None,
+) -> SurveyResult:
     """Run the plan's groups, ``options.per_worker`` groups per worker process, on ``executor`` (default: local
     subprocesses, ``options.jobs`` at a time, one GPU each when there are several). Only the cells claimed in the
     store are measured (``lease``, from ``claims.claim``; claimed here when not given): cells another live run
@@ -349,8 +373,13 @@ def run_survey(plan: SurveyPlan, options: RunOptions, on_cells_done: Callable[[i
     return run_plans([plan], options, on_cells_done, [lease] if lease else None, executor)
 
 
-def run_plans(plans: list[SurveyPlan], options: RunOptions, on_cells_done: Callable[[int], None] | None = None,
-              leases: list[Lease] | None = None, executor=None) -> SurveyResult:  # fmt: skip
+def run_plans(
+    plans: list[SurveyPlan],
+    options: RunOptions,
+    on_cells_done: Callable[[int], None] | None = None,
+    leases: list[Lease] | None = None,
+    executor=None,
+) -> SurveyResult:
     """``run_survey`` for several plans at once (one per GPU type of a cluster), in one executor run."""
     executor = executor or LocalExecutor()
     executor.check(plans, options)

@@ -34,8 +34,12 @@ from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, PRIMARY_KEYS, decod
 from utilscope.survey.store import STORE, Store, check_store
 
 MERGED_TABLES = ("measurements", "op_classes", "models", "published")
-KEY_WIDTH = {"measurements": len(KEY_COLUMNS), "op_classes": len(KEY_COLUMNS), "models": 1,
-             "published": len(PRIMARY_KEYS["published"])}  # leading key columns  # fmt: skip
+KEY_WIDTH = {
+    "measurements": len(KEY_COLUMNS),
+    "op_classes": len(KEY_COLUMNS),
+    "models": 1,
+    "published": len(PRIMARY_KEYS["published"]),
+}  # leading key columns
 # not compared: two copies of a measurement (or of a published row) may differ there
 PROVENANCE = ("measured_at", "wall_s", "environment", "ingested_at")
 KEPT_RULE = "the output keeps the row it held before the merge, else the first input's in the order given"
@@ -181,8 +185,11 @@ def differing_versions(table: str, kept: list[tuple], other: list[tuple]) -> dic
         return {}
     at = list(ALL_TABLES[table]).index("environment")
     mine, theirs = json.loads(other[0][at]), json.loads(kept[0][at])
-    return {package: (_version(mine[package]), _version(theirs[package])) for package in VERSION_KEYS
-            if package in mine and package in theirs and mine[package] != theirs[package]}  # fmt: skip
+    return {
+        package: (_version(mine[package]), _version(theirs[package]))
+        for package in VERSION_KEYS
+        if package in mine and package in theirs and mine[package] != theirs[package]
+    }
 
 
 def _version(value) -> str:
@@ -200,6 +207,8 @@ def describe_key(table: str, key: tuple) -> str:
         return f"published row {key[1]} of {key[0]}"
     cell = decode_key(key)
     config = cell.config
-    text = (f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on "
-            f"{config.device_label} ({config.memory_format}; {config.software})")  # fmt: skip
+    text = (
+        f"{cell.model} {cell.resolution}px batch {cell.batch} {cell.precision} {cell.backend} on "
+        f"{config.device_label} ({config.memory_format}; {config.software})"
+    )
     return text if table == "measurements" else f"the op classes of {text}"

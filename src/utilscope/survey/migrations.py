@@ -45,10 +45,31 @@ from utilscope.survey.schema import (
 )
 
 V1_KEY_COLUMNS = ("model", "resolution", "batch", "precision", "backend", "device", "software")
-V1_VALUE_COLUMNS = ("family", "flops_per_sample", "params", "status", "latency_ms", "samples_per_s", "achieved_tflops",
-                    "utilization", "utilization_vs_ceiling", "peak_tflops", "peak_source", "achieved_gbs",
-                    "bandwidth_utilization", "bytes_model", "nvml_util", "cv", "unstable", "iters_per_sample",
-                    "cuda_graph", "notes", "environment", "measured_at", "wall_s")  # fmt: skip
+V1_VALUE_COLUMNS = (
+    "family",
+    "flops_per_sample",
+    "params",
+    "status",
+    "latency_ms",
+    "samples_per_s",
+    "achieved_tflops",
+    "utilization",
+    "utilization_vs_ceiling",
+    "peak_tflops",
+    "peak_source",
+    "achieved_gbs",
+    "bandwidth_utilization",
+    "bytes_model",
+    "nvml_util",
+    "cv",
+    "unstable",
+    "iters_per_sample",
+    "cuda_graph",
+    "notes",
+    "environment",
+    "measured_at",
+    "wall_s",
+)
 V1_MEMORY_FORMAT = "channels_last"  # every v1 survey and NAS measurement ran channels_last
 _V1_SOFTWARE = re.compile(r"torch (?P<torch>\S+) · cuDNN (?P<cudnn>\S+) · driver (?P<driver>\S+)(?P<rest>.*)")
 _CPU_NAME = re.compile(r"(?P<device>.+) \((?P<threads>[1-9][0-9]*) threads\)")  # as hardware.with_threads writes it
@@ -95,8 +116,11 @@ def split_device(name: str, cpu: bool) -> tuple[str, int]:
 def device_threads(conn: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, tuple[str, int]]:
     """Every device name of ``tables`` -> (device, threads) (``split_device``); a name is a CPU's when a
     measurement recorded it so."""
-    cpu = {name for name, env in conn.execute("SELECT device, environment FROM measurements")
-           if json.loads(env).get("device_type") == "cpu"}  # fmt: skip
+    cpu = {
+        name
+        for name, env in conn.execute("SELECT device, environment FROM measurements")
+        if json.loads(env).get("device_type") == "cpu"
+    }
     names = {name for table in tables for (name,) in conn.execute(f"SELECT DISTINCT device FROM {table}")}
     return {name: split_device(name, name in cpu) for name in sorted(names)}
 
@@ -114,8 +138,9 @@ def v1_configuration(software: str, device: str, memory_format: str, threads: in
         limits = [int(p.rpartition(" ")[2]) for p in rest if re.fullmatch(r"cudnn\.benchmark_limit \d+", p)]
         cudnn = CudnnSettings(True, limits[0] if limits else None, "depthwise heuristic" in rest)
     versions = [("" if match[name] == "None" else match[name]) for name in ("torch", "cudnn", "driver")]
-    config = Configuration(device, memory_format, *versions, cudnn.benchmark, cudnn.benchmark_limit,
-                           cudnn.depthwise_heuristic, threads)  # fmt: skip
+    config = Configuration(
+        device, memory_format, *versions, cudnn.benchmark, cudnn.benchmark_limit, cudnn.depthwise_heuristic, threads
+    )
     if config.software != software:  # anything the parse did not understand
         raise MigrationError(f"unrecognized software {software!r}")
     return config
@@ -157,8 +182,10 @@ def _find_file(name: str, store: Path) -> Path:
     for candidate in (Path(name), *(base / name for base in (folder, *folder.parents))):
         if candidate.is_file():
             return candidate
-    raise MigrationError(f"the architectures file {name} its NAS rows name is not found (in the working folder or "
-                         "above the store): migrate it from the folder it was measured in")  # fmt: skip
+    raise MigrationError(
+        f"the architectures file {name} its NAS rows name is not found (in the working folder or "
+        "above the store): migrate it from the folder it was measured in"
+    )
 
 
 def _v1_nas_records(renames: dict[str, str], store: Path) -> dict[str, dict]:
@@ -176,8 +203,11 @@ def _v1_nas_records(renames: dict[str, str], store: Path) -> dict[str, dict]:
     return records
 
 
-def _v1_measurements(conn: sqlite3.Connection, renames: dict[str, str], devices: dict[str, tuple[str, int]],
-                     ) -> tuple[list[tuple], dict[tuple, str]]:  # fmt: skip
+def _v1_measurements(
+    conn: sqlite3.Connection,
+    renames: dict[str, str],
+    devices: dict[str, tuple[str, int]],
+) -> tuple[list[tuple], dict[tuple, str]]:
     """Current rows of the v1 measurements, and each v1 key's memory format (for its op-class rows)."""
     rows, formats = [], {}
     env_at = V1_VALUE_COLUMNS.index("environment")
@@ -191,8 +221,13 @@ def _v1_measurements(conn: sqlite3.Connection, renames: dict[str, str], devices:
     return rows, formats
 
 
-def _key_of_v1(v1_key: tuple, memory_format: str, renames: dict[str, str], devices: dict[str, tuple[str, int]],
-               cudnn: CudnnSettings | None = None) -> CellKey:  # fmt: skip
+def _key_of_v1(
+    v1_key: tuple,
+    memory_format: str,
+    renames: dict[str, str],
+    devices: dict[str, tuple[str, int]],
+    cudnn: CudnnSettings | None = None,
+) -> CellKey:
     model, resolution, batch, precision, backend, device, software = v1_key
     model = renames.get(model, model)
     name, threads = devices[device]
@@ -202,8 +237,9 @@ def _key_of_v1(v1_key: tuple, memory_format: str, renames: dict[str, str], devic
     return CellKey(model, resolution, batch, precision, backend, config)
 
 
-def _v1_op_classes(conn: sqlite3.Connection, formats: dict[tuple, str], renames: dict[str, str],
-                   devices: dict[str, tuple[str, int]]) -> tuple[list[tuple], int]:  # fmt: skip
+def _v1_op_classes(
+    conn: sqlite3.Connection, formats: dict[tuple, str], renames: dict[str, str], devices: dict[str, tuple[str, int]]
+) -> tuple[list[tuple], int]:
     """Current op-class rows keyed with the settings they were measured with (full autotuning), those already keyed
     so first; and how many were re-keyed."""
     values = tuple(OP_CLASS_VALUE_KINDS)
@@ -220,8 +256,9 @@ def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
     return f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
-def _replace_tables(conn: sqlite3.Connection, measurements: list[tuple], op_classes: list[tuple],
-                    records: dict[str, dict]) -> int:  # fmt: skip
+def _replace_tables(
+    conn: sqlite3.Connection, measurements: list[tuple], op_classes: list[tuple], records: dict[str, dict]
+) -> int:
     """The v1 tables replaced by current ones holding the converted rows; returns the op-class rows kept."""
     conn.execute("ALTER TABLE measurements RENAME TO measurements_v1")
     conn.execute("ALTER TABLE op_classes RENAME TO op_classes_v1")
@@ -275,8 +312,10 @@ def _split_devices(conn: sqlite3.Connection, devices: dict[str, tuple[str, int]]
     for table in KEYED_TABLES:
         columns = tuple(name for (_, name, *_) in conn.execute(f"PRAGMA table_info({table})"))
         at = columns.index("device")
-        rows = [(*row[:at], devices[row[at]][0], *row[at + 1 :], devices[row[at]][1])
-                for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table}")]  # fmt: skip
+        rows = [
+            (*row[:at], devices[row[at]][0], *row[at + 1 :], devices[row[at]][1])
+            for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table}")
+        ]
         converted[table] = (columns + ("threads",), rows)
         conn.execute(f"ALTER TABLE {table} RENAME TO {table}_v2")
     for statement in schema_sql():
@@ -336,12 +375,16 @@ V1_SCHEMA = [
     "device, software, op_class))",
 ]  # the v1 tables as utilscope wrote them (tests build v1 stores from this)
 
-_V2_KEY = ("model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, precision TEXT NOT NULL, "
-           "backend TEXT NOT NULL, device TEXT NOT NULL, memory_format TEXT NOT NULL, torch TEXT NOT NULL, cudnn TEXT "
-           "NOT NULL, driver TEXT NOT NULL, cudnn_benchmark INTEGER NOT NULL, cudnn_benchmark_limit INTEGER NOT NULL, "
-           "cudnn_depthwise_heuristic INTEGER NOT NULL")  # fmt: skip
-_V2_PRIMARY = ("model, resolution, batch, precision, backend, device, memory_format, torch, cudnn, driver, "
-               "cudnn_benchmark, cudnn_benchmark_limit, cudnn_depthwise_heuristic")  # fmt: skip
+_V2_KEY = (
+    "model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, precision TEXT NOT NULL, "
+    "backend TEXT NOT NULL, device TEXT NOT NULL, memory_format TEXT NOT NULL, torch TEXT NOT NULL, cudnn TEXT "
+    "NOT NULL, driver TEXT NOT NULL, cudnn_benchmark INTEGER NOT NULL, cudnn_benchmark_limit INTEGER NOT NULL, "
+    "cudnn_depthwise_heuristic INTEGER NOT NULL"
+)
+_V2_PRIMARY = (
+    "model, resolution, batch, precision, backend, device, memory_format, torch, cudnn, driver, "
+    "cudnn_benchmark, cudnn_benchmark_limit, cudnn_depthwise_heuristic"
+)
 V2_SCHEMA = [
     f"CREATE TABLE measurements ({_V2_KEY}, family TEXT NOT NULL, flops_per_sample INTEGER, params INTEGER, status "
     "TEXT NOT NULL, latency_ms REAL, samples_per_s REAL, achieved_tflops REAL, utilization REAL, "

@@ -227,13 +227,20 @@ def expand_grid(grid: SurveyGrid, target: Target | None = None) -> tuple[Configu
         zoo.check_model(spec)
         res = zoo.resolve_resolution(spec, own_resolution or grid.resolution)
         portable = zoo.portable_spec(spec)
-        groups += [Group(spec.id, res, precision, backend, grid.batches, portable) for precision in precisions
-                   for backend in grid.backends]  # fmt: skip
+        groups += [
+            Group(spec.id, res, precision, backend, grid.batches, portable)
+            for precision in precisions
+            for backend in grid.backends
+        ]
     return config, grid.shard.select(groups)
 
 
-def plan_survey(grid: SurveyGrid, store: Store, expanded: tuple[Configuration, list[Group]] | None = None,
-                target: Target | None = None) -> SurveyPlan:  # fmt: skip
+def plan_survey(
+    grid: SurveyGrid,
+    store: Store,
+    expanded: tuple[Configuration, list[Group]] | None = None,
+    target: Target | None = None,
+) -> SurveyPlan:
     """The grid (``expanded`` when already expanded, for ``target``) without the cells the store holds. Raises on
     bad input."""
     config, groups = expanded or expand_grid(grid, target)

@@ -30,8 +30,16 @@ from utilscope.precision import Precision
 from utilscope.survey.schema import now_iso
 
 FORMAT = "timm-benchmark"
-COLUMNS = ("model", "infer_img_size", "infer_samples_per_sec", "infer_step_time", "infer_batch_size", "param_count",
-           "infer_gmacs", "infer_macts")  # fmt: skip
+COLUMNS = (
+    "model",
+    "infer_img_size",
+    "infer_samples_per_sec",
+    "infer_step_time",
+    "infer_batch_size",
+    "param_count",
+    "infer_gmacs",
+    "infer_macts",
+)
 NAME = re.compile(
     r"benchmark-infer-(?P<precision>amp|amp_bf16|bf16|fp16|fp32|tf32)-(?P<layout>nchw|nhwc)-pt(?P<torch>\d{3})"
     r"-(?P<device>cu\d{3}|cpu)-(?P<gpu>[A-Za-z0-9_]+?)(?P<dynamo>-dynamo)?\.csv"
@@ -72,9 +80,15 @@ def condition_of(path: Path) -> TableCondition:
     except UsageError as exc:
         raise UsageError(f"{path}: {exc}") from None
     cuda = match["device"][2:]
-    return TableCondition(spec.key, match["gpu"], match["precision"], LAYOUTS[match["layout"]],
-                          "compile" if match["dynamo"] else "eager", torch_version(match["torch"]),
-                          f"{cuda[:2]}.{cuda[2:]}")  # fmt: skip
+    return TableCondition(
+        spec.key,
+        match["gpu"],
+        match["precision"],
+        LAYOUTS[match["layout"]],
+        "compile" if match["dynamo"] else "eager",
+        torch_version(match["torch"]),
+        f"{cuda[:2]}.{cuda[2:]}",
+    )
 
 
 def _number(text: str, path: Path, row: int, column: str, integer: bool = False, optional: bool = False):
@@ -98,21 +112,32 @@ def read_rows(path: Path) -> list[dict]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
     if missing:
-        raise UsageError(f"{path} is not a timm inference benchmark table: it lacks the columns {missing} (expected "
-                         f"{', '.join(COLUMNS)})")  # fmt: skip
+        raise UsageError(
+            f"{path} is not a timm inference benchmark table: it lacks the columns {missing} (expected "
+            f"{', '.join(COLUMNS)})"
+        )
     rows = []
     for number, record in enumerate(reader, start=1):
         if None in record or not (record["model"] or "").strip():
             raise UsageError(f"{path} row {number}: {'no model name' if None not in record else 'extra cells'}")
-        rows.append({
-            "source_row": number, "model": f"timm:{record['model'].strip()}",
-            "resolution": _number(record["infer_img_size"], path, number, "infer_img_size", integer=True),
-            "batch": _number(record["infer_batch_size"], path, number, "infer_batch_size", integer=True),
-            "samples_per_s": _number(record["infer_samples_per_sec"], path, number, "infer_samples_per_sec"),
-            "step_time_ms": _number(record["infer_step_time"], path, number, "infer_step_time"),
-            **{name: _number(record[column], path, number, column, optional=True)
-               for name, column in (("params_m", "param_count"), ("gmacs", "infer_gmacs"), ("macts_m", "infer_macts"))},
-        })  # fmt: skip
+        rows.append(
+            {
+                "source_row": number,
+                "model": f"timm:{record['model'].strip()}",
+                "resolution": _number(record["infer_img_size"], path, number, "infer_img_size", integer=True),
+                "batch": _number(record["infer_batch_size"], path, number, "infer_batch_size", integer=True),
+                "samples_per_s": _number(record["infer_samples_per_sec"], path, number, "infer_samples_per_sec"),
+                "step_time_ms": _number(record["infer_step_time"], path, number, "infer_step_time"),
+                **{
+                    name: _number(record[column], path, number, column, optional=True)
+                    for name, column in (
+                        ("params_m", "param_count"),
+                        ("gmacs", "infer_gmacs"),
+                        ("macts_m", "infer_macts"),
+                    )
+                },
+            }
+        )
     if not rows:
         raise UsageError(f"{path} is a timm inference benchmark table without rows")
     return rows
@@ -126,8 +151,11 @@ def provenance(path: Path, sha256: str) -> dict:
         return {"repository": "", "source_path": "", "source_commit": ""}
     for entry in csv.DictReader(io.StringIO(read_text(listing, "provenance list"))):
         if entry.get("file") == path.name and entry.get("sha256") == sha256:
-            return {"repository": entry.get("repository", ""), "source_path": entry.get("path", ""),
-                    "source_commit": entry.get("last_changed_commit", "")}  # fmt: skip
+            return {
+                "repository": entry.get("repository", ""),
+                "source_path": entry.get("path", ""),
+                "source_commit": entry.get("last_changed_commit", ""),
+            }
     return {"repository": "", "source_path": "", "source_commit": ""}
 
 
@@ -187,9 +215,15 @@ class IngestResult:
 
     def to_dict(self) -> dict:
         apart = self.disagreements
-        return {"db": self.db, "files": self.to_frame().to_dict(orient="records"), "added": self.added,
-                "counted": self.counted, "failed": self.failed, "decided": self.decided,
-                "disagreements": None if apart is None else apart.to_dict(orient="records")}  # fmt: skip
+        return {
+            "db": self.db,
+            "files": self.to_frame().to_dict(orient="records"),
+            "added": self.added,
+            "counted": self.counted,
+            "failed": self.failed,
+            "decided": self.decided,
+            "disagreements": None if apart is None else apart.to_dict(orient="records"),
+        }
 
 
 def ingest(paths, db) -> IngestResult:
@@ -209,19 +243,30 @@ def ingest(paths, db) -> IngestResult:
         for table in tables:
             earlier = known.get(table.path.name)
             if earlier is not None and earlier != table.sha256:
-                raise UsageError(f"{table.path.name} was ingested into {db} with other content (SHA-256 "
-                                 f"{earlier[:12]}…, now {table.sha256[:12]}…): a changed table is never mixed with "
-                                 "its earlier rows; ingest it into another store")  # fmt: skip
+                raise UsageError(
+                    f"{table.path.name} was ingested into {db} with other content (SHA-256 "
+                    f"{earlier[:12]}…, now {table.sha256[:12]}…): a changed table is never mixed with "
+                    "its earlier rows; ingest it into another store"
+                )
         new = [table for table in tables if table.path.name not in known]
         store.add_published([record for table in new for record in table.records()])
     added = {table.path.name for table in new}
-    return IngestResult([(name, len(table.rows), len(table.rows) if name in added else 0)
-                         for name, table in zip(names, tables, strict=True)])  # fmt: skip
+    return IngestResult(
+        [
+            (name, len(table.rows), len(table.rows) if name in added else 0)
+            for name, table in zip(names, tables, strict=True)
+        ]
+    )
 
 
-def ingest_and_count(paths, db, count: bool = True, jobs: int = 1,
-                     on_ingested: Callable[[IngestResult], None] | None = None,
-                     on_model: Callable[[int, int, str], None] | None = None) -> IngestResult:  # fmt: skip
+def ingest_and_count(
+    paths,
+    db,
+    count: bool = True,
+    jobs: int = 1,
+    on_ingested: Callable[[IngestResult], None] | None = None,
+    on_model: Callable[[int, int, str], None] | None = None,
+) -> IngestResult:
     """``ingest`` the tables, then (``count``) count every row's model by our engine at its resolution on ``jobs``
     processes (``count_published``; ``on_model(done, total, model)`` after each), decide the ``reparam`` of the rows
     of reparameterizable models (``infer_reparam``) and find where the tables' GMACs and our counts disagree.
@@ -263,9 +308,14 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
         return {"count_status": f"error: {describe(exc)}"[:300], "reparam": "", "conv_class": ""}
     total = result.total
-    return {"flops_per_sample": int(total.flops), "other_flops_per_sample": int(total.other_flops),
-            "bytes_per_sample": int(total.bytes), "count_status": "ok",
-            "reparam": UNCHECKED if convertible else "n/a", "conv_class": conv_class(result)}  # fmt: skip
+    return {
+        "flops_per_sample": int(total.flops),
+        "other_flops_per_sample": int(total.other_flops),
+        "bytes_per_sample": int(total.bytes),
+        "count_status": "ok",
+        "reparam": UNCHECKED if convertible else "n/a",
+        "conv_class": conv_class(result),
+    }
 
 
 def _count_in_worker(model: str, resolution: int, precision: str) -> dict:
@@ -327,8 +377,7 @@ def with_utilization(frame):
 
     frame = frame.copy()
     specs = {key: get_spec(key) for key in frame["gpu"].unique()}
-    frame["peak_tflops"] = [specs[g].peak_tflops(p) for g, p in zip(frame["gpu"], frame["precision"],
-                                                                                 strict=True)]  # fmt: skip
+    frame["peak_tflops"] = [specs[g].peak_tflops(p) for g, p in zip(frame["gpu"], frame["precision"], strict=True)]
     bandwidth_gbs = frame["gpu"].map(lambda key: specs[key].memory_bandwidth_gbs)
     frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
     frame["utilization"] = utilization(frame["achieved_tflops"], frame["peak_tflops"])

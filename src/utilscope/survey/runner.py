@@ -58,8 +58,13 @@ class RunOptions:
     # by this rule (``FIT_RULES``: "halve", or "timm", timm's benchmark's); None: not
 
     def __post_init__(self) -> None:
-        check_count(self.jobs, "--jobs", 1, cpu_cores(), "this machine's cores: more workers than cores disturb "
-                    "each other's timings")  # fmt: skip
+        check_count(
+            self.jobs,
+            "--jobs",
+            1,
+            cpu_cores(),
+            "this machine's cores: more workers than cores disturb each other's timings",
+        )
         check_count(self.per_worker, "--per-worker")
         check_positive(self.timeout_s, "--timeout", "seconds", MAX_TIMEOUT_S, "a week")
         timing_window(self.min_time_ms)
@@ -133,8 +138,11 @@ def outcome(plans: list[SurveyPlan], db: str) -> tuple[pd.DataFrame, list[CellKe
     with Store(db) as store:
         statuses = store.statuses()
     keys = [key for plan in plans for group in plan.groups for key in group.keys(plan.config)]
-    rows = [(key.model, key.resolution, key.precision, key.backend, key.batch, statuses[key]) for key in keys
-            if key in statuses]  # fmt: skip
+    rows = [
+        (key.model, key.resolution, key.precision, key.backend, key.batch, statuses[key])
+        for key in keys
+        if key in statuses
+    ]
     frame = pd.DataFrame(rows, columns=["model", "resolution", "precision", "backend", "batch", "status"])
     return frame, [key for key in keys if key not in statuses]
 
@@ -149,9 +157,15 @@ def chunk_groups(groups: list[Group], per_worker: int) -> list[list[Group]]:
 def worker_command(groups_file: str, plan: SurveyPlan, options: RunOptions, device: str | None) -> list[str]:
     """The worker's command line: the file its groups are in (``write_groups``; a command line holds a few
     hundred at most), and one JSON object of measurement settings."""
-    settings = {"device": device, "channels_last": plan.grid.channels_last, "cudnn": plan.grid.cudnn.to_dict(),
-                "min_time_ms": options.min_time_ms, "peak_tflops": options.peak_tflops,
-                "fit_batch": options.fit_batch, "threads": worker_threads(plan)}  # fmt: skip
+    settings = {
+        "device": device,
+        "channels_last": plan.grid.channels_last,
+        "cudnn": plan.grid.cudnn.to_dict(),
+        "min_time_ms": options.min_time_ms,
+        "peak_tflops": options.peak_tflops,
+        "fit_batch": options.fit_batch,
+        "threads": worker_threads(plan),
+    }
     module = "utilscope.survey.worker"
     return [sys.executable, "-m", module, "--groups-file", groups_file, "--settings", json.dumps(settings)]
 
@@ -175,8 +189,10 @@ def worker_threads(plan: SurveyPlan) -> int | None:
 def failure_rows(group: Group, plan: SurveyPlan, status: str, wall_s: float) -> list[dict]:
     """Error rows (key as columns) for a group's cells that its worker did not measure."""
     now, family = now_iso(), model_sets.family_of(group.model)
-    return [{**key.columns(), "family": family, "status": status, "measured_at": now,
-             "wall_s": wall_s / len(group.batches)} for key in group.keys(plan.config)]  # fmt: skip
+    return [
+        {**key.columns(), "family": family, "status": status, "measured_at": now, "wall_s": wall_s / len(group.batches)}
+        for key in group.keys(plan.config)
+    ]
 
 
 class Workers:
@@ -191,8 +207,9 @@ class Workers:
         with self.lock:
             if self.stopping.is_set():
                 raise KeyboardInterrupt
-            worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0,
-                                      start_new_session=True)  # fmt: skip
+            worker = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0, start_new_session=True
+            )
             self.running.add(worker)
             return worker
 
@@ -207,8 +224,12 @@ class Workers:
                 worker.kill()
 
 
-def watch_worker(command: list[str], env: dict, timeout_s: float, workers: Workers | None = None,
-                 ) -> Iterator[tuple[str, object]]:  # fmt: skip
+def watch_worker(
+    command: list[str],
+    env: dict,
+    timeout_s: float,
+    workers: Workers | None = None,
+) -> Iterator[tuple[str, object]]:
     """Run a worker, yielding its messages as they come, then ``(EXIT, status)``: None when it exited cleanly,
     else the failure status of the group it was on. A worker silent for ``timeout_s`` within a group is killed."""
     workers = workers or Workers()
@@ -258,8 +279,14 @@ def cell_of(group: Group, batch: int) -> tuple:
     return group.model, group.resolution, group.precision, group.backend, batch
 
 
-def run_chunk(groups: list[Group], plan: SurveyPlan, options: RunOptions, device: str | None,
-              workers: Workers | None = None, env: dict | None = None) -> Iterator[tuple[str, object]]:  # fmt: skip
+def run_chunk(
+    groups: list[Group],
+    plan: SurveyPlan,
+    options: RunOptions,
+    device: str | None,
+    workers: Workers | None = None,
+    env: dict | None = None,
+) -> Iterator[tuple[str, object]]:
     """Measure groups in one worker process, yielding its messages (rows, op classes, records) as they come; when
     it dies or hangs, yield error rows and a ``FAILURE`` message for the group it was on, and start a new worker
     for the groups after it (each round settles at least one group). After ``workers.stop()`` nothing more is

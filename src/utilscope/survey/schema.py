@@ -36,8 +36,15 @@ class StoreError(UsageError):
 
 # Column kinds: str, int, float, bool (stored 0/1), list and dict (stored as JSON text); "limit": an optional int
 # key (None kept as NO_LIMIT).
-_ANNOTATION_KINDS = {"str": "str", "int": "int", "int | None": "int", "float | None": "float", "bool": "bool",
-                     "list[str]": "list", "dict": "dict"}  # fmt: skip
+_ANNOTATION_KINDS = {
+    "str": "str",
+    "int": "int",
+    "int | None": "int",
+    "float | None": "float",
+    "bool": "bool",
+    "list[str]": "list",
+    "dict": "dict",
+}
 
 
 @dataclass(frozen=True)
@@ -134,9 +141,11 @@ CELL_COLUMNS = tuple(_kinds(CellKey, skip=("config",)))
 CONFIG_COLUMNS = tuple(_kinds(Configuration))
 KEY_KINDS = _joined(_kinds(CellKey, skip=("config",)), _kinds(Configuration))
 KEY_COLUMNS = tuple(KEY_KINDS)
-VALUE_KINDS = _joined({"family": "str", "flops_per_sample": "int", "params": "int"},
-                      _kinds(ProfileRow, skip=("batch",)),
-                      {"environment": "dict", "measured_at": "str", "wall_s": "float"})  # fmt: skip
+VALUE_KINDS = _joined(
+    {"family": "str", "flops_per_sample": "int", "params": "int"},
+    _kinds(ProfileRow, skip=("batch",)),
+    {"environment": "dict", "measured_at": "str", "wall_s": "float"},
+)
 VALUE_COLUMNS = tuple(VALUE_KINDS)
 COLUMN_KINDS = _joined(KEY_KINDS, VALUE_KINDS)
 OP_CLASS_VALUE_KINDS = {"op_class": "str", "flop_share": "float", "time_share": "float", "time_ms": "float"}
@@ -150,23 +159,55 @@ MODEL_KINDS = {"model": "str", "record": "dict"}
 # row of a source file, with its provenance, the condition its file name and row say, the published figures, and
 # what utilscope's counting engine says of the model at the row's resolution (NULL until counted).
 PUBLISHED_KINDS = {
-    "source_file": "str", "source_row": "int",  # the file's name and the row's number in it (1: the first data row)
-    "source_sha256": "str", "repository": "str", "source_path": "str", "source_commit": "str",
-    "gpu": "str", "gpu_label": "str",  # the spec table's key; the name the file gives the GPU
-    "model": "str", "resolution": "int", "batch": "int", "precision": "str", "memory_format": "str",
-    "backend": "str", "torch": "str", "cuda": "str", "reparam": "str",
-    "samples_per_s": "float", "step_time_ms": "float", "params_m": "float", "gmacs": "float", "macts_m": "float",
-    "flops_per_sample": "int", "other_flops_per_sample": "int", "bytes_per_sample": "int", "count_status": "str",
-    "ingested_at": "str", "conv_class": "str",  # conv_class: counting.architecture.CONV_CLASSES, "" until counted
-}  # fmt: skip
+    "source_file": "str",
+    "source_row": "int",  # the file's name and the row's number in it (1: the first data row)
+    "source_sha256": "str",
+    "repository": "str",
+    "source_path": "str",
+    "source_commit": "str",
+    "gpu": "str",
+    "gpu_label": "str",  # the spec table's key; the name the file gives the GPU
+    "model": "str",
+    "resolution": "int",
+    "batch": "int",
+    "precision": "str",
+    "memory_format": "str",
+    "backend": "str",
+    "torch": "str",
+    "cuda": "str",
+    "reparam": "str",
+    "samples_per_s": "float",
+    "step_time_ms": "float",
+    "params_m": "float",
+    "gmacs": "float",
+    "macts_m": "float",
+    "flops_per_sample": "int",
+    "other_flops_per_sample": "int",
+    "bytes_per_sample": "int",
+    "count_status": "str",
+    "ingested_at": "str",
+    "conv_class": "str",  # conv_class: counting.architecture.CONV_CLASSES, "" until counted
+}
 ALL_TABLES = {**TABLES, "claims": CLAIM_KINDS, "models": MODEL_KINDS, "published": PUBLISHED_KINDS}
-PRIMARY_KEYS = {"measurements": KEY_COLUMNS, "op_classes": KEY_COLUMNS + ("op_class",), "claims": KEY_COLUMNS,
-                "models": ("model",), "published": ("source_file", "source_row")}  # fmt: skip
+PRIMARY_KEYS = {
+    "measurements": KEY_COLUMNS,
+    "op_classes": KEY_COLUMNS + ("op_class",),
+    "claims": KEY_COLUMNS,
+    "models": ("model",),
+    "published": ("source_file", "source_row"),
+}
 TABLE_SINCE = {"measurements": 1, "op_classes": 1, "claims": 2, "models": 2, "published": 4}  # schema versions
 DERIVED_COLUMNS = ("software",)  # computed from the key when a table is read; stored nowhere
 
-SQL_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "REAL", "bool": "INTEGER", "list": "TEXT", "dict": "TEXT",
-             "limit": "INTEGER"}  # fmt: skip
+SQL_TYPES = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "float": "REAL",
+    "bool": "INTEGER",
+    "list": "TEXT",
+    "dict": "TEXT",
+    "limit": "INTEGER",
+}
 NULLABLE_KINDS = ("int", "float")  # missing numbers are NULL; strings, bools and JSON have defaults instead
 DEFAULTS = {"family": "", "peak_source": "", "bytes_model": "", "unstable": False, "cuda_graph": False}
 

@@ -151,8 +151,10 @@ def _check_writable(path: Path) -> None:
         raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
     folder = path.parent
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(f"cannot write {path}: permission denied on the folder {folder}, where SQLite keeps the "
-                         f"store's journal (the {STORE})")  # fmt: skip
+        raise StoreError(
+            f"cannot write {path}: permission denied on the folder {folder}, where SQLite keeps the "
+            f"store's journal (the {STORE})"
+        )
 
 
 def check_store(path, writable: bool) -> Path:
@@ -383,22 +385,31 @@ class Store:
 
     # --- claims: cells a running survey measures, so that another run skips them ---
 
-    def claim(self, keys: list[CellKey], owner: str, device: str, lease_s: float, retry_errors: bool = True,
-              ) -> set[CellKey]:  # fmt: skip
+    def claim(
+        self,
+        keys: list[CellKey],
+        owner: str,
+        device: str,
+        lease_s: float,
+        retry_errors: bool = True,
+    ) -> set[CellKey]:
         """Claim for ``owner`` (until ``lease_s`` from now) each of ``keys`` that no other owner holds a live claim on
         and that has no row yet (an ok or oom row; any row unless ``retry_errors``), checked in the same transaction:
         a cell another run stored after this one planned is not measured twice. Returns the keys the owner holds
         now. Expired claims (a run that died) are taken over."""
         now = time.time()
-        sql = (f"INSERT INTO claims ({', '.join(CLAIM_KINDS)}) VALUES ({', '.join('?' * len(CLAIM_KINDS))}) "
-               f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET owner = excluded.owner, owner_device = "
-               "excluded.owner_device, expires_at = excluded.expires_at WHERE claims.owner = excluded.owner OR "
-               "claims.expires_at < ?")  # fmt: skip
+        sql = (
+            f"INSERT INTO claims ({', '.join(CLAIM_KINDS)}) VALUES ({', '.join('?' * len(CLAIM_KINDS))}) "
+            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET owner = excluded.owner, owner_device = "
+            "excluded.owner_device, expires_at = excluded.expires_at WHERE claims.owner = excluded.owner OR "
+            "claims.expires_at < ?"
+        )
         with self._transaction() as conn:
             done = self.done_keys(retry_errors)
             conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
-            conn.executemany(sql, [(*encode_key(key), owner, device, now + lease_s, now) for key in keys
-                                   if key not in done])  # fmt: skip
+            conn.executemany(
+                sql, [(*encode_key(key), owner, device, now + lease_s, now) for key in keys if key not in done]
+            )
         return {key for key, holder in self.claims().items() if holder[0] == owner}
 
     def renew(self, owner: str, lease_s: float) -> None:
@@ -412,8 +423,9 @@ class Store:
 
     def claims(self) -> dict[CellKey, tuple[str, str]]:
         """The live claims: cell -> (owner, device)."""
-        rows = self._query(f"SELECT {', '.join(KEY_COLUMNS)}, owner, owner_device FROM claims WHERE expires_at >= ?",
-                           (time.time(),))  # fmt: skip
+        rows = self._query(
+            f"SELECT {', '.join(KEY_COLUMNS)}, owner, owner_device FROM claims WHERE expires_at >= ?", (time.time(),)
+        )
         return {decode_key(values[:-2]): (values[-2], values[-1]) for values in rows}
 
     # --- published rows: others' measurements, with their provenance (``survey.published``) ---
@@ -424,8 +436,9 @@ class Store:
         names = list(PUBLISHED_KINDS)
         encoded = [tuple(encode(name, PUBLISHED_KINDS[name], record.get(name)) for name in names) for record in records]
         with self._transaction() as conn:
-            conn.executemany(f"INSERT OR IGNORE INTO published ({', '.join(names)}) VALUES "
-                             f"({', '.join('?' * len(names))})", encoded)  # fmt: skip
+            conn.executemany(
+                f"INSERT OR IGNORE INTO published ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", encoded
+            )
 
     def published_sources(self) -> dict[str, str]:
         """The files whose rows the store holds: name -> SHA-256 of the content ingested."""
@@ -434,9 +447,11 @@ class Store:
     def published_uncounted(self) -> list[tuple[str, int, str]]:
         """(model, resolution, precision) of the published rows not counted yet (or counted before schema 5 gave
         them a ``conv_class``), each once, in row order."""
-        rows = self._query("SELECT model, resolution, precision, MIN(source_file || ':' || source_row) FROM published "
-                           "WHERE count_status = '' OR (count_status = 'ok' AND conv_class = '') "
-                           "GROUP BY model, resolution, precision ORDER BY 4")  # fmt: skip
+        rows = self._query(
+            "SELECT model, resolution, precision, MIN(source_file || ':' || source_row) FROM published "
+            "WHERE count_status = '' OR (count_status = 'ok' AND conv_class = '') "
+            "GROUP BY model, resolution, precision ORDER BY 4"
+        )
         return [(model, resolution, precision) for model, resolution, precision, _ in rows]
 
     def set_published_counts(self, model: str, resolution: int, precision: str, counts: dict) -> None:
@@ -452,30 +467,39 @@ class Store:
         )
         values = [encode(name, PUBLISHED_KINDS[name], counts.get(name)) for name in names]
         with self._transaction() as conn:
-            conn.execute(f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
-                         "resolution = ? AND precision = ?", (*values, model, resolution, precision))  # fmt: skip
+            conn.execute(
+                f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
+                "resolution = ? AND precision = ?",
+                (*values, model, resolution, precision),
+            )
 
     def set_published_reparam(self, verdicts: list[tuple[str, int, str]]) -> None:
         """Set ``reparam`` of published rows: (source_file, source_row, verdict) each (a numpy row number is made
         an int: sqlite3 would bind it as bytes and match nothing)."""
         with self._transaction() as conn:
-            conn.executemany("UPDATE published SET reparam = ? WHERE source_file = ? AND source_row = ?",
-                             [(verdict, file, int(row)) for file, row, verdict in verdicts])  # fmt: skip
+            conn.executemany(
+                "UPDATE published SET reparam = ? WHERE source_file = ? AND source_row = ?",
+                [(verdict, file, int(row)) for file, row, verdict in verdicts],
+            )
 
     def published_frame(self) -> pd.DataFrame:
         """Every published row, ordered by file and row."""
         records = self._query(f"SELECT {', '.join(PUBLISHED_KINDS)} FROM published ORDER BY source_file, source_row")
         columns = list(zip(*records, strict=True)) if records else [()] * len(PUBLISHED_KINDS)
-        series = [decode_column(name, kind, list(column))
-                  for (name, kind), column in zip(PUBLISHED_KINDS.items(), columns, strict=True)]  # fmt: skip
+        series = [
+            decode_column(name, kind, list(column))
+            for (name, kind), column in zip(PUBLISHED_KINDS.items(), columns, strict=True)
+        ]
         return pd.concat(series, axis=1)
 
     # --- model records: what rebuilds a model without its file ---
 
     def add_model_record(self, model: str, record: dict) -> None:
         with self._transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO models (model, record) VALUES (?, ?)",
-                         (encode("model", "str", model), encode("record", "dict", record)))  # fmt: skip
+            conn.execute(
+                "INSERT OR REPLACE INTO models (model, record) VALUES (?, ?)",
+                (encode("model", "str", model), encode("record", "dict", record)),
+            )
 
     def model_records(self) -> dict[str, dict]:
         """Model id -> the record stored with its rows (NAS architectures)."""

@@ -39,9 +39,16 @@ def key_of(sweep: Sweep, batch: int) -> CellKey:
 def measurement_row(sweep: Sweep, row: ProfileRow, wall_s: float) -> dict:
     """The row the store keeps, its key as columns."""
     values = {k: v for k, v in asdict(row).items() if k != "batch"}
-    return {**key_of(sweep, row.batch).columns(), **values, "family": model_sets.family_of(sweep.model_id),
-            "flops_per_sample": sweep.work.total.flops, "params": sweep.work.total.params,
-            "environment": sweep.environment, "measured_at": now_iso(), "wall_s": wall_s}  # fmt: skip
+    return {
+        **key_of(sweep, row.batch).columns(),
+        **values,
+        "family": model_sets.family_of(sweep.model_id),
+        "flops_per_sample": sweep.work.total.flops,
+        "params": sweep.work.total.params,
+        "environment": sweep.environment,
+        "measured_at": now_iso(),
+        "wall_s": wall_s,
+    }
 
 
 def attribution_request(sweep: Sweep) -> MeasureRequest:
@@ -78,10 +85,16 @@ def exit_with_parent() -> None:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="utilscope.survey.worker")
-    parser.add_argument("--groups-file", required=True, help="a JSON file: a list of {model, resolution, precision, "
-                        "backend, batches, attribute}")  # fmt: skip
-    parser.add_argument("--settings", required=True, help="JSON {device, channels_last, cudnn, min_time_ms, "
-                        "peak_tflops, fit_batch, threads}")  # fmt: skip
+    parser.add_argument(
+        "--groups-file",
+        required=True,
+        help="a JSON file: a list of {model, resolution, precision, backend, batches, attribute}",
+    )
+    parser.add_argument(
+        "--settings",
+        required=True,
+        help="JSON {device, channels_last, cudnn, min_time_ms, peak_tflops, fit_batch, threads}",
+    )
     return parser.parse_args(argv)
 
 
@@ -109,8 +122,9 @@ def measure_group(group: dict, settings: dict, since_s: float) -> float:
     if record is not None:  # the store knows the model without its file (a NAS architecture)
         emit(RECORD, {"model": sweep.model_id, "record": record})
     if sweep.plan.min_total_ms < GPU_PLAN.min_total_ms and sweep.device.type == "cuda":
-        sweep.notes.append(f"timed samples cover {sweep.plan.min_total_ms:.0f} ms: NVML utilization not sampled "
-                           "reliably")  # fmt: skip
+        sweep.notes.append(
+            f"timed samples cover {sweep.plan.min_total_ms:.0f} ms: NVML utilization not sampled reliably"
+        )
     last_s = since_s
 
     def teller(tag: str):

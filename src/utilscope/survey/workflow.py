@@ -33,8 +33,10 @@ class SurveyRequest:
 
     def __post_init__(self) -> None:
         if not isinstance(self.grid, SurveyGrid) or not isinstance(self.options, RunOptions):
-            raise UsageError(f"a survey request takes a SurveyGrid and RunOptions, got {type(self.grid).__name__} and "
-                             f"{type(self.options).__name__}")  # fmt: skip
+            raise UsageError(
+                f"a survey request takes a SurveyGrid and RunOptions, got {type(self.grid).__name__} and "
+                f"{type(self.options).__name__}"
+            )
         check_executor(self.executor, self.ray_address, self.gpu_types, self.grid.device)
 
 

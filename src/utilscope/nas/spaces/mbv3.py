@@ -294,8 +294,16 @@ def _layers(arch: Arch, arch_blocks: list[Block] | None = None) -> list[Layer]:
     size = conv_output_size(resolution, 3, stride=2, padding=1)
     result = [Layer("stem", (resolution,), 3, resolution)]
     for block in blocks(arch) if arch_blocks is None else arch_blocks:
-        config = (block.in_channels, block.out_channels, block.kernel_size, block.expand_ratio, block.stride,
-                  block.activation, int(block.use_se), size)  # fmt: skip
+        config = (
+            block.in_channels,
+            block.out_channels,
+            block.kernel_size,
+            block.expand_ratio,
+            block.stride,
+            block.activation,
+            int(block.use_se),
+            size,
+        )
         result.append(Layer("block", config, block.in_channels, size))
         size = conv_output_size(size, block.kernel_size, block.stride, padding=block.kernel_size // 2)
     result.append(Layer("head", (size,), STAGE_WIDTHS[-1], size))

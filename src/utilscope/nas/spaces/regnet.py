@@ -354,8 +354,9 @@ def build_layer(layer: Layer) -> nn.Module:
         return nn.Sequential(nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(1), nn.Linear(layer.config[0], NUM_CLASSES))
     if layer.kind == "block":
         w_in, w_out, stride, group_width, ratio, se, _ = layer.config
-        return ResBottleneckBlock(w_in, w_out, stride, nn.BatchNorm2d, nn.ReLU, group_width, 1 / ratio,
-                                  SE_RATIO if se else None)  # fmt: skip
+        return ResBottleneckBlock(
+            w_in, w_out, stride, nn.BatchNorm2d, nn.ReLU, group_width, 1 / ratio, SE_RATIO if se else None
+        )
     raise UsageError(f"{NAME} has no layer kind {layer.kind!r}")
 
 
