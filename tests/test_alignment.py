@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from torch import nn
 
+from utilscope.advise.advisor import unaligned_share
+from utilscope.counting.counter import count
 from utilscope.hardware.alignment import unaligned_channels, unaligned_sides
 
 
@@ -48,3 +51,24 @@ def test_a_depthwise_conv_is_judged_by_its_total_channels():
 def test_groups_must_divide_the_channels(groups):
     with pytest.raises(ValueError, match="does not divide"):
         unaligned_sides(32, 32, 8, groups=groups)
+
+
+def test_advise_unaligned_share_applies_the_rule_with_the_image_exempt():
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False),  # the stem: reads the image, 16 out aligned
+        nn.Conv2d(16, 16, 3, padding=1, groups=2, bias=False),  # 8 per group: aligned
+        nn.Conv2d(16, 16, 1, groups=4, bias=False),  # 4 per group: unaligned, though 16 % 8 == 0
+        nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False),  # depthwise, 16 channels: aligned
+        nn.Conv2d(16, 12, 1, bias=False),  # 12 out: unaligned
+    )
+    counted = count(model, resolution=8)
+    # FLOPs = 2 * 64 positions * out * in per group * kernel
+    stem, grouped, grouped4, depthwise, pointwise = (
+        2 * 64 * 16 * 3 * 9,
+        2 * 64 * 16 * 8 * 9,
+        2 * 64 * 16 * 4,
+        2 * 64 * 16 * 9,
+        2 * 64 * 12 * 16,
+    )
+    total = stem + grouped + grouped4 + depthwise + pointwise  # 253952
+    assert unaligned_share(counted, 8, model) == pytest.approx((grouped4 + pointwise) / total)  # 32768 / 253952
