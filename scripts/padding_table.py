@@ -48,12 +48,13 @@ def main() -> None:
         result = pad_channels(model, x, MULTIPLE)
         pass_s = time.perf_counter() - start_s
         before = count(model, resolution=224)
-        after = count(result.model, resolution=224) if not result.nothing_to_do else before
+        padded = model if result.nothing_to_do else result.model
+        after = count(padded, resolution=224) if not result.nothing_to_do else before
         flops, padded_flops = before.total.flops, after.total.flops
         reasons = collections.Counter(g.blocked_by for g in result.blocked)
         blocked = "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common(3)) or "-"
         added = f"{result.added_params:,} ({result.added_params / sum(p.numel() for p in model.parameters()):+.1%})"
-        shares = f"{unaligned_share(before, MULTIPLE):.1%} -> {unaligned_share(after, MULTIPLE):.1%}"
+        shares = f"{unaligned_share(before, MULTIPLE, model):.1%} -> {unaligned_share(after, MULTIPLE, padded):.1%}"
         print(
             f"| {spec} | {sum(1 for g in result.groups if g.added_channels)} | {blocked} | {shares} | "
             f"{padded_flops / flops - 1:+.1%} | {added} | {verify(model, result.model, x, rtol=float('inf')):.1e} | "

@@ -54,7 +54,7 @@ def padded_row(model: torch.nn.Module, flops: int, resolution: int) -> dict:
     after = count(result.model, resolution=resolution)
     return {
         "groups_padded": sum(1 for g in result.groups if g.added_channels),
-        "unaligned_after": unaligned_share(after, MULTIPLE),
+        "unaligned_after": unaligned_share(after, MULTIPLE, result.model),
         "flops_added": after.total.flops / flops - 1,
         "max_output_difference": verify(model, result.model, x, rtol=float("inf")),
     }
@@ -78,7 +78,7 @@ def main() -> None:
         torch.manual_seed(0)  # the weights the padding pass is checked with
         model = zoo.build_model(zoo.parse_spec(spec), resolution).eval()
         counted = count(model, resolution=resolution)
-        share, flops = unaligned_share(counted, MULTIPLE), counted.total.flops
+        share, flops = unaligned_share(counted, MULTIPLE, model), counted.total.flops
         if share < args.threshold:
             continue
         row = {"model": spec, "resolution": resolution, "gflops": flops / 1e9, "unaligned_share": share}

@@ -3,7 +3,7 @@
 import pytest
 from torch import nn
 
-from utilscope.counting.design import activation_name, design
+from utilscope.counting.design import _aligned, activation_name, channels_per_group, design
 
 
 class Rep(nn.Module):
@@ -76,3 +76,19 @@ def test_the_atlas_classes_networks_by_where_their_flops_are():
         "attention-hybrid": Hybrid(),
     }
     assert {name: conv_class(count(net, resolution=16)) for name, net in nets.items()} == {n: n for n in nets}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        nn.Conv2d(3, 64, 7, 2),  # the stem: counted, 3 % 8 != 0
+        nn.Conv2d(32, 32, 3, groups=32),  # depthwise: 1 channel per group, unaligned though 32 % 8 == 0
+        nn.Conv2d(128, 128, 3, groups=32),  # ResNeXt: 4 per group
+        nn.Conv2d(168, 168, 3, groups=7),  # RegNet: 24 per group
+        nn.Conv2d(64, 30, 1),
+        nn.Linear(48, 16),
+    ],
+)
+def test_the_design_alignment_is_the_one_rule_as_the_tables_were_built(module):
+    # the rule the stored tables were built with: every channel count per group a multiple of 8
+    assert _aligned(module) == all(c % 8 == 0 for c in channels_per_group(module))

@@ -232,6 +232,12 @@ def test_unaligned_channels_quiet_when_aligned():
     assert run(attribution_of(result), "unaligned_channels") == []
 
 
+def test_unaligned_channels_leaves_depthwise_convs_out():
+    # depthwise convs run no tensor cores and the cited penalty is of dense convs: only the stem's 30 is reported
+    model = Net(conv=nn.Conv2d(3, 30, 1), dw=nn.Conv2d(30, 30, 9, padding=4, groups=30))
+    assert [f.layer for f in run(attribution_of(count(model, 2, 16)), "unaligned_channels")] == ["conv"]
+
+
 def test_unaligned_channels_alignment_follows_precision():
     # 12 channels: 12 % 8 = 4 (unaligned for fp16), 12 % 4 = 0 (aligned for fp32)
     model = Net(conv=nn.Conv2d(3, 12, 3, padding=1), conv2=nn.Conv2d(12, 16, 3, padding=1))

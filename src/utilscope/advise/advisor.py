@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -26,10 +27,10 @@ from torch import nn
 
 from utilscope import hardware
 from utilscope.advise.padding import check_multiple, output_difference, pad_channels
-from utilscope.counting.counter import CountResult, count
+from utilscope.counting.counter import CountResult, LayerCount, count
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import check_output_folder
-from utilscope.hardware.alignment import channel_multiple
+from utilscope.hardware.alignment import channel_multiple, unaligned_channels
 from utilscope.limits import check_count, check_seed
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
@@ -135,19 +136,34 @@ class Advice:
         }
 
 
-def unaligned_share(counted: CountResult, multiple: int) -> float:
-    """The share of a counted model's conv/linear FLOPs in layers whose input (unless the image's 3 channels, which
-    the data fixes) or output channels are not a multiple of ``multiple``."""
+def unaligned_share(counted: CountResult, multiple: int, model: nn.Module) -> float:
+    """The share of a counted model's conv/linear FLOPs in layers that are unaligned by the one rule
+    (``hardware.alignment.unaligned_channels``): input channels per group (unless the layer reads the image, whose
+    channels the data fixes) or output channels per group not a multiple of ``multiple``; a depthwise conv judged by
+    its total channels. ``model`` is the module counted: its layers' ``groups`` (a count's shapes do not hold them)."""
+    modules = dict(model.named_modules())
+    image = next((layer.input_shapes[0] for layer in counted.layers if layer.input_shapes), None)
     total = unaligned = 0
     for layer in counted.layers:
         if layer.op_class not in CONV_OR_LINEAR or not layer.input_shapes or not layer.output_shapes:
             continue
         axis = -1 if layer.op_class == "linear" else 1
         channels_in, channels_out = layer.input_shapes[0][axis], layer.output_shapes[0][axis]
+        groups = layer_groups(layer, channels_in, channels_out, modules)
         total += layer.flops
-        if (channels_in != 3 and channels_in % multiple) or channels_out % multiple:
+        if unaligned_channels(channels_in, channels_out, multiple, groups, image_input=layer.input_shapes[0] == image):
             unaligned += layer.flops
     return unaligned / max(total, 1)
+
+
+def layer_groups(layer: LayerCount, channels_in: int, channels_out: int, modules: dict[str, nn.Module]) -> int:
+    """A counted conv's groups: its module's ``groups`` (the layer's name, less a ``#n`` repeat suffix), else the
+    input channels of a depthwise conv and 1 of any other layer (an op issued outside a conv module)."""
+    module = modules.get(re.sub(r"#\d+$", "", layer.name))
+    groups = getattr(module, "groups", None) if layer.op_class != "linear" else 1
+    if isinstance(groups, int) and groups >= 1 and channels_in % groups == 0 and channels_out % groups == 0:
+        return groups
+    return channels_in if layer.op_class == "depthwise_conv" else 1
 
 
 def check_inputs(resolution: int) -> tuple[torch.Tensor, ...]:
@@ -191,7 +207,7 @@ def padding_rewrite(
 ) -> Rewrite | None:
     """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
     pass can read the model (torch.fx traces it) and it pads something."""
-    share, flops, example = unaligned_share(counted, multiple), counted.total.flops, inputs[0]
+    share, flops, example = unaligned_share(counted, multiple, model), counted.total.flops, inputs[0]
     unaligned = f"{share:.2%} of conv/linear FLOPs in layers with channels that are not multiples of {multiple}"
     if share < MIN_UNALIGNED_SHARE:
         notes.append(f"channel padding: nothing to do ({unaligned})")

@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from utilscope.attribute.records import Attribution, LayerTime, Point
-from utilscope.hardware.alignment import channel_multiple, penalty_for, round_up
+from utilscope.hardware.alignment import channel_multiple, penalty_for, round_up, unaligned_sides
 from utilscope.measure.backends import BACKENDS
 from utilscope.units import si
 
@@ -321,7 +321,11 @@ def channels(layer: LayerTime, shapes: list[list[int]]) -> int | None:
 @register_rule("unaligned_channels")
 def unaligned_channels(attribution: Attribution, context: Context) -> list[Finding]:
     """Conv / linear layers whose channel counts are not a multiple of what the GPU's kernels want (16 bytes of the
-    precision: tensor-core tiles, vector loads); skipped off the GPU, whose kernels block channels differently."""
+    precision: tensor-core tiles, vector loads), by the one rule (``hardware.alignment.unaligned_sides``); skipped
+    off the GPU, whose kernels block channels differently. Depthwise convs are not diagnosed (CONV_CLASSES): they run
+    no tensor cores, and the penalty the advice cites was measured on dense convs. An attribution's shapes do not
+    hold a conv's groups, so a grouped conv is judged by its total channels (``groups=1``), where the rule would
+    judge its channels per group."""
     multiple = context.thresholds.alignment_for(attribution.precision)
     if attribution.device_type != "cuda":
         return []
@@ -331,10 +335,11 @@ def unaligned_channels(attribution: Attribution, context: Context) -> list[Findi
         share = context.layer_share(layer)
         if layer.op_class not in (*CONV_CLASSES, "linear") or share < context.thresholds.min_layer_share:
             continue
-        sides = {"output": channels(layer, layer.output_shapes)}
-        if layer.input_shapes[:1] != network_input:  # the data fixes the network input's channels
-            sides = {"input": channels(layer, layer.input_shapes), **sides}
-        bad = {side: c for side, c in sides.items() if c is not None and c % multiple}
+        channels_in, channels_out = channels(layer, layer.input_shapes), channels(layer, layer.output_shapes)
+        if channels_out is None:
+            continue
+        image = channels_in is None or layer.input_shapes[:1] == network_input  # the data fixes the input's channels
+        bad = unaligned_sides(channels_in or 1, channels_out, multiple, groups=1, image_input=image)
         if not bad:
             continue
         padded = ", ".join(f"{side} channels {c} (next multiple {round_up(c, multiple)})" for side, c in bad.items())

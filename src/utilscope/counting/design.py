@@ -2,8 +2,9 @@
 
 ``design(module, resolution)`` gives, for one forward pass at batch 1: the FLOP shares of dense (k > 1),
 pointwise, grouped and depthwise convolutions and of linear layers; whether it has squeeze-excite blocks; its main
-activation; the share of its matmul-class FLOPs whose channel counts (per group) are multiples of 8, as fp16
-tensor cores want; its stem (the kernel and stride of the convolution that reads the image, and whether it is a
+activation; the share of its matmul-class FLOPs in layers aligned for fp16 tensor cores (``aligned_share``: by
+``hardware.alignment.unaligned_channels``, the one rule, with the stem counted and depthwise convs judged per group;
+see ``_aligned``); its stem (the kernel and stride of the convolution that reads the image, and whether it is a
 patchify conv); its depth (convolution and linear layers run) and FLOP-weighted width (output channels); whether
 it has re-parameterizable blocks (RepVGG-style: ``reparameterize``, ``switch_to_deploy`` or ``fuse`` methods;
 measured as built, i.e. with their branches).
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from utilscope.counting.counter import CountResult, count
-from utilscope.hardware.alignment import channel_multiple
+from utilscope.hardware.alignment import channel_multiple, unaligned_channels
 from utilscope.models import zoo
 
 MATMUL_CLASSES = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
@@ -35,7 +36,7 @@ class Design:
     linear_share: float
     squeeze_excite: bool
     activation: str  # the activation most layers use: "relu", "silu", "gelu", "hardswish", ...
-    aligned_share: float  # of conv/linear FLOPs whose channels per group are multiples of ALIGNMENT
+    aligned_share: float  # of conv/linear FLOPs in layers aligned to ALIGNMENT (``_aligned``: stem counted)
     stem: str  # "k7s2": the kernel and stride of the convolution that reads the image
     patchify_stem: bool  # kernel == stride >= 4
     depth: int  # convolution and linear layers run
@@ -94,13 +95,32 @@ def _stem(result: CountResult, modules: dict[str, nn.Module]) -> tuple[str, bool
     return f"k{kernel}s{stride}", kernel == stride >= 4
 
 
+def _aligned(module: nn.Module) -> bool:
+    """Whether a conv / linear layer is aligned to ``ALIGNMENT`` by the one rule (``unaligned_channels``), applied
+    as the stored design tables were built (``data/timm_design.csv``, ``scripts/build_timm_design.py``): the stem's
+    3 input channels are judged (``image_input=False``: the stem counts as unaligned) and a depthwise conv is judged
+    per group (``depthwise_per_group=True``: its one channel per group makes every depthwise conv unaligned).
+    ``advise``'s ``unaligned_share`` applies the same rule with the image exempt and depthwise convs judged by their
+    total channels."""
+    groups = getattr(module, "groups", 1)
+    per_group_in, per_group_out = channels_per_group(module)
+    return not unaligned_channels(
+        per_group_in * groups,
+        per_group_out * groups,
+        ALIGNMENT,
+        groups=groups,
+        image_input=False,
+        depthwise_per_group=True,
+    )
+
+
 def design_of(module: nn.Module, result: CountResult) -> Design:
     """The design of a model, from the module and its count (``count(module, ...)``)."""
     modules = dict(module.named_modules())
     shares = _shares(result)
     layers = list(_matmul_layers(result, modules))
     flops = sum(layer.flops for layer, _ in layers) or 1
-    aligned = sum(layer.flops for layer, m in layers if all(c % ALIGNMENT == 0 for c in channels_per_group(m)))
+    aligned = sum(layer.flops for layer, m in layers if _aligned(m))
     width = sum(layer.flops * channels_per_group(m)[1] * getattr(m, "groups", 1) for layer, m in layers) / flops
     stem, patchify = _stem(result, modules)
     return Design(

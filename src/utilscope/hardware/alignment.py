@@ -1,7 +1,8 @@
 """Channel alignment: the one rule of which channel multiple tensor-core kernels want (``channel_multiple``, by
-precision and GPU architecture), and its measured cost: per GPU and precision, how much slower a convolution whose
-channel count is not a multiple of it runs than the same convolution zero-padded to the next multiple
-(``alignment_penalty.csv`` beside this module, written on the GPU by ``benchmarks/alignment_penalty.py``).
+precision and GPU architecture), the one rule of which conv / linear layers count as unaligned
+(``unaligned_sides``, ``unaligned_channels``), and its measured cost: per GPU and precision, how much slower a
+convolution whose channel count is not a multiple of it runs than the same convolution zero-padded to the next
+multiple (``alignment_penalty.csv`` beside this module, written on the GPU by ``benchmarks/alignment_penalty.py``).
 
 One row per timed pair: the GPU's name as torch reports it, the precision, the conv's kernel, channels (in and
 out), padded channels, spatial size and batch, the two median times, and the software it was measured with.
@@ -72,6 +73,52 @@ def channel_multiple(precision: str | Precision, architecture: str = "*") -> int
         )
     unit = Precision(value).unit.value
     return CHANNEL_MULTIPLES.get((unit, architecture), CHANNEL_MULTIPLES[(unit, "*")])
+
+
+def unaligned_sides(
+    channels_in: int,
+    channels_out: int,
+    multiple: int,
+    groups: int = 1,
+    image_input: bool = False,
+    depthwise_per_group: bool = False,
+) -> dict[str, int]:
+    """The sides (``"input"``, ``"output"``) of a conv / linear layer whose channels are not a multiple of
+    ``multiple``, each with the channel count judged; empty when the layer is aligned.
+
+    Channels are judged per group: the implicit GEMM of a grouped conv reduces over ``channels_in / groups``
+    (times the kernel) and writes ``channels_out / groups`` columns per group, the widths its tensor-core tiles see.
+    A linear layer is ``groups=1``.
+
+    A depthwise conv (``groups > 1`` and one input channel per group) runs no tensor cores: its kernels run on the
+    CUDA cores and vectorize over the channels of the whole tensor, so its total channels are judged, not its one
+    channel per group. ``depthwise_per_group=True`` judges it per group like any grouped conv, so every depthwise
+    conv is unaligned (``counting.design``'s stored shares, kept as they were built).
+
+    ``image_input``: the layer reads the network's input, whose channels the data fixes (padding the image is not a
+    rewrite of the network), so its input side is not judged."""
+    if groups < 1 or channels_in % groups or channels_out % groups:
+        raise ValueError(f"groups={groups} does not divide {channels_in} input and {channels_out} output channels")
+    depthwise = groups > 1 and channels_in == groups
+    per = 1 if depthwise and not depthwise_per_group else groups
+    sides = {"output": channels_out // per}
+    if not image_input:
+        sides = {"input": channels_in // per, **sides}
+    return {side: channels for side, channels in sides.items() if channels % multiple}
+
+
+def unaligned_channels(
+    channels_in: int,
+    channels_out: int,
+    multiple: int,
+    groups: int = 1,
+    image_input: bool = False,
+    depthwise_per_group: bool = False,
+) -> bool:
+    """Whether a conv / linear layer is unaligned: its input channels per group (unless it reads the image) or its
+    output channels per group are not a multiple of ``multiple``; a depthwise conv is judged by its total channels
+    (``unaligned_sides`` has the rule and why)."""
+    return bool(unaligned_sides(channels_in, channels_out, multiple, groups, image_input, depthwise_per_group))
 
 
 @functools.cache

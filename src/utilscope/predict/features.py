@@ -22,7 +22,7 @@ from utilscope.counting.classify import OpClass, conv_class
 from utilscope.counting.formulas import Kind
 from utilscope.counting.tracer import OpEvent, Tracer, trace
 from utilscope.errors import UsageError
-from utilscope.hardware.alignment import channel_multiple
+from utilscope.hardware.alignment import channel_multiple, unaligned_sides
 from utilscope.predict.ops import OpConfig, build_op
 
 FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
@@ -231,7 +231,11 @@ def _multiples(inputs: int, outputs: int) -> dict:
 
 
 def _aligned(inputs: int, outputs: int, multiple: int) -> dict:
-    return {"aligned_in": int(inputs % multiple == 0), "aligned_out": int(outputs % multiple == 0)}
+    """Whether a GEMM's reduction width and output width (a conv's per group, as the caller passes them) are
+    multiples of ``multiple``, by ``hardware.alignment.unaligned_sides`` on those widths (``groups=1``): a depthwise
+    conv's features keep its one channel per group, as the predictor was fitted with."""
+    unaligned = unaligned_sides(inputs, outputs, multiple)
+    return {"aligned_in": int("input" not in unaligned), "aligned_out": int("output" not in unaligned)}
 
 
 def _waves(m: int, n: int, groups: int, sm_count: int) -> dict:
