@@ -1,8 +1,10 @@
-"""Number formatting with SI prefixes, so every table says its unit the same way."""
+"""Number formatting with SI prefixes, so every table says its unit the same way; and the time as every record
+says it (``now_iso``)."""
 
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -40,3 +42,8 @@ def percent(fraction: float, digits: int = 1) -> str:
 
 def shape_text(shapes: list[list[int]]) -> str:
     return ", ".join("×".join(str(d) for d in shape) for shape in shapes)
+
+
+def now_iso() -> str:
+    """The time now, as every measurement records it (``measured_at``): ISO 8601 in UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

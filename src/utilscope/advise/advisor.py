@@ -34,11 +34,12 @@ from utilscope.hardware.alignment import channel_multiple, unaligned_channels
 from utilscope.limits import check_count, check_seed
 from utilscope.measure import folding
 from utilscope.measure.backends import fold_batchnorm, get_backend
-from utilscope.measure.environment import device_label, now_iso
+from utilscope.measure.environment import device_label
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import ProfileRow, Sweep, check_batches, prepare_module, prepare_sweep, run_sweep
 from utilscope.models import zoo
+from utilscope.units import now_iso
 
 EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32, on every check input, for a rewrite to count as exact
 # (batch, seed) of the inputs a rewrite is checked on: random normal images at the model's resolution, each drawn by

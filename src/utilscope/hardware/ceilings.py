@@ -21,7 +21,6 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -34,6 +33,7 @@ from utilscope.files import write_atomically
 from utilscope.hardware.specs import PRECISIONS, DeviceSpec, detect, normalize_precision
 from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
+from utilscope.units import now_iso
 
 GPU_GEMM_N = 8192
 CPU_GEMM_N = 1024
@@ -149,7 +149,7 @@ def measure_ceilings(
         device_kind=dev.type,
         gemm_tflops={prec: spread["max"] for prec, spread in gemm_spread.items()},
         copy_gbs=copy_spread["max"],
-        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        measured_at=now_iso(),
         torch_version=torch.__version__,
         note=_note(dev, n, mib, skipped),
         gemm_n=n,

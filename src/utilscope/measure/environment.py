@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from datetime import datetime, timezone
 from importlib import metadata
 
 import torch
@@ -61,11 +60,6 @@ def environment(
         "memory_format": "channels_last" if channels_last else "contiguous",
         **cudnn.to_dict(),
     }
-
-
-def now_iso() -> str:
-    """The time now, as every measurement records it (``measured_at``): ISO 8601 in UTC, to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def device_label(env: dict) -> str:

@@ -27,7 +27,7 @@ from utilscope.hardware import get_spec
 from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_count, cpu_cores
 from utilscope.precision import Precision
-from utilscope.survey.schema import now_iso
+from utilscope.units import now_iso
 
 FORMAT = "timm-benchmark"
 COLUMNS = (

@@ -32,8 +32,9 @@ from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
-from utilscope.survey.schema import GPU_THREADS, CellKey, now_iso
+from utilscope.survey.schema import GPU_THREADS, CellKey
 from utilscope.survey.store import Store
+from utilscope.units import now_iso
 
 DEFAULT_TIMEOUT_S = 900.0
 FAILURE = "utilscope-failure"  # run_chunk's own message: a group's cells failed (their error rows come as rows)

@@ -20,9 +20,10 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.hardware import with_threads
-from utilscope.measure.environment import now_iso, software_label
+from utilscope.measure.environment import software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
+from utilscope.units import now_iso
 
 SCHEMA_VERSION = 5
 GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions

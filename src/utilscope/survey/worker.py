@@ -27,7 +27,8 @@ from utilscope.measure.sweep import GPU_PLAN, ProfileRow, Sweep, prepare_sweep, 
 from utilscope.models import sets as model_sets  # noqa: E402
 from utilscope.models import zoo  # noqa: E402
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, emit  # noqa: E402
-from utilscope.survey.schema import CellKey, Configuration, now_iso  # noqa: E402
+from utilscope.survey.schema import CellKey, Configuration  # noqa: E402
+from utilscope.units import now_iso  # noqa: E402
 
 
 def key_of(sweep: Sweep, batch: int) -> CellKey:
