@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import QUICK, TINY_FLOPS
 from torch import nn
 
@@ -98,6 +99,19 @@ def test_advise_measures_its_trials_on_the_cpu(tiny):
     assert advice.model == tiny and advice.to_dict()["model"] == tiny  # Advice's attributes read through
     with pytest.raises(UsageError, match="unknown option ladders; valid: .*ladder"):
         api.advise(tiny, ladders=(1,))
+
+
+def test_profile_attribute_and_advise_measure_a_module_as_given_without_changing_it():
+    net = small_cnn()
+    before = [t.clone() for t in net.state_dict().values()]
+    profiled = api.profile(net, [1, 2], resolution=16, **ON_CPU)
+    assert profiled.model.startswith("module:Sequential-") and list(profiled.to_frame()["batch"]) == [1, 2]
+    assert profiled.flops_per_sample == api.count(net, resolution=16).total.flops
+    layers = api.attribute(net, batch=2, resolution=16, **ON_CPU).to_frame()
+    assert len(layers) >= 4  # conv, relu, pool, linear (a flatten may be its own row)
+    advice = api.advise(net, batches=(2,), ladder=(), resolution=16, **ON_CPU)
+    assert advice.model.startswith("module:Sequential-") and "as given" in set(advice.to_frame()["kind"])
+    assert all(torch.equal(a, b) for a, b in zip(before, net.state_dict().values(), strict=True))
 
 
 @pytest.fixture(scope="module")

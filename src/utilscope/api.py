@@ -1,7 +1,8 @@
 """The Python API: what each command does, as one function a notebook calls. Each takes a model spec
-(``"torchvision:resnet18"``, ``"timm:resnet50"``, ``"path/file.py:factory"``, ``"archs.jsonl:ID"``) or, where the
-work allows, an ``nn.Module``, with the library's own option objects or their fields as keywords, and returns a
-typed result with ``to_frame()`` (pandas) and ``to_dict()`` (the command's ``--json``).
+(``"torchvision:resnet18"``, ``"timm:resnet50"``, ``"path/file.py:factory"``, ``"archs.jsonl:ID"``) or an
+``nn.Module`` (all but ``survey``, whose workers are other processes, and ``ingest``), with the library's own
+option objects or their fields as keywords, and returns a typed result with ``to_frame()`` (pandas) and
+``to_dict()`` (the command's ``--json``).
 
 =============  ============================  ==================================================================
 function       command                       result
@@ -22,6 +23,7 @@ package binds only ``count``, ``profile`` and ``ingest``, the other four names b
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
@@ -29,14 +31,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import torch
 from torch import nn
 
 from utilscope.counting import CountResult
 from utilscope.counting import count as _count
+from utilscope.counting.counter import meta_copy
 from utilscope.errors import UsageError
 from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.sweep import ProfileResult
 from utilscope.measure.sweep import profile as _profile
+from utilscope.models.sources import DEFAULT_FILE_RESOLUTION, ModelSource, register_source
 
 if TYPE_CHECKING:
     from utilscope.advise.advisor import Advice, AdviseRequest, Trial
@@ -59,26 +64,52 @@ def _split(options: dict[str, Any], *classes: type, taken: tuple[str, ...] = ())
     return [{k: v for k, v in options.items() if k in fields} for fields in names]
 
 
+MODULE_SOURCE = "module"  # the model source of the modules handed to this process's API calls
+_MODULES: dict[str, nn.Module] = {}
+
+
+def module_spec(model: nn.Module) -> str:
+    """A spec (``module:Net-1``) naming a caller's module for the functions that measure a spec (``profile``,
+    ``attribute``, ``advise``), in this process only: each build is a copy (on the meta device when it is built to
+    be traced), the caller's module is never changed, and its native resolution is ``DEFAULT_FILE_RESOLUTION``
+    (give ``resolution`` for another)."""
+    if not _MODULES:
+        register_source(
+            ModelSource(MODULE_SOURCE, _build_module, lambda name: DEFAULT_FILE_RESOLUTION, _MODULES.__contains__)
+        )
+    name = f"{type(model).__name__}-{len(_MODULES) + 1}"
+    _MODULES[name] = model
+    return f"{MODULE_SOURCE}:{name}"
+
+
+def _build_module(name: str, resolution: int) -> nn.Module:
+    """A copy of the registered module, on the device the zoo builds on (meta: its parameters as meta tensors)."""
+    model = _MODULES[name]
+    return meta_copy(model) if torch.empty(0).device.type == "meta" else copy.deepcopy(model)
+
+
 def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
     """Per-layer FLOPs, other FLOPs, bytes and params of one forward pass, on the meta device (no GPU, no weights).
     ``to_frame()``: one row per layer; ``class_summary()``: per op class; ``to_dict()``: ``count --json``."""
     return _count(model, batch, resolution, dtype)
 
 
-def profile(model: str | MeasureRequest, batches: Sequence[int] | None = None, **options) -> ProfileResult:
+def profile(model: str | nn.Module | MeasureRequest, batches: Sequence[int] | None = None, **options) -> ProfileResult:
     """Measure throughput and FLOP utilization over batch sizes (None: 1,8,32,128,256 on a GPU, 1,8 on a CPU).
-    ``options``: ``MeasureRequest``'s fields (precision, backend, device, resolution, ceilings, plan, ...).
-    ``to_frame()``: one row per batch size."""
+    ``options``: ``MeasureRequest``'s fields (precision, backend, device, resolution, ceilings, plan, ...); a module
+    is measured as ``module_spec`` names it. ``to_frame()``: one row per batch size."""
+    model = module_spec(model) if isinstance(model, nn.Module) else model
     return _profile(model, batches, **options)
 
 
-def attribute(model: str | MeasureRequest, batch: int = 1, iters: int = 3, **options) -> Explanation:
+def attribute(model: str | nn.Module | MeasureRequest, batch: int = 1, iters: int = 3, **options) -> Explanation:
     """Measure one batch size and attribute its time to layers (eager, graph) or fused regions (compiled backends,
     CUDA only), with roofline, attainable utilization and findings (``utilscope layers``). ``options``:
     ``MeasureRequest``'s fields. ``to_frame()``: one row per layer or region; ``.attribution``: the raw record."""
     from utilscope.attribute.attribution import attribute as _attribute
     from utilscope.attribute.explain import explain
 
+    model = module_spec(model) if isinstance(model, nn.Module) else model
     return explain(_attribute(as_request(model, **options), batch=batch, iters=iters))
 
 
@@ -130,7 +161,9 @@ def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
     return pd.DataFrame([dataclasses.asdict(trial) for trial in trials])
 
 
-def advise(model: str | AdviseRequest, on_trial: Callable[[Trial], None] | None = None, **options) -> AdviceResult:
+def advise(
+    model: str | nn.Module | AdviseRequest, on_trial: Callable[[Trial], None] | None = None, **options
+) -> AdviceResult:
     """Measure exact rewrites (channel padding, BatchNorm folding) and deployment choices (backends, precisions,
     batch sizes) against the model as given, ranked by measured gain. ``options``: the fields of ``MeasureRequest``
     (how the model runs as given) and of ``AdviseRequest`` (batches, multiple, backends, precisions, ladder,
@@ -142,6 +175,7 @@ def advise(model: str | AdviseRequest, on_trial: Callable[[Trial], None] | None 
         request = dataclasses.replace(model, **options) if options else model
     else:
         measure, rest = _split(options, MeasureRequest, AdviseRequest, taken=("model", "measure"))
+        model = module_spec(model) if isinstance(model, nn.Module) else model
         request = AdviseRequest(MeasureRequest(model, **measure), **rest)
     return AdviceResult(_advise(request, on_trial))
 
