@@ -37,6 +37,8 @@ def test_an_architecture_is_a_zoo_model(archs):
 
 @pytest.mark.slow
 def test_nas_measure_stores_one_row_per_architecture_and_batch(archs, tmp_path):
+    """The one end-to-end run of `nas measure` (about 5 s: a survey worker process builds and times two sampled
+    architectures on the CPU)."""
     path, records = archs
     db = tmp_path / "nas.sqlite"
     argv = [

@@ -238,6 +238,7 @@ def test_the_page_lists_a_model_missing_on_one_gpu_and_failed_rows(page):
 
 
 def test_the_page_says_each_utilization_is_against_its_own_peak_and_when_a_peak_is_unknown(two_gpus, tmp_path):
+    """Two whole reports (about 5 s: every figure of each is drawn), one with a GPU whose peak is unknown."""
     measurements, op_classes = two_gpus
     assert "against each GPU" in build_report(measurements, op_classes, tmp_path / "a").read_text()
     unknown = measurements.assign(
