@@ -74,8 +74,14 @@ def module_spec(model: nn.Module) -> str:
     be traced), the caller's module is never changed, and its native resolution is ``DEFAULT_FILE_RESOLUTION``
     (give ``resolution`` for another)."""
     if not _MODULES:
-        register_source(
-            ModelSource(MODULE_SOURCE, _build_module, lambda name: DEFAULT_FILE_RESOLUTION, _MODULES.__contains__)
+        register_source(  # a source known by its names (``match``), so that no message lists it as a prefix
+            ModelSource(
+                MODULE_SOURCE,
+                _build_module,
+                lambda name: DEFAULT_FILE_RESOLUTION,
+                _MODULES.__contains__,
+                match=lambda text: text if text in _MODULES else None,
+            )
         )
     name = f"{type(model).__name__}-{len(_MODULES) + 1}"
     _MODULES[name] = model
