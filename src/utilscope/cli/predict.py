@@ -161,22 +161,19 @@ def select_profile(request) -> Path:
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
-    """``GPU=USD_per_hour,...`` as {spec key: USD per hour}; UsageError naming a bad entry or an unknown GPU."""
-    from utilscope.hardware.specs import find_spec
+    """``GPU=USD_per_hour,...`` as {spec key: USD per hour}, each entry checked by ``check_prices``; UsageError
+    naming a bad entry."""
+    from utilscope.predict.run import check_prices
 
     prices = {}
     for entry in filter(None, (part.strip() for part in (text or "").split(","))):
         gpu, _, usd = entry.partition("=")
-        spec = find_spec(gpu.strip())
         try:
-            value = float(usd)
-        except ValueError:
-            value = float("nan")
-        if spec is None or not value > 0 or value == float("inf"):
+            prices.update(check_prices({gpu: float(usd)}))
+        except (ValueError, UsageError):
             raise UsageError(
                 f"--price {entry!r}: give GPU=USD_per_hour with a GPU of the spec table and a positive price"
-            )
-        prices[spec.key] = value
+            ) from None
     return prices
 
 
