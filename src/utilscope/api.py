@@ -91,7 +91,7 @@ def module_spec(model: nn.Module) -> str:
 def _build_module(name: str, resolution: int) -> nn.Module:
     """A copy of the registered module, on the device the zoo builds on (meta: its parameters as meta tensors)."""
     model = _MODULES[name]
-    return meta_copy(model) if torch.empty(0).device.type == "meta" else copy.deepcopy(model)
+    return meta_copy(model) if torch.get_default_device().type == "meta" else copy.deepcopy(model)
 
 
 def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
