@@ -379,11 +379,11 @@ def fold_casts(events: list[OpEvent]) -> list[tuple[OpEvent, int]]:
     after it in its layer. A trace without autocast's casts: every op with 0."""
     folded, pending = [], {}
     for event in events:
-        if event.op == CAST_OP and (_widens(event) or all(ref.is_weight for ref in event.inputs)):
-            pending.setdefault(event.layer, []).append(event)
-            continue
-        if event.op == CAST_OP:  # an activation's cast down: a copy of its own, before the casts its op folds
-            folded.append((event, 0))
+        if event.op == CAST_OP:
+            if _widens(event) or all(ref.is_weight for ref in event.inputs):
+                pending.setdefault(event.layer, []).append(event)
+            else:  # an activation's cast down: a copy of its own, before the casts its op folds
+                folded.append((event, 0))
             continue
         casts = pending.pop(event.layer, [])
         folded.append((event, sum(cast.bytes for cast in casts)))
