@@ -1,5 +1,7 @@
-"""The package's shape: its import graph has no cycles and no import from a lower layer to a higher one, and no
-function is longer than 60 lines. Read from the source with ``ast``: function-local imports count too."""
+"""The package's shape: its import graph has no cycles and no import from a lower layer to a higher one, no
+function is longer than 60 lines, and the seams hold (the survey workflow and utilization each in one library
+place, the model sources naming no higher package, no formatter skips). Read from the source with ``ast``:
+function-local imports count too."""
 
 from __future__ import annotations
 
@@ -139,6 +141,40 @@ def test_the_checks_see_an_upward_import_and_a_cycle():
         dep.startswith("utilscope.models") for dep in GRAPH["utilscope.measure.settings"]
     )
     assert RANK[layer_of("utilscope.cli.survey")] > RANK[layer_of("utilscope.survey.plan")]
+
+
+def shares_of_a_peak(path: Path) -> list[str]:
+    """Each division of something achieved by a peak, a ceiling or a bandwidth in the file: a utilization."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            left, right = ast.unparse(node.left).lower(), ast.unparse(node.right).lower()
+            if "achieved" in left and any(word in right for word in ("peak", "ceiling", "bandwidth")):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_utilization_is_computed_in_one_place():
+    """FLOP and bandwidth utilization are divided out in ``hardware.utilization`` alone; the check sees one there."""
+    own = PACKAGE / "hardware" / "utilization.py"
+    assert shares_of_a_peak(own)
+    elsewhere = [hit for path in MODULES.values() if path != own for hit in shares_of_a_peak(path)]
+    assert not elsewhere, "\n".join(elsewhere)
+
+
+def test_the_model_sources_never_name_a_higher_package():
+    """``models.sources`` knows the NAS source only by its registration (``nas.source.register``, called by the
+    package init): no module path of a higher layer appears in its text, not even as a string to import."""
+    text = (PACKAGE / "models" / "sources.py").read_text()
+    higher = [name for name in RANK if RANK[name] > RANK["models"] and f"utilscope.{name}" in text]
+    assert not higher, higher
+    assert "utilscope.nas.source" in GRAPH["utilscope"]  # the package init imports it and calls its register()
+
+
+def test_the_formatter_needs_no_skips_in_the_package():
+    """ruff format's configuration (pyproject.toml) fits the code as it is: no ``# fmt: skip`` in src/."""
+    skipped = [str(path.relative_to(PACKAGE)) for path in MODULES.values() if "fmt: skip" in path.read_text()]
+    assert not skipped, skipped
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -166,7 +166,7 @@ def utilization_row(
         peak_tflops=peaks.peak_tflops,
         peak_source=peaks.peak_source,
         achieved_gbs=achieved_gbs,
-        bandwidth_utilization=achieved_gbs / peaks.bandwidth_gbs if peaks.bandwidth_gbs else None,
+        bandwidth_utilization=utilization(achieved_gbs, peaks.bandwidth_gbs),
         bytes_model="fused" if fuses else "unfused",
         nvml_util=nvml,
         cv=stats.cv,

@@ -382,7 +382,7 @@ def with_utilization(frame):
     frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
     frame["utilization"] = utilization(frame["achieved_tflops"], frame["peak_tflops"])
     frame["achieved_gbs"] = frame["bytes_per_sample"].astype("float64") * frame["samples_per_s"] / 1e9
-    frame["bandwidth_utilization"] = frame["achieved_gbs"] / bandwidth_gbs
+    frame["bandwidth_utilization"] = utilization(frame["achieved_gbs"], bandwidth_gbs)
     return frame
 
 
