@@ -197,6 +197,15 @@ def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
     assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
 
 
+def test_amp_is_predicted_from_the_amp_profile_except_on_inductors_backends():
+    """Eager amp runs autocast's kernels NCHW, as the amp profile timed them; inductor runs convs channels_last and
+    fuses the casts, as the fp16 profile's kernels are."""
+    name = lambda precision, backend: pr.select_profile("h200", None, precision, backend).name  # noqa: E731
+    assert name("amp", "eager") == name("amp", "graph") == "h200_amp_graph.json"
+    assert name("amp", "compile") == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
+    assert name("amp", "eager") == pr.select_profile("rtx_5090", None, "amp", "eager").name  # a transfer's source
+
+
 def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
     monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
     first = pr._cache_file(profile_file)

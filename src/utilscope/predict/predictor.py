@@ -429,10 +429,9 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
         return given_path(profile, PROFILE_FILE)
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
-    exact = parse_precision(precision).value  # a profile timed in the precision itself (amp) before its unit's
     fitting = sorted(
         (path for path in shipped_profiles() if _predicts(path, unit, backend)),
-        key=lambda path: profile_name(path)[1] != exact,
+        key=lambda path: profile_name(path)[1] != preferred_precision(precision, backend),
     )
     own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
     if own or fitting:
@@ -442,6 +441,15 @@ def select_profile(gpu: str | None, profile: str | None, precision: str, backend
         f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
         f"time one on a GPU with `utilscope calibrate`"
     )
+
+
+def preferred_precision(precision: str, backend: str) -> str:
+    """The precision of the profile to predict ``precision`` on ``backend`` from, among those of its unit: a
+    profile timed in the precision itself (amp: fp32 weights under autocast, NCHW) for the kernels that run it, but
+    for inductor's backends (``FUSED_BACKENDS``) the unit's own (fp16, channels_last): inductor's layout optimization
+    runs a graph's convs channels_last and fuses autocast's casts into its kernels."""
+    parsed = parse_precision(precision)
+    return parsed.unit.value if backend in FUSED_BACKENDS else parsed.value
 
 
 def _predicts(path: Path, unit: str, backend: str) -> bool:
