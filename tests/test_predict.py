@@ -8,6 +8,7 @@ import json
 import math
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -195,6 +196,14 @@ def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
     profile = DeviceProfile.load(path)
     assert profile.device == "NVIDIA H200" and profile.precision == "fp16" and len(profile.latency_ms) > 1000
     assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
+
+
+def test_a_profile_name_splits_into_gpu_precision_and_backend():
+    assert pr.profile_name(Path("h200_amp_graph.json")) == ("h200", "amp", "graph")
+    assert pr.profile_name(Path("rtx_pro_6000_amp_bf16_graph.json")) == ("rtx_pro_6000", "amp_bf16", "graph")
+    assert pr.profile_name(Path("a100_bf16_eager.json")) == ("a100", "bf16", "eager")
+    with pytest.raises(pr.UsageError, match="<gpu>_<precision>_<backend>"):
+        pr.profile_name(Path("fp16_graph.json"))
 
 
 def test_amp_is_predicted_from_the_amp_profile_except_on_inductors_backends():

@@ -28,7 +28,7 @@ from utilscope.files import check_input_file, given_path, read_bytes, write_atom
 from utilscope.hardware.specs import find_spec, gpu_matches, load_specs, normalize_precision
 from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.backends import BACKENDS
-from utilscope.measure.precision import parse_precision
+from utilscope.measure.precision import Precision, parse_precision
 from utilscope.predict import profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
@@ -413,9 +413,13 @@ def shipped_profiles() -> list[Path]:
 
 
 def profile_name(path: Path) -> tuple[str, str, str]:
-    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>_<backend>.json``."""
-    name_gpu, name_precision, name_backend = path.stem.rsplit("_", 2)
-    return name_gpu, name_precision, name_backend
+    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>_<backend>.json``; the
+    precision may hold an underscore (``amp_bf16``). UsageError for a name not of that form."""
+    rest, _, name_backend = path.stem.rpartition("_")
+    for precision in sorted((p.value for p in Precision), key=len, reverse=True):  # amp_bf16 before bf16
+        if rest.endswith(f"_{precision}") and len(rest) > len(precision) + 1:
+            return rest.removesuffix(f"_{precision}"), precision, name_backend
+    raise UsageError(f"{path.name}: a device profile's name is <gpu>_<precision>_<backend>.json")
 
 
 def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
