@@ -158,6 +158,9 @@ def test_calibration_times_each_config_records_failures_and_resumes(tmp_path, ti
     assert list(profile.failed.values()) == ["oom: MemoryError: "]
     loaded = cal.DeviceProfile.load(out)
     assert loaded.latency_ms == profile.latency_ms and loaded.environment["device_type"] == "cpu"
+    assert loaded.environment["memory_format"] == "channels_last"
+    nchw = cal.open_profile("cpu", "fp32", CudnnSettings(), seed=0, channels_last=False)
+    assert nchw.memory_format == nchw.environment["memory_format"] == "contiguous"  # the environment says it too
     loaded.sample_version = 2  # timed by an earlier sampler: what it timed stays, the new sample's rest is timed
     again = cal.open_profile("cpu", "fp32", CudnnSettings(), seed=0, existing=loaded)
     assert again.sample_version == cal.SAMPLE_VERSION

@@ -161,7 +161,7 @@ def open_profile(
     dev = hardware.resolve_device(device)
     check_seed(seed)
     prec = check_precision(parse_precision(default_precision(dev) if precision is None else precision), dev)
-    env = environment(dev, prec.value, "graph", True, cudnn)
+    env = environment(dev, prec.value, "graph", channels_last, cudnn)
     profile = DeviceProfile(
         device_label(env),
         prec.value,
