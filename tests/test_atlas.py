@@ -151,6 +151,22 @@ def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store,
     assert summary["dynamo"][0]["50%"] == 1.0
 
 
+def test_torch_keeps_one_torch_versions_published_tables_and_our_rows(store, capsys):
+    frame = pd.DataFrame(
+        {
+            "source": [atlas.PUBLISHED, atlas.PUBLISHED, atlas.MEASURED],
+            "torch": ["2.4.0", "2.9.1", "2.11.0+cu130"],
+        }
+    )
+    assert list(atlas.of_torch(frame, "2.4")["torch"]) == ["2.4.0", "2.11.0+cu130"]
+    assert list(atlas.of_torch(frame, "2.9.1")["torch"]) == ["2.9.1", "2.11.0+cu130"]
+    assert atlas.of_torch(frame, None).equals(frame)
+    assert main(["gpus", "--db", str(store), "--torch", "2.4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dynamo"][0]["50%"] == 1.0
+    assert main(["gpus", "--db", str(store), "--torch", "2.9"]) == 2
+    assert "--torch 2.9: no published table of that torch version (the store's: 2.4.0)" in capsys.readouterr().err
+
+
 def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
     rows = pd.DataFrame(
         {

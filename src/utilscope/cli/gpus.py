@@ -42,13 +42,19 @@ def add_parsers(sub) -> None:
         default="results.sqlite",
         help="the store, a survey's with published tables ingested (default: %(default)s)",
     )
+    p.add_argument(
+        "--torch",
+        metavar="VERSION",
+        help="compare only the published tables of this torch version, e.g. 2.4 (our measured rows are kept; "
+        "default: per GPU the newest torch)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(run=cmd_gpus)
 
 
 def cmd_gpus(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
-        frame = atlas.atlas_rows(store.frame(), store.published_frame())
+        frame = atlas.of_torch(atlas.atlas_rows(store.frame(), store.published_frame()), args.torch)
     if args.model is None:
         return print_summary(atlas.main_rows(frame), atlas.dynamo_gain(atlas.comparable(frame)), args.json, console)
     rows = atlas.one_model(frame, args.model)

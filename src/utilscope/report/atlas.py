@@ -20,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from utilscope import hardware
+from utilscope.errors import UsageError
 from utilscope.models.zoo import REPARAM
 from utilscope.survey.published import with_utilization
 
@@ -112,6 +113,22 @@ def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame | None) -> pd
     frame["condition"] = frame["precision"] + " · " + frame["memory_format"] + " · " + frame["backend"]
     frame["intensity"] = frame["flops_per_sample"].astype("float64") / frame["bytes_per_sample"].astype("float64")
     return frame[COLUMNS].reset_index(drop=True)
+
+
+def of_torch(frame: pd.DataFrame, version: str | None) -> pd.DataFrame:
+    """The frame with only the published tables of one torch ``version`` ("2.4" matches 2.4.0; None: all), our
+    measured rows kept: so that two GPUs' tables are compared on one torch where a GPU has tables of several.
+    UsageError naming the published versions when none matches."""
+    if version is None:
+        return frame
+    published = frame["source"] == PUBLISHED
+    versions = frame.loc[published, "torch"].astype(str)
+    wanted = torch_key(version)
+    matches = versions.map(lambda text: torch_key(text)[: len(wanted)] == wanted)
+    if not matches.any():
+        known = ", ".join(sorted(set(versions), key=torch_key)) or "none"
+        raise UsageError(f"--torch {version}: no published table of that torch version (the store's: {known})")
+    return frame[~published | matches.reindex(frame.index, fill_value=False)]
 
 
 def torch_key(version: str) -> tuple:
