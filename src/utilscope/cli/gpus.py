@@ -45,8 +45,8 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--torch",
         metavar="VERSION",
-        help="compare only the published tables of this torch version, e.g. 2.4 (our measured rows are kept; "
-        "default: per GPU the newest torch)",
+        help="compare only the published tables of this torch version, e.g. 2.4; our measured rows are kept "
+        "(default: none: per GPU, the table of the newest torch)",
     )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(run=cmd_gpus)
