@@ -122,13 +122,12 @@ def of_torch(frame: pd.DataFrame, version: str | None) -> pd.DataFrame:
     if version is None:
         return frame
     published = frame["source"] == PUBLISHED
-    versions = frame.loc[published, "torch"].astype(str)
     wanted = torch_key(version)
-    matches = versions.map(lambda text: torch_key(text)[: len(wanted)] == wanted)
+    matches = published & frame["torch"].map(lambda text: torch_key(text)[: len(wanted)] == wanted)
     if not matches.any():
-        known = ", ".join(sorted(set(versions), key=torch_key)) or "none"
+        known = ", ".join(sorted(set(frame.loc[published, "torch"].astype(str)), key=torch_key)) or "none"
         raise UsageError(f"--torch {version}: no published table of that torch version (the store's: {known})")
-    return frame[~published | matches.reindex(frame.index, fill_value=False)]
+    return frame[~published | matches]
 
 
 def torch_key(version: str) -> tuple:
