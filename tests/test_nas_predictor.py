@@ -264,53 +264,16 @@ def test_cli_search_simulation_with_a_perfect_predictor(dataset, fitted, tmp_pat
     profile = fitted.save(tmp_path / "profile.json")  # as `nas fit` writes it (test_cli_fit_predict_and_bad_input)
     floor = float(dataset["measurements"].query("batch == 256")["samples_per_s"].median())
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "nas",
-                "search",
-                "--space",
-                "mbv3",
-                "--min-throughput",
-                str(floor),
-                "--budget",
-                "40",
-                "--simulate",
-                str(dataset["db"]),
-                "--profile",
-                str(profile),
-                "--json",
-            ]
-        )
-        == 0
-    )
+    search = ["nas", "search", "--space", "mbv3", "--min-throughput", str(floor), "--budget", "40"]
+    search += ["--simulate", str(dataset["db"]), "--profile", str(profile)]
+    assert main([*search, "--json"]) == 0
     doc = strict_loads(capsys.readouterr().out)
     rows = {(r["strategy"], r["target"]): r for r in doc["comparison"]}
     assert doc["pool_size"] == 60 and doc["margins"]["predictor"] < 1e-6  # 2 x held-out MAPE of a perfect fit
     assert rows[("predictor", "best")]["measurements"] == 1 and rows[("predictor", "best")]["found"]
     assert rows[("measure-all", "best")]["measurements"] >= 1
     assert rows[("predictor", "front")]["relative_objective"] is None  # NaN (no answer to compare) is null
-    assert (
-        main(
-            [
-                "nas",
-                "search",
-                "--space",
-                "mbv3",
-                "--min-throughput",
-                str(floor),
-                "--budget",
-                "40",
-                "--simulate",
-                str(dataset["db"]),
-                "--profile",
-                str(profile),
-                "--holdout-only",
-                "--json",
-            ]
-        )
-        == 0
-    )
+    assert main([*search, "--holdout-only", "--json"]) == 0
     assert strict_loads(capsys.readouterr().out)["pool_size"] == 12  # the 20% of 60 held out when fitting
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_report import row as report_row
 
 from utilscope.report import build_report, families, html, plots
 from utilscope.report.model_table import NOT_MEASURED, SCRIPT, failed_text, model_table, table_batches
@@ -203,21 +204,9 @@ def test_the_batch_figure_names_the_extremes_at_its_largest_batch(tmp_path, draw
 
 
 def row(model: str, batch: int, backend: str, utilization: float, status: str = "ok") -> dict:
-    return dict(
-        model=model,
-        resolution=224,
-        precision="fp16",
-        device="gpu",
-        software="sw",
-        batch=batch,
-        backend=backend,
-        family="F",
-        flops_per_sample=2e9,
-        params=5e6,
-        status=status,
-        utilization=utilization,
-        samples_per_s=1000 * utilization,
-    )
+    """``test_report``'s row with the work and throughput columns the model table shows."""
+    extra = {"flops_per_sample": 2e9, "params": 5e6, "samples_per_s": 1000 * utilization}
+    return report_row(model, batch, backend, utilization, status, **extra)
 
 
 def test_model_table_one_row_per_series_at_the_smallest_and_largest_batch():
