@@ -140,7 +140,7 @@ def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store,
     shared = rows[rows["model"].isin(["timm:resnet50", "timm:mobileone_s1"]) & (rows["resolution"] == 224)]
     speed = shared.pivot_table(index="model", columns="gpu", values="samples_per_s", aggfunc="first")
     # the same FLOPs on both: utilization scales by samples/s x the peaks' ratio, 71 / 989.4
-    assert (pair["smaller"], pair["bigger"], pair["rows"]) == ("rtx_3090", "h200_sxm", 2)
+    assert (pair["smaller"], pair["bigger"], pair["rows"], pair["other_batch"]) == ("rtx_3090", "h200_sxm", 2, 0)
     assert pair["speedup"] == pytest.approx((speed["h200_sxm"] / speed["rtx_3090"]).median())
     assert pair["utilization_ratio"] == pytest.approx(pair["speedup"] * 71 / 989.4)
     classes = atlas.class_summary(rows)
@@ -177,15 +177,24 @@ def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
             "samples_per_s": [100.0, 90.0, 50.0, 300.0, 330.0, 140.0],
             "utilization": [0.4, 0.3, 0.2, 0.1, 0.12, 0.04],
             "peak_tflops": [71.0] * 3 + [989.4] * 3,
+            "batch": [1024, 1024, 512, 1024, 1024, 1024],  # resnet50 ran out of memory on the 3090 only
         }
     )
     counts, swaps = atlas.rank_swaps(rows)
     assert counts.to_dict(orient="records") == [
-        {"smaller": "rtx_3090", "bigger": "h200_sxm", "rows": 3, "equal_flop_pairs": 1, "swaps": 1, "share": 1.0}
+        {
+            "smaller": "rtx_3090",
+            "bigger": "h200_sxm",
+            "rows": 3,
+            "other_batch": 1,
+            "equal_flop_pairs": 1,
+            "swaps": 1,
+            "share": 1.0,
+        }
     ]
     (swap,) = swaps.to_dict(orient="records")  # resnet18 is 1.11x resnet34 on the 3090, 0.91x on the H200
     assert (swap["first"], swap["second"]) == ("timm:resnet18@224", "timm:resnet34@224")
     assert swap["swing"] == pytest.approx((100 / 90) / (300 / 330))
     (family,) = atlas.family_ratios(rows).to_dict(orient="records")
-    assert family["family"] == "ResNet" and family["rows"] == 3
+    assert family["family"] == "ResNet" and (family["rows"], family["other_batch"]) == (3, 1)
     assert family["utilization_ratio"] == pytest.approx(0.25) and family["speedup"] == pytest.approx(3.0)

@@ -48,6 +48,12 @@ def add_parsers(sub) -> None:
         help="compare only the published tables of this torch version, e.g. 2.4; our measured rows are kept "
         "(default: none: per GPU, the table of the newest torch)",
     )
+    p.add_argument(
+        "--same-batch",
+        action="store_true",
+        help="pair two GPUs' rows only where they ran at one batch (default: each at its table's batch, counted "
+        "as other_batch: the PRO 6000 ran at 2048, rows that ran out of memory at less)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(run=cmd_gpus)
 
@@ -56,7 +62,8 @@ def cmd_gpus(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         frame = atlas.of_torch(atlas.atlas_rows(store.frame(), store.published_frame()), args.torch)
     if args.model is None:
-        return print_summary(atlas.main_rows(frame), atlas.dynamo_gain(atlas.comparable(frame)), args.json, console)
+        gains = atlas.dynamo_gain(atlas.comparable(frame))
+        return print_summary(atlas.main_rows(frame), gains, args.json, console, args.same_batch)
     rows = atlas.one_model(frame, args.model)
     if rows.empty:
         known = ", ".join(sorted(frame["gpu"].unique())) or "none"
@@ -78,15 +85,17 @@ def cmd_gpus(args, console: Console) -> int:
     return 0
 
 
-def print_summary(rows, gains, as_json: bool, console: Console) -> int:
+def print_summary(rows, gains, as_json: bool, console: Console, same_batch: bool = False) -> int:
     """Per GPU and conv class: utilization quartiles; per GPU pair: utilization and speed ratios; rank correlation;
-    per GPU and torch: compile over eager (``gains``: ``atlas.dynamo_gain``)."""
+    per GPU and torch: compile over eager (``gains``: ``atlas.dynamo_gain``); ``same_batch``: pairs of rows run at
+    one batch only."""
     if rows["gpu"].nunique() == 0:
         raise UsageError("no counted rows in timm's condition (amp, NCHW, eager) in this store")
-    classes, pairs, spearman = atlas.class_summary(rows), atlas.pair_ratios(rows), atlas.rank_correlation(rows)
+    classes, pairs = atlas.class_summary(rows), atlas.pair_ratios(rows, same_batch)
+    spearman = atlas.rank_correlation(rows, same_batch)
     dynamo = gains.groupby(["gpu", "torch", "source"])["gain"].describe()[["count", "25%", "50%", "75%"]].reset_index()
-    swap_counts, swaps = atlas.rank_swaps(rows)
-    families = atlas.family_ratios(rows)
+    swap_counts, swaps = atlas.rank_swaps(rows, same_batch)
+    families = atlas.family_ratios(rows, same_batch=same_batch)
     if as_json:
         print(
             strict_json(
@@ -105,27 +114,36 @@ def print_summary(rows, gains, as_json: bool, console: Console) -> int:
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     console.print(frame_table(classes.round(4), f"FLOP utilization per GPU and conv class ({tables})"))
     if not pairs.empty:
-        console.print(frame_table(pairs.round(3), "the same rows on two GPUs: medians of bigger / smaller"))
-        console.print(frame_table(spearman.round(3).reset_index(), "Spearman rank correlation of samples/s"))
+        console.print(
+            frame_table(pairs.round(3), f"the same rows on two GPUs: medians of bigger / smaller{BATCHES[same_batch]}")
+        )
+        console.print(
+            frame_table(spearman.round(3).reset_index(), f"Spearman rank correlation of samples/s{BATCHES[same_batch]}")
+        )
     if not dynamo.empty:
         console.print(frame_table(dynamo.round(3), "compile / eager samples/s on the same rows (quartiles)"))
-    print_swaps_and_families(swap_counts, swaps, families, console)
+    print_swaps_and_families(swap_counts, swaps, families, console, BATCHES[same_batch])
     return 0
 
 
 SHOWN_SWAPS, SHOWN_FAMILIES = 10, 5
+# said in the title of every table that pairs two GPUs' rows: which batches were paired
+BATCHES = {
+    False: "; each GPU's rows at its table's batch (other_batch: shared rows run at different batches on the two)",
+    True: "; only rows run at one batch on both GPUs (--same-batch)",
+}
 
 
-def print_swaps_and_families(swap_counts, swaps, families, console: Console) -> None:
+def print_swaps_and_families(swap_counts, swaps, families, console: Console, batches: str) -> None:
     """Equal-FLOP rank swaps per GPU pair (and the largest), and per pair the families that keep the most and the
-    least of their utilization on the bigger GPU."""
+    least of their utilization on the bigger GPU; ``batches``: which batches were paired (``BATCHES``)."""
     if swap_counts.empty:
         return
     console.print(
         frame_table(
             swap_counts.round(3),
             f"rows within {atlas.FLOPS_ALIKE:.0%} in FLOPs that the two GPUs "
-            f"order differently (each by more than {atlas.SWAP_MARGIN:.0%})",
+            f"order differently (each by more than {atlas.SWAP_MARGIN:.0%}){batches}",
         )
     )
     if not swaps.empty:

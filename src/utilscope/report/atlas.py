@@ -169,12 +169,18 @@ def gpu_order(frame: pd.DataFrame) -> list[str]:
     return sorted(peaks.index, key=lambda gpu: (peaks[gpu], gpu))
 
 
-def rank_correlation(rows: pd.DataFrame) -> pd.DataFrame:
+def rank_correlation(rows: pd.DataFrame, same_batch: bool = False) -> pd.DataFrame:
     """Spearman's rank correlation of samples/s between each pair of GPUs over the (model, resolution) rows both
-    have (``main_rows``); the diagonal is 1."""
-    wide = rows.pivot_table(index=["model", "resolution"], columns="gpu", values="samples_per_s", aggfunc="first")
-    order = [gpu for gpu in gpu_order(rows) if gpu in wide.columns]
-    return wide[order].corr(method="spearman", min_periods=10)
+    have (``main_rows``; ``same_batch``: only those run at one batch on both), NaN below 10 rows; the diagonal
+    is 1."""
+    wide = _wide(rows, ["model", "resolution"], ["samples_per_s"])
+    order = gpu_order(rows)
+    matrix = pd.DataFrame(1.0, index=pd.Index(order, name="gpu"), columns=pd.Index(order, name="gpu"))
+    for small, big in _pairs_of_gpus(rows):
+        both = _both(wide, small, big, same_batch)["samples_per_s"]
+        rho = both[small].corr(both[big], method="spearman") if len(both) >= 10 else float("nan")
+        matrix.loc[small, big] = matrix.loc[big, small] = rho
+    return matrix
 
 
 def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -209,21 +215,34 @@ def class_summary(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def pair_ratios(rows: pd.DataFrame) -> pd.DataFrame:
+def pair_ratios(rows: pd.DataFrame, same_batch: bool = False) -> pd.DataFrame:
     """For each pair of GPUs (the smaller peak first) and conv class: over the (model, resolution) rows both have,
-    the median of utilization on the bigger GPU over utilization on the smaller one, and of samples/s likewise."""
-    return _shared_ratios(rows, "conv_class")
+    the median of utilization on the bigger GPU over utilization on the smaller one, and of samples/s likewise;
+    ``other_batch``: how many of those rows ran at a different batch on the two GPUs (the PRO 6000's 2048 against
+    1024, a row that ran out of memory), compared all the same and counted so that the difference is said
+    (``same_batch``: only the rows run at one batch on both are compared)."""
+    return _shared_ratios(rows, "conv_class", same_batch=same_batch)
 
 
-def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1) -> pd.DataFrame:
+def _wide(rows: pd.DataFrame, index: list[str], values: list[str]) -> pd.DataFrame:
+    """The rows with one column per (value, GPU), ``batch`` among the values."""
+    return rows.pivot_table(index=index, columns="gpu", values=[*values, "batch"], aggfunc="first")
+
+
+def _both(wide: pd.DataFrame, small: str, big: str, same_batch: bool) -> pd.DataFrame:
+    """The rows of a ``_wide`` frame that two GPUs both have (``same_batch``: at one batch on both)."""
+    both = wide.dropna(subset=[("samples_per_s", small), ("samples_per_s", big)])
+    return both[both["batch", small] == both["batch", big]] if same_batch else both
+
+
+def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1, same_batch: bool = False) -> pd.DataFrame:
     """For each pair of GPUs (``_pairs_of_gpus``) and value of the column ``by`` with at least ``minimum_rows``
-    (model, resolution) rows both GPUs have: rows, the median utilization ratio (bigger / smaller) and speedup."""
-    wide = rows.pivot_table(
-        index=["model", "resolution", by], columns="gpu", values=["utilization", "samples_per_s"], aggfunc="first"
-    )
+    (model, resolution) rows both GPUs have (``same_batch``: at one batch on both): rows, those of another batch on
+    the two, the median utilization ratio (bigger / smaller) and speedup."""
+    wide = _wide(rows, ["model", "resolution", by], ["utilization", "samples_per_s"])
     records = []
     for small, big in _pairs_of_gpus(rows):
-        both = wide.dropna(subset=[("utilization", small), ("utilization", big)])
+        both = _both(wide, small, big, same_batch)
         for value, part in both.groupby(level=by):
             if len(part) < minimum_rows:
                 continue
@@ -235,11 +254,17 @@ def _shared_ratios(rows: pd.DataFrame, by: str, minimum_rows: int = 1) -> pd.Dat
                     "bigger": big,
                     by: value,
                     "rows": len(part),
+                    "other_batch": _other_batch(part, small, big),
                     "utilization_ratio": utilization.median(),
                     "speedup": speedup.median(),
                 }
             )
     return pd.DataFrame(records)
+
+
+def _other_batch(wide: pd.DataFrame, small: str, big: str) -> int:
+    """How many rows of a wide frame (``batch`` per GPU in its columns) ran at different batches on two GPUs."""
+    return int((wide["batch", small] != wide["batch", big]).sum())
 
 
 FLOPS_ALIKE = 0.05  # two rows are "equal-FLOP" when their counted FLOPs per sample differ by at most this share
@@ -251,17 +276,19 @@ def _pairs_of_gpus(rows: pd.DataFrame):
     return [(small, big) for i, small in enumerate(gpus) for big in gpus[i + 1 :]]
 
 
-def rank_swaps(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rank_swaps(rows: pd.DataFrame, same_batch: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Equal-FLOP rows that two GPUs order differently: for each pair of GPUs, over the (model, resolution) rows
     both have, the pairs of rows whose counted FLOPs per sample differ by at most ``FLOPS_ALIKE``, and those of
     them that one GPU runs faster by more than ``SWAP_MARGIN`` and the other slower by more than it. Returns the
     counts per GPU pair, and every swap with its speed ratio on each GPU and its ``swing`` (their quotient, at
-    least 1), largest first."""
-    wide = rows.pivot_table(index=["model", "resolution"], columns="gpu", values="samples_per_s", aggfunc="first")
+    least 1), largest first; ``other_batch`` counts the rows of a pair that ran at different batches
+    (``same_batch``: only rows run at one batch on both are paired)."""
+    wide = _wide(rows, ["model", "resolution"], ["samples_per_s"])
     flops = rows.groupby(["model", "resolution"])["flops_per_sample"].first()
     counts, swaps = [], []
     for small, big in _pairs_of_gpus(rows):
-        both = wide[[small, big]].dropna().join(flops).sort_values("flops_per_sample")
+        shared = _both(wide, small, big, same_batch)
+        both = shared["samples_per_s"][[small, big]].join(flops).sort_values("flops_per_sample")
         alike, found = _equal_flop_pairs(both, small, big)
         swaps += [{"smaller": small, "bigger": big, **swap} for swap in found]
         counts.append(
@@ -269,6 +296,7 @@ def rank_swaps(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "smaller": small,
                 "bigger": big,
                 "rows": len(both),
+                "other_batch": _other_batch(shared, small, big),
                 "equal_flop_pairs": alike,
                 "swaps": len(found),
                 "share": len(found) / alike if alike else float("nan"),
@@ -307,14 +335,15 @@ def _equal_flop_pairs(both: pd.DataFrame, small: str, big: str) -> tuple[int, li
     return alike, swaps
 
 
-def family_ratios(rows: pd.DataFrame, minimum_rows: int = 3) -> pd.DataFrame:
+def family_ratios(rows: pd.DataFrame, minimum_rows: int = 3, same_batch: bool = False) -> pd.DataFrame:
     """For each pair of GPUs and model family (``models.sets.family_of``) with at least ``minimum_rows`` shared
     rows: the median of utilization on the bigger GPU over that on the smaller one (high: the family keeps its
-    utilization on the bigger GPU), and the median speedup; per pair, the families keeping the most first."""
+    utilization on the bigger GPU), and the median speedup; per pair, the families keeping the most first
+    (``same_batch``: ``pair_ratios``'s)."""
     from utilscope.models.sets import family_of
 
     families = {model: family_of(model.split("+")[0]) for model in rows["model"].unique()}
-    frame = _shared_ratios(rows.assign(family=rows["model"].map(families)), "family", minimum_rows)
+    frame = _shared_ratios(rows.assign(family=rows["model"].map(families)), "family", minimum_rows, same_batch)
     if frame.empty:
         return frame
     return frame.sort_values(["smaller", "bigger", "utilization_ratio"], ascending=[True, True, False])

@@ -23,13 +23,15 @@ FIGURES = (
         "atlas_slope.png",
         "One model across GPUs",
         atlas_plots.plot_slope,
-        "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak.",
+        "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak; each GPU's row "
+        "at its table's batch (the table below gives a batch other than 1024).",
     ),
     (
         "atlas_rank.png",
         "Throughput rank correlation between GPUs",
         atlas_plots.plot_rank_correlation,
-        "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares.",
+        "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares, each at "
+        "its table's batch (2048 on the PRO 6000, smaller where a GPU ran out of memory).",
     ),
     (
         "atlas_intensity.png",
