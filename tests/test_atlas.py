@@ -198,3 +198,7 @@ def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
     (family,) = atlas.family_ratios(rows).to_dict(orient="records")
     assert family["family"] == "ResNet" and (family["rows"], family["other_batch"]) == (3, 1)
     assert family["utilization_ratio"] == pytest.approx(0.25) and family["speedup"] == pytest.approx(3.0)
+    (same,) = atlas.rank_swaps(rows, same_batch=True)[0].to_dict(orient="records")  # resnet50 left out
+    assert (same["rows"], same["other_batch"], same["swaps"]) == (2, 0, 1)
+    (family,) = atlas.family_ratios(rows, minimum_rows=2, same_batch=True).to_dict(orient="records")
+    assert (family["rows"], family["speedup"]) == (2, pytest.approx((3.0 + 330 / 90) / 2))
