@@ -471,3 +471,68 @@ def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
     assert batch_norm["fused_left"] < pr.FUSED_AWAY  # folded into the conv's weights (inference): no kernel left
     # torch.compile without freezing: its pointwise kernel reads the conv's output
     assert batch_norm["unfolded_left"] == pytest.approx(4 * 8 * 16 * 16 * 2 / batch_norm["bytes"])
+
+
+def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_profiles_times(
+    predictor, tmp_path, monkeypatch
+):
+    """A block that permutes to channels-last and back (ConvNeXt's) hands its next conv a channels_last-strided
+    input, which cuDNN runs channels_last: under a profile timed NCHW (amp) that conv's row is predicted by the
+    layer models of the GPU's shipped channels_last profile; the NCHW-fed stem keeps the profile's own."""
+    path = tmp_path / "permuting.py"
+    path.write_text(
+        textwrap.dedent("""
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.norm = nn.Conv2d(3, 32, 4, 4), nn.LayerNorm(32)
+                self.dw = nn.Conv2d(32, 32, 7, padding=3, groups=32)
+
+            def forward(self, x):
+                x = self.norm(self.stem(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+                return self.dw(x)
+
+        def net():
+            return Net()
+    """)
+    )
+    _, recorded = count_traced(f"{path}:net", 2, 32, "fp16", channels_last=False)
+    rows = pr.network_rows(recorded, H200)
+    convs = rows[rows["group"] == "conv"]
+    assert list(convs["channels_last_input"]) == [0, 1] and set(
+        rows.loc[rows["group"] != "conv", "channels_last_input"]
+    ) == {0}
+    own_ms, _ = predictor.layer_models.predict(rows)
+    seven = type("Stub", (), {"predict": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
+    monkeypatch.setattr(pr, "channels_last_models", lambda *args: seven)
+    ms, reasons = replace(predictor, memory_format="contiguous").profile_ms(rows)
+    routed = rows["channels_last_input"].eq(1).to_numpy()
+    assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
+    assert [reason for reason, r in zip(reasons, routed, strict=True) if r] == ["r"]
+    assert list(predictor.profile_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
+
+
+def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_unit(monkeypatch):
+    """The amp profile's sibling is the fp16 profile of its GPU and backend, when that one was timed channels_last;
+    none for a GPU without one."""
+    from types import SimpleNamespace
+
+    shipped = [Path("h200_amp_graph.json"), Path("h200_fp16_graph.json"), Path("b200_fp16_graph.json")]
+    loaded = []
+    monkeypatch.setattr(pr, "shipped_profiles", lambda: shipped)
+    monkeypatch.setattr(pr, "_CHANNELS_LAST_MODELS", {})
+    monkeypatch.setattr(
+        pr,
+        "load_predictor",
+        lambda path, on_fit=None: (
+            loaded.append(path.name) or SimpleNamespace(memory_format="channels_last", layer_models=path.stem)
+        ),
+    )
+    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
+    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph" and loaded == [
+        "h200_fp16_graph.json"
+    ]
+    assert pr.channels_last_models("NVIDIA A100", "amp", "graph") is None
+    assert pr.channels_last_models("NVIDIA H200", "amp", "eager") is None

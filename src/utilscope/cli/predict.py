@@ -132,9 +132,7 @@ def cmd_predict(args, console: Console) -> int:
 
     def said() -> None:
         print(
-            f"utilscope: fitting the predictor of {Path(select_profile(request)).name} once (seconds on one core; "
-            "cached after)",
-            file=sys.stderr,
+            "utilscope: fitting a device profile's predictor once (seconds on one core; cached after)", file=sys.stderr
         )
 
     result = predict(request, on_fit=said)
@@ -152,12 +150,6 @@ def cmd_predict(args, console: Console) -> int:
     for failure in result.failures:
         print(f"utilscope: error: {failure}", file=sys.stderr)
     return EXIT_PARTIAL if result.failures else 0
-
-
-def select_profile(request) -> Path:
-    from utilscope.predict.predictor import select_profile as select
-
-    return Path(select(request.gpu, request.profile, request.precision, request.backend))
 
 
 def parse_prices(text: str | None) -> dict[str, float]:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
+from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
 from utilscope.hardware.specs import find_spec, gpu_matches, load_specs, normalize_precision
@@ -80,6 +81,9 @@ class Predictor:
     gpu: Gpu
     layer_models: LayerModels
     gap_ms: float
+    memory_format: str = "channels_last"  # the profile's configs' layout (``DeviceProfile.memory_format``)
+    # told before another profile's predictor is fitted for this one (``profile_ms``); set by ``load_predictor``
+    on_fit: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def predict(
         self,
@@ -113,7 +117,7 @@ class Predictor:
         self.check_backend(backend)
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         rows = network_rows(recorded, self.gpu)
-        profile_ms = self.layer_models.predict(rows)
+        profile_ms = self.profile_ms(rows)
         return [
             self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms) for target in targets
         ]
@@ -207,7 +211,7 @@ class Predictor:
         """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
         per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
         another GPU (``target``), the times are ``transfer``'s of the layer models' (``profile_ms``, when given)."""
-        ms, reasons = self.layer_models.predict(rows) if profile_ms is None else profile_ms
+        ms, reasons = self.profile_ms(rows) if profile_ms is None else profile_ms
         target = target or self.gpu
         moved, bound = transfer(rows, ms, self.gpu, target)
         if target != self.gpu:
@@ -217,13 +221,58 @@ class Predictor:
             ms, launches = fused(rows, ms, self.gpu, target, backend or self.backend)
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
+    def profile_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """Each row's milliseconds on the profile's GPU and its extrapolation reason (``LayerModels.predict``). A
+        profile timed NCHW (the amp one) has no conv timed on a channels_last input, which cuDNN runs channels_last
+        (ConvNeXt's depthwise convs after its blocks' permutes): those rows (``channels_last_input``) are the
+        layer models' of the shipped channels_last profile of the GPU and unit (``channels_last_models``), when
+        there is one."""
+        ms, reasons = self.layer_models.predict(rows)
+        if self.memory_format == "channels_last" or "channels_last_input" not in rows:
+            return ms, reasons
+        routed = rows["channels_last_input"].eq(1).to_numpy()
+        models = channels_last_models(self.device, self.precision, self.backend, self.on_fit) if routed.any() else None
+        if models is None:
+            return ms, reasons
+        ms[routed], routed_reasons = models.predict(rows[routed])
+        for i, reason in zip(np.flatnonzero(routed), routed_reasons, strict=True):
+            reasons[i] = reason
+        return ms, reasons
+
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
         """``compose``'s latency of each network (on the profile's backend), with one layer-model call for all of
         their rows: the trees' per-call cost dominates for small networks such as single blocks."""
         rows = pd.concat([frame.assign(network=i) for i, frame in enumerate(networks)], ignore_index=True)
-        ms, _ = self.layer_models.predict(rows)
+        ms, _ = self.profile_ms(rows)
         per_network = pd.Series(ms).groupby(rows["network"]).agg(["sum", "size"])
         return (per_network["sum"] + self.gap_ms * per_network["size"]).to_numpy()
+
+
+_CHANNELS_LAST_MODELS: dict[tuple[str, str, str], LayerModels | None] = {}
+
+
+def channels_last_models(
+    device: str, precision: str, backend: str, on_fit: Callable[[], None] | None = None
+) -> LayerModels | None:
+    """The layer models of the shipped profile of ``device`` in ``precision``'s unit and ``backend`` whose configs
+    were timed channels_last (beside the NCHW amp profile, the fp16 one), loaded once per process
+    (``load_predictor``, ``on_fit`` told before a fit); None when none is shipped."""
+    key = (device, parse_precision(precision).unit.value, backend)
+    if key not in _CHANNELS_LAST_MODELS:
+        _CHANNELS_LAST_MODELS[key] = None
+        for path in shipped_profiles():
+            gpu, name_precision, name_backend = profile_name(path)
+            if (name_precision, name_backend) == key[1:] and gpu_matches(gpu, device):
+                sibling = load_predictor(path, on_fit)
+                if sibling.memory_format == "channels_last":
+                    _CHANNELS_LAST_MODELS[key] = sibling.layer_models
+                    break
+    return _CHANNELS_LAST_MODELS[key]
+
+
+def channels_last_input(event) -> int:
+    """1 for a conv whose input arrives channels_last-strided (``OpEvent.layouts``), else 0."""
+    return int(event.kind is Kind.CONV and event.layouts[:1] == ("channels_last",))
 
 
 def counted_channels_last(recorded) -> bool:
@@ -252,7 +301,8 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
     each with the index of its layer (a gate's: its first op's), the indices of all its layers, and the share of
     its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``);
     before a conv whose NCHW input the GPU converts to channels_last, that copy's row (``layout_copy_row``); after a
-    conv with a bias, the bias's add (``bias_add_row``)."""
+    conv with a bias, the bias's add (``bias_add_row``); ``channels_last_input``: 1 on a conv fed a channels_last
+    input (``profile_ms``), else 0."""
     saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
     rows, gate = [], []
     for event, casts in fold_casts(kept_events(recorded.events)):
@@ -276,6 +326,7 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
                 "layers": (event.layer,),
                 "fused_left": left,
                 "unfolded_left": unfolded,
+                "channels_last_input": channels_last_input(event),
             }
         )
         bias = bias_add_row(event, gpu)
@@ -285,7 +336,10 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
             )
     if gate:
         rows.append(_gate(gate, gpu))
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if "channels_last_input" in frame:  # 0 on the rows of no conv (copies, bias adds, gates)
+        frame["channels_last_input"] = frame["channels_last_input"].fillna(0).astype(int)
+    return frame
 
 
 # norms whose statistics are a reduction over the whole input: fused execution still reads their input once
@@ -370,8 +424,9 @@ def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFra
     models = fit_layer_models(ops, gpu)
     if not models.models:
         raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
+    gap_ms = composition_gap_ms(chains, models)
     return Predictor(
-        str(path), profile.device, profile.precision, profile.backend, gpu, models, composition_gap_ms(chains, models)
+        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
     )
 
 
@@ -388,23 +443,27 @@ FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 
 
 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
-    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; about 20 s) and
-    cached by the file's content; ``on_fit`` is called when a valid profile is about to be fitted."""
+    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; seconds from the
+    rows kept beside a shipped profile) and cached by the file's content; ``on_fit`` is called when a valid profile
+    is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
     from threadpoolctl import threadpool_limits
 
     path = check_input_file(path, PROFILE_FILE)
     cached = _cache_file(path)
+    predictor = None
     if cached.is_file():
         try:
-            return pickle.loads(cached.read_bytes())
+            predictor = pickle.loads(cached.read_bytes())
         except Exception:  # a stale or broken cache entry: fit again
             cached.unlink(missing_ok=True)
-    profile = DeviceProfile.load(path)
-    if on_fit is not None:
-        on_fit()
-    with threadpool_limits(limits=FIT_THREADS):
-        predictor = fit_predictor(profile, str(path), profile_rows.load(path))
-    write_atomically(cached, pickle.dumps(predictor))
+    if predictor is None:
+        profile = DeviceProfile.load(path)
+        if on_fit is not None:
+            on_fit()
+        with threadpool_limits(limits=FIT_THREADS):
+            predictor = fit_predictor(profile, str(path), profile_rows.load(path))
+        write_atomically(cached, pickle.dumps(predictor))
+    predictor.on_fit = on_fit
     return predictor
 
 
