@@ -19,14 +19,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
 # A copy of the stores in $OUT every 60 s (sqlite's online backup, consistent while the survey writes), so a call
 # that the device ends before the last line still brings back what was stored up to the last copy.
-python3 -c "import os, sqlite3, sys, time
-while time.sleep(60) is None:
-    for store in sys.argv[2:]:
-        if os.path.exists(store):
-            copy = os.path.join(sys.argv[1], os.path.basename(store))
-            with sqlite3.connect(store) as source, sqlite3.connect(copy + '.part') as target:
-                source.backup(target)
-            os.replace(copy + '.part', copy)" "$OUT" "${stores[@]}" &
+python3 scripts/copy_stores.py "$OUT" "${stores[@]}" &
 copier=$!
 trap 'kill $copier' EXIT
 common=(--precision fp16 --per-worker 24 --min-time-ms 500 --fit-batch --attribute none)

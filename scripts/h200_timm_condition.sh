@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One call of the H200 survey in timm's published condition (data/h200/timm_condition.sqlite; docs/findings-gpus.md,
+# docs/benchmarks.md): amp, NCHW, eager (or compile), batch 1024 with timm's out-of-memory halving, on the timm-CNN
+# rows of timm's RTX 5090 table. The stages run in turn; the call is cut at LIMIT seconds with SIGINT, on which a
+# survey keeps what it stored and stores nothing for the cell in flight: every stage resumes on the next call. On a
+# machine of N GPUs the survey runs N workers, one per GPU, on chunks of 25 models (150 on one GPU: fewer starts).
+# timm is the machine's own (1.0.29 for the cells stored so far). The store is copied to $OUT every 60 s
+# (scripts/copy_stores.py) and at the end, with the logs.
+# Usage: scripts/h200_timm_condition.sh LIMIT STAGE...   STAGE: eager (data/h200/timm_condition_models.txt, 992
+# cells), compile (data/h200/timm_condition_compile_models.txt, 50 cells, beside timm's -dynamo tables)
+set -uo pipefail
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+mkdir -p "$OUT"
+limit=$1
+shift
+end=$(($(date +%s) + limit))
+store=data/h200/timm_condition.sqlite
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$gpus" -ge 1 ] || { echo "h200_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
+python3 scripts/copy_stores.py "$OUT" "$store" &
+copier=$!
+trap 'kill $copier' EXIT
+per_worker=$([ "$gpus" -gt 1 ] && echo 25 || echo 150)
+common=(--precision amp --no-channels-last --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
+  --jobs "$gpus" --per-worker "$per_worker" --db "$store")
+for stage in "$@"; do
+  case $stage in
+  eager) grid=(--models-file data/h200/timm_condition_models.txt --backend eager) ;;
+  compile) grid=(--models-file data/h200/timm_condition_compile_models.txt --backend compile) ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+  left=$((end - $(date +%s)))
+  [ "$left" -le 20 ] && break
+  echo "== $stage $(date -u +%T), ${left} s left, $gpus GPU(s)"
+  timeout -s INT "$left" python3 -m utilscope.cli survey "${grid[@]}" "${common[@]}" >>"$OUT/survey_$stage.log" 2>&1
+  echo "rc=$? $(date -u +%T)" | tee -a "$OUT/survey_$stage.log"
+  tail -n 25 "$OUT/survey_$stage.log"
+done
+kill $copier
+wait $copier 2>/dev/null
+trap - EXIT
+python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
+cp "$store" "$OUT/"
