@@ -1,7 +1,8 @@
 """Cold and warm `utilscope predict` on this machine: the whole command in a fresh process, wall time.
 
 Cold: an empty predictor cache (``UTILSCOPE_CACHE_DIR`` a new folder), so the command fits the shipped profile's
-layer models (from the rows kept beside it, ``predict/profile_rows.py``) before it predicts; warm: the same command
+layer models (from the rows kept beside it, ``predict/profile_rows.py``; two profiles for a network whose convs
+take channels_last inputs under the amp profile) before it predicts; warm: the same command
 again, the fitted predictor read from the cache. Each command counts its network, so counting is included; Python's
 and torch's start are included too. Three rounds; prints each time and the medians.
 
@@ -34,6 +35,20 @@ COMMANDS = {
         "--json",
     ],
     "every GPU": ["timm:resnet50", "--gpu", "all", "--batch", "256"],
+    # its convs fed channels_last inputs take the fp16 profile's layer models: cold fits both profiles
+    "convnext_tiny in timm's condition, rtx_4090": [
+        "timm:convnext_tiny",
+        "--gpu",
+        "rtx_4090",
+        "--precision",
+        "amp",
+        "--no-channels-last",
+        "--backend",
+        "eager",
+        "--batch",
+        "1024",
+        "--json",
+    ],
 }
 ROUNDS = 3
 

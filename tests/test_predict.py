@@ -517,22 +517,32 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
 def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_unit(monkeypatch):
     """The amp profile's sibling is the fp16 profile of its GPU and backend, when that one was timed channels_last;
     none for a GPU without one."""
-    from types import SimpleNamespace
-
     shipped = [Path("h200_amp_graph.json"), Path("h200_fp16_graph.json"), Path("b200_fp16_graph.json")]
     loaded = []
     monkeypatch.setattr(pr, "shipped_profiles", lambda: shipped)
     monkeypatch.setattr(pr, "_CHANNELS_LAST_MODELS", {})
     monkeypatch.setattr(
-        pr,
-        "load_predictor",
-        lambda path, on_fit=None: (
-            loaded.append(path.name) or SimpleNamespace(memory_format="channels_last", layer_models=path.stem)
-        ),
+        pr, "load_conv_models", lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "channels_last")
     )
     assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
-    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph" and loaded == [
-        "h200_fp16_graph.json"
-    ]
+    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
+    assert loaded == ["h200_fp16_graph.json"]  # once per process
     assert pr.channels_last_models("NVIDIA A100", "amp", "graph") is None
     assert pr.channels_last_models("NVIDIA H200", "amp", "eager") is None
+
+
+def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
+    profile_file, predictor, net_file, tmp_path, monkeypatch
+):
+    """``load_conv_models`` fits a profile's conv trees alone (a group's trees see its rows only): they predict a
+    network's convs as the whole predictor's do; the second call reads them from the cache."""
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(layers, "ITERATIONS", 5)  # as the predictor fixture was fitted
+    models, memory_format = pr.load_conv_models(profile_file)
+    assert memory_format == "channels_last" and set(models.models) == {"conv"}
+    rows = pr.network_rows(count_traced(net_file, 4, 32, "fp16")[1], H200)
+    convs = rows[rows["group"] == "conv"]
+    assert list(models.predict(convs)[0]) == list(predictor.layer_models.predict(convs)[0])
+    assert [path.name.split("-")[1] for path in (tmp_path / "predict").iterdir()] == ["conv"]
+    monkeypatch.setattr(pr, "fit_layer_models", None)  # a fit now would fail
+    assert pr.load_conv_models(profile_file)[0].ranges == models.ranges
