@@ -118,6 +118,8 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
     }
     assert main(["gpus", "timm:nosuchnet", "--db", str(store)]) == 2
     assert "no counted row" in capsys.readouterr().err
+    assert main(["gpus", "resnet50", "--db", str(store), "--same-batch"]) == 2
+    assert "--same-batch applies to the summary" in capsys.readouterr().err
 
 
 def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tmp_path):

@@ -59,6 +59,8 @@ def add_parsers(sub) -> None:
 
 
 def cmd_gpus(args, console: Console) -> int:
+    if args.same_batch and args.model is not None:
+        raise UsageError("--same-batch applies to the summary (no model); a model's rows each show their batch")
     with Store(args.db, create=False) as store:
         frame = atlas.of_torch(atlas.atlas_rows(store.frame(), store.published_frame()), args.torch)
     if args.model is None:
