@@ -130,10 +130,15 @@ def cmd_predict(args, console: Console) -> int:
         parse_prices(args.price),
     )
 
+    told = []  # one line for the fits of a command (the amp profile's can need the fp16 one's conv trees too)
+
     def said() -> None:
-        print(
-            "utilscope: fitting a device profile's predictor once (seconds on one core; cached after)", file=sys.stderr
-        )
+        if not told:
+            print(
+                "utilscope: fitting the device profiles' predictors once (seconds on one core; cached after)",
+                file=sys.stderr,
+            )
+        told.append(True)
 
     result = predict(request, on_fit=said)
     records, predictions, many = result.records(), result.predictions, len(request.models) > 1
