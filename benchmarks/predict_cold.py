@@ -19,36 +19,14 @@ import sys
 import tempfile
 import time
 
+# timm's benchmark condition (docs/predict.md): amp, NCHW, eager, batch 1024
+TIMM_CONDITION = ["--precision", "amp", "--no-channels-last", "--backend", "eager", "--batch", "1024", "--json"]
 COMMANDS = {
     "h200 graph": ["timm:resnet50", "--gpu", "h200", "--batch", "256"],
-    "rtx_5090 in timm's condition": [
-        "timm:resnet50",
-        "--gpu",
-        "rtx_5090",
-        "--precision",
-        "amp",
-        "--no-channels-last",
-        "--backend",
-        "eager",
-        "--batch",
-        "1024",
-        "--json",
-    ],
+    "rtx_5090 in timm's condition": ["timm:resnet50", "--gpu", "rtx_5090", *TIMM_CONDITION],
     "every GPU": ["timm:resnet50", "--gpu", "all", "--batch", "256"],
     # its convs fed channels_last inputs take the fp16 profile's layer models: cold fits both profiles
-    "convnext_tiny in timm's condition, rtx_4090": [
-        "timm:convnext_tiny",
-        "--gpu",
-        "rtx_4090",
-        "--precision",
-        "amp",
-        "--no-channels-last",
-        "--backend",
-        "eager",
-        "--batch",
-        "1024",
-        "--json",
-    ],
+    "convnext_tiny in timm's condition, rtx_4090": ["timm:convnext_tiny", "--gpu", "rtx_4090", *TIMM_CONDITION],
 }
 ROUNDS = 3
 
