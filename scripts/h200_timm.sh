@@ -14,6 +14,7 @@ mkdir -p "$OUT"
 limit=$1
 shift
 end=$(($(date +%s) + limit))
+source scripts/survey_stage.sh
 stores=(data/h200/timm.sqlite data/h200/timm_reference.sqlite)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
@@ -30,12 +31,7 @@ for stage in "$@"; do
   reference) grid=(--db "${stores[1]}" --set timm-reference --batch 1,256 --backend graph --cudnn-depthwise-heuristic) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
-  left=$((end - $(date +%s)))
-  [ "$left" -le 20 ] && break
-  echo "== $stage $(date -u +%T), ${left} s left"
-  timeout -s INT "$left" python3 -m utilscope.cli survey "${grid[@]}" "${common[@]}" >>"$OUT/timm_$stage.log" 2>&1
-  echo "rc=$? $(date -u +%T)" | tee -a "$OUT/timm_$stage.log"
-  tail -n 25 "$OUT/timm_$stage.log"
+  survey_stage "$stage" "$OUT/timm_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
 kill $copier
 wait $copier 2>/dev/null

@@ -15,6 +15,7 @@ mkdir -p "$OUT"
 limit=$1
 shift
 end=$(($(date +%s) + limit))
+source scripts/survey_stage.sh
 store=data/h200/timm_condition.sqlite
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "h200_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
@@ -32,12 +33,7 @@ for stage in "$@"; do
   compile) grid=(--models-file data/h200/timm_condition_compile_models.txt --backend compile) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
-  left=$((end - $(date +%s)))
-  [ "$left" -le 20 ] && break
-  echo "== $stage $(date -u +%T), ${left} s left, $gpus GPU(s)"
-  timeout -s INT "$left" python3 -m utilscope.cli survey "${grid[@]}" "${common[@]}" >>"$OUT/survey_$stage.log" 2>&1
-  echo "rc=$? $(date -u +%T)" | tee -a "$OUT/survey_$stage.log"
-  tail -n 25 "$OUT/survey_$stage.log"
+  survey_stage "$stage on $gpus GPU(s)" "$OUT/survey_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
 kill $copier
 wait $copier 2>/dev/null
