@@ -501,10 +501,16 @@ def shipped_profiles() -> list[Path]:
     return sorted(PROFILES_DIR.glob("*.json"))
 
 
+LAYOUT_TOKENS = ("nhwc", "nchw")  # a profile name's optional layout; the profile's ``memory_format`` is the truth
+
+
 def profile_name(path: Path) -> tuple[str, str, str]:
-    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>_<backend>.json``; the
-    precision may hold an underscore (``amp_bf16``). UsageError for a name not of that form."""
+    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>[_<layout>]_<backend>
+    .json``; the precision may hold an underscore (``amp_bf16``), the layout is ``nhwc`` or ``nchw``. UsageError for
+    a name not of that form."""
     rest, _, name_backend = path.stem.rpartition("_")
+    head, _, layout = rest.rpartition("_")
+    rest = head if layout in LAYOUT_TOKENS else rest
     for precision in sorted((p.value for p in Precision), key=len, reverse=True):  # amp_bf16 before bf16
         if rest.endswith(f"_{precision}") and len(rest) > len(precision) + 1:
             return rest.removesuffix(f"_{precision}"), precision, name_backend
