@@ -59,7 +59,8 @@ def _start(backend: str, profile: str | None) -> None:
     global _PREDICTOR, _BACKEND
     import torch
 
-    from utilscope.predict.predictor import load_predictor, select_profile
+    from utilscope.predict.fit_cache import load_predictor
+    from utilscope.predict.selection import select_profile
 
     torch.set_num_threads(1)
     _BACKEND = backend

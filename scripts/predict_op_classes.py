@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.files import read_json
-from utilscope.predict import predictor as pr
+from utilscope.predict import fit_cache, selection
 from utilscope.present.markdown import markdown
 
 MEASURED = Path(__file__).resolve().parent.parent / "data" / "h200" / "survey_op_classes.csv"
@@ -78,7 +78,7 @@ def main() -> None:
     else:
         measured, layers = pd.read_csv(MEASURED), None
         measured = measured[measured["backend"] == "graph"]
-    predictor = pr.load_predictor(pr.select_profile("h200", None, "fp16", "graph"))
+    predictor = fit_cache.load_predictor(selection.select_profile("h200", None, "fp16", "graph"))
     predicted = predicted_layers(predictor, measured)
     table = per_class(predicted, measured)
     print(markdown(table[["model", "batch", "op_class", "measured_ms", "predicted_ms", "ratio"]], FORMATS))

@@ -29,8 +29,9 @@ from scipy.stats import spearmanr
 
 from utilscope.models.sets import family_split
 from utilscope.predict.features import Gpu
+from utilscope.predict.fit_cache import load_predictor
 from utilscope.predict.layers import calibration_rows
-from utilscope.predict.predictor import Predictor, load_predictor, network_rows
+from utilscope.predict.predictor import Predictor, network_rows
 from utilscope.present.markdown import replace_block
 
 ROOT = Path(__file__).resolve().parent.parent

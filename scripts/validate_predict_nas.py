@@ -26,7 +26,8 @@ from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import parse_layer_key
 from utilscope.nas.spaces import get_space
 from utilscope.nas.table_predictor import _boosted_trees, holdout_split, layer_features, layer_numbers, mape
-from utilscope.predict.predictor import load_predictor, select_profile
+from utilscope.predict.fit_cache import load_predictor
+from utilscope.predict.selection import select_profile
 
 DATA = Path(__file__).resolve().parent.parent / "data/h200"
 TABLES = (

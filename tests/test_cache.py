@@ -33,12 +33,12 @@ def test_the_root_is_the_override_else_xdg_else_home(tmp_path, monkeypatch):
 def test_ceilings_and_predictors_live_in_folders_of_their_own(root, tmp_path):
     """The fitted predictors used to live inside the ceilings' folder (ceilings/predict)."""
     from utilscope import hardware
-    from utilscope.predict import predictor
+    from utilscope.predict import fit_cache
 
     profile = tmp_path / "p.json"
     profile.write_text("{}")
     assert hardware.cache_dir() == root / "ceilings"
-    assert predictor._cache_file(profile).parent == root / "predict"
+    assert fit_cache.cache_file(profile).parent == root / "predict"
     with pytest.raises(UsageError, match="unknown cache kind 'models'; use one of: ceilings, predict"):
         cache.cache_dir("models")
 

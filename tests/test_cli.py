@@ -601,6 +601,7 @@ def stub_predictor(monkeypatch):
     """``predict`` with a stand-in predictor: latency_ms = batch x (1 ms for squeezenet1_0, 2 for squeezenet1_1)."""
     import types
 
+    from utilscope.predict import fit_cache, selection
     from utilscope.predict import predictor as pr
 
     def predict_on(name, batch, targets, resolution, backend, precision, channels_last):
@@ -631,8 +632,8 @@ def stub_predictor(monkeypatch):
         predict_on=predict_on,
         check_precision=lambda precision: None,
     )
-    monkeypatch.setattr(pr, "select_profile", lambda *args: "h200.json")
-    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: stub)
+    monkeypatch.setattr(selection, "select_profile", lambda *args: "h200.json")
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: stub)
 
 
 def test_predict_of_a_glob_gives_one_row_per_model_and_batch(stub_predictor, capsys):

@@ -15,7 +15,7 @@ import pytest
 
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
-from utilscope.predict import layers
+from utilscope.predict import fit_cache, layers, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
@@ -72,7 +72,7 @@ def predictor(profile_file, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         patch.setattr(layers, "ITERATIONS", 5)  # the targets are constant: the trees' start (their mean) is exact
-        return pr.load_predictor(profile_file)
+        return fit_cache.load_predictor(profile_file)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predict
 
 
 def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, capsys):
-    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: predictor)
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: predictor)
     assert main(["predict", net_file, "--profile", str(profile_file), "--batch", "1,8", "--res", "32", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [d["batch"] for d in doc] == [1, 8]
@@ -192,38 +192,41 @@ def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, cap
 
 
 def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
-    path = pr.select_profile("h200", None, "fp16", "graph")
+    path = selection.select_profile("h200", None, "fp16", "graph")
     profile = DeviceProfile.load(path)
     assert profile.device == "NVIDIA H200" and profile.precision == "fp16" and len(profile.latency_ms) > 1000
     assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
 
 
 def test_a_profile_name_splits_into_gpu_precision_and_backend():
-    assert pr.profile_name(Path("h200_amp_graph.json")) == ("h200", "amp", "graph")
-    assert pr.profile_name(Path("rtx_pro_6000_amp_bf16_graph.json")) == ("rtx_pro_6000", "amp_bf16", "graph")
-    assert pr.profile_name(Path("a100_bf16_eager.json")) == ("a100", "bf16", "eager")
+    assert selection.profile_name(Path("h200_amp_graph.json")) == ("h200", "amp", "graph")
+    assert selection.profile_name(Path("rtx_pro_6000_amp_bf16_graph.json")) == ("rtx_pro_6000", "amp_bf16", "graph")
+    assert selection.profile_name(Path("a100_bf16_eager.json")) == ("a100", "bf16", "eager")
     with pytest.raises(pr.UsageError, match="<gpu>_<precision>_<backend>"):
-        pr.profile_name(Path("fp16_graph.json"))
+        selection.profile_name(Path("fp16_graph.json"))
 
 
 def test_amp_is_predicted_from_the_amp_profile_except_on_inductors_backends():
     """Eager amp runs autocast's kernels NCHW, as the amp profile timed them; inductor runs convs channels_last and
     fuses the casts, as the fp16 profile's kernels are."""
-    name = lambda precision, backend: pr.select_profile("h200", None, precision, backend).name  # noqa: E731
+    name = lambda precision, backend: selection.select_profile("h200", None, precision, backend).name  # noqa: E731
     assert name("amp", "eager") == name("amp", "graph") == "h200_amp_graph.json"
     assert name("amp", "compile") == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
-    assert name("amp", "eager") == pr.select_profile("rtx_5090", None, "amp", "eager").name  # a transfer's source
+    assert (
+        name("amp", "eager") == selection.select_profile("rtx_5090", None, "amp", "eager").name
+    )  # a transfer's source
 
 
 def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
     monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
-    first = pr._cache_file(profile_file)
+    first = fit_cache.cache_file(profile_file)
     assert first.parent == tmp_path / "predict"
-    monkeypatch.setattr(pr, "FITTING_CODE", ("ops.py", "features.py"))
-    assert pr._cache_file(profile_file) != first
+    assert "predictor.py" not in fit_cache.FITTING_CODE  # the composition, after the fit, refits nothing
+    monkeypatch.setattr(fit_cache, "FITTING_CODE", ("ops.py", "features.py"))
+    assert fit_cache.cache_file(profile_file) != first
     changed = tmp_path / "changed.json"
     changed.write_text(profile_file.read_text().replace('"seed": 5', '"seed": 6'))
-    assert pr._cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]
+    assert fit_cache.cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]
 
 
 def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(predictor, net_file):
@@ -276,7 +279,7 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     entries = {block.key: {1: 1.0, 256: 1.0} for block in blocks[:3]}
     table = LatencyTable("mbv3", "NVIDIA H200", "synthetic", "fp16", False, entries)
     assert set(general.prior_keys(table, 2)) > set(entries)  # the sampled architectures' blocks too
-    monkeypatch.setattr(pr, "load_predictor", lambda path, on_fit=None: predictor)
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: predictor)
     prior = general.prior_estimates(table, 0, "synthetic.json")
     assert set(prior) == set(entries) and all(set(per) == {1, 256} for per in prior.values())
     block = blocks[0]
@@ -411,7 +414,7 @@ def test_a_profiles_rows_kept_beside_it_fit_the_same_predictor(profile_file, pre
     assert chains["chain"].nunique() == sum(c["kind"] == "chain" for c in DeviceProfile.load(path).configs.values())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(layers, "ITERATIONS", 5)
-        refitted = pr.fit_predictor(DeviceProfile.load(path), str(path), (ops, chains))
+        refitted = fit_cache.fit_predictor(DeviceProfile.load(path), str(path), (ops, chains))
     assert refitted.gap_ms == pytest.approx(predictor.gap_ms, rel=1e-9)
     assert refitted.predict(net_file, 4, 32).latency_ms == pytest.approx(predictor.predict(net_file, 4, 32).latency_ms)
     path.write_text(path.read_text().replace('"seed": 5', '"seed": 7'))  # another profile: its rows are not these
@@ -421,7 +424,7 @@ def test_a_profiles_rows_kept_beside_it_fit_the_same_predictor(profile_file, pre
 def test_the_shipped_profile_keeps_its_current_rows_beside_it():
     from utilscope.predict import profile_rows
 
-    path = pr.shipped_profiles()[0]
+    path = selection.shipped_profiles()[0]
     assert profile_rows.rows_file(path).is_file(), (
         f"the rows beside {path.name} are not those of the current code: run "
         f"`python -m utilscope.predict.profile_rows {path}` and commit the file it writes"
@@ -445,8 +448,10 @@ def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():
 def test_a_gpu_without_the_profiles_precision_is_named_with_the_units_it_has(predictor):
     bf16 = replace(predictor, precision="bf16")
     with pytest.raises(pr.UsageError, match="NVIDIA T4 has no bf16 peak .*available: fp32, fp16, int8"):
-        pr.transfer_targets("t4", bf16)
-    assert "t4" not in {target.key for target in pr.transfer_targets("all", bf16)}  # `all`: the GPUs that have it
+        selection.transfer_targets("t4", bf16)
+    assert "t4" not in {
+        target.key for target in selection.transfer_targets("all", bf16)
+    }  # `all`: the GPUs that have it
 
 
 def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
@@ -506,7 +511,7 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     ) == {0}
     own_ms, _ = predictor.layer_models.predict(rows)
     seven = type("Stub", (), {"predict": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
-    monkeypatch.setattr(pr, "channels_last_models", lambda *args: seven)
+    monkeypatch.setattr(fit_cache, "channels_last_models", lambda *args: seven)
     ms, reasons = replace(predictor, memory_format="contiguous").profile_ms(rows)
     routed = rows["channels_last_input"].eq(1).to_numpy()
     assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
@@ -519,16 +524,18 @@ def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_
     none for a GPU without one."""
     shipped = [Path("h200_amp_graph.json"), Path("h200_fp16_graph.json"), Path("b200_fp16_graph.json")]
     loaded = []
-    monkeypatch.setattr(pr, "shipped_profiles", lambda: shipped)
-    monkeypatch.setattr(pr, "_CHANNELS_LAST_MODELS", {})
+    monkeypatch.setattr(fit_cache, "shipped_profiles", lambda: shipped)
+    monkeypatch.setattr(fit_cache, "_CHANNELS_LAST_MODELS", {})
     monkeypatch.setattr(
-        pr, "load_conv_models", lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "channels_last")
+        fit_cache,
+        "load_conv_models",
+        lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "channels_last"),
     )
-    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
-    assert pr.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
+    assert fit_cache.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
+    assert fit_cache.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
     assert loaded == ["h200_fp16_graph.json"]  # once per process
-    assert pr.channels_last_models("NVIDIA A100", "amp", "graph") is None
-    assert pr.channels_last_models("NVIDIA H200", "amp", "eager") is None
+    assert fit_cache.channels_last_models("NVIDIA A100", "amp", "graph") is None
+    assert fit_cache.channels_last_models("NVIDIA H200", "amp", "eager") is None
 
 
 def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
@@ -538,11 +545,11 @@ def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
     network's convs as the whole predictor's do; the second call reads them from the cache."""
     monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(layers, "ITERATIONS", 5)  # as the predictor fixture was fitted
-    models, memory_format = pr.load_conv_models(profile_file)
+    models, memory_format = fit_cache.load_conv_models(profile_file)
     assert memory_format == "channels_last" and set(models.models) == {"conv"}
     rows = pr.network_rows(count_traced(net_file, 4, 32, "fp16")[1], H200)
     convs = rows[rows["group"] == "conv"]
     assert list(models.predict(convs)[0]) == list(predictor.layer_models.predict(convs)[0])
     assert [path.name.split("-")[1] for path in (tmp_path / "predict").iterdir()] == ["conv"]
-    monkeypatch.setattr(pr, "fit_layer_models", None)  # a fit now would fail
-    assert pr.load_conv_models(profile_file)[0].ranges == models.ranges
+    monkeypatch.setattr(fit_cache, "fit_layer_models", None)  # a fit now would fail
+    assert fit_cache.load_conv_models(profile_file)[0].ranges == models.ranges

@@ -8,6 +8,7 @@ shared memory per SM and board power, each with its source.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import re
@@ -322,6 +323,47 @@ def find_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> Device
         return detected
     short = [spec for spec in rows if gpu_matches(name_or_key, spec.name)]
     return short[0] if len(short) == 1 else None
+
+
+def family_members(name: str, specs: list[DeviceSpec] | None = None) -> list[DeviceSpec]:
+    """The rows a family name names: each of its words (split at ``_``, ``-`` and spaces) begins a word of the row's
+    key (``a100`` names the four A100 rows, ``a100_80gb`` the two of 80 GB, ``h100`` every H100)."""
+    rows = load_specs() if specs is None else specs
+    words = [word for word in re.split(r"[_\s-]+", name.strip().casefold()) if word]
+    return [spec for spec in rows if words and all(any(k.startswith(w) for k in spec.key.split("_")) for w in words)]
+
+
+def lookup_gpu(name: str, precision: str | None = None, specs: list[DeviceSpec] | None = None) -> DeviceSpec | None:
+    """The row a user's GPU name names (``find_spec``, else the one row of its family), or None for ``all``; a
+    UsageError listing the family's keys when it names several, else the closest names (family and prefix matches
+    before spelling guesses); with ``precision``, one naming the units the GPU has when it lacks the precision's
+    (a T4 has no bf16)."""
+    if name.strip().casefold() == "all":
+        return None
+    rows = load_specs() if specs is None else specs
+    spec = find_spec(name, rows)
+    family = [] if spec is not None else family_members(name, rows)
+    if spec is None and len(family) == 1:
+        spec = family[0]
+    if spec is None and family:
+        keys = ", ".join(member.key for member in family)
+        raise UsageError(f"GPU {name!r} names {len(family)} GPUs of the spec table: {keys}; give one")
+    if spec is None:
+        raise UsageError(f"unknown GPU {name!r}{_closest(name, rows)}; `utilscope devices` lists the spec table")
+    if precision is not None:
+        spec.peak_tflops(precision)  # raises, naming the units it has
+    return spec
+
+
+def _closest(name: str, rows: list[DeviceSpec]) -> str:
+    """The "; closest: ..." of an unknown GPU: the keys and aliases that begin with the name, then spelling
+    guesses."""
+    wanted = name.strip().casefold()
+    names = [n for spec in rows for n in (spec.key, *spec.aliases)]
+    prefix = [n for n in names if n.startswith(wanted)] if wanted else []
+    guesses = difflib.get_close_matches(wanted, names, n=3, cutoff=0.5)
+    close = list(dict.fromkeys(prefix + guesses))[:5]
+    return f"; closest: {', '.join(close)}" if close else ""
 
 
 def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:

@@ -59,8 +59,8 @@ def prior_keys(table: LatencyTable, sample_archs: int, seed: int = PRIOR_SEED) -
 
 def prior_estimates(table: LatencyTable, sample_archs: int, profile_path) -> dict[str, dict[int, float]]:
     """key -> batch -> the general model's ms, for ``prior_keys`` at every batch size of the table, from the device
-    profile at ``profile_path`` (``predict.predictor.select_profile``)."""
-    from utilscope.predict.predictor import load_predictor
+    profile at ``profile_path`` (``predict.selection.select_profile``)."""
+    from utilscope.predict.fit_cache import load_predictor
 
     predictor = load_predictor(profile_path)
     space = get_space(table.space)
@@ -76,7 +76,7 @@ def prior_estimates(table: LatencyTable, sample_archs: int, profile_path) -> dic
 def shipped_general_profile(table: LatencyTable):
     """The shipped device profile of the table's GPU and precision (graph backend), or None when none is shipped."""
     from utilscope.hardware.specs import gpu_matches
-    from utilscope.predict.predictor import profile_name, shipped_profiles
+    from utilscope.predict.selection import profile_name, shipped_profiles
 
     for path in shipped_profiles():
         name_gpu, name_precision, name_backend = profile_name(path)

@@ -4,39 +4,27 @@ The network is counted (``counting.count_traced``, the engine ``count`` uses, so
 each op that launches work becomes a row (``features.op_row``; the ops inside a squeeze-excite module become one
 gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
 ``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw) as the
-median of (measured - summed) / ops. The fit takes seconds, so a fitted predictor is cached per profile content
-(``utilscope.cache.cache_dir("predict")``).
+median of (measured - summed) / ops. Which profile predicts a request is ``predict.selection``'s; fitting and
+caching a profile's predictor is ``predict.fit_cache``'s.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from utilscope.cache import cache_dir
 from utilscope.counting.counter import count_traced, fusion_savings
 from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, given_path, read_bytes, write_atomically
-from utilscope.hardware.specs import find_spec, gpu_matches, load_specs, normalize_precision
 from utilscope.hardware.utilization import achieved_tflops, utilization
-from utilscope.measure.backends import BACKENDS
-from utilscope.measure.precision import Precision, parse_precision
-from utilscope.predict import profile_rows
-from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
+from utilscope.measure.precision import parse_precision
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
-from utilscope.predict.layers import LayerModels, fit_layer_models, se_row
+from utilscope.predict.layers import LayerModels, se_row
 from utilscope.predict.transfer import MEMORY_EFFICIENCY, transfer
 
-PROFILES_DIR = Path(__file__).parent / "profiles"
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
 # timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
 # not modelled)
@@ -44,9 +32,6 @@ ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
 FREEZING_BACKENDS = ("inference",)  # inductor's freezing folds batch norms into the convs' weights
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
-CACHE_FORMAT = 1
-# a change to any of these refits a cached predictor
-FITTING_CODE = ("ops.py", "features.py", "layers.py", "predictor.py", "profile_rows.py")
 
 
 @dataclass
@@ -230,6 +215,8 @@ class Predictor:
         ms, reasons = self.layer_models.predict(rows)
         if self.memory_format == "channels_last" or "channels_last_input" not in rows:
             return ms, reasons
+        from utilscope.predict.fit_cache import channels_last_models  # it fits predictors: imported when needed
+
         routed = rows["channels_last_input"].eq(1).to_numpy()
         models = channels_last_models(self.device, self.precision, self.backend, self.on_fit) if routed.any() else None
         if models is None:
@@ -246,29 +233,6 @@ class Predictor:
         ms, _ = self.profile_ms(rows)
         per_network = pd.Series(ms).groupby(rows["network"]).agg(["sum", "size"])
         return (per_network["sum"] + self.gap_ms * per_network["size"]).to_numpy()
-
-
-_CHANNELS_LAST_MODELS: dict[tuple[str, str, str], LayerModels | None] = {}
-
-
-def channels_last_models(
-    device: str, precision: str, backend: str, on_fit: Callable[[], None] | None = None
-) -> LayerModels | None:
-    """The layer models of the shipped profile of ``device`` in ``precision``'s unit and ``backend`` whose configs
-    were timed channels_last (beside the NCHW amp profile, the fp16 one), loaded once per process (its conv models:
-    the rows ``profile_ms`` sends them are convs; ``load_conv_models``, ``on_fit`` told before a fit); None when none
-    is shipped."""
-    key = (device, parse_precision(precision).unit.value, backend)
-    if key not in _CHANNELS_LAST_MODELS:
-        _CHANNELS_LAST_MODELS[key] = None
-        for path in shipped_profiles():
-            gpu, name_precision, name_backend = profile_name(path)
-            if (name_precision, name_backend) == key[1:] and gpu_matches(gpu, device):
-                models, memory_format = load_conv_models(path, on_fit)
-                if memory_format == "channels_last":
-                    _CHANNELS_LAST_MODELS[key] = models
-                    break
-    return _CHANNELS_LAST_MODELS[key]
 
 
 def channels_last_input(event) -> int:
@@ -404,189 +368,3 @@ def per_layer(rows: pd.DataFrame, ms: np.ndarray, reasons: list[str], counted, b
             }
         )
     return sorted(out, key=lambda layer: -layer["predicted_ms"])
-
-
-def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
-    """The median over the profile's chains (``profile_rows.chain_rows``) of (measured - summed layer predictions)
-    / ops; 0 without chains."""
-    if chains.empty:
-        return 0.0
-    ms, _ = models.predict(chains)
-    per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
-    summed = per_chain.agg(summed=("ms", "sum"), measured=("measured", "first"), ops=("ms", "size"))
-    return float(((summed["measured"] - summed["summed"]) / summed["ops"]).median())
-
-
-def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
-    """The predictor of a profile, fitted on its op and chain rows (``rows``: ``profile_rows.load``'s, else traced
-    from the profile's configs)."""
-    gpu = Gpu.of(profile.device, profile.precision)
-    ops, chains = rows if rows is not None else profile_rows.derive(profile, gpu)
-    models = fit_layer_models(ops, gpu)
-    if not models.models:
-        raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
-    gap_ms = composition_gap_ms(chains, models)
-    return Predictor(
-        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
-    )
-
-
-def _cache_file(path: Path, part: str = "") -> Path:
-    """The cache entry of a profile's predictor (``part``: of a part of it, e.g. "conv"): keyed by the profile's
-    content, scikit-learn's version and the code that fits it."""
-    versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}|{part}"
-    code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
-    digest = hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()[:20]
-    return cache_dir("predict") / f"{path.stem}{'-' + part if part else ''}-{digest}.pkl"
-
-
-def _cached(file: Path):
-    """What a cache entry holds, or None when there is none; a stale or broken entry is removed (fit again)."""
-    if file.is_file():
-        try:
-            return pickle.loads(file.read_bytes())
-        except Exception:
-            file.unlink(missing_ok=True)
-    return None
-
-
-FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 s against 21 s on one) and a busy
-# machine's oversubscribed OpenMP took over 10 minutes
-
-
-def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
-    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; seconds from the
-    rows kept beside a shipped profile) and cached by the file's content; ``on_fit`` is called when a valid profile
-    is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
-    from threadpoolctl import threadpool_limits
-
-    path = check_input_file(path, PROFILE_FILE)
-    cached = _cache_file(path)
-    predictor = _cached(cached)
-    if predictor is None:
-        profile = DeviceProfile.load(path)
-        if on_fit is not None:
-            on_fit()
-        with threadpool_limits(limits=FIT_THREADS):
-            predictor = fit_predictor(profile, str(path), profile_rows.load(path))
-        write_atomically(cached, pickle.dumps(predictor))
-    predictor.on_fit = on_fit
-    return predictor
-
-
-def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tuple[LayerModels, str]:
-    """A device profile's conv layer models and its configs' memory format: its whole predictor's when that is
-    cached, else the conv trees alone, fitted once from its rows (1.6 s on one core, against 2.5 s for every group's;
-    the trees of a group are fitted on its rows alone, so they are the same) and cached."""
-    from threadpoolctl import threadpool_limits
-
-    if _cache_file(path).is_file():
-        predictor = load_predictor(path, on_fit)
-        return predictor.layer_models, predictor.memory_format
-    cached = _cache_file(path, "conv")
-    found = _cached(cached)
-    if found is None:
-        profile = DeviceProfile.load(path)
-        if on_fit is not None:
-            on_fit()
-        gpu = Gpu.of(profile.device, profile.precision)
-        ops, _ = profile_rows.load(path) or profile_rows.derive(profile, gpu)
-        with threadpool_limits(limits=FIT_THREADS):
-            found = fit_layer_models(ops[ops["group"] == "conv"], gpu), profile.memory_format
-        write_atomically(cached, pickle.dumps(found))
-    return found
-
-
-def shipped_profiles() -> list[Path]:
-    return sorted(PROFILES_DIR.glob("*.json"))
-
-
-LAYOUT_TOKENS = ("nhwc", "nchw")  # a profile name's optional layout; the profile's ``memory_format`` is the truth
-
-
-def profile_name(path: Path) -> tuple[str, str, str]:
-    """A shipped profile's GPU, precision and backend, from its file name ``<gpu>_<precision>[_<layout>]_<backend>
-    .json``; the precision may hold an underscore (``amp_bf16``), the layout is ``nhwc`` or ``nchw``. UsageError for
-    a name not of that form."""
-    rest, _, name_backend = path.stem.rpartition("_")
-    head, _, layout = rest.rpartition("_")
-    rest = head if layout in LAYOUT_TOKENS else rest
-    for precision in sorted((p.value for p in Precision), key=len, reverse=True):  # amp_bf16 before bf16
-        if rest.endswith(f"_{precision}") and len(rest) > len(precision) + 1:
-            return rest.removesuffix(f"_{precision}"), precision, name_backend
-    raise UsageError(f"{path.name}: a device profile's name is <gpu>_<precision>_<backend>.json")
-
-
-def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
-    """The profile file given; else the shipped one for ``gpu`` in the precision's unit that predicts the backend
-    (``<gpu>_<precision>_<backend>`` in ``predict/profiles``; a graph profile predicts the others too); else, for a
-    GPU without one (``transfer_targets`` says which), a shipped profile of another GPU to transfer from.
-    UsageError listing the shipped ones when there is none."""
-    unit = parse_precision(precision).unit.value  # an unknown precision or backend is said as such
-    BACKENDS.get(backend)
-    if profile is not None:
-        return given_path(profile, PROFILE_FILE)
-    if gpu is None or not gpu.strip():
-        raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
-    fitting = sorted(
-        (path for path in shipped_profiles() if _predicts(path, unit, backend)),
-        key=lambda path: profile_name(path)[1] != preferred_precision(precision, backend),
-    )
-    own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
-    if own or fitting:
-        return (own or fitting)[0]
-    shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
-    raise UsageError(
-        f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
-        f"time one on a GPU with `utilscope calibrate`"
-    )
-
-
-def preferred_precision(precision: str, backend: str) -> str:
-    """The precision of the profile to predict ``precision`` on ``backend`` from, among those of its unit: a
-    profile timed in the precision itself (amp: fp32 weights under autocast, NCHW) for the kernels that run it, but
-    for inductor's backends (``FUSED_BACKENDS``) the unit's own (fp16, channels_last): inductor's layout optimization
-    runs a graph's convs channels_last and fuses autocast's casts into its kernels."""
-    parsed = parse_precision(precision)
-    return parsed.unit.value if backend in FUSED_BACKENDS else parsed.value
-
-
-def _predicts(path: Path, unit: str, backend: str) -> bool:
-    _, name_precision, name_backend = profile_name(path)
-    same_unit = parse_precision(name_precision).unit.value == unit
-    return same_unit and backend in (name_backend, *ALSO_PREDICTS.get(name_backend, ()))
-
-
-def named_gpu(gpu: str, precision: str):
-    """The spec row ``gpu`` names, or None for ``all``; UsageError naming the closest names when there is none, or
-    the units the GPU has when it lacks the precision's (a T4 has no bf16)."""
-    if gpu.strip().casefold() == "all":
-        return None
-    spec = find_spec(gpu)
-    if spec is None:
-        names = [name for spec in load_specs() for name in (spec.key, *spec.aliases)]
-        close = difflib.get_close_matches(gpu.strip().casefold(), names, n=3, cutoff=0.5)
-        raise UsageError(
-            f"unknown GPU {gpu!r}"
-            + (f"; closest: {', '.join(close)}" if close else "")
-            + "; `utilscope devices` lists the spec table"
-        )
-    spec.peak_tflops(precision)  # raises, naming the units it has
-    return spec
-
-
-def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu] | None:
-    """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
-    figures ``transfer`` needs and a peak in the profile's precision; else the one named (``named_gpu``)."""
-    if gpu_matches(gpu, predictor.device):
-        return None
-    spec = named_gpu(gpu, predictor.precision)
-    if spec is None:
-        return [Gpu.from_spec(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
-    return [Gpu.from_spec(spec, predictor.precision)]
-
-
-def transferable(spec, predictor: Predictor) -> bool:
-    """A spec row ``transfer`` can predict for in the profile's precision."""
-    figures = spec.sm_count and spec.boost_clock_mhz and spec.memory_bandwidth_gbs
-    return bool(figures) and normalize_precision(predictor.precision) in spec.precisions

@@ -13,12 +13,13 @@ import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError, UtilscopeError
+from utilscope.hardware.specs import lookup_gpu
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
-from utilscope.predict import predictor as pr
-from utilscope.predict.predictor import Prediction, named_gpu
+from utilscope.predict import fit_cache, selection
+from utilscope.predict.predictor import Prediction
 
 DEFAULT_BATCHES = (1, 32, 256)
 
@@ -71,7 +72,7 @@ class PredictRequest:
         if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
             zoo.check_model(zoo.parse_spec(names[0]))
         if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
-            named_gpu(self.gpu, self.precision)
+            lookup_gpu(self.gpu, self.precision)
         elif self.profile is None:
             raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
 
@@ -129,10 +130,10 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     """Every model of the request at every batch size on every GPU asked for; a network is counted once per batch
     size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
     called before a profile is fitted (seconds, once: cached after)."""
-    profile = pr.select_profile(request.gpu, request.profile, request.precision, request.backend)
-    predictor = pr.load_predictor(profile, on_fit=on_fit)
+    profile = selection.select_profile(request.gpu, request.profile, request.precision, request.backend)
+    predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
     predictor.check_precision(request.precision)
-    targets = pr.transfer_targets(request.gpu, predictor) if request.gpu else None
+    targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
     gc.freeze()

@@ -1,0 +1,145 @@
+"""Fitting a device profile's predictor, and its cache: the layer models and the composition gap fitted on the
+profile's op and chain rows (seconds), kept per profile content in utilscope's cache folder
+(``utilscope.cache.cache_dir("predict")``), keyed by the profile's bytes, scikit-learn's and utilscope's versions,
+``CACHE_FORMAT`` and the text of the code that fits (``FITTING_CODE``: not ``predictor.py``, whose composition runs
+after the fit)."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+from utilscope.cache import cache_dir
+from utilscope.errors import UsageError
+from utilscope.files import check_input_file, read_bytes, write_atomically
+from utilscope.hardware.specs import gpu_matches
+from utilscope.measure.precision import parse_precision
+from utilscope.predict import profile_rows
+from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
+from utilscope.predict.features import Gpu
+from utilscope.predict.layers import LayerModels, fit_layer_models
+from utilscope.predict.predictor import Predictor
+from utilscope.predict.selection import profile_name, shipped_profiles
+
+CACHE_FORMAT = 2  # 2: the fit moved out of predictor.py
+# a change to any of these refits a cached predictor
+FITTING_CODE = ("ops.py", "features.py", "layers.py", "profile_rows.py", "fit_cache.py")
+
+
+def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
+    """The median over the profile's chains (``profile_rows.chain_rows``) of (measured - summed layer predictions)
+    / ops; 0 without chains."""
+    if chains.empty:
+        return 0.0
+    ms, _ = models.predict(chains)
+    per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
+    summed = per_chain.agg(summed=("ms", "sum"), measured=("measured", "first"), ops=("ms", "size"))
+    return float(((summed["measured"] - summed["summed"]) / summed["ops"]).median())
+
+
+def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
+    """The predictor of a profile, fitted on its op and chain rows (``rows``: ``profile_rows.load``'s, else traced
+    from the profile's configs)."""
+    gpu = Gpu.of(profile.device, profile.precision)
+    ops, chains = rows if rows is not None else profile_rows.derive(profile, gpu)
+    models = fit_layer_models(ops, gpu)
+    if not models.models:
+        raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
+    gap_ms = composition_gap_ms(chains, models)
+    return Predictor(
+        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
+    )
+
+
+def cache_file(path: Path, part: str = "") -> Path:
+    """The cache entry of a profile's predictor (``part``: of a part of it, e.g. "conv"): keyed by the profile's
+    content, scikit-learn's version and the code that fits it."""
+    versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}|{part}"
+    code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
+    digest = hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()[:20]
+    return cache_dir("predict") / f"{path.stem}{'-' + part if part else ''}-{digest}.pkl"
+
+
+def _cached(file: Path):
+    """What a cache entry holds, or None when there is none; a stale or broken entry is removed (fit again)."""
+    if file.is_file():
+        try:
+            return pickle.loads(file.read_bytes())
+        except Exception:
+            file.unlink(missing_ok=True)
+    return None
+
+
+FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 s against 21 s on one) and a busy
+# machine's oversubscribed OpenMP took over 10 minutes
+
+
+def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
+    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; seconds from the
+    rows kept beside a shipped profile) and cached by the file's content; ``on_fit`` is called when a valid profile
+    is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
+    from threadpoolctl import threadpool_limits
+
+    path = check_input_file(path, PROFILE_FILE)
+    cached = cache_file(path)
+    predictor = _cached(cached)
+    if predictor is None:
+        profile = DeviceProfile.load(path)
+        if on_fit is not None:
+            on_fit()
+        with threadpool_limits(limits=FIT_THREADS):
+            predictor = fit_predictor(profile, str(path), profile_rows.load(path))
+        write_atomically(cached, pickle.dumps(predictor))
+    predictor.on_fit = on_fit
+    return predictor
+
+
+def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tuple[LayerModels, str]:
+    """A device profile's conv layer models and its configs' memory format: its whole predictor's when that is
+    cached, else the conv trees alone, fitted once from its rows (1.6 s on one core, against 2.5 s for every group's;
+    the trees of a group are fitted on its rows alone, so they are the same) and cached."""
+    from threadpoolctl import threadpool_limits
+
+    if cache_file(path).is_file():
+        predictor = load_predictor(path, on_fit)
+        return predictor.layer_models, predictor.memory_format
+    cached = cache_file(path, "conv")
+    found = _cached(cached)
+    if found is None:
+        profile = DeviceProfile.load(path)
+        if on_fit is not None:
+            on_fit()
+        gpu = Gpu.of(profile.device, profile.precision)
+        ops, _ = profile_rows.load(path) or profile_rows.derive(profile, gpu)
+        with threadpool_limits(limits=FIT_THREADS):
+            found = fit_layer_models(ops[ops["group"] == "conv"], gpu), profile.memory_format
+        write_atomically(cached, pickle.dumps(found))
+    return found
+
+
+_CHANNELS_LAST_MODELS: dict[tuple[str, str, str], LayerModels | None] = {}
+
+
+def channels_last_models(
+    device: str, precision: str, backend: str, on_fit: Callable[[], None] | None = None
+) -> LayerModels | None:
+    """The layer models of the shipped profile of ``device`` in ``precision``'s unit and ``backend`` whose configs
+    were timed channels_last (beside the NCHW amp profile, the fp16 one), loaded once per process (its conv models:
+    the rows ``profile_ms`` sends them are convs; ``load_conv_models``, ``on_fit`` told before a fit); None when none
+    is shipped."""
+    key = (device, parse_precision(precision).unit.value, backend)
+    if key not in _CHANNELS_LAST_MODELS:
+        _CHANNELS_LAST_MODELS[key] = None
+        for path in shipped_profiles():
+            gpu, name_precision, name_backend = profile_name(path)
+            if (name_precision, name_backend) == key[1:] and gpu_matches(gpu, device):
+                models, memory_format = load_conv_models(path, on_fit)
+                if memory_format == "channels_last":
+                    _CHANNELS_LAST_MODELS[key] = models
+                    break
+    return _CHANNELS_LAST_MODELS[key]
