@@ -58,15 +58,27 @@ TYPICAL_NAMES = [
     ("NVIDIA GeForce RTX 5090", "rtx_5090"),
     ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "rtx_pro_6000_maxq"),
     ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx_pro_6000"),
+    ("NVIDIA A30", "a30"),
+    ("NVIDIA A40", "a40"),
+    ("NVIDIA RTX A6000", "rtx_a6000"),
+    ("NVIDIA RTX 6000 Ada Generation", "rtx_6000_ada"),
+    ("NVIDIA L40", "l40"),
+    ("NVIDIA H100 NVL", "h100_nvl"),
+    ("NVIDIA GH200 480GB", "gh200"),
+    ("NVIDIA TITAN V", "titan_v"),
+    ("NVIDIA GeForce RTX 2080 Ti", "rtx_2080_ti"),
+    ("NVIDIA TITAN RTX", "titan_rtx"),
+    ("NVIDIA GeForce RTX 3080", "rtx_3080"),
+    ("NVIDIA GeForce RTX 3080 Ti", "rtx_3080_ti"),
+    ("NVIDIA GeForce RTX 4080", "rtx_4080"),
+    ("NVIDIA GeForce RTX 4070 Ti", "rtx_4070_ti"),
+    ("NVIDIA GeForce RTX 5080", "rtx_5080"),
 ]
 
 # Real GPUs that differ from every row (clocks, SMs, memory): a wrong peak is worse than none.
 UNMATCHED_NAMES = [
     "NVIDIA A10G",
-    "NVIDIA L40",
-    "NVIDIA H100 NVL",
     "NVIDIA H200 NVL",
-    "NVIDIA GH200 480GB",
     "NVIDIA GeForce RTX 4090 D",
     "NVIDIA GeForce RTX 3090 Ti",
     "NVIDIA GeForce RTX 5090 D",
@@ -162,6 +174,21 @@ def test_get_spec_by_key_name_or_device_name() -> None:
         get_spec("TPU v5e")
 
 
+def test_a_family_name_resolves_to_its_one_gpu_or_lists_exactly_its_members() -> None:
+    from utilscope.hardware.specs import lookup_gpu
+
+    assert lookup_gpu("all") is None
+    assert lookup_gpu("h200").key == "h200_sxm" and lookup_gpu("v100s").key == "v100s_pcie"  # one member: that GPU
+    with pytest.raises(UsageError, match=r"'a100' names 4 GPUs .*: a100_sxm4_40gb, a100_sxm4_80gb, a100_pcie_40gb, "):
+        lookup_gpu("a100")
+    with pytest.raises(UsageError, match=r"'a100_80gb' names 2 GPUs of the spec table: a100_sxm4_80gb, a100_pcie_80gb;"):
+        lookup_gpu("a100_80gb")
+    with pytest.raises(UsageError, match=r"unknown GPU 'rtx50'; closest: rtx5090, rtx5080, "):  # prefixes first
+        lookup_gpu("rtx50")
+    with pytest.raises(UsageError, match=r"NVIDIA T4 has no bf16 peak"):
+        lookup_gpu("t4", "bf16")
+
+
 def test_missing_unit_raises_usage_error_listing_available() -> None:
     with pytest.raises(UsageError, match=r"no tf32 peak.*available: fp32, fp16, int8"):
         get_spec("t4").peak_tflops("tf32")
@@ -201,12 +228,15 @@ examples = ["GPU A"]
 sm_count = 10
 memory_gb = 8
 memory_bandwidth_gbs = 100
+memory_technology = "GDDR6"
+memory_bus_bits = 256
 fp32_tflops = 1.0
 fp16_tflops = 4.0
 source = "test"
 architecture = "Ampere"
 compute_capability = "8.6"
 boost_clock_mhz = 1000
+base_clock_mhz = 800
 l2_cache_mb = 4
 smem_per_sm_kb = 100
 tdp_w = 100
@@ -214,7 +244,7 @@ source_hardware = "test"
 """
 
 
-def _write(tmp_path, body: str, header: str = "schema_version = 2\n"):
+def _write(tmp_path, body: str, header: str = "schema_version = 3\n"):
     path = tmp_path / "specs.toml"
     path.write_text(header + textwrap.dedent(body))
     return path
@@ -255,6 +285,8 @@ def test_custom_table_loads(tmp_path) -> None:
         (ROW_A.replace('"8.6"', "8.6"), "compute_capability must be a non-empty string"),
         (ROW_A.replace("l2_cache_mb = 4", "l2_cache_mb = 0"), "l2_cache_mb must be a positive number"),
         (ROW_A.replace("tdp_w = 100\n", ""), r"missing required field\(s\) \['tdp_w'\]"),
+        (ROW_A.replace('"GDDR6"', '"DDR4"'), r"memory_technology must be one of HBM2, .*got 'DDR4'"),
+        (ROW_A.replace("base_clock_mhz = 800", "base_clock_mhz = 1200"), r"base_clock_mhz \(1200\) is above"),
         (ROW_A.replace('source_hardware = "test"', 'source_hardware = " "'), "source_hardware must be a non-empty"),
     ],
     ids=[
@@ -276,6 +308,8 @@ def test_custom_table_loads(tmp_path) -> None:
         "capability-as-a-number",
         "zero-l2",
         "no-tdp",
+        "unknown-memory",
+        "base-above-boost",
         "blank-hardware-source",
     ],
 )
@@ -285,12 +319,12 @@ def test_malformed_table_raises_clear_error(tmp_path, body: str, message: str) -
 
 
 def test_table_level_errors(tmp_path) -> None:
-    with pytest.raises(SpecFileError, match="schema_version must be 2 .every row has architecture"):
+    with pytest.raises(SpecFileError, match="schema_version must be 3 .every row has architecture"):
         load_specs(_write(tmp_path, ROW_A, header="schema_version = 1\n"))  # a table from before the chip fields
     with pytest.raises(SpecFileError, match="unknown top-level"):
-        load_specs(_write(tmp_path, ROW_A, header="schema_version = 2\ngpus_typo = 1\n"))
+        load_specs(_write(tmp_path, ROW_A, header="schema_version = 3\ngpus_typo = 1\n"))
     with pytest.raises(SpecFileError, match="non_matching_examples entry 'GPU A'"):
-        load_specs(_write(tmp_path, ROW_A, header='schema_version = 2\nnon_matching_examples = ["GPU A"]\n'))
+        load_specs(_write(tmp_path, ROW_A, header='schema_version = 3\nnon_matching_examples = ["GPU A"]\n'))
     with pytest.raises(SpecFileError, match="no \\[gpu"):
         load_specs(_write(tmp_path, ""))
     with pytest.raises(SpecFileError, match="not found"):

@@ -41,15 +41,19 @@ REQUIRED_FIELDS = (
     "sm_count",
     "memory_gb",
     "memory_bandwidth_gbs",
+    "memory_technology",
+    "memory_bus_bits",
     "source",
     "architecture",
     "compute_capability",
     *HARDWARE_FIELDS,
     "source_hardware",
 )
-OPTIONAL_FIELDS = ("notes", "aliases", *PEAK_FIELDS.values())
+OPTIONAL_FIELDS = ("notes", "aliases", "base_clock_mhz", *PEAK_FIELDS.values())
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
-SCHEMA_VERSION = 2  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware
+SCHEMA_VERSION = 3  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware; 3 added
+# memory_technology, memory_bus_bits and base_clock_mhz (left out where the vendor publishes none)
+MEMORY_TECHNOLOGIES = ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7")
 # The compute capabilities of each architecture (NVIDIA's CUDA GPUs list): a row's pair must be one of these.
 ARCHITECTURES = {
     "Volta": ("7.0", "7.2"),
@@ -91,6 +95,9 @@ class DeviceSpec:
     smem_per_sm_kb: float | None = None  # the most shared memory an SM has (CUDA's per-compute-capability table)
     tdp_w: float | None = None
     source_hardware: str = ""  # where boost_clock_mhz, l2_cache_mb and tdp_w come from
+    memory_technology: str = ""  # one of MEMORY_TECHNOLOGIES
+    memory_bus_bits: int | None = None
+    base_clock_mhz: float | None = None  # None: not published (source_hardware says so)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(self.patterns))
@@ -163,7 +170,8 @@ def _parse_table(data: dict[str, Any], path: str) -> list[DeviceSpec]:
     if data.get("schema_version") != SCHEMA_VERSION:
         raise SpecFileError(
             f"{path}: schema_version must be {SCHEMA_VERSION} (every row has architecture, compute_capability, "
-            f"{', '.join(HARDWARE_FIELDS)} and source_hardware), got {data.get('schema_version')!r}"
+            f"{', '.join(HARDWARE_FIELDS)}, memory_technology, memory_bus_bits and source_hardware), got "
+            f"{data.get('schema_version')!r}"
         )
     rows = data.get("gpu")
     if not isinstance(rows, dict) or not rows:
@@ -198,6 +206,8 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
     if sm_count != int(sm_count):
         raise SpecFileError(f"{where}: sm_count must be an integer, got {sm_count}")
     _check_architecture(row["architecture"], row["compute_capability"], where)
+    memory = _check_memory(row, where)
+    clocks = _check_clocks(row, where)
     patterns = _string_list(row, "patterns", where)
     for pattern in patterns:
         try:
@@ -218,9 +228,33 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
         aliases=tuple(_string_list(row, "aliases", where, allow_empty=True)),
         architecture=row["architecture"],
         compute_capability=row["compute_capability"],
-        **{name: _positive(row, name, where) for name in HARDWARE_FIELDS},
+        **{name: _positive(row, name, where) for name in HARDWARE_FIELDS if name != "boost_clock_mhz"},
+        **clocks,
+        **memory,
         source_hardware=row["source_hardware"],
     )
+
+
+def _check_memory(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The row's memory technology (one of MEMORY_TECHNOLOGIES) and bus width (a positive whole number of bits)."""
+    if row["memory_technology"] not in MEMORY_TECHNOLOGIES:
+        raise SpecFileError(
+            f"{where}: memory_technology must be one of {', '.join(MEMORY_TECHNOLOGIES)}, "
+            f"got {row['memory_technology']!r}"
+        )
+    bits = _positive(row, "memory_bus_bits", where)
+    if bits != int(bits):
+        raise SpecFileError(f"{where}: memory_bus_bits must be a whole number, got {bits}")
+    return {"memory_technology": row["memory_technology"], "memory_bus_bits": int(bits)}
+
+
+def _check_clocks(row: dict[str, Any], where: str) -> dict[str, float | None]:
+    """The boost clock, and the base clock where given: positive, and not above the boost clock."""
+    boost = _positive(row, "boost_clock_mhz", where)
+    base = _positive(row, "base_clock_mhz", where) if "base_clock_mhz" in row else None
+    if base is not None and base > boost:
+        raise SpecFileError(f"{where}: base_clock_mhz ({base:g}) is above boost_clock_mhz ({boost:g})")
+    return {"boost_clock_mhz": boost, "base_clock_mhz": base}
 
 
 def _check_architecture(architecture: str, compute_capability: str, where: str) -> None:
@@ -395,11 +429,14 @@ def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:
             "compute_capability": spec.compute_capability,
             "sm_count": spec.sm_count,
             "boost_clock_mhz": spec.boost_clock_mhz,
+            "base_clock_mhz": spec.base_clock_mhz,
             "l2_cache_mb": spec.l2_cache_mb,
             "smem_per_sm_kb": spec.smem_per_sm_kb,
             "tdp_w": spec.tdp_w,
             "memory_gb": spec.memory_gb,
             "memory_bandwidth_gbs": spec.memory_bandwidth_gbs,
+            "memory_technology": spec.memory_technology,
+            "memory_bus_bits": spec.memory_bus_bits,
         }
         for prec, column in PEAK_FIELDS.items():
             record[column] = spec.peaks_tflops.get(prec, math.nan)
