@@ -630,7 +630,7 @@ def stub_predictor(monkeypatch):
         precision="fp16",
         profile_path="h200.json",
         predict_on=predict_on,
-        check_precision=lambda precision: None,
+        check_condition=lambda precision, backend, channels_last: None,
     )
     monkeypatch.setattr(selection, "select_profile", lambda *args: "h200.json")
     monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: stub)

@@ -206,15 +206,21 @@ def test_a_profile_name_splits_into_gpu_precision_and_backend():
         selection.profile_name(Path("fp16_graph.json"))
 
 
-def test_amp_is_predicted_from_the_amp_profile_except_on_inductors_backends():
-    """Eager amp runs autocast's kernels NCHW, as the amp profile timed them; inductor runs convs channels_last and
-    fuses the casts, as the fp16 profile's kernels are."""
-    name = lambda precision, backend: selection.select_profile("h200", None, precision, backend).name  # noqa: E731
-    assert name("amp", "eager") == name("amp", "graph") == "h200_amp_graph.json"
-    assert name("amp", "compile") == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
-    assert (
-        name("amp", "eager") == selection.select_profile("rtx_5090", None, "amp", "eager").name
-    )  # a transfer's source
+def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expresses_is_an_error():
+    """Eager amp runs autocast's kernels in the input's layout, as the amp profiles timed them (NCHW: timm's
+    condition; channels_last: deployment code's); inductor runs convs channels_last and fuses the casts, as the fp16
+    profile's kernels are; fp16 on NCHW tensors has no profile: an error, never another layout's answer."""
+
+    def name(precision, backend, channels_last=True, gpu="h200"):
+        return selection.select_profile(gpu, None, precision, backend, channels_last).name
+
+    assert name("amp", "eager", False) == name("amp", "graph", False) == "h200_amp_graph.json"
+    assert name("amp", "eager") == "h200_amp_nhwc_graph.json"
+    assert name("amp", "compile", False) == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
+    assert name("amp", "eager", False) == name("amp", "eager", False, "rtx_5090")  # a transfer's source
+    assert selection.profile_memory_format(selection.PROFILES_DIR / "h200_amp_graph.json") == "contiguous"
+    with pytest.raises(pr.UsageError, match="no device profile expresses fp16 on NCHW .contiguous. tensors"):
+        name("fp16", "graph", False)
 
 
 def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
@@ -424,11 +430,11 @@ def test_a_profiles_rows_kept_beside_it_fit_the_same_predictor(profile_file, pre
 def test_the_shipped_profile_keeps_its_current_rows_beside_it():
     from utilscope.predict import profile_rows
 
-    path = selection.shipped_profiles()[0]
-    assert profile_rows.rows_file(path).is_file(), (
-        f"the rows beside {path.name} are not those of the current code: run "
-        f"`python -m utilscope.predict.profile_rows {path}` and commit the file it writes"
-    )
+    for path in selection.shipped_profiles():
+        assert profile_rows.rows_file(path).is_file(), (
+            f"the rows beside {path.name} are not those of the current code: run "
+            f"`python -m utilscope.predict.profile_rows {path}` and commit the file it writes"
+        )
 
 
 def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():

@@ -1,6 +1,8 @@
 """predict/transfer.py (an op's time carried to another GPU by its datasheet) and counting/autocast.py (what a
 network runs under CUDA autocast), on closed-form cases."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import torch
@@ -37,6 +39,31 @@ def test_each_op_takes_the_largest_of_its_sm_tensor_and_memory_bounds():
     assert ms[1] == pytest.approx(max(2.5, 4e9 / (1e12 * MEMORY_EFFICIENCY) * 1e3)) and bound[1] == "memory"
     assert ms[2] == pytest.approx(1.0) and bound[2] == "sm"
     assert list(bound[:1]) == ["tensor" if tensor_ms > 40 else "sm"]
+
+
+def test_a_target_below_its_boost_clock_has_tensor_cores_as_slow_and_memory_at_its_technologys_share():
+    held = replace(TARGET, clock_hz=1e9, boost_hz=2e9, memory_efficiency=0.5)  # half the clock, half the bandwidth
+    rows = pd.DataFrame({"group": ["conv", "memory"], "flops": [8e12, 0.0], "bytes": [0.0, 4e9], "waves": [1.0, 0.0]})
+    ms, _ = transfer(rows, pd.Series([0.001, 0.001]).to_numpy(), SOURCE, held)
+    assert ms[0] == pytest.approx(8e12 / (100e12 * TENSOR_EFFICIENCY) * 1e3)  # 100 TFLOP/s at half the clock
+    assert ms[1] == pytest.approx(4e9 / (1e12 * 0.5) * 1e3)
+
+
+def test_a_power_limited_gpu_sustains_the_clock_its_board_power_per_sm_feeds():
+    from utilscope.hardware.specs import get_spec
+    from utilscope.predict.sustained import sustained
+
+    t4 = sustained(get_spec("t4"))
+    # Turing's reference: the row with the most watts per SM and boost MHz, the RTX 2080 Ti (250 W, 68 SMs, 1545
+    # MHz); the T4's 70 W over 40 SMs feed 1545 x ((70 / 40) / (250 / 68)) ^ (1/3) = 1206.3 MHz of its 1590
+    assert t4.reference == "rtx_2080_ti" and t4.estimated
+    assert t4.clock_mhz == pytest.approx(1545 * ((70 / 40) / (250 / 68)) ** (1 / 3))
+    assert sustained(replace(get_spec("t4"), base_clock_mhz=1300)).clock_mhz == 1300  # never below the base clock
+    a100 = sustained(get_spec("a100_pcie_40gb"))  # 250 W against the SXM4's 400 W on 108 SMs each
+    assert a100.clock_mhz == pytest.approx(1410 * (250 / 400) ** (1 / 3)) and a100.memory_efficiency == 0.90
+    for key in ("h200_sxm", "rtx_2080_ti", "gh200"):  # a reference, and a module whose power a CPU shares
+        assert not sustained(get_spec(key)).estimated
+    assert "sustained clock 1206 MHz estimated under its 70 W" in t4.describe(get_spec("t4"))
 
 
 def test_an_op_at_the_launch_floor_stays_there():

@@ -49,7 +49,7 @@ REQUIRED_FIELDS = (
     *HARDWARE_FIELDS,
     "source_hardware",
 )
-OPTIONAL_FIELDS = ("notes", "aliases", "base_clock_mhz", *PEAK_FIELDS.values())
+OPTIONAL_FIELDS = ("notes", "aliases", "base_clock_mhz", "tdp_shared", *PEAK_FIELDS.values())
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
 SCHEMA_VERSION = 3  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware; 3 added
 # memory_technology, memory_bus_bits and base_clock_mhz (left out where the vendor publishes none)
@@ -98,6 +98,7 @@ class DeviceSpec:
     memory_technology: str = ""  # one of MEMORY_TECHNOLOGIES
     memory_bus_bits: int | None = None
     base_clock_mhz: float | None = None  # None: not published (source_hardware says so)
+    tdp_shared: bool = False  # tdp_w is a module's, shared with a CPU (GH200)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(self.patterns))
@@ -231,6 +232,7 @@ def _parse_row(key: str, row: Any, path: str) -> DeviceSpec:
         **{name: _positive(row, name, where) for name in HARDWARE_FIELDS if name != "boost_clock_mhz"},
         **clocks,
         **memory,
+        tdp_shared=_flag(row, "tdp_shared", where),
         source_hardware=row["source_hardware"],
     )
 
@@ -246,6 +248,13 @@ def _check_memory(row: dict[str, Any], where: str) -> dict[str, Any]:
     if bits != int(bits):
         raise SpecFileError(f"{where}: memory_bus_bits must be a whole number, got {bits}")
     return {"memory_technology": row["memory_technology"], "memory_bus_bits": int(bits)}
+
+
+def _flag(row: dict[str, Any], name: str, where: str) -> bool:
+    value = row.get(name, False)
+    if not isinstance(value, bool):
+        raise SpecFileError(f"{where}: {name} must be true or false, got {value!r}")
+    return value
 
 
 def _check_clocks(row: dict[str, Any], where: str) -> dict[str, float | None]:

@@ -91,14 +91,19 @@ CATEGORY_CODES = {name: code for code, name in enumerate([*sorted({*CATEGORIES.v
 @dataclass(frozen=True)
 class Gpu:
     """A GPU's datasheet figures the features and the transfer (``transfer``) read: dense peak FLOP/s of the
-    precision's math unit, memory bandwidth in bytes/s, SMs, and its spec-table key and boost clock."""
+    precision's math unit (at the boost clock), memory bandwidth in bytes/s, SMs, its spec-table key, the SM clock
+    it sustains under load (``predict.sustained``: the boost clock unless its board power holds it below), its
+    boost clock, and the share of its bandwidth a streaming op reaches."""
 
     name: str
     peak_flops: float
     bandwidth_bytes: float
     sm_count: int
     key: str = ""
-    clock_hz: float = 0.0
+    clock_hz: float = 0.0  # sustained under load
+    boost_hz: float = 0.0
+    memory_efficiency: float = 0.85
+    clock_note: str = ""  # ``Sustained.describe``: the clock assumed and why
 
     @classmethod
     def of(cls, device_name: str, precision: str) -> Gpu:
@@ -111,22 +116,33 @@ class Gpu:
     @classmethod
     def from_spec(cls, spec: hardware.DeviceSpec, precision: str) -> Gpu:
         """A spec-table row's figures in the precision (its math unit's peak: amp is fp16's)."""
+        from utilscope.predict.sustained import sustained
+
         missing = [name for name in ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbs") if not getattr(spec, name)]
         if missing:
             raise UsageError(f"the GPU table (specs.toml) has no {', '.join(missing)} for {spec.name}")
+        held = sustained(spec)
         return cls(
             spec.name,
             spec.peak_tflops(precision) * 1e12,
             spec.memory_bandwidth_gbs * 1e9,
             int(spec.sm_count),
             spec.key,
+            held.clock_mhz * 1e6,
             spec.boost_clock_mhz * 1e6,
+            held.memory_efficiency,
+            held.describe(spec),
         )
 
     @property
     def sm_hz(self) -> float:
-        """SM cycles per second over all SMs."""
+        """SM cycles per second over all SMs, at the sustained clock."""
         return self.sm_count * self.clock_hz
+
+    @property
+    def sustained_peak_flops(self) -> float:
+        """The dense peak at the sustained clock (the datasheet's is at the boost clock)."""
+        return self.peak_flops * (self.clock_hz / self.boost_hz if self.boost_hz else 1.0)
 
 
 def group_of(event: OpEvent) -> str:

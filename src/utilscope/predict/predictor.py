@@ -23,7 +23,7 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, se_row
-from utilscope.predict.transfer import MEMORY_EFFICIENCY, transfer
+from utilscope.predict.transfer import fused_stream_ms, transfer
 
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
 # timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
@@ -52,6 +52,10 @@ class Prediction:
     transferred_from: str = ""  # the profile's GPU when the prediction is for another GPU, else ""
     memory_format: str = "channels_last"
     layers: list[dict] = field(default_factory=list)
+    sustained_clock_mhz: float = 0.0  # the SM clock assumed (``predict.sustained``)
+    clock_estimated: bool = False  # below the boost clock: estimated from the board power
+    memory_efficiency: float = 0.0  # the share of the bandwidth a streaming op reaches, as assumed
+    gpu_note: str = ""  # one line: the clock and memory efficiency assumed, and why
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -83,7 +87,7 @@ class Predictor:
         """One network at one batch size. ``model``: any spec ``count`` accepts, or a module. ``backend``
         ``inference`` or ``compile`` (a graph profile only): the fused-execution model (``fused``). ``target``:
         another GPU's datasheet (``transfer``); ``precision``: the profile's, or ``amp`` over an fp16 profile."""
-        self.check_backend(backend)  # before the count: a bad backend costs nothing
+        self.check_condition(precision, backend, channels_last)  # before the count: a bad one costs nothing
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         return self.predict_counted(counted, recorded, backend, target=target, precision=precision)
 
@@ -99,7 +103,7 @@ class Predictor:
     ) -> list[Prediction]:
         """``predict`` on several GPUs (None: the profile's), the network counted, and its ops' times on the
         profile's GPU predicted, once."""
-        self.check_backend(backend)
+        self.check_condition(precision, backend, channels_last)
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         rows = network_rows(recorded, self.gpu)
         profile_ms = self.profile_ms(rows)
@@ -138,6 +142,21 @@ class Predictor:
                 f"{self.precision} and autocast to it, not {parsed.value}"
             )
         return parsed
+
+    def check_condition(self, precision: str | None, backend: str | None, channels_last: bool) -> None:
+        """UsageError unless this profile expresses the condition: on ``graph`` and ``eager`` its own precision
+        and layout (never an answer labelled with the asked condition but computed for another); on the fused
+        backends its unit, whatever the layout (``selection.expresses``)."""
+        backend = self.check_backend(backend)
+        parsed = self.check_precision(precision)
+        if backend in FUSED_BACKENDS:
+            return
+        layout = "channels_last" if channels_last else "contiguous"
+        if parsed.value != self.precision or layout != self.memory_format:
+            raise UsageError(
+                f"the device profile {self.profile_path} was timed in {self.precision} on {self.memory_format} "
+                f"tensors: it does not predict {parsed.value} on {layout} tensors on the {backend} backend"
+            )
 
     def check_backend(self, backend: str | None) -> str:
         """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
@@ -188,6 +207,10 @@ class Predictor:
             "" if target == self.gpu else self.device,
             "channels_last" if counted_channels_last(recorded) else "contiguous",
             layers,
+            target.clock_hz / 1e6,
+            target.clock_hz < target.boost_hz,
+            target.memory_efficiency,
+            target.clock_note,
         )
 
     def compose(
@@ -251,13 +274,13 @@ def fused(
 ) -> tuple[np.ndarray, int]:
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor;
     ``compile``: the same without the folding, ``unfolded_left``): a memory-bound op becomes part of a generated
-    kernel that streams what fusion leaves of its bytes (``fused_left``) at ``MEMORY_EFFICIENCY`` of the target's
-    bandwidth (an op fused away entirely takes no time and launches nothing); convs, GEMMs and gates keep their
+    kernel that streams what fusion leaves of its bytes (``fused_left``) as ``transfer.fused_stream_ms`` times it
+    on the target (an op fused away entirely takes no time and launches nothing); convs, GEMMs and gates keep their
     times. Returns the times and the number of kernels left."""
     memory = (rows["group"] == "memory").to_numpy()
     column = "fused_left" if backend in FREEZING_BACKENDS else "unfolded_left"
     left = np.where(memory, rows[column].to_numpy(float), 1.0)
-    ref_ms = rows["ref_ms"].to_numpy(float) * source.bandwidth_bytes / target.bandwidth_bytes / MEMORY_EFFICIENCY
+    ref_ms = fused_stream_ms(rows["ref_ms"].to_numpy(float), source, target)
     return np.where(memory, ref_ms * left, ms), int((left > FUSED_AWAY).sum())
 
 

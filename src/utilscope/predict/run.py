@@ -130,9 +130,11 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     """Every model of the request at every batch size on every GPU asked for; a network is counted once per batch
     size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
     called before a profile is fitted (seconds, once: cached after)."""
-    profile = selection.select_profile(request.gpu, request.profile, request.precision, request.backend)
+    profile = selection.select_profile(
+        request.gpu, request.profile, request.precision, request.backend, request.channels_last
+    )
     predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
-    predictor.check_precision(request.precision)
+    predictor.check_condition(request.precision, request.backend, request.channels_last)
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).

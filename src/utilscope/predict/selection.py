@@ -4,6 +4,7 @@ GPUs a prediction is transferred to (``transfer``)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from utilscope.errors import UsageError
@@ -11,7 +12,7 @@ from utilscope.files import given_path
 from utilscope.hardware.specs import gpu_matches, load_specs, lookup_gpu, normalize_precision
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, parse_precision
-from utilscope.predict.calibrate import PROFILE_FILE
+from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu
 from utilscope.predict.predictor import ALSO_PREDICTS, FUSED_BACKENDS, Predictor
 
@@ -36,44 +37,56 @@ def profile_name(path: Path) -> tuple[str, str, str]:
     raise UsageError(f"{path.name}: a device profile's name is <gpu>_<precision>_<backend>.json")
 
 
-def select_profile(gpu: str | None, profile: str | None, precision: str, backend: str) -> Path:
-    """The profile file given; else the shipped one for ``gpu`` in the precision's unit that predicts the backend
-    (``<gpu>_<precision>_<backend>`` in ``predict/profiles``; a graph profile predicts the others too); else, for a
-    GPU without one (``transfer_targets`` says which), a shipped profile of another GPU to transfer from.
-    UsageError listing the shipped ones when there is none."""
-    unit = parse_precision(precision).unit.value  # an unknown precision or backend is said as such
+@functools.lru_cache(maxsize=32)
+def _recorded_memory_format(path: Path, mtime_ns: int) -> str:
+    return DeviceProfile.load(path).memory_format
+
+
+def profile_memory_format(path: Path) -> str:
+    """The layout a shipped profile's configs were timed in: its name's token (``nhwc``: channels_last, ``nchw``:
+    contiguous), else the one the profile records."""
+    token = path.stem.rpartition("_")[0].rpartition("_")[2]
+    if token in LAYOUT_TOKENS:
+        return "channels_last" if token == "nhwc" else "contiguous"
+    return _recorded_memory_format(path, path.stat().st_mtime_ns)
+
+
+def expresses(path: Path, precision: str, backend: str, channels_last: bool) -> bool:
+    """Whether a shipped profile predicts ``precision`` on ``backend`` with that layout: on ``graph`` and ``eager``
+    it was timed in the precision and the layout itself; on the fused backends (``FUSED_BACKENDS``) it is the graph
+    profile of the precision's unit timed channels_last (inductor's layout optimization runs a graph's convs
+    channels_last and fuses autocast's casts into its kernels, whatever layout the input has)."""
+    _, name_precision, name_backend = profile_name(path)
+    if backend not in (name_backend, *ALSO_PREDICTS.get(name_backend, ())):
+        return False
+    layout = profile_memory_format(path)
+    if backend in FUSED_BACKENDS:
+        return name_precision == parse_precision(precision).unit.value and layout == "channels_last"
+    return name_precision == precision and layout == ("channels_last" if channels_last else "contiguous")
+
+
+def select_profile(
+    gpu: str | None, profile: str | None, precision: str, backend: str, channels_last: bool = True
+) -> Path:
+    """The profile file given; else the shipped one for ``gpu`` that expresses the condition (``expresses``); else,
+    for a GPU without one (``transfer_targets`` says which), a shipped profile of another GPU that does, to
+    transfer from. UsageError naming the condition and the shipped profiles when none does."""
+    parse_precision(precision)  # an unknown precision or backend is said as such
     BACKENDS.get(backend)
     if profile is not None:
         return given_path(profile, PROFILE_FILE)
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
-    fitting = sorted(
-        (path for path in shipped_profiles() if _predicts(path, unit, backend)),
-        key=lambda path: profile_name(path)[1] != preferred_precision(precision, backend),
-    )
+    fitting = [path for path in shipped_profiles() if expresses(path, precision, backend, channels_last)]
     own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
     if own or fitting:
         return (own or fitting)[0]
+    layout = "channels_last" if channels_last else "NCHW (contiguous)"
     shipped = ", ".join(p.stem for p in shipped_profiles()) or "none"
     raise UsageError(
-        f"no device profile for {unit}, {backend} backend (shipped: {shipped}); "
-        f"time one on a GPU with `utilscope calibrate`"
+        f"no device profile expresses {precision} on {layout} tensors on the {backend} backend (shipped: "
+        f"{shipped}); time one on a GPU with `utilscope calibrate`"
     )
-
-
-def preferred_precision(precision: str, backend: str) -> str:
-    """The precision of the profile to predict ``precision`` on ``backend`` from, among those of its unit: a
-    profile timed in the precision itself (amp: fp32 weights under autocast, NCHW) for the kernels that run it, but
-    for inductor's backends (``FUSED_BACKENDS``) the unit's own (fp16, channels_last): inductor's layout optimization
-    runs a graph's convs channels_last and fuses autocast's casts into its kernels."""
-    parsed = parse_precision(precision)
-    return parsed.unit.value if backend in FUSED_BACKENDS else parsed.value
-
-
-def _predicts(path: Path, unit: str, backend: str) -> bool:
-    _, name_precision, name_backend = profile_name(path)
-    same_unit = parse_precision(name_precision).unit.value == unit
-    return same_unit and backend in (name_backend, *ALSO_PREDICTS.get(name_backend, ()))
 
 
 def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu] | None:
