@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from utilscope import hardware
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.predict import fit_cache, layers, selection
@@ -559,3 +560,67 @@ def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
     assert [path.name.split("-")[1] for path in (tmp_path / "predict").iterdir()] == ["conv"]
     monkeypatch.setattr(fit_cache, "fit_layer_models", None)  # a fit now would fail
     assert fit_cache.load_conv_models(profile_file)[0].ranges == models.ranges
+
+
+def test_an_anchor_is_spec_at_batch_equals_samples_per_second_and_a_csv_has_its_columns(tmp_path):
+    from utilscope.predict.anchors import check_anchors, parse_anchor, read_anchors
+
+    anchor = parse_anchor(" torchvision:resnet18@64=1500.5 ")
+    assert (anchor.model, anchor.batch, anchor.samples_per_s) == ("torchvision:resnet18", 64, 1500.5)
+    for bad in ("resnet18=3", "resnet18@x=3", "@4=3", "resnet18@4"):
+        with pytest.raises(pr.UsageError, match="give SPEC@BATCH=SAMPLES_PER_S"):
+            parse_anchor(bad)
+    good = tmp_path / "good.csv"
+    good.write_text("model,batch,samples_per_s,precision\ntorchvision:resnet18,64,1500,amp\n")
+    assert read_anchors(str(good))[0].precision == "amp"
+    for body, message in (
+        ("model,batch\nresnet18,4\n", "missing samples_per_s"),
+        ("model,batch,samples_per_s,clock\nresnet18,4,3,1\n", "unknown clock"),
+        ("model,batch,samples_per_s\nresnet18,four,3\n", "line 2"),
+    ):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(body)
+        with pytest.raises(pr.UsageError, match=message):
+            read_anchors(str(bad))
+    with pytest.raises(pr.UsageError, match="was measured with precision amp; the prediction is in fp16"):
+        check_anchors(read_anchors(str(good)), "t4", "fp16", "graph")
+    with pytest.raises(pr.UsageError, match="was measured on l4, not on --gpu t4"):
+        check_anchors([replace(anchor, gpu="l4")], "t4", "fp16", "graph")
+
+
+def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back():
+    """Three networks 'measured' on a T4 whose clock is 0.7 of the one assumed and whose memory streams at 0.55 of
+    its bandwidth (a stand-in predictor: a network's time is its SM cycles over the clock plus its bytes over the
+    streamed bandwidth): the fit recovers both within a few percent, and predicts a fourth network as that T4 runs
+    it; an anchor five times off is reported as contradicting the others."""
+    import types
+
+    from utilscope.predict.anchors import Anchor, fit_anchors, scaled
+
+    t4 = Gpu.from_spec(hardware.get_spec("t4"), "fp16")
+    # (SM cycles, bytes): at the T4's clock and bandwidth, tens of milliseconds each
+    cycles = {"torchvision:resnet18": (4e7, 2e10), "torchvision:alexnet": (2e8, 1e9), "torchvision:vgg11": (1e8, 1e10)}
+    cycles["torchvision:resnet34"] = (3e7, 3e10)
+
+    def latency_ms(name, gpu):
+        sm, moved = cycles[name]
+        return (sm / gpu.clock_hz + moved / (gpu.bandwidth_bytes * gpu.memory_efficiency)) * 1e3
+
+    stub = types.SimpleNamespace(
+        count=lambda model, *args: (types.SimpleNamespace(total=types.SimpleNamespace(flops=1)), model),
+        rows=lambda recorded: recorded,
+        profile_ms=lambda rows: None,
+        compose=lambda rows, backend, gpu, ms: (None, None, latency_ms(rows, gpu), None),
+    )
+    slow = scaled(t4, 0.7, 0.55)
+    speed = {name: 8 / latency_ms(name, slow) * 1e3 for name in cycles}
+    anchors = [Anchor(name, 8, speed[name]) for name in list(cycles)[:3]]
+    fit = fit_anchors(stub, anchors, t4, "fp16", "graph", True)
+    assert fit.target.clock_hz == pytest.approx(slow.clock_hz, rel=0.05)
+    assert fit.target.memory_efficiency == pytest.approx(0.55, rel=0.05)
+    assert 8 / latency_ms("torchvision:resnet34", fit.target) * 1e3 == pytest.approx(
+        speed["torchvision:resnet34"], rel=0.03
+    )
+    assert fit.contradicting == [] and "fitted to 3 anchor(s)" in fit.describe()[0]
+    lying = [*anchors[:2], replace(anchors[2], samples_per_s=anchors[2].samples_per_s * 5)]
+    assert len(fit_anchors(stub, lying, t4, "fp16", "graph", True).contradicting) >= 1

@@ -103,6 +103,21 @@ def _add_predict(sub) -> None:
         "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)",
     )
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="SPEC@BATCH=SAMPLES_PER_S",
+        help="a measurement you have of another model on --gpu in the same condition (repeatable): fits the GPU's "
+        "sustained clock and memory efficiency, nothing per model (default: none)",
+    )
+    p.add_argument(
+        "--anchors",
+        default=None,
+        metavar="FILE.csv",
+        help="anchors from a CSV file: columns model,batch,samples_per_s and optionally precision,backend,res,gpu "
+        "(default: none)",
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
         "--json",
@@ -116,8 +131,11 @@ def _add_predict(sub) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
+    from utilscope.predict.anchors import parse_anchor, read_anchors
     from utilscope.predict.run import PredictRequest
 
+    anchors = [parse_anchor(text) for text in args.anchor]
+    anchors += read_anchors(args.anchors) if args.anchors is not None else []
     request = PredictRequest(
         args.model,
         args.gpu,
@@ -128,6 +146,7 @@ def cmd_predict(args, console: Console) -> int:
         args.channels_last,
         args.res,
         parse_prices(args.price),
+        tuple(anchors),
     )
 
     told = []  # one line for the fits of a command (the amp profile's can need the fp16 one's conv trees too)
@@ -142,6 +161,10 @@ def cmd_predict(args, console: Console) -> int:
 
     result = predict(request, on_fit=said)
     records, predictions, many = result.records(), result.predictions, len(request.models) > 1
+    notes = gpu_notes(result)
+    if args.json or args.csv:
+        for line in notes:
+            print(f"utilscope: {line}", file=sys.stderr)
     if args.json:
         print(strict_json(records))
     elif args.csv:
@@ -152,9 +175,21 @@ def cmd_predict(args, console: Console) -> int:
         console.print(prediction_table(predictions, result.profile_path, args.backend, many=many))
         if not many:
             console.print(layer_table(predictions[-1]))
+    if not (args.json or args.csv):
+        for line in notes:
+            console.print(line, soft_wrap=True)
     for failure in result.failures:
         print(f"utilscope: error: {failure}", file=sys.stderr)
     return EXIT_PARTIAL if result.failures else 0
+
+
+def gpu_notes(result) -> list[str]:
+    """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be (once
+    per GPU)."""
+    if result.anchor_fit is not None:
+        return result.anchor_fit.describe()
+    notes = {p.gpu_key: p.gpu_note for p in result.predictions if p.transferred_from and p.gpu_note}
+    return list(notes.values())
 
 
 def parse_prices(text: str | None) -> dict[str, float]:

@@ -143,6 +143,10 @@ class Predictor:
             )
         return parsed
 
+    def rows(self, recorded) -> pd.DataFrame:
+        """``network_rows`` of a traced network, on the profile's GPU."""
+        return network_rows(recorded, self.gpu)
+
     def check_condition(self, precision: str | None, backend: str | None, channels_last: bool) -> None:
         """UsageError unless this profile expresses the condition: on ``graph`` and ``eager`` its own precision
         and layout (never an answer labelled with the asked condition but computed for another); on the fused

@@ -19,6 +19,7 @@ from utilscope.measure.precision import parse_precision
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
 from utilscope.predict import fit_cache, selection
+from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.predictor import Prediction
 
 DEFAULT_BATCHES = (1, 32, 256)
@@ -56,6 +57,7 @@ class PredictRequest:
     channels_last: bool = True
     resolution: int | None = None
     prices: dict[str, float] = field(default_factory=dict)
+    anchors: tuple[Anchor, ...] = ()
 
     def __post_init__(self) -> None:
         given = [self.models] if isinstance(self.models, (str, nn.Module)) else list(self.models)
@@ -65,6 +67,9 @@ class PredictRequest:
         object.__setattr__(self, "models", tuple(names))
         object.__setattr__(self, "batches", tuple(check_batches(self.batches)))
         object.__setattr__(self, "prices", check_prices(self.prices))
+        object.__setattr__(
+            self, "anchors", tuple(a if isinstance(a, Anchor) else parse_anchor(a) for a in self.anchors)
+        )
         parse_precision(self.precision)
         get_backend(self.backend)
         if self.resolution is not None:
@@ -72,9 +77,15 @@ class PredictRequest:
         if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
             zoo.check_model(zoo.parse_spec(names[0]))
         if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
-            lookup_gpu(self.gpu, self.precision)
+            spec = lookup_gpu(self.gpu, self.precision)
+            if self.anchors:
+                if spec is None:
+                    raise UsageError("anchors are measurements of one GPU: give --gpu GPU, not all")
+                check_anchors(list(self.anchors), spec.key, self.precision, self.backend)
         elif self.profile is None:
             raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
+        elif self.anchors:
+            raise UsageError("anchors are measurements of one GPU: give --gpu GPU")
 
 
 @dataclass
@@ -87,6 +98,7 @@ class PredictionSet:
     profile_path: str
     device: str
     prices: dict[str, float] = field(default_factory=dict)
+    anchor_fit: AnchorFit | None = None  # the target's parameters fitted to the request's anchors
 
     def records(self) -> list[dict]:
         """Each prediction as a dict with every layer, ``usd_per_hour`` and ``samples_per_usd`` (None where no price
@@ -136,6 +148,8 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
     predictor.check_condition(request.precision, request.backend, request.channels_last)
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
+    fit = anchored(request, predictor, targets)
+    targets = [fit.target] if fit is not None else targets
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
     gc.freeze()
@@ -163,4 +177,20 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
                 failures.append(f"{name}: {' '.join(str(exc).split())}")
     finally:
         gc.unfreeze()
-    return PredictionSet(predictions, failures, str(predictor.profile_path), predictor.device, dict(request.prices))
+    return PredictionSet(
+        predictions, failures, str(predictor.profile_path), predictor.device, dict(request.prices), fit
+    )
+
+
+def anchored(request: PredictRequest, predictor, targets) -> AnchorFit | None:
+    """The request's GPU fitted to its anchors (``predict.anchors``), or None without anchors; UsageError for the
+    profile's own GPU, which its layer models predict and no transfer parameter moves."""
+    if not request.anchors:
+        return None
+    if not targets:
+        raise UsageError(
+            f"{predictor.device} is predicted from its own device profile: anchors fit a GPU predicted by transfer"
+        )
+    return fit_anchors(
+        predictor, list(request.anchors), targets[0], request.precision, request.backend, request.channels_last
+    )

@@ -1,0 +1,189 @@
+"""Anchors: a user's own measurements of other models on the target GPU, in the prediction's condition, fit that GPU's
+two physical parameters, nothing per model: its sustained SM clock and the share of its memory bandwidth a
+streaming op reaches (``predict.sustained`` gives their datasheet values). The fit is a maximum a posteriori
+estimate in log space: each anchor's log error over ``ANCHOR_SD`` squared, plus each parameter's log distance from
+its datasheet value over ``PRIOR_SD``, so that one anchor moves both parameters by how much its network's time
+depends on each, and several anchors separate them. An anchor that the two parameters cannot bring within
+``CONTRADICTION`` of its measurement is reported as contradicting the others.
+
+    SPEC@BATCH=SAMPLES_PER_S         timm:resnet50@256=3100   (the last '@' separates the batch)
+    CSV: model,batch,samples_per_s[,precision,backend,res,gpu]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from utilscope.errors import UsageError
+from utilscope.files import read_text
+from utilscope.limits import check_positive
+from utilscope.measure.sweep import check_batch
+from utilscope.models import zoo
+from utilscope.predict.features import Gpu
+
+ANCHOR_SD = 0.03  # the log error a throughput measurement carries (run-to-run spread, clocks)
+PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own, before any anchor
+CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
+EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
+CONTRADICTION = 0.15  # an anchor still further off than this after the fit contradicts the others
+CSV_COLUMNS = ("model", "batch", "samples_per_s")
+CSV_OPTIONAL = ("precision", "backend", "res", "gpu")
+ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One measurement of ``model`` at ``batch`` on the target GPU: its samples/s, and the condition it says it was
+    measured in (None: the prediction's)."""
+
+    model: str
+    batch: int
+    samples_per_s: float
+    resolution: int | None = None
+    precision: str | None = None
+    backend: str | None = None
+    gpu: str | None = None
+
+    def __post_init__(self) -> None:
+        check_positive(self.samples_per_s, f"anchor {self.model}@{self.batch}'s throughput", "samples/s")
+        check_batch(self.batch)
+        zoo.check_model(zoo.parse_spec(self.model))
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.batch}={self.samples_per_s:g}"
+
+
+def parse_anchor(text: str) -> Anchor:
+    """``SPEC@BATCH=SAMPLES_PER_S`` as an Anchor; UsageError saying the form when it is not of it."""
+    head, equals, value = text.strip().rpartition("=")
+    model, at, batch = head.rpartition("@")
+    try:
+        if not (equals and at and model.strip()):
+            raise ValueError
+        numbers = int(batch), float(value)
+    except ValueError:
+        raise UsageError(f"--anchor {text!r}: give SPEC@BATCH=SAMPLES_PER_S, e.g. timm:resnet50@256=3100") from None
+    return Anchor(model.strip(), *numbers)
+
+
+def read_anchors(path: str) -> list[Anchor]:
+    """The anchors of a CSV file (``CSV_COLUMNS``, and ``CSV_OPTIONAL``); UsageError naming a missing or unknown
+    column, or the line of a bad value."""
+    rows = list(csv.DictReader(io.StringIO(read_text(path, ANCHOR_FILE))))
+    columns = set(rows[0]) if rows else set()
+    missing = [c for c in CSV_COLUMNS if c not in columns]
+    unknown = sorted(columns - set(CSV_COLUMNS) - set(CSV_OPTIONAL))
+    if missing or unknown or not rows:
+        what = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}" if unknown else "no rows"
+        raise UsageError(f"{path}: {what}; expected the {ANCHOR_FILE}")
+    anchors = []
+    for line, row in enumerate(rows, start=2):
+        try:
+            anchors.append(
+                Anchor(
+                    row["model"].strip(),
+                    int(row["batch"]),
+                    float(row["samples_per_s"]),
+                    int(row["res"]) if row.get("res") else None,
+                    row.get("precision") or None,
+                    row.get("backend") or None,
+                    row.get("gpu") or None,
+                )
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{path}, line {line}: {' '.join(str(exc).split()) or 'a bad value'}") from None
+    return anchors
+
+
+def check_anchors(anchors: list[Anchor], gpu_key: str, precision: str, backend: str) -> None:
+    """UsageError for an anchor measured on another GPU or in another precision or backend than the prediction's."""
+    from utilscope.hardware.specs import lookup_gpu
+
+    for anchor in anchors:
+        if anchor.gpu is not None and lookup_gpu(anchor.gpu).key != gpu_key:
+            raise UsageError(f"anchor {anchor.label} was measured on {anchor.gpu}, not on --gpu {gpu_key}")
+        for name, asked in (("precision", precision), ("backend", backend)):
+            said = getattr(anchor, name)
+            if said is not None and said != asked:
+                raise UsageError(f"anchor {anchor.label} was measured with {name} {said}; the prediction is in {asked}")
+
+
+@dataclass
+class AnchorFit:
+    """The fitted GPU (``target``) beside its datasheet-derived one (``before``), and per anchor its samples/s as
+    measured, as predicted before the fit and after it."""
+
+    before: Gpu
+    target: Gpu
+    anchors: list[Anchor]
+    predicted_before: list[float] = field(default_factory=list)
+    predicted_after: list[float] = field(default_factory=list)
+
+    @property
+    def contradicting(self) -> list[str]:
+        return [
+            f"{anchor.label} (predicted {after:,.0f} after the fit)"
+            for anchor, after in zip(self.anchors, self.predicted_after, strict=True)
+            if abs(math.log(after / anchor.samples_per_s)) > math.log1p(CONTRADICTION)
+        ]
+
+    def describe(self) -> list[str]:
+        """What moved and to what, and every contradicting anchor."""
+        clock = f"sustained clock {self.before.clock_hz / 1e6:.0f} -> {self.target.clock_hz / 1e6:.0f} MHz"
+        memory = f"memory efficiency {self.before.memory_efficiency:.2f} -> {self.target.memory_efficiency:.2f}"
+        lines = [f"{self.target.key}: fitted to {len(self.anchors)} anchor(s): {clock}, {memory}"]
+        for anchor, before, after in zip(self.anchors, self.predicted_before, self.predicted_after, strict=True):
+            lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
+        lines += [
+            f"warning: anchor {text} contradicts the others beyond the clock and memory" for text in self.contradicting
+        ]
+        return lines
+
+
+def scaled(gpu: Gpu, clock_scale: float, efficiency: float, note: str = "") -> Gpu:
+    """``gpu`` with its sustained clock scaled and its memory efficiency set."""
+    return replace(
+        gpu, clock_hz=gpu.clock_hz * clock_scale, memory_efficiency=efficiency, clock_note=note or gpu.clock_note
+    )
+
+
+def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, backend: str, channels_last: bool):
+    """The AnchorFit of ``target`` to the anchors (the module's docstring); each anchor's network is counted once.
+    UsageError for an anchor whose FLOP/s would exceed the GPU's peak (an absurd throughput)."""
+    from scipy.optimize import minimize
+
+    networks = []
+    for anchor in anchors:
+        counted, recorded = predictor.count(anchor.model, anchor.batch, anchor.resolution, precision, channels_last)
+        flops_per_s = counted.total.flops / anchor.batch * anchor.samples_per_s
+        if flops_per_s > target.peak_flops:
+            raise UsageError(
+                f"anchor {anchor.label}: {flops_per_s / 1e12:,.0f} TFLOP/s, above {target.name}'s dense peak of "
+                f"{target.peak_flops / 1e12:,.0f} TFLOP/s: not a measurement of this model at this batch"
+            )
+        rows = predictor.rows(recorded)
+        networks.append((anchor, rows, predictor.profile_ms(rows)))
+
+    def samples_per_s(gpu: Gpu) -> np.ndarray:
+        return np.array([a.batch / predictor.compose(r, backend, gpu, ms)[2] * 1e3 for a, r, ms in networks])
+
+    measured = np.log([anchor.samples_per_s for anchor in anchors])
+    base_efficiency = target.memory_efficiency
+
+    def loss(theta: np.ndarray) -> float:
+        gpu = scaled(target, math.exp(theta[0]), base_efficiency * math.exp(theta[1]))
+        errors = (np.log(samples_per_s(gpu)) - measured) / ANCHOR_SD
+        return float(errors @ errors + (theta @ theta) / PRIOR_SD**2)
+
+    bounds = [np.log(CLOCK_RANGE), np.log(np.array(EFFICIENCY_RANGE) / base_efficiency)]
+    theta = minimize(loss, np.zeros(2), method="L-BFGS-B", bounds=bounds).x
+    clock_scale, efficiency = math.exp(theta[0]), base_efficiency * math.exp(theta[1])
+    note = f"{target.key}: fitted to {len(anchors)} anchor(s): clock {target.clock_hz * clock_scale / 1e6:.0f} MHz"
+    fitted = scaled(target, clock_scale, efficiency, f"{note}, memory at {efficiency:.2f} of its bandwidth")
+    return AnchorFit(target, fitted, list(anchors), list(samples_per_s(target)), list(samples_per_s(fitted)))
