@@ -253,13 +253,14 @@ def _set_speedups(trials: list[Trial], given: Trial) -> None:
             trial.speedup = trial.samples_per_s / given.samples_per_s
 
 
-def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
-    """The ok trials of ``kind`` (and change name ``prefix``) at least ``MIN_GAIN`` faster than as given, best first."""
+def _gainful(trials: list[Trial], kind: str, option: str | None = None) -> list[Trial]:
+    """The ok trials of ``kind`` (that change the request's ``option``, one of ``DEPLOYMENT_OPTIONS``) at least
+    ``MIN_GAIN`` faster than as given, best first."""
     chosen = [
         t
         for t in trials
         if t.kind == kind
-        and t.change.startswith(prefix)
+        and (option is None or option in t.changes)
         and t.status == "ok"
         and t.speedup is not None
         and t.speedup >= MIN_GAIN
@@ -275,8 +276,8 @@ def measure_combination(
     rewrites. None when fewer than two changes gain (one is its own trial)."""
     chosen_rewrites = [r for r in rewrites if any(t.change == r.name for t in _gainful(trials, "rewrite"))]
     changes, names = {}, [r.name for r in chosen_rewrites]
-    for prefix, option in (("backend", "backend"), ("precision", "precision"), ("memory format", "channels_last")):
-        best = _gainful(trials, "deployment", prefix)
+    for option in DEPLOYMENT_OPTIONS:
+        best = _gainful(trials, "deployment", option)
         if best:
             changes[option] = best[0].changes[option]
             names.append(best[0].change)
