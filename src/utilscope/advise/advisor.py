@@ -164,19 +164,24 @@ class TrialSetup:
     on_trial: Callable[[Trial], None] = lambda trial: None
 
 
+def trial_in(sweep: Sweep, change: str, kind: str, batch: int, **fields) -> Trial:
+    """A trial of ``change`` at ``batch`` in ``sweep``'s configuration (its backend, precision and memory format);
+    ``fields``: its status and the rest of ``Trial``'s fields."""
+    return Trial(
+        change=change,
+        kind=kind,
+        batch=batch,
+        backend=sweep.backend.name,
+        precision=sweep.precision.value,
+        channels_last=sweep.request.channels_last,
+        **fields,
+    )
+
+
 def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, repeats: int, **extra) -> Trial:
     """``sweep`` at ``batch`` timed ``repeats`` times, as one trial (``median_fields``)."""
     rows = repeated(lambda: run_sweep(sweep, [batch])[0], repeats)
-    return Trial(
-        change,
-        kind,
-        batch,
-        sweep.backend.name,
-        sweep.precision.value,
-        sweep.request.channels_last,
-        **median_fields(rows),
-        **extra,
-    )
+    return trial_in(sweep, change, kind, batch, **median_fields(rows), **extra)
 
 
 def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tuple[str, ...]) -> list[tuple[str, dict]]:
@@ -192,14 +197,12 @@ def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tupl
 
 def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
     reason = f"rejected: outputs differ by {rewrite.max_rel_diff:.2e} (relative) in fp32, above {EXACT_RTOL:g}"
-    return Trial(
+    return trial_in(
+        sweep,
         rewrite.name,
         "rewrite",
         batch,
-        sweep.backend.name,
-        sweep.precision.value,
-        sweep.request.channels_last,
-        reason,
+        status=reason,
         exact=False,
         max_abs_diff=rewrite.max_abs_diff,
         max_rel_diff=rewrite.max_rel_diff,
@@ -289,16 +292,8 @@ def measure_combination(
     abs_diff, rel_diff = check_exact(base, model, setup.inputs) if chosen_rewrites else (None, None)
     if rel_diff is not None and not rel_diff <= EXACT_RTOL:
         reason = f"rejected: outputs differ by {rel_diff:.2e}"
-        return Trial(
-            " + ".join(names),
-            "combination",
-            batch,
-            sweep.backend.name,
-            sweep.precision.value,
-            sweep.request.channels_last,
-            reason,
-            max_abs_diff=abs_diff,
-            max_rel_diff=rel_diff,
+        return trial_in(
+            sweep, " + ".join(names), "combination", batch, status=reason, max_abs_diff=abs_diff, max_rel_diff=rel_diff
         )
     return measure_trial(
         _variant(sweep, model, **changes),
