@@ -9,6 +9,10 @@ they measure:
   so far) is below ``min_throughput x (1 - margin)``.
 * ``predictor``: the same screen with a caller-supplied estimator (e.g. a per-layer latency-table predictor).
 
+Each strategy is a ``Strategy`` in the ``STRATEGIES`` registry: a screen (one function, registered with
+``register_strategy``) that estimates every candidate's samples/s from what has been measured so far; the searches
+below ask it, never a strategy's name.
+
 In simulation the pool is a measured dataset and :class:`MeasuredPool` answers "measure" from it, counting the
 distinct architectures asked for; :func:`measurements_to_best`, :func:`measurements_to_front`, :func:`evolve` and
 :func:`compare` then tell how many measurements each strategy needs, on CPU.
@@ -28,8 +32,8 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.nas.space import PASSED_THROUGH, Arch, SearchSpace, arch_id
+from utilscope.registry import Registry
 
-STRATEGIES = ("measure-all", "flops", "predictor")
 DEFAULT_MARGIN = 0.1  # screens keep candidates estimated at >= 90% of the throughput floor
 FRONT_FRACTION = 0.95  # the front counts as recovered when 95% of its architectures have been measured
 NEIGHBOURS = 8  # a mutation picks one of the parent's 8 nearest pool neighbours in feature space
@@ -50,6 +54,7 @@ COMPARE_COLUMNS = [
 
 Objective = Callable[[Arch], float]  # to maximize
 Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
+Estimates = Callable[[Mapping[str, float]], "np.ndarray | None"]  # measured so far -> every candidate's estimate
 
 
 class Oracle(Protocol):
@@ -211,9 +216,56 @@ def _predict(pool: CandidatePool, estimator: Estimator | None) -> np.ndarray:
 # --- strategies -----------------------------------------------------------------------------------------------
 
 
-def check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
-        raise UsageError(f"unknown search strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
+@dataclass(frozen=True)
+class Strategy:
+    """A search strategy. ``screen(pool, estimator)`` gives, once per search, the ``Estimates`` the strategy judges
+    unmeasured candidates by: from the samples/s measured so far (architecture id -> samples/s), every candidate's
+    estimated samples/s, or None while it has no estimate (then every candidate passes). A strategy without a
+    screen (None) measures every candidate the search considers. ``calibrates``: its estimate needs a measurement
+    first, so a search measures one candidate to start."""
+
+    name: str
+    screen: Callable[[CandidatePool, Estimator | None], Estimates] | None
+    calibrates: bool = False
+
+
+STRATEGIES: Registry[Strategy] = Registry("search strategy")
+STRATEGIES.add("measure-all", Strategy("measure-all", None))  # the informed baseline: no screen
+
+
+def register_strategy(name: str, calibrates: bool = False):
+    """Register the decorated screen (``Strategy.screen``) as the strategy ``name``; a name taken is a ValueError."""
+
+    def register(screen: Callable[[CandidatePool, Estimator | None], Estimates]):
+        STRATEGIES.add(name, Strategy(name, screen, calibrates))
+        return screen
+
+    return register
+
+
+@register_strategy("flops", calibrates=True)
+def _flops_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
+    """samples/s ~ c / FLOPs per sample, c fitted on what has been measured (``flops_constant``)."""
+
+    def estimates(measured: Mapping[str, float]) -> np.ndarray | None:
+        if not measured:
+            return None
+        flops = [pool.flops_per_sample[pool.index(key)] for key in measured]
+        return flops_constant(flops, measured.values()) / pool.flops_per_sample
+
+    return estimates
+
+
+@register_strategy("predictor")
+def _predictor_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
+    """The caller's estimator (e.g. a latency-table predictor) over the pool, once."""
+    predicted = _predict(pool, estimator)
+    return lambda measured: predicted
+
+
+def get_strategy(name: str) -> Strategy:
+    """The registered strategy ``name``; a UsageError listing them for another name."""
+    return STRATEGIES.get(name)
 
 
 def _check_floor(min_throughput: float, margin: float) -> None:
@@ -225,36 +277,30 @@ def _check_floor(min_throughput: float, margin: float) -> None:
 
 class _Screen:
     """Whether a candidate may be feasible, judged without measuring it: its estimated samples/s (its measured
-    samples/s once known) >= min_throughput x (1 - margin). ``measure-all`` lets every unmeasured candidate through;
-    ``flops`` lets everything through until one measurement calibrates it."""
+    samples/s once known) >= min_throughput x (1 - margin); without an estimate (a strategy without a screen, or
+    one not calibrated yet), it passes."""
 
     def __init__(
         self, strategy: str, pool: CandidatePool, estimator: Estimator | None, min_throughput: float, margin: float
     ):
-        check_strategy(strategy)
+        screen = get_strategy(strategy).screen
         _check_floor(min_throughput, margin)
-        self.strategy, self.pool = strategy, pool
+        self.pool = pool
         self.threshold = min_throughput * (1 - margin)
-        self.predicted = _predict(pool, estimator) if strategy == "predictor" else None
-        self._calibration: tuple[tuple[int, int], float] | None = None  # ((id, size) of measured, c)
+        self._estimates = screen(pool, estimator) if screen is not None else lambda measured: None
+        self._cached: tuple[tuple[int, int], np.ndarray | None] | None = None  # ((id, size) of measured, estimates)
 
     def passes(self, index: int, measured: Mapping[str, float]) -> bool:
-        """``measured`` only grows during a search: c is refitted when it has grown, not for every candidate."""
+        """``measured`` only grows during a search: the estimates are asked again when it has grown, not for every
+        candidate."""
         key = self.pool.ids[index]
         if key in measured:
             return measured[key] >= self.threshold
-        if self.strategy == "predictor":
-            return bool(self.predicted[index] >= self.threshold)
-        if self.strategy == "flops" and measured:
-            return self._flops_constant(measured) / self.pool.flops_per_sample[index] >= self.threshold
-        return True
-
-    def _flops_constant(self, measured: Mapping[str, float]) -> float:
         state = (id(measured), len(measured))
-        if self._calibration is None or self._calibration[0] != state:
-            flops = [self.pool.flops_per_sample[self.pool.index(k)] for k in measured]
-            self._calibration = (state, flops_constant(flops, measured.values()))
-        return self._calibration[1]
+        if self._cached is None or self._cached[0] != state:
+            self._cached = (state, self._estimates(measured))
+        estimates = self._cached[1]
+        return True if estimates is None else bool(estimates[index] >= self.threshold)
 
 
 def _objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
@@ -379,15 +425,16 @@ def _layer_order(pool: CandidatePool, values: np.ndarray, estimates: np.ndarray)
     return np.lexsort((np.array(pool.ids), -values, pareto_layers(values, estimates)))
 
 
-def _front_order(pool, values, oracle, strategy, estimator, rng) -> np.ndarray:
-    """The order in which ``strategy`` measures the pool when looking for the front."""
-    if strategy == "measure-all":
+def _front_order(pool, values, oracle, strategy: Strategy, estimator, rng) -> np.ndarray:
+    """The order in which ``strategy`` measures the pool when looking for the front: without a screen, a random
+    one; else by its estimates, after the largest-objective candidate when it calibrates on that one."""
+    if strategy.screen is None:
         return rng.permutation(len(pool))
-    if strategy == "predictor":
-        return _layer_order(pool, values, _predict(pool, estimator))
-    first = int(_objective_order(pool, values)[0])  # measured first, to calibrate c / FLOPs
-    constant = flops_constant([pool.flops_per_sample[first]], [oracle.measure(pool.ids[first])])
-    order = _layer_order(pool, values, constant / pool.flops_per_sample)
+    estimates = strategy.screen(pool, estimator)
+    if not strategy.calibrates:
+        return _layer_order(pool, values, estimates({}))
+    first = int(_objective_order(pool, values)[0])
+    order = _layer_order(pool, values, estimates({pool.ids[first]: oracle.measure(pool.ids[first])}))
     return np.concatenate([[first], order[order != first]])
 
 
@@ -416,13 +463,13 @@ def measurements_to_front(
     ``flops``/``predictor`` measure by estimated Pareto layer (non-dominated sorting of objective and estimated
     samples/s, front 0 first; ``flops`` measures the largest-objective candidate first to calibrate); ``measure-all``
     measures in a random order drawn with ``numpy.random.default_rng(seed)`` (the cost of measuring blindly)."""
-    check_strategy(strategy)
+    chosen = get_strategy(strategy)
     if not 0 < fraction <= 1:
         raise UsageError(f"the front fraction must be in (0, 1], got {fraction}")
     values = objective_values(pool, objective)
     in_front = pareto_layers(values, _pool_truth(pool, oracle)) == 0
     target = math.ceil(fraction * in_front.sum())
-    order = _front_order(pool, values, oracle, strategy, estimator, np.random.default_rng(seed))
+    order = _front_order(pool, values, oracle, chosen, estimator, np.random.default_rng(seed))
     reached = np.flatnonzero(np.cumsum(in_front[order]) >= target)
     return FrontResult(
         strategy=strategy,
@@ -489,7 +536,7 @@ class EvolutionOptions:
     neighbours: int = NEIGHBOURS
 
     def __post_init__(self) -> None:
-        check_strategy(self.strategy)
+        get_strategy(self.strategy)
         _check_floor(self.min_throughput, self.margin)
         if self.budget < 1:
             raise UsageError(f"the measurement budget must be at least 1, got {self.budget}")
@@ -520,24 +567,26 @@ def evolve(
 ) -> EvolutionResult:
     """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
     is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies; fitness = objective if
-    feasible, else -inf. ``measure-all`` measures every child (feasible = measured samples/s >= ``min_throughput``)
-    and stops after ``budget`` measurements or ``max_steps`` children. ``flops`` and ``predictor`` judge feasibility
-    by their estimate, so the evolution itself is free; they then measure the visited candidates the estimate
-    passes, best objective first, until one is feasible (``flops`` first measures one random candidate to
-    calibrate). ``options``: those numbers and the strategy; ``rng`` defaults to default_rng(0)."""
-    strategy, min_throughput, budget = options.strategy, options.min_throughput, options.budget
-    screen = _Screen(strategy, pool, estimator, min_throughput, options.margin)
+    feasible, else -inf. A strategy without a screen (``measure-all``) measures every child (feasible = measured
+    samples/s >= ``min_throughput``) and stops after ``budget`` measurements or ``max_steps`` children. One with a
+    screen (``flops``, ``predictor``) judges feasibility by its estimate, so the evolution itself is free; it then
+    measures the visited candidates the estimate passes, best objective first, until one is feasible (one that
+    calibrates, ``flops``, first measures one random candidate). ``options``: those numbers and the strategy;
+    ``rng`` defaults to default_rng(0)."""
+    min_throughput, budget = options.min_throughput, options.budget
+    screen = _Screen(options.strategy, pool, estimator, min_throughput, options.margin)
+    strategy = get_strategy(options.strategy)
     values, rng = objective_values(pool, objective), rng if rng is not None else np.random.default_rng(0)
     run = _Run(pool, values, min_throughput, oracle)
     nearest = _Neighbours(pool, options.neighbours)
     members: deque[tuple[int, float]] = deque()  # (candidate, fitness), oldest first
     visited: set[int] = set()
-    if strategy == "flops":
+    if strategy.calibrates:
         run.measure(int(rng.integers(len(pool))))
     while run.count < budget and run.steps < options.max_steps:
         run.steps += 1
         child = _propose(members, options.population, options.sample_size, rng, nearest, len(pool))
-        if strategy == "measure-all":
+        if strategy.screen is None:
             feasible = run.measure(child) >= min_throughput
         else:
             visited.add(child)
@@ -545,12 +594,12 @@ def evolve(
         members.append((child, float(values[child]) if feasible else -math.inf))
         if len(members) > options.population:
             members.popleft()
-    for index in _objective_order(pool, values) if strategy != "measure-all" else ():
+    for index in _objective_order(pool, values) if strategy.screen is not None else ():
         if run.count >= budget or (run.best is not None and values[index] <= values[run.best]):
             break
         if index in visited and screen.passes(index, run.measured) and run.measure(index) >= min_throughput:
             break
-    return run.result(strategy)
+    return run.result(options.strategy)
 
 
 class _Run:
@@ -652,7 +701,7 @@ def compare(
                 "found_runs": int(found.found),
             }
         )
-        front_seeds = seeds if strategy == "measure-all" else seeds[:1]
+        front_seeds = seeds if get_strategy(strategy).screen is None else seeds[:1]  # a random order: averaged
         fronts = [
             measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction) for seed in front_seeds
         ]
