@@ -129,6 +129,21 @@ def test_true_best_feasible_on_a_tiny_pool():
     assert result.relative_objective == 1.0 and result.pool_size == 5
 
 
+def test_a_live_oracle_drives_the_same_search_without_a_score():
+    """An oracle that only measures (a GPU) gets the answer a simulation gets, with nothing to score it against."""
+    pool, objective, samples_per_s = tiny_case()
+    asked = []
+
+    class Live:
+        def measure(self, arch_id: str) -> float:
+            asked.append(arch_id)
+            return samples_per_s[arch_id]
+
+    result = measurements_to_best(pool, objective, 80.0, Live(), "measure-all")
+    assert (result.measurements, result.answer_id, asked) == (3, pool.ids[2], pool.ids[:3])  # objective order
+    assert (result.found, result.true_best_id) == (None, None) and math.isnan(result.relative_objective)
+
+
 def test_a_screen_that_excludes_the_best_reports_failure():
     pool, objective, samples_per_s = tiny_case()
     wrong = dict(zip(pool.ids, [10.0, 50.0, 1.0, 200.0, 90.0], strict=True))  # hides the best feasible

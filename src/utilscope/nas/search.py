@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,15 @@ Estimates = Callable[[Mapping[str, float]], "np.ndarray | None"]  # measured so 
 class Oracle(Protocol):
     def measure(self, arch_id: str) -> float:
         """The measured throughput of the architecture, in samples/s."""
+
+
+@runtime_checkable
+class KnownThroughputs(Protocol):
+    """An oracle that knows every candidate's samples/s before measuring it (a simulation's measured dataset), so
+    a search's answer can be scored against the true best."""
+
+    def truth(self, pool: CandidatePool) -> np.ndarray:
+        """The samples/s of every candidate of ``pool``, in its order, counting nothing as measured."""
 
 
 # --- the pool and the simulated measurements -------------------------------------------------------------------
@@ -140,13 +149,12 @@ class MeasuredPool:
     def reset(self) -> None:
         self.measured.clear()
 
-
-def _pool_truth(pool: CandidatePool, oracle: MeasuredPool) -> np.ndarray:
-    """The dataset's samples/s of every candidate (simulation only; nothing is counted as measured)."""
-    missing = [key for key in pool.ids if key not in oracle.samples_per_s]
-    if missing:
-        raise UsageError(f"{len(missing)} pool architecture(s) are not in the measured dataset, e.g. {missing[0]}")
-    return np.array([oracle.samples_per_s[key] for key in pool.ids])
+    def truth(self, pool: CandidatePool) -> np.ndarray:
+        """The dataset's samples/s of every candidate (nothing is counted as measured)."""
+        missing = [key for key in pool.ids if key not in self.samples_per_s]
+        if missing:
+            raise UsageError(f"{len(missing)} pool architecture(s) are not in the measured dataset, e.g. {missing[0]}")
+        return np.array([self.samples_per_s[key] for key in pool.ids])
 
 
 # --- objectives and throughput estimators ---------------------------------------------------------------------
@@ -319,7 +327,7 @@ def true_best_feasible(
 ) -> str | None:
     """The id of the candidate with the largest objective among those measured at >= ``min_throughput`` samples/s
     (ties: the smallest id); None when none is that fast."""
-    truth = _pool_truth(pool, MeasuredPool(samples_per_s))
+    truth = MeasuredPool(samples_per_s).truth(pool)
     return _id_or_none(pool, _best_feasible_index(pool, objective_values(pool, objective), truth, min_throughput))
 
 
@@ -333,10 +341,10 @@ class BestResult:
 
     strategy: str
     measurements: int  # distinct architectures measured
-    found: bool  # the answer is the true best feasible architecture
+    found: bool | None  # the answer is the true best feasible architecture (None: the oracle does not know it)
     answer_id: str | None  # the first feasible architecture measured in objective order; None if none was
-    relative_objective: float  # answer's objective / true best's (nan without an answer)
-    true_best_id: str
+    relative_objective: float  # answer's objective / true best's (nan without an answer or a known true best)
+    true_best_id: str | None  # None where the oracle does not know every candidate's samples/s
     pool_size: int  # what measuring everything costs
 
 
@@ -344,19 +352,20 @@ def measurements_to_best(
     pool: CandidatePool,
     objective: Objective,
     min_throughput: float,
-    oracle: MeasuredPool,
+    oracle: Oracle,
     strategy: str,
     estimator: Estimator | None = None,
     margin: float = DEFAULT_MARGIN,
 ) -> BestResult:
     """Measure candidates in decreasing objective order, skipping those the strategy screens out, until one is
-    measured at >= ``min_throughput`` samples/s: that one is the answer. A screen that wrongly excluded the true best
-    gives ``found=False``. The count is of this call's distinct measurements, whatever the oracle measured before."""
+    measured at >= ``min_throughput`` samples/s: that one is the answer. The count is of this call's distinct
+    measurements, whatever the oracle measured before. Any oracle drives it, a live one too; one that knows every
+    candidate's samples/s (``KnownThroughputs``: the simulation's ``MeasuredPool``) scores the answer against the
+    true best feasible (none is a UsageError, before anything is measured): a screen that wrongly excluded it gives
+    ``found=False``."""
     screen = _Screen(strategy, pool, estimator, min_throughput, margin)
-    values, truth = objective_values(pool, objective), _pool_truth(pool, oracle)
-    best = _best_feasible_index(pool, values, truth, min_throughput)
-    if best is None:
-        raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
+    values = objective_values(pool, objective)
+    best = _true_best(pool, values, oracle, min_throughput)
     measured: dict[str, float] = {}
     answer = None
     for index in _objective_order(pool, values):
@@ -366,15 +375,27 @@ def measurements_to_best(
         if measured[pool.ids[index]] >= min_throughput:
             answer = int(index)
             break
+    known = best is not None
     return BestResult(
         strategy=strategy,
         measurements=len(measured),
-        found=answer == best,
+        found=answer == best if known else None,
         answer_id=_id_or_none(pool, answer),
-        relative_objective=float(values[answer] / values[best]) if answer is not None else math.nan,
-        true_best_id=pool.ids[best],
+        relative_objective=float(values[answer] / values[best]) if answer is not None and known else math.nan,
+        true_best_id=_id_or_none(pool, best),
         pool_size=len(pool),
     )
+
+
+def _true_best(pool: CandidatePool, values: np.ndarray, oracle: Oracle, min_throughput: float) -> int | None:
+    """The index of the true best feasible candidate when the oracle knows every candidate's samples/s (a
+    UsageError when none is feasible); None when it does not."""
+    if not isinstance(oracle, KnownThroughputs):
+        return None
+    best = _best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
+    if best is None:
+        raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
+    return best
 
 
 # --- Pareto fronts --------------------------------------------------------------------------------------------
@@ -416,7 +437,7 @@ def pareto_layers(objective: np.ndarray, throughput: np.ndarray) -> np.ndarray:
 def true_front(pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float]) -> list[str]:
     """Ids of the Pareto front of (objective, measured samples/s) over the pool, by decreasing objective."""
     values = objective_values(pool, objective)
-    layers = pareto_layers(values, _pool_truth(pool, MeasuredPool(samples_per_s)))
+    layers = pareto_layers(values, MeasuredPool(samples_per_s).truth(pool))
     return [pool.ids[i] for i in _objective_order(pool, values) if layers[i] == 0]
 
 
@@ -467,7 +488,7 @@ def measurements_to_front(
     if not 0 < fraction <= 1:
         raise UsageError(f"the front fraction must be in (0, 1], got {fraction}")
     values = objective_values(pool, objective)
-    in_front = pareto_layers(values, _pool_truth(pool, oracle)) == 0
+    in_front = pareto_layers(values, oracle.truth(pool)) == 0
     target = math.ceil(fraction * in_front.sum())
     order = _front_order(pool, values, oracle, chosen, estimator, np.random.default_rng(seed))
     reached = np.flatnonzero(np.cumsum(in_front[order]) >= target)
@@ -645,7 +666,7 @@ class _Run:
 def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, margin) -> dict:
     """Mean measurements (over the seeds that got there) for evolution to measure the true best feasible."""
     values = objective_values(pool, objective)
-    best = _best_feasible_index(pool, values, _pool_truth(pool, oracle), min_throughput)
+    best = _best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
     target = values[best]
     reached, relative = [], []
     for seed in seeds:
