@@ -12,19 +12,21 @@ import pytest
 from utilscope.errors import UsageError
 from utilscope.nas.sampler import sample_architectures
 from utilscope.nas.search import (
-    COMPARE_COLUMNS,
     STRATEGIES,
     CandidatePool,
     EvolutionOptions,
-    MeasuredPool,
-    compare,
     evolve,
     flops_estimator,
     flops_objective,
     measurements_to_best,
-    measurements_to_front,
     objective_from_table,
     pareto_layers,
+)
+from utilscope.nas.simulate import (
+    COMPARE_COLUMNS,
+    MeasuredPool,
+    compare,
+    measurements_to_front,
     true_best_feasible,
     true_front,
 )

@@ -1,4 +1,4 @@
-"""Utilization-aware search over a finite pool of architectures, and its simulation on an already measured dataset.
+"""Utilization-aware search over a finite pool of architectures (its simulation on a measured dataset: ``simulate``).
 
 The search maximizes an objective (by default FLOPs per sample, a capacity proxy) subject to a minimum measured
 throughput (samples/s). Measuring an architecture on the GPU is the expensive step; the strategies differ in what
@@ -12,10 +12,6 @@ they measure:
 Each strategy is a ``Strategy`` in the ``STRATEGIES`` registry: a screen (one function, registered with
 ``register_strategy``) that estimates every candidate's samples/s from what has been measured so far; the searches
 below ask it, never a strategy's name.
-
-In simulation the pool is a measured dataset and :class:`MeasuredPool` answers "measure" from it, counting the
-distinct architectures asked for; :func:`measurements_to_best`, :func:`measurements_to_front`, :func:`evolve` and
-:func:`compare` then tell how many measurements each strategy needs, on CPU.
 """
 
 from __future__ import annotations
@@ -24,33 +20,19 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.nas.space import PASSED_THROUGH, Arch, SearchSpace, arch_id
 from utilscope.registry import Registry
 
 DEFAULT_MARGIN = 0.1  # screens keep candidates estimated at >= 90% of the throughput floor
-FRONT_FRACTION = 0.95  # the front counts as recovered when 95% of its architectures have been measured
 NEIGHBOURS = 8  # a mutation picks one of the parent's 8 nearest pool neighbours in feature space
 POPULATION = 20
 SAMPLE_SIZE = 5  # tournament size of regularized evolution
 MAX_STEPS = 10_000  # children proposed (measured or not) before evolution gives up
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-COMPARE_COLUMNS = [
-    "strategy",
-    "target",
-    "measurements",
-    "found",
-    "pool_size",
-    "relative_objective",
-    "runs",
-    "found_runs",
-]
 
 Objective = Callable[[Arch], float]  # to maximize
 Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
@@ -71,7 +53,7 @@ class KnownThroughputs(Protocol):
         """The samples/s of every candidate of ``pool``, in its order, counting nothing as measured."""
 
 
-# --- the pool and the simulated measurements -------------------------------------------------------------------
+# --- the pool -----------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -118,43 +100,6 @@ class CandidatePool:
         matrix = np.array([[row[name] for name in names] for row in rows], dtype=float)
         spread = matrix.std(axis=0)
         return (matrix - matrix.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-
-
-class MeasuredPool:
-    """An oracle that answers ``measure(arch_id)`` from already measured throughputs (samples/s).
-
-    ``measurements`` counts the distinct ids measured so far: asking again for a measured id is free."""
-
-    def __init__(self, samples_per_s: Mapping[str, float]):
-        if not samples_per_s:
-            raise UsageError("the measured dataset is empty")
-        checked = {}
-        for key, value in samples_per_s.items():
-            if not isinstance(value, int | float | np.number) or not math.isfinite(value) or value <= 0:
-                raise UsageError(f"architecture {key}: measured samples/s must be a positive number, got {value!r}")
-            checked[str(key)] = float(value)
-        self.samples_per_s = MappingProxyType(checked)
-        self.measured: dict[str, float] = {}  # in the order measured
-
-    @property
-    def measurements(self) -> int:
-        return len(self.measured)
-
-    def measure(self, arch_id: str) -> float:
-        if arch_id not in self.samples_per_s:
-            raise UsageError(f"architecture {arch_id!r} was not measured in the dataset")
-        self.measured[arch_id] = self.samples_per_s[arch_id]
-        return self.samples_per_s[arch_id]
-
-    def reset(self) -> None:
-        self.measured.clear()
-
-    def truth(self, pool: CandidatePool) -> np.ndarray:
-        """The dataset's samples/s of every candidate (nothing is counted as measured)."""
-        missing = [key for key in pool.ids if key not in self.samples_per_s]
-        if missing:
-            raise UsageError(f"{len(missing)} pool architecture(s) are not in the measured dataset, e.g. {missing[0]}")
-        return np.array([self.samples_per_s[key] for key in pool.ids])
 
 
 # --- objectives and throughput estimators ---------------------------------------------------------------------
@@ -311,24 +256,15 @@ class _Screen:
         return True if estimates is None else bool(estimates[index] >= self.threshold)
 
 
-def _objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
+def objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
     """Candidate indices by decreasing objective, ties by id."""
     return np.lexsort((np.array(pool.ids), -values))
 
 
-def _best_feasible_index(pool: CandidatePool, values: np.ndarray, samples_per_s: np.ndarray, min_throughput: float):
-    order = _objective_order(pool, values)
+def best_feasible_index(pool: CandidatePool, values: np.ndarray, samples_per_s: np.ndarray, min_throughput: float):
+    order = objective_order(pool, values)
     feasible = order[samples_per_s[order] >= min_throughput]
     return int(feasible[0]) if feasible.size else None
-
-
-def true_best_feasible(
-    pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float], min_throughput: float
-) -> str | None:
-    """The id of the candidate with the largest objective among those measured at >= ``min_throughput`` samples/s
-    (ties: the smallest id); None when none is that fast."""
-    truth = MeasuredPool(samples_per_s).truth(pool)
-    return _id_or_none(pool, _best_feasible_index(pool, objective_values(pool, objective), truth, min_throughput))
 
 
 def _id_or_none(pool: CandidatePool, index: int | None) -> str | None:
@@ -368,7 +304,7 @@ def measurements_to_best(
     best = _true_best(pool, values, oracle, min_throughput)
     measured: dict[str, float] = {}
     answer = None
-    for index in _objective_order(pool, values):
+    for index in objective_order(pool, values):
         if not screen.passes(index, measured):
             continue
         measured[pool.ids[index]] = oracle.measure(pool.ids[index])
@@ -392,7 +328,7 @@ def _true_best(pool: CandidatePool, values: np.ndarray, oracle: Oracle, min_thro
     UsageError when none is feasible); None when it does not."""
     if not isinstance(oracle, KnownThroughputs):
         return None
-    best = _best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
+    best = best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
     if best is None:
         raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
     return best
@@ -434,19 +370,12 @@ def pareto_layers(objective: np.ndarray, throughput: np.ndarray) -> np.ndarray:
     return layers
 
 
-def true_front(pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float]) -> list[str]:
-    """Ids of the Pareto front of (objective, measured samples/s) over the pool, by decreasing objective."""
-    values = objective_values(pool, objective)
-    layers = pareto_layers(values, MeasuredPool(samples_per_s).truth(pool))
-    return [pool.ids[i] for i in _objective_order(pool, values) if layers[i] == 0]
-
-
 def _layer_order(pool: CandidatePool, values: np.ndarray, estimates: np.ndarray) -> np.ndarray:
     """Candidates by estimated Pareto layer of (objective, estimated samples/s), within a layer by objective."""
     return np.lexsort((np.array(pool.ids), -values, pareto_layers(values, estimates)))
 
 
-def _front_order(pool, values, oracle, strategy: Strategy, estimator, rng) -> np.ndarray:
+def front_order(pool, values, oracle, strategy: Strategy, estimator, rng) -> np.ndarray:
     """The order in which ``strategy`` measures the pool when looking for the front: without a screen, a random
     one; else by its estimates, after the largest-objective candidate when it calibrates on that one."""
     if strategy.screen is None:
@@ -454,51 +383,9 @@ def _front_order(pool, values, oracle, strategy: Strategy, estimator, rng) -> np
     estimates = strategy.screen(pool, estimator)
     if not strategy.calibrates:
         return _layer_order(pool, values, estimates({}))
-    first = int(_objective_order(pool, values)[0])
+    first = int(objective_order(pool, values)[0])
     order = _layer_order(pool, values, estimates({pool.ids[first]: oracle.measure(pool.ids[first])}))
     return np.concatenate([[first], order[order != first]])
-
-
-@dataclass
-class FrontResult:
-    """How many measurements one strategy needs to recover the pool's Pareto front of (objective, samples/s)."""
-
-    strategy: str
-    measurements: int  # until >= fraction of the true front's ids were measured (pool size if never)
-    front_size: int
-    target_count: int  # ceil(fraction x front size)
-    pool_size: int
-
-
-def measurements_to_front(
-    pool: CandidatePool,
-    objective: Objective,
-    oracle: MeasuredPool,
-    strategy: str,
-    estimator: Estimator | None = None,
-    seed: int = 0,
-    fraction: float = FRONT_FRACTION,
-) -> FrontResult:
-    """Measure the pool in the strategy's order until ``fraction`` of the true front has been measured.
-
-    ``flops``/``predictor`` measure by estimated Pareto layer (non-dominated sorting of objective and estimated
-    samples/s, front 0 first; ``flops`` measures the largest-objective candidate first to calibrate); ``measure-all``
-    measures in a random order drawn with ``numpy.random.default_rng(seed)`` (the cost of measuring blindly)."""
-    chosen = get_strategy(strategy)
-    if not 0 < fraction <= 1:
-        raise UsageError(f"the front fraction must be in (0, 1], got {fraction}")
-    values = objective_values(pool, objective)
-    in_front = pareto_layers(values, oracle.truth(pool)) == 0
-    target = math.ceil(fraction * in_front.sum())
-    order = _front_order(pool, values, oracle, chosen, estimator, np.random.default_rng(seed))
-    reached = np.flatnonzero(np.cumsum(in_front[order]) >= target)
-    return FrontResult(
-        strategy=strategy,
-        measurements=int(reached[0]) + 1 if reached.size else len(pool),
-        front_size=int(in_front.sum()),
-        target_count=target,
-        pool_size=len(pool),
-    )
 
 
 # --- regularized evolution ------------------------------------------------------------------------------------
@@ -615,7 +502,7 @@ def evolve(
         members.append((child, float(values[child]) if feasible else -math.inf))
         if len(members) > options.population:
             members.popleft()
-    for index in _objective_order(pool, values) if strategy.screen is not None else ():
+    for index in objective_order(pool, values) if strategy.screen is not None else ():
         if run.count >= budget or (run.best is not None and values[index] <= values[run.best]):
             break
         if index in visited and screen.passes(index, run.measured) and run.measure(index) >= min_throughput:
@@ -658,87 +545,3 @@ class _Run:
             steps=self.steps,
             history=self.history,
         )
-
-
-# --- comparison -----------------------------------------------------------------------------------------------
-
-
-def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, margin) -> dict:
-    """Mean measurements (over the seeds that got there) for evolution to measure the true best feasible."""
-    values = objective_values(pool, objective)
-    best = _best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
-    target = values[best]
-    reached, relative = [], []
-    for seed in seeds:
-        options = EvolutionOptions(min_throughput, budget, strategy, margin=margin)
-        result = evolve(pool, objective, oracle, options, estimator, np.random.default_rng(seed))
-        count = result.measurements_to_reach(target)
-        if count is not None:
-            reached.append(count)
-        relative.append(result.best_objective / target if math.isfinite(result.best_objective) else 0.0)
-    return {
-        "strategy": strategy,
-        "target": "evolve",
-        "measurements": float(np.mean(reached)) if reached else math.nan,
-        "found": len(reached) == len(seeds),
-        "pool_size": len(pool),
-        "relative_objective": float(np.mean(relative)),
-        "runs": len(seeds),
-        "found_runs": len(reached),
-    }
-
-
-def compare(
-    pool: CandidatePool,
-    objective: Objective,
-    min_throughput: float,
-    oracle: MeasuredPool,
-    estimator: Estimator | None,
-    budget: int,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    margin: float | Mapping[str, float] = DEFAULT_MARGIN,
-    fraction: float = FRONT_FRACTION,
-) -> pd.DataFrame:
-    """Every strategy on three targets, one row each: ``best`` (:func:`measurements_to_best`), ``front``
-    (:func:`measurements_to_front`; ``measure-all`` averaged over the seeds' random orders) and ``evolve`` (mean,
-    over the seeds that got there, of the measurements :func:`evolve` needs to measure the true best feasible;
-    ``found`` only if every seed did). ``relative_objective``: the answer's objective over the true best's.
-    ``margin``: one screening margin for all, or one per strategy (e.g. each estimator's held-out error)."""
-    if not seeds:
-        raise UsageError("compare needs at least one seed")
-    rows = []
-    for strategy in STRATEGIES:
-        strategy_margin = margin.get(strategy, DEFAULT_MARGIN) if isinstance(margin, Mapping) else margin
-        found = measurements_to_best(pool, objective, min_throughput, oracle, strategy, estimator, strategy_margin)
-        rows.append(
-            {
-                "strategy": strategy,
-                "target": "best",
-                "measurements": found.measurements,
-                "found": found.found,
-                "pool_size": len(pool),
-                "relative_objective": found.relative_objective,
-                "runs": 1,
-                "found_runs": int(found.found),
-            }
-        )
-        front_seeds = seeds if get_strategy(strategy).screen is None else seeds[:1]  # a random order: averaged
-        fronts = [
-            measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction) for seed in front_seeds
-        ]
-        rows.append(
-            {
-                "strategy": strategy,
-                "target": "front",
-                "pool_size": len(pool),
-                "relative_objective": math.nan,
-                "measurements": float(np.mean([f.measurements for f in fronts])),
-                "found": True,
-                "runs": len(fronts),
-                "found_runs": len(fronts),
-            }
-        )
-        rows.append(
-            _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, strategy_margin)
-        )
-    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)

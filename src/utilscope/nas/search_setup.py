@@ -34,14 +34,13 @@ from utilscope.nas.search import (
     Estimator,
     EvolutionOptions,
     EvolutionResult,
-    MeasuredPool,
     Objective,
-    compare,
     evolve,
     flops_objective,
     get_strategy,
     objective_from_table,
 )
+from utilscope.nas.simulate import MeasuredPool, compare
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 from utilscope.nas.table_predictor import (
