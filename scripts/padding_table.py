@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from utilscope.advise.advisor import unaligned_share
 from utilscope.advise.padding import pad_channels, verify
+from utilscope.advise.rewrites import unaligned_share
 from utilscope.counting.counter import count
 from utilscope.models import zoo
 

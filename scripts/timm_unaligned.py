@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from utilscope.advise.advisor import unaligned_share
 from utilscope.advise.padding import pad_channels, verify
+from utilscope.advise.rewrites import unaligned_share
 from utilscope.counting.counter import count
 from utilscope.errors import ModelError
 from utilscope.models import zoo

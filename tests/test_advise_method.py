@@ -10,17 +10,9 @@ import torch
 from conftest import QUICK
 from torch import nn
 
-from utilscope.advise import advisor
-from utilscope.advise.advisor import (
-    CHECK_INPUTS,
-    EXACT_RTOL,
-    AdviseRequest,
-    advise,
-    check_exact,
-    check_inputs,
-    median_fields,
-    repeated,
-)
+from utilscope.advise import advisor, rewrites
+from utilscope.advise.advisor import AdviseRequest, advise, median_fields, repeated
+from utilscope.advise.rewrites import CHECK_INPUTS, EXACT_RTOL, check_exact, check_inputs
 from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.measure.environment import VERSION_KEYS
@@ -161,13 +153,13 @@ def test_a_rewrite_exact_on_one_input_only_fails_the_check_on_the_others():
 
 
 def test_advise_rejects_a_rewrite_that_is_wrong_on_a_later_check_input(unaligned, monkeypatch):
-    fold = advisor.fold_batchnorm
+    fold = rewrites.fold_batchnorm
 
     def inexact_fold(model, example):
         folded, notes = fold(model, example)
         return WrongUnlessBatchTwo(folded), notes
 
-    monkeypatch.setattr(advisor, "fold_batchnorm", inexact_fold)
+    monkeypatch.setattr(rewrites, "fold_batchnorm", inexact_fold)
     scripted(monkeypatch, [100.0] * 9)  # as given, padded, NCHW: the rejected rewrite is not timed
     measure = MeasureRequest(unaligned, device="cpu", plan=QUICK, ceilings="skip", peak_tflops=1.0)
     result = advise(AdviseRequest(measure, (1,), ladder=()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from torch import nn
 
-from utilscope.advise.advisor import unaligned_share
+from utilscope.advise.rewrites import unaligned_share
 from utilscope.counting.counter import count
 from utilscope.hardware.alignment import unaligned_channels, unaligned_sides
 

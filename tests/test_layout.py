@@ -1,16 +1,18 @@
 """The package's shape: its import graph has no cycles and no import from a lower layer to a higher one, no
-function is longer than 60 lines, and the seams hold (the survey workflow and utilization each in one library
-place, the model sources naming no higher package, no formatter skips). Read from the source with ``ast``:
-function-local imports count too."""
+function is longer than 60 lines, the seams hold (the survey workflow and utilization each in one library place,
+the model sources naming no higher package, no formatter skips), and docs/architecture.md names every module. Read
+from the source with ``ast``: function-local imports count too."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "utilscope"
+ARCHITECTURE_DOC = PACKAGE.parent.parent / "docs" / "architecture.md"
 # Bottom to top: a module may import modules of its own layer or of the layers below it.
 LAYERS = (
     ("errors", "files", "units", "registry", "torch_flags", "precision", "_version", "limits", "cache"),
@@ -186,3 +188,58 @@ def test_no_function_is_longer_than_60_lines(path):
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, long
+
+
+def package_rows() -> dict[str, str]:
+    """docs/architecture.md's Packages table: each name the first cell of a row gives in backquotes -> that row."""
+    section = ARCHITECTURE_DOC.read_text().split("\n## Packages\n")[1].split("\n## ")[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            rows.update(dict.fromkeys(re.findall(r"`([^`]+)`", line.split("|")[1]), line))
+    return rows
+
+
+def doc_name(path: Path) -> tuple[str, str]:
+    """The row (its package, or the module itself at the top) that must name the module at ``path``, and the name:
+    the module's path in its package without ``.py`` (``run``, ``spaces/mbv3``; a sub-package by its folder)."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts == ("__init__",):
+        return "utilscope/__init__.py", "utilscope/__init__.py"
+    if len(parts) == 1 or parts[1:] == ("__init__",):
+        return parts[0], parts[0]
+    return parts[0], "/".join(part for part in parts[1:] if part != "__init__")
+
+
+def named_in(rows: dict[str, str], path: Path) -> bool:
+    """Whether the Packages table names the module at ``path``: a top-level module or a package in a row's first
+    cell, any other module in its package's row as `name`, `name.py` or `package/name.py`."""
+    row, name = doc_name(path)
+    if row == name:
+        return row in rows
+    return any(f"`{form}`" in rows.get(row, "") for form in (name, f"{name}.py", f"{row}/{name}.py"))
+
+
+def test_docs_architecture_names_every_module():
+    """Every module under src/utilscope is named in its package's row of docs/architecture.md's Packages table,
+    so a module added without a word there fails here, by name, with the package's modules as they are now."""
+    rows = package_rows()
+    missing = [path for path in MODULES.values() if not named_in(rows, path)]
+    lines = []
+    for path in missing:
+        row, name = doc_name(path)
+        if row == name:  # a new top-level module or package
+            lines.append(f"{path.relative_to(PACKAGE.parent)}: name `{name}` in the first cell of a Packages row")
+            continue
+        now = sorted(doc_name(p)[1] for p in MODULES.values() if doc_name(p)[0] == row and doc_name(p)[1] != row)
+        lines.append(
+            f"{path.relative_to(PACKAGE.parent)}: name `{name}` in the `{row}` row of docs/architecture.md's Packages "
+            f"table (the `{row}` modules now: {', '.join(now)})"
+        )
+    assert not missing, "\n".join(lines)
+
+
+def test_the_docs_check_sees_a_module_the_table_does_not_name():
+    rows = package_rows()
+    assert named_in(rows, PACKAGE / "advise" / "channel_graph.py") and named_in(rows, PACKAGE / "errors.py")
+    assert not named_in(rows, PACKAGE / "predict" / "no_such_module.py")

@@ -17,6 +17,7 @@ from utilscope.hardware import with_threads
 from utilscope.measure.environment import environment, software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import zoo
+from utilscope.report.export import export_table
 from utilscope.survey.migrations import V1_SCHEMA, V2_SCHEMA, MigrationError, split_device, v1_configuration
 from utilscope.survey.plan import SurveyGrid, grid_configuration, plan_survey
 from utilscope.survey.schema import ALL_TABLES, GPU_THREADS, SCHEMA_VERSION
@@ -164,7 +165,8 @@ def test_every_committed_store_is_at_the_current_schema_and_exports_its_schema_1
         tables.append(("op_classes", path.with_name(f"{path.stem}_op_classes.csv")))
     with Store(copy, create=False) as store:
         for table, reference in tables:
-            exported = pd.read_csv(store.export(tmp_path / f"{table}.csv", table), dtype=str, keep_default_na=False)
+            written = export_table(store, tmp_path / f"{table}.csv", table)
+            exported = pd.read_csv(written, dtype=str, keep_default_na=False)
             before = v1_nas_ids(pd.read_csv(reference, dtype=str, keep_default_na=False))
             columns = [c for c in before.columns if table == "measurements" or c != "software"]
             order = [c for c in ("model", "resolution", "batch", "precision", "backend", "op_class") if c in columns]

@@ -12,19 +12,21 @@ import pytest
 from utilscope.errors import UsageError
 from utilscope.nas.sampler import sample_architectures
 from utilscope.nas.search import (
-    COMPARE_COLUMNS,
     STRATEGIES,
     CandidatePool,
     EvolutionOptions,
-    MeasuredPool,
-    compare,
     evolve,
     flops_estimator,
     flops_objective,
     measurements_to_best,
-    measurements_to_front,
     objective_from_table,
     pareto_layers,
+)
+from utilscope.nas.simulate import (
+    COMPARE_COLUMNS,
+    MeasuredPool,
+    compare,
+    measurements_to_front,
     true_best_feasible,
     true_front,
 )
@@ -127,6 +129,21 @@ def test_true_best_feasible_on_a_tiny_pool():
     result = measurements_to_best(pool, objective, 80.0, MeasuredPool(samples_per_s), "measure-all")
     assert (result.measurements, result.found, result.answer_id) == (3, True, pool.ids[2])  # objective order
     assert result.relative_objective == 1.0 and result.pool_size == 5
+
+
+def test_a_live_oracle_drives_the_same_search_without_a_score():
+    """An oracle that only measures (a GPU) gets the answer a simulation gets, with nothing to score it against."""
+    pool, objective, samples_per_s = tiny_case()
+    asked = []
+
+    class Live:
+        def measure(self, arch_id: str) -> float:
+            asked.append(arch_id)
+            return samples_per_s[arch_id]
+
+    result = measurements_to_best(pool, objective, 80.0, Live(), "measure-all")
+    assert (result.measurements, result.answer_id, asked) == (3, pool.ids[2], pool.ids[:3])  # objective order
+    assert (result.found, result.true_best_id) == (None, None) and math.isnan(result.relative_objective)
 
 
 def test_a_screen_that_excludes_the_best_reports_failure():

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from utilscope.errors import UsageError
+from utilscope.report.export import export_table, read_export
 from utilscope.survey.schema import GPU_THREADS, KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
-from utilscope.survey.store import APPLICATION_ID, Store, StoreError, read_export
+from utilscope.survey.store import APPLICATION_ID, Store, StoreError
 
 CONFIG = Configuration(
     "NVIDIA H200", "channels_last", "2.11.0+cu130", "91900", "580.159.04", True, None, False, GPU_THREADS
@@ -268,8 +269,8 @@ def filled_store(path) -> Store:
 def test_csv_export_round_trips(tmp_path):
     with filled_store(tmp_path / "r.sqlite") as store:
         expected = store.frame()
-        path = store.export(tmp_path / "out" / "results.csv")
-        ops = store.export(tmp_path / "out" / "ops.csv", table="op_classes")
+        path = export_table(store, tmp_path / "out" / "results.csv")
+        ops = export_table(store, tmp_path / "out" / "ops.csv", table="op_classes")
         pd.testing.assert_frame_equal(read_export(ops, table="op_classes"), store.op_class_frame())
     pd.testing.assert_frame_equal(read_export(path), expected)
     raw = pd.read_csv(path)  # plain pandas: JSON text columns, the same numbers
@@ -281,8 +282,8 @@ def test_parquet_export_round_trips(tmp_path):
     pytest.importorskip("pyarrow")
     with filled_store(tmp_path / "r.sqlite") as store:
         expected = store.frame()
-        path = store.export(tmp_path / "results.parquet")
-        ops = store.export(tmp_path / "ops.parquet", table="op_classes")
+        path = export_table(store, tmp_path / "results.parquet")
+        ops = export_table(store, tmp_path / "ops.parquet", table="op_classes")
         pd.testing.assert_frame_equal(pd.read_parquet(ops), store.op_class_frame())
     raw = pd.read_parquet(path)
     for name in ("notes", "environment"):  # JSON text in the file
@@ -294,12 +295,12 @@ def test_parquet_export_round_trips(tmp_path):
 def test_an_export_needs_a_known_suffix_and_parquet_needs_pyarrow(tmp_path, monkeypatch):
     with filled_store(tmp_path / "r.sqlite") as store:
         with pytest.raises(StoreError, match=r"\.csv or \.parquet"):
-            store.export(tmp_path / "results.xlsx")
+            export_table(store, tmp_path / "results.xlsx")
         with pytest.raises(StoreError, match="op_classes"):
-            store.export(tmp_path / "results.csv", table="ops")
+            export_table(store, tmp_path / "results.csv", table="ops")
         monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
         with pytest.raises(StoreError, match="pip install pyarrow"):
-            store.export(tmp_path / "results.parquet")
+            export_table(store, tmp_path / "results.parquet")
     assert not (tmp_path / "results.parquet").exists()
 
 

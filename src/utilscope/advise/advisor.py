@@ -1,22 +1,18 @@
 """``advise``: measure, one at a time from the model as given, the changes that could make it use the device better,
 then the best combination, and rank them by measured throughput.
 
-Two kinds of change. *Exact rewrites* change the model's graph but not its function: channel padding to the
-multiple the precision's tensor cores need (``padding.pad_channels``) and BatchNorm folding; each is checked
-against the original in fp32 on every input of ``CHECK_INPUTS`` (seeded, of several batch sizes), and one whose
-outputs differ by more than ``EXACT_RTOL`` on any of them is rejected (listed, never measured or combined).
-*Deployment choices* change how the same model runs: backend, precision, memory format and batch size. Every trial
-is timed ``AdviseRequest.repeats`` times with ``profile``'s harness at one batch size and reports the median with
-its range; its utilization is computed on the original model's FLOPs (``Sweep.work``), so that padding's extra
-FLOPs cannot inflate it.
+Two kinds of change. *Exact rewrites* change the model's graph but not its function: channel padding and
+BatchNorm folding, each checked against the original (``rewrites``); one that is not exact is rejected (listed,
+never measured or combined). *Deployment choices* change how the same model runs: backend, precision, memory
+format and batch size. Every trial is timed ``AdviseRequest.repeats`` times with ``profile``'s harness at one batch
+size and reports the median with its range; its utilization is computed on the original model's FLOPs
+(``Sweep.work``), so that padding's extra FLOPs cannot inflate it.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-import re
 import statistics
 import time
 from collections.abc import Callable
@@ -26,14 +22,13 @@ import torch
 from torch import nn
 
 from utilscope import hardware
-from utilscope.advise.padding import check_multiple, output_difference, pad_channels
-from utilscope.counting.counter import CountResult, LayerCount, count
-from utilscope.errors import ModelError, UsageError, describe
+from utilscope.advise.padding import check_multiple
+from utilscope.advise.rewrites import EXACT_RTOL, Rewrite, check_exact, check_inputs, exact_rewrites, exactness
+from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.hardware.alignment import channel_multiple, unaligned_channels
+from utilscope.hardware.alignment import channel_multiple
 from utilscope.limits import check_count, check_seed
-from utilscope.measure import folding
-from utilscope.measure.backends import fold_batchnorm, get_backend
+from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import device_label
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
@@ -41,36 +36,12 @@ from utilscope.measure.sweep import ProfileRow, Sweep, check_batches, prepare_mo
 from utilscope.models import zoo
 from utilscope.units import now_iso
 
-EXACT_RTOL = 1e-4  # max |difference| / max |output| in fp32, on every check input, for a rewrite to count as exact
-# (batch, seed) of the inputs a rewrite is checked on: random normal images at the model's resolution, each drawn by
-# a torch.Generator seeded so; the first is also the example the rewrites trace the model with
-CHECK_INPUTS = ((2, 0), (1, 1), (3, 2))
 REPEATS = 3  # timed runs per trial by default: the trial reports their median, minimum and maximum
 MIN_GAIN = 1.02  # a change enters the combination when it is at least this much faster (beyond timing noise)
-MIN_UNALIGNED_SHARE = 0.01  # padding is tried when at least this share of conv/linear FLOPs is in unaligned layers
-CONV_OR_LINEAR = ("dense_conv", "pointwise_conv", "grouped_conv", "depthwise_conv", "linear")
 SATURATION = 0.05  # the saturation batch: the smallest within this share of the best throughput
 GPU_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 CPU_LADDER = (1, 2, 4, 8, 16)
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """An exact rewrite of the model (fp32, on the CPU), its check against the original (the largest output
-    differences over the check inputs, ``check_exact``), and what it adds."""
-
-    name: str
-    model: nn.Module
-    max_abs_diff: float
-    max_rel_diff: float
-    added_params: int
-    added_flops: int  # per sample
-    detail: str
-    apply: Callable[[nn.Module, torch.Tensor], nn.Module]  # the same rewrite of another model (a combination's)
-
-    @property
-    def exact(self) -> bool:
-        return self.max_rel_diff <= EXACT_RTOL
+DEPLOYMENT_OPTIONS = ("backend", "precision", "channels_last")  # the request's fields a deployment choice changes
 
 
 @dataclass
@@ -137,134 +108,6 @@ class Advice:
         }
 
 
-def unaligned_share(counted: CountResult, multiple: int, model: nn.Module) -> float:
-    """The share of a counted model's conv/linear FLOPs in layers that are unaligned by the one rule
-    (``hardware.alignment.unaligned_channels``): input channels per group (unless the layer reads the image, whose
-    channels the data fixes) or output channels per group not a multiple of ``multiple``; a depthwise conv judged by
-    its total channels. ``model`` is the module counted: its layers' ``groups`` (a count's shapes do not hold them)."""
-    modules = dict(model.named_modules())
-    image = next((layer.input_shapes[0] for layer in counted.layers if layer.input_shapes), None)
-    total = unaligned = 0
-    for layer in counted.layers:
-        if layer.op_class not in CONV_OR_LINEAR or not layer.input_shapes or not layer.output_shapes:
-            continue
-        axis = -1 if layer.op_class == "linear" else 1
-        channels_in, channels_out = layer.input_shapes[0][axis], layer.output_shapes[0][axis]
-        groups = layer_groups(layer, channels_in, channels_out, modules)
-        total += layer.flops
-        if unaligned_channels(channels_in, channels_out, multiple, groups, image_input=layer.input_shapes[0] == image):
-            unaligned += layer.flops
-    return unaligned / max(total, 1)
-
-
-def layer_groups(layer: LayerCount, channels_in: int, channels_out: int, modules: dict[str, nn.Module]) -> int:
-    """A counted conv's groups: its module's ``groups`` (the layer's name, less a ``#n`` repeat suffix), else the
-    input channels of a depthwise conv and 1 of any other layer (an op issued outside a conv module)."""
-    module = modules.get(re.sub(r"#\d+$", "", layer.name))
-    groups = getattr(module, "groups", None) if layer.op_class != "linear" else 1
-    if isinstance(groups, int) and groups >= 1 and channels_in % groups == 0 and channels_out % groups == 0:
-        return groups
-    return channels_in if layer.op_class == "depthwise_conv" else 1
-
-
-def check_inputs(resolution: int) -> tuple[torch.Tensor, ...]:
-    """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW."""
-    return tuple(
-        torch.randn((batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
-        for batch, seed in CHECK_INPUTS
-    )
-
-
-def check_exact(original: nn.Module, rewritten: nn.Module, inputs) -> tuple[float, float]:
-    """The largest absolute and the largest relative difference of ``rewritten``'s outputs from ``original``'s over
-    ``inputs`` (``padding.output_difference``: each relative to that input's largest output), NaN counted as
-    infinite. Raises where a model fails on an input or the outputs differ in structure."""
-    differences = [output_difference(original, rewritten, x) for x in inputs]
-    absolute, relative = zip(*((math.inf if math.isnan(d) else d for d in pair) for pair in differences), strict=True)
-    return max(absolute), max(relative)
-
-
-def _differences(name: str, original: nn.Module, rewritten: nn.Module, inputs, notes: list[str]):
-    """``check_exact``; None, with the reason in ``notes``, where the rewritten model fails on a check input."""
-    try:
-        return check_exact(original, rewritten, inputs)
-    except Exception as exc:  # a rewrite that cannot run is rejected like one that computes otherwise, and said
-        notes.append(f"{name}: rejected, the rewritten model fails on the check inputs: {describe(exc)}")
-        return None
-
-
-def exact_rewrites(
-    model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int, notes: list[str]
-) -> list[Rewrite]:
-    """Channel padding and BatchNorm folding where they apply, each checked against ``model`` (``counted``: its
-    count) on every one of ``inputs`` in fp32 (the first is the example they trace with); why one is not tried goes
-    to ``notes``."""
-    rewrites = [padding_rewrite(model, counted, inputs, multiple, notes), folding_rewrite(model, inputs, notes)]
-    return [rewrite for rewrite in rewrites if rewrite is not None]
-
-
-def padding_rewrite(
-    model: nn.Module, counted: CountResult, inputs: tuple[torch.Tensor, ...], multiple: int, notes: list[str]
-) -> Rewrite | None:
-    """Channel padding, when at least ``MIN_UNALIGNED_SHARE`` of the conv/linear FLOPs are in unaligned layers, the
-    pass can read the model (torch.fx traces it) and it pads something."""
-    share, flops, example = unaligned_share(counted, multiple, model), counted.total.flops, inputs[0]
-    unaligned = f"{share:.2%} of conv/linear FLOPs in layers with channels that are not multiples of {multiple}"
-    if share < MIN_UNALIGNED_SHARE:
-        notes.append(f"channel padding: nothing to do ({unaligned})")
-        return None
-    try:
-        padded = pad_channels(model, example, multiple)
-    except ModelError as exc:  # the pass cannot read this model: padding is not tried, and the advice says why
-        notes.append(f"channel padding: not tried ({unaligned}): {exc}")
-        return None
-    if padded.nothing_to_do:
-        notes.append(f"channel padding: nothing to do ({unaligned}, none of them paddable)")
-        return None
-    added_flops = count(padded.model, resolution=example.shape[-1]).total.flops - flops
-    params = sum(p.numel() for p in model.parameters())
-    detail = (
-        f"{padded.padded_layers} layers padded to a multiple of {multiple}: +{padded.added_params:,} params "
-        f"(+{padded.added_params / params:.1%}), +{added_flops / max(flops, 1):.1%} FLOPs"
-    )
-    differences = _differences("channel padding", model, padded.model, inputs, notes)
-    if differences is None:
-        return None
-    return Rewrite(
-        f"pad channels to {multiple}",
-        padded.model,
-        *differences,
-        padded.added_params,
-        added_flops,
-        detail,
-        lambda m, x: pad_channels(m, x, multiple).model,
-    )
-
-
-def folding_rewrite(model: nn.Module, inputs: tuple[torch.Tensor, ...], notes: list[str]) -> Rewrite | None:
-    """BatchNorm folding into the preceding convolutions, when the model has BatchNorm that can be folded."""
-    total = folding.count_batchnorm(model)
-    if not total:
-        return None
-    folded, fold_notes = fold_batchnorm(model, inputs[0])
-    notes.extend(fold_notes)
-    left = folding.count_batchnorm(folded)
-    if folded is model or left == total:
-        return None
-    differences = _differences("BatchNorm folding", model, folded, inputs, notes)
-    if differences is None:
-        return None
-    return Rewrite(
-        "fold BatchNorm",
-        folded,
-        *differences,
-        0,
-        0,
-        f"{total - left} of {total} BatchNorm layers folded into their convolutions",
-        lambda m, x: fold_batchnorm(m, x)[0],
-    )
-
-
 def _variant(sweep: Sweep, base: nn.Module, **changes) -> Sweep:
     """``sweep`` with ``base`` (fp32) prepared on its device; ``changes``: another backend, precision or memory
     format (the request and sweep re-resolved for them, the original's FLOPs kept)."""
@@ -321,19 +164,24 @@ class TrialSetup:
     on_trial: Callable[[Trial], None] = lambda trial: None
 
 
+def trial_in(sweep: Sweep, change: str, kind: str, batch: int, **fields) -> Trial:
+    """A trial of ``change`` at ``batch`` in ``sweep``'s configuration (its backend, precision and memory format);
+    ``fields``: its status and the rest of ``Trial``'s fields."""
+    return Trial(
+        change=change,
+        kind=kind,
+        batch=batch,
+        backend=sweep.backend.name,
+        precision=sweep.precision.value,
+        channels_last=sweep.request.channels_last,
+        **fields,
+    )
+
+
 def measure_trial(sweep: Sweep, change: str, kind: str, batch: int, repeats: int, **extra) -> Trial:
     """``sweep`` at ``batch`` timed ``repeats`` times, as one trial (``median_fields``)."""
     rows = repeated(lambda: run_sweep(sweep, [batch])[0], repeats)
-    return Trial(
-        change,
-        kind,
-        batch,
-        sweep.backend.name,
-        sweep.precision.value,
-        sweep.request.channels_last,
-        **median_fields(rows),
-        **extra,
-    )
+    return trial_in(sweep, change, kind, batch, **median_fields(rows), **extra)
 
 
 def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tuple[str, ...]) -> list[tuple[str, dict]]:
@@ -349,14 +197,12 @@ def deployment_changes(sweep: Sweep, backends: tuple[str, ...], precisions: tupl
 
 def _rejected(rewrite: Rewrite, sweep: Sweep, batch: int) -> Trial:
     reason = f"rejected: outputs differ by {rewrite.max_rel_diff:.2e} (relative) in fp32, above {EXACT_RTOL:g}"
-    return Trial(
+    return trial_in(
+        sweep,
         rewrite.name,
         "rewrite",
         batch,
-        sweep.backend.name,
-        sweep.precision.value,
-        sweep.request.channels_last,
-        reason,
+        status=reason,
         exact=False,
         max_abs_diff=rewrite.max_abs_diff,
         max_rel_diff=rewrite.max_rel_diff,
@@ -410,13 +256,14 @@ def _set_speedups(trials: list[Trial], given: Trial) -> None:
             trial.speedup = trial.samples_per_s / given.samples_per_s
 
 
-def _gainful(trials: list[Trial], kind: str, prefix: str = "") -> list[Trial]:
-    """The ok trials of ``kind`` (and change name ``prefix``) at least ``MIN_GAIN`` faster than as given, best first."""
+def _gainful(trials: list[Trial], kind: str, option: str | None = None) -> list[Trial]:
+    """The ok trials of ``kind`` (that change the request's ``option``, one of ``DEPLOYMENT_OPTIONS``) at least
+    ``MIN_GAIN`` faster than as given, best first."""
     chosen = [
         t
         for t in trials
         if t.kind == kind
-        and t.change.startswith(prefix)
+        and (option is None or option in t.changes)
         and t.status == "ok"
         and t.speedup is not None
         and t.speedup >= MIN_GAIN
@@ -432,8 +279,8 @@ def measure_combination(
     rewrites. None when fewer than two changes gain (one is its own trial)."""
     chosen_rewrites = [r for r in rewrites if any(t.change == r.name for t in _gainful(trials, "rewrite"))]
     changes, names = {}, [r.name for r in chosen_rewrites]
-    for prefix, option in (("backend", "backend"), ("precision", "precision"), ("memory format", "channels_last")):
-        best = _gainful(trials, "deployment", prefix)
+    for option in DEPLOYMENT_OPTIONS:
+        best = _gainful(trials, "deployment", option)
         if best:
             changes[option] = best[0].changes[option]
             names.append(best[0].change)
@@ -445,16 +292,8 @@ def measure_combination(
     abs_diff, rel_diff = check_exact(base, model, setup.inputs) if chosen_rewrites else (None, None)
     if rel_diff is not None and not rel_diff <= EXACT_RTOL:
         reason = f"rejected: outputs differ by {rel_diff:.2e}"
-        return Trial(
-            " + ".join(names),
-            "combination",
-            batch,
-            sweep.backend.name,
-            sweep.precision.value,
-            sweep.request.channels_last,
-            reason,
-            max_abs_diff=abs_diff,
-            max_rel_diff=rel_diff,
+        return trial_in(
+            sweep, " + ".join(names), "combination", batch, status=reason, max_abs_diff=abs_diff, max_rel_diff=rel_diff
         )
     return measure_trial(
         _variant(sweep, model, **changes),
@@ -619,18 +458,6 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
         export_best(advice, rewrites, base, setup.inputs[0], request.export)
     advice.wall_s = time.perf_counter() - start_s
     return advice
-
-
-def exactness() -> dict:
-    """How rewrites are checked, as the advice records it: on the CPU in fp32, the inputs (``CHECK_INPUTS``), and
-    the largest relative difference (to the original's largest output, per input) a rewrite may have."""
-    return {
-        "device": "cpu",
-        "precision": "fp32",
-        "inputs": [{"batch": b, "seed": s} for b, s in CHECK_INPUTS],
-        "relative_to": "max |output| of the original on the same input",
-        "rtol": EXACT_RTOL,
-    }
 
 
 def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, example: torch.Tensor, directory: str):

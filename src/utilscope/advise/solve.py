@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from utilscope.advise.channel_graph import Cat, ChannelGraph, Slice, inputs_of, zero_padded
+from utilscope.advise.channel_graph import Cat, ChannelGraph, Slice, inputs_of
 from utilscope.advise.layout import Layout
 from utilscope.errors import ModelError
 
@@ -59,6 +59,17 @@ def solve(graph: ChannelGraph, multiple: int) -> Solution:
             return solution
         for root, reason in fresh.items():
             blocked.setdefault(root, (reason,))
+
+
+def zero_padded(graph: ChannelGraph) -> set[fx.Node]:
+    """The tensors whose padding holds zeros whatever the layouts, by ``zero_rules`` in graph order; a tensor an op
+    writes in place only where that op keeps zeros too."""
+    spoiled = {source for writer, source in graph.inplace if graph.zero_rules.get(writer) != ("all", (source,))}
+    zeros: set[fx.Node] = set()
+    for node, (quantifier, inputs) in graph.zero_rules.items():
+        if node not in spoiled and (all if quantifier == "all" else any)(i in zeros for i in inputs):
+            zeros.add(node)
+    return zeros
 
 
 def assign(

@@ -27,13 +27,13 @@ from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
-from utilscope.report.export import EXPORT, export_measurements
+from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
 from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.executors import EXECUTORS
 from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
 from utilscope.survey.runner import RESUME, RunOptions
-from utilscope.survey.store import EXPORT_SUFFIXES, Store
+from utilscope.survey.store import Store
 from utilscope.survey.workflow import SurveyEvents, SurveyRequest
 from utilscope.units import plural
 

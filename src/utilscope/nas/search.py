@@ -1,4 +1,4 @@
-"""Utilization-aware search over a finite pool of architectures, and its simulation on an already measured dataset.
+"""Utilization-aware search over a finite pool of architectures (its simulation on a measured dataset: ``simulate``).
 
 The search maximizes an objective (by default FLOPs per sample, a capacity proxy) subject to a minimum measured
 throughput (samples/s). Measuring an architecture on the GPU is the expensive step; the strategies differ in what
@@ -9,9 +9,9 @@ they measure:
   so far) is below ``min_throughput x (1 - margin)``.
 * ``predictor``: the same screen with a caller-supplied estimator (e.g. a per-layer latency-table predictor).
 
-In simulation the pool is a measured dataset and :class:`MeasuredPool` answers "measure" from it, counting the
-distinct architectures asked for; :func:`measurements_to_best`, :func:`measurements_to_front`, :func:`evolve` and
-:func:`compare` then tell how many measurements each strategy needs, on CPU.
+Each strategy is a ``Strategy`` in the ``STRATEGIES`` registry: a screen (one function, registered with
+``register_strategy``) that estimates every candidate's samples/s from what has been measured so far; the searches
+below ask it, never a strategy's name.
 """
 
 from __future__ import annotations
@@ -20,36 +20,23 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
-import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.nas.space import PASSED_THROUGH, Arch, SearchSpace, arch_id
+from utilscope.registry import Registry
 
-STRATEGIES = ("measure-all", "flops", "predictor")
 DEFAULT_MARGIN = 0.1  # screens keep candidates estimated at >= 90% of the throughput floor
-FRONT_FRACTION = 0.95  # the front counts as recovered when 95% of its architectures have been measured
 NEIGHBOURS = 8  # a mutation picks one of the parent's 8 nearest pool neighbours in feature space
 POPULATION = 20
 SAMPLE_SIZE = 5  # tournament size of regularized evolution
 MAX_STEPS = 10_000  # children proposed (measured or not) before evolution gives up
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-COMPARE_COLUMNS = [
-    "strategy",
-    "target",
-    "measurements",
-    "found",
-    "pool_size",
-    "relative_objective",
-    "runs",
-    "found_runs",
-]
 
 Objective = Callable[[Arch], float]  # to maximize
 Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
+Estimates = Callable[[Mapping[str, float]], "np.ndarray | None"]  # measured so far -> every candidate's estimate
 
 
 class Oracle(Protocol):
@@ -57,7 +44,16 @@ class Oracle(Protocol):
         """The measured throughput of the architecture, in samples/s."""
 
 
-# --- the pool and the simulated measurements -------------------------------------------------------------------
+@runtime_checkable
+class KnownThroughputs(Protocol):
+    """An oracle that knows every candidate's samples/s before measuring it (a simulation's measured dataset), so
+    a search's answer can be scored against the true best."""
+
+    def truth(self, pool: CandidatePool) -> np.ndarray:
+        """The samples/s of every candidate of ``pool``, in its order, counting nothing as measured."""
+
+
+# --- the pool -----------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -104,44 +100,6 @@ class CandidatePool:
         matrix = np.array([[row[name] for name in names] for row in rows], dtype=float)
         spread = matrix.std(axis=0)
         return (matrix - matrix.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-
-
-class MeasuredPool:
-    """An oracle that answers ``measure(arch_id)`` from already measured throughputs (samples/s).
-
-    ``measurements`` counts the distinct ids measured so far: asking again for a measured id is free."""
-
-    def __init__(self, samples_per_s: Mapping[str, float]):
-        if not samples_per_s:
-            raise UsageError("the measured dataset is empty")
-        checked = {}
-        for key, value in samples_per_s.items():
-            if not isinstance(value, int | float | np.number) or not math.isfinite(value) or value <= 0:
-                raise UsageError(f"architecture {key}: measured samples/s must be a positive number, got {value!r}")
-            checked[str(key)] = float(value)
-        self.samples_per_s = MappingProxyType(checked)
-        self.measured: dict[str, float] = {}  # in the order measured
-
-    @property
-    def measurements(self) -> int:
-        return len(self.measured)
-
-    def measure(self, arch_id: str) -> float:
-        if arch_id not in self.samples_per_s:
-            raise UsageError(f"architecture {arch_id!r} was not measured in the dataset")
-        self.measured[arch_id] = self.samples_per_s[arch_id]
-        return self.samples_per_s[arch_id]
-
-    def reset(self) -> None:
-        self.measured.clear()
-
-
-def _pool_truth(pool: CandidatePool, oracle: MeasuredPool) -> np.ndarray:
-    """The dataset's samples/s of every candidate (simulation only; nothing is counted as measured)."""
-    missing = [key for key in pool.ids if key not in oracle.samples_per_s]
-    if missing:
-        raise UsageError(f"{len(missing)} pool architecture(s) are not in the measured dataset, e.g. {missing[0]}")
-    return np.array([oracle.samples_per_s[key] for key in pool.ids])
 
 
 # --- objectives and throughput estimators ---------------------------------------------------------------------
@@ -211,9 +169,56 @@ def _predict(pool: CandidatePool, estimator: Estimator | None) -> np.ndarray:
 # --- strategies -----------------------------------------------------------------------------------------------
 
 
-def check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
-        raise UsageError(f"unknown search strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}")
+@dataclass(frozen=True)
+class Strategy:
+    """A search strategy. ``screen(pool, estimator)`` gives, once per search, the ``Estimates`` the strategy judges
+    unmeasured candidates by: from the samples/s measured so far (architecture id -> samples/s), every candidate's
+    estimated samples/s, or None while it has no estimate (then every candidate passes). A strategy without a
+    screen (None) measures every candidate the search considers. ``calibrates``: its estimate needs a measurement
+    first, so a search measures one candidate to start."""
+
+    name: str
+    screen: Callable[[CandidatePool, Estimator | None], Estimates] | None
+    calibrates: bool = False
+
+
+STRATEGIES: Registry[Strategy] = Registry("search strategy")
+STRATEGIES.add("measure-all", Strategy("measure-all", None))  # the informed baseline: no screen
+
+
+def register_strategy(name: str, calibrates: bool = False):
+    """Register the decorated screen (``Strategy.screen``) as the strategy ``name``; a name taken is a ValueError."""
+
+    def register(screen: Callable[[CandidatePool, Estimator | None], Estimates]):
+        STRATEGIES.add(name, Strategy(name, screen, calibrates))
+        return screen
+
+    return register
+
+
+@register_strategy("flops", calibrates=True)
+def _flops_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
+    """samples/s ~ c / FLOPs per sample, c fitted on what has been measured (``flops_constant``)."""
+
+    def estimates(measured: Mapping[str, float]) -> np.ndarray | None:
+        if not measured:
+            return None
+        flops = [pool.flops_per_sample[pool.index(key)] for key in measured]
+        return flops_constant(flops, measured.values()) / pool.flops_per_sample
+
+    return estimates
+
+
+@register_strategy("predictor")
+def _predictor_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
+    """The caller's estimator (e.g. a latency-table predictor) over the pool, once."""
+    predicted = _predict(pool, estimator)
+    return lambda measured: predicted
+
+
+def get_strategy(name: str) -> Strategy:
+    """The registered strategy ``name``; a UsageError listing them for another name."""
+    return STRATEGIES.get(name)
 
 
 def _check_floor(min_throughput: float, margin: float) -> None:
@@ -225,56 +230,41 @@ def _check_floor(min_throughput: float, margin: float) -> None:
 
 class _Screen:
     """Whether a candidate may be feasible, judged without measuring it: its estimated samples/s (its measured
-    samples/s once known) >= min_throughput x (1 - margin). ``measure-all`` lets every unmeasured candidate through;
-    ``flops`` lets everything through until one measurement calibrates it."""
+    samples/s once known) >= min_throughput x (1 - margin); without an estimate (a strategy without a screen, or
+    one not calibrated yet), it passes."""
 
     def __init__(
         self, strategy: str, pool: CandidatePool, estimator: Estimator | None, min_throughput: float, margin: float
     ):
-        check_strategy(strategy)
+        screen = get_strategy(strategy).screen
         _check_floor(min_throughput, margin)
-        self.strategy, self.pool = strategy, pool
+        self.pool = pool
         self.threshold = min_throughput * (1 - margin)
-        self.predicted = _predict(pool, estimator) if strategy == "predictor" else None
-        self._calibration: tuple[tuple[int, int], float] | None = None  # ((id, size) of measured, c)
+        self._estimates = screen(pool, estimator) if screen is not None else lambda measured: None
+        self._cached: tuple[tuple[int, int], np.ndarray | None] | None = None  # ((id, size) of measured, estimates)
 
     def passes(self, index: int, measured: Mapping[str, float]) -> bool:
-        """``measured`` only grows during a search: c is refitted when it has grown, not for every candidate."""
+        """``measured`` only grows during a search: the estimates are asked again when it has grown, not for every
+        candidate."""
         key = self.pool.ids[index]
         if key in measured:
             return measured[key] >= self.threshold
-        if self.strategy == "predictor":
-            return bool(self.predicted[index] >= self.threshold)
-        if self.strategy == "flops" and measured:
-            return self._flops_constant(measured) / self.pool.flops_per_sample[index] >= self.threshold
-        return True
-
-    def _flops_constant(self, measured: Mapping[str, float]) -> float:
         state = (id(measured), len(measured))
-        if self._calibration is None or self._calibration[0] != state:
-            flops = [self.pool.flops_per_sample[self.pool.index(k)] for k in measured]
-            self._calibration = (state, flops_constant(flops, measured.values()))
-        return self._calibration[1]
+        if self._cached is None or self._cached[0] != state:
+            self._cached = (state, self._estimates(measured))
+        estimates = self._cached[1]
+        return True if estimates is None else bool(estimates[index] >= self.threshold)
 
 
-def _objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
+def objective_order(pool: CandidatePool, values: np.ndarray) -> np.ndarray:
     """Candidate indices by decreasing objective, ties by id."""
     return np.lexsort((np.array(pool.ids), -values))
 
 
-def _best_feasible_index(pool: CandidatePool, values: np.ndarray, samples_per_s: np.ndarray, min_throughput: float):
-    order = _objective_order(pool, values)
+def best_feasible_index(pool: CandidatePool, values: np.ndarray, samples_per_s: np.ndarray, min_throughput: float):
+    order = objective_order(pool, values)
     feasible = order[samples_per_s[order] >= min_throughput]
     return int(feasible[0]) if feasible.size else None
-
-
-def true_best_feasible(
-    pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float], min_throughput: float
-) -> str | None:
-    """The id of the candidate with the largest objective among those measured at >= ``min_throughput`` samples/s
-    (ties: the smallest id); None when none is that fast."""
-    truth = _pool_truth(pool, MeasuredPool(samples_per_s))
-    return _id_or_none(pool, _best_feasible_index(pool, objective_values(pool, objective), truth, min_throughput))
 
 
 def _id_or_none(pool: CandidatePool, index: int | None) -> str | None:
@@ -287,10 +277,10 @@ class BestResult:
 
     strategy: str
     measurements: int  # distinct architectures measured
-    found: bool  # the answer is the true best feasible architecture
+    found: bool | None  # the answer is the true best feasible architecture (None: the oracle does not know it)
     answer_id: str | None  # the first feasible architecture measured in objective order; None if none was
-    relative_objective: float  # answer's objective / true best's (nan without an answer)
-    true_best_id: str
+    relative_objective: float  # answer's objective / true best's (nan without an answer or a known true best)
+    true_best_id: str | None  # None where the oracle does not know every candidate's samples/s
     pool_size: int  # what measuring everything costs
 
 
@@ -298,37 +288,50 @@ def measurements_to_best(
     pool: CandidatePool,
     objective: Objective,
     min_throughput: float,
-    oracle: MeasuredPool,
+    oracle: Oracle,
     strategy: str,
     estimator: Estimator | None = None,
     margin: float = DEFAULT_MARGIN,
 ) -> BestResult:
     """Measure candidates in decreasing objective order, skipping those the strategy screens out, until one is
-    measured at >= ``min_throughput`` samples/s: that one is the answer. A screen that wrongly excluded the true best
-    gives ``found=False``. The count is of this call's distinct measurements, whatever the oracle measured before."""
+    measured at >= ``min_throughput`` samples/s: that one is the answer. The count is of this call's distinct
+    measurements, whatever the oracle measured before. Any oracle drives it, a live one too; one that knows every
+    candidate's samples/s (``KnownThroughputs``: the simulation's ``MeasuredPool``) scores the answer against the
+    true best feasible (none is a UsageError, before anything is measured): a screen that wrongly excluded it gives
+    ``found=False``."""
     screen = _Screen(strategy, pool, estimator, min_throughput, margin)
-    values, truth = objective_values(pool, objective), _pool_truth(pool, oracle)
-    best = _best_feasible_index(pool, values, truth, min_throughput)
-    if best is None:
-        raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
+    values = objective_values(pool, objective)
+    best = _true_best(pool, values, oracle, min_throughput)
     measured: dict[str, float] = {}
     answer = None
-    for index in _objective_order(pool, values):
+    for index in objective_order(pool, values):
         if not screen.passes(index, measured):
             continue
         measured[pool.ids[index]] = oracle.measure(pool.ids[index])
         if measured[pool.ids[index]] >= min_throughput:
             answer = int(index)
             break
+    known = best is not None
     return BestResult(
         strategy=strategy,
         measurements=len(measured),
-        found=answer == best,
+        found=answer == best if known else None,
         answer_id=_id_or_none(pool, answer),
-        relative_objective=float(values[answer] / values[best]) if answer is not None else math.nan,
-        true_best_id=pool.ids[best],
+        relative_objective=float(values[answer] / values[best]) if answer is not None and known else math.nan,
+        true_best_id=_id_or_none(pool, best),
         pool_size=len(pool),
     )
+
+
+def _true_best(pool: CandidatePool, values: np.ndarray, oracle: Oracle, min_throughput: float) -> int | None:
+    """The index of the true best feasible candidate when the oracle knows every candidate's samples/s (a
+    UsageError when none is feasible); None when it does not."""
+    if not isinstance(oracle, KnownThroughputs):
+        return None
+    best = best_feasible_index(pool, values, oracle.truth(pool), min_throughput)
+    if best is None:
+        raise UsageError(f"no architecture of the pool reaches {min_throughput:g} samples/s")
+    return best
 
 
 # --- Pareto fronts --------------------------------------------------------------------------------------------
@@ -367,70 +370,22 @@ def pareto_layers(objective: np.ndarray, throughput: np.ndarray) -> np.ndarray:
     return layers
 
 
-def true_front(pool: CandidatePool, objective: Objective, samples_per_s: Mapping[str, float]) -> list[str]:
-    """Ids of the Pareto front of (objective, measured samples/s) over the pool, by decreasing objective."""
-    values = objective_values(pool, objective)
-    layers = pareto_layers(values, _pool_truth(pool, MeasuredPool(samples_per_s)))
-    return [pool.ids[i] for i in _objective_order(pool, values) if layers[i] == 0]
-
-
 def _layer_order(pool: CandidatePool, values: np.ndarray, estimates: np.ndarray) -> np.ndarray:
     """Candidates by estimated Pareto layer of (objective, estimated samples/s), within a layer by objective."""
     return np.lexsort((np.array(pool.ids), -values, pareto_layers(values, estimates)))
 
 
-def _front_order(pool, values, oracle, strategy, estimator, rng) -> np.ndarray:
-    """The order in which ``strategy`` measures the pool when looking for the front."""
-    if strategy == "measure-all":
+def front_order(pool, values, oracle, strategy: Strategy, estimator, rng) -> np.ndarray:
+    """The order in which ``strategy`` measures the pool when looking for the front: without a screen, a random
+    one; else by its estimates, after the largest-objective candidate when it calibrates on that one."""
+    if strategy.screen is None:
         return rng.permutation(len(pool))
-    if strategy == "predictor":
-        return _layer_order(pool, values, _predict(pool, estimator))
-    first = int(_objective_order(pool, values)[0])  # measured first, to calibrate c / FLOPs
-    constant = flops_constant([pool.flops_per_sample[first]], [oracle.measure(pool.ids[first])])
-    order = _layer_order(pool, values, constant / pool.flops_per_sample)
+    estimates = strategy.screen(pool, estimator)
+    if not strategy.calibrates:
+        return _layer_order(pool, values, estimates({}))
+    first = int(objective_order(pool, values)[0])
+    order = _layer_order(pool, values, estimates({pool.ids[first]: oracle.measure(pool.ids[first])}))
     return np.concatenate([[first], order[order != first]])
-
-
-@dataclass
-class FrontResult:
-    """How many measurements one strategy needs to recover the pool's Pareto front of (objective, samples/s)."""
-
-    strategy: str
-    measurements: int  # until >= fraction of the true front's ids were measured (pool size if never)
-    front_size: int
-    target_count: int  # ceil(fraction x front size)
-    pool_size: int
-
-
-def measurements_to_front(
-    pool: CandidatePool,
-    objective: Objective,
-    oracle: MeasuredPool,
-    strategy: str,
-    estimator: Estimator | None = None,
-    seed: int = 0,
-    fraction: float = FRONT_FRACTION,
-) -> FrontResult:
-    """Measure the pool in the strategy's order until ``fraction`` of the true front has been measured.
-
-    ``flops``/``predictor`` measure by estimated Pareto layer (non-dominated sorting of objective and estimated
-    samples/s, front 0 first; ``flops`` measures the largest-objective candidate first to calibrate); ``measure-all``
-    measures in a random order drawn with ``numpy.random.default_rng(seed)`` (the cost of measuring blindly)."""
-    check_strategy(strategy)
-    if not 0 < fraction <= 1:
-        raise UsageError(f"the front fraction must be in (0, 1], got {fraction}")
-    values = objective_values(pool, objective)
-    in_front = pareto_layers(values, _pool_truth(pool, oracle)) == 0
-    target = math.ceil(fraction * in_front.sum())
-    order = _front_order(pool, values, oracle, strategy, estimator, np.random.default_rng(seed))
-    reached = np.flatnonzero(np.cumsum(in_front[order]) >= target)
-    return FrontResult(
-        strategy=strategy,
-        measurements=int(reached[0]) + 1 if reached.size else len(pool),
-        front_size=int(in_front.sum()),
-        target_count=target,
-        pool_size=len(pool),
-    )
 
 
 # --- regularized evolution ------------------------------------------------------------------------------------
@@ -489,7 +444,7 @@ class EvolutionOptions:
     neighbours: int = NEIGHBOURS
 
     def __post_init__(self) -> None:
-        check_strategy(self.strategy)
+        get_strategy(self.strategy)
         _check_floor(self.min_throughput, self.margin)
         if self.budget < 1:
             raise UsageError(f"the measurement budget must be at least 1, got {self.budget}")
@@ -520,24 +475,26 @@ def evolve(
 ) -> EvolutionResult:
     """Regularized (aging) evolution (Real et al., AAAI 2019) over the pool: tournament of ``sample_size``, a child
     is a random one of the parent's ``neighbours`` nearest candidates, the oldest member dies; fitness = objective if
-    feasible, else -inf. ``measure-all`` measures every child (feasible = measured samples/s >= ``min_throughput``)
-    and stops after ``budget`` measurements or ``max_steps`` children. ``flops`` and ``predictor`` judge feasibility
-    by their estimate, so the evolution itself is free; they then measure the visited candidates the estimate
-    passes, best objective first, until one is feasible (``flops`` first measures one random candidate to
-    calibrate). ``options``: those numbers and the strategy; ``rng`` defaults to default_rng(0)."""
-    strategy, min_throughput, budget = options.strategy, options.min_throughput, options.budget
-    screen = _Screen(strategy, pool, estimator, min_throughput, options.margin)
+    feasible, else -inf. A strategy without a screen (``measure-all``) measures every child (feasible = measured
+    samples/s >= ``min_throughput``) and stops after ``budget`` measurements or ``max_steps`` children. One with a
+    screen (``flops``, ``predictor``) judges feasibility by its estimate, so the evolution itself is free; it then
+    measures the visited candidates the estimate passes, best objective first, until one is feasible (one that
+    calibrates, ``flops``, first measures one random candidate). ``options``: those numbers and the strategy;
+    ``rng`` defaults to default_rng(0)."""
+    min_throughput, budget = options.min_throughput, options.budget
+    screen = _Screen(options.strategy, pool, estimator, min_throughput, options.margin)
+    strategy = get_strategy(options.strategy)
     values, rng = objective_values(pool, objective), rng if rng is not None else np.random.default_rng(0)
     run = _Run(pool, values, min_throughput, oracle)
     nearest = _Neighbours(pool, options.neighbours)
     members: deque[tuple[int, float]] = deque()  # (candidate, fitness), oldest first
     visited: set[int] = set()
-    if strategy == "flops":
+    if strategy.calibrates:
         run.measure(int(rng.integers(len(pool))))
     while run.count < budget and run.steps < options.max_steps:
         run.steps += 1
         child = _propose(members, options.population, options.sample_size, rng, nearest, len(pool))
-        if strategy == "measure-all":
+        if strategy.screen is None:
             feasible = run.measure(child) >= min_throughput
         else:
             visited.add(child)
@@ -545,12 +502,12 @@ def evolve(
         members.append((child, float(values[child]) if feasible else -math.inf))
         if len(members) > options.population:
             members.popleft()
-    for index in _objective_order(pool, values) if strategy != "measure-all" else ():
+    for index in objective_order(pool, values) if strategy.screen is not None else ():
         if run.count >= budget or (run.best is not None and values[index] <= values[run.best]):
             break
         if index in visited and screen.passes(index, run.measured) and run.measure(index) >= min_throughput:
             break
-    return run.result(strategy)
+    return run.result(options.strategy)
 
 
 class _Run:
@@ -588,87 +545,3 @@ class _Run:
             steps=self.steps,
             history=self.history,
         )
-
-
-# --- comparison -----------------------------------------------------------------------------------------------
-
-
-def _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, margin) -> dict:
-    """Mean measurements (over the seeds that got there) for evolution to measure the true best feasible."""
-    values = objective_values(pool, objective)
-    best = _best_feasible_index(pool, values, _pool_truth(pool, oracle), min_throughput)
-    target = values[best]
-    reached, relative = [], []
-    for seed in seeds:
-        options = EvolutionOptions(min_throughput, budget, strategy, margin=margin)
-        result = evolve(pool, objective, oracle, options, estimator, np.random.default_rng(seed))
-        count = result.measurements_to_reach(target)
-        if count is not None:
-            reached.append(count)
-        relative.append(result.best_objective / target if math.isfinite(result.best_objective) else 0.0)
-    return {
-        "strategy": strategy,
-        "target": "evolve",
-        "measurements": float(np.mean(reached)) if reached else math.nan,
-        "found": len(reached) == len(seeds),
-        "pool_size": len(pool),
-        "relative_objective": float(np.mean(relative)),
-        "runs": len(seeds),
-        "found_runs": len(reached),
-    }
-
-
-def compare(
-    pool: CandidatePool,
-    objective: Objective,
-    min_throughput: float,
-    oracle: MeasuredPool,
-    estimator: Estimator | None,
-    budget: int,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    margin: float | Mapping[str, float] = DEFAULT_MARGIN,
-    fraction: float = FRONT_FRACTION,
-) -> pd.DataFrame:
-    """Every strategy on three targets, one row each: ``best`` (:func:`measurements_to_best`), ``front``
-    (:func:`measurements_to_front`; ``measure-all`` averaged over the seeds' random orders) and ``evolve`` (mean,
-    over the seeds that got there, of the measurements :func:`evolve` needs to measure the true best feasible;
-    ``found`` only if every seed did). ``relative_objective``: the answer's objective over the true best's.
-    ``margin``: one screening margin for all, or one per strategy (e.g. each estimator's held-out error)."""
-    if not seeds:
-        raise UsageError("compare needs at least one seed")
-    rows = []
-    for strategy in STRATEGIES:
-        strategy_margin = margin.get(strategy, DEFAULT_MARGIN) if isinstance(margin, Mapping) else margin
-        found = measurements_to_best(pool, objective, min_throughput, oracle, strategy, estimator, strategy_margin)
-        rows.append(
-            {
-                "strategy": strategy,
-                "target": "best",
-                "measurements": found.measurements,
-                "found": found.found,
-                "pool_size": len(pool),
-                "relative_objective": found.relative_objective,
-                "runs": 1,
-                "found_runs": int(found.found),
-            }
-        )
-        front_seeds = seeds if strategy == "measure-all" else seeds[:1]
-        fronts = [
-            measurements_to_front(pool, objective, oracle, strategy, estimator, seed, fraction) for seed in front_seeds
-        ]
-        rows.append(
-            {
-                "strategy": strategy,
-                "target": "front",
-                "pool_size": len(pool),
-                "relative_objective": math.nan,
-                "measurements": float(np.mean([f.measurements for f in fronts])),
-                "found": True,
-                "runs": len(fronts),
-                "found_runs": len(fronts),
-            }
-        )
-        rows.append(
-            _evolution_row(pool, objective, min_throughput, oracle, estimator, strategy, budget, seeds, strategy_margin)
-        )
-    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)

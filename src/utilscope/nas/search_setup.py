@@ -34,14 +34,13 @@ from utilscope.nas.search import (
     Estimator,
     EvolutionOptions,
     EvolutionResult,
-    MeasuredPool,
     Objective,
-    check_strategy,
-    compare,
     evolve,
     flops_objective,
+    get_strategy,
     objective_from_table,
 )
+from utilscope.nas.simulate import MeasuredPool, compare
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 from utilscope.nas.table_predictor import (
@@ -209,7 +208,7 @@ class SearchRequest:
         )
         check_batch(self.batch)
         check_seed(self.seed, "--seed")
-        check_strategy(self.strategy)
+        get_strategy(self.strategy)
         if self.objective != "flops":
             check_input_file(self.objective, OBJECTIVE_FILE)
         if self.profile is not None:
@@ -318,7 +317,6 @@ def _search(
 ) -> DeviceSearch:
     candidates = load_pool(pool_path, request.space)
     oracle = oracle_for(pool_path, request.batch, predictor.table, device)
-    screen = estimator if request.strategy == "predictor" else None
     options = EvolutionOptions(request.min_throughput, request.budget, request.strategy)
-    result = evolve(candidates, objective, oracle, options, screen, np.random.default_rng(request.seed))
+    result = evolve(candidates, objective, oracle, options, estimator, np.random.default_rng(request.seed))
     return DeviceSearch(request, device, pool_path if kept else None, len(candidates), result)

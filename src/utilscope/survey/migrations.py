@@ -360,6 +360,15 @@ def migrate_v4(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     return Migration(4, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
 
 
+# schema N -> the conversion of a store of schema N to the current one
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Path, bool], Migration]] = {
+    1: migrate_v1,
+    2: migrate_v2,
+    3: migrate_v3,
+    4: migrate_v4,
+}
+
+
 V1_SCHEMA = [
     "CREATE TABLE measurements (model TEXT NOT NULL, resolution INTEGER NOT NULL, batch INTEGER NOT NULL, "
     "precision TEXT NOT NULL, backend TEXT NOT NULL, device TEXT NOT NULL, software TEXT NOT NULL, family TEXT NOT "

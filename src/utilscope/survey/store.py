@@ -26,12 +26,11 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
-from utilscope.survey.migrations import Migration, migrate_v1, migrate_v2, migrate_v3, migrate_v4
+from utilscope.survey.migrations import MIGRATIONS, Migration
 from utilscope.survey.schema import (
     ALL_TABLES,
     CLAIM_KINDS,
     COLUMN_KINDS,
-    DERIVED_COLUMNS,
     KEY_COLUMNS,
     OP_CLASS_KINDS,
     OP_CLASS_VALUE_KINDS,
@@ -54,16 +53,6 @@ from utilscope.survey.schema import (
 
 APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
-EXPORT_SUFFIXES = (".csv", ".parquet")
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}  # from schema N to the current one
-
-
-def _json_to_text(frame: pd.DataFrame, kinds: dict) -> pd.DataFrame:
-    flat = frame.copy()
-    for name, kind in kinds.items():
-        if kind in ("list", "dict"):
-            flat[name] = pd.Series([json.dumps(v) for v in frame[name]], dtype="str", index=frame.index)
-    return flat
 
 
 # --- opening ---------------------------------------------------------------------------------------------------
@@ -513,12 +502,13 @@ class Store:
     def frame(self) -> pd.DataFrame:
         """All measurements, ordered by key: notes and environment decoded, bools as bools, missing ints <NA>, and
         the configuration's ``software`` label after the key columns."""
-        return self._table_frame("measurements")
+        return self.table_frame("measurements")
 
     def op_class_frame(self) -> pd.DataFrame:
-        return self._table_frame("op_classes")
+        return self.table_frame("op_classes")
 
-    def _table_frame(self, table: str) -> pd.DataFrame:
+    def table_frame(self, table: str) -> pd.DataFrame:
+        """Every row of ``table`` (one of ``schema.TABLES``), decoded as ``frame()`` decodes measurements."""
         kinds = TABLES[table]
         order = ", ".join(PRIMARY_KEYS[table])
         return build_frame(self._query(f"SELECT {', '.join(kinds)} FROM {table} ORDER BY {order}"), kinds)
@@ -542,66 +532,8 @@ class Store:
             for table, rows in records.items():
                 conn.executemany(statements[table], rows)
 
-    def export(self, path, table: str = "measurements") -> Path:
-        """Write ``table`` to ``path`` (.csv or .parquet); notes and environment become JSON text."""
-        path = Path(path)
-        if table not in TABLES:
-            raise StoreError(f"unknown table {table!r}; choose from {list(TABLES)}")
-        if path.suffix.lower() not in EXPORT_SUFFIXES:
-            raise StoreError(f"export to a {' or '.join(EXPORT_SUFFIXES)} file, got {path.name!r}")
-        flat = _json_to_text(self._table_frame(table), TABLES[table])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() == ".csv":
-            flat.to_csv(path, index=False)
-        else:
-            _require_pyarrow()
-            flat.to_parquet(path, index=False)
-        return path
-
 
 def _table_kinds(table: str) -> dict:
     if table not in ALL_TABLES:
         raise StoreError(f"unknown table {table!r}; choose from {list(ALL_TABLES)}")
     return ALL_TABLES[table]
-
-
-def _require_pyarrow() -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError as exc:
-        raise StoreError("Parquet export needs pyarrow: pip install pyarrow (or export to .csv)") from exc
-
-
-def read_export(path, table: str = "measurements") -> pd.DataFrame:
-    """Read an ``export`` back into the frame ``Store.frame()`` (or ``op_class_frame()``) gave."""
-    path = Path(path)
-    kinds = TABLES[table]
-    suffix = path.suffix.lower()
-    if suffix not in EXPORT_SUFFIXES:
-        raise StoreError(f"read a {' or '.join(EXPORT_SUFFIXES)} export, got {path.name!r}")
-    if suffix == ".parquet":
-        _require_pyarrow()
-        raw = pd.read_parquet(path)
-    else:  # every cell as text: "" is NULL for numbers, and floats parse back exactly
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [name for name in (*kinds, *DERIVED_COLUMNS) if name not in raw.columns]
-    if missing:
-        raise StoreError(f"{path} is not an export of the {table} table: missing columns {missing}")
-    if suffix == ".parquet":
-        columns = {name: [None if pd.isna(v) else v for v in raw[name]] for name in kinds}
-    else:
-        columns = {name: [_parse_csv_cell(kind, text) for text in raw[name]] for name, kind in kinds.items()}
-    frame = pd.concat([decode_column(name, kind, columns[name]) for name, kind in kinds.items()], axis=1)
-    for name in DERIVED_COLUMNS:
-        frame.insert(len(KEY_COLUMNS), name, pd.Series(list(raw[name]), dtype="str", index=frame.index))
-    return frame
-
-
-def _parse_csv_cell(kind: str, text: str):
-    if kind == "str" or kind in ("list", "dict"):
-        return text
-    if kind == "bool":
-        return text == "True"
-    if text == "":
-        return None
-    return int(text) if kind in ("int", "limit") else float(text)
