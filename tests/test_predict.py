@@ -518,8 +518,7 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     ) == {0}
     own_ms, _ = predictor.layer_models.predict(rows)
     seven = type("Stub", (), {"predict": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
-    monkeypatch.setattr(fit_cache, "channels_last_models", lambda *args: seven)
-    ms, reasons = replace(predictor, memory_format="contiguous").profile_ms(rows)
+    ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).profile_ms(rows)
     routed = rows["channels_last_input"].eq(1).to_numpy()
     assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
     assert [reason for reason, r in zip(reasons, routed, strict=True) if r] == ["r"]

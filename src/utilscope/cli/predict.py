@@ -103,6 +103,18 @@ def _add_predict(sub) -> None:
         "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)",
     )
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    _add_anchor_options(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (every layer) instead of tables: a list, one element per model and batch size",
+    )
+    fmt.add_argument("--csv", action="store_true", help="print one CSV row per model and batch size instead")
+    p.set_defaults(run=cmd_predict)
+
+
+def _add_anchor_options(p) -> None:
     p.add_argument(
         "--anchor",
         action="append",
@@ -118,14 +130,6 @@ def _add_predict(sub) -> None:
         help="anchors from a CSV file: columns model,batch,samples_per_s and optionally precision,backend,res,gpu "
         "(default: none)",
     )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON (every layer) instead of tables: a list, one element per model and batch size",
-    )
-    fmt.add_argument("--csv", action="store_true", help="print one CSV row per model and batch size instead")
-    p.set_defaults(run=cmd_predict)
 
 
 def cmd_predict(args, console: Console) -> int:

@@ -96,6 +96,9 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
             predictor = fit_predictor(profile, str(path), profile_rows.load(path))
         write_atomically(cached, pickle.dumps(predictor))
     predictor.on_fit = on_fit
+    predictor.channels_last_models = lambda: channels_last_models(
+        predictor.device, predictor.precision, predictor.backend, on_fit
+    )
     return predictor
 
 

@@ -73,6 +73,9 @@ class Predictor:
     memory_format: str = "channels_last"  # the profile's configs' layout (``DeviceProfile.memory_format``)
     # told before another profile's predictor is fitted for this one (``profile_ms``); set by ``load_predictor``
     on_fit: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    # the layer models of the GPU's channels_last profile, for an NCHW profile's channels_last-fed convs
+    # (``profile_ms``; ``fit_cache.channels_last_models``); set by ``load_predictor``, None: none
+    channels_last_models: Callable[[], LayerModels | None] | None = field(default=None, repr=False, compare=False)
 
     def predict(
         self,
@@ -242,10 +245,8 @@ class Predictor:
         ms, reasons = self.layer_models.predict(rows)
         if self.memory_format == "channels_last" or "channels_last_input" not in rows:
             return ms, reasons
-        from utilscope.predict.fit_cache import channels_last_models  # it fits predictors: imported when needed
-
         routed = rows["channels_last_input"].eq(1).to_numpy()
-        models = channels_last_models(self.device, self.precision, self.backend, self.on_fit) if routed.any() else None
+        models = self.channels_last_models() if routed.any() and self.channels_last_models else None
         if models is None:
             return ms, reasons
         ms[routed], routed_reasons = models.predict(rows[routed])
