@@ -1,16 +1,20 @@
-"""How well `predict --gpu` predicts GPUs it has no profile for: every timm-CNN row of timm's published tables in
-timm's condition (amp, NCHW, eager, the table's batch and resolution), predicted by transfer from the shipped H200
-profile, against the table's samples/s; beside it the baselines of the protocol in docs/predict.md (our measured
-H200 throughput in the same condition scaled by the ratio of dense fp16 peaks, or of memory bandwidths; and, as an
-oracle no predictor has, by the one constant that fits the table best), on the rows the H200 was measured on.
+"""How well `predict --gpu` predicts GPUs it has no profile for: every timm-CNN row of timm's published amp tables
+(NCHW, timm's condition, and NHWC: channels_last; eager, the table's batch and resolution), predicted by transfer
+from the shipped H200 profile of the row's layout, against the table's samples/s; beside it the baselines of the
+protocol in docs/predict.md (our measured H200 throughput in timm's condition scaled by the ratio of dense fp16
+peaks, or of memory bandwidths; and, as an oracle no predictor has, by the one constant that fits the table best),
+on the rows the H200 was measured on (in NCHW: for an NHWC table the baselines scale the NCHW measurement).
 
     python benchmarks/predict_gpus.py STORE --out rows.csv [--jobs 2] [--backend eager|compile] [--profile JSON]
-        [--test] [--figure PNG]
+        [--figure PNG] [--anchors]
     python benchmarks/predict_gpus.py STORE --from-csv rows.csv [--figure PNG]   # the scores and figure again
 
 STORE holds the published rows (``utilscope ingest timm-benchmark``) and the H200's measurements in timm's
-condition (data/h200/timm_condition.sqlite). The test tables (RTX 5090, RTX PRO 6000) are left out unless --test
-is given: docs/predict.md says when that is allowed (once, after the design is frozen).
+condition (data/h200/timm_condition.sqlite). Every shipped table is validation data (docs/predict.md, "The GPUs
+people rent"). With PYTHONPATH naming an older checkout's ``src``, the same run scores that checkout's transfer.
+``--anchors`` also fits each table's GPU to the table's own ResNet-50 row (``ANCHORS[:1]``) and to its ResNet-50,
+EfficientNet-B0 and ConvNeXt-T rows (``ANCHORS``) as `predict --anchor` does, and scores each fit on the table's
+other rows.
 """
 
 from __future__ import annotations
@@ -24,14 +28,18 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 
-TEST_GPUS = ("rtx_5090", "rtx_pro_6000_maxq", "rtx_pro_6000")
-CONDITION = "backend = '{backend}' and memory_format = 'contiguous' and precision = 'amp'"
-_PREDICTOR = None
+CONDITION = "backend = '{backend}' and precision = 'amp'"
+MEASURED = "backend = '{backend}' and memory_format = 'contiguous' and precision = 'amp'"
+ANCHORS = ("resnet50", "efficientnet_b0", "convnext_tiny")
+ANCHOR_SETS = {"anchor1": ANCHORS[:1], "anchor3": ANCHORS}
+_PREDICTORS: dict[bool, object] = {}
+_PROFILE = None
 _BACKEND = "eager"
+_TARGETS: dict = {}  # label -> a fitted Gpu (``anchor_targets``); other labels are spec-table keys
 
 
-def published_rows(store: str, test: bool, backend: str = "eager") -> pd.DataFrame:
-    """The timm-CNN rows of the store's tables in timm's condition (reparameterizable models only where the row's
+def published_rows(store: str, backend: str = "eager") -> pd.DataFrame:
+    """The timm-CNN rows of the store's amp tables (reparameterizable models only where the row's
     reparameterization is decided), each with the spec that counts what the table ran."""
     from utilscope.models import sets
 
@@ -41,7 +49,7 @@ def published_rows(store: str, test: bool, backend: str = "eager") -> pd.DataFra
         rows = pd.read_sql(
             f"select * from published where {condition} and reparam in ('n/a', 'yes') and count_status = 'ok'", db
         )
-    rows = rows[rows["model"].isin(cnn) & (test == rows["gpu"].isin(TEST_GPUS))]
+    rows = rows[rows["model"].isin(cnn)]
     rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
     return rows.reset_index(drop=True)
 
@@ -50,35 +58,57 @@ def h200_measured(store: str, backend: str = "eager") -> pd.DataFrame:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         return pd.read_sql(
             f"select model as spec, resolution, batch, samples_per_s as h200_samples_per_s "
-            f"from measurements where status = 'ok' and {CONDITION.format(backend=backend)}",
+            f"from measurements where status = 'ok' and {MEASURED.format(backend=backend)}",
             db,
         )
 
 
-def _start(backend: str, profile: str | None) -> None:
-    global _PREDICTOR, _BACKEND
+def _start(backend: str, profile: str | None, targets: dict | None = None) -> None:
+    global _PROFILE, _BACKEND, _TARGETS
     import torch
 
-    from utilscope.predict.fit_cache import load_predictor
-    from utilscope.predict.selection import select_profile
-
     torch.set_num_threads(1)
-    _BACKEND = backend
-    _PREDICTOR = load_predictor(select_profile("h200", profile, "amp", backend))
+    _BACKEND, _PROFILE, _TARGETS = backend, profile, targets or {}
 
 
-def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
-    """One (model, resolution, batch), counted once, predicted on each GPU (``Predictor.predict_on``)."""
+def _predictor(channels_last: bool):
+    """The H200 predictor of the layout (``select_profile``'s, or the given profile), loaded once per process; an
+    older checkout's (before ``predict.selection``) for a "before" run."""
+    if channels_last not in _PREDICTORS:
+        try:
+            from utilscope.predict.fit_cache import load_predictor
+            from utilscope.predict.selection import select_profile
+
+            path = select_profile("h200", _PROFILE, "amp", _BACKEND, channels_last)
+        except ImportError:  # an older checkout: one amp profile for both layouts
+            from utilscope.predict.predictor import load_predictor, select_profile
+
+            path = select_profile("h200", _PROFILE, "amp", _BACKEND)
+        _PREDICTORS[channels_last] = load_predictor(path)
+    return _PREDICTORS[channels_last]
+
+
+def _predict(task: tuple[str, int, int, str, tuple[str, ...]]) -> list[dict]:
+    """One (model, resolution, batch, layout), counted once, predicted on each GPU (``Predictor.predict_on``)."""
     from utilscope.hardware.specs import get_spec
     from utilscope.predict.features import Gpu
 
-    spec, resolution, batch, gpus = task
-    targets = [Gpu.from_spec(get_spec(gpu), "fp16") for gpu in gpus]
+    spec, resolution, batch, layout, gpus = task
+    targets = [_TARGETS[gpu] if gpu in _TARGETS else Gpu.from_spec(get_spec(gpu), "fp16") for gpu in gpus]
+    channels_last = layout == "channels_last"
     try:
-        predictions = _PREDICTOR.predict_on(spec, batch, targets, resolution, _BACKEND, "amp", channels_last=False)
+        predictor = _predictor(channels_last)
+        predictions = predictor.predict_on(spec, batch, targets, resolution, _BACKEND, "amp", channels_last)
     except Exception as exc:  # noqa: BLE001 - a row that cannot be counted or predicted is reported, not fatal
         return [
-            {"spec": spec, "resolution": resolution, "batch": batch, "gpu": gpu, "error": str(exc)[:200]}
+            {
+                "spec": spec,
+                "resolution": resolution,
+                "batch": batch,
+                "memory_format": layout,
+                "gpu": gpu,
+                "error": str(exc)[:200],
+            }
             for gpu in gpus
         ]
     return [
@@ -86,6 +116,7 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
             "spec": spec,
             "resolution": resolution,
             "batch": batch,
+            "memory_format": layout,
             "gpu": gpu,
             "predicted_samples_per_s": p.samples_per_s,
             "bound": p.bound,
@@ -95,18 +126,48 @@ def _predict(task: tuple[str, int, int, tuple[str, ...]]) -> list[dict]:
     ]
 
 
+def anchor_targets(rows: pd.DataFrame, backend: str) -> tuple[dict, pd.DataFrame]:
+    """Per table and anchor set, its GPU fitted to the table's anchor rows (``predict.anchors.fit_anchors``), keyed
+    by the label ``GPU|TABLE|SET``; and the rows again for each fit, their ``gpu`` that label."""
+    from utilscope.hardware.specs import get_spec
+    from utilscope.predict.anchors import Anchor, fit_anchors
+    from utilscope.predict.features import Gpu
+
+    _start(backend, _PROFILE)
+    fitted, extra = {}, []
+    for name, part in rows.groupby("source_file"):
+        gpu, layout = part["gpu"].iloc[0], part["memory_format"].iloc[0]
+        for label, models in ANCHOR_SETS.items():
+            chosen = part[part["model"].isin(models)].drop_duplicates("model")
+            anchors = [
+                Anchor(r.spec, int(r.batch), float(r.samples_per_s), int(r.resolution)) for r in chosen.itertuples()
+            ]
+            base = Gpu.from_spec(get_spec(gpu), "fp16")
+            predictor = _predictor(layout == "channels_last")
+            fit = fit_anchors(predictor, anchors, base, "amp", backend, layout == "channels_last")
+            key = f"{gpu}|{name}|{label}"
+            fitted[key] = fit.target
+            print(f"{name}: {' '.join(fit.describe())}", file=sys.stderr, flush=True)
+            extra.append(part.assign(gpu=key, anchor_set=label))
+    return fitted, pd.concat(extra, ignore_index=True)
+
+
 def predict_all(
-    rows: pd.DataFrame, measured: pd.DataFrame, jobs: int, backend: str, profile: str | None
+    rows: pd.DataFrame,
+    measured: pd.DataFrame,
+    jobs: int,
+    backend: str,
+    profile: str | None,
+    targets: dict | None = None,
 ) -> pd.DataFrame:
-    wanted = pd.concat(
-        [rows[["spec", "resolution", "batch", "gpu"]], measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm")]
-    )
+    own = measured[["spec", "resolution", "batch"]].assign(gpu="h200_sxm", memory_format="contiguous")
+    wanted = pd.concat([rows[["spec", "resolution", "batch", "memory_format", "gpu"]], own])
     tasks = [
-        (spec, int(res), int(batch), tuple(sorted(set(part["gpu"]))))
-        for (spec, res, batch), part in wanted.groupby(["spec", "resolution", "batch"])
+        (spec, int(res), int(batch), layout, tuple(sorted(set(part["gpu"]))))
+        for (spec, res, batch, layout), part in wanted.groupby(["spec", "resolution", "batch", "memory_format"])
     ]
     results = []
-    with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend, profile)) as pool:
+    with ProcessPoolExecutor(jobs, initializer=_start, initargs=(backend, profile, targets)) as pool:
         for i, out in enumerate(pool.map(_predict, tasks, chunksize=4)):
             results += out
             if i % 100 == 0:
@@ -144,12 +205,20 @@ def baselines(part: pd.DataFrame, gpu: str) -> dict:
     }
 
 
-def predicted_table(store: str, test: bool, backend: str, jobs: int, profile: str | None = None) -> pd.DataFrame:
-    """Every row of the tables with its prediction (and its H200 measurement where there is one), and the H200's
-    own rows as a table of their own."""
-    rows, measured = published_rows(store, test, backend), h200_measured(store, backend)
-    predicted = predict_all(rows, measured, jobs, backend, profile)
-    keys = ["spec", "resolution", "batch", "gpu"]
+def predicted_table(
+    store: str, backend: str, jobs: int, profile: str | None = None, anchored: bool = False
+) -> pd.DataFrame:
+    """Every row of the tables with its prediction (and its H200 measurement where there is one), the H200's own
+    rows as a table of their own, and with ``anchored`` every row again per anchor set (``anchor_set``)."""
+    global _PROFILE
+    _PROFILE = profile
+    rows, measured = published_rows(store, backend), h200_measured(store, backend)
+    targets = {}
+    if anchored:
+        targets, again = anchor_targets(rows, backend)
+        rows = pd.concat([rows.assign(anchor_set=""), again], ignore_index=True)
+    predicted = predict_all(rows, measured, jobs, backend, profile, targets)
+    keys = ["spec", "resolution", "batch", "memory_format", "gpu"]
     table = rows.merge(predicted, on=keys, how="left").merge(measured, on=keys[:3], how="left")
     own = measured.merge(predicted[predicted["gpu"] == "h200_sxm"], on=keys[:3])
     own = own.rename(columns={"h200_samples_per_s": "samples_per_s"})
@@ -188,15 +257,35 @@ def figure(table: pd.DataFrame, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def score_lines(table: pd.DataFrame, anchor_set: pd.Series) -> pd.DataFrame:
+    """Per table: the transfer's scores, the baselines', and each anchor set's over the rows of other models."""
+    lines = []
+    for name, part in table[anchor_set == ""].groupby("source_file"):
+        measured, predicted = part["samples_per_s"].to_numpy(), part["predicted_samples_per_s"].to_numpy()
+        lines.append({"table": name, "method": "transfer", **scores(measured, predicted)})
+        if part["gpu"].iloc[0] != "h200_sxm" and part["h200_samples_per_s"].notna().any():
+            lines += [
+                {"table": name, "method": method, **s} for method, s in baselines(part, part["gpu"].iloc[0]).items()
+            ]
+        for label, models in ANCHOR_SETS.items():
+            fitted = table[(anchor_set == label) & (table["source_file"] == name) & ~table["model"].isin(models)]
+            if len(fitted):
+                measured, predicted = fitted["samples_per_s"].to_numpy(), fitted["predicted_samples_per_s"].to_numpy()
+                lines.append({"table": name, "method": f"{label} ({', '.join(models)})", **scores(measured, predicted)})
+    return pd.DataFrame(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("store")
     parser.add_argument("--out", help="write the per-row predictions here (CSV); needed unless --from-csv")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--test", action="store_true", help="the test tables instead of the validation ones")
     parser.add_argument("--figure", help="draw predicted against published samples/s, a panel per table (PNG)")
     parser.add_argument(
         "--from-csv", help="the per-row predictions of an earlier run (its --out) instead of predicting again"
+    )
+    parser.add_argument(
+        "--anchors", action="store_true", help="also score the anchored fits of each table (ANCHOR_SETS)"
     )
     parser.add_argument(
         "--backend",
@@ -215,24 +304,13 @@ def main() -> None:
     if args.from_csv:
         table = pd.read_csv(args.from_csv)
     else:
-        table = predicted_table(args.store, args.test, args.backend, args.jobs, args.profile)
+        table = predicted_table(args.store, args.backend, args.jobs, args.profile, args.anchors)
         table.to_csv(args.out, index=False)
+    table = table.dropna(subset=["predicted_samples_per_s"])
+    anchor_set = table["anchor_set"].fillna("") if "anchor_set" in table else pd.Series("", index=table.index)
     if args.figure:
-        figure(table.dropna(subset=["predicted_samples_per_s"]), args.figure)
-    lines = []
-    for name, part in table.dropna(subset=["predicted_samples_per_s"]).groupby("source_file"):
-        lines.append(
-            {
-                "table": name,
-                "method": "transfer",
-                **scores(part["samples_per_s"].to_numpy(), part["predicted_samples_per_s"].to_numpy()),
-            }
-        )
-        if part["gpu"].iloc[0] != "h200_sxm" and part["h200_samples_per_s"].notna().any():
-            lines += [
-                {"table": name, "method": method, **s} for method, s in baselines(part, part["gpu"].iloc[0]).items()
-            ]
-    print(pd.DataFrame(lines).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        figure(table[anchor_set == ""], args.figure)
+    print(score_lines(table, anchor_set).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     errors = table["error"].notna().sum() if "error" in table else 0
     print(f"{errors} rows could not be counted; per-row predictions in {args.out}")
 

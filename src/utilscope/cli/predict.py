@@ -246,7 +246,7 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
     how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
     table = Table(
         title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
-        f"predicted {how}from {profile_path}"
+        f"predicted {how}from {shown_profile(profile_path)}"
     )
     columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "bound", "extrapolated")
     for column in columns:
@@ -262,6 +262,13 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
             "yes" if p.extrapolated else "",
         )
     return table
+
+
+def shown_profile(path: str) -> str:
+    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given."""
+    from utilscope.predict.selection import PROFILES_DIR
+
+    return f"shipped {Path(path).name}" if Path(path).parent == PROFILES_DIR else path
 
 
 def layer_table(prediction) -> Table:
