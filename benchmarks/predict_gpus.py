@@ -30,7 +30,8 @@ import pandas as pd
 
 CONDITION = "backend = '{backend}' and precision = 'amp'"
 MEASURED = "backend = '{backend}' and memory_format = 'contiguous' and precision = 'amp'"
-ANCHORS = ("resnet50", "efficientnet_b0", "convnext_tiny")
+ANCHORS = ("timm:resnet50", "timm:efficientnet_b0", "timm:convnext_tiny")  # each at 224 px, the table's batch
+ANCHOR_RESOLUTION = 224
 ANCHOR_SETS = {"anchor1": ANCHORS[:1], "anchor3": ANCHORS}
 _PREDICTORS: dict[bool, object] = {}
 _PROFILE = None
@@ -38,7 +39,7 @@ _BACKEND = "eager"
 _TARGETS: dict = {}  # label -> a fitted Gpu (``anchor_targets``); other labels are spec-table keys
 
 
-def published_rows(store: str, backend: str = "eager") -> pd.DataFrame:
+def published_rows(store: str, backend: str = "eager", sample: int | None = None) -> pd.DataFrame:
     """The timm-CNN rows of the store's amp tables (reparameterizable models only where the row's
     reparameterization is decided), each with the spec that counts what the table ran."""
     from utilscope.models import sets
@@ -50,6 +51,8 @@ def published_rows(store: str, backend: str = "eager") -> pd.DataFrame:
             f"select * from published where {condition} and reparam in ('n/a', 'yes') and count_status = 'ok'", db
         )
     rows = rows[rows["model"].isin(cnn)]
+    if sample:  # a seeded subset of each table's rows, for a quick look while designing (never for a score)
+        rows = rows.groupby("source_file").sample(frac=1.0, random_state=0).groupby("source_file").head(sample)
     rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
     return rows.reset_index(drop=True)
 
@@ -138,7 +141,8 @@ def anchor_targets(rows: pd.DataFrame, backend: str) -> tuple[dict, pd.DataFrame
     for name, part in rows.groupby("source_file"):
         gpu, layout = part["gpu"].iloc[0], part["memory_format"].iloc[0]
         for label, models in ANCHOR_SETS.items():
-            chosen = part[part["model"].isin(models)].drop_duplicates("model")
+            chosen = part[part["model"].isin(models) & (part["resolution"] == ANCHOR_RESOLUTION)]
+            chosen = chosen.drop_duplicates("model")
             anchors = [
                 Anchor(r.spec, int(r.batch), float(r.samples_per_s), int(r.resolution)) for r in chosen.itertuples()
             ]
@@ -206,13 +210,15 @@ def baselines(part: pd.DataFrame, gpu: str) -> dict:
 
 
 def predicted_table(
-    store: str, backend: str, jobs: int, profile: str | None = None, anchored: bool = False
+    store: str, backend: str, jobs: int, profile: str | None = None, anchored: bool = False, sample: int | None = None
 ) -> pd.DataFrame:
     """Every row of the tables with its prediction (and its H200 measurement where there is one), the H200's own
     rows as a table of their own, and with ``anchored`` every row again per anchor set (``anchor_set``)."""
     global _PROFILE
     _PROFILE = profile
-    rows, measured = published_rows(store, backend), h200_measured(store, backend)
+    rows, measured = published_rows(store, backend, sample), h200_measured(store, backend)
+    if sample:
+        measured = measured.sample(min(sample, len(measured)), random_state=0)
     targets = {}
     if anchored:
         targets, again = anchor_targets(rows, backend)
@@ -287,6 +293,7 @@ def main() -> None:
     parser.add_argument(
         "--anchors", action="store_true", help="also score the anchored fits of each table (ANCHOR_SETS)"
     )
+    parser.add_argument("--sample", type=int, help="a seeded N rows of each table only: a quick look, not a score")
     parser.add_argument(
         "--backend",
         default="eager",
@@ -304,7 +311,7 @@ def main() -> None:
     if args.from_csv:
         table = pd.read_csv(args.from_csv)
     else:
-        table = predicted_table(args.store, args.backend, args.jobs, args.profile, args.anchors)
+        table = predicted_table(args.store, args.backend, args.jobs, args.profile, args.anchors, args.sample)
         table.to_csv(args.out, index=False)
     table = table.dropna(subset=["predicted_samples_per_s"])
     anchor_set = table["anchor_set"].fillna("") if "anchor_set" in table else pd.Series("", index=table.index)

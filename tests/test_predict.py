@@ -525,23 +525,28 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     assert list(predictor.profile_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
 
 
-def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_unit(monkeypatch):
-    """The amp profile's sibling is the fp16 profile of its GPU and backend, when that one was timed channels_last;
-    none for a GPU without one."""
-    shipped = [Path("h200_amp_graph.json"), Path("h200_fp16_graph.json"), Path("b200_fp16_graph.json")]
+def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_precision(monkeypatch):
+    """An NCHW amp profile's sibling is the channels_last amp profile of its GPU and backend, else the fp16 one of
+    its unit; none for a GPU without one."""
+    layouts = {"h200_amp_graph": "contiguous", "h200_amp_nhwc_graph": "channels_last"}
     loaded = []
-    monkeypatch.setattr(fit_cache, "shipped_profiles", lambda: shipped)
-    monkeypatch.setattr(fit_cache, "_CHANNELS_LAST_MODELS", {})
+
+    def shipped(names):
+        monkeypatch.setattr(fit_cache, "shipped_profiles", lambda: [Path(f"{name}.json") for name in names])
+        monkeypatch.setattr(fit_cache, "_CHANNELS_LAST_MODELS", {})
+
+    monkeypatch.setattr(fit_cache, "profile_memory_format", lambda path: layouts.get(path.stem, "channels_last"))
     monkeypatch.setattr(
-        fit_cache,
-        "load_conv_models",
-        lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "channels_last"),
+        fit_cache, "load_conv_models", lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "")
     )
+    shipped(["h200_amp_graph", "h200_fp16_graph", "b200_fp16_graph"])
     assert fit_cache.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
     assert fit_cache.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_fp16_graph"
     assert loaded == ["h200_fp16_graph.json"]  # once per process
     assert fit_cache.channels_last_models("NVIDIA A100", "amp", "graph") is None
     assert fit_cache.channels_last_models("NVIDIA H200", "amp", "eager") is None
+    shipped(["h200_amp_graph", "h200_amp_nhwc_graph", "h200_fp16_graph"])
+    assert fit_cache.channels_last_models("NVIDIA H200", "amp", "graph") == "h200_amp_nhwc_graph"
 
 
 def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
@@ -608,7 +613,7 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back():
     stub = types.SimpleNamespace(
         count=lambda model, *args: (types.SimpleNamespace(total=types.SimpleNamespace(flops=1)), model),
         rows=lambda recorded: recorded,
-        profile_ms=lambda rows: None,
+        source_times=lambda rows: None,
         compose=lambda rows, backend, gpu, ms: (None, None, latency_ms(rows, gpu), None),
     )
     slow = scaled(t4, 0.7, 0.55)
@@ -623,3 +628,23 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back():
     assert fit.contradicting == [] and "fitted to 3 anchor(s)" in fit.describe()[0]
     lying = [*anchors[:2], replace(anchors[2], samples_per_s=anchors[2].samples_per_s * 5)]
     assert len(fit_anchors(stub, lying, t4, "fp16", "graph", True).contradicting) >= 1
+
+
+def test_an_nchw_profiles_conv_carries_its_layout_cost_to_another_gpu_as_per_sm_work(predictor, net_file):
+    """Under a profile timed NCHW, a conv's time above its channels_last time (the channels_last profile's models)
+    is its layout's cost: on another GPU the bounds are the rest's, and the cost is added scaled by SM cycles."""
+    halves = type("Half", (), {"predict": lambda self, part: (predictor.layer_models.predict(part)[0] / 2, [])})()
+    nchw = replace(predictor, memory_format="contiguous", channels_last_models=lambda: halves)
+    _, recorded = count_traced(net_file, 8, 32, "fp16", channels_last=False)
+    rows = nchw.rows(recorded)
+    ms, reasons = nchw.profile_ms(rows)
+    overhead = nchw.layout_overhead_ms(rows, ms)
+    convs = (rows["group"] == "conv").to_numpy()
+    assert list(overhead[convs]) == pytest.approx(list(ms[convs] / 2)) and not overhead[~convs].any()
+    t4 = Gpu.from_spec(hardware.get_spec("t4"), "fp16")
+    from utilscope.predict.transfer import transfer
+
+    moved, _ = transfer(rows, ms - overhead, H200, t4)
+    expected = moved + overhead * H200.sm_hz / t4.sm_hz
+    assert list(nchw.compose(rows, "graph", t4, (ms, reasons))[0]) == pytest.approx(list(expected))
+    assert not predictor.layout_overhead_ms(rows, ms).any()  # a channels_last profile has none

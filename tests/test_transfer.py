@@ -46,7 +46,7 @@ def test_a_target_below_its_boost_clock_has_tensor_cores_as_slow_and_memory_at_i
     rows = pd.DataFrame({"group": ["conv", "memory"], "flops": [8e12, 0.0], "bytes": [0.0, 4e9], "waves": [1.0, 0.0]})
     ms, _ = transfer(rows, pd.Series([0.001, 0.001]).to_numpy(), SOURCE, held)
     assert ms[0] == pytest.approx(8e12 / (100e12 * TENSOR_EFFICIENCY) * 1e3)  # 100 TFLOP/s at half the clock
-    assert ms[1] == pytest.approx(4e9 / (1e12 * 0.5) * 1e3)
+    assert ms[1] == pytest.approx(4e9 / (1e12 * 0.5 * 0.5) * 1e3)  # its memory held down with its clock, too
 
 
 def test_a_power_limited_gpu_sustains_the_clock_its_board_power_per_sm_feeds():

@@ -158,6 +158,8 @@ def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, b
     UsageError for an anchor whose FLOP/s would exceed the GPU's peak (an absurd throughput)."""
     from scipy.optimize import minimize
 
+    if not anchors:
+        raise UsageError("give at least one anchor to fit the GPU to")
     networks = []
     for anchor in anchors:
         counted, recorded = predictor.count(anchor.model, anchor.batch, anchor.resolution, precision, channels_last)
@@ -168,7 +170,7 @@ def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, b
                 f"{target.peak_flops / 1e12:,.0f} TFLOP/s: not a measurement of this model at this batch"
             )
         rows = predictor.rows(recorded)
-        networks.append((anchor, rows, predictor.profile_ms(rows)))
+        networks.append((anchor, rows, predictor.source_times(rows)))
 
     def samples_per_s(gpu: Gpu) -> np.ndarray:
         return np.array([a.batch / predictor.compose(r, backend, gpu, ms)[2] * 1e3 for a, r, ms in networks])

@@ -140,6 +140,14 @@ class Gpu:
         return self.sm_count * self.clock_hz
 
     @property
+    def streamed_bytes_per_s(self) -> float:
+        """The bandwidth a streaming op reaches: the datasheet's times the memory efficiency, held down with the SM
+        clock where the board's power holds that below its boost clock (the validation's power-limited RTX PRO 6000
+        Max-Q streamed as much less than the RTX 5090, with the same memory, as its clock is lower)."""
+        held = self.clock_hz / self.boost_hz if self.boost_hz else 1.0
+        return self.bandwidth_bytes * self.memory_efficiency * held
+
+    @property
     def sustained_peak_flops(self) -> float:
         """The dense peak at the sustained clock (the datasheet's is at the boost clock)."""
         return self.peak_flops * (self.clock_hz / self.boost_hz if self.boost_hz else 1.0)

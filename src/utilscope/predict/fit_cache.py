@@ -24,7 +24,7 @@ from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import LayerModels, fit_layer_models
 from utilscope.predict.predictor import Predictor
-from utilscope.predict.selection import profile_name, shipped_profiles
+from utilscope.predict.selection import profile_memory_format, profile_name, shipped_profiles
 
 CACHE_FORMAT = 2  # 2: the fit moved out of predictor.py
 # a change to any of these refits a cached predictor
@@ -131,18 +131,22 @@ _CHANNELS_LAST_MODELS: dict[tuple[str, str, str], LayerModels | None] = {}
 def channels_last_models(
     device: str, precision: str, backend: str, on_fit: Callable[[], None] | None = None
 ) -> LayerModels | None:
-    """The layer models of the shipped profile of ``device`` in ``precision``'s unit and ``backend`` whose configs
-    were timed channels_last (beside the NCHW amp profile, the fp16 one), loaded once per process (its conv models:
-    the rows ``profile_ms`` sends them are convs; ``load_conv_models``, ``on_fit`` told before a fit); None when none
-    is shipped."""
-    key = (device, parse_precision(precision).unit.value, backend)
+    """The conv layer models of the shipped profile of ``device`` and ``backend`` whose configs were timed
+    channels_last, in ``precision`` itself if one is shipped (beside the NCHW amp profile, the channels_last amp
+    one), else in its unit (the fp16 one); loaded once per process (``load_conv_models``, ``on_fit`` told before a
+    fit); None when none is shipped."""
+    key = (device, precision, backend)
     if key not in _CHANNELS_LAST_MODELS:
         _CHANNELS_LAST_MODELS[key] = None
-        for path in shipped_profiles():
-            gpu, name_precision, name_backend = profile_name(path)
-            if (name_precision, name_backend) == key[1:] and gpu_matches(gpu, device):
-                models, memory_format = load_conv_models(path, on_fit)
-                if memory_format == "channels_last":
-                    _CHANNELS_LAST_MODELS[key] = models
-                    break
+        wanted = [precision, parse_precision(precision).unit.value]
+        candidates = [
+            path
+            for path in shipped_profiles()
+            if profile_name(path)[1:] in [(p, backend) for p in wanted]
+            and gpu_matches(profile_name(path)[0], device)
+            and profile_memory_format(path) == "channels_last"
+        ]
+        candidates.sort(key=lambda path: wanted.index(profile_name(path)[1]))
+        if candidates:
+            _CHANNELS_LAST_MODELS[key] = load_conv_models(candidates[0], on_fit)[0]
     return _CHANNELS_LAST_MODELS[key]

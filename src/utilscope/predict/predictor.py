@@ -23,7 +23,7 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, se_row
-from utilscope.predict.transfer import fused_stream_ms, transfer
+from utilscope.predict.transfer import fused_stream_ms, sm_scaled_ms, transfer
 
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
 # timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
@@ -109,7 +109,7 @@ class Predictor:
         self.check_condition(precision, backend, channels_last)
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
         rows = network_rows(recorded, self.gpu)
-        profile_ms = self.profile_ms(rows)
+        profile_ms = self.source_times(rows)
         return [
             self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms) for target in targets
         ]
@@ -226,11 +226,13 @@ class Predictor:
         """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
         per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
         another GPU (``target``), the times are ``transfer``'s of the layer models' (``profile_ms``, when given)."""
-        ms, reasons = self.profile_ms(rows) if profile_ms is None else profile_ms
+        ms, reasons, *known = self.profile_ms(rows) if profile_ms is None else profile_ms
         target = target or self.gpu
-        moved, bound = transfer(rows, ms, self.gpu, target)
+        known = [np.zeros(len(ms))] if target == self.gpu else known  # on its own GPU a profile has no overhead
+        overhead = known[0] if known else self.layout_overhead_ms(rows, ms)
+        moved, bound = transfer(rows, ms - overhead, self.gpu, target)
         if target != self.gpu:
-            ms = moved
+            ms = moved + sm_scaled_ms(overhead, self.gpu, target)
         launches = len(rows)
         if (backend or self.backend) in FUSED_BACKENDS:
             ms, launches = fused(rows, ms, self.gpu, target, backend or self.backend)
@@ -253,6 +255,29 @@ class Predictor:
         for i, reason in zip(np.flatnonzero(routed), routed_reasons, strict=True):
             reasons[i] = reason
         return ms, reasons
+
+    def source_times(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """``profile_ms``'s times and reasons, and the rows' ``layout_overhead_ms``: what ``compose`` takes as
+        ``profile_ms`` to predict one network on several GPUs."""
+        ms, reasons = self.profile_ms(rows)
+        return ms, reasons, self.layout_overhead_ms(rows, ms)
+
+    def layout_overhead_ms(self, rows: pd.DataFrame, ms: np.ndarray) -> np.ndarray:
+        """Each row's share of ``ms`` that its NCHW layout costs on the profile's GPU: for a conv of a profile timed
+        NCHW, its time above the same conv's in the channels_last profile of the GPU (``channels_last_models``),
+        the layout transforms cuDNN runs around a tensor-core conv on NCHW tensors; 0 elsewhere. ``compose``
+        carries it to another GPU as per-SM work (``transfer.sm_scaled_ms``)."""
+        overhead = np.zeros(len(ms))
+        if self.memory_format == "channels_last" or not self.channels_last_models or not len(rows):
+            return overhead
+        convs = (rows["group"] == "conv").to_numpy()
+        if "channels_last_input" in rows:  # those take the channels_last models' times already (``profile_ms``)
+            convs = convs & rows["channels_last_input"].eq(0).to_numpy()
+        models = self.channels_last_models() if convs.any() else None
+        if models is not None:
+            channels_last_ms, _ = models.predict(rows[convs])
+            overhead[convs] = np.maximum(ms[convs] - channels_last_ms, 0.0)
+        return overhead
 
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
         """``compose``'s latency of each network (on the profile's backend), with one layer-model call for all of

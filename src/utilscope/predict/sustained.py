@@ -31,9 +31,9 @@ MEMORY_EFFICIENCY = {
     "HBM2e": 0.90,
     "HBM3": 0.90,
     "HBM3e": 0.90,
-    "GDDR6": 0.85,
-    "GDDR6X": 0.85,
-    "GDDR7": 0.85,
+    "GDDR6": 0.95,
+    "GDDR6X": 0.95,
+    "GDDR7": 0.76,
 }
 
 

@@ -11,9 +11,14 @@ time on a *target* GPU is the largest of three bounds, each from the target's da
   scales with the SMs and their clock, not with the tensor cores' peak or the memory's bandwidth.
 - ``tensor``: a conv's or GEMM's FLOPs at ``TENSOR_EFFICIENCY`` of the target's dense peak for the precision's math
   unit at its sustained clock, times the op's wave efficiency on the target: the tensor cores at their best.
-- ``memory``: the op's bytes at the target's memory efficiency (its technology's, ``predict.sustained``) of its
-  bandwidth. (What keeps a memory-bound op below that on the source, the H200's HBM needing more bytes in flight
-  per SM than an SM keeps, is in ``sm``.)
+- ``memory``: the op's bytes at the target's streamed bandwidth (``Gpu.streamed_bytes_per_s``: its memory
+  technology's share of the datasheet bandwidth, held down with the SM clock on a board whose power holds it below
+  its boost clock). (What keeps a memory-bound op below that on the source, the H200's HBM needing more bytes in
+  flight per SM than an SM keeps, is in ``sm``.)
+
+A conv of a profile timed NCHW carries its layout's cost on the source apart (``Predictor.layout_overhead_ms``: its
+time above the same conv's channels_last time): the bounds are those of the rest, and the overhead, per-SM work
+(layout transforms through shared memory), is added scaled as the ``sm`` bound is (``sm_scaled_ms``).
 
 The bound that sets the time is the op's ``bound`` on the target (``launch`` when its time is the launch floor).
 Nothing here is fitted on any GPU's measurements (docs/predict.md says which design choices the validation tables
@@ -54,10 +59,10 @@ def transfer_bounds(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, targ
     tiles = np.where(compute, np.nan_to_num(waves) * source.sm_count, 0.0)
     waves_source = np.where(compute, wave_efficiency(tiles, source.sm_count), 1.0)
     waves_target = np.where(compute, wave_efficiency(tiles, target.sm_count), 1.0)
-    sm_ms = source_ms * (source.sm_hz / target.sm_hz) * (waves_source / waves_target)
+    sm_ms = sm_scaled_ms(source_ms, source, target) * (waves_source / waves_target)
     peak = target.sustained_peak_flops * TENSOR_EFFICIENCY
     tensor_ms = np.where(compute, flops / (peak * waves_target) * 1e3, 0.0)
-    memory_ms = moved / (target.bandwidth_bytes * target.memory_efficiency) * 1e3
+    memory_ms = moved / target.streamed_bytes_per_s * 1e3
     return np.column_stack([sm_ms, tensor_ms, memory_ms])
 
 
@@ -71,7 +76,11 @@ def settle(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def fused_stream_ms(ref_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
     """A fused kernel's milliseconds on ``target`` for the bytes whose roofline time on ``source`` is ``ref_ms``:
-    at ``MEMORY_EFFICIENCY`` of the bandwidth on the source, scaled on the target by its memory technology's
-    efficiency relative to the source's."""
-    efficiency = MEMORY_EFFICIENCY * target.memory_efficiency / source.memory_efficiency
-    return ref_ms * source.bandwidth_bytes / target.bandwidth_bytes / efficiency
+    at ``MEMORY_EFFICIENCY`` of the bandwidth on the source, scaled by the two GPUs' streamed bandwidths."""
+    return ref_ms / MEMORY_EFFICIENCY * source.streamed_bytes_per_s / target.streamed_bytes_per_s
+
+
+def sm_scaled_ms(source_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
+    """Milliseconds of per-SM work that took ``source_ms`` on ``source``, on ``target``: scaled by the two GPUs' SM
+    cycles per second (SMs x sustained clock)."""
+    return source_ms * (source.sm_hz / target.sm_hz)
