@@ -185,7 +185,7 @@ def test_a_family_name_resolves_to_its_one_gpu_or_lists_exactly_its_members() ->
         lookup_gpu("a100_80gb")
     with pytest.raises(UsageError, match=r"unknown GPU 'rtx50'; closest: rtx5090, rtx5080, "):  # prefixes first
         lookup_gpu("rtx50")
-    with pytest.raises(UsageError, match=r"NVIDIA T4 has no bf16 peak"):
+    with pytest.raises(UsageError, match=r"NVIDIA T4 has no bf16 unit for bf16; it has: fp32, fp16, int8$"):
         lookup_gpu("t4", "bf16")
 
 

@@ -60,7 +60,7 @@ def test_a_power_limited_gpu_sustains_the_clock_its_board_power_per_sm_feeds():
     assert t4.clock_mhz == pytest.approx(1545 * ((70 / 40) / (250 / 68)) ** (1 / 3))
     assert sustained(replace(get_spec("t4"), base_clock_mhz=1300)).clock_mhz == 1300  # never below the base clock
     a100 = sustained(get_spec("a100_pcie_40gb"))  # 250 W against the SXM4's 400 W on 108 SMs each
-    assert a100.clock_mhz == pytest.approx(1410 * (250 / 400) ** (1 / 3)) and a100.memory_efficiency == 0.90
+    assert a100.clock_mhz == pytest.approx(1410 * (250 / 400) ** (1 / 3)) and a100.memory_efficiency == 0.87
     for key in ("h200_sxm", "rtx_2080_ti", "gh200"):  # a reference, and a module whose power a CPU shares
         assert not sustained(get_spec(key)).estimated
     assert "sustained clock 1206 MHz estimated under its 70 W" in t4.describe(get_spec("t4"))

@@ -229,7 +229,7 @@ EMPTY = [
     (f"predict {M} --gpu h200 --backend ''", "unknown backend ''"),
     (f"predict {M} --gpu h200 --batch ''", "give at least one batch size"),
     (f"predict {M} --gpu rtx_5900", "unknown GPU 'rtx_5900'; closest: rtx_5090"),
-    (f"predict {M} --gpu t4 --precision bf16", "NVIDIA T4 has no bf16 peak"),
+    (f"predict {M} --gpu t4 --precision bf16", "NVIDIA T4 has no bf16 unit for bf16; it has: fp32, fp16, int8"),
     (f"predict {M} --gpu h200 --price h200=free", "--price 'h200=free': give GPU=USD_per_hour"),
     (f"predict {M} --gpu t4 --precision amp --anchor resnet50=300", "--anchor 'resnet50=300': give SPEC@BATCH="),
     (f"predict {M} --gpu t4 --precision amp --anchor resnet50@8=-3", "anchor resnet50@8's throughput must be positive"),

@@ -393,8 +393,9 @@ def lookup_gpu(name: str, precision: str | None = None, specs: list[DeviceSpec] 
         raise UsageError(f"GPU {name!r} names {len(family)} GPUs of the spec table: {keys}; give one")
     if spec is None:
         raise UsageError(f"unknown GPU {name!r}{_closest(name, rows)}; `utilscope devices` lists the spec table")
-    if precision is not None:
-        spec.peak_tflops(precision)  # raises, naming the units it has
+    if precision is not None and normalize_precision(precision) not in spec.precisions:
+        unit = normalize_precision(precision)
+        raise UsageError(f"{spec.name} has no {unit} unit for {precision}; it has: {', '.join(spec.precisions)}")
     return spec
 
 
