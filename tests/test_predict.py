@@ -22,6 +22,7 @@ from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
 from utilscope.predict.layers import se_row
 from utilscope.predict.ops import OpConfig, sample_configs
+from utilscope.predict.run import PredictRequest
 from utilscope.predict.transfer import BOUNDS, MEMORY_EFFICIENCY
 
 H200 = Gpu.of("NVIDIA H200", "fp16")
@@ -450,6 +451,18 @@ def test_an_amp_profiles_configs_are_rows_of_their_op_with_its_casts():
     )
     assert len(fp16) == len(amp) == 1 and amp["op"][0] == fp16["op"][0] == "aten.convolution"
     assert amp["bytes"][0] - fp16["bytes"][0] == 16 * 8 * 3 * 3 * (4 + 2)
+
+
+def test_a_list_of_gpus_is_each_of_them_once_the_profiles_own_standing_as_none(predictor):
+    targets = selection.transfer_targets(" l4, h200 ,l4,a100_sxm4_80gb", predictor)
+    assert [None if t is None else t.key for t in targets] == ["l4", None, "a100_sxm4_80gb"]
+    assert selection.transfer_targets("h200", predictor) is None
+    with pytest.raises(pr.UsageError, match="'a100' names 4 GPUs"):
+        selection.transfer_targets("l4,a100", predictor)
+    with pytest.raises(pr.UsageError, match="not all in a list"):
+        PredictRequest("torchvision:resnet18", "l4,all")
+    with pytest.raises(pr.UsageError, match="anchors are measurements of one GPU"):
+        PredictRequest("torchvision:resnet18", "l4,t4", anchors=("torchvision:resnet18@8=100",))
 
 
 def test_a_gpu_without_the_profiles_precision_is_named_with_the_units_it_has(predictor):

@@ -67,9 +67,9 @@ def _add_predict(sub) -> None:
     p.add_argument(
         "--gpu",
         default=None,
-        help="a GPU of the spec table (`utilscope devices`), e.g. h200 or rtx_5090: "
-        "one without a shipped device profile is predicted by transfer from one; `all`: every GPU, "
-        "ranked (default: none; give --gpu or --profile)",
+        help="a GPU of the spec table (`utilscope devices`), e.g. h200, rtx_5090, or a family with one member "
+        "(v100s): one without a shipped device profile is predicted by transfer from one; a list (l4,a100_pcie_80gb) "
+        "or `all`: every GPU, ranked (default: none; give --gpu or --profile)",
     )
     p.add_argument(
         "--profile",
@@ -225,7 +225,7 @@ def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Tab
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "GPU", "bound") else "right")
     for r in records:
-        per_usd = f"{r['samples_per_usd']:,.0f}" if r["samples_per_usd"] else ""
+        per_usd = f"{r['samples_per_usd']:,.0f}" if r["samples_per_usd"] else f"--price {r['gpu_key']}=USD/h"
         table.add_row(
             r["model"],
             str(r["batch"]),

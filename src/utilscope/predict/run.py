@@ -21,6 +21,7 @@ from utilscope.models import zoo
 from utilscope.predict import fit_cache, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.predictor import Prediction
+from utilscope.predict.selection import gpu_names
 
 DEFAULT_BATCHES = (1, 32, 256)
 
@@ -77,11 +78,13 @@ class PredictRequest:
         if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
             zoo.check_model(zoo.parse_spec(names[0]))
         if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
-            spec = lookup_gpu(self.gpu, self.precision)
+            specs = [lookup_gpu(name, self.precision) for name in gpu_names(self.gpu)]
+            if "all" in map(str.casefold, gpu_names(self.gpu)) and len(specs) > 1:
+                raise UsageError(f"--gpu {self.gpu!r}: give all, one GPU or a list of GPUs, not all in a list")
             if self.anchors:
-                if spec is None:
-                    raise UsageError("anchors are measurements of one GPU: give --gpu GPU, not all")
-                check_anchors(list(self.anchors), spec.key, self.precision, self.backend)
+                if len(specs) != 1 or specs[0] is None:
+                    raise UsageError("anchors are measurements of one GPU: give --gpu GPU, not all or a list")
+                check_anchors(list(self.anchors), specs[0].key, self.precision, self.backend)
         elif self.profile is None:
             raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
         elif self.anchors:
@@ -187,7 +190,7 @@ def anchored(request: PredictRequest, predictor, targets) -> AnchorFit | None:
     profile's own GPU, which its layer models predict and no transfer parameter moves."""
     if not request.anchors:
         return None
-    if not targets:
+    if not targets or targets[0] is None:
         raise UsageError(
             f"{predictor.device} is predicted from its own device profile: anchors fit a GPU predicted by transfer"
         )

@@ -78,7 +78,7 @@ def select_profile(
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
     fitting = [path for path in shipped_profiles() if expresses(path, precision, backend, channels_last)]
-    own = [path for path in fitting if gpu_matches(gpu, profile_name(path)[0])]
+    own = [path for path in fitting if any(gpu_matches(name, profile_name(path)[0]) for name in gpu_names(gpu))]
     if own or fitting:
         return (own or fitting)[0]
     layout = "channels_last" if channels_last else "NCHW (contiguous)"
@@ -89,16 +89,25 @@ def select_profile(
     )
 
 
-def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu] | None:
-    """The GPUs to predict for: None for the profile's own GPU; ``all``: every GPU of the spec table with the
-    figures ``transfer`` needs and a peak in the profile's precision; else the one named
-    (``hardware.specs.lookup_gpu``)."""
-    if gpu_matches(gpu, predictor.device):
+def gpu_names(gpu: str) -> list[str]:
+    """The GPU names of ``--gpu``: one, ``all``, or a comma-separated list (``l4,a100_sxm4_80gb``)."""
+    return [name.strip() for name in gpu.split(",") if name.strip()]
+
+
+def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu | None] | None:
+    """The GPUs to predict for (``gpu_names``): None for the profile's own GPU alone; ``all``: every GPU of the spec
+    table with the figures ``transfer`` needs and a peak in the profile's precision; else each one named
+    (``hardware.specs.lookup_gpu``), None standing for the profile's own."""
+    names = gpu_names(gpu)
+    if len(names) == 1 and gpu_matches(names[0], predictor.device):
         return None
-    spec = lookup_gpu(gpu, predictor.precision)
-    if spec is None:
+    if len(names) == 1 and lookup_gpu(names[0], predictor.precision) is None:
         return [Gpu.from_spec(spec, predictor.precision) for spec in load_specs() if transferable(spec, predictor)]
-    return [Gpu.from_spec(spec, predictor.precision)]
+    targets = []
+    for name in dict.fromkeys(names):
+        own = gpu_matches(name, predictor.device)
+        targets.append(None if own else Gpu.from_spec(lookup_gpu(name, predictor.precision), predictor.precision))
+    return targets
 
 
 def transferable(spec, predictor: Predictor) -> bool:
