@@ -39,7 +39,7 @@ _BACKEND = "eager"
 _TARGETS: dict = {}  # label -> a fitted Gpu (``anchor_targets``); other labels are spec-table keys
 
 
-def published_rows(store: str, backend: str = "eager", sample: int | None = None) -> pd.DataFrame:
+def published_rows(store: str, backend: str = "eager") -> pd.DataFrame:
     """The timm-CNN rows of the store's amp tables (reparameterizable models only where the row's
     reparameterization is decided), each with the spec that counts what the table ran."""
     from utilscope.models import sets
@@ -51,8 +51,6 @@ def published_rows(store: str, backend: str = "eager", sample: int | None = None
             f"select * from published where {condition} and reparam in ('n/a', 'yes') and count_status = 'ok'", db
         )
     rows = rows[rows["model"].isin(cnn)]
-    if sample:  # a seeded subset of each table's rows, for a quick look while designing (never for a score)
-        rows = rows.groupby("source_file").sample(frac=1.0, random_state=0).groupby("source_file").head(sample)
     rows["spec"] = rows["model"] + rows["reparam"].map({"yes": "+reparam", "n/a": ""})
     return rows.reset_index(drop=True)
 
@@ -153,7 +151,7 @@ def anchor_targets(rows: pd.DataFrame, backend: str) -> tuple[dict, pd.DataFrame
             fitted[key] = fit.target
             print(f"{name}: {' '.join(fit.describe())}", file=sys.stderr, flush=True)
             extra.append(part.assign(gpu=key, anchor_set=label))
-    return fitted, pd.concat(extra, ignore_index=True)
+    return fitted, pd.concat(extra)  # the rows keep their index (a --sample keeps the same rows of each)
 
 
 def predict_all(
@@ -216,12 +214,14 @@ def predicted_table(
     rows as a table of their own, and with ``anchored`` every row again per anchor set (``anchor_set``)."""
     global _PROFILE
     _PROFILE = profile
-    rows, measured = published_rows(store, backend, sample), h200_measured(store, backend)
-    if sample:
-        measured = measured.sample(min(sample, len(measured)), random_state=0)
+    rows, measured = published_rows(store, backend), h200_measured(store, backend)
     targets = {}
     if anchored:
         targets, again = anchor_targets(rows, backend)
+    if sample:  # a seeded subset of each table's rows, for a quick look while designing (never for a score)
+        rows = rows.groupby("source_file").sample(frac=1.0, random_state=0).groupby("source_file").head(sample)
+        measured = measured.sample(min(sample, len(measured)), random_state=0)
+        again = again[again.index.isin(rows.index)] if anchored else None
         rows = pd.concat([rows.assign(anchor_set=""), again], ignore_index=True)
     predicted = predict_all(rows, measured, jobs, backend, profile, targets)
     keys = ["spec", "resolution", "batch", "memory_format", "gpu"]

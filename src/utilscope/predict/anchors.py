@@ -26,7 +26,7 @@ from utilscope.measure.sweep import check_batch
 from utilscope.models import zoo
 from utilscope.predict.features import Gpu
 
-ANCHOR_SD = 0.03  # the log error a throughput measurement carries (run-to-run spread, clocks)
+ANCHOR_SD = 0.10  # the log error of one anchor: its measurement and the model's error on its network
 PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own, before any anchor
 CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
 EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
