@@ -167,10 +167,11 @@ def layer_groups(layer: LayerCount, channels_in: int, channels_out: int, modules
     return channels_in if layer.op_class == "depthwise_conv" else 1
 
 
-def check_inputs(resolution: int) -> tuple[torch.Tensor, ...]:
-    """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW."""
+def check_inputs(resolution: int, fixed_batch: int | None = None) -> tuple[torch.Tensor, ...]:
+    """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW; all of batch
+    ``fixed_batch`` when the model runs at no other (a model file whose batch is fixed)."""
     return tuple(
-        torch.randn((batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
+        torch.randn((fixed_batch or batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
         for batch, seed in CHECK_INPUTS
     )
 
@@ -577,16 +578,15 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
     sweep = prepare_sweep(request.measure)
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.measure.model, sweep.resolution, request.seed)
-    batches = request.batches or ((1, 256) if gpu else (1, 8))
-    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution), on_trial or (lambda trial: None))
     notes: list[str] = []
+    batches, sizes, fixed = batch_plan(request, sweep, notes)
+    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution, fixed), on_trial or (lambda trial: None))
     backends = request.backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = request.precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
     with math_mode(parse_precision("fp32")):
         rewrites = exact_rewrites(base, sweep.work, setup.inputs, multiple, notes)  # the sweep counted the model
     trials = [t for batch in batches for t in trials_at(sweep, base, rewrites, batch, backends, precisions, setup)]
-    sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
     ladder_trials, saturation = batch_ladder(sweep, base, sizes, setup) if sizes else ([], None)
     best = {}
     for batch in batches:
@@ -619,6 +619,22 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
         export_best(advice, rewrites, base, setup.inputs[0], request.export)
     advice.wall_s = time.perf_counter() - start_s
     return advice
+
+
+def batch_plan(request: AdviseRequest, sweep: Sweep, notes: list[str]) -> tuple[tuple[int, ...], tuple, int | None]:
+    """The batch sizes the trials run at, the ladder's, and the model's fixed batch: a model file whose batch is
+    fixed runs only at it (the trials' default; another given is a UsageError; no ladder, with a note)."""
+    gpu = sweep.device.type == "cuda"
+    spec = zoo.parse_spec(request.measure.model)
+    fixed = zoo.fixed_batch(spec)
+    batches = request.batches or ((fixed,) if fixed is not None else ((1, 256) if gpu else (1, 8)))
+    for batch in batches:
+        zoo.check_input(spec, batch, sweep.resolution)
+    sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
+    if fixed is not None and sizes:
+        notes.append(f"batch ladder: not run (the model file runs only at batch {fixed})")
+        sizes = ()
+    return tuple(batches), tuple(sizes), fixed
 
 
 def exactness() -> dict:
