@@ -575,6 +575,9 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
     again. ``on_trial`` sees each trial as it lands. The advice records the as-given configuration's environment
     (``measure.environment``), when the run began and how long it took."""
     measured_at, start_s = now_iso(), time.perf_counter()
+    spec = zoo.parse_spec(request.measure.model)
+    for batch in request.batches or ():  # a model file whose batch is fixed: refused before anything is measured
+        zoo.check_input(spec, batch, request.measure.resolution)
     sweep = prepare_sweep(request.measure)
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.measure.model, sweep.resolution, request.seed)
@@ -623,13 +626,11 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
 
 def batch_plan(request: AdviseRequest, sweep: Sweep, notes: list[str]) -> tuple[tuple[int, ...], tuple, int | None]:
     """The batch sizes the trials run at, the ladder's, and the model's fixed batch: a model file whose batch is
-    fixed runs only at it (the trials' default; another given is a UsageError; no ladder, with a note)."""
+    fixed runs only at it (the trials' default; ``advise`` refuses another; no ladder, with a note)."""
     gpu = sweep.device.type == "cuda"
     spec = zoo.parse_spec(request.measure.model)
     fixed = zoo.fixed_batch(spec)
     batches = request.batches or ((fixed,) if fixed is not None else ((1, 256) if gpu else (1, 8)))
-    for batch in batches:
-        zoo.check_input(spec, batch, sweep.resolution)
     sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
     if fixed is not None and sizes:
         notes.append(f"batch ladder: not run (the model file runs only at batch {fixed})")

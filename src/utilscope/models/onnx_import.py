@@ -3,12 +3,16 @@
 onnx2torch (the ``onnx`` extra: ``pip install 'utilscope[onnx]'``) turns each ONNX node into a module of a
 ``torch.fx.GraphModule`` (``Conv`` into ``nn.Conv2d``, ``Add`` into its own module), with the file's weights. Its
 last release (1.5.15) knows the ops CNNs use up to opset 17. Files of a later opset (PyTorch's exporter writes
-opset 18 and later) are first converted down to opset 17 by ONNX's own version converter; ``Gelu`` (an op of
-opset 20, with no earlier version) is carried through that step under a private domain and converted to
-``nn.GELU``. Two rewrites that change nothing the graph computes make files of PyTorch's exporters convertible: an
-``Identity`` of a weight is replaced by the weight itself (onnx2torch wants a conv's weight as an initializer), and a
-``Reshape`` with ``allowzero=1`` whose shape is a constant without zeros gets ``allowzero=0`` (the attribute only
-matters for a zero in the shape). An op the converter lacks is a one-line error naming each such op and its count.
+opset 18 and later) are first converted down to opset 17 by ONNX's own version converter; the ops it cannot convert
+down (``Gelu``, new in opset 20; ``Split`` of opset 18, for which it has no adapter) are carried through that step
+under a private domain and converted by converters of ours (``nn.GELU``; onnx2torch's own ``Split``, whose split
+sizes come from the split input or divide the axis evenly). Rewrites that change nothing the graph computes make
+the files of PyTorch's exporters convertible: an ``Identity`` of a weight is replaced by the weight itself
+(onnx2torch wants a conv's weight as an initializer); a ``Reshape`` with ``allowzero=1`` whose shape is a constant
+without zeros gets ``allowzero=0`` (the attribute only matters for a zero in the shape). After conversion, each
+Reshape of a constant shape reads it once (``StaticReshape``: onnx2torch's reads it on every call, a host sync on a
+GPU and impossible on the meta device), and the weights onnx2torch keeps as buffers become parameters. An op the
+converter lacks is a one-line error naming each such op and its count.
 
 Nothing here runs code from the file: ONNX is a protobuf of ops and tensors.
 """
@@ -26,7 +30,7 @@ from utilscope.errors import ModelError, UsageError, describe
 ONNX_EXTRA = "pip install 'utilscope[onnx]'"
 CONVERTER_OPSET = 17  # the newest opset whose CNN ops onnx2torch 1.5.15 converts
 PRIVATE_DOMAIN = "utilscope"  # carries ops of later opsets through the version converter (``_PRIVATE_OPS``)
-_PRIVATE_OPS = ("Gelu",)
+_PRIVATE_OPS = ("Gelu", "Split")
 IMAGE_ELEMENT_TYPES = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}  # TensorProto data types
 
 
@@ -41,8 +45,9 @@ def require_onnx():
 
 
 def parse(data: bytes, path: Path):
-    """The ModelProto of a file's bytes, its graph checked (not its weights); a UsageError naming the file when the
-    bytes are not an ONNX model (another format, corrupt, truncated)."""
+    """The ModelProto of a file's bytes, its graph checked (not its weights) and its external data files found; a
+    UsageError naming the file when the bytes are not an ONNX model (another format, corrupt, truncated) or a data
+    file is missing."""
     onnx = require_onnx()
     try:
         model = onnx.load_model_from_string(data)
@@ -50,8 +55,9 @@ def parse(data: bytes, path: Path):
         raise UsageError(f"{path} is not an ONNX model (it cannot be parsed: {describe(exc)})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise UsageError(f"{path} is not an ONNX model (it holds no graph): a corrupt, truncated or foreign file")
-    try:
-        onnx.checker.check_model(model)
+    external = external_files(model, path)
+    try:  # with external data, the checker reads the file and finds its data files beside it
+        onnx.checker.check_model(str(path) if external else model)
     except Exception as exc:
         raise UsageError(f"{path} is not a valid ONNX model ({describe(exc)})") from None
     return model
@@ -100,10 +106,14 @@ def image_input(model, path: Path) -> tuple[str, tuple[int | None, ...]]:
     element = IMAGE_ELEMENT_TYPES.get(tensor.elem_type)
     dims = tuple(dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim)
     if not value.type.HasField("tensor_type") or element is None or len(dims) != 4:
-        kind = f"{len(dims)}-D" if value.type.HasField("tensor_type") else "a non-tensor"
+        from onnx import TensorProto
+
+        kind = "non-tensor"
+        if value.type.HasField("tensor_type"):
+            kind = f"{len(dims)}-D {TensorProto.DataType.Name(tensor.elem_type).lower()}"
         raise UsageError(
-            f"{path} takes a {kind} input '{value.name}' of element type {tensor.elem_type}: utilscope runs models "
-            "of one image input (a 4-D float tensor, batch x channels x height x width)"
+            f"{path} takes a {kind} input '{value.name}': utilscope runs models of one image input (a 4-D float "
+            "tensor, batch x channels x height x width)"
         )
     return value.name, dims
 
@@ -214,6 +224,7 @@ def unsupported_ops(model) -> Counter:
 def _register_private_converters() -> None:
     """Add onnx2torch converters for ``_PRIVATE_OPS`` (its documented ``add_converter`` extension); once."""
     from onnx2torch.node_converters.registry import add_converter
+    from onnx2torch.node_converters.split import OnnxSplit13
     from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
 
     @add_converter(operation_type="Gelu", version=1, domain=PRIVATE_DOMAIN)
@@ -221,6 +232,11 @@ def _register_private_converters() -> None:
         approximate = node.attributes.get("approximate", "none")
         approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
         return OperationConverterResult(nn.GELU(approximate=approximate), onnx_mapping_from_node(node))
+
+    @add_converter(operation_type="Split", version=1, domain=PRIVATE_DOMAIN)
+    def _split(node, graph):
+        module = OnnxSplit13(num_splits=len(node.output_values), axis=node.attributes.get("axis", 0))
+        return OperationConverterResult(module, onnx_mapping_from_node(node))
 
 
 def to_module(model, path: Path) -> nn.Module:
