@@ -96,7 +96,7 @@ def export(model: torch.nn.Module, example: torch.Tensor, folder: Path, fmt: str
             torch.export.save(torch.export.export(model, (example,)), path)
         else:
             path = folder / "model.pt"
-            torch.jit.save(torch.jit.trace(model, example), path)
+            torch.jit.save(torch.jit.trace(model, example, check_trace=False), path)
     return path
 
 

@@ -31,6 +31,7 @@ import functools
 import glob
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -165,7 +166,10 @@ def digest_of(data: bytes, found: Format, path: Path) -> str:
 
 
 def _unsafe_globals(data: bytes, found: Format) -> tuple[str, ...] | None:
-    """The callables a torch.save archive names beyond tensors and containers (read, not run); None otherwise."""
+    """The callables a torch.save archive names beyond tensors and containers (read, not run), or those of the
+    pickles inside a torch.export archive; None for a file of another format, or a pickle that cannot be read so."""
+    if found is Format.PT2:
+        return _pt2_unsafe_globals(zipfile.ZipFile(io.BytesIO(data)))
     if found is not Format.PICKLE or not data.startswith(_ZIP_MAGIC):
         return None
     try:
@@ -174,8 +178,54 @@ def _unsafe_globals(data: bytes, found: Format) -> tuple[str, ...] | None:
         return None
 
 
+def _pt2_unsafe_globals(archive: zipfile.ZipFile) -> tuple[str, ...]:
+    """What ``torch.export.load`` would unpickle with ``weights_only=False`` and may run: the callables named by the
+    torch.save archives inside (pickled weights and constants, sample inputs), and each bare pickle (an opaque
+    constant) as a whole. The raw tensor payloads its configs list are data, not pickles."""
+    raw = _pt2_raw_payloads(archive)
+    found: list[str] = []
+    for name in archive.namelist():
+        if name.rpartition("/")[2] in raw:
+            continue
+        with archive.open(name) as entry:
+            head = entry.read(len(_ZIP_MAGIC))
+        if head.startswith(_ZIP_MAGIC):
+            try:
+                found += torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(archive.read(name)))
+            except Exception:
+                found.append(f"a pickle that cannot be read without running it ({name})")
+        elif head.startswith(_PICKLE_MAGIC):
+            found.append(f"a pickled object ({name})")
+    return tuple(dict.fromkeys(found))
+
+
+def _pt2_raw_payloads(archive: zipfile.ZipFile) -> set[str]:
+    """The file names a torch.export archive's payload configs list as raw tensor bytes (not pickled)."""
+    raw: set[str] = set()
+    for name in archive.namelist():
+        if not name.endswith("_config.json"):
+            continue
+        try:
+            config = json.loads(archive.read(name)).get("config", {})
+        except (ValueError, AttributeError):
+            continue
+        for meta in config.values() if isinstance(config, dict) else ():
+            if isinstance(meta, dict) and not meta.get("use_pickle") and meta.get("tensor_meta") is not None:
+                raw.add(str(meta.get("path_name")))
+    return raw
+
+
 def refuse_untrusted(path: str, identity: Identity) -> None:
-    """A pickle is opened only when it can hold a module and the user trusts it; a UsageError saying why not."""
+    """A pickle is opened only when it can hold a module and the user trusts it, a torch.export archive when its
+    pickles name no callable or the user trusts it; a UsageError saying why not."""
+    if identity.format is Format.PT2:
+        if identity.unsafe_globals and not trusts_pickles():
+            named = ", ".join(identity.unsafe_globals[:2])
+            raise UsageError(
+                f"{path} holds pickles that name Python callables ({named}...), which torch.export.load would run: "
+                f"set {TRUST_PICKLE_ENV}=1 if you trust the file"
+            )
+        return
     if identity.unsafe_globals == ():
         raise UsageError(
             f"{path} holds weights without an architecture (a state dict, torch.save(model.state_dict())): "
@@ -236,6 +286,7 @@ def _opened(path: str, digest: str) -> OpenedFile:
         module, (name, dims) = onnx_import.load_module(data, Path(path))
         result = OpenedFile(Format.ONNX, module, InputShape(name, dims))
     elif identity.format is Format.PT2:
+        refuse_untrusted(path, identity)
         result = _open_pt2(data, path)
     elif identity.format is Format.TORCHSCRIPT:
         result = OpenedFile(
@@ -450,7 +501,7 @@ def _match(found: Format):
         identity = identify(path)
         if identity.format is not found:
             return None
-        if found is Format.PICKLE:
+        if found in (Format.PICKLE, Format.PT2):
             refuse_untrusted(path, identity)
         if digest and digest != identity.digest:
             raise UsageError(
