@@ -37,6 +37,7 @@ import os
 import re
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -124,7 +125,7 @@ def _identify(resolved: str, path: str, mtime_ns: int, size: int) -> Identity:
     if found not in allowed:
         expected = " or ".join(DESCRIPTIONS[f] for f in allowed)
         raise UsageError(f"{path} is {DESCRIPTIONS[found]}, not {expected} as its name says")
-    return Identity(found, digest_of(data, found, Path(path)), _unsafe_globals(data, found))
+    return Identity(found, digest_of(data, found, Path(path)), _unsafe_globals(data, found, path))
 
 
 def _sniff(data: bytes, path: str) -> Format:
@@ -165,11 +166,14 @@ def digest_of(data: bytes, found: Format, path: Path) -> str:
     return digest.hexdigest()[:FILE_DIGEST_CHARS]
 
 
-def _unsafe_globals(data: bytes, found: Format) -> tuple[str, ...] | None:
+def _unsafe_globals(data: bytes, found: Format, path: str) -> tuple[str, ...] | None:
     """The callables a torch.save archive names beyond tensors and containers (read, not run), or those of the
     pickles inside a torch.export archive; None for a file of another format, or a pickle that cannot be read so."""
     if found is Format.PT2:
-        return _pt2_unsafe_globals(zipfile.ZipFile(io.BytesIO(data)))
+        try:
+            return _pt2_unsafe_globals(zipfile.ZipFile(io.BytesIO(data)))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
+            raise UsageError(f"{path} is a corrupt or truncated archive ({describe(exc)})") from None
     if found is not Format.PICKLE or not data.startswith(_ZIP_MAGIC):
         return None
     try:
@@ -185,7 +189,7 @@ def _pt2_unsafe_globals(archive: zipfile.ZipFile) -> tuple[str, ...]:
     raw = _pt2_raw_payloads(archive)
     found: list[str] = []
     for name in archive.namelist():
-        if name.rpartition("/")[2] in raw:
+        if name in raw:
             continue
         with archive.open(name) as entry:
             head = entry.read(len(_ZIP_MAGIC))
@@ -200,7 +204,8 @@ def _pt2_unsafe_globals(archive: zipfile.ZipFile) -> tuple[str, ...]:
 
 
 def _pt2_raw_payloads(archive: zipfile.ZipFile) -> set[str]:
-    """The file names a torch.export archive's payload configs list as raw tensor bytes (not pickled)."""
+    """The entries a torch.export archive's payload configs (each beside its payloads) list as raw tensor bytes, not
+    pickled."""
     raw: set[str] = set()
     for name in archive.namelist():
         if not name.endswith("_config.json"):
@@ -211,7 +216,7 @@ def _pt2_raw_payloads(archive: zipfile.ZipFile) -> set[str]:
             continue
         for meta in config.values() if isinstance(config, dict) else ():
             if isinstance(meta, dict) and not meta.get("use_pickle") and meta.get("tensor_meta") is not None:
-                raw.add(str(meta.get("path_name")))
+                raw.add(f"{name.rpartition('/')[0]}/{meta.get('path_name')}")
     return raw
 
 
@@ -278,6 +283,11 @@ def opened(name: str) -> OpenedFile:
 
 @functools.lru_cache(maxsize=2)
 def _opened(path: str, digest: str) -> OpenedFile:
+    with torch.device("cpu"):  # the model the file holds, on the CPU, whatever device a caller builds on
+        return _open(path, digest)
+
+
+def _open(path: str, digest: str) -> OpenedFile:
     identity = identify(path)
     if identity.digest != digest:
         raise UsageError(f"{path} changed while utilscope was using it (#{digest}, now #{identity.digest}): run again")
