@@ -299,9 +299,8 @@ def _open(path: str, digest: str) -> OpenedFile:
         refuse_untrusted(path, identity)
         result = _open_pt2(data, path)
     elif identity.format is Format.TORCHSCRIPT:
-        result = OpenedFile(
-            Format.TORCHSCRIPT, None, _torchscript_input(_load_torchscript(data, path, "cpu"), path), data
-        )
+        _check_torchscript_signature(_load_torchscript(data, path, "cpu"), path)
+        result = OpenedFile(Format.TORCHSCRIPT, None, None, data)
     else:
         refuse_untrusted(path, identity)
         result = OpenedFile(Format.PICKLE, _load_pickle(data, path), None)
@@ -359,8 +358,8 @@ def _load_torchscript(data: bytes, path: str, device) -> torch.jit.ScriptModule:
     return _quiet_load(load, path, DESCRIPTIONS[Format.TORCHSCRIPT])
 
 
-def _torchscript_input(module, path: str) -> None:
-    """TorchScript records no input shape; its ``forward`` must take one tensor (a UsageError otherwise)."""
+def _check_torchscript_signature(module, path: str) -> None:
+    """A TorchScript module's ``forward`` must take one tensor (a UsageError otherwise); it records no shape."""
     arguments = [argument for argument in module.forward.schema.arguments if argument.name != "self"]
     if len(arguments) != 1:
         names = ", ".join(argument.name for argument in arguments)
@@ -370,7 +369,6 @@ def _torchscript_input(module, path: str) -> None:
             f"{path} takes a {arguments[0].type} input '{arguments[0].name}': utilscope runs models of one image "
             "input (a 4-D float tensor)"
         )
-    return None
 
 
 def _load_pickle(data: bytes, path: str) -> nn.Module:
