@@ -43,7 +43,10 @@ SHAPES = [
     Case("survey --models {onnx_free} --device cpu --dry-run", 2, "give the resolution"),
 ]
 
+UNREADABLE = [Case(verb.replace("@", "{onnx_unreadable}"), 2, "permission denied", True) for verb in MODEL_VERBS]
+
 CASES = [
+    *UNREADABLE,
     *[Case(verb.replace("@", path), 2, phrase) for path, phrase in KINDS for verb in MODEL_VERBS[:1]],
     *[
         Case(verb.replace("@", path), 2, phrase)

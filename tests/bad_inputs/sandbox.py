@@ -100,8 +100,9 @@ def build(root: Path) -> dict[str, str]:
 def _model_files(folder: Path) -> dict[str, Path]:
     """Model files, good and bad, in a folder of their own (``tests/model_file_helpers.py`` writes them in
     milliseconds): ONNX graphs of a conv (fixed 1x3x16x16; a free image size; an op onnx2torch lacks, twice; two
-    inputs; a token input; weights in a data file that is missing), a TorchScript archive, a pickled module, a state
-    dict, truncated files, files of another format under a model file's name, a folder named like a model file."""
+    inputs; a token input; weights in a data file that is missing; one that cannot be read), a TorchScript archive, a
+    pickled module, a state dict, truncated files, files of another format under a model file's name, a folder named
+    like a model file."""
     from model_file_helpers import onnx_graph, pickled_module, state_dict_file, torchscript_file
 
     folder.mkdir()
@@ -128,6 +129,9 @@ def _model_files(folder: Path) -> dict[str, Path]:
         data = paths[source].read_bytes()
         paths[name] = folder / file_name
         paths[name].write_bytes(data[: len(data) // 2] if "truncated" in name else data)
+    paths["onnx_unreadable"] = folder / "unreadable.onnx"
+    paths["onnx_unreadable"].write_bytes(paths["onnx_model"].read_bytes())
+    paths["onnx_unreadable"].chmod(0)
     return paths
 
 
