@@ -70,7 +70,11 @@ def test_names_filter_by_glob_in_registration_order(widgets):
         (backends.BACKENDS, "eager", "unknown backend 'nope'; use one of: eager, graph, compile, inference"),
         (formulas.REGISTRY, "aten.relu", "unknown op 'nope'; use one of: aten.convolution, "),
         (space.SPACES, "mbv3", "unknown search space 'nope'; use one of: mbv3, regnet"),
-        (sources.model_sources(), "timm", "unknown model source 'nope'; use one of: torchvision, timm, file, nas"),
+        (
+            sources.model_sources(),
+            "timm",
+            "unknown model source 'nope'; use one of: torchvision, timm, file, onnx, pt2, torchscript, pickle, nas",
+        ),
     ],
 )
 def test_the_project_registries(registry, known, unknown_message):

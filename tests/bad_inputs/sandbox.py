@@ -93,7 +93,46 @@ def build(root: Path) -> dict[str, str]:
     paths["sandbox"] = root
     paths.update(_file_kinds(root, paths))
     paths.update(_timm_tables(root))
+    paths.update(_model_files(root / "models"))
     return {name: str(path) for name, path in paths.items()}
+
+
+def _model_files(folder: Path) -> dict[str, Path]:
+    """Model files, good and bad, in a folder of their own (``tests/model_file_helpers.py`` writes them in
+    milliseconds): ONNX graphs of a conv (fixed 1x3x16x16; a free image size; an op onnx2torch lacks, twice; two
+    inputs; a token input; weights in a data file that is missing; one that cannot be read), a TorchScript archive, a
+    pickled module, a state dict, truncated files, files of another format under a model file's name, a folder named
+    like a model file."""
+    from model_file_helpers import onnx_graph, pickled_module, state_dict_file, torchscript_file
+
+    folder.mkdir()
+    paths = {
+        "onnx_model": onnx_graph(folder / "model.onnx"),
+        "onnx_free": onnx_graph(folder / "free.onnx", dims=("N", 3, "H", "W")),
+        "onnx_unsupported": onnx_graph(folder / "unsupported.onnx", ops=("Hardmax", "Hardmax")),
+        "onnx_two_inputs": onnx_graph(folder / "two_inputs.onnx", inputs=2),
+        "onnx_tokens": onnx_graph(folder / "tokens.onnx", dims=(1, 16), element_type=7),
+        "onnx_no_data": onnx_graph(folder / "no_data.onnx", external=True),
+        "script_pt": torchscript_file(folder / "script.pt"),
+        "pickled_pt": pickled_module(folder / "pickled.pt"),
+        "state_pth": state_dict_file(folder / "state.pth"),
+        "dir_onnx": folder / "dir.onnx",
+    }
+    (folder / "no_data.onnx.data").unlink()
+    paths["dir_onnx"].mkdir()
+    for name, source, file_name in (
+        ("onnx_truncated", "onnx_model", "truncated.onnx"),
+        ("pt_truncated", "script_pt", "truncated.pt"),
+        ("script_as_onnx", "script_pt", "script.onnx"),
+        ("onnx_as_pt2", "onnx_model", "model.pt2"),
+    ):
+        data = paths[source].read_bytes()
+        paths[name] = folder / file_name
+        paths[name].write_bytes(data[: len(data) // 2] if "truncated" in name else data)
+    paths["onnx_unreadable"] = folder / "unreadable.onnx"
+    paths["onnx_unreadable"].write_bytes(paths["onnx_model"].read_bytes())
+    paths["onnx_unreadable"].chmod(0)
+    return paths
 
 
 TIMM_NAME = "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"

@@ -413,19 +413,21 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
     again. ``on_trial`` sees each trial as it lands. The advice records the as-given configuration's environment
     (``measure.environment``), when the run began and how long it took."""
     measured_at, start_s = now_iso(), time.perf_counter()
+    spec = zoo.parse_spec(request.measure.model)
+    for batch in request.batches or ():  # a model file whose batch is fixed: refused before anything is measured
+        zoo.check_input(spec, batch, request.measure.resolution)
     sweep = prepare_sweep(request.measure)
     gpu = sweep.device.type == "cuda"
     base = seeded_model(request.measure.model, sweep.resolution, request.seed)
-    batches = request.batches or ((1, 256) if gpu else (1, 8))
-    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution), on_trial or (lambda trial: None))
     notes: list[str] = []
+    batches, sizes, fixed = batch_plan(request, sweep, notes)
+    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution, fixed), on_trial or (lambda trial: None))
     backends = request.backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = request.precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)
     with math_mode(parse_precision("fp32")):
         rewrites = exact_rewrites(base, sweep.work, setup.inputs, multiple, notes)  # the sweep counted the model
     trials = [t for batch in batches for t in trials_at(sweep, base, rewrites, batch, backends, precisions, setup)]
-    sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
     ladder_trials, saturation = batch_ladder(sweep, base, sizes, setup) if sizes else ([], None)
     best = {}
     for batch in batches:
@@ -458,6 +460,20 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
         export_best(advice, rewrites, base, setup.inputs[0], request.export)
     advice.wall_s = time.perf_counter() - start_s
     return advice
+
+
+def batch_plan(request: AdviseRequest, sweep: Sweep, notes: list[str]) -> tuple[tuple[int, ...], tuple, int | None]:
+    """The batch sizes the trials run at, the ladder's, and the model's fixed batch: a model file whose batch is
+    fixed runs only at it (the trials' default; ``advise`` refuses another; no ladder, with a note)."""
+    gpu = sweep.device.type == "cuda"
+    spec = zoo.parse_spec(request.measure.model)
+    fixed = zoo.fixed_batch(spec)
+    batches = request.batches or ((fixed,) if fixed is not None else ((1, 256) if gpu else (1, 8)))
+    sizes = (GPU_LADDER if gpu else CPU_LADDER) if request.ladder is None else request.ladder
+    if fixed is not None and sizes:
+        notes.append(f"batch ladder: not run (the model file runs only at batch {fixed})")
+        sizes = ()
+    return tuple(batches), tuple(sizes), fixed
 
 
 def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, example: torch.Tensor, directory: str):

@@ -19,6 +19,7 @@ from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.sweep import Peaks, Sweep, make_input, prepare_sweep
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
+from utilscope.models import zoo
 
 END_TO_END_PLAN = TimingPlan(min_total_ms=300.0)
 
@@ -96,6 +97,7 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
     if get_backend(request.backend).fuses_elementwise and hardware.resolve_device(request.device).type != "cuda":
         raise UsageError(f"per-region attribution of the {request.backend} backend needs a CUDA device (kernel names)")
     check_batch(batch)
+    zoo.check_input(zoo.parse_spec(request.model), batch, request.resolution)  # a model file's fixed batch
     sweep = prepare_sweep(request.replace(plan=request.plan or END_TO_END_PLAN))
     dev, prec = sweep.device, sweep.precision
     roofs, ceiling_roofs = make_roofs(dev, prec, sweep.peaks, sweep.ceilings)

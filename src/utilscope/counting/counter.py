@@ -169,6 +169,7 @@ def count_traced(
     else:
         spec = zoo.parse_spec(model)
         resolution = zoo.resolve_resolution(spec, resolution)
+        zoo.check_input(spec, batch, resolution)  # a model file whose input shape is fixed runs only at it
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731

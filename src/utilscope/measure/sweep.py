@@ -337,6 +337,19 @@ def ceiling_notes(ceilings, precision: Precision) -> list[str]:
     ]
 
 
+def check_one_sample(spec: zoo.ModelSpec, resolution: int) -> None:
+    """A measurement counts one sample (batch 1) for its utilization: a model file whose batch is fixed at another
+    size can be counted and predicted at that batch, not measured (a one-line UsageError saying so)."""
+    fixed = zoo.fixed_batch(spec)
+    if fixed is not None and fixed != 1:
+        raise UsageError(
+            f"{spec.name.rpartition('#')[0] or spec.id} runs only at batch {fixed} (its input's batch is fixed in "
+            "the file), and measuring counts one sample at batch 1: export it with a dynamic batch (or at batch 1) "
+            "to profile it; count and predict take --batch " + str(fixed)
+        )
+    zoo.check_input(spec, None, resolution)
+
+
 def prepare_sweep(
     request: MeasureRequest | str,
     clock: Clock | None = None,
@@ -355,6 +368,7 @@ def prepare_sweep(
     apply_threads(request.threads)  # before the ceilings (a CPU's depend on it) and the environment that records it
     spec = zoo.parse_spec(request.model)
     res = zoo.resolve_resolution(spec, request.resolution)
+    check_one_sample(spec, res)
     work = counted or count(spec.id, batch=1, resolution=res, dtype=prec.count_dtype)
     ceilings = resolve_ceilings(request, dev)
     peaks, notes = resolve_peaks(dev, prec, request.peak_tflops, ceilings)
@@ -381,9 +395,12 @@ def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = N
     """Measure a model's inference over batch sizes and report throughput and utilization per batch size.
     ``profile("torchvision:resnet18", [1, 8], backend="eager")`` is ``profile(MeasureRequest(...), [1, 8])``."""
     request = as_request(request, **options)
-    batch_list = check_batches(
-        batches if batches is not None else default_batches(hardware.resolve_device(request.device))
-    )
+    spec = zoo.parse_spec(request.model)
+    fixed = zoo.fixed_batch(spec)
+    defaults = (fixed,) if fixed is not None else default_batches(hardware.resolve_device(request.device))
+    batch_list = check_batches(batches if batches is not None else defaults)
+    for batch in batch_list:  # a model file whose batch is fixed: any other is refused before measuring
+        zoo.check_input(spec, batch, request.resolution)
     sweep = prepare_sweep(request, clock)
     rows = run_sweep(sweep, batch_list)
     env = sweep.environment

@@ -1,7 +1,9 @@
-"""Model sources: where a model name comes from (torchvision, timm, a factory file, a NAS record), in a registry.
+"""Model sources: where a model name comes from (torchvision, timm, a factory file, a model file, a NAS record), in
+a registry.
 
 The built-in sources ``torchvision``, ``timm`` and ``file`` (a factory function in a Python file) are registered
-here, first. Sources of the packages above this one are registered with ``register_source`` by those packages,
+here, first; the model files' (``onnx``, ``pt2``, ``torchscript``, ``pickle``) by ``models.model_files``, which the
+zoo imports. Sources of the packages above this one are registered with ``register_source`` by those packages,
 never named here: the NAS package's ``nas`` source by the ``utilscope`` package's init, so every process that
 imports utilscope has it, installed or not. Third-party sources may also be declared as entry points of the
 ``utilscope.model_sources`` group: their modules are imported on the first lookup and register themselves.
@@ -53,6 +55,14 @@ def _no_check(name: str) -> None:
     return None
 
 
+def _any_input(name: str, batch: int | None, side: int | None) -> None:
+    return None
+
+
+def _no_fixed_batch(name: str) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """One source of models. ``name`` prefixes the ids of its models (``torchvision:resnet18``); the functions take
@@ -76,6 +86,13 @@ class ModelSource:
     portable: Callable[[str], str] = _same_name
     # Check what can be checked without building the model (a factory file: imported, its factory found); raises.
     check: Callable[[str], object] = _no_check
+    # A glob of this source's shape (``exports/*.onnx``): the specs it names, or None when the pattern does not have
+    # this source's shape (the zoo then matches the names the sources list).
+    expand: Callable[[str], Sequence[str] | None] | None = None
+    # Whether the model takes a batch of ``batch`` images of ``side`` x ``side`` pixels (None: either); raises a
+    # UsageError saying what it takes (a model file whose input shape is fixed).
+    check_input: Callable[[str, int | None, int | None], None] = _any_input
+    fixed_batch: Callable[[str], int | None] = _no_fixed_batch  # the only batch the model runs at (None: any)
 
 
 SOURCES: Registry[ModelSource] = Registry("model source")

@@ -1,8 +1,9 @@
-"""Model zoo: turn a model spec (``torchvision:NAME``, ``timm:NAME``, ``path/file.py:factory``, ``archs.jsonl:ID``)
-into an ``nn.Module`` at a resolution, through the registered model sources (``utilscope.models.sources``). A spec's
-``id`` is how stores key the model: ``torchvision:resnet50``; a factory file's names its resolved path and content
-(``file:/abs/path/file.py:factory#<sha256 prefix>``), a NAS architecture's its space and record
-(``nas:mbv3:<ID>``).
+"""Model zoo: turn a model spec (``torchvision:NAME``, ``timm:NAME``, ``path/file.py:factory``, a model file such as
+``path/model.onnx``, ``archs.jsonl:ID``) into an ``nn.Module`` at a resolution, through the registered model sources
+(``utilscope.models.sources``, ``utilscope.models.model_files``). A spec's ``id`` is how stores key the model:
+``torchvision:resnet50``; a factory file's names its resolved path and content
+(``file:/abs/path/file.py:factory#<sha256 prefix>``), a model file's too (``onnx:/abs/path/model.onnx#<sha256
+prefix>``), a NAS architecture's its space and record (``nas:mbv3:<ID>``).
 
 Weights are always random: nothing is downloaded. Each model also has a *native* input resolution, which its
 source gives (the crop size of torchvision's default weights, timm's pretrained ``input_size``, ...).
@@ -21,6 +22,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
 from utilscope.models.sources import ModelSource, model_sources
 
 MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
@@ -107,7 +109,11 @@ def parse_spec(text: str) -> ModelSpec:
 
 
 def list_models(pattern: str = "torchvision:*") -> list[str]:
-    """Model ids matching a glob: ``torchvision:*``, ``timm:efficientnet*``; a bare glob searches both."""
+    """Model ids matching a glob: ``torchvision:*``, ``timm:efficientnet*``; a bare glob searches both; a glob of
+    model files (``exports/*.onnx``) names the files it matches."""
+    files = _expand_files(pattern)
+    if files is not None:
+        return files
     prefix, sep, glob = pattern.partition(":")
     if not sep:
         prefix, glob = "", pattern
@@ -121,6 +127,19 @@ def list_models(pattern: str = "torchvision:*") -> list[str]:
         raise UsageError(f"unknown model source '{prefix}'; use one of: {', '.join(named)}")
     sources = [named[prefix]] if prefix else _bare_sources()
     return [f"{s.name}:{n}" for s in sources for n in s.list_names() if fnmatch.fnmatchcase(n, glob)]
+
+
+def _expand_files(pattern: str) -> list[str] | None:
+    """The ids of the files a glob of a source's shape names (model files), or None when no source expands it."""
+    text = pattern.strip()
+    for source in model_sources().values():
+        if source.match is not None:
+            text = text.removeprefix(f"{source.name}:")
+    for source in model_sources().values():
+        paths = source.expand(text) if source.expand is not None else None
+        if paths is not None:
+            return [parse_spec(path).id for path in paths]
+    return None
 
 
 def is_glob(pattern: str) -> bool:
@@ -174,6 +193,17 @@ def check_model(spec: ModelSpec) -> None:
     """Check what can be checked without building the model (a factory file imported and its factory found);
     raises a UsageError (a ModelError for a file that fails to import) naming the problem."""
     model_sources().get(spec.source).check(spec.name)
+
+
+def check_input(spec: ModelSpec, batch: int | None = None, resolution: int | None = None) -> None:
+    """Whether the model takes a batch of ``batch`` images of ``resolution`` pixels (None: either): a model file
+    whose input shape is fixed runs only at that shape; raises a UsageError saying what it takes."""
+    model_sources().get(spec.source).check_input(spec.name, batch, resolution)
+
+
+def fixed_batch(spec: ModelSpec) -> int | None:
+    """The only batch size the model runs at (a model file whose input's batch is fixed), None for any."""
+    return model_sources().get(spec.source).fixed_batch(spec.name)
 
 
 def native_resolution(spec: ModelSpec) -> int:
