@@ -77,7 +77,7 @@ def _add_predict(sub) -> None:
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",
     )
-    p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s)")
+    p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s; a model file's fixed batch)")
     p.add_argument(
         "--precision",
         default="fp16",

@@ -76,7 +76,13 @@ class PredictRequest:
         if self.resolution is not None:
             zoo.check_resolution(self.resolution)
         if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
-            zoo.check_model(zoo.parse_spec(names[0]))
+            spec = zoo.parse_spec(names[0])
+            zoo.check_model(spec)
+            fixed = zoo.fixed_batch(spec)  # a model file whose batch is fixed runs at it unless asked otherwise
+            if fixed is not None and self.batches == DEFAULT_BATCHES:
+                object.__setattr__(self, "batches", (fixed,))
+            for batch in self.batches:
+                zoo.check_input(spec, batch, self.resolution)
         if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
             specs = [lookup_gpu(name, self.precision) for name in gpu_names(self.gpu)]
             if "all" in map(str.casefold, gpu_names(self.gpu)) and len(specs) > 1:
