@@ -222,6 +222,7 @@ def predicted_table(
         rows = rows.groupby("source_file").sample(frac=1.0, random_state=0).groupby("source_file").head(sample)
         measured = measured.sample(min(sample, len(measured)), random_state=0)
         again = again[again.index.isin(rows.index)] if anchored else None
+    if anchored:
         rows = pd.concat([rows.assign(anchor_set=""), again], ignore_index=True)
     predicted = predict_all(rows, measured, jobs, backend, profile, targets)
     keys = ["spec", "resolution", "batch", "memory_format", "gpu"]
