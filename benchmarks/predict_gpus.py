@@ -241,8 +241,12 @@ def figure(table: pd.DataFrame, path: str) -> None:
     import matplotlib.pyplot as plt
 
     parts = list(table.groupby("source_file"))
-    fig, axes = plt.subplots(1, len(parts), figsize=(4.2 * len(parts), 4.2), squeeze=False)
-    for ax, (name, part) in zip(axes[0], parts, strict=True):
+    columns = min(4, len(parts))
+    lines = -(-len(parts) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(4.2 * columns, 4.2 * lines), squeeze=False)
+    for ax in axes.flat[len(parts) :]:
+        ax.set_visible(False)
+    for ax, (name, part) in zip(axes.flat, parts, strict=False):
         measured, predicted = part["samples_per_s"], part["predicted_samples_per_s"]
         low, high = min(measured.min(), predicted.min()) / 1.5, max(measured.max(), predicted.max()) * 1.5
         ax.fill_between([low, high], [low / 1.2, high / 1.2], [low * 1.2, high * 1.2], color="0.9", label="±20%")
