@@ -24,14 +24,14 @@ def main() -> None:
     predictors = {"with the prior": shipped, "without it": dataclasses.replace(shipped, prior_ms={}, layer_models={})}
     warm = sample("regnet", 100, seed=9)
     for predictor in predictors.values():
-        predictor.predict(warm, BATCH)  # fits the layer models
+        predictor.predict_frame(warm, BATCH)  # fits the layer models
     sets = [sample("regnet", ARCHITECTURES, seed) for seed in (1, 2, 3)]
     rates = {name: [] for name in predictors}
     for _ in range(ROUNDS):
         for archs in sets:
             for name, predictor in predictors.items():
                 start_s = time.perf_counter()
-                predictor.predict(archs, BATCH)
+                predictor.predict_frame(archs, BATCH)
                 rates[name].append(ARCHITECTURES / (time.perf_counter() - start_s))
     print(f"{platform.processor() or platform.machine()}; regnet, {ARCHITECTURES} architectures x 3 seeds x {ROUNDS}")
     for name, values in rates.items():

@@ -29,13 +29,13 @@ def main() -> None:
     for space in ("mbv3", "regnet"):
         predictor = load_table_predictor(shipped_profile("h200", space))
         start_s = time.perf_counter()
-        predictor.predict(sample(space, 100, seed=99), BATCH)  # fits the layer models a missing layer needs
+        predictor.predict_frame(sample(space, 100, seed=99), BATCH)  # fits the layer models a missing layer needs
         first_s = time.perf_counter() - start_s
         print(f"{space}: first 100 architectures, with any layer model they need fitted: {first_s:.2f} s")
         for seed in (1, 2, 3):
             archs = sample(space, ARCHITECTURES, seed)
             start_s = time.perf_counter()
-            predicted = predictor.predict(archs, BATCH)
+            predicted = predictor.predict_frame(archs, BATCH)
             elapsed_s = time.perf_counter() - start_s
             print(
                 f"{space} seed {seed}: {elapsed_s:.3f} s, {len(archs) / elapsed_s:,.0f} architectures/s, "

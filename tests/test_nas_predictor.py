@@ -101,7 +101,7 @@ def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, fitted, tmp_p
         correction = predictor.corrections[batch]
         assert correction.intercept == pytest.approx(np.log(SLOWDOWN), abs=1e-9)  # log(1.25)
         assert np.allclose(correction.coef, 0.0, atol=1e-9)  # nothing else varies
-        frame = predictor.predict(dataset["archs"], batch)
+        frame = predictor.predict_frame(dataset["archs"], batch)
         assert np.allclose(frame["latency_ms"], SLOWDOWN * frame["layer_sum_ms"], rtol=1e-9)
         assert np.allclose(frame["samples_per_s"], batch / frame["latency_ms"] * 1e3)
         metrics = predictor.evaluation["per_batch"][str(batch)]
@@ -109,14 +109,14 @@ def test_fit_learns_the_constant_slowdown_and_round_trips(dataset, fitted, tmp_p
         # the sum alone is 1/1.25 of the latency, so its throughput is 1.25x the measured one: 25% off
         assert metrics["layer_sum"]["mape"] == pytest.approx(SLOWDOWN - 1)
     # H200 fp16 dense peak 989.4 TFLOP/s: utilization = flops x samples/s / peak
-    frame = predictor.predict(dataset["archs"][:1], 256)
+    frame = predictor.predict_frame(dataset["archs"][:1], 256)
     assert frame["utilization"][0] == pytest.approx(frame["gflops"][0] * 1e9 * frame["samples_per_s"][0] / 989.4e12)
     loaded = P.load_table_predictor(
         predictor.save(tmp_path / "profile.json")
     )  # fit -> save -> load -> same predictions
     for batch in BATCHES:
         pd.testing.assert_frame_equal(
-            loaded.predict(dataset["archs"], batch), predictor.predict(dataset["archs"], batch)
+            loaded.predict_frame(dataset["archs"], batch), predictor.predict_frame(dataset["archs"], batch)
         )
     assert loaded.holdout_ids == predictor.holdout_ids and loaded.evaluation == predictor.evaluation
 
@@ -127,14 +127,14 @@ def test_missing_layers_and_batches_are_clear_errors(dataset, fitted):
     layer = get_space("mbv3").layers(arch)[1]
     del predictor.table.entries[layer.key]  # the table covers the whole space (its covering set): drop one layer
     assert not P.covered(predictor.table, arch, 256)
-    estimated = predictor.predict([arch], 256)  # the block model estimates the missing layer
+    estimated = predictor.predict_frame([arch], 256)  # the block model estimates the missing layer
     assert estimated["estimated_layers"][0] == 1 and estimated["latency_ms"][0] > 0
     head = get_space("mbv3").layers(arch)[-1]
     del predictor.table.entries[head.key]  # 5 heads (one per resolution): too few for a head model
     with pytest.raises(UsageError, match=r"has no entry for layer head\(\d+\) at batch 256"):
-        predictor.predict([arch], 256)
+        predictor.predict_frame([arch], 256)
     with pytest.raises(UsageError, match="no model for batch 8"):
-        predictor.predict(dataset["archs"], 8)
+        predictor.predict_frame(dataset["archs"], 8)
 
 
 @pytest.mark.parametrize("name", ["mbv3", "regnet"])
@@ -177,11 +177,11 @@ def test_predict_leaves_the_garbage_collector_as_it_found_it(dataset, fitted):
     """predict pauses the cyclic collector while it composes networks, and restores the caller's setting."""
     predictor = fitted
     assert gc.isenabled()
-    predictor.predict(dataset["archs"][:3], 256)
+    predictor.predict_frame(dataset["archs"][:3], 256)
     assert gc.isenabled()
     gc.disable()
     try:
-        predictor.predict(dataset["archs"][:3], 256)
+        predictor.predict_frame(dataset["archs"][:3], 256)
         assert not gc.isenabled()
     finally:
         gc.enable()

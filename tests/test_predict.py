@@ -307,7 +307,9 @@ def test_split_attention_sums_are_a_category_of_their_own_with_a_branchs_shape(p
     assert op_row(config_events(OpConfig("pool", 4, 24, 24, 14, variant="global"))[0], H200)["category"] == "mean"
     frame, calibrated = pd.DataFrame([row]), predictor.layer_models.categories
     without = replace(predictor.layer_models, categories=tuple(c for c in calibrated if c != "radix_sum"))
-    assert without.predict(frame)[0] == pytest.approx(predictor.layer_models.predict(frame.assign(category="mean"))[0])
+    assert without.times_ms(frame)[0] == pytest.approx(
+        predictor.layer_models.times_ms(frame.assign(category="mean"))[0]
+    )
 
 
 def test_layout_copies_train_a_category_of_their_own_and_a_profile_without_them_predicts_them_as_clones(predictor):
@@ -329,7 +331,7 @@ def test_layout_copies_train_a_category_of_their_own_and_a_profile_without_them_
     assert "layout_copy" in predictor.layer_models.categories  # the synthetic profile's sample holds some
     row = rows.drop(columns="ms")
     without = replace(predictor.layer_models, categories=("copy",))
-    assert without.predict(row)[0] == pytest.approx(predictor.layer_models.predict(row.assign(category="copy"))[0])
+    assert without.times_ms(row)[0] == pytest.approx(predictor.layer_models.times_ms(row.assign(category="copy"))[0])
 
 
 def test_a_conv_with_a_bias_pays_the_add_cudnn_leaves_to_aten(tmp_path):
@@ -529,8 +531,8 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     assert list(convs["channels_last_input"]) == [0, 1] and set(
         rows.loc[rows["group"] != "conv", "channels_last_input"]
     ) == {0}
-    own_ms, _ = predictor.layer_models.predict(rows)
-    seven = type("Stub", (), {"predict": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
+    own_ms, _ = predictor.layer_models.times_ms(rows)
+    seven = type("Stub", (), {"times_ms": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
     ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).profile_ms(rows)
     routed = rows["channels_last_input"].eq(1).to_numpy()
     assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
@@ -573,7 +575,7 @@ def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
     assert memory_format == "channels_last" and set(models.models) == {"conv"}
     rows = pr.network_rows(count_traced(net_file, 4, 32, "fp16")[1], H200)
     convs = rows[rows["group"] == "conv"]
-    assert list(models.predict(convs)[0]) == list(predictor.layer_models.predict(convs)[0])
+    assert list(models.times_ms(convs)[0]) == list(predictor.layer_models.times_ms(convs)[0])
     assert [path.name.split("-")[1] for path in (tmp_path / "predict").iterdir()] == ["conv"]
     monkeypatch.setattr(fit_cache, "fit_layer_models", None)  # a fit now would fail
     assert fit_cache.load_conv_models(profile_file)[0].ranges == models.ranges
@@ -650,7 +652,7 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
 def test_an_nchw_profiles_conv_carries_its_layout_cost_to_another_gpu_as_per_sm_work(predictor, net_file):
     """Under a profile timed NCHW, a conv's time above its channels_last time (the channels_last profile's models)
     is its layout's cost: on another GPU the bounds are the rest's, and the cost is added scaled by SM cycles."""
-    halves = type("Half", (), {"predict": lambda self, part: (predictor.layer_models.predict(part)[0] / 2, [])})()
+    halves = type("Half", (), {"times_ms": lambda self, part: (predictor.layer_models.times_ms(part)[0] / 2, [])})()
     nchw = replace(predictor, memory_format="contiguous", channels_last_models=lambda: halves)
     _, recorded = count_traced(net_file, 8, 32, "fp16", channels_last=False)
     rows = nchw.rows(recorded)

@@ -74,7 +74,7 @@ def objective_for(spec: str, space_name: str) -> Objective:
 
 def predictor_estimator(predictor: TablePredictor, batch: int) -> Estimator:
     predictor.check_batch(batch)
-    return lambda archs: predictor.predict(list(archs), batch)["samples_per_s"].to_numpy()
+    return lambda archs: predictor.predict_frame(list(archs), batch)["samples_per_s"].to_numpy()
 
 
 def simulation_inputs(

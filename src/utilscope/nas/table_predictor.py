@@ -96,7 +96,7 @@ class TablePredictor:
             )
         return self.corrections[batch]
 
-    def predict(self, archs: list[Arch], batch: int) -> pd.DataFrame:
+    def predict_frame(self, archs: list[Arch], batch: int) -> pd.DataFrame:
         """One row per architecture: id, gflops, layer_sum_ms, latency_ms, samples_per_s, utilization, and
         estimated_layers (layers the table lacks, estimated by the layer models)."""
         correction = self.check_batch(batch)
@@ -210,7 +210,7 @@ def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, 
     if len(spaces) != 1:
         raise UsageError(f"{path} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")
     predictor = select_table_predictor(profile, gpu, spaces[0])
-    return predictor, predictor.predict(archs, batch)
+    return predictor, predictor.predict_frame(archs, batch)
 
 
 # --- features ---------------------------------------------------------------------------------------------------
@@ -380,7 +380,7 @@ def evaluate_estimated(predictor: TablePredictor, archs: dict[str, Arch], rows: 
         predicted, measured, estimated = [], [], []
         for key, samples_per_s in zip(group["id"], group["samples_per_s"], strict=True):
             try:
-                row = predictor.predict([archs[key]], int(batch)).iloc[0]
+                row = predictor.predict_frame([archs[key]], int(batch)).iloc[0]
             except UsageError:
                 continue
             predicted.append(row["samples_per_s"])
@@ -429,7 +429,7 @@ def holdout_estimates(predictor: TablePredictor, archs: dict[str, Arch], rows: p
         flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in test["id"]], dtype=float)
         train_flops = np.array([get_space(archs[i]["space"]).complexity(archs[i]).flops for i in train["id"]])
         scale = float(np.median(train["samples_per_s"].to_numpy() * train_flops))
-        predicted = predictor.predict([archs[i] for i in test["id"]], int(batch))
+        predicted = predictor.predict_frame([archs[i] for i in test["id"]], int(batch))
         frames.append(
             pd.DataFrame(
                 {

@@ -36,7 +36,7 @@ def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
     / ops; 0 without chains."""
     if chains.empty:
         return 0.0
-    ms, _ = models.predict(chains)
+    ms, _ = models.times_ms(chains)
     per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
     summed = per_chain.agg(summed=("ms", "sum"), measured=("measured", "first"), ops=("ms", "size"))
     return float(((summed["measured"] - summed["summed"]) / summed["ops"]).median())

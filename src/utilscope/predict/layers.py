@@ -141,7 +141,7 @@ class LayerModels:
     ranges: dict  # group -> {None, or a conv style: {number: (low, high)}}
     categories: tuple[str, ...] = ()  # the memory categories calibrated
 
-    def predict(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    def times_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Milliseconds per row, and per row the reason it is extrapolated ("" when it is not)."""
         ms, reasons = np.full(len(rows), np.nan), [""] * len(rows)
         if "category" in rows:  # a category the profile lacks as the one it stands in for

@@ -239,19 +239,19 @@ class Predictor:
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def profile_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-        """Each row's milliseconds on the profile's GPU and its extrapolation reason (``LayerModels.predict``). A
+        """Each row's milliseconds on the profile's GPU and its extrapolation reason (``LayerModels.times_ms``). A
         profile timed NCHW (the amp one) has no conv timed on a channels_last input, which cuDNN runs channels_last
         (ConvNeXt's depthwise convs after its blocks' permutes): those rows (``channels_last_input``) are the
         layer models' of the shipped channels_last profile of the GPU and unit (``channels_last_models``), when
         there is one."""
-        ms, reasons = self.layer_models.predict(rows)
+        ms, reasons = self.layer_models.times_ms(rows)
         if self.memory_format == "channels_last" or "channels_last_input" not in rows:
             return ms, reasons
         routed = rows["channels_last_input"].eq(1).to_numpy()
         models = self.channels_last_models() if routed.any() and self.channels_last_models else None
         if models is None:
             return ms, reasons
-        ms[routed], routed_reasons = models.predict(rows[routed])
+        ms[routed], routed_reasons = models.times_ms(rows[routed])
         for i, reason in zip(np.flatnonzero(routed), routed_reasons, strict=True):
             reasons[i] = reason
         return ms, reasons
@@ -275,7 +275,7 @@ class Predictor:
             convs = convs & rows["channels_last_input"].eq(0).to_numpy()
         models = self.channels_last_models() if convs.any() else None
         if models is not None:
-            channels_last_ms, _ = models.predict(rows[convs])
+            channels_last_ms, _ = models.times_ms(rows[convs])
             overhead[convs] = np.maximum(ms[convs] - channels_last_ms, 0.0)
         return overhead
 
