@@ -702,3 +702,24 @@ def test_advice_whose_ladder_never_ran_says_so_instead_of_none():
     text = console.export_text()
     assert "saturation batch (the smallest within 5% of the best throughput): none (no batch size" in text
     assert "None" not in text
+
+
+def test_a_long_step_says_how_far_it_is_in_plain_lines_when_its_output_is_not_a_terminal(capsys, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from utilscope.cli import progress as progress_module
+
+    clock = iter([0.0, 0.0, 3.0, 12.0, 13.0])  # start, then each update's time
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: next(clock))
+    with progress_module.progress(Console(file=io.StringIO()), "counting", "models") as update:
+        for done in (1, 2, 3, 4):
+            update(done, 4)
+    lines = capsys.readouterr().err.splitlines()
+    # the first, the one 10 s after it, and the last; not the one 3 s in
+    assert lines == [
+        "utilscope: counting: 1/4 models (0 s)",
+        "utilscope: counting: 3/4 models (12 s)",
+        "utilscope: counting: 4/4 models (13 s)",
+    ]

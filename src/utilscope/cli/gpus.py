@@ -10,6 +10,7 @@ from utilscope.present.json_text import strict_json
 from utilscope.present.profile_view import frame_table
 from utilscope.report import atlas
 from utilscope.survey.store import Store
+from utilscope.units import plural
 
 SHOWN = {
     "gpu": "GPU",
@@ -80,7 +81,8 @@ def cmd_gpus(args, console: Console) -> int:
     shown["FLOP util"] = shown["FLOP util"].map(lambda value: f"{value:.1%}")
     shown["samples/s"] = shown["samples/s"].map(lambda value: f"{value:,.0f}")
     title = (
-        f"{rows['model'].iloc[0]} on {rows['gpu'].nunique()} GPUs: FLOP utilization against each GPU's datasheet "
+        f"{rows['model'].iloc[0]} on {plural(rows['gpu'].nunique(), 'GPU')}: FLOP utilization against each GPU's "
+        "datasheet "
         "peak for the row's precision; rows of another condition, table or reparameterization are not alike"
     )
     console.print(frame_table(shown, title))

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from utilscope.api import ingest
+from utilscope.cli.progress import progress
 from utilscope.limits import cpu_cores
 from utilscope.survey.published import FORMAT
 from utilscope.units import plural
-
-COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 
 
 def add_parsers(sub) -> None:
@@ -55,13 +53,15 @@ def cmd_ingest(args, console: Console) -> int:
     if not args.count:
         ingest(args.files, args.db, False, args.jobs, on_ingested=ingested)
         return 0
-    with Progress(*COLUMNS, console=console) as progress:
-        task = progress.add_task("counting", total=None)
-
-        def counted(done: int, total: int, model: str) -> None:
-            progress.update(task, completed=done, total=total)
-
-        result = ingest(args.files, args.db, True, args.jobs, on_ingested=ingested, on_model=counted)
+    with progress(console, "counting", "models") as update:
+        result = ingest(
+            args.files,
+            args.db,
+            True,
+            args.jobs,
+            on_ingested=ingested,
+            on_model=lambda done, total, _: update(done, total),
+        )
     counted_text = f"counted {plural(result.counted, 'model')} at a resolution and precision of their rows"
     console.print(
         f"{counted_text} ({result.failed} could not be built or counted: rows kept, the reason in count_status)",
