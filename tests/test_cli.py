@@ -59,6 +59,22 @@ def test_count_table_names_totals_and_classes(factory, capsys):
     assert main(["count", f"{factory}:make"]) == 0
     out = capsys.readouterr().out
     assert "dense_conv" in out and "op classes" in out and "bytes unfused" in out
+    assert out.index("FLOPs (2×MAC)") < out.index("op classes") < out.index("FLOP share") < out.index("--all-layers")
+    assert "input → output" not in out and max(map(len, out.splitlines())) <= 120  # the compact view fits
+    assert main(["count", f"{factory}:make", "--all-layers"]) == 0
+    assert "input → output" in capsys.readouterr().out
+
+
+def test_the_layer_table_folds_layers_that_do_no_work_and_says_how_many():
+    from torch import nn
+
+    from utilscope.api import count
+    from utilscope.present.count_view import layer_table
+
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Identity(), nn.Dropout(), nn.ReLU())
+    table = layer_table(count(net, batch=1, resolution=16), compact=True)
+    assert [cell for cell in table.columns[2]._cells] == ["Conv2d", "ReLU"]  # Identity and Dropout folded
+    assert "2 layers that do no work" in table.caption
 
 
 def test_count_glob_prints_one_row_per_model(capsys):

@@ -38,7 +38,12 @@ def add_parsers(sub) -> None:
         type=int,
         default=None,
         metavar="K",
-        help="show only the K layers with the most FLOPs (default: every layer)",
+        help="show the K layers with the most FLOPs (default: 15; with --all-layers, every layer)",
+    )
+    p.add_argument(
+        "--all-layers",
+        action="store_true",
+        help="every layer that does work, in execution order, with its shapes, other FLOPs and intensity",
     )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
@@ -90,7 +95,7 @@ def cmd_count(args, console: Console) -> int:
     elif args.csv:
         print(result.layers_frame().to_csv(index=False), end="")
     else:
-        render_count(result, console, top=args.top)
+        render_count(result, console, top=args.top, all_layers=args.all_layers)
     return 0
 
 

@@ -7,40 +7,56 @@ from rich.table import Table
 
 from utilscope.counting import CountResult
 from utilscope.present import check_top
-from utilscope.units import percent, shape_text, si
+from utilscope.units import percent, plural, shape_text, si
+
+SHOWN_LAYERS = 15  # the compact view's layers, the most FLOPs first
 
 
-def layer_table(result: CountResult, top: int | None = None) -> Table:
+def does_work(layer) -> bool:
+    """A layer with FLOPs, bytes or parameters (Identity, Dropout and drop-path layers in eval do none)."""
+    return bool(layer.flops or layer.other_flops or layer.bytes or layer.params)
+
+
+def layer_table(result: CountResult, top: int | None = None, compact: bool = False) -> Table:
     """One row per layer in execution order, or the ``top`` layers by flops; op-level layers that carry nothing
-    (``LayerCount.is_empty_op``) are left out, and the caption says how many."""
-    layers = list(enumerate(result.shown_layers, start=1))
+    (``LayerCount.is_empty_op``) and layers that do no work (``does_work``) are left out, and the caption says how
+    many. ``compact``: the columns that fit 120 characters (no shapes, no other FLOPs, no intensity)."""
+    working = [(i, layer) for i, layer in enumerate(result.shown_layers, start=1) if does_work(layer)]
+    layers = working
     if check_top(top) is not None:
-        layers = sorted(layers, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
+        layers = sorted(working, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
     title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
-    omitted = ", ".join(f"{kind} ×{n}" for kind, n in sorted(result.omitted_layers.items()))
-    caption = f"not shown: zero-cost op layers ({omitted})" if omitted else None
+    idle = len(result.shown_layers) - len(working)
+    omitted = [f"{kind} ×{n}" for kind, n in sorted(result.omitted_layers.items())]
+    omitted += [f"{plural(idle, 'layer')} that do no work (Identity, Dropout, ...)"] if idle else []
+    shown = f"the {len(layers)} of {len(working)} layers with the most FLOPs" if len(layers) < len(working) else ""
+    caption = "; ".join(filter(None, [shown, f"not shown: {', '.join(omitted)}" if omitted else ""])) or None
     table = Table(title=title, caption=caption, show_lines=False, header_style="bold")
-    for column in ("#", "layer", "type", "class", "input → output"):
+    named = ("#", "layer", "type", "class") + (() if compact else ("input → output",))
+    numbers = ("FLOPs", "bytes", "params", "FLOP share") if compact else NUMBERS
+    for column in named:
         table.add_column(column, overflow="fold")
-    for column in ("FLOPs", "other FLOPs", "bytes", "params", "FLOP/B", "FLOP share"):
+    for column in numbers:
         table.add_column(column, justify="right")
     total_flops = result.total.flops or 1
     for index, layer in layers:
         flagged = f" [red]unsupported: {', '.join(layer.unsupported)}[/]" if layer.unsupported else ""
+        values = {
+            "FLOPs": si(layer.flops),
+            "other FLOPs": si(layer.other_flops),
+            "bytes": si(layer.bytes, "B"),
+            "params": si(layer.params),
+            "FLOP/B": f"{layer.intensity:.1f}",
+            "FLOP share": percent(layer.flops / total_flops),
+        }
+        shapes = () if compact else (f"{shape_text(layer.input_shapes)} → {shape_text(layer.output_shapes)}",)
         table.add_row(
-            str(index),
-            layer.name + flagged,
-            layer.type,
-            layer.op_class,
-            f"{shape_text(layer.input_shapes)} → {shape_text(layer.output_shapes)}",
-            si(layer.flops),
-            si(layer.other_flops),
-            si(layer.bytes, "B"),
-            si(layer.params),
-            f"{layer.intensity:.1f}",
-            percent(layer.flops / total_flops),
+            str(index), layer.name + flagged, layer.type, layer.op_class, *shapes, *(values[c] for c in numbers)
         )
     return table
+
+
+NUMBERS = ("FLOPs", "other FLOPs", "bytes", "params", "FLOP/B", "FLOP share")
 
 
 def class_table(result: CountResult) -> Table:
@@ -79,10 +95,16 @@ def totals_text(result: CountResult) -> str:
     return "\n".join(lines)
 
 
-def render_count(result: CountResult, console: Console, top: int | None = None) -> None:
-    console.print(layer_table(result, top))
+def render_count(result: CountResult, console: Console, top: int | None = None, all_layers: bool = False) -> None:
+    """The answer first: the totals, the op classes, then the layers: the ``top`` (default ``SHOWN_LAYERS``) with
+    the most FLOPs in the columns that fit 120 characters, or with ``all_layers`` every layer and column."""
     console.print(totals_text(result))
     console.print(class_table(result))
+    if all_layers:
+        console.print(layer_table(result, top))
+        return
+    console.print(layer_table(result, top or SHOWN_LAYERS, compact=True))
+    console.print("every layer, with its shapes: --all-layers; every field: --json or --csv", highlight=False)
 
 
 def summary_table(results: list[CountResult]) -> Table:
