@@ -41,3 +41,35 @@ def test_an_entry_is_a_table_rows_first_cell(tmp_path):
     )
     # a.py and c.sh have rows; b.py is only mentioned in a row, d.py only in prose
     assert entries(readme) == {"a.py", "c.sh"}
+
+
+def test_every_flag_of_every_verb_is_in_the_readmes_synopsis_of_that_verb():
+    """The README's ``utilscope VERB ...`` synopsis lines (and their continuation lines, and the options of a verb
+    they name as "VERB's other options") name every option the parser has: docs cannot drift from ``--help``."""
+    import argparse
+
+    from utilscope.cli import build_parser
+
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+    def synopsis(verb: str) -> str:
+        lines, on = [], False
+        for line in (line for block in blocks for line in block.splitlines()):
+            if line.startswith("utilscope "):
+                on = line.split()[1] == verb
+            lines += [line] * on
+        text = "\n".join(lines)
+        return text + "".join(synopsis(other) for other in re.findall(r"(\w+)'s other options", text))
+
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing = {
+        verb: [
+            action.option_strings[-1] for action in parser._actions if not _named(action.option_strings, synopsis(verb))
+        ]
+        for verb, parser in verbs.items()
+    }
+    assert not {verb: flags for verb, flags in missing.items() if flags}
+
+
+def _named(options: list[str], text: str) -> bool:
+    return not options or "--help" in options or any(re.search(re.escape(o) + r"(?![\w-])", text) for o in options)
