@@ -35,7 +35,7 @@ def add_parsers(sub) -> None:
         "model",
         nargs="?",
         default=None,
-        help="a model id, e.g. timm:resnet50 (a bare name is a timm model) (default: none: the summary of "
+        help="a model id, e.g. timm:resnet50 (a bare name is taken as a timm model: the atlas's rows are timm's; count and profile try torchvision first) (default: none: the summary of "
         "every GPU in timm's condition)",
     )
     p.add_argument(
