@@ -35,8 +35,8 @@ def add_parsers(sub) -> None:
         "model",
         nargs="?",
         default=None,
-        help="a model id, e.g. timm:resnet50 (a bare name is taken as a timm model: the atlas's rows are timm's; count and profile try torchvision first) (default: none: the summary of "
-        "every GPU in timm's condition)",
+        help="a model id, e.g. timm:resnet50 (a bare name is taken as a timm model: the atlas's rows are timm's; "
+        "count and profile try torchvision first) (default: none: the summary of every GPU in timm's condition)",
     )
     p.add_argument(
         "--db",
