@@ -53,7 +53,10 @@ def test_count_leaves_out_zero_cost_op_layers(empty_ops, capsys):
     text = render(layer_table(result))
     assert "0.empty" not in text and "0.conv" in text and "0.add" in text  # the add of the block is real work
     assert "not shown: zero-cost op layers (aten.empty ×1)" in text
-    assert "Identity" in text  # a module stays, even when it does nothing: the user wrote it
+    assert "Identity" in text  # the whole table (--all-layers) keeps a module that does nothing: the user wrote it
+    compact = layer_table(result, compact=True)
+    assert "Identity" not in compact.columns[2]._cells  # folded: the Identity and a layer of no cost
+    assert "2 layers that do no work" in compact.caption
     assert main(["count", empty_ops, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [layer["name"] for layer in doc["layers"]] == [lay.name for lay in result.layers if not lay.is_empty_op]

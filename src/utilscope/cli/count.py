@@ -49,6 +49,10 @@ def add_parsers(sub) -> None:
     fmt.add_argument("--json", action="store_true", help="print the JSON contract instead of tables")
     fmt.add_argument("--csv", action="store_true", help="print per-layer rows as CSV")
     p.set_defaults(run=cmd_count)
+    _add_models(sub)
+
+
+def _add_models(sub) -> None:
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
     p.add_argument(
         "pattern",

@@ -19,15 +19,16 @@ def does_work(layer) -> bool:
 
 def layer_table(result: CountResult, top: int | None = None, compact: bool = False) -> Table:
     """One row per layer in execution order, or the ``top`` layers by flops; op-level layers that carry nothing
-    (``LayerCount.is_empty_op``) and layers that do no work (``does_work``) are left out, and the caption says how
-    many. ``compact``: the columns that fit 120 characters (no shapes, no other FLOPs, no intensity)."""
-    working = [(i, layer) for i, layer in enumerate(result.shown_layers, start=1) if does_work(layer)]
+    (``LayerCount.is_empty_op``) are left out, and the caption says how many. ``compact``: the columns that fit 120
+    characters (no shapes, no other FLOPs, no intensity), and layers that do no work (``does_work``) folded too."""
+    working = [(i, layer) for i, layer in enumerate(result.shown_layers, start=1) if does_work(layer) or not compact]
     layers = working
     if check_top(top) is not None:
         layers = sorted(working, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
     title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
     idle = len(result.shown_layers) - len(working)
-    omitted = [f"{kind} ×{n}" for kind, n in sorted(result.omitted_layers.items())]
+    omitted = [f"zero-cost op layers ({', '.join(f'{k} ×{n}' for k, n in sorted(result.omitted_layers.items()))})"]
+    omitted = omitted if result.omitted_layers else []
     omitted += [f"{plural(idle, 'layer')} that do no work (Identity, Dropout, ...)"] if idle else []
     shown = f"the {len(layers)} of {len(working)} layers with the most FLOPs" if len(layers) < len(working) else ""
     caption = "; ".join(filter(None, [shown, f"not shown: {', '.join(omitted)}" if omitted else ""])) or None
