@@ -739,3 +739,11 @@ def test_a_long_step_says_how_far_it_is_in_plain_lines_when_its_output_is_not_a_
         "utilscope: counting: 3/4 models (12 s)",
         "utilscope: counting: 4/4 models (13 s)",
     ]
+
+
+def test_a_shipped_profile_is_named_by_its_file_and_a_users_as_given():
+    from utilscope.cli.predict import shown_profile
+    from utilscope.predict.selection import PROFILES_DIR
+
+    assert shown_profile(str(PROFILES_DIR / "h200_fp16_graph.json")) == "shipped h200_fp16_graph.json"
+    assert shown_profile("my/gpu.json") == "my/gpu.json"
