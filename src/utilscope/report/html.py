@@ -122,6 +122,18 @@ def batch_summary(measurements: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def pooled_condition(rows: pd.DataFrame) -> str:
+    """What a median over ``rows`` pools: their precisions, backends and batch sizes ("fp16; graph and inference;
+    batch 1–256")."""
+
+    def listed(column: str) -> str:
+        values = sorted(rows[column].astype(str).unique())
+        return " and ".join(values) if len(values) <= 2 else ", ".join(values[:-1]) + " and " + values[-1]
+
+    low, high = int(rows["batch"].min()), int(rows["batch"].max())
+    return f"{listed('precision')}; {listed('backend')}; batch {low}" + (f"–{high}" if high > low else "")
+
+
 def nvml_summary(measurements: pd.DataFrame) -> dict:
     """How nvml_util (percent busy) compares to FLOP utilization on the successful rows that have both."""
     ok = plots.ok_rows(measurements)
@@ -135,6 +147,7 @@ def nvml_summary(measurements: pd.DataFrame) -> dict:
     spearman = ranks["nvml_util"].corr(ranks["utilization"]) if len(both) > 2 else np.nan
     return dict(
         rows=len(both),
+        pooled=pooled_condition(both),
         median_nvml=both["nvml_util"].median() / 100,
         median_flop=both["utilization"].median(),
         median_ratio=ratio,
@@ -359,7 +372,8 @@ def _nvml_text(measurements: pd.DataFrame) -> str:
         return "No successful row has an nvml_util sample."
     ratio, spearman = _number(found["median_ratio"], ".1f"), _number(found["spearman"], ".2f")
     return (
-        f"On the {found['rows']} successful rows with an nvml_util sample, the median nvml_util is "
+        f"On the {found['rows']} successful rows with an nvml_util sample ({found['pooled']}, pooled), the median "
+        "nvml_util is "
         f"<b>{_percent(found['median_nvml'])}</b> while the median FLOP utilization is "
         f"<b>{_percent(found['median_flop'])}</b>: nvml_util reads a median <b>{ratio}×</b> higher (row by row), "
         f"and is above FLOP utilization on {_percent(found['nvml_above'])} of the rows. "
