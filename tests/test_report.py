@@ -273,3 +273,13 @@ def test_flop_vs_nvml_without_any_nvml_sample(store, tmp_path, drawn_texts):
     measurements, _ = store
     plots.plot_flop_vs_nvml(measurements.assign(nvml_util=np.nan), tmp_path / "nvml.png")
     assert drawn_texts == [["no nvml_util samples"]]
+
+
+def test_a_pooled_median_says_what_it_pools():
+    import pandas as pd
+
+    from utilscope.report.html import pooled_condition
+
+    rows = pd.DataFrame({"precision": ["fp16", "fp16"], "backend": ["graph", "inference"], "batch": [1, 256]})
+    assert pooled_condition(rows) == "fp16; graph and inference; batch 1–256"
+    assert pooled_condition(rows.iloc[:1]) == "fp16; graph; batch 1"
