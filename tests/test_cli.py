@@ -747,3 +747,17 @@ def test_a_shipped_profile_is_named_by_its_file_and_a_users_as_given():
 
     assert shown_profile(str(PROFILES_DIR / "h200_fp16_graph.json")) == "shipped h200_fp16_graph.json"
     assert shown_profile("my/gpu.json") == "my/gpu.json"
+
+
+def test_a_first_ceiling_measurement_is_said_before_it_runs(capsys, monkeypatch):
+    import types
+
+    from utilscope.cli.measure import say_ceilings
+    from utilscope.hardware import ceilings
+
+    for cached, said in ((False, True), (True, False)):
+        monkeypatch.setattr(ceilings, "ceilings_cached", lambda device, cached=cached: cached)
+        say_ceilings(types.SimpleNamespace(ceilings="measure", device="cpu"))
+        assert ("measuring this device's ceilings first" in capsys.readouterr().err) is said
+    say_ceilings(types.SimpleNamespace(ceilings="skip", device="cpu"))
+    assert capsys.readouterr().err == ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 
 from utilscope.api import attribute, profile
@@ -46,9 +48,23 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=cmd_ceilings)
 
 
+def say_ceilings(request) -> None:
+    """One line on stderr before a measurement that will first measure this device's ceilings (seconds, once)."""
+    from utilscope.hardware.ceilings import ceilings_cached
+
+    if request.ceilings == "measure" and not ceilings_cached(request.device):
+        print(
+            "utilscope: measuring this device's ceilings first (large GEMMs per precision and a copy; once, cached)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def cmd_profile(args, console: Console) -> int:
     one_model(args.model, "profile")
-    result = profile(measure_request(args), parse_batches(args.batch))
+    request = measure_request(args)
+    say_ceilings(request)
+    result = profile(request, parse_batches(args.batch))
     if args.json:
         print(strict_json(result.to_dict()))
     else:
@@ -63,7 +79,9 @@ def cmd_layers(args, console: Console) -> int:
     check_top(args.top)
     if args.roofline is not None:
         check_output_file(args.roofline, "roofline plot", (".png",))
-    explanation = attribute(measure_request(args), batch=args.batch)
+    request = measure_request(args)
+    say_ceilings(request)
+    explanation = attribute(request, batch=args.batch)
     if args.json:
         print(strict_json(explanation.to_dict()), flush=True)
     else:

@@ -106,6 +106,14 @@ def cache_path(device_name: str, torch_version: str | None = None) -> Path:
     return cache_dir() / f"{slug}.json"
 
 
+def ceilings_cached(device: str | torch.device | None = None) -> bool:
+    """Whether ``get_ceilings(device)`` would read its cache rather than measure (at the default sizes)."""
+    dev = resolve_device(device)
+    n, mib = _sizes(dev, None, None)
+    cached = _read_cache(cache_path(ceilings_device(dev)))
+    return cached is not None and (cached.gemm_n, cached.copy_mib) == (n, mib)
+
+
 def get_ceilings(
     device: str | torch.device | None = None,
     refresh: bool = False,
