@@ -752,12 +752,18 @@ def test_a_shipped_profile_is_named_by_its_file_and_a_users_as_given():
 def test_a_first_ceiling_measurement_is_said_before_it_runs(capsys, monkeypatch):
     import types
 
+    import torch
+
+    from utilscope import hardware
     from utilscope.cli.measure import say_ceilings
     from utilscope.hardware import ceilings
 
+    monkeypatch.setattr(hardware, "resolve_device", lambda device: torch.device(device))
     for cached, said in ((False, True), (True, False)):
         monkeypatch.setattr(ceilings, "ceilings_cached", lambda device, cached=cached: cached)
-        say_ceilings(types.SimpleNamespace(ceilings="measure", device="cpu"))
+        say_ceilings(types.SimpleNamespace(ceilings="measure", device="cuda"))
         assert ("measuring this device's ceilings first" in capsys.readouterr().err) is said
-    say_ceilings(types.SimpleNamespace(ceilings="skip", device="cpu"))
-    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(ceilings, "ceilings_cached", lambda device: False)
+    for ceilings_asked, device in (("skip", "cuda"), ("measure", "cpu")):  # a CPU's take about a second
+        say_ceilings(types.SimpleNamespace(ceilings=ceilings_asked, device=device))
+        assert capsys.readouterr().err == ""

@@ -49,10 +49,13 @@ def add_parsers(sub) -> None:
 
 
 def say_ceilings(request) -> None:
-    """One line on stderr before a measurement that will first measure this device's ceilings (seconds, once)."""
+    """One line on stderr before a measurement that will first measure a GPU's ceilings (seconds, once; a CPU's
+    take about a second)."""
+    from utilscope.hardware import resolve_device
     from utilscope.hardware.ceilings import ceilings_cached
 
-    if request.ceilings == "measure" and not ceilings_cached(request.device):
+    gpu = resolve_device(request.device).type == "cuda"
+    if gpu and request.ceilings == "measure" and not ceilings_cached(request.device):
         print(
             "utilscope: measuring this device's ceilings first (large GEMMs per precision and a copy; once, cached)",
             file=sys.stderr,
@@ -62,9 +65,9 @@ def say_ceilings(request) -> None:
 
 def cmd_profile(args, console: Console) -> int:
     one_model(args.model, "profile")
-    request = measure_request(args)
-    say_ceilings(request)
-    result = profile(request, parse_batches(args.batch))
+    request, batches = measure_request(args), parse_batches(args.batch)
+    say_ceilings(request)  # after the input is checked: a usage error stays one line
+    result = profile(request, batches)
     if args.json:
         print(strict_json(result.to_dict()))
     else:

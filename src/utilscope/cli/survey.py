@@ -343,10 +343,10 @@ def cmd_report(args, console: Console) -> int:
     check_output_folder(args.out, REPORT_FOLDER)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
-        print(f"utilscope: drawing the report of {args.db} into {args.out} (seconds)", file=sys.stderr, flush=True)
-        path = build_report(
-            store.frame(), store.op_class_frame(), args.out, store.model_records(), store.published_frame()
-        )
+        frame = store.frame()
+        if len(frame):  # an empty store is refused in one line by build_report
+            print(f"utilscope: drawing the report of {args.db} into {args.out} (seconds)", file=sys.stderr, flush=True)
+        path = build_report(frame, store.op_class_frame(), args.out, store.model_records(), store.published_frame())
     console.print(f"report: {path}")
     return 0
 
