@@ -55,7 +55,7 @@ def _fill(root: Path) -> None:
 def test_usage_counts_each_kind_and_clearing_one_kind_leaves_the_rest(root):
     _fill(root)
     usage = {u.kind: (u.files, u.bytes) for u in cache.cache_usage()}
-    assert usage == {"ceilings": (1, 100), "predict": (2, 1010)}
+    assert usage == {"ceilings": (1, 100), "predict": (2, 1010), "counts": (0, 0)}
     removed = cache.clear_cache(("predict",))
     assert [(u.kind, u.files, u.bytes) for u in removed] == [("predict", 2, 1010)]
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["ceilings", "ceilings/cpu.json", "notes.txt"]
@@ -67,7 +67,8 @@ def test_the_cache_verb_shows_without_creating_anything(root, capsys):
     assert main(["cache", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["root"] == str(root) and not doc["cleared"] and not root.exists()
-    assert [(k["kind"], k["files"], k["bytes"]) for k in doc["kinds"]] == [("ceilings", 0, 0), ("predict", 0, 0)]
+    kinds = [(k["kind"], k["files"], k["bytes"]) for k in doc["kinds"]]
+    assert kinds == [("ceilings", 0, 0), ("predict", 0, 0), ("counts", 0, 0)]
     assert main(["cache"]) == 0
     assert "ceilings" in capsys.readouterr().out and not root.exists()
 
@@ -77,7 +78,7 @@ def test_the_cache_verb_clears_one_kind_or_all(root, capsys):
     assert main(["cache", "ceilings", "--clear"]) == 0
     assert capsys.readouterr().out.strip() == f"removed 1 file (100 B) of ceilings from {root}"
     assert main(["cache", "--clear"]) == 0
-    assert capsys.readouterr().out.strip() == f"removed 2 files (1.01 kB) of ceilings, predict from {root}"
+    assert capsys.readouterr().out.strip() == f"removed 2 files (1.01 kB) of ceilings, predict, counts from {root}"
     assert sorted(p.name for p in root.iterdir()) == ["notes.txt"]
 
 

@@ -190,6 +190,28 @@ def test_each_rows_model_is_counted_at_its_resolution_and_a_model_that_cannot_be
     assert frame.loc[3, "count_status"].startswith("error: UsageError: unknown model 'timm:no_such_net_in_this_timm'")
     assert main(["ingest", "timm-benchmark", str(table), "--db", str(db)]) == 0  # nothing left to count
     assert "counted 0 models" in capsys.readouterr().out
+    from utilscope.survey import published
+
+    def refused(*args):
+        raise AssertionError(f"counted again: {args}")
+
+    with pytest.MonkeyPatch.context() as patch:  # another store: the successful counts come from the count cache
+        patch.setattr(
+            published,
+            "count_row",
+            lambda *args: (
+                refused(*args)
+                if "no_such" not in args[0]
+                else {"count_status": "error: not cached", "reparam": "", "conv_class": ""}
+            ),
+        )
+        patch.setattr(published, "count", refused, raising=False)
+        other = tmp_path / "other.sqlite"
+        assert main(["ingest", "timm-benchmark", str(table), "--db", str(other), "--jobs", "1"]) == 0
+    with Store(other, create=False) as store:
+        again = store.published_frame().set_index("source_row")
+    assert list(again["flops_per_sample"].fillna(0)) == list(frame["flops_per_sample"].fillna(0))
+    assert list(again["reparam"]) == ["n/a", "no", "", "n/a"]  # MobileOne's reparameterized count cached too
 
 
 def test_utilization_is_our_flops_times_the_published_throughput_over_the_datasheet_peak():

@@ -8,6 +8,8 @@ kind lives in a folder of its own under it (``cache_dir(kind)``, the one place t
               version (``utilscope ceilings --refresh`` re-measures one)
 ``predict``   the fitted predictor of each device profile, one pickle per profile content, scikit-learn and
               utilscope version (fitted again when missing)
+``counts``    what ``ingest`` counted of a published row's model at a resolution and value size, one SQLite file
+              per utilscope, torch, torchvision and timm version (counted again when missing)
 
 Nothing else is written there, and clearing removes only these files: a root shared with other programs (an
 ``UTILSCOPE_CACHE_DIR`` pointing at a busy folder) keeps everything else.
@@ -25,6 +27,10 @@ CACHE_ENV = "UTILSCOPE_CACHE_DIR"
 KINDS = {  # kind -> (what it holds, the file pattern of its entries in its folder)
     "ceilings": ("measured GEMM and copy ceilings, one file per device and torch version", "*.json"),
     "predict": ("fitted predictors of device profiles, one file per profile and code version", "*.pkl"),
+    "counts": (
+        "published rows' model counts (ingest), one SQLite file per utilscope, torch and zoo version",
+        "*.sqlite",
+    ),
 }
 EARLIER = {"predict": ("ceilings/predict",)}  # where a kind lived before (cleared and counted with it)
 

@@ -328,11 +328,12 @@ def _count_in_worker(model: str, resolution: int, precision: str) -> dict:
 
 def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
     """Count every published row of ``db`` not counted yet: one count per model, resolution and value size (amp,
-    fp16 and bf16 rows share one), made by ``jobs`` worker processes (1: in this process), each stored as soon as
-    it is made, so that an interrupted run resumes. ``on_model(done, total, model)`` after each. Returns (counted,
-    failed)."""
+    fp16 and bf16 rows share one), read from the count cache (``survey.count_cache``) or made by ``jobs`` worker
+    processes (1: in this process) and cached when it succeeds, each stored as soon as it is had, so that an
+    interrupted run resumes. ``on_model(done, total, model)`` after each. Returns (counted, failed)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from utilscope.survey import count_cache
     from utilscope.survey.store import Store
 
     with Store(db) as store:
@@ -353,14 +354,24 @@ def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
                 if on_model is not None:
                     on_model(done, len(todo), model)
 
-    if jobs <= 1:
-        for cells in by_size.values():
-            store_counts(cells, count_row(*cells[0]))
+    keys = {size: count_cache.key_of("row", *size) for size in by_size}
+    known = count_cache.cached(list(keys.values()))
+    for size in [size for size in by_size if keys[size] in known]:
+        store_counts(by_size.pop(size), known[keys[size]])
+
+    def counted(size, counts: dict) -> None:
+        store_counts(by_size[size], counts)
+        if counts["count_status"] == "ok":
+            count_cache.keep({keys[size]: counts})
+
+    if jobs <= 1 or len(by_size) <= 1:
+        for size, cells in list(by_size.items()):
+            counted(size, count_row(*cells[0]))
         return len(todo), failed
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_count_in_worker, *cells[0]): cells for cells in by_size.values()}
+        futures = {pool.submit(_count_in_worker, *cells[0]): size for size, cells in by_size.items()}
         for future in as_completed(futures):
-            store_counts(futures[future], future.result())
+            counted(futures[future], future.result())
     return len(todo), failed
 
 
@@ -410,17 +421,22 @@ def infer_reparam(db) -> int:
     rows were decided "yes" or "no"."""
     from utilscope.counting import count
     from utilscope.models.zoo import REPARAM
+    from utilscope.survey import count_cache
     from utilscope.survey.store import Store
 
     with Store(db) as store:
         frame = store.published_frame()
     rows = frame[(frame["count_status"] == "ok") & (frame["reparam"] == UNCHECKED)]
-    merged, verdicts = {}, []
+    keys = {(r.model, r.resolution, Precision(r.precision).count_dtype) for r in rows.itertuples()}
+    known = count_cache.cached([count_cache.key_of("reparam", *key) for key in keys])
+    merged = {key: known[name]["gmacs"] for key in keys if (name := count_cache.key_of("reparam", *key)) in known}
+    verdicts = []
     for row in rows.itertuples():
         key = (row.model, row.resolution, Precision(row.precision).count_dtype)
         if key not in merged:
             try:
                 merged[key] = count(row.model + REPARAM, 1, row.resolution, key[2]).total.flops / 2e9
+                count_cache.keep({count_cache.key_of("reparam", *key): {"gmacs": merged[key]}})
             except Exception:  # noqa: BLE001 - a conversion this timm cannot make: the row stays undecided
                 merged[key] = None
         gmacs = None if row.gmacs is None else float(row.gmacs)
