@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from utilscope.errors import UsageError
+from utilscope.errors import StorageError, UsageError
 from utilscope.report.export import export_table, read_export
 from utilscope.survey.schema import GPU_THREADS, KEY_COLUMNS, SCHEMA_VERSION, VALUE_COLUMNS, CellKey, Configuration
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError
@@ -333,6 +333,23 @@ def test_a_damaged_sqlite_file_is_refused_and_left_unchanged(tmp_path):
     data[page_size:] = np.random.default_rng(0).bytes(len(data) - page_size)  # keep the header page, trash the rest
     path.write_bytes(bytes(data))
     assert_refused(path, "corrupt")
+
+
+def test_a_full_disk_is_a_storage_error_naming_the_store_and_the_rows_stored_before_stay(tmp_path):
+    """SQLite's own "database or disk is full" (its page limit reached, as a full disk ends a write): the error
+    says no space is left and where, it is not a usage error, and every row committed before it stays."""
+    path = tmp_path / "results.sqlite"
+    with Store(path) as store:
+        store.add(make_row())
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(StorageError, match=rf"cannot write results store {path}: no space left .* kept") as info:
+            for batch in range(1000, 1400):
+                store.add(make_row(batch=batch, notes=["x" * 2000]))
+        stored = len(store.frame())
+    assert not isinstance(info.value, UsageError)
+    with Store(path, create=False) as store:
+        assert len(store.frame()) == stored >= 1 and 8 in set(store.frame()["batch"])
 
 
 def test_a_store_of_a_newer_schema_is_refused_and_left_unchanged(tmp_path):

@@ -393,6 +393,33 @@ def test_bad_survey_options_are_usage_errors_that_never_create_the_store(tmp_pat
     assert message in err and err.count("\n") == 1 and not db.exists()
 
 
+def test_a_survey_whose_disk_fills_says_so_exits_74_and_keeps_the_rows_stored_before(
+    tmp_path, models, monkeypatch, capsys
+):
+    """The second row's write fails as SQLite fails on a full disk: one line naming the store and the lack of
+    space, exit 74 (not 2: it is not bad input), the first row still stored."""
+    import sqlite3
+
+    add, calls = Store.add, []
+
+    def add_until_full(self, row):
+        calls.append(row)
+        if len(calls) == 1:
+            return add(self, row)
+        with self._transaction():
+            raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Store, "add", add_until_full)
+    db = tmp_path / "r.sqlite"
+    argv = ["survey", "--db", str(db), "--device", "cpu", "--models", models("good"), "--batch", "1,4"]
+    assert main(argv) == 74
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"utilscope: error: cannot write results store {db}: no space left on the device")
+    monkeypatch.undo()
+    with Store(db, create=False) as store:
+        assert list(store.frame()["status"]) == ["ok"]
+
+
 def test_the_survey_default_precision_follows_the_device(models, tmp_path):
     with Store(tmp_path / "r.sqlite") as store:
         plan = plan_survey(SurveyGrid((models("good"),), (1,), device="cpu"), store)

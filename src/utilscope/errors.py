@@ -9,6 +9,11 @@ class UsageError(UtilscopeError, ValueError):
     """Bad input from the user: an unknown model, a batch size <= 0, an unknown dtype, ..."""
 
 
+class StorageError(UtilscopeError):
+    """The machine refused a write: a full disk, an I/O error. Not bad input: the CLI exits 74 (sysexits'
+    EX_IOERR), and what was written before stays."""
+
+
 class ModelError(UsageError):
     """A model could not be built or run as asked (a factory that raises, a resolution it cannot take)."""
 

@@ -4,9 +4,10 @@ option is checked by the library object it builds (``MeasureRequest``, ``CudnnSe
 Exit codes: 0 ok; 1 some models (or cells) of a multi-model command failed, each failure printed, the others ran
 (``merge``: some keys conflicted, each printed, the first value kept);
 2 usage error (bad input: unknown model, batch <= 0, ``--peak nan``, a store of a newer schema, ...), one line;
-3 an unexpected error (a bug), with its traceback; 75 a survey that stopped before every planned cell was stored
-(its Ray cluster was lost, or cells have no row), with "N of M cells stored ...; run the same command again to
-resume"; 130 interrupted (Ctrl-C; a survey keeps what it stored); 141
+3 an unexpected error (a bug), with its traceback; 74 the machine refused a write (no space left on the store's
+disk, an I/O error), the path named, every row stored before kept; 75 a survey that stopped before every planned
+cell was stored (its Ray cluster was lost, or cells have no row), with "N of M cells stored ...; run the same
+command again to resume"; 130 interrupted (Ctrl-C; a survey keeps what it stored); 141
 (128 + SIGPIPE, as a shell reports ``yes | head -1``) when the reader of the output went away (``utilscope models
 | head -1``), quietly.
 """
@@ -29,10 +30,11 @@ from utilscope.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_STORAGE,
     EXIT_USAGE,
 )
 from utilscope.cli.parser import Parser
-from utilscope.errors import UtilscopeError
+from utilscope.errors import StorageError, UtilscopeError
 from utilscope.survey.runner import SurveyIncomplete
 
 VERB_GROUPS = (count, measure, survey, nas, predict, advise, ingest, gpus, cache)
@@ -67,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except SurveyIncomplete as exc:  # its cluster was lost: what it stored stays, the same command resumes
         print(f"utilscope: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_INCOMPLETE
+    except StorageError as exc:  # not the user's input: its own code
+        print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_STORAGE
     except UtilscopeError as exc:
         print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE

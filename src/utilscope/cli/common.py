@@ -15,6 +15,8 @@ EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells)
 # (a merge: some keys conflicted, each printed)
 EXIT_USAGE = 2  # bad input (unknown model, batch <= 0, --peak nan, a store of a newer schema, ...): one line
 EXIT_INTERNAL = 3  # an unexpected exception, a bug: its traceback is printed
+EXIT_STORAGE = 74  # the machine refused a write (no space left, an I/O error): the line names the path, what was
+# stored stays (sysexits' EX_IOERR)
 EXIT_INCOMPLETE = 75  # a survey stopped before every planned cell was stored (its Ray cluster was lost, or cells
 # have no row): what it stored stays, the same command resumes (sysexits' EX_TEMPFAIL: "try again later")
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)

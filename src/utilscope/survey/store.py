@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from utilscope.errors import StorageError
 from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
 from utilscope.survey.migrations import MIGRATIONS, Migration
 from utilscope.survey.schema import (
@@ -212,6 +214,26 @@ def _compact(conn: sqlite3.Connection) -> None:
             raise
 
 
+def refused_write(exc: sqlite3.DatabaseError, path: Path) -> StorageError | None:
+    """The StorageError of a write the machine refused (SQLite's "database or disk is full" or an I/O error), with
+    the free space of the store's folder; None for any other error (a corrupt file, a lock: the caller's)."""
+    name, text = getattr(exc, "sqlite_errorname", "") or "", str(exc)
+    full = name == "SQLITE_FULL" or "disk is full" in text
+    if not (full or name.startswith("SQLITE_IOERR") or "disk I/O error" in text):
+        return None
+    folder = path.resolve().parent
+    try:
+        free_bytes = shutil.disk_usage(folder).free
+    except OSError:
+        free_bytes = None
+    if full or (free_bytes is not None and free_bytes < 1 << 20):
+        free = "" if free_bytes is None else f", {free_bytes / 1e6:.1f} MB free"
+        reason = f"no space left on the device of {folder}{free}"
+    else:
+        reason = f"an I/O error (SQLite: {text})"
+    return StorageError(f"cannot write results store {path}: {reason}; every row stored before is kept")
+
+
 def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
     """A connection that writes the store (created when missing, its folders too), checked first."""
     _check_writable(path)
@@ -231,6 +253,8 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: a power cut may lose the last rows, never corrupt
     except sqlite3.DatabaseError as exc:
         conn.close()
+        if (refused := refused_write(exc, path)) is not None:
+            raise refused from exc
         if "locked" in str(exc):
             raise StoreError(f"{path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s ({exc})") from exc
         raise StoreError(f"{path} is corrupt or not a usable results store (SQLite: {exc}); left unchanged") from exc
@@ -333,7 +357,7 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {self.path}: {exc}") from exc
+            raise refused_write(exc, self.path) or StoreError(f"results store {self.path}: {exc}") from exc
 
     def _query(self, sql: str, params=()) -> list[tuple]:
         try:
