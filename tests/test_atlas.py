@@ -48,17 +48,21 @@ def atlas_store(folder):
         for model, resolution, precision in s.published_uncounted():
             reparam = "yes" if "mobileone" in model else "n/a"  # as infer_reparam decides from the GMACs
             s.set_published_counts(
-                model,
-                resolution,
-                precision,
-                {
-                    "flops_per_sample": FLOPS,
-                    "other_flops_per_sample": 0,
-                    "bytes_per_sample": BYTES,
-                    "count_status": "ok",
-                    "reparam": reparam,
-                    "conv_class": "dense",
-                },
+                [
+                    (
+                        model,
+                        resolution,
+                        precision,
+                        {
+                            "flops_per_sample": FLOPS,
+                            "other_flops_per_sample": 0,
+                            "bytes_per_sample": BYTES,
+                            "count_status": "ok",
+                            "reparam": reparam,
+                            "conv_class": "dense",
+                        },
+                    )
+                ],
             )
         for model in ("timm:resnet50", "timm:mobileone_s1", "timm:mobileone_s1+reparam"):
             key = CellKey(model, 224, 1024, "amp", "eager", replace(h200, memory_format="contiguous"))

@@ -392,17 +392,21 @@ def test_a_v4_store_gains_the_conv_class_column_and_its_rows_are_counted_again(t
     with Store(path) as store:
         store.add_published(table.records()[:2])
         store.set_published_counts(
-            table.rows[0]["model"],
-            table.rows[0]["resolution"],
-            "amp",
-            {
-                "flops_per_sample": 10,
-                "other_flops_per_sample": 1,
-                "bytes_per_sample": 100,
-                "count_status": "ok",
-                "reparam": "n/a",
-                "conv_class": "dense",
-            },
+            [
+                (
+                    table.rows[0]["model"],
+                    table.rows[0]["resolution"],
+                    "amp",
+                    {
+                        "flops_per_sample": 10,
+                        "other_flops_per_sample": 1,
+                        "bytes_per_sample": 100,
+                        "count_status": "ok",
+                        "reparam": "n/a",
+                        "conv_class": "dense",
+                    },
+                )
+            ],
         )
         assert store.published_uncounted() == [(table.rows[1]["model"], table.rows[1]["resolution"], "amp")]
     conn = sqlite3.connect(path)

@@ -348,16 +348,22 @@ def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
     def store_counts(cells: list[tuple[str, int, str]], counts: dict) -> None:
         nonlocal failed, done
         with Store(db) as store:
-            for model, resolution, precision in cells:
-                store.set_published_counts(model, resolution, precision, counts)
-                failed, done = failed + (counts["count_status"] != "ok"), done + 1
-                if on_model is not None:
-                    on_model(done, len(todo), model)
+            store.set_published_counts([(*cell, counts) for cell in cells])
+        for model, _, _ in cells:
+            failed, done = failed + (counts["count_status"] != "ok"), done + 1
+            if on_model is not None:
+                on_model(done, len(todo), model)
 
     keys = {size: count_cache.key_of("row", *size) for size in by_size}
     known = count_cache.cached(list(keys.values()))
-    for size in [size for size in by_size if keys[size] in known]:
-        store_counts(by_size.pop(size), known[keys[size]])
+    cached_cells = [(cell, known[keys[size]]) for size in by_size if keys[size] in known for cell in by_size[size]]
+    with Store(db) as store:  # what the cache knows, in one transaction
+        store.set_published_counts([(*cell, counts) for cell, counts in cached_cells])
+    for (model, _, _), counts in cached_cells:
+        failed, done = failed + (counts["count_status"] != "ok"), done + 1
+        if on_model is not None:
+            on_model(done, len(todo), model)
+    by_size = {size: cells for size, cells in by_size.items() if keys[size] not in known}
 
     def counted(size, counts: dict) -> None:
         store_counts(by_size[size], counts)

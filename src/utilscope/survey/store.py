@@ -467,9 +467,10 @@ class Store:
         )
         return [(model, resolution, precision) for model, resolution, precision, _ in rows]
 
-    def set_published_counts(self, model: str, resolution: int, precision: str, counts: dict) -> None:
+    def set_published_counts(self, cells: list[tuple[str, int, str, dict]]) -> None:
         """Set the counts (``flops_per_sample``, ``other_flops_per_sample``, ``bytes_per_sample``, ``count_status``,
-        ``reparam``, ``conv_class``) of every published row of one model at one resolution and precision."""
+        ``reparam``, ``conv_class``) of every published row of each (model, resolution, precision, counts), in one
+        transaction."""
         names = (
             "flops_per_sample",
             "other_flops_per_sample",
@@ -478,12 +479,15 @@ class Store:
             "reparam",
             "conv_class",
         )
-        values = [encode(name, PUBLISHED_KINDS[name], counts.get(name)) for name in names]
+        rows = [
+            (*(encode(name, PUBLISHED_KINDS[name], counts.get(name)) for name in names), model, resolution, precision)
+            for model, resolution, precision, counts in cells
+        ]
         with self._transaction() as conn:
-            conn.execute(
+            conn.executemany(
                 f"UPDATE published SET {', '.join(f'{name} = ?' for name in names)} WHERE model = ? AND "
                 "resolution = ? AND precision = ?",
-                (*values, model, resolution, precision),
+                rows,
             )
 
     def set_published_reparam(self, verdicts: list[tuple[str, int, str]]) -> None:
