@@ -12,7 +12,7 @@ from utilscope import api
 from utilscope._version import __version__
 from utilscope.api import AdviceResult, count, ingest, profile
 from utilscope.counting import CountResult
-from utilscope.errors import ModelError, UsageError, UtilscopeError
+from utilscope.errors import ModelError, StorageError, UsageError, UtilscopeError
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import ProfileResult
 from utilscope.nas import source as _nas_source
@@ -48,6 +48,7 @@ __all__ = [
     "MeasureRequest",
     "ModelError",
     "ProfileResult",
+    "StorageError",
     "UsageError",
     "UtilscopeError",
     "__version__",
