@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import numpy as np
@@ -78,3 +79,25 @@ def test_cli_refuses_what_no_profile_predicts_in_one_line(extra, message, tmp_pa
     assert main(["nas", "predict", str(path), "--batch", "32", *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_search_for_a_gpu_without_a_nas_profile_ranks_its_predicted_candidates(predictor, monkeypatch, capsys):
+    """`nas search --gpu t4` on a CPU: the pool predicted on the T4 (by transfer), nothing measured; the feasible
+    candidates best objective first."""
+    from utilscope.nas import population
+
+    def on(space, gpu, batch, precision="fp16", profile=None):
+        target = Gpu.from_spec(lookup_gpu(gpu, precision), precision)
+        return PopulationPredictor(predictor, get_space(space), batch, precision, target)
+
+    monkeypatch.setattr(population, "population_predictor", on)
+    args = ["nas", "search", "--space", "mbv3", "--gpu", "t4", "--batch", "2", "--pool-size", "6"]
+    assert main([*args, "--min-throughput", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["predicted"] and doc["gpu"] == "NVIDIA T4" and doc["transferred_from"] == "NVIDIA H200"
+    assert doc["pool_size"] == doc["feasible"] == len(doc["candidates"]) == 6
+    objectives = [row["objective"] for row in doc["candidates"]]
+    assert objectives == sorted(objectives, reverse=True)
+    assert main([*args, "--min-throughput", "1e12"]) == 0
+    out = capsys.readouterr().out
+    assert "predicted by transfer from the NVIDIA H200" in out and "no architecture is predicted" in out

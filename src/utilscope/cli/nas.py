@@ -25,14 +25,26 @@ from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.population import predict_population
 from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
-from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
+from utilscope.nas.search_setup import (
+    SearchRequest,
+    search_by_prediction,
+    search_on_device,
+    searches_by_prediction,
+    simulate,
+)
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.spaces import get_space
 from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
 from utilscope.precision import MEASURED
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.present.json_text import strict_json
-from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
+from utilscope.present.nas_view import (
+    render_analysis,
+    render_device_search,
+    render_fit,
+    render_predicted_search,
+    render_simulation,
+)
 from utilscope.survey.executors import executor_for
 from utilscope.survey.store import Store
 from utilscope.survey.workflow import survey_grid
@@ -205,7 +217,13 @@ def _add_search(verbs) -> None:
         default=256,
         help="the batch size throughput is measured and predicted at (default: %(default)s)",
     )
-    p.add_argument("--gpu", default="h200", help="the shipped predictor profile's GPU (default: %(default)s)")
+    p.add_argument(
+        "--gpu",
+        default="h200",
+        help="the GPU: one with a shipped NAS profile (h200) is searched with measurements on this machine's GPU; "
+        "any other GPU of the spec table is searched on predictions alone, `utilscope predict`'s general model "
+        "transferred by datasheet, nothing measured (default: %(default)s)",
+    )
     p.add_argument(
         "--profile",
         default=None,
@@ -389,6 +407,13 @@ def cmd_search(args, console: Console) -> int:
             )
         else:
             render_simulation(request, simulation, console)
+        return 0
+    if searches_by_prediction(request):
+        predicted = search_by_prediction(request, args.pool, args.pool_size)
+        if args.json:
+            print(strict_json(predicted.to_dict()))
+        else:
+            render_predicted_search(predicted, console)
         return 0
     search = search_on_device(request, args.pool, args.pool_size, args.work_dir, args.device)
     if args.json:
