@@ -266,7 +266,7 @@ NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float(
         (["profile", "torchvision:resnet18", "--json"], {"measure.profile": "result"}),
         (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result"}),
         (["ceilings", "--device", "cpu", "--json"], {"measure.get_ceilings": "result"}),
-        (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_file": "prediction"}),
+        (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_population": "prediction"}),
     ],
 )
 def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
@@ -277,8 +277,10 @@ def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
     import pandas as pd
 
     result = types.SimpleNamespace(to_dict=lambda: NAN_DOC, rows=[])
-    predictor = types.SimpleNamespace(space="mbv3", table=types.SimpleNamespace(device="NVIDIA H200"))
-    prediction = (predictor, pd.DataFrame({"id": ["a", "b"], "utilization": [float("nan"), 0.5]}))
+    from utilscope.nas.population import PopulationResult
+
+    frame = pd.DataFrame({"id": ["a", "b"], "utilization": [float("nan"), 0.5]})
+    prediction = PopulationResult("mbv3", "NVIDIA H200", 256, "fp16", "table", "", "", frame)
     for target, kind in patches.items():
         module, name = target.split(".")
         stub = {"result": result, "prediction": prediction}[kind]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from utilscope.nas.space import arch_id
 from utilscope.nas.spaces import get_space, list_spaces, mbv3
 
 SPACE = get_space("mbv3")
-SMALLEST = mbv3.uniform_arch(resolution=160, depth=2, kernel_size=3, expand_ratio=3)
+SMALLEST = mbv3.uniform_arch(resolution=128, depth=2, kernel_size=3, expand_ratio=3)
 LARGEST = mbv3.uniform_arch(resolution=224, depth=4, kernel_size=7, expand_ratio=6)
 SAMPLED = sample_architectures(SPACE, 30, seed=1234)
 
@@ -46,13 +47,13 @@ def test_conv_cost_closed_form():
 
 def test_flops_range_of_the_space():
     # golden values (checked against the traced count above); OFA's largest subnet has ~7.7 M params
-    assert SPACE.complexity(SMALLEST) == mbv3.Complexity(flops=126_481_056, params=3_410_792)
+    assert SPACE.complexity(SMALLEST) == mbv3.Complexity(flops=82_952_448, params=3_410_792)
     assert SPACE.complexity(LARGEST) == mbv3.Complexity(flops=1_132_341_312, params=7_664_760)
     assert all(SPACE.complexity(SMALLEST).flops <= SPACE.complexity(a).flops <= 1_132_341_312 for a in SAMPLED)
 
 
 def test_squeeze_excite_layers_are_se_gates():
-    traced = utilscope.count(SPACE.build(SMALLEST), batch=1, resolution=160)
+    traced = utilscope.count(SPACE.build(SMALLEST), batch=1, resolution=128)
     se_flops = sum(layer.flops for layer in traced.layers if layer.op_class == "se_gate")
     se_blocks = [block for block in mbv3.blocks(SMALLEST) if block.use_se]
     assert {block.out_channels for block in se_blocks} == {40, 112, 160}
@@ -63,7 +64,7 @@ def test_squeeze_excite_layers_are_se_gates():
 def test_built_network_runs_on_cpu():
     model = SPACE.build(SMALLEST).eval()
     with torch.no_grad():
-        assert model(torch.randn(1, 3, 160, 160)).shape == (1, 1000)
+        assert model(torch.randn(1, 3, 128, 128)).shape == (1, 1000)
 
 
 def test_sampling_is_seeded_deduplicated_and_canonical():
@@ -76,8 +77,16 @@ def test_sampling_is_seeded_deduplicated_and_canonical():
         assert SPACE.validate(arch) == {k: v for k, v in arch.items() if k not in ("id", "seed")}
         assert [len(stage) for stage in arch["kernel_sizes"]] == arch["depths"]
     # golden: numpy's PCG64 stream is the same on every platform, so these ids are too
-    assert [arch["id"] for arch in first[:3]] == ["ea711f90345472ae", "66cb8b113826d2c5", "c660fb604e5f20f5"]
+    assert [arch["id"] for arch in first[:3]] == ["87217a69e9f64d96", "e0bcb4c3f7c27a16", "fdd9a72d22b73092"]
     assert json.loads(json.dumps(first)) == first
+
+
+def test_the_committed_h200_architectures_keep_their_ids():
+    """The H200 dataset was sampled from 5 of the 25 resolutions: every record still validates to its id."""
+    archs = load_jsonl(Path(__file__).parents[1] / "data" / "h200" / "mbv3_archs.jsonl", "mbv3")
+    assert len(archs) == 600 and {arch["resolution"] for arch in archs} == {160, 176, 192, 208, 224}
+    assert all(arch_id(arch) == arch["id"] for arch in archs)
+    assert set(mbv3.RESOLUTIONS) == set(range(128, 225, 4))
 
 
 def test_sample_uses_only_the_given_generator():
@@ -90,7 +99,7 @@ def test_flops_band():
     archs = sample_architectures(SPACE, 20, seed=3, flops_min=low, flops_max=high)
     assert len(archs) == 20 and all(low <= SPACE.complexity(arch).flops <= high for arch in archs)
     with pytest.raises(UsageError, match="FLOPs band"):
-        sample_architectures(SPACE, 3, seed=0, flops_max=100e6)  # below the smallest network (126 MFLOPs)
+        sample_architectures(SPACE, 3, seed=0, flops_max=60e6)  # below the smallest network (83 MFLOPs)
 
 
 def test_same_network_same_canonical_record():
@@ -116,9 +125,9 @@ def _broken(edit):
         (_broken(lambda a: a.pop("depths")), "missing field.*'depths'"),
         (_broken(lambda a: a.update(widths=[1])), "unknown field.*'widths'"),
         (_broken(lambda a: a.update(space="regnet")), "'space'.*'mbv3'.*'regnet'"),
-        (_broken(lambda a: a.update(resolution=225)), "'resolution'.*160, 176, 192, 208, 224.*225"),
-        (_broken(lambda a: a.update(resolution="224")), "'resolution'.*160.*'224'"),
-        (_broken(lambda a: a.update(resolution=True)), "'resolution'.*160"),
+        (_broken(lambda a: a.update(resolution=225)), "'resolution'.*128, 132, 136, .*, 220, 224.*225"),
+        (_broken(lambda a: a.update(resolution="224")), "'resolution'.*128.*'224'"),
+        (_broken(lambda a: a.update(resolution=True)), "'resolution'.*128"),
         (_broken(lambda a: a.update(depths=(2, 2, 2, 2, 2))), "'depths'.*a list of 5 entries"),
         (_broken(lambda a: a.update(depths=[2, 2, 2, 2])), "'depths'.*a list of 5 entries"),
         (_broken(lambda a: a["depths"].__setitem__(1, 5)), r"'depths\[1\]'.*2, 3, 4.*5"),

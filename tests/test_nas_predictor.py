@@ -382,7 +382,7 @@ def test_the_general_prior_carries_the_layer_models_beyond_the_table():
     table, layers = _table(archs), {layer.key: layer for layer in distinct_layers(space, archs)}
     law = {key: 1e-9 * (space.layer_cost(*parse_layer_key(key)).flops + 1) for key in table.entries}
     blocks = sorted((k for k in table.entries if k.startswith("block")), key=law.get)
-    largest = blocks[-20:]
+    largest = blocks[-60:]  # the 25 resolutions put near neighbours below the largest 20
     table.entries = {key: {256: 2 * ms} for key, ms in law.items() if key not in largest}
     prior = {key: {256: law[key]} for key in blocks}
     costs = [space.layer_cost(*parse_layer_key(key)) for key in largest]
@@ -408,7 +408,7 @@ def strict_loads(text: str):
 
 def test_cli_search_measures_on_the_device(tmp_path, capsys):
     """GPU mode, on the CPU: evolution over a small pool, each candidate measured with `profile`, within budget."""
-    archs = [a for a in sample_architectures(get_space("mbv3"), 40, seed=2) if a["resolution"] == 160][:6]
+    archs = [a for a in sample_architectures(get_space("mbv3"), 60, seed=2) if a["resolution"] <= 136][:6]
     pool = save_jsonl(tmp_path / "pool.jsonl", archs)
     # a floor of 0.01 samples/s: the mechanics, not the machine's speed (a loaded 2-core machine once missed 1/s)
     assert (

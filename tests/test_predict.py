@@ -294,7 +294,8 @@ def test_the_nas_prior_is_the_general_model_over_a_spaces_blocks(predictor, monk
     assert general.block_layer(block.key) == block
     x = torch.empty((256, block.in_channels, block.in_size, block.in_size), device="meta", dtype=torch.float16)
     rows = pr.network_rows(trace(meta_copy(space.build_layer(block).eval()).to(torch.float16), x), H200)
-    assert prior[block.key][256] == pytest.approx(rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows), rel=1e-6)
+    composed = rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows)
+    assert prior[block.key][256] == pytest.approx(composed, rel=1e-4)  # the prior keeps 5 significant digits
 
 
 def test_split_attention_sums_are_a_category_of_their_own_with_a_branchs_shape(predictor):

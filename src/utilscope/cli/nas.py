@@ -22,16 +22,29 @@ from utilscope.files import check_output_file
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
+from utilscope.nas.population import predict_population
 from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
-from utilscope.nas.search_setup import SearchRequest, search_on_device, simulate
+from utilscope.nas.search_setup import (
+    SearchRequest,
+    search_by_prediction,
+    search_on_device,
+    searches_by_prediction,
+    simulate,
+)
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.spaces import get_space
-from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset, predict_file
+from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
 from utilscope.precision import MEASURED
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.present.json_text import strict_json
-from utilscope.present.nas_view import render_analysis, render_device_search, render_fit, render_simulation
+from utilscope.present.nas_view import (
+    render_analysis,
+    render_device_search,
+    render_fit,
+    render_predicted_search,
+    render_simulation,
+)
 from utilscope.survey.executors import executor_for
 from utilscope.survey.store import Store
 from utilscope.survey.workflow import survey_grid
@@ -150,7 +163,9 @@ def _add_predict_analyze(verbs) -> None:
     p.add_argument(
         "--gpu",
         default=None,
-        help="use the profile shipped for this GPU, e.g. h200 (default: none; give --gpu or --profile)",
+        help="a GPU of the spec table (`utilscope devices`): by the NAS profile shipped for it and the space (h200), "
+        "else by `utilscope predict`'s general model, transferred by datasheet (default: none; give --gpu or "
+        "--profile)",
     )
     p.add_argument(
         "--profile",
@@ -158,6 +173,11 @@ def _add_predict_analyze(verbs) -> None:
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
     p.add_argument("--batch", type=int, default=256, help="batch size (default: %(default)s)")
+    p.add_argument(
+        "--precision",
+        default="fp16",
+        help="as `utilscope predict --precision`: one a shipped device profile expresses (default: %(default)s)",
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the predictions as JSON instead of a table")
     fmt.add_argument("--csv", action="store_true", help="print the predictions as CSV instead of a table")
@@ -197,7 +217,13 @@ def _add_search(verbs) -> None:
         default=256,
         help="the batch size throughput is measured and predicted at (default: %(default)s)",
     )
-    p.add_argument("--gpu", default="h200", help="the shipped predictor profile's GPU (default: %(default)s)")
+    p.add_argument(
+        "--gpu",
+        default="h200",
+        help="the GPU: one with a shipped NAS profile (h200) is searched with measurements on this machine's GPU; "
+        "any other GPU of the spec table is searched on predictions alone, `utilscope predict`'s general model "
+        "transferred by datasheet, nothing measured (default: %(default)s)",
+    )
     p.add_argument(
         "--profile",
         default=None,
@@ -325,27 +351,30 @@ def _prior(table, args, console: Console) -> dict:
 
 
 def cmd_predict(args, console: Console) -> int:
-    predictor, frame = predict_file(args.archs, args.profile, args.gpu, args.batch)
+    result = predict_population(args.archs, args.gpu, args.batch, args.precision, args.profile)
     if args.json:
-        print(
-            strict_json(
-                {
-                    "device": predictor.table.device,
-                    "space": predictor.space,
-                    "batch": args.batch,
-                    "predictions": frame.to_dict(orient="records"),
-                }
-            )
-        )
+        print(strict_json(result.to_dict()))
     elif args.csv:
-        print(frame.to_csv(index=False), end="")
+        print(result.frame.to_csv(index=False), end="")
     else:
         console.print(
-            f"{plural(len(frame), predictor.space + ' architecture')} on {predictor.table.device}, batch "
-            f"{args.batch} (predicted)"
+            f"{plural(len(result.frame), result.space + ' architecture')} on {result.gpu}, batch {args.batch}, "
+            f"{result.precision} ({population_source(result)})"
         )
-        console.print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        console.print(result.frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
+
+
+def population_source(result) -> str:
+    """How a population was predicted, in words (docs/nas.md says what is validated where)."""
+    if result.predictor == "table":
+        return "predicted by the GPU's NAS latency table and correction, validated on its measured networks"
+    if result.transferred_from:
+        return (
+            f"predicted by transfer from the {result.transferred_from} device profile: the general model's "
+            "numbers, not validated on this GPU's NAS measurements"
+        )
+    return "predicted by the general model of the GPU's own device profile"
 
 
 def cmd_search(args, console: Console) -> int:
@@ -378,6 +407,13 @@ def cmd_search(args, console: Console) -> int:
             )
         else:
             render_simulation(request, simulation, console)
+        return 0
+    if searches_by_prediction(request):
+        predicted = search_by_prediction(request, args.pool, args.pool_size)
+        if args.json:
+            print(strict_json(predicted.to_dict()))
+        else:
+            render_predicted_search(predicted, console)
         return 0
     search = search_on_device(request, args.pool, args.pool_size, args.work_dir, args.device)
     if args.json:

@@ -197,6 +197,17 @@ def _cpu_copy(model: nn.Module) -> nn.Module:
     return duplicate.to_empty(device="cpu") if on_meta else duplicate
 
 
+def trace_on_meta(
+    module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, channels_last: bool = False, tracer_class=Tracer
+) -> Trace:
+    """The trace of a module on the meta device fed an input of ``shape``, as ``count_traced`` traces a network:
+    module and input in ``dtype`` and (``channels_last``) that memory format (under autocast: an fp32 module and
+    input, and ``counting.autocast``'s tracer)."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    example = torch.empty(shape, dtype=dtype, device="meta").contiguous(memory_format=layout)
+    return trace(module.to(dtype=dtype, memory_format=layout).eval(), example, tracer_class)
+
+
 def _trace_anywhere(
     module, rebuild, batch, resolution, dtype, name, channels_last=False, tracer_class=Tracer
 ) -> tuple[Trace, str]:
@@ -204,8 +215,7 @@ def _trace_anywhere(
     shape = (batch, 3, resolution, resolution)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     try:
-        example = torch.empty(shape, dtype=dtype, device="meta").contiguous(memory_format=layout)
-        return trace(module.to(dtype=dtype, memory_format=layout).eval(), example, tracer_class), "meta"
+        return trace_on_meta(module, shape, dtype, channels_last, tracer_class), "meta"
     except Exception:
         module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
     try:

@@ -320,3 +320,71 @@ def _search(
     options = EvolutionOptions(request.min_throughput, request.budget, request.strategy)
     result = evolve(candidates, objective, oracle, options, estimator, np.random.default_rng(request.seed))
     return DeviceSearch(request, device, pool_path if kept else None, len(candidates), result)
+
+
+PREDICTED_CANDIDATES = 10  # the candidates a search on predictions reports, best objective first
+
+
+@dataclass(frozen=True)
+class PredictedSearch:
+    """A search for a GPU without a NAS profile (none measured, nothing to measure on): every candidate of the pool
+    predicted by ``predict``'s general model (``nas.population``), transferred by datasheet to the GPU; the feasible
+    ones (predicted samples/s >= the floor) best objective first."""
+
+    request: SearchRequest
+    gpu: str
+    transferred_from: str
+    pool: Path | None
+    pool_size: int
+    feasible: int
+    candidates: pd.DataFrame  # id, objective, gflops, latency_ms, samples_per_s, utilization
+
+    def to_dict(self) -> dict:
+        return {
+            "space": self.request.space,
+            "gpu": self.gpu,
+            "predicted": True,
+            "transferred_from": self.transferred_from or None,
+            "batch": self.request.batch,
+            "min_throughput": self.request.min_throughput,
+            "pool": str(self.pool) if self.pool else None,
+            "pool_size": self.pool_size,
+            "seed": self.request.seed,
+            "feasible": self.feasible,
+            "candidates": self.candidates.to_dict(orient="records"),
+        }
+
+
+def searches_by_prediction(request: SearchRequest) -> bool:
+    """Whether ``nas search`` (GPU mode) has no NAS profile for the request's GPU (given or shipped, fp16) and so
+    searches on the general model's predictions alone."""
+    from utilscope.nas.table_predictor import shipped_table_predictor
+
+    return request.profile is None and shipped_table_predictor(request.gpu, request.space, "fp16") is None
+
+
+def search_by_prediction(request: SearchRequest, pool: str | None, pool_size: int) -> PredictedSearch:
+    """The pool (a JSONL file, or ``pool_size`` architectures sampled with the request's seed, not written) predicted
+    on the request's GPU at its batch size in fp16 (``nas.population``); no measurement."""
+    from utilscope.nas.population import population_predictor
+
+    if pool is not None:
+        archs = load_jsonl(check_input_file(pool, f"{ARCH_FILE} of --pool"), request.space)
+    else:
+        check_count(pool_size, "--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
+        archs = sample_architectures(get_space(request.space), pool_size, request.seed)
+    objective = objective_for(request.objective, request.space)
+    predictor = population_predictor(request.space, request.gpu, request.batch)
+    frame = predictor.predict_frame(archs)
+    frame.insert(1, "objective", [objective(arch) for arch in archs])
+    feasible = frame[frame["samples_per_s"] >= request.min_throughput]
+    best = feasible.sort_values("objective", ascending=False, kind="stable").head(PREDICTED_CANDIDATES)
+    return PredictedSearch(
+        request,
+        predictor.gpu.name,
+        predictor.transferred_from,
+        Path(pool) if pool else None,
+        len(archs),
+        len(feasible),
+        best.reset_index(drop=True),
+    )

@@ -34,6 +34,8 @@ class Layer(NamedTuple):
     """One entry of a space's latency table: a stem, block or head configuration and its input shape.
 
     Networks of the space are exactly the sequence of their layers, so per-layer latencies compose per network.
+    The last number of ``config`` is the input size, and the layer's module depends on the rest only
+    (``nas.population`` builds a module once for all input sizes).
     """
 
     kind: str  # "stem" | "block" | "head"

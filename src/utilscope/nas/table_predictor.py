@@ -200,17 +200,32 @@ def select_table_predictor(profile: str | Path | None, gpu: str | None, space: s
     return predictor
 
 
-def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, batch: int):
-    """(predictor, predictions frame) for the architectures of one JSONL file, all of one space."""
-    check_batch(batch)
+def load_population(path: str | Path) -> tuple[str, list[Arch]]:
+    """The space and the architectures of one JSONL file, all of one space."""
     archs = load_jsonl(path)
     if not archs:
         raise UsageError(f"{path} holds no architectures (write some with `utilscope nas sample`)")
     spaces = sorted({arch["space"] for arch in archs})
     if len(spaces) != 1:
         raise UsageError(f"{path} holds architectures of {len(spaces)} spaces ({', '.join(spaces)}); give one")
-    predictor = select_table_predictor(profile, gpu, spaces[0])
+    return spaces[0], archs
+
+
+def predict_file(path: str | Path, profile: str | Path | None, gpu: str | None, batch: int):
+    """(predictor, predictions frame) for the architectures of one JSONL file, all of one space."""
+    check_batch(batch)
+    space, archs = load_population(path)
+    predictor = select_table_predictor(profile, gpu, space)
     return predictor, predictor.predict_frame(archs, batch)
+
+
+def shipped_table_predictor(gpu: str, space: str, precision: str) -> TablePredictor | None:
+    """The predictor shipped for this GPU and space if its table was timed in ``precision``, else None."""
+    try:
+        predictor = load_table_predictor(shipped_profile(gpu, space))
+    except UsageError:
+        return None
+    return predictor if predictor.table.precision == precision else None
 
 
 # --- features ---------------------------------------------------------------------------------------------------

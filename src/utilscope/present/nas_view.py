@@ -78,6 +78,29 @@ def render_device_search(search, console: Console) -> None:
     console.print(table)
 
 
+def render_predicted_search(search, console: Console) -> None:
+    """A search on predictions (``PredictedSearch``): how the GPU was predicted, and the feasible candidates."""
+    request = search.request
+    how = (
+        f"predicted by transfer from the {search.transferred_from} device profile (not validated on this GPU)"
+        if search.transferred_from
+        else "predicted by the general model of its own device profile"
+    )
+    pool = escape(str(search.pool)) if search.pool else f"sampled (seed {request.seed})"
+    console.print(
+        f"nas search: {request.space} on {search.gpu}, batch {request.batch}, fp16, samples/s >= "
+        f"{request.min_throughput:g}: {how}; nothing measured"
+    )
+    console.print(
+        f"pool: {search.pool_size} architectures, {pool}; {search.feasible} predicted at or above the floor; "
+        f"utilization: of the {search.gpu}'s dense fp16 peak (spec table)"
+    )
+    if search.candidates.empty:
+        console.print(f"[red]no architecture is predicted at {request.min_throughput:g} samples/s or more[/]")
+        return
+    console.print(search.candidates.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
 def render_analysis(results, console: Console) -> None:
     """Per space and batch size: how well FLOPs rank throughput, utilization quantiles, the equal-FLOPs spread and
     the strongest design effects; "too few architectures" instead of a nan correlation."""

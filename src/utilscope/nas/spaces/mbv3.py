@@ -18,6 +18,10 @@ The record (JSON lists only)::
      "kernel_sizes": [[3, 5], [7, 3, 5], [3, 3, 5, 7], [5, 5], [3, 7, 7]],
      "expand_ratios": [[3, 4], [6, 6, 3], [4, 4, 3, 6], [6, 3], [4, 4, 6]]}
 
+Input resolutions: 128 to 224 in steps of 4, OFA's 25 (its elastic resolution). The H200 dataset under
+``data/h200/`` was sampled when the space held 5 of them (160 to 224 in steps of 16); its records, and so their
+``arch_id``s, are unchanged by the widening (``sample`` now draws from all 25, so a seed draws other networks).
+
 Canonical form: each stage's lists hold its *active* blocks only (``len(kernel_sizes[i]) == depths[i]``).
 ``validate`` also takes OFA-style max-depth stage lists (4 entries whatever the depth) and drops the entries past
 the depth, so two records of the same network normalize to the same record and the same ``arch_id``.
@@ -51,7 +55,7 @@ from utilscope.nas.space import (
 )
 
 NAME = "mbv3"
-RESOLUTIONS = (160, 176, 192, 208, 224)
+RESOLUTIONS = tuple(range(128, 225, 4))  # OFA's 25 input sizes (``ofa_mbv3``'s image_size list)
 DEPTHS = (2, 3, 4)
 KERNEL_SIZES = (3, 5, 7)
 EXPAND_RATIOS = (3, 4, 6)
@@ -366,7 +370,8 @@ def layers(arch: Arch) -> list[Layer]:
 
 def covering_archs() -> list[Arch]:
     """Depth 2 everywhere with one kernel size and expand ratio per network, at each resolution: the first and the
-    second block of every stage take every (kernel, expand) pair, so these 45 networks hold all layers."""
+    second block of every stage take every (kernel, expand) pair, so these 225 networks (9 per resolution) hold all
+    layers."""
     return [uniform_arch(r, 2, k, e) for r in RESOLUTIONS for k in KERNEL_SIZES for e in EXPAND_RATIOS]
 
 

@@ -1,0 +1,224 @@
+"""Populations of a search space's architectures on any GPU of the spec table: ``utilscope predict``'s numbers for
+each network, in one batched pass.
+
+``predict`` of one network traces it on the meta device, turns each op into a row (``predict.predictor
+.network_rows``), times the rows by the device profile's layer models, carries them to the target GPU by its
+datasheet (``predict.transfer``), and adds ``gap_ms`` per row. Every one of those steps is per row, and a network of
+a space is exactly the sequence of its layers (stem, blocks, head: ``SearchSpace.layers``), whose rows are the rows
+of the layer traced alone. So a population's distinct layers are each built, traced and turned into rows once, all
+their rows are timed and transferred in one call, and a network's latency is the sum of its layers' row times plus
+``gap_ms`` per row: the number ``predict`` gives for the network (tested to float rounding), at a fraction of the
+cost, since networks of a space share most of their layers.
+
+Only the ``graph`` and ``eager`` backends compose so: the fused backends' rows depend on what the next layer does with
+a layer's output (``counting.counter.fusion_savings``).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from utilscope.counting.autocast import autocast_tracer
+from utilscope.counting.counter import check_dtype, trace_on_meta
+from utilscope.counting.tracer import Tracer, shared_meta_memo
+from utilscope.errors import UsageError
+from utilscope.hardware.utilization import achieved_tflops, utilization
+from utilscope.nas.space import Arch, Layer, SearchSpace
+from utilscope.nas.spaces import get_space
+from utilscope.predict.features import Gpu
+
+COMPOSED_BACKENDS = ("graph", "eager")  # a network's time is its layers' (see the module's docstring)
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """What a network takes from one of its layers: the layer's rows' milliseconds on the target, summed; its rows
+    (each launches a kernel: ``gap_ms`` each); its FLOPs at the batch size (2 x MACs, as ``count`` counts them)."""
+
+    ms: float
+    rows: int
+    flops: int
+
+
+@dataclass
+class PopulationPredictor:
+    """A device profile's predictor (``predict.fit_cache.load_predictor``) for one space, batch size, precision and
+    target GPU (None: the profile's own), with the times of every layer it has met (a search asks again and again)."""
+
+    predictor: object  # predict.predictor.Predictor
+    space: SearchSpace
+    batch: int
+    precision: str
+    target: Gpu | None = None
+    backend: str = "graph"
+    layers: dict[Layer, LayerTimes] = field(default_factory=dict, repr=False)
+    modules: dict[tuple, torch.nn.Module] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.backend not in COMPOSED_BACKENDS:
+            raise UsageError(
+                f"a population is predicted on the {' or '.join(COMPOSED_BACKENDS)} backend, not {self.backend}: "
+                "on a fused backend a layer's kernels depend on the next layer"
+            )
+        self.predictor.check_condition(self.precision, self.backend, True)
+
+    @property
+    def gpu(self) -> Gpu:
+        return self.target or self.predictor.gpu
+
+    @property
+    def transferred_from(self) -> str:
+        """The profile's GPU when the target is another one (predicted by transfer), else ""."""
+        return "" if self.target is None or self.target == self.predictor.gpu else self.predictor.device
+
+    def predict_frame(self, archs: list[Arch]) -> pd.DataFrame:
+        """One row per architecture: id, gflops (per sample), latency_ms, samples_per_s and utilization (of the
+        target's dense peak in the precision), as ``predict`` gives them for each network."""
+        if not archs:
+            raise UsageError("no architectures given")
+        networks = self.space.networks(archs)
+        self.time_layers([layer for layer in networks.layers if layer not in self.layers])
+        times = [self.layers[layer] for layer in networks.layers]
+        each = np.repeat(np.arange(len(networks.layer)), networks.count)  # every layer of every network
+        network, layer = networks.network[each], networks.layer[each]
+        size = len(archs)
+        ms = np.bincount(network, weights=np.array([t.ms for t in times])[layer], minlength=size)
+        rows = np.bincount(network, weights=np.array([t.rows for t in times], dtype=float)[layer], minlength=size)
+        flops = np.bincount(network, weights=np.array([t.flops for t in times], dtype=float)[layer], minlength=size)
+        latency_ms = ms + self.predictor.gap_ms * rows
+        return pd.DataFrame(
+            {
+                "id": [arch.get("id", "") for arch in archs],
+                "gflops": flops / self.batch / 1e9,
+                "latency_ms": latency_ms,
+                "samples_per_s": self.batch / latency_ms * 1e3,
+                "utilization": utilization(achieved_tflops(flops, latency_ms), self.gpu.peak_flops / 1e12),
+            }
+        )
+
+    def time_layers(self, layers: list[Layer]) -> None:
+        """Trace each layer, and time and transfer all their rows in one call of the layer models."""
+        if not layers:
+            return
+        frames, flops = [], []
+        gc.freeze()  # as ``predict`` does: the long-lived objects are not rescanned by the traces' collections
+        try:
+            with shared_meta_memo():
+                for layer in layers:
+                    recorded = self.trace(layer)
+                    frames.append(self.predictor.rows(recorded))
+                    flops.append(sum(event.cost.flops for event in recorded.events))
+        finally:
+            gc.unfreeze()
+        rows = pd.concat(frames, ignore_index=True)
+        owner = np.repeat(np.arange(len(layers)), [len(frame) for frame in frames])
+        source = self.predictor.source_times(rows)
+        ms, *_ = self.predictor.compose(rows, self.backend, self.target, source)
+        per_layer_ms = np.bincount(owner, weights=ms, minlength=len(layers))
+        per_layer_rows = np.bincount(owner, minlength=len(layers))
+        for layer, layer_ms, layer_rows, layer_flops in zip(layers, per_layer_ms, per_layer_rows, flops, strict=True):
+            self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(layer_flops))
+
+    def module(self, layer: Layer) -> torch.nn.Module:
+        """The layer's module on the meta device, built once for all input sizes: in both spaces a layer's module
+        is its configuration's but for the last number, its input size (``Layer``)."""
+        key = (layer.kind, layer.config[:-1])
+        if key not in self.modules:
+            with torch.device("meta"):
+                self.modules[key] = self.space.build_layer(layer)
+        return self.modules[key]
+
+    def trace(self, layer: Layer):
+        """The layer alone on the meta device, as ``count_traced`` traces a network for ``predict``: in the precision
+        (amp: under autocast's casts when the profile timed them), channels_last."""
+        parsed = self.predictor.check_precision(self.precision)
+        dtype, tracer_class = check_dtype(parsed.count_dtype), Tracer
+        if parsed.autocast_dtype is not None and self.predictor.timed_casts:
+            tracer_class, dtype = autocast_tracer(dtype), torch.float32
+        module = self.module(layer)
+        shape = (self.batch, layer.in_channels, layer.in_size, layer.in_size)
+        return trace_on_meta(module, shape, dtype, True, tracer_class)
+
+
+def population_predictor(
+    space: str, gpu: str, batch: int, precision: str = "fp16", profile: str | None = None
+) -> PopulationPredictor:
+    """The ``PopulationPredictor`` of a GPU of the spec table (one, not ``all`` or a list) from the device profile
+    ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
+    for a precision no profile expresses, or one the GPU lacks."""
+    from utilscope.counting.counter import check_batch
+    from utilscope.predict import fit_cache, selection
+
+    check_batch(batch)
+    names = selection.gpu_names(gpu)
+    if len(names) != 1 or names[0].casefold() == "all":
+        raise UsageError(f"--gpu {gpu!r}: a population is predicted for one GPU of the spec table at a time")
+    path = selection.select_profile(gpu, profile, precision, "graph", True)
+    predictor = fit_cache.load_predictor(path)
+    targets = selection.transfer_targets(gpu, predictor)
+    return PopulationPredictor(predictor, get_space(space), batch, precision, targets[0] if targets else None)
+
+
+@dataclass(frozen=True)
+class PopulationResult:
+    """``utilscope nas predict``'s answer: one row per architecture (``frame``), the GPU, and which predictor gave
+    it: ``table`` (a NAS profile's latency table and correction, ``nas.table_predictor``) or ``general``
+    (``predict``'s device profile, transferred by datasheet when ``transferred_from`` names its GPU)."""
+
+    space: str
+    gpu: str
+    batch: int
+    precision: str
+    predictor: str  # "table" | "general"
+    profile: str
+    transferred_from: str
+    frame: pd.DataFrame
+
+    def to_dict(self) -> dict:
+        return {
+            "space": self.space,
+            "device": self.gpu,
+            "batch": self.batch,
+            "precision": self.precision,
+            "predictor": self.predictor,
+            "profile": self.profile,
+            "transferred_from": self.transferred_from or None,
+            "predictions": self.frame.to_dict(orient="records"),
+        }
+
+
+def predict_population(
+    path: str, gpu: str | None, batch: int, precision: str = "fp16", profile: str | None = None
+) -> PopulationResult:
+    """The architectures of a JSONL file on a GPU: by the NAS profile given (``profile``) or shipped for the GPU and
+    space in that precision (the H200's, fp16), else by ``predict``'s general model (``population_predictor``)."""
+    from utilscope.counting.counter import check_batch
+    from utilscope.nas.table_predictor import load_population, select_table_predictor, shipped_table_predictor
+
+    check_batch(batch)
+    space, archs = load_population(path)
+    if gpu is None and profile is None:
+        raise UsageError("give --gpu (a GPU of the spec table) or --profile (a profile from `utilscope nas fit`)")
+    table = select_table_predictor(profile, gpu, space) if profile else shipped_table_predictor(gpu, space, precision)
+    if table is not None:
+        if table.table.precision != precision:
+            raise UsageError(f"the predictor profile {profile} was timed in {table.table.precision}, not {precision}")
+        frame = table.predict_frame(archs, batch)
+        return PopulationResult(space, table.table.device, batch, precision, "table", str(profile or ""), "", frame)
+    general = population_predictor(space, gpu, batch, precision)
+    frame = general.predict_frame(archs)
+    return PopulationResult(
+        space,
+        general.gpu.name,
+        batch,
+        precision,
+        "general",
+        str(general.predictor.profile_path),
+        general.transferred_from,
+        frame,
+    )
