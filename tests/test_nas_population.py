@@ -101,3 +101,27 @@ def test_search_for_a_gpu_without_a_nas_profile_ranks_its_predicted_candidates(p
     assert main([*args, "--min-throughput", "1e12"]) == 0
     out = capsys.readouterr().out
     assert "predicted by transfer from the NVIDIA H200" in out and "no architecture is predicted" in out
+
+
+def test_the_h200_table_answers_at_the_resolutions_it_lacks_with_the_general_model_for_stem_and_head(
+    predictor, monkeypatch
+):
+    """The H200's mbv3 table holds stems and heads at OFA's old 5 resolutions only: at the 20 others they are the
+    general model's milliseconds (too few of them to fit a layer model), and a network there gets an answer."""
+    from utilscope.nas import general
+    from utilscope.nas.general import general_block_ms
+    from utilscope.nas.space import Layer
+    from utilscope.nas.table_predictor import load_table_predictor, shipped_profile
+
+    monkeypatch.setattr(general, "shipped_general_profile", lambda table: "synthetic.json")
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path: predictor)
+    table = load_table_predictor(shipped_profile("h200", "mbv3"))
+    space = get_space("mbv3")
+    stem, head = Layer("stem", (128,), 3, 128), Layer("head", (4,), 160, 4)
+    assert not table.table.entries.get(stem.key) and not table.table.entries.get(head.key)
+    costs = [space.layer_cost(layer.kind, layer.config) for layer in (stem, head)]
+    estimated = table.estimate_layers([stem, head], costs, 1)
+    assert np.allclose(estimated, general_block_ms(predictor, space, [stem, head], 1), rtol=1e-12)
+    arch = {**sample_architectures(space, 1, seed=3)[0], "resolution": 128}
+    row = table.predict_frame([arch], 1).iloc[0]
+    assert np.isfinite(row.latency_ms) and row.latency_ms > 0 and row.estimated_layers >= 2

@@ -130,10 +130,23 @@ class TablePredictor:
             if name not in self.layer_models:
                 self.layer_models[name] = fit_layer_model(self.table, kind, batch, self.prior_ms)
             if self.layer_models[name] is None:
-                self.table.latency_ms(layers[indices[0]].key, batch)  # raises: no entry and no model
+                estimates[indices] = self.general_ms([layers[i] for i in indices], batch)
+                continue
             numbers = [layer_numbers(costs[i], layers[i].config) for i in indices]
             estimates[indices] = np.exp(self.layer_models[name].predict(layer_features(numbers)))
         return estimates
+
+    def general_ms(self, layers: list[Layer], batch: int) -> np.ndarray:
+        """The general model's milliseconds of layers of a kind the table holds too few of to model (a stem or a
+        head at an input size the table lacks): ``predict``'s device profile of the table's GPU and precision
+        (``nas.general``); without a shipped one, the table's error naming the first layer."""
+        from utilscope.nas.general import general_block_ms, shipped_general_profile
+        from utilscope.predict.fit_cache import load_predictor
+
+        path = shipped_general_profile(self.table)
+        if path is None:
+            self.table.latency_ms(layers[0].key, batch)  # raises: no entry, no model, no general profile
+        return general_block_ms(load_predictor(path), get_space(self.space), layers, batch)
 
     def to_dict(self) -> dict:
         return {
