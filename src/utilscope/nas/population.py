@@ -31,6 +31,7 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space
 from utilscope.predict.features import Gpu
+from utilscope.predict.predictor import network_records, rows_frame
 
 COMPOSED_BACKENDS = ("graph", "eager")  # a network's time is its layers' (see the module's docstring)
 
@@ -105,18 +106,20 @@ class PopulationPredictor:
         """Trace each layer, and time and transfer all their rows in one call of the layer models."""
         if not layers:
             return
-        frames, flops = [], []
+        records, counts, flops = [], [], []
         gc.freeze()  # as ``predict`` does: the long-lived objects are not rescanned by the traces' collections
         try:
             with shared_meta_memo():
                 for layer in layers:
                     recorded = self.trace(layer)
-                    frames.append(self.predictor.rows(recorded))
+                    layer_records = network_records(recorded, self.predictor.gpu)  # ``Predictor.rows``' rows
+                    records += layer_records
+                    counts.append(len(layer_records))
                     flops.append(sum(event.cost.flops for event in recorded.events))
         finally:
             gc.unfreeze()
-        rows = pd.concat(frames, ignore_index=True)
-        owner = np.repeat(np.arange(len(layers)), [len(frame) for frame in frames])
+        rows = rows_frame(records)  # one frame for all: as each layer's frame, concatenated
+        owner = np.repeat(np.arange(len(layers)), counts)
         source = self.predictor.source_times(rows)
         ms, *_ = self.predictor.compose(rows, self.backend, self.target, source)
         per_layer_ms = np.bincount(owner, weights=ms, minlength=len(layers))

@@ -315,6 +315,19 @@ def fused(
 
 
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
+    """The rows of a traced network (``network_records``) as a frame."""
+    return rows_frame(network_records(recorded, gpu))
+
+
+def rows_frame(records: list[dict]) -> pd.DataFrame:
+    """Rows (``network_records``: of one network, or of several one after another) as a frame."""
+    frame = pd.DataFrame(records)
+    if "channels_last_input" in frame:  # 0 on the rows of no conv (copies, bias adds, gates)
+        frame["channels_last_input"] = frame["channels_last_input"].fillna(0).astype(int)
+    return frame
+
+
+def network_records(recorded, gpu: Gpu) -> list[dict]:
     """The rows of a traced network: one per op that launches work, one per squeeze-excite gate (its ops' run),
     each with the index of its layer (a gate's: its first op's), the indices of all its layers, and the share of
     its bytes left when elementwise and norm ops fuse into their producers (``counting.counter.fusion_savings``);
@@ -354,10 +367,7 @@ def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:
             )
     if gate:
         rows.append(_gate(gate, gpu))
-    frame = pd.DataFrame(rows)
-    if "channels_last_input" in frame:  # 0 on the rows of no conv (copies, bias adds, gates)
-        frame["channels_last_input"] = frame["channels_last_input"].fillna(0).astype(int)
-    return frame
+    return rows
 
 
 # norms whose statistics are a reduction over the whole input: fused execution still reads their input once
