@@ -207,7 +207,11 @@ def predict_population(
     space, archs = load_population(path)
     if gpu is None and profile is None:
         raise UsageError("give --gpu (a GPU of the spec table) or --profile (a profile from `utilscope nas fit`)")
-    table = select_table_predictor(profile, gpu, space) if profile else shipped_table_predictor(gpu, space, precision)
+    table = (
+        select_table_predictor(profile, gpu, space)
+        if profile is not None
+        else shipped_table_predictor(gpu, space, precision)
+    )
     if table is not None:
         if table.table.precision != precision:
             raise UsageError(f"the predictor profile {profile} was timed in {table.table.precision}, not {precision}")
