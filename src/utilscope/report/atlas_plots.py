@@ -36,7 +36,7 @@ def _gpu_label(gpu: str) -> str:
     return gpu.removesuffix("_sxm").replace("_", " ").upper()
 
 
-def _table_label(rows: pd.DataFrame, gpu: str) -> str:
+def table_label(rows: pd.DataFrame, gpu: str) -> str:
     """``RTX 4090`` over ``timm, torch 2.9.1``: the GPU and whose table its rows are."""
     first = rows[rows["gpu"] == gpu].iloc[0]
     return f"{_gpu_label(gpu)}\n{'utilscope' if first['source'] == atlas.MEASURED else 'timm'}, torch {first['torch']}"
@@ -67,7 +67,7 @@ def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
                 patch.set_facecolor(f"C{k}")
                 patch.set_alpha(0.6)
         axes.scatter([], [], color=f"C{k}", label=f"{conv_class} ({sum(len(d) for d in data)} rows)")
-    axes.set_xticks(range(len(gpus)), [_table_label(rows, gpu) for gpu in gpus], fontsize=8)
+    axes.set_xticks(range(len(gpus)), [table_label(rows, gpu) for gpu in gpus], fontsize=8)
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
@@ -144,7 +144,7 @@ def plot_intensity(rows: pd.DataFrame, path: str | Path) -> Path:
             ax.text(ridge, 0.98, f" ridge {ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=7, va="top")
         ax.set_xscale("log")
         ax.set_xlim(*limits)
-        ax.set_title(_table_label(rows, gpu).replace("\n", ": "), fontsize=9)
+        ax.set_title(table_label(rows, gpu).replace("\n", ": "), fontsize=9)
         ax.set_xlabel("FLOPs per byte")
         plots._percent_axis(ax.yaxis)
     axes[0].set_ylabel("FLOP utilization")
