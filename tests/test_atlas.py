@@ -128,7 +128,7 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
-    assert 'src="atlas_' not in page and page.count('alt="One model across GPUs"') == 1  # embedded: self-contained
+    assert page.count('alt="One model across GPUs" src="atlas_slope.png"') == 1  # the PNG beside the page
     for name in ("atlas_classes", "atlas_slope", "atlas_rank", "atlas_intensity", "atlas_dynamo"):
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
     table = page[page.index('<table id="atlas-table"') :]
@@ -137,7 +137,8 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     # the model view: resnet50's rows, measured (the H200), published (the 3090's two tables) and predicted for every
     # other GPU of the spec table, in the store's most common condition, each with its validation where there is one
     data = json.loads(re.search(r'<script type="application/json" id="model-data">(.*?)</script>', page).group(1))
-    rows = pd.DataFrame(data["rows"]["timm:resnet50"], columns=["condition", *data["columns"]])
+    texts = [[data["texts"][code] for code in row] for row in data["rows"]["timm:resnet50"]]  # cells: indices
+    rows = pd.DataFrame(texts, columns=["condition", *data["columns"]])
     by_kind = rows.groupby("kind")["GPU"].agg(set)
     assert by_kind["measured"] == {"NVIDIA H200 SXM"} and by_kind["published"] == {"NVIDIA GeForce RTX 3090"}
     spec_gpus = {spec.name for spec in hardware.load_specs() if spec.memory_bandwidth_gbs and spec.sm_count}

@@ -207,10 +207,13 @@ LISTED = "return Array.from(document.querySelectorAll('#search-matches button'),
 
 def _search(driver, text: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     box = driver.find_element(By.ID, "model-search")
     box.clear()
     box.send_keys(text)
+    # the search runs once typing pauses
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.body.dataset.searched") == text)
 
 
 def test_a_hover_names_the_point_with_its_row(driver, pages):

@@ -5,9 +5,10 @@ The page stays one folder that opens from the file system and asks for nothing o
 once, the figures and the model view's rows are JSON in ``<script type="application/json">`` elements, and the
 script below renders the figures, highlights the points of the models a search matches (plotly's
 ``selectedpoints``: the others fade), lists those models, and shows the rows of the one picked, grouped by
-condition (rows of different conditions are never in one group). ``document.body.dataset.plotted`` is set to the
-number of figures drawn when every one is, ``plottedMs`` the milliseconds since navigation began: the browser
-tests and the speed benchmark (``benchmarks/report_browser.py``) wait for them.
+condition (rows of different conditions are never in one group). The figures are drawn one at a time, the page
+answering between them; ``document.body.dataset`` gets ``firstMs`` when the first is drawn, ``plotted`` (how many)
+and ``plottedMs`` when every one is (milliseconds since navigation began), and ``searched`` (the text) when a search
+has run: the browser tests and the speed benchmark (``benchmarks/report_browser.py``) wait for them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from utilscope.report import interactive, model_view
 from utilscope.units import significant
 
 SEARCH_ID, MATCHES_ID, VIEW_ID = "model-search", "search-matches", "model-view"
+SEARCH_PAUSE_MS = 150  # the search runs when typing pauses this long
 SHOWN_MATCHES = 60  # the search lists this many matching models, then says how many more
 # the model view's columns: (header, the row's field or a function of the row)
 VIEW_COLUMNS = ("kind", "GPU", "resolution", "batch", "samples/s", "FLOP util", "table / how", "torch", "reparam")
@@ -45,6 +47,7 @@ SCRIPT = r"""
 (function () {
   var figures = JSON.parse(document.getElementById("figure-data").textContent);
   var models = JSON.parse(document.getElementById("model-data").textContent);
+  function texts(row) { return row.map(function (code) { return models.texts[code]; }); }
   var box = document.getElementById("model-search"), list = document.getElementById("search-matches");
   var count = document.getElementById("search-count"), view = document.getElementById("model-view");
   var pattern = null, known = {};
@@ -80,7 +83,7 @@ SCRIPT = r"""
     return element;
   }
   function showModel(name) {
-    var rows = models.rows[name] || [];
+    var rows = (models.rows[name] || []).map(texts);
     view.textContent = "";
     view.appendChild(cell("h3", name));
     if (!rows.length) { view.appendChild(cell("p", "No row of " + name + " in this store.")); return; }
@@ -132,18 +135,28 @@ SCRIPT = r"""
     });
     if (exact.length === 1 || found.length === 1) showModel(exact[0] || found[0]);
     document.querySelectorAll("div.plot").forEach(highlight);
+    document.body.dataset.searched = box.value;
   }
-  box.addEventListener("input", search);
+  var typing = null;  // a search runs once typing pauses: each one restyles every figure
+  box.addEventListener("input", function () { clearTimeout(typing); typing = setTimeout(search, models.pause_ms); });
   listMatches();
-  var drawn = Object.keys(figures).map(function (id) {
-    var div = document.getElementById(id), figure = figures[id];
+  var ids = Object.keys(figures), drawn = 0;
+  function drawNext() {  // one figure at a time, yielding between them: the page answers while the rest draw
+    if (drawn === ids.length) {
+      document.body.dataset.plottedMs = String(Math.round(performance.now()));  // since navigation started
+      document.body.dataset.plotted = String(drawn);
+      return;
+    }
+    var div = document.getElementById(ids[drawn]), figure = figures[ids[drawn]];
     var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
-    return Plotly.newPlot(div, figure.data, figure.layout, config).then(function () { highlight(div); });
-  });
-  Promise.all(drawn).then(function () {
-    document.body.dataset.plottedMs = String(Math.round(performance.now()));  // since navigation started
-    document.body.dataset.plotted = String(drawn.length);
-  });
+    Plotly.newPlot(div, figure.data, figure.layout, config).then(function () {
+      highlight(div);
+      drawn += 1;
+      if (drawn === 1) document.body.dataset.firstMs = String(Math.round(performance.now()));
+      setTimeout(drawNext, 0);
+    });
+  }
+  drawNext();
 })();
 """
 
@@ -173,7 +186,7 @@ def figure_blocks(drawn: list[tuple[str, str, object, str]]) -> tuple[str, list[
     return "\n".join(blocks), figures
 
 
-def _view_cells(rows: pd.DataFrame) -> list[list[str]]:
+def _view_cells(rows: pd.DataFrame) -> pd.DataFrame:
     """The model view's rows as text: condition first (the script groups by it), then ``VIEW_COLUMNS``."""
     how = rows["table"].astype(str).where(rows["source"] != model_view.PREDICTED, "")
     predicted = rows["source"] == model_view.PREDICTED
@@ -192,13 +205,19 @@ def _view_cells(rows: pd.DataFrame) -> list[list[str]]:
             "reparam": rows["reparam"].fillna("").astype(str),
         }
     )
-    return cells.to_numpy(str).tolist()
+    return cells
 
 
 def model_data(rows: pd.DataFrame, note: str) -> str:
-    """The model view's JSON: ``{"columns", "note", "shown", "rows": {model: [[condition, ...cells], ...]}}``."""
-    by_model = {model: _view_cells(part) for model, part in rows.groupby("model", sort=True)} if len(rows) else {}
-    data = {"columns": list(VIEW_COLUMNS), "note": note, "shown": SHOWN_MATCHES, "rows": by_model}
+    """The model view's JSON: ``{"columns", "note", "shown", "texts", "rows": {model: [[condition, ...cells], ...]}}``,
+    each cell an index into ``texts`` (a store of 60,000 rows repeats a few thousand texts: GPUs, tables, numbers)."""
+    cells = _view_cells(rows).to_numpy(str)
+    codes, texts = pd.factorize(cells.ravel())
+    coded = codes.reshape(cells.shape)
+    positions = rows["model"].astype(str).groupby(rows["model"].astype(str).to_numpy()).indices
+    by_model = {model: coded[at].tolist() for model, at in sorted(positions.items())}
+    data = {"columns": list(VIEW_COLUMNS), "note": note, "shown": SHOWN_MATCHES, "pause_ms": SEARCH_PAUSE_MS}
+    data |= {"texts": list(texts), "rows": by_model}
     return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
 
 

@@ -1,6 +1,6 @@
-"""The survey report: one self-contained HTML page (PNGs embedded as data URIs, inline CSS, one small inline script
-for the model table's filter box and sortable headers; no external file, no network), the PNGs themselves and
-``measurements.csv`` beside it.
+"""The survey report: one self-contained folder, ``index.html`` (inline CSS, the explorer's plotly figures, model
+search and model view (``explorer``), one small inline script for the model table's filter box and sortable headers;
+no network), the PNGs it shows as static figures and ``measurements.csv`` beside it.
 
 The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
 ``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``, ``model_table.model_table``) so tests can
@@ -11,7 +11,6 @@ The page is filled with ``string.Template``: no template-engine dependency.
 
 from __future__ import annotations
 
-import base64
 import html
 import itertools
 import json
@@ -450,9 +449,8 @@ def _figure_html(title: str, path: Path, text: str) -> str:
     reason = plots.empty_reason(path)
     if reason is not None:
         return f'<p class="empty"><b>{html.escape(title)}:</b> not drawn, {html.escape(reason)}.</p>'
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (
-        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
+    return (  # the PNG beside the page (the folder is the report): embedded, it would add a third to its size
+        f'<figure><img alt="{html.escape(title)}" src="{html.escape(path.name)}">'
         f"<figcaption><b>{html.escape(title)}.</b> {html.escape(text)}</figcaption></figure>"
     )
 

@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from utilscope.report import families, plots
+from utilscope.report import atlas_plots, families, plots
 
 # the fields of a point's customdata, in order; the page's search reads the model at index 0
 HOVER = ["model", "family", "gpu", "resolution", "batch", "precision", "backend", "gflops", "samples_per_s"]
@@ -26,6 +26,7 @@ HOVER_TEMPLATE = (
     "%{customdata[7]:.3g} GFLOPs/sample, %{customdata[8]:,.0f} samples/s<br>"
     "FLOP utilization %{customdata[9]:.2%}<extra></extra>"
 )
+HOVER_DIGITS = 4  # significant digits of the numbers a point carries (the hover shows at most 3 or 4)
 SELECTION = dict(selected=dict(marker=dict(size=11, opacity=1.0)), unselected=dict(marker=dict(opacity=0.12)))
 _HEIGHT = 560
 _ISO_COLOUR = "#9a9a9a"
@@ -54,12 +55,17 @@ def hover_rows(rows: pd.DataFrame, gpu: pd.Series | None = None) -> np.ndarray:
             "batch": rows["batch"].astype("Int64").astype(str),
             "precision": rows["precision"].astype(str),
             "backend": rows["backend"].astype(str),
-            "gflops": rows["flops_per_sample"].astype(float) / 1e9,
-            "samples_per_s": rows["samples_per_s"].astype(float),
-            "utilization": rows["utilization"].astype(float),
+            "gflops": _rounded(rows["flops_per_sample"].astype(float) / 1e9),
+            "samples_per_s": _rounded(rows["samples_per_s"].astype(float)),
+            "utilization": _rounded(rows["utilization"].astype(float)),
         }
     )
     return shown[HOVER].to_numpy(object)
+
+
+def _rounded(values: pd.Series, digits: int = HOVER_DIGITS) -> pd.Series:
+    """``values`` to ``digits`` significant digits: what the hover box shows, in fewer bytes of JSON."""
+    return values.map(lambda v: float(f"{v:.{digits}g}") if pd.notna(v) else v)
 
 
 def _hex(colour) -> str:
@@ -235,8 +241,8 @@ def atlas_gpu_points(rows: pd.DataFrame, gpu_labels: dict[str, str]):
     jitter = rows["model"].map(lambda m: (hash_fraction(m) - 0.5) * 0.6)
     shown = rows.assign(
         x=rows["gpu"].map({gpu: i for i, gpu in enumerate(order)}) + jitter,
-        gpu_label=rows["gpu"].map(gpu_labels),
-        family=rows["model"].map(_family_of),
+        gpu_label=rows["gpu"].map(atlas_plots.gpu_label),
+        family=_families(rows["model"]),
         device=rows["gpu"],
     )
     figure = go.Figure(_family_traces(shown, "x", "utilization", _colors(shown), size=5))
@@ -265,7 +271,7 @@ def atlas_intensity(rows: pd.DataFrame, gpu_labels: dict[str, str]):
         subplot_titles=[gpu_labels[g] for g in order],
         vertical_spacing=0.12,
     )
-    shown = rows.assign(family=rows["model"].map(_family_of), gpu_label=rows["gpu"].map(gpu_labels))
+    shown = rows.assign(family=_families(rows["model"]), gpu_label=rows["gpu"].map(atlas_plots.gpu_label))
     colors = _colors(shown)
     for k, gpu in enumerate(order):
         for trace in _family_traces(shown[shown["gpu"] == gpu], "intensity", "utilization", colors, size=5):
@@ -280,10 +286,11 @@ def atlas_intensity(rows: pd.DataFrame, gpu_labels: dict[str, str]):
     return figure.update_layout(layout, height=320 * -(-len(order) // columns) + 120)
 
 
-def _family_of(model: str) -> str:
+def _families(models: pd.Series) -> pd.Series:
+    """Each model's family (``models.sets.family_of``), looked up once per model."""
     from utilscope.models.sets import family_of
 
-    return family_of(model)
+    return models.map({model: family_of(model) for model in models.unique()})
 
 
 def hash_fraction(text: str) -> float:
