@@ -97,7 +97,7 @@ def predicted_rows(
     """Predicted rows (``PREDICTED_COLUMNS``) of every model of ``frame`` (``atlas.atlas_rows``) on each GPU of the
     spec table that has no row of it, in ``predicted_condition``; and the failures ("model: why"). ``on_group`` is
     told (models in the group, models left) before each group of at most ``CHUNK`` models of one resolution."""
-    from utilscope import api
+    from utilscope.predict.run import PredictRequest, predict_networks
 
     condition = predicted_condition(frame)
     if condition is None:
@@ -113,7 +113,7 @@ def predicted_rows(
             on_group(len(models), left)
         left -= len(models)
         try:
-            predicted = api.predict(
+            request = PredictRequest(
                 models,
                 "all",
                 batches=(batch,),
@@ -122,6 +122,7 @@ def predicted_rows(
                 channels_last=layout == "channels_last",
                 resolution=int(resolution),
             )
+            predicted = predict_networks(request)
         except UtilscopeError as exc:  # one model alone raises; several keep their failures
             failures += [f"{model}: {' '.join(str(exc).split())}" for model in models]
             continue
