@@ -5,6 +5,7 @@ atlas section. Only the RTX 3090 table's rows are read (the 5090 and PRO 6000 ta
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 
@@ -13,8 +14,9 @@ import pytest
 from test_published import NCHW_3090
 from test_store import CONFIG, make_row
 
+from utilscope import hardware
 from utilscope.cli import main
-from utilscope.report import atlas
+from utilscope.report import atlas, model_view
 from utilscope.survey.schema import CellKey
 from utilscope.survey.store import Store
 
@@ -130,12 +132,28 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
-    assert 'src="atlas_' not in page and page.count('alt="One model across GPUs"') == 1  # embedded: self-contained
+    assert page.count('alt="One model across GPUs" src="atlas_slope.png"') == 1  # the PNG beside the page
     for name in ("atlas_classes", "atlas_slope", "atlas_rank", "atlas_intensity", "atlas_dynamo"):
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
     table = page[page.index('<table id="atlas-table"') :]
     table = table[: table.index("</table>")]
     assert "<td>timm:resnet50</td>" in table and "<td>timm:mobileone_s1</td>" in table
+    # the model view: resnet50's rows, measured (the H200), published (the 3090's two tables) and predicted for every
+    # other GPU of the spec table, in the store's most common condition, each with its validation where there is one
+    data = json.loads(re.search(r'<script type="application/json" id="model-data">(.*?)</script>', page).group(1))
+    texts = [[data["texts"][code] for code in row] for row in data["rows"]["timm:resnet50"]]  # cells: indices
+    rows = pd.DataFrame(texts, columns=["condition", *data["columns"]])
+    by_kind = rows.groupby("kind")["GPU"].agg(set)
+    assert by_kind["measured"] == {"NVIDIA H200 SXM"} and by_kind["published"] == {"NVIDIA GeForce RTX 3090"}
+    spec_gpus = {spec.name for spec in hardware.load_specs() if spec.memory_bandwidth_gbs and spec.sm_count}
+    assert by_kind["predicted"] == spec_gpus - {"NVIDIA H200 SXM", "NVIDIA GeForce RTX 3090"}
+    predicted = rows[rows["kind"] == "predicted"].set_index("GPU")
+    assert set(predicted["condition"]) == {"amp · contiguous · eager"} and set(predicted["batch"]) == {"1024"}
+    errors = model_view.validation_errors().query("gpu == 'rtx_4090' and memory_format == 'contiguous'")
+    newest = errors.sort_values("torch", key=lambda c: c.map(atlas.torch_key)).iloc[-1]
+    assert f"validation MAPE {newest['mape']:.1%}" in predicted.loc["NVIDIA GeForce RTX 4090", "table / how"]
+    assert "not validated on this GPU" in predicted.loc["NVIDIA L4", "table / how"]
+    assert predicted["table / how"].str.match(r"bound: (sm|memory|tensor|launch)").all()
 
 
 def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store, capsys):

@@ -22,7 +22,7 @@ import pytest
 from matplotlib.image import imread
 from test_atlas import atlas_store
 
-from utilscope.report import build_report
+from utilscope.report import build_report, interactive, model_view
 from utilscope.report.synthetic import synthetic_store
 from utilscope.survey.store import Store
 
@@ -78,13 +78,40 @@ def pages(tmp_path_factory) -> dict[str, Path]:
         pages[name] = build_report(frame, classes, tmp_path_factory.mktemp(name), records)
     with Store(atlas_store(tmp_path_factory.mktemp("atlas-store")), create=False) as store:
         frame, published = store.frame(), store.published_frame()
-    pages["atlas"] = build_report(frame, pd.DataFrame(), tmp_path_factory.mktemp("atlas"), None, published)
+    predicted = pd.DataFrame([PREDICTED_L4], columns=model_view.PREDICTED_COLUMNS)
+    folder = tmp_path_factory.mktemp("atlas")
+    pages["atlas"] = build_report(frame, pd.DataFrame(), folder, None, published, predicted)
     return pages
+
+
+# a predicted row, as model_view.predicted_rows makes them (the prediction itself is tested in test_atlas)
+PREDICTED_L4 = dict(
+    model="timm:resnet50",
+    gpu="l4",
+    gpu_name="NVIDIA L4",
+    source="predicted",
+    table="utilscope predict (from NVIDIA H200)",
+    torch="",
+    precision="amp",
+    memory_format="contiguous",
+    backend="eager",
+    condition="amp · contiguous · eager",
+    resolution=224,
+    batch=1024,
+    samples_per_s=1234.0,
+    utilization=0.081,
+    bound="memory",
+    validation="not validated on this GPU",
+)
 
 
 def _open(driver, page: Path):
     driver.get_log("browser"), driver.get_log("performance")  # drop what earlier pages logged
     driver.get(page.as_uri())
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # the explorer sets data-plotted once every interactive figure is drawn
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script("return document.body.dataset.plotted"))
     return driver
 
 
@@ -173,3 +200,107 @@ def test_the_atlas_shows_the_gpus_a_reader_picks_and_the_models_they_filter(driv
         ".filter(r => !r.hidden).map(r => r.cells[0].textContent)"
     )
     assert rows and all("resnet50" in row for row in rows)
+
+
+LISTED = "return Array.from(document.querySelectorAll('#search-matches button'), button => button.textContent)"
+
+
+def _search(driver, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    box = driver.find_element(By.ID, "model-search")
+    box.clear()
+    box.send_keys(text)
+    # the search runs once typing pauses
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.body.dataset.searched") == text)
+
+
+def test_a_hover_names_the_point_with_its_row(driver, pages):
+    _open(driver, pages["synthetic"])
+    script = """
+        var div = document.getElementById("plot-utilization-vs-gflops"), trace = div.data[1];
+        Plotly.Fx.hover(div, [{curveNumber: 1, pointNumber: 2}]);
+        return [trace.customdata[2], div.querySelector(".hoverlayer").textContent];
+    """
+    row, shown = _open(driver, pages["synthetic"]).execute_script(script)
+    fields = dict(zip(interactive.HOVER, row, strict=True))
+    assert shown.startswith(fields["model"]) and f"family: {fields['family']}" in shown
+    assert f"batch {fields['batch']}, fp16, {fields['backend']}" in shown
+    assert f"{fields['samples_per_s']:,.0f} samples/s" in shown and f"{fields['utilization']:.2%}" in shown
+
+
+def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the_models(driver, pages):
+    _open(driver, pages["synthetic"])
+    _search(driver, "resnet_1")
+    picked = driver.execute_script(
+        """return Array.from(document.querySelectorAll("div.plot")).map(div => div.data.map(trace =>
+            trace.customdata ? [trace.selectedpoints, trace.customdata.map(row => row[0])] : null))"""
+    )
+    assert len(picked) == len(interactive.SURVEY)
+    for figure in picked:
+        traces = [trace for trace in figure if trace is not None]
+        chosen = [names[i] for indices, names in traces for i in indices]
+        every = [name for _, names in traces for name in names]
+        assert chosen and set(chosen) == {"timm:resnet_1"} and len(chosen) == every.count("timm:resnet_1")
+    listed = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"
+    )
+    assert listed == ["timm:resnet_1"]
+    _search(driver, "*_0")  # a glob: the first model of each of the 4 families
+    listed = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"
+    )
+    assert len(listed) == 4 and all(name.endswith("_0") for name in listed)
+
+
+def test_a_click_on_a_family_in_the_legend_hides_it(driver, pages):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(driver, pages["synthetic"])
+    figure = driver.find_element(By.ID, "plot-utilization-vs-gflops")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)  # clear of the sticky search
+    figure.find_elements(By.CSS_SELECTOR, ".legend .traces .legendtoggle")[0].click()
+    visible = "return arguments[0].data.map(trace => trace.visible === undefined ? true : trace.visible)"
+    WebDriverWait(driver, 5).until(lambda d: d.execute_script(visible, figure)[0] != True)  # noqa: E712
+    assert driver.execute_script(visible, figure) == ["legendonly"] + [True] * (len(figure_traces(driver)) - 1)
+
+
+def figure_traces(driver) -> list:
+    return driver.execute_script("return document.getElementById('plot-utilization-vs-gflops').data")
+
+
+def test_the_model_view_lists_a_models_gpus_with_the_kind_and_condition_of_each_row(driver, pages):
+    _open(driver, pages["atlas"])
+    _search(driver, "resnet50")  # one model's name without its source: its view opens
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#model-rows tbody tr'), r => r.dataset.kind ? "
+        "[r.dataset.kind, r.cells[1].textContent + ' @' + r.cells[2].textContent] : ['group', r.textContent])"
+    )
+    groups = [(kind, text.split(" (")[0]) if kind == "group" else (kind, text) for kind, text in rows]
+    published = [("published", f"NVIDIA GeForce RTX 3090 @{resolution}") for resolution in (160, 176, 224)]
+    assert groups == [
+        ("group", "condition: amp · contiguous · compile"),
+        *published,
+        ("group", "condition: amp · contiguous · eager"),
+        ("measured", "NVIDIA H200 SXM @224"),
+        *published,
+        ("predicted", "NVIDIA L4 @224"),
+    ]
+    predicted = driver.execute_script(
+        "return document.querySelector('#model-rows tr[data-kind=predicted]').textContent"
+    )
+    assert "1,234" in predicted and "8.1%" in predicted and "bound: memory; not validated on this GPU" in predicted
+    assert [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")] == []
+
+
+def test_the_gpu_picker_is_one_row_of_boxes_each_beside_its_name(driver, pages):
+    _open(driver, pages["atlas"])
+    boxes = driver.execute_script(
+        """return Array.from(document.querySelectorAll(".gpu-picker label"), label => {
+            var box = label.querySelector("input").getBoundingClientRect(), whole = label.getBoundingClientRect();
+            return [box.top, box.right, whole.right, box.width]; })"""
+    )
+    assert len(boxes) == 2 and len({round(top) for top, *_ in boxes}) == 1  # one row
+    assert all(width < 30 and whole - right < 120 for _, right, whole, width in boxes)  # a box, then its short name

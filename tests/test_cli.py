@@ -421,8 +421,10 @@ def test_an_output_path_that_cannot_be_written_is_one_line_and_exit_2(argv, mess
 
 def test_report_and_export_of_a_store_with_measurements(stores, tmp_path, capsys):
     _, full = stores
-    assert main(["report", str(full), "-o", str(tmp_path / "new" / "report")]) == 0
-    assert (tmp_path / "new" / "report" / "index.html").is_file()
+    assert main(["report", str(full), "-o", str(tmp_path / "new" / "report"), "--no-predicted"]) == 0
+    page = (tmp_path / "new" / "report" / "index.html").read_text()
+    data = page.split('<script type="application/json" id="model-data">')[1].split("</script>")[0]
+    assert "Predictions were left out (--no-predicted)." in data and '"predicted"' not in data
     assert main(["export", str(full), str(tmp_path / "new" / "m.csv")]) == 0
     assert len((tmp_path / "new" / "m.csv").read_text().strip().splitlines()) == 2
 

@@ -5,7 +5,6 @@ every row failed. The page in a real browser: tests/test_browser.py.
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from matplotlib.image import imread
 
 from utilscope.errors import UsageError
-from utilscope.report import build_report, plots
+from utilscope.report import build_report, interactive, model_view, plots
 from utilscope.report.html import FIGURES, OP_CLASS_FIGURE, batch_summary, nvml_summary, ranked_models
 from utilscope.report.synthetic import synthetic_store
 
@@ -205,14 +204,24 @@ def test_the_page_has_top_bottom_and_failure_tables(store, report):
 
 def test_the_page_is_self_contained(report):
     page = report.read_text()
+    # the static figures are the PNGs beside the page: the folder is the report
     images = re.findall(r'<img [^>]*src="([^"]*)"', page)
-    assert len(images) == len(PNG_NAMES)
+    assert sorted(images) == sorted(PNG_NAMES)
     for source in images:
-        assert source.startswith("data:image/png;base64,")
-        assert base64.b64decode(source.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "http://" not in page and "https://" not in page
-    # one inline script (the model table's filter and sort), no script or style sheet from a file
-    assert re.findall(r"<script[^>]*>", page.lower()) == ["<script>"] and "<link" not in page.lower()
+        assert (report.parent / source).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # plotly.js, inlined once, names XML namespaces by URL; the page around it names none (the browser tests check
+    # that nothing is requested)
+    assert page.count(interactive.plotly_script()) == 1
+    around = page.replace(interactive.plotly_script(), "")
+    assert "http://" not in around and "https://" not in around
+    # inline scripts (plotly.js, the explorer's, the model table's) and JSON data, no script or style sheet from a file
+    tags = re.findall(r"<script[^>]*>", page.lower())
+    assert set(tags) == {
+        "<script>",
+        '<script type="application/json" id="figure-data">',
+        '<script type="application/json" id="model-data">',
+    }
+    assert "<link" not in page.lower()
 
 
 def test_build_report_names_missing_columns(store, tmp_path):
@@ -226,7 +235,11 @@ def test_build_report_when_every_row_failed_and_nothing_was_attributed(store, tm
     page = build_report(failed_store(measurements), pd.DataFrame(), tmp_path).read_text()
     assert "<b>0 / 120 / 0</b>ok / oom / error" in page
     assert "No successful row has an nvml_util sample." in page
-    assert page.count("data:image/png;base64,") == len(PNG_NAMES)
+    # a figure with nothing to show is one line saying why, not an empty frame (its PNG stays for the folder)
+    assert "<img " not in page and all((tmp_path / name).exists() for name in PNG_NAMES)
+    assert page.count("not drawn, no successful measurements.") == len(PNG_NAMES) - 1 + len(interactive.SURVEY) - 1
+    assert "<b>Op-class shares of time and FLOPs:</b> not drawn, no op-class attribution." in page
+    assert "not drawn, no successful row has an nvml_util sample." in page
 
 
 def test_build_report_takes_the_stores_dtypes(store, tmp_path):
@@ -235,7 +248,7 @@ def test_build_report_takes_the_stores_dtypes(store, tmp_path):
     typed = measurements.astype({"flops_per_sample": "Int64", "params": "Int64", "model": "str", "status": "str"})
     typed.loc[typed["model"] == typed["model"].iloc[0], "family"] = ""
     page = build_report(typed, op_classes, tmp_path).read_text()
-    assert page.count("data:image/png;base64,") == len(PNG_NAMES)
+    assert page.count('<img alt="') == len(PNG_NAMES)
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -283,3 +296,40 @@ def test_a_pooled_median_says_what_it_pools():
     rows = pd.DataFrame({"precision": ["fp16", "fp16"], "backend": ["graph", "inference"], "batch": [1, 256]})
     assert pooled_condition(rows) == "fp16; graph and inference; batch 1–256"
     assert pooled_condition(rows.iloc[:1]) == "fp16; graph; batch 1"
+
+
+def test_an_interactive_figure_names_each_point_with_its_row_and_has_a_trace_per_family(store):
+    measurements, _ = store
+    figure = interactive.utilization_vs_gflops(measurements)
+    shown = plots.largest_batch(plots.ok_rows(measurements)).set_index(["model", "backend"])
+    assert figure.layout.xaxis.type == "log" and len(figure.data) == shown["family"].nunique()
+    points = 0
+    for trace in figure.data:
+        for row, x, y in zip(trace.customdata, trace.x, trace.y, strict=True):
+            fields = dict(zip(interactive.HOVER, row, strict=True))
+            expected = shown.loc[(fields["model"], fields["backend"])]
+            assert trace.name.startswith(f"{expected['family']} (") and fields["family"] == expected["family"]
+            assert x == pytest.approx(expected["flops_per_sample"] / 1e9)
+            assert y == pytest.approx(expected["utilization"])
+            # the hover's numbers, to interactive.HOVER_DIGITS significant digits
+            assert fields["gflops"] == pytest.approx(x, rel=1e-3) and fields["utilization"] == pytest.approx(
+                y, rel=1e-3
+            )
+            assert fields["samples_per_s"] == pytest.approx(expected["samples_per_s"], rel=1e-3)
+            assert fields["batch"] == str(expected["batch"])
+            points += 1
+    assert points == len(shown)
+    assert interactive.utilization_vs_gflops(failed_store(measurements)) == "no successful measurements"
+
+
+def test_predictions_take_the_condition_of_the_most_rows():
+    frame = pd.DataFrame(
+        {
+            "precision": ["amp", "amp", "fp16"],
+            "memory_format": ["contiguous", "contiguous", "channels_last"],
+            "backend": ["eager", "eager", "graph"],
+            "batch": [1024, 1024, 256],
+        }
+    )
+    assert model_view.predicted_condition(frame) == ("amp", "contiguous", "eager", 1024)
+    assert model_view.predicted_condition(frame.iloc[:0]) is None

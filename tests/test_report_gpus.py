@@ -216,7 +216,7 @@ def _table_row(page: str, model: str, batch: int) -> str:
 def test_the_page_compares_the_gpus_in_a_table_with_a_column_group_per_gpu(two_gpus, page):
     measurements, _ = two_gpus
     assert page.count("<h2>GPU comparison</h2>") == 1
-    assert page.count("data:image/png;base64,") == 6 + 1  # the 6 figures of every report + the comparison
+    assert page.count('<img alt="') == 6 + 1  # the 6 figures of every report + the comparison
     assert '<th colspan="4"></th><th colspan="2">NVIDIA H200</th><th colspan="3">NVIDIA L4</th>' in page
     assert "NVIDIA H200 (15 rows; the reference" in page and "NVIDIA L4 (12)" in page  # ok rows: 18 - 3 oom, 15 - 3
     model = "timm:efficientnet_0"  # ok at batch 256 on both GPUs
@@ -252,4 +252,4 @@ def test_a_one_gpu_store_has_no_comparison(tmp_path):
     measurements, op_classes = synthetic_store(np.random.default_rng(1), models=4, families=2, batches=(1, 8))
     page = build_report(measurements, op_classes, tmp_path).read_text()
     assert "GPU comparison" not in page and not (tmp_path / "gpu_comparison.png").exists()
-    assert page.count("data:image/png;base64,") == 6
+    assert page.count('<img alt="') == 6

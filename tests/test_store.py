@@ -500,7 +500,7 @@ def test_report_and_export_commands(tmp_path, capsys):
 
     db = tmp_path / "results.sqlite"
     rows = _filled_store(db)
-    assert main(["report", str(db), "-o", str(tmp_path / "report")]) == 0
+    assert main(["report", str(db), "-o", str(tmp_path / "report"), "--no-predicted"]) == 0
     html = (tmp_path / "report" / "index.html").read_text()
     assert "data:image/png;base64" in html and (tmp_path / "report" / "measurements.csv").exists()
     assert main(["export", str(db), str(tmp_path / "out.csv")]) == 0

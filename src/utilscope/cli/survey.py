@@ -27,6 +27,7 @@ from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
+from utilscope.report import atlas, model_view
 from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
 from utilscope.report.html import REPORT_FOLDER, build_report
 from utilscope.survey.executors import EXECUTORS
@@ -201,6 +202,12 @@ def _add_store_verbs(sub) -> None:
         help="output folder, created if missing; its index.html, PNGs and measurements.csv are replaced "
         "(default: %(default)s)",
     )
+    p.add_argument(
+        "--no-predicted",
+        action="store_true",
+        help="leave predictions out of the model view (default: predict each model of the store on the GPUs of the "
+        "spec table it has no row of, in the store's most common condition: about 0.1 s a model, docs/benchmarks.md)",
+    )
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
     p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
@@ -344,11 +351,36 @@ def cmd_report(args, console: Console) -> int:
     with Store(args.db, create=False) as store:
         report_migration(store)
         frame = store.frame()
+        published = store.published_frame()
+        predicted, failures = None, []
+        if len(frame) and not args.no_predicted:
+            predicted, failures = report_predictions(atlas.atlas_rows(frame, published))
         if len(frame):  # an empty store is refused in one line by build_report
             print(f"utilscope: drawing the report of {args.db} into {args.out} (seconds)", file=sys.stderr, flush=True)
-        path = build_report(frame, store.op_class_frame(), args.out, store.model_records(), store.published_frame())
+        records = store.model_records()
+        path = build_report(frame, store.op_class_frame(), args.out, records, published, predicted, failures)
     console.print(f"report: {path}")
     return 0
+
+
+def report_predictions(frame) -> tuple:
+    """``model_view.predicted_rows`` of the store's atlas rows, saying on stderr what it predicts while it does."""
+    condition = model_view.predicted_condition(frame)
+    models = frame["model"].nunique()
+    print(
+        f"utilscope: predicting {models} models on the GPUs without their rows ({' · '.join(map(str, condition[:3]))}, "
+        f"batch {condition[3]}; --no-predicted skips this)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def told(count: int, left: int) -> None:
+        print(f"utilscope: predicting {count} models ({left} of {models} left)", file=sys.stderr, flush=True)
+
+    predicted, failures = model_view.predicted_rows(frame, told)
+    if failures:
+        print(f"utilscope: {len(failures)} models not predicted (first: {failures[0]})", file=sys.stderr, flush=True)
+    return predicted, failures
 
 
 def cmd_export(args, console: Console) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from utilscope.report import atlas, atlas_plots
+from utilscope.report import atlas, atlas_plots, interactive
 
 TABLE_ID = "atlas-table"
 FIGURES = (
@@ -88,14 +88,15 @@ def picker_table(rows: pd.DataFrame) -> str:
 
 
 def _controls(rows: pd.DataFrame, count: int) -> str:
+    """The GPU picker (one row of labelled check boxes, each box beside its name) and the table's filter box."""
     boxes = "".join(
-        f'<label><input type="checkbox" checked data-gpu="g-{gpu}"> {html.escape(gpu)}</label> '
+        f'<label><input type="checkbox" checked data-gpu="g-{gpu}">{html.escape(gpu)}</label>'
         for gpu in atlas.gpu_order(rows)
     )
     return (
-        f'<div class="filter">GPUs: {boxes}</div><div class="filter"><input type="search" placeholder="filter: '
-        f'resnet50 224, depthwise ..." data-filter="{TABLE_ID}" data-count="{TABLE_ID}-count" aria-label="filter '
-        f'the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>'
+        f'<div class="gpu-picker"><span>GPUs:</span>{boxes}</div><div class="filter"><input type="search" '
+        f'placeholder="filter: resnet50 224, depthwise ..." data-filter="{TABLE_ID}" data-count="{TABLE_ID}-count" '
+        f'aria-label="filter the atlas table"><span id="{TABLE_ID}-count">{count} of {count} rows</span></div>'
     )
 
 
@@ -106,12 +107,32 @@ def write_figures(frame: pd.DataFrame, rows: pd.DataFrame, out_dir: Path) -> lis
     return figures + [(title, atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name), text)]
 
 
+def interactive_figures(rows: pd.DataFrame) -> list[tuple[str, str, object, str]]:
+    """The atlas's interactive figures of the compared rows: ``(element id, title, figure or why none, caption)``."""
+    labels = {gpu: atlas_plots.table_label(rows, gpu).replace("\n", ": ") for gpu in atlas.gpu_order(rows)}
+    return [
+        (
+            "plot-atlas-gpus",
+            "Utilization per GPU",
+            interactive.atlas_gpu_points(rows, labels),
+            "One point per model@resolution and GPU, each model at the same offset in every GPU's column; GPUs by "
+            "their fp16 tensor peak. Hover a point to name it; the search at the top highlights a model on every GPU.",
+        ),
+        (
+            "plot-atlas-intensity",
+            FIGURES[3][1],
+            interactive.atlas_intensity(rows, labels),
+            FIGURES[3][3],
+        ),
+    ]
+
+
 def atlas_section(
-    measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path
-) -> tuple[str, list[tuple[str, Path, str]], str] | None:
-    """The section's intro text, its figures (written into ``out_dir``) and the picker's HTML (controls, table and
-    script), for ``html`` to lay out; None without rows of two GPUs."""
-    frame = atlas.atlas_rows(measurements, published)
+    frame: pd.DataFrame, out_dir: Path
+) -> tuple[str, list[tuple[str, Path, str]], str, list[tuple[str, str, object, str]]] | None:
+    """The section's intro text, its static figures (written into ``out_dir``), the picker's HTML (controls, table
+    and script) and its interactive figures, for ``html`` to lay out; None without rows of two GPUs. ``frame``:
+    ``atlas.atlas_rows``."""
     rows = atlas.main_rows(frame)
     if rows["gpu"].nunique() < 2:
         return None
@@ -125,4 +146,4 @@ def atlas_section(
     )
     count = rows.groupby(["model", "resolution"]).ngroups
     picker = _controls(rows, count) + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n'
-    return intro, write_figures(frame, rows, out_dir), picker
+    return intro, write_figures(frame, rows, out_dir), picker, interactive_figures(rows)

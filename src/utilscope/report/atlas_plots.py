@@ -31,15 +31,15 @@ SLOPE_MODELS = (
 )
 
 
-def _gpu_label(gpu: str) -> str:
+def gpu_label(gpu: str) -> str:
     """``rtx_4090`` -> ``RTX 4090``, ``h200_sxm`` -> ``H200``."""
     return gpu.removesuffix("_sxm").replace("_", " ").upper()
 
 
-def _table_label(rows: pd.DataFrame, gpu: str) -> str:
+def table_label(rows: pd.DataFrame, gpu: str) -> str:
     """``RTX 4090`` over ``timm, torch 2.9.1``: the GPU and whose table its rows are."""
     first = rows[rows["gpu"] == gpu].iloc[0]
-    return f"{_gpu_label(gpu)}\n{'utilscope' if first['source'] == atlas.MEASURED else 'timm'}, torch {first['torch']}"
+    return f"{gpu_label(gpu)}\n{'utilscope' if first['source'] == atlas.MEASURED else 'timm'}, torch {first['torch']}"
 
 
 def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
@@ -67,7 +67,7 @@ def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
                 patch.set_facecolor(f"C{k}")
                 patch.set_alpha(0.6)
         axes.scatter([], [], color=f"C{k}", label=f"{conv_class} ({sum(len(d) for d in data)} rows)")
-    axes.set_xticks(range(len(gpus)), [_table_label(rows, gpu) for gpu in gpus], fontsize=8)
+    axes.set_xticks(range(len(gpus)), [table_label(rows, gpu) for gpu in gpus], fontsize=8)
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
@@ -90,7 +90,7 @@ def plot_slope(rows: pd.DataFrame, path: str | Path, models=SLOPE_MODELS) -> Pat
         axes.plot(
             xs, [at[gpus[i]] for i in xs], marker="o", color=f"C{k % 10}", label=f"{plots._short(model)} @{resolution}"
         )
-    axes.set_xticks(range(len(gpus)), [_gpu_label(g) for g in gpus])
+    axes.set_xticks(range(len(gpus)), [gpu_label(g) for g in gpus])
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
@@ -107,7 +107,7 @@ def plot_rank_correlation(rows: pd.DataFrame, path: str | Path) -> Path:
     figure, (axes,) = plots._figure(1.3 * len(matrix) + 3, 1.1 * len(matrix) + 2)
     values = matrix.to_numpy(float)
     axes.imshow(values, vmin=0.8, vmax=1.0, cmap="viridis")
-    labels = [_gpu_label(g) for g in matrix.columns]
+    labels = [gpu_label(g) for g in matrix.columns]
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     axes.set_yticks(range(len(labels)), labels)
     for (i, j), value in np.ndenumerate(values):
@@ -144,7 +144,7 @@ def plot_intensity(rows: pd.DataFrame, path: str | Path) -> Path:
             ax.text(ridge, 0.98, f" ridge {ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=7, va="top")
         ax.set_xscale("log")
         ax.set_xlim(*limits)
-        ax.set_title(_table_label(rows, gpu).replace("\n", ": "), fontsize=9)
+        ax.set_title(table_label(rows, gpu).replace("\n", ": "), fontsize=9)
         ax.set_xlabel("FLOPs per byte")
         plots._percent_axis(ax.yaxis)
     axes[0].set_ylabel("FLOP utilization")
@@ -172,7 +172,7 @@ def plot_dynamo_gain(gains: pd.DataFrame, path: str | Path) -> Path:
         )
     axes.axhline(1.0, color="#444444", linewidth=1)
     labels = [
-        f"{_gpu_label(gpu)}\ntorch {torch}\n{source} ({len(v)})"
+        f"{gpu_label(gpu)}\ntorch {torch}\n{source} ({len(v)})"
         for (gpu, torch, source), v in zip((key for key, _ in groups), data, strict=True)
     ]
     axes.set_xticks(range(1, len(groups) + 1), labels, fontsize=8)

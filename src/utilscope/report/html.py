@@ -1,6 +1,6 @@
-"""The survey report: one self-contained HTML page (PNGs embedded as data URIs, inline CSS, one small inline script
-for the model table's filter box and sortable headers; no external file, no network), the PNGs themselves and
-``measurements.csv`` beside it.
+"""The survey report: one self-contained folder, ``index.html`` (inline CSS, the explorer's plotly figures, model
+search and model view (``explorer``), one small inline script for the model table's filter box and sortable headers;
+no network), the PNGs it shows as static figures and ``measurements.csv`` beside it.
 
 The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
 ``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``, ``model_table.model_table``) so tests can
@@ -11,10 +11,10 @@ The page is filled with ``string.Template``: no template-engine dependency.
 
 from __future__ import annotations
 
-import base64
 import html
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
@@ -23,7 +23,18 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
-from utilscope.report import atlas_html, families, gpu_plots, gpus, model_table, plots
+from utilscope.report import (
+    atlas,
+    atlas_html,
+    explorer,
+    families,
+    gpu_plots,
+    gpus,
+    interactive,
+    model_table,
+    model_view,
+    plots,
+)
 from utilscope.report.nas_plots import write_nas_figures
 from utilscope.units import percent, si, significant
 
@@ -229,19 +240,24 @@ figcaption { color: #555; font-size: 0.9em; }
 table.sortable thead tr:last-child th { cursor: pointer; user-select: none; }
 th[data-sort="asc"]::after { content: " \\25B2"; }
 th[data-sort="desc"]::after { content: " \\25BC"; }
+$explorer_css
 </style>
 </head>
 <body>
 <h1>$title</h1>
 <p class="lead">$lead</p>
 <div class="numbers">$numbers</div>
+$search
 <h2>Utilization at each batch size</h2>
 $batch_table
 <h2>nvml_util vs FLOP utilization</h2>
 <p>$nvml_text</p>
 <h2>Figures</h2>
+$interactive
+<details><summary>The static figures (PNG, also in this folder; they need no JavaScript)</summary>
 $figures
-${gpu_comparison}${atlas}<h2>Top $ranked models by utilization</h2>
+</details>
+${gpu_comparison}${atlas}$model_view<h2>Top $ranked models by utilization</h2>
 <p>Each model at its largest successful batch, on its best backend.</p>
 $top_table
 <h2>Bottom $ranked models by utilization</h2>
@@ -254,6 +270,7 @@ $failure_table
 <p class="lead">Every row, failures included, is in <code>measurements.csv</code> beside this page.
 Utilization = achieved FLOP/s / peak FLOP/s of the row's peak (see peak_source); FLOPs count 2 per multiply-add.</p>
 <script>$script</script>
+$explorer_scripts
 </body>
 </html>
 """)
@@ -427,21 +444,37 @@ def _family_note(measurements: pd.DataFrame) -> str:
 
 
 def _figure_html(title: str, path: Path, text: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (
-        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
+    """A PNG embedded with its caption; a figure with nothing to show (``plots.empty_reason``) is one line saying
+    why."""
+    reason = plots.empty_reason(path)
+    if reason is not None:
+        return f'<p class="empty"><b>{html.escape(title)}:</b> not drawn, {html.escape(reason)}.</p>'
+    return (  # the PNG beside the page (the folder is the report): embedded, it would add a third to its size
+        f'<figure><img alt="{html.escape(title)}" src="{html.escape(path.name)}">'
         f"<figcaption><b>{html.escape(title)}.</b> {html.escape(text)}</figcaption></figure>"
     )
 
 
-def _atlas_section(measurements: pd.DataFrame, published: pd.DataFrame | None, out_dir: Path) -> str:
-    """The GPU atlas (``atlas_html``), its figures embedded like the others; "" without rows of two GPUs."""
-    section = atlas_html.atlas_section(measurements, published, out_dir)
+def _survey_figures(measurements: pd.DataFrame) -> list[tuple[str, str, object, str]]:
+    """The survey's interactive figures: ``(element id, title, figure or why none, caption)`` each."""
+    titles = {name.removesuffix(".png").replace("_", "-"): title for name, title, *_ in FIGURES}
+    return [
+        (element, titles[element.removeprefix("plot-")], build(measurements), caption)
+        for element, build, caption in interactive.SURVEY
+    ]
+
+
+def _atlas_section(frame: pd.DataFrame, out_dir: Path) -> tuple[str, list[tuple[str, str, object, str]]]:
+    """The GPU atlas (``atlas_html``), its static figures embedded like the others, and its interactive figures;
+    "" and none without rows of two GPUs."""
+    section = atlas_html.atlas_section(frame, out_dir)
     if section is None:
-        return ""
-    intro, figures, picker = section
+        return "", []
+    intro, figures, picker, drawn = section
+    blocks, _ = explorer.figure_blocks(drawn)
     embedded = "\n".join(_figure_html(*figure) for figure in figures)
-    return f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n{embedded}\n{picker}"
+    static = f"<details><summary>The atlas's static figures (PNG)</summary>\n{embedded}\n</details>"
+    return f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n{blocks}\n{static}\n{picker}", drawn
 
 
 # ---------------------------------------------------------------------------------------------- GPU comparison
@@ -552,12 +585,16 @@ def build_report(
     out_dir: str | Path,
     records: dict[str, dict] | None = None,
     published: pd.DataFrame | None = None,
+    predicted: pd.DataFrame | None = None,
+    prediction_failures: Sequence[str] = (),
 ) -> Path:
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
     ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures'),
-    ``published`` ``Store.published_frame()`` (others' rows: with them, the page has a GPU atlas).
+    ``published`` ``Store.published_frame()`` (others' rows: with them, the page has a GPU atlas), ``predicted``
+    ``model_view.predicted_rows``'s rows and ``prediction_failures`` its failures (None: the model view says
+    predictions were left out).
     Raises ``UsageError``, writing nothing, when there is no measurement, a column is missing (naming it) or
     ``out_dir`` cannot be a folder (an existing file, under a file).
     """
@@ -572,21 +609,30 @@ def build_report(
     write_csv(measurements, out_dir / "measurements.csv")
     figures = write_figures(measurements, op_classes, out_dir, records or {})
     gpu_comparison = _gpu_section(measurements, out_dir)
+    frame = atlas.atlas_rows(measurements, published)
+    atlas_text, atlas_drawn = _atlas_section(frame, out_dir)
+    survey_blocks, survey_figures = explorer.figure_blocks(_survey_figures(measurements))
+    _, atlas_figures = explorer.figure_blocks(atlas_drawn)
     page = _PAGE.substitute(
         title="utilscope: GPU utilization of CNN inference",
         lead=_lead(measurements),
         numbers=_numbers(measurements),
+        explorer_css=explorer.CSS,
+        search=explorer.search_box(),
         batch_table=_batch_table(measurements),
         nvml_text=_nvml_text(measurements),
+        interactive=survey_blocks,
         figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
         gpu_comparison=gpu_comparison,
-        atlas=_atlas_section(measurements, published, out_dir),
+        atlas=atlas_text,
+        model_view=explorer.section(model_view.model_rows(frame, predicted), predicted, list(prediction_failures)),
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
         bottom_table=_ranked_table(measurements, best=False),
         model_section=_model_section(measurements),
         failure_table=_failure_table(measurements),
         script=model_table.SCRIPT,
+        explorer_scripts=explorer.scripts(survey_figures + atlas_figures),
     )
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")

@@ -25,6 +25,7 @@ _BACKEND_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 _ISO_STYLES = ["-", "--", ":", "-."]
 _LABELLED = 3  # label this many models at each extreme
 _DPI = 110
+_EMPTY = "empty: "  # how an empty figure's PNG description starts
 _FAMILY_ROW_INCHES = {False: 0.42, True: 0.24}  # height per family of the box plot: few families, many families
 
 
@@ -76,13 +77,24 @@ def _figure(width: float = 12.0, height: float = 6.5, columns: int = 1, sharey: 
     return figure, list(axes)
 
 
-def _save(figure, path: str | Path, caption: str, legend=None) -> Path:
+def _save(figure, path: str | Path, caption: str, legend=None, empty: str | None = None) -> Path:
+    """Save the figure with its caption; ``empty``: why it has nothing to show, kept in the PNG (``empty_reason``)."""
     note = figure.text(0.01, 0.005, caption, fontsize=8, color="#555555", va="bottom")
     extra = [note] + ([legend] if legend is not None else [])
     path = Path(path)
     # no "Software" metadata: the PNG carries no URL and is byte-stable across runs
-    figure.savefig(path, bbox_inches="tight", bbox_extra_artists=extra, pad_inches=0.15, metadata={"Software": None})
+    metadata = {"Software": None} | ({"Description": _EMPTY + empty} if empty is not None else {})
+    figure.savefig(path, bbox_inches="tight", bbox_extra_artists=extra, pad_inches=0.15, metadata=metadata)
     return path
+
+
+def empty_reason(path: str | Path) -> str | None:
+    """Why the PNG at ``path`` (drawn by ``_empty``) has nothing to show, or None for a figure with data."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        text = image.text.get("Description", "") if hasattr(image, "text") else ""
+    return text.removeprefix(_EMPTY) if text.startswith(_EMPTY) else None
 
 
 def _empty(path: str | Path, title: str, caption: str, message: str = "no successful measurements") -> Path:
@@ -90,7 +102,7 @@ def _empty(path: str | Path, title: str, caption: str, message: str = "no succes
     axes.set_axis_off()
     axes.set_title(title)
     axes.text(0.5, 0.5, message, ha="center", va="center", fontsize=14, color="#777777", transform=axes.transAxes)
-    return _save(figure, path, caption)
+    return _save(figure, path, caption, empty=message)
 
 
 def _family_legend(figure, axes, frame: pd.DataFrame, colors: dict):

@@ -1,0 +1,171 @@
+"""One model across GPUs, for the report's model view: its measured rows (ours), its published rows (others', with
+their table and torch) and, for the GPUs of the spec table that have neither, predicted rows (``utilscope.predict``:
+the shipped profile transferred by datasheet), each row with its kind and condition.
+
+Rules:
+- the predictions are made in one condition, the store's most common one (``predicted_condition``: precision,
+  memory format, backend and batch of the most atlas rows; timm's amp · contiguous · eager at 1024 for a store with
+  timm's tables), each model at its most common resolution in that condition: one trace per model and resolution,
+  then composed for every GPU (cheap);
+- a predicted row names the bound that sets it and the predictor's error on that GPU where it was validated
+  (``validation_errors``: read from ``predict/profiles/validation_gpus.csv``, written by
+  ``benchmarks/predict_errors.py`` from the validation run's rows), else says it was not validated there;
+- a model the predictor cannot build (a synthetic name, an unknown model) is a failure, listed, never a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+
+import pandas as pd
+
+from utilscope.errors import UtilscopeError
+from utilscope.report import atlas
+
+MEASURED, PUBLISHED, PREDICTED = atlas.MEASURED, atlas.PUBLISHED, "predicted"
+CHUNK = 50  # models predicted in one call (``on_group`` is told before each)
+VALIDATION_FILE = "validation_gpus.csv"  # in utilscope/predict/profiles
+# the columns of a predicted row (the atlas's where they mean the same)
+PREDICTED_COLUMNS = [
+    "model",
+    "gpu",
+    "gpu_name",
+    "source",
+    "table",
+    "torch",
+    "precision",
+    "memory_format",
+    "backend",
+    "condition",
+    "resolution",
+    "batch",
+    "samples_per_s",
+    "utilization",
+    "bound",
+    "validation",
+]
+
+
+def predicted_condition(frame: pd.DataFrame) -> tuple[str, str, str, int] | None:
+    """(precision, memory format, backend, batch) of the most atlas rows (``atlas.atlas_rows``), ties by the first in
+    order; None for an empty frame."""
+    if frame.empty:
+        return None
+    counts = frame.groupby(["precision", "memory_format", "backend", "batch"]).size()
+    precision, layout, backend, batch = counts.sort_values(ascending=False, kind="stable").index[0]
+    return str(precision), str(layout), str(backend), int(batch)
+
+
+def validation_errors() -> pd.DataFrame:
+    """The predictor's error per GPU, torch, memory format and backend on published tables it was validated on:
+    rows, mape, median_error (shipped data; an empty frame when none is shipped)."""
+    path = resources.files("utilscope.predict") / "profiles" / VALIDATION_FILE
+    if not path.is_file():
+        return pd.DataFrame(columns=["gpu", "torch", "memory_format", "backend", "rows", "mape", "median_error"])
+    return pd.read_csv(path, dtype={"torch": str})
+
+
+def validation_text(errors: pd.DataFrame, gpu: str, memory_format: str, backend: str) -> str:
+    """What the predictor's validation says of one GPU in a condition: its MAPE on the newest torch's table, or that
+    it was not validated there."""
+    mine = errors[(errors["gpu"] == gpu) & (errors["memory_format"] == memory_format) & (errors["backend"] == backend)]
+    if mine.empty:
+        return "not validated on this GPU"
+    row = mine.sort_values("torch", key=lambda c: c.map(atlas.torch_key)).iloc[-1]
+    return (
+        f"validation MAPE {row['mape']:.1%} (median error {row['median_error']:+.1%}) over {int(row['rows'])} "
+        f"published rows, torch {row['torch']}"
+    )
+
+
+def _resolutions(frame: pd.DataFrame, condition: tuple[str, str, str, int]) -> pd.Series:
+    """Each model's most common resolution in the condition (else among all its rows), ties by the smaller."""
+    precision, layout, backend, _ = condition
+    alike = (frame["precision"] == precision) & (frame["memory_format"] == layout) & (frame["backend"] == backend)
+    chosen = frame[alike] if alike.any() else frame
+    counts = chosen.groupby(["model", "resolution"]).size().reset_index(name="rows")
+    counts = counts.sort_values(["model", "rows", "resolution"], ascending=[True, False, True])
+    found = counts.drop_duplicates("model").set_index("model")["resolution"].astype(int)
+    missing = sorted(set(frame["model"]) - set(found.index))
+    return pd.concat([found, frame[frame["model"].isin(missing)].groupby("model")["resolution"].min().astype(int)])
+
+
+def predicted_rows(
+    frame: pd.DataFrame, on_group: Callable[[int, int], None] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """Predicted rows (``PREDICTED_COLUMNS``) of every model of ``frame`` (``atlas.atlas_rows``) on each GPU of the
+    spec table that has no row of it, in ``predicted_condition``; and the failures ("model: why"). ``on_group`` is
+    told (models in the group, models left) before each group of at most ``CHUNK`` models of one resolution."""
+    from utilscope.predict.run import PredictRequest, predict_networks
+
+    condition = predicted_condition(frame)
+    if condition is None:
+        return pd.DataFrame(columns=PREDICTED_COLUMNS), []
+    precision, layout, backend, batch = condition
+    resolutions = _resolutions(frame, condition)
+    found, failures, left = [], [], len(resolutions)
+    groups = [
+        (r, list(m.index[i : i + CHUNK])) for r, m in resolutions.groupby(resolutions) for i in range(0, len(m), CHUNK)
+    ]
+    for resolution, models in groups:
+        if on_group is not None:
+            on_group(len(models), left)
+        left -= len(models)
+        try:
+            request = PredictRequest(
+                models,
+                "all",
+                batches=(batch,),
+                precision=precision,
+                backend=backend,
+                channels_last=layout == "channels_last",
+                resolution=int(resolution),
+            )
+            predicted = predict_networks(request)
+        except UtilscopeError as exc:  # one model alone raises; several keep their failures
+            failures += [f"{model}: {' '.join(str(exc).split())}" for model in models]
+            continue
+        failures += predicted.failures
+        found.append(predicted.to_frame())
+    if not found:
+        return pd.DataFrame(columns=PREDICTED_COLUMNS), failures
+    return _as_rows(pd.concat(found, ignore_index=True), frame), failures
+
+
+def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """The predictions in ``PREDICTED_COLUMNS``, without the GPUs where the model has a measured or published row."""
+    have = set(zip(frame["model"], frame["gpu"], strict=True))
+    kept = predictions[[(m, g) not in have for m, g in zip(predictions["model"], predictions["gpu_key"], strict=True)]]
+    errors = validation_errors()
+    validation = [
+        validation_text(errors, gpu, layout, backend)
+        for gpu, layout, backend in zip(kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True)
+    ]
+    rows = kept.assign(
+        gpu=kept["gpu_key"],
+        gpu_name=kept["gpu"],
+        source=PREDICTED,
+        table="utilscope predict (from " + kept["transferred_from"].fillna("its own profile").astype(str) + ")",
+        torch="",
+        condition=kept["precision"] + " · " + kept["memory_format"] + " · " + kept["backend"],
+        validation=validation,
+    )
+    return rows[PREDICTED_COLUMNS].reset_index(drop=True)
+
+
+def model_rows(frame: pd.DataFrame, predicted: pd.DataFrame | None) -> pd.DataFrame:
+    """Every model's rows for the model view: measured and published (``frame``, ``atlas.atlas_rows``) and
+    predicted ones, sorted by model, condition, kind (measured, published, predicted) and GPU; ``bound`` and
+    ``validation`` empty where not predicted."""
+    rows = [frame.assign(bound="", validation="")]
+    if predicted is not None and not predicted.empty:
+        rows.append(predicted)
+    every = pd.concat(rows, ignore_index=True)
+    kind = every["source"].map({MEASURED: 0, PUBLISHED: 1, PREDICTED: 2})
+    return (
+        every.assign(kind=kind)
+        .sort_values(["model", "condition", "kind", "gpu", "resolution", "batch", "table"])
+        .drop(columns="kind")
+        .reset_index(drop=True)
+    )
