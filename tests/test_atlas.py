@@ -128,7 +128,7 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
     assert "--same-batch applies to the summary" in capsys.readouterr().err
 
 
-def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tmp_path):
+def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tmp_path, monkeypatch):
     assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
@@ -154,6 +154,14 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     assert f"validation MAPE {newest['mape']:.1%}" in predicted.loc["NVIDIA GeForce RTX 4090", "table / how"]
     assert "not validated on this GPU" in predicted.loc["NVIDIA L4", "table / how"]
     assert predicted["table / how"].str.match(r"bound: (sm|memory|tensor|launch)").all()
+    # a second report predicts nothing: the rows come from the cache (kind reports), the same to the character
+    from utilscope.predict import run
+
+    monkeypatch.setattr(run, "predict_networks", lambda request: pytest.fail(f"predicted again: {request.models}"))
+    assert main(["report", str(store), "-o", str(tmp_path / "again")]) == 0
+    again = (tmp_path / "again" / "index.html").read_text()
+    pattern = r'<script type="application/json" id="model-data">(.*?)</script>'
+    assert re.search(pattern, again).group(1) == re.search(pattern, page).group(1)
 
 
 def test_the_summary_gives_class_quartiles_and_pair_ratios_of_shared_rows(store, capsys):

@@ -55,7 +55,7 @@ def _fill(root: Path) -> None:
 def test_usage_counts_each_kind_and_clearing_one_kind_leaves_the_rest(root):
     _fill(root)
     usage = {u.kind: (u.files, u.bytes) for u in cache.cache_usage()}
-    assert usage == {"ceilings": (1, 100), "predict": (2, 1010), "counts": (0, 0)}
+    assert usage == {"ceilings": (1, 100), "predict": (2, 1010), "counts": (0, 0), "reports": (0, 0)}
     removed = cache.clear_cache(("predict",))
     assert [(u.kind, u.files, u.bytes) for u in removed] == [("predict", 2, 1010)]
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["ceilings", "ceilings/cpu.json", "notes.txt"]
@@ -68,7 +68,7 @@ def test_the_cache_verb_shows_without_creating_anything(root, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["root"] == str(root) and not doc["cleared"] and not root.exists()
     kinds = [(k["kind"], k["files"], k["bytes"]) for k in doc["kinds"]]
-    assert kinds == [("ceilings", 0, 0), ("predict", 0, 0), ("counts", 0, 0)]
+    assert kinds == [("ceilings", 0, 0), ("predict", 0, 0), ("counts", 0, 0), ("reports", 0, 0)]
     assert main(["cache"]) == 0
     assert "ceilings" in capsys.readouterr().out and not root.exists()
 
@@ -78,7 +78,8 @@ def test_the_cache_verb_clears_one_kind_or_all(root, capsys):
     assert main(["cache", "ceilings", "--clear"]) == 0
     assert capsys.readouterr().out.strip() == f"removed 1 file (100 B) of ceilings from {root}"
     assert main(["cache", "--clear"]) == 0
-    assert capsys.readouterr().out.strip() == f"removed 2 files (1.01 kB) of ceilings, predict, counts from {root}"
+    removed = f"removed 2 files (1.01 kB) of ceilings, predict, counts, reports from {root}"
+    assert capsys.readouterr().out.strip() == removed
     assert sorted(p.name for p in root.iterdir()) == ["notes.txt"]
 
 
@@ -89,3 +90,20 @@ def test_an_unknown_kind_is_one_line_with_a_guess(root, capsys):
         "--help)\n"
     )
     assert not root.exists()
+
+
+def test_a_value_cache_keeps_json_values_by_key_one_file_per_version(root):
+    first = cache.ValueCache("counts", "v1")
+    assert first.get([first.key("a", 1)]) == {} and not root.exists()  # reading creates nothing
+    first.put({first.key("a", 1): {"flops": 2}, first.key("b", 2): [1, 2]})
+    assert first.get([first.key("a", 1), first.key("c", 3)]) == {first.key("a", 1): {"flops": 2}}
+    assert cache.ValueCache("counts", "v1").get([first.key("b", 2)]) == {first.key("b", 2): [1, 2]}
+    other = cache.ValueCache("counts", "v2")
+    assert other.path != first.path and other.get([first.key("a", 1)]) == {}
+    assert [u.files for u in cache.cache_usage(("counts",))] == [1]
+
+
+def test_the_source_digest_follows_the_files_it_names():
+    digest = cache.source_digest("counting")
+    assert digest == cache.source_digest("counting") and len(digest) == 16
+    assert digest not in (cache.source_digest("predict"), cache.source_digest("counting", "predict"))

@@ -9,7 +9,12 @@ kind lives in a folder of its own under it (``cache_dir(kind)``, the one place t
 ``predict``   the fitted predictor of each device profile, one pickle per profile content, scikit-learn and
               utilscope version (fitted again when missing)
 ``counts``    what ``ingest`` counted of a published row's model at a resolution and value size, one SQLite file
-              per utilscope, torch, torchvision and timm version (counted again when missing)
+              per utilscope, torch, torchvision and timm version and counting code (counted again when missing)
+``reports``   the predicted rows of a report's model view, per model, resolution and condition, one SQLite file per
+              those versions, the predictor's code and its shipped profiles (predicted again when missing)
+
+The last two are ``ValueCache`` files: JSON values by key, one file per ``version`` text (the versions and a digest
+of the code and data the values depend on, ``source_digest``), so that a new version starts a new file.
 
 Nothing else is written there, and clearing removes only these files: a root shared with other programs (an
 ``UTILSCOPE_CACHE_DIR`` pointing at a busy folder) keeps everything else.
@@ -17,7 +22,11 @@ Nothing else is written there, and clearing removes only these files: a root sha
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +40,7 @@ KINDS = {  # kind -> (what it holds, the file pattern of its entries in its fold
         "published rows' model counts (ingest), one SQLite file per utilscope, torch and zoo version",
         "*.sqlite",
     ),
+    "reports": ("predicted rows of reports' model views, one SQLite file per code and profile version", "*.sqlite"),
 }
 EARLIER = {"predict": ("ceilings/predict",)}  # where a kind lived before (cleared and counted with it)
 
@@ -107,4 +117,72 @@ def clear_cache(kinds: tuple[str, ...] = ()) -> list[CacheUsage]:
     return removed
 
 
-__all__ = ["CACHE_ENV", "KINDS", "CacheUsage", "cache_dir", "cache_root", "cache_usage", "check_kind", "clear_cache"]
+def source_digest(*parts: str) -> str:
+    """A digest of utilscope's own files under ``parts`` (folders or files, relative to the package): code and
+    shipped data a cached value depends on, so that an edit of any of them (a development install keeps its version
+    number) starts a new cache file."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for part in parts:
+        root = package / part
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for path in (f for f in files if f.is_file() and "__pycache__" not in f.parts):
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class ValueCache:
+    """JSON values by key in a SQLite file of one kind's folder, one file per ``version`` text (whatever the values
+    depend on). Reading a missing file finds nothing; writing creates it."""
+
+    SCHEMA = "CREATE TABLE IF NOT EXISTS cached (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+    def __init__(self, kind: str, version: str):
+        name = hashlib.sha256(version.encode()).hexdigest()[:16]
+        self.path = cache_dir(kind) / f"{kind}-{name}.sqlite"
+
+    @staticmethod
+    def key(*parts) -> str:
+        return json.dumps([str(part) for part in parts])
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, timeout=30)
+        connection.execute(self.SCHEMA)
+        return connection
+
+    def get(self, keys: list[str]) -> dict:
+        """The cached values of those keys that have one."""
+        if not keys or not self.path.exists():
+            return {}
+        found = {}
+        with contextlib.closing(self._connect()) as connection:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = connection.execute(f"SELECT key, value FROM cached WHERE key IN ({marks})", chunk)
+                found.update((key, json.loads(value)) for key, value in rows)
+        return found
+
+    def put(self, values: dict) -> None:
+        """Cache each key's value (JSON-encodable)."""
+        if values:
+            with contextlib.closing(self._connect()) as connection, connection:
+                connection.executemany(
+                    "INSERT OR REPLACE INTO cached (key, value) VALUES (?, ?)",
+                    [(key, json.dumps(value)) for key, value in values.items()],
+                )
+
+
+__all__ = [
+    "CACHE_ENV",
+    "KINDS",
+    "ValueCache",
+    "source_digest",
+    "CacheUsage",
+    "cache_dir",
+    "cache_root",
+    "cache_usage",
+    "check_kind",
+    "clear_cache",
+]

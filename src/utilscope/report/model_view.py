@@ -104,10 +104,13 @@ def predicted_rows(
         return pd.DataFrame(columns=PREDICTED_COLUMNS), []
     precision, layout, backend, batch = condition
     resolutions = _resolutions(frame, condition)
-    found, failures, left = [], [], len(resolutions)
-    groups = [
-        (r, list(m.index[i : i + CHUNK])) for r, m in resolutions.groupby(resolutions) for i in range(0, len(m), CHUNK)
-    ]
+    cache = prediction_cache()
+    keys = {model: cache.key(model, int(r), *condition) for model, r in resolutions.items()}
+    known = cache.get(list(keys.values()))
+    found = [pd.DataFrame(known[keys[model]]) for model in resolutions.index if keys[model] in known]
+    todo = resolutions[[keys[model] not in known for model in resolutions.index]]
+    failures, left = [], len(todo)
+    groups = [(r, list(m.index[i : i + CHUNK])) for r, m in todo.groupby(todo) for i in range(0, len(m), CHUNK)]
     for resolution, models in groups:
         if on_group is not None:
             on_group(len(models), left)
@@ -122,15 +125,27 @@ def predicted_rows(
                 channels_last=layout == "channels_last",
                 resolution=int(resolution),
             )
-            predicted = predict_networks(request)
+            result = predict_networks(request)
         except UtilscopeError as exc:  # one model alone raises; several keep their failures
             failures += [f"{model}: {' '.join(str(exc).split())}" for model in models]
             continue
-        failures += predicted.failures
-        found.append(predicted.to_frame())
+        failures += result.failures
+        predicted = result.to_frame()
+        cache.put({keys[m]: rows.to_dict(orient="records") for m, rows in predicted.groupby("model") if m in keys})
+        found.append(predicted)
     if not found:
         return pd.DataFrame(columns=PREDICTED_COLUMNS), failures
     return _as_rows(pd.concat(found, ignore_index=True), frame), failures
+
+
+def prediction_cache():
+    """The cache of predicted rows (kind ``reports``): one file per utilscope, torch and zoo version, counting and
+    predictor code and shipped profiles and spec table; a report of a store whose models were predicted before
+    predicts only the new ones."""
+    from utilscope.cache import ValueCache, source_digest
+    from utilscope.survey.count_cache import versions
+
+    return ValueCache("reports", f"{versions()}|{source_digest('predict', 'hardware')}")
 
 
 def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
