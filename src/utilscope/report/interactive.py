@@ -130,15 +130,23 @@ def _symbols(rows: pd.DataFrame) -> pd.Series:
     return rows["backend"].astype(str).map({b: names[i % len(names)] for i, b in enumerate(backends)})
 
 
+def _at_largest_batch(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Each series' successful row at its largest batch, with its GFLOPs per sample and backend marker; None when
+    nothing succeeded."""
+    ok = plots.ok_rows(frame)
+    if ok.empty:
+        return None
+    shown = plots.largest_batch(ok)
+    return shown.assign(gflops=shown["flops_per_sample"].astype(float) / 1e9, symbol=_symbols(shown))
+
+
 def utilization_vs_gflops(frame: pd.DataFrame):
     """Each series at its largest successful batch: utilization against GFLOPs per sample (log x)."""
     import plotly.graph_objects as go
 
-    ok = plots.ok_rows(frame)
-    if ok.empty:
+    shown = _at_largest_batch(frame)
+    if shown is None:
         return "no successful measurements"
-    shown = plots.largest_batch(ok)
-    shown = shown.assign(gflops=shown["flops_per_sample"].astype(float) / 1e9, symbol=_symbols(shown))
     figure = go.Figure(_family_traces(shown, "gflops", "utilization", _colors(frame), symbol="symbol"))
     title = "FLOP utilization vs GFLOPs per sample (largest successful batch; marker: backend)"
     return figure.update_layout(_layout(title, "GFLOPs per sample (log)", "FLOP utilization", log_x=True))
@@ -148,11 +156,9 @@ def throughput_vs_gflops(frame: pd.DataFrame):
     """Samples/s against GFLOPs per sample (log-log) at each series' largest batch, with iso-utilization lines."""
     import plotly.graph_objects as go
 
-    ok = plots.ok_rows(frame)
-    if ok.empty:
+    shown = _at_largest_batch(frame)
+    if shown is None:
         return "no successful measurements"
-    shown = plots.largest_batch(ok)
-    shown = shown.assign(gflops=shown["flops_per_sample"].astype(float) / 1e9, symbol=_symbols(shown))
     traces = _family_traces(shown, "gflops", "samples_per_s", _colors(frame), symbol="symbol")
     gflops = np.geomspace(shown["gflops"].min() / 1.5, shown["gflops"].max() * 1.5, 20)
     for peak in sorted(shown["peak_tflops"].dropna().unique()):
