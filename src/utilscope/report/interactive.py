@@ -18,8 +18,18 @@ import pandas as pd
 from utilscope.report import atlas_plots, families, plots
 
 # the fields of a point's customdata, in order; the page's search reads the model at index 0
-HOVER = ["model", "family", "gpu", "resolution", "batch", "precision", "backend", "gflops", "samples_per_s"]
-HOVER += ["utilization"]
+HOVER = [
+    "model",
+    "family",
+    "gpu",
+    "resolution",
+    "batch",
+    "precision",
+    "backend",
+    "gflops",
+    "samples_per_s",
+    "utilization",
+]
 HOVER_TEMPLATE = (
     "<b>%{customdata[0]}</b><br>family: %{customdata[1]}<br>GPU: %{customdata[2]}<br>"
     "resolution %{customdata[3]}, batch %{customdata[4]}, %{customdata[5]}, %{customdata[6]}<br>"
