@@ -345,28 +345,23 @@ def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
         )
     failed, done = 0, 0
 
-    def store_counts(cells: list[tuple[str, int, str]], counts: dict) -> None:
+    def store_counts(counted_cells: list[tuple[tuple[str, int, str], dict]]) -> None:
+        """Each cell's counts, in one transaction, then told to ``on_model``."""
         nonlocal failed, done
         with Store(db) as store:
-            store.set_published_counts([(*cell, counts) for cell in cells])
-        for model, _, _ in cells:
+            store.set_published_counts([(*cell, counts) for cell, counts in counted_cells])
+        for (model, _, _), counts in counted_cells:
             failed, done = failed + (counts["count_status"] != "ok"), done + 1
             if on_model is not None:
                 on_model(done, len(todo), model)
 
     keys = {size: count_cache.key_of("row", *size) for size in by_size}
     known = count_cache.cached(list(keys.values()))
-    cached_cells = [(cell, known[keys[size]]) for size in by_size if keys[size] in known for cell in by_size[size]]
-    with Store(db) as store:  # what the cache knows, in one transaction
-        store.set_published_counts([(*cell, counts) for cell, counts in cached_cells])
-    for (model, _, _), counts in cached_cells:
-        failed, done = failed + (counts["count_status"] != "ok"), done + 1
-        if on_model is not None:
-            on_model(done, len(todo), model)
+    store_counts([(cell, known[keys[size]]) for size in by_size if keys[size] in known for cell in by_size[size]])
     by_size = {size: cells for size, cells in by_size.items() if keys[size] not in known}
 
     def counted(size, counts: dict) -> None:
-        store_counts(by_size[size], counts)
+        store_counts([(cell, counts) for cell in by_size[size]])
         if counts["count_status"] == "ok":
             count_cache.keep({keys[size]: counts})
 
