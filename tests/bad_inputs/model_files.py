@@ -5,15 +5,8 @@ and shapes a file does not allow (another batch or image size than it fixes, a f
 line, exit 2, and writes nothing."""
 
 from bad_inputs import Case
+from bad_inputs.files import MODEL_VERBS
 
-MODEL_VERBS = [
-    "count @",
-    "profile --device cpu @",
-    "layers --device cpu @",
-    "predict --gpu h200 @",
-    "advise --device cpu @",
-    "survey --device cpu --dry-run --models @",
-]
 TRUNCATED = "corrupt or truncated archive"
 KINDS = [
     ("{onnx_truncated}", "is not an ONNX model"),
