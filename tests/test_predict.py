@@ -668,3 +668,62 @@ def test_an_nchw_profiles_conv_carries_its_layout_cost_to_another_gpu_as_per_sm_
     expected = moved + overhead * H200.sm_hz / t4.sm_hz
     assert list(nchw.compose(rows, "graph", t4, (ms, reasons))[0]) == pytest.approx(list(expected))
     assert not predictor.layout_overhead_ms(rows, ms).any()  # a channels_last profile has none
+
+
+def test_network_scales_are_the_factors_that_compose_whole_networks_times():
+    """Networks whose measured time is 0.5 x their predicted matmul time + 2 x their predicted norm time + the gap:
+    with a loose prior the fit gives back 0.5 and 2; the usual prior pulls a scale toward 1 by how little the
+    networks tell of it; leaving a family out predicts it from the others' fit."""
+    from utilscope.predict import network_scales
+
+    times = pd.DataFrame({"matmul": [1.0, 2.0, 3.0, 0.5, 4.0, 1.0], "row_norm": [1.0, 0.5, 2.0, 3.0, 1.0, 0.2]})
+    gap = pd.Series([0.1] * 6)
+    measured = 0.5 * times["matmul"] + 2.0 * times["row_norm"] + gap
+    scales = network_scales.fit(times, gap, measured, prior_sd=50.0)
+    assert scales == pytest.approx({"matmul": 0.5, "row_norm": 2.0}, rel=1e-3)
+    assert network_scales.predicted_ms(times, gap, scales) == pytest.approx(list(measured), rel=1e-3)
+    held = network_scales.fit(times, gap, measured)
+    assert 0.5 < held["matmul"] < 1.0 < held["row_norm"] < 2.0
+    cells = pd.DataFrame({"family": list("aabbcc"), "gap_ms": gap, "measured_ms": measured})
+    errors = network_scales.leave_families_out(cells, times, 50.0)
+    assert errors == pytest.approx([0.0] * 6, abs=1e-3)  # every family follows the same two factors
+
+
+def test_a_profiles_category_scales_multiply_its_rows_times_on_its_gpu_before_a_transfer(predictor, net_file):
+    """A row's time on the profile's GPU is its layer model's times its category's scale (1 for a category without
+    one); a transfer carries those times to another GPU as it carries unscaled ones."""
+    from utilscope.predict import network_scales
+
+    _, recorded = count_traced(net_file, 8, 32, "fp16")
+    rows = predictor.rows(recorded)
+    categories = network_scales.row_categories(rows)
+    assert {"conv_dense", "conv_depthwise", "batch_norm", "activation", "se_gate", "matmul"} <= set(categories)
+    given = {"conv_depthwise": 2.0, "batch_norm": 0.5}
+    scaled = replace(predictor, category_scales=given)
+    own, _ = predictor.profile_ms(rows)
+    ms, reasons = scaled.profile_ms(rows)
+    assert list(ms) == pytest.approx(list(own * pd.Series(categories).map(given).fillna(1.0).to_numpy()))
+    t4 = Gpu.from_spec(hardware.get_spec("t4"), "fp16")
+    assert scaled.compose(rows, "graph", t4)[2] == predictor.compose(rows, "graph", t4, (ms, reasons))[2]
+    assert scaled.compose(rows, "graph")[2] == pytest.approx(float(ms.sum()) + predictor.gap_ms * len(rows))
+
+
+def test_the_shipped_amp_nchw_profile_has_network_scales_and_the_others_have_none(predictor, monkeypatch, tmp_path):
+    """timm's condition (amp, NCHW) is the one the H200 measured whole networks in: its profile keeps scales
+    beside it, of known categories; the channels_last profiles (amp, fp16, bf16) keep none, so their
+    predictions are the layer models' own. ``load_predictor`` reads the file beside the profile it loads."""
+    from utilscope.predict import network_scales
+
+    known = {*network_scales.CONV_STYLES.values(), *network_scales.MEMORY_CATEGORIES.values(), "matmul", "se_gate"}
+    known |= {f"{style}_cl" for style in network_scales.CONV_STYLES.values()}
+    for path in selection.shipped_profiles():
+        scales = network_scales.load(path)
+        if selection.profile_name(path)[1] == "amp" and selection.profile_memory_format(path) == "contiguous":
+            assert scales and set(scales) <= known and all(0.25 <= s <= 4.0 for s in scales.values())
+        else:
+            assert scales is None, path
+    copy = tmp_path / "synthetic.json"
+    copy.write_bytes(Path(predictor.profile_path).read_bytes())
+    pd.DataFrame({"category": ["matmul"], "scale": [0.8]}).to_csv(network_scales.scales_file(copy), index=False)
+    monkeypatch.setattr(fit_cache, "_cached", lambda file: replace(predictor))
+    assert fit_cache.load_predictor(copy).category_scales == {"matmul": 0.8}

@@ -189,11 +189,12 @@ def cmd_predict(args, console: Console) -> int:
 
 def gpu_notes(result) -> list[str]:
     """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be (once
-    per GPU)."""
+    per GPU); and the profile's network scales, where it has them."""
+    scaled = [result.scales_note] if result.scales_note else []
     if result.anchor_fit is not None:
-        return result.anchor_fit.describe()
+        return result.anchor_fit.describe() + scaled
     notes = {p.gpu_key: p.gpu_note for p in result.predictions if p.transferred_from and p.gpu_note}
-    return list(notes.values())
+    return list(notes.values()) + scaled
 
 
 def parse_prices(text: str | None) -> dict[str, float]:

@@ -19,7 +19,7 @@ from utilscope.errors import UsageError
 from utilscope.files import check_input_file, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
-from utilscope.predict import profile_rows
+from utilscope.predict import network_scales, profile_rows
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import LayerModels, fit_layer_models
@@ -96,6 +96,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
             predictor = fit_predictor(profile, str(path), profile_rows.load(path))
         write_atomically(cached, pickle.dumps(predictor))
     predictor.on_fit = on_fit
+    predictor.category_scales = network_scales.load(path)
     predictor.channels_last_models = lambda: channels_last_models(
         predictor.device, predictor.precision, predictor.backend, on_fit
     )

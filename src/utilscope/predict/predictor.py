@@ -21,6 +21,7 @@ from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
 from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
+from utilscope.predict import network_scales
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.layers import LayerModels, se_row
 from utilscope.predict.transfer import fused_stream_ms, sm_scaled_ms, transfer
@@ -76,6 +77,9 @@ class Predictor:
     # the layer models of the GPU's channels_last profile, for an NCHW profile's channels_last-fed convs
     # (``profile_ms``; ``fit_cache.channels_last_models``); set by ``load_predictor``, None: none
     channels_last_models: Callable[[], LayerModels | None] | None = field(default=None, repr=False, compare=False)
+    # per op category, the scale of its times inside whole networks (``predict.network_scales``), from the file kept
+    # beside the profile; set by ``load_predictor``, None: the profile has none
+    category_scales: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def predict(
         self,
@@ -239,11 +243,19 @@ class Predictor:
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def profile_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-        """Each row's milliseconds on the profile's GPU and its extrapolation reason (``LayerModels.times_ms``). A
-        profile timed NCHW (the amp one) has no conv timed on a channels_last input, which cuDNN runs channels_last
-        (ConvNeXt's depthwise convs after its blocks' permutes): those rows (``channels_last_input``) are the
-        layer models' of the shipped channels_last profile of the GPU and unit (``channels_last_models``), when
-        there is one."""
+        """Each row's milliseconds on the profile's GPU and its extrapolation reason: ``routed_ms``'s, times the
+        row's category's scale where the profile has them (``category_scales``: how much faster or slower the
+        profile's GPU ran that category inside whole networks than its layer models say)."""
+        ms, reasons = self.routed_ms(rows)
+        if self.category_scales:
+            ms = network_scales.apply(rows, ms, self.category_scales)
+        return ms, reasons
+
+    def routed_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """Each row's layer-model milliseconds and extrapolation reason (``LayerModels.times_ms``). A profile timed
+        NCHW (the amp one) has no conv timed on a channels_last input, which cuDNN runs channels_last (ConvNeXt's
+        depthwise convs after its blocks' permutes): those rows (``channels_last_input``) are the layer models' of
+        the shipped channels_last profile of the GPU and unit (``channels_last_models``), when there is one."""
         ms, reasons = self.layer_models.times_ms(rows)
         if self.memory_format == "channels_last" or "channels_last_input" not in rows:
             return ms, reasons

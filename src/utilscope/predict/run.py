@@ -8,6 +8,7 @@ import gc
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 from torch import nn
@@ -18,7 +19,7 @@ from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
-from utilscope.predict import fit_cache, selection
+from utilscope.predict import fit_cache, network_scales, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.predictor import Prediction
 from utilscope.predict.selection import gpu_names
@@ -108,6 +109,7 @@ class PredictionSet:
     device: str
     prices: dict[str, float] = field(default_factory=dict)
     anchor_fit: AnchorFit | None = None  # the target's parameters fitted to the request's anchors
+    scales_note: str = ""  # one line when the profile's times are scaled per op category (``network_scales``)
 
     def records(self) -> list[dict]:
         """Each prediction as a dict with every layer, ``usd_per_hour`` and ``samples_per_usd`` (None where no price
@@ -187,7 +189,24 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     finally:
         gc.unfreeze()
     return PredictionSet(
-        predictions, failures, str(predictor.profile_path), predictor.device, dict(request.prices), fit
+        predictions,
+        failures,
+        str(predictor.profile_path),
+        predictor.device,
+        dict(request.prices),
+        fit,
+        scales_note(predictor),
+    )
+
+
+def scales_note(predictor) -> str:
+    """What the profile's network scales say, or "" for a profile without them."""
+    if not predictor.category_scales:
+        return ""
+    name = network_scales.scales_file(Path(predictor.profile_path)).name
+    return (
+        f"{predictor.device}'s layer times scaled per op category to its whole networks measured in this condition"
+        f' ({name}: docs/predict.md, "Network scales")'
     )
 
 
