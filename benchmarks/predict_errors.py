@@ -4,8 +4,8 @@ median_error), from a validation run's rows (``benchmarks/predict_gpus.py``'s CS
 its ``predicted_samples_per_s``).
 
 Usage: python benchmarks/predict_errors.py [RUN.csv.gz ...] [-o OUT.csv]
-(default: benchmarks/results/predict/gpus/validation_datacenter_design.csv.gz, the current design's run on every
-GPU's eager tables, docs/predict.md "The GPUs people rent").
+(default: benchmarks/results/predict/gpus/validation_network_scales.csv.gz, the current design's run on every
+GPU's eager tables, docs/predict.md "Network scales").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_RUN = REPO / "benchmarks" / "results" / "predict" / "gpus" / "validation_datacenter_design.csv.gz"
+DEFAULT_RUN = REPO / "benchmarks" / "results" / "predict" / "gpus" / "validation_network_scales.csv.gz"
 DEFAULT_OUT = REPO / "src" / "utilscope" / "predict" / "profiles" / "validation_gpus.csv"
 KEYS = ["gpu", "torch", "memory_format", "backend"]
 

@@ -197,4 +197,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from utilscope.errors import UtilscopeError
+
+    try:
+        sys.exit(main())
+    except UtilscopeError as exc:
+        print(f"utilscope: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(2)
