@@ -706,6 +706,9 @@ def test_a_profiles_category_scales_multiply_its_rows_times_on_its_gpu_before_a_
     t4 = Gpu.from_spec(hardware.get_spec("t4"), "fp16")
     assert scaled.compose(rows, "graph", t4)[2] == predictor.compose(rows, "graph", t4, (ms, reasons))[2]
     assert scaled.compose(rows, "graph")[2] == pytest.approx(float(ms.sum()) + predictor.gap_ms * len(rows))
+    from utilscope.predict.run import scales_note
+
+    assert "scaled per op category" in scales_note(scaled) and scales_note(predictor) == ""
 
 
 def test_the_shipped_amp_nchw_profile_has_network_scales_and_the_others_have_none(predictor, monkeypatch, tmp_path):
