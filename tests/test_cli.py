@@ -651,6 +651,7 @@ def stub_predictor(monkeypatch):
         profile_path="h200.json",
         predict_on=predict_on,
         check_condition=lambda precision, backend, channels_last: None,
+        category_scales=None,
     )
     monkeypatch.setattr(selection, "select_profile", lambda *args: "h200.json")
     monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: stub)
