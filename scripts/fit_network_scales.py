@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     fitted = cells["measured_ms"] / predicted_ms(times, cells["gap_ms"], scales) - 1
     print(f"prior sd {PRIOR_SD} (kept), all cells: MAPE {np.mean(np.abs(fitted)):.4f}")
     share = times.sum() / times.to_numpy().sum()
-    out = pd.DataFrame({"category": list(scales), "scale": list(scales.values()), "time_share": share.round(4).values})
+    out = pd.DataFrame({"scale": pd.Series(scales), "time_share": share.round(4)}).sort_index()
+    out = out.rename_axis("category").reset_index()
     out.to_csv(scales_file(Path(args.profile)), index=False)
     print(out.to_string(index=False))
     if args.lofo_out:
