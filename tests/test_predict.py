@@ -730,3 +730,34 @@ def test_the_shipped_amp_nchw_profile_has_network_scales_and_the_others_have_non
     pd.DataFrame({"category": ["matmul"], "scale": [0.8]}).to_csv(network_scales.scales_file(copy), index=False)
     monkeypatch.setattr(fit_cache, "_cached", lambda file: replace(predictor))
     assert fit_cache.load_predictor(copy).category_scales == {"matmul": 0.8}
+
+
+def test_the_scales_script_fits_a_profiles_scales_on_its_stores_networks_and_writes_them_beside_it(
+    predictor, net_file, tmp_path, monkeypatch, capsys
+):
+    """``scripts/fit_network_scales.py``: the store's ok cells in the profile's condition (fp16, channels_last, batch
+    64 and more; not the batch-8 one) measured at half the predicted time give scales below 1, written beside the
+    profile and read back by ``load``; a store without such a cell is a one-line error."""
+    import runpy
+
+    from test_store import CONFIG, make_row
+
+    from utilscope.predict import network_scales
+    from utilscope.survey.store import Store
+
+    profile = tmp_path / "synthetic.json"
+    profile.write_bytes(Path(predictor.profile_path).read_bytes())
+    monkeypatch.setattr(fit_cache, "_cached", lambda file: replace(predictor))
+    script = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "fit_network_scales.py"))
+    for name, batches in (("small.sqlite", (8,)), ("s.sqlite", (8, 64, 128))):
+        with Store(tmp_path / name) as opened:
+            for batch in batches:
+                speed = batch / predictor.predict(net_file, batch, 32).latency_ms * 2e3
+                key = {"model": net_file, "resolution": 32, "batch": batch, "precision": "fp16", "backend": "eager"}
+                opened.add(make_row(**key, **CONFIG.__dict__, samples_per_s=speed))
+    with pytest.raises(pr.UsageError, match="no ok cell in fp16, channels_last, eager or graph, at batch 64"):
+        script["main"]([str(profile), str(tmp_path / "small.sqlite")])
+    assert script["main"]([str(profile), str(tmp_path / "s.sqlite")]) == 0
+    assert "2 cells, 1 models, 1 families" in capsys.readouterr().out
+    scales = network_scales.load(profile)
+    assert scales and all(0.25 <= s < 1.0 for s in scales.values())
