@@ -22,12 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from utilscope.predict.features import CONV_STYLE_CODES
+
 NETWORK_SD = 0.10  # the log error of one network's measurement and composition, before the scales
 PRIOR_SD = 0.20  # how far (log) a category's scale is expected from 1 (chosen by leaving families out)
 PRIOR_SD_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
 SCALE_RANGE = (0.25, 4.0)
 MIN_BATCH = 64
-CONV_STYLES = {0: "conv_dense", 1: "conv_pointwise", 2: "conv_grouped", 3: "conv_depthwise"}
+# a conv's style code (``features.CONV_STYLE_CODES``) -> its category: conv_dense, conv_pointwise, ...
+CONV_STYLES = {code: "conv_" + op_class.value.removesuffix("_conv") for op_class, code in CONV_STYLE_CODES.items()}
 MEMORY_CATEGORIES = {
     "batch_norm": "batch_norm",
     "layer_norm": "row_norm",
