@@ -612,7 +612,8 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
     """Three networks 'measured' on a T4 whose clock is 0.7 of the one assumed and whose memory streams at 0.55 of
     its bandwidth (a stand-in predictor: a network's time is its SM cycles over the clock plus its bytes over the
     streamed bandwidth): the fit recovers both within a few percent, and predicts a fourth network as that T4 runs
-    it; an anchor five times off is reported as contradicting the others."""
+    it; of three, an anchor five times off contradicts the fit to the other two and is left out (of two, neither
+    is: both are reported)."""
     import types
 
     from utilscope.predict import anchors as anchor_fit
@@ -647,7 +648,13 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
     )
     assert fit.contradicting == [] and "fitted to 3 anchor(s)" in fit.describe()[0]
     lying = [*anchors[:2], replace(anchors[2], samples_per_s=anchors[2].samples_per_s * 5)]
-    assert len(fit_anchors(stub, lying, t4, "fp16", "graph", True).contradicting) >= 1
+    left = fit_anchors(stub, lying, t4, "fp16", "graph", True)  # the others' fit predicts it 5x off: left out
+    assert list(left.left_out) == [2] and left.left_out[2] == pytest.approx(speed["torchvision:vgg11"], rel=0.1)
+    assert left.target == fit_anchors(stub, lying[:2], t4, "fp16", "graph", True).target
+    assert left.contradicting == [] and "fitted to 2 anchor(s)" in left.describe()[0]
+    assert "contradicts the others: their fit predicts" in left.describe()[-1]
+    two = fit_anchors(stub, [anchors[0], lying[2]], t4, "fp16", "graph", True)  # two cannot say which one is wrong
+    assert two.left_out == {} and len(two.contradicting) >= 1
 
 
 def test_an_nchw_profiles_conv_carries_its_layout_cost_to_another_gpu_as_per_sm_work(predictor, net_file):

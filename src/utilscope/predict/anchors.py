@@ -6,6 +6,12 @@ its datasheet value over ``PRIOR_SD``, so that one anchor moves both parameters 
 depends on each, and several anchors separate them. An anchor that the two parameters cannot bring within
 ``CONTRADICTION`` of its measurement is reported as contradicting the others.
 
+Of ``CONSENSUS`` anchors or more, one that the fit to the others predicts more than ``CONTRADICTION`` off its
+measurement contradicts them before it moves anything: the model's error on its network, which no parameter of the
+GPU expresses, would otherwise pull every prediction after it. The worst such anchor is left out of the fit and
+reported, and the rest are checked again while ``CONSENSUS`` remain. (Of one or two anchors none is left out: two
+that disagree cannot say which one is wrong.)
+
     SPEC@BATCH=SAMPLES_PER_S         timm:resnet50@256=3100   (the last '@' separates the batch)
     CSV: model,batch,samples_per_s[,precision,backend,res,gpu]
 """
@@ -31,6 +37,7 @@ PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own,
 CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
 EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
 CONTRADICTION = 0.15  # an anchor still further off than this after the fit contradicts the others
+CONSENSUS = 3  # anchors needed before one that the fit to the others predicts beyond CONTRADICTION is left out
 CSV_COLUMNS = ("model", "batch", "samples_per_s")
 CSV_OPTIONAL = ("precision", "backend", "res", "gpu")
 ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
@@ -124,22 +131,35 @@ class AnchorFit:
     anchors: list[Anchor]
     predicted_before: list[float] = field(default_factory=list)
     predicted_after: list[float] = field(default_factory=list)
+    left_out: dict[int, float] = field(default_factory=dict)  # anchor index -> its samples/s by the others' fit
+
+    @property
+    def fitted(self) -> list[Anchor]:
+        """The anchors the parameters were fitted to (all but ``left_out``)."""
+        return [anchor for i, anchor in enumerate(self.anchors) if i not in self.left_out]
 
     @property
     def contradicting(self) -> list[str]:
+        """The fitted anchors the fit leaves beyond ``CONTRADICTION`` of their measurement."""
         return [
             f"{anchor.label} (predicted {after:,.0f} after the fit)"
-            for anchor, after in zip(self.anchors, self.predicted_after, strict=True)
-            if abs(math.log(after / anchor.samples_per_s)) > math.log1p(CONTRADICTION)
+            for i, (anchor, after) in enumerate(zip(self.anchors, self.predicted_after, strict=True))
+            if i not in self.left_out and abs(math.log(after / anchor.samples_per_s)) > math.log1p(CONTRADICTION)
         ]
 
     def describe(self) -> list[str]:
         """What moved and to what, and every contradicting anchor."""
         clock = f"sustained clock {self.before.clock_hz / 1e6:.0f} -> {self.target.clock_hz / 1e6:.0f} MHz"
         memory = f"memory efficiency {self.before.memory_efficiency:.2f} -> {self.target.memory_efficiency:.2f}"
-        lines = [f"{self.target.key}: fitted to {len(self.anchors)} anchor(s): {clock}, {memory}"]
+        lines = [f"{self.target.key}: fitted to {len(self.fitted)} anchor(s): {clock}, {memory}"]
         for anchor, before, after in zip(self.anchors, self.predicted_before, self.predicted_after, strict=True):
             lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
+        lines += [
+            f"warning: anchor {self.anchors[i].label} contradicts the others: their fit predicts {others:,.0f} "
+            f"({others / self.anchors[i].samples_per_s - 1:+.0%}), an error of the model on its network that no "
+            "parameter of the GPU expresses; left out of the fit"
+            for i, others in self.left_out.items()
+        ]
         lines += [
             f"warning: anchor {text} contradicts the others beyond the clock and memory" for text in self.contradicting
         ]
@@ -156,36 +176,69 @@ def scaled(gpu: Gpu, clock_scale: float, efficiency: float, note: str = "") -> G
 def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, backend: str, channels_last: bool):
     """The AnchorFit of ``target`` to the anchors (the module's docstring); each anchor's network is counted once.
     UsageError for an anchor whose FLOP/s would exceed the GPU's peak (an absurd throughput)."""
-    from scipy.optimize import minimize
-
     if not anchors:
         raise UsageError("give at least one anchor to fit the GPU to")
-    networks = []
-    for anchor in anchors:
-        counted, recorded = predictor.count(anchor.model, anchor.batch, anchor.resolution, precision, channels_last)
-        flops_per_s = counted.total.flops / anchor.batch * anchor.samples_per_s
-        if flops_per_s > target.peak_flops:
-            raise UsageError(
-                f"anchor {anchor.label}: {flops_per_s / 1e12:,.0f} TFLOP/s, above {target.name}'s dense peak of "
-                f"{target.peak_flops / 1e12:,.0f} TFLOP/s: not a measurement of this model at this batch"
-            )
-        rows = predictor.rows(recorded)
-        networks.append((anchor, rows, predictor.source_times(rows)))
+    networks = [anchor_network(predictor, anchor, target, precision, channels_last) for anchor in anchors]
 
-    def samples_per_s(gpu: Gpu) -> np.ndarray:
-        return np.array([a.batch / predictor.compose(r, backend, gpu, ms)[2] * 1e3 for a, r, ms in networks])
+    def samples_per_s(gpu: Gpu, chosen: list[int]) -> np.ndarray:
+        latency_ms = [predictor.compose(networks[i][0], backend, gpu, networks[i][1])[2] for i in chosen]
+        return np.array([anchors[i].batch for i in chosen]) / np.array(latency_ms) * 1e3
 
-    measured = np.log([anchor.samples_per_s for anchor in anchors])
+    left_out = contradicting_others(samples_per_s, anchors, target)
+    fitted = fitted_gpu(samples_per_s, anchors, [i for i in range(len(anchors)) if i not in left_out], target)
+    every = list(range(len(anchors)))
+    return AnchorFit(
+        target, fitted, list(anchors), list(samples_per_s(target, every)), list(samples_per_s(fitted, every)), left_out
+    )
+
+
+def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu) -> dict[int, float]:
+    """The anchors left out of the fit (the module's docstring), each with its samples/s by the fit to the others:
+    while ``CONSENSUS`` remain, the one the others' fit predicts worst, when that is beyond ``CONTRADICTION``."""
+    kept, left_out = list(range(len(anchors))), {}
+    while len(kept) >= CONSENSUS:
+        by_others = {
+            i: samples_per_s(fitted_gpu(samples_per_s, anchors, [j for j in kept if j != i], target), [i])[0]
+            for i in kept
+        }
+        error = {i: abs(math.log(by_others[i] / anchors[i].samples_per_s)) for i in kept}
+        worst = max(kept, key=error.get)
+        if error[worst] <= math.log1p(CONTRADICTION):
+            break
+        kept.remove(worst)
+        left_out[worst] = float(by_others[worst])
+    return left_out
+
+
+def anchor_network(predictor, anchor: Anchor, target: Gpu, precision: str, channels_last: bool) -> tuple:
+    """The anchor's network as ``compose`` takes it (its rows, and their ``source_times``); UsageError for a
+    throughput whose FLOP/s exceed the GPU's dense peak."""
+    counted, recorded = predictor.count(anchor.model, anchor.batch, anchor.resolution, precision, channels_last)
+    flops_per_s = counted.total.flops / anchor.batch * anchor.samples_per_s
+    if flops_per_s > target.peak_flops:
+        raise UsageError(
+            f"anchor {anchor.label}: {flops_per_s / 1e12:,.0f} TFLOP/s, above {target.name}'s dense peak of "
+            f"{target.peak_flops / 1e12:,.0f} TFLOP/s: not a measurement of this model at this batch"
+        )
+    rows = predictor.rows(recorded)
+    return rows, predictor.source_times(rows)
+
+
+def fitted_gpu(samples_per_s, anchors: list[Anchor], chosen: list[int], target: Gpu) -> Gpu:
+    """``target`` with the clock and memory efficiency of the MAP fit (the module's docstring) to the ``chosen``
+    anchors; ``samples_per_s(gpu, chosen)`` predicts them."""
+    from scipy.optimize import minimize
+
+    measured = np.log([anchors[i].samples_per_s for i in chosen])
     base_efficiency = target.memory_efficiency
 
     def loss(theta: np.ndarray) -> float:
         gpu = scaled(target, math.exp(theta[0]), base_efficiency * math.exp(theta[1]))
-        errors = (np.log(samples_per_s(gpu)) - measured) / ANCHOR_SD
+        errors = (np.log(samples_per_s(gpu, chosen)) - measured) / ANCHOR_SD
         return float(errors @ errors + (theta @ theta) / PRIOR_SD**2)
 
     bounds = [np.log(CLOCK_RANGE), np.log(np.array(EFFICIENCY_RANGE) / base_efficiency)]
     theta = minimize(loss, np.zeros(2), method="L-BFGS-B", bounds=bounds).x
     clock_scale, efficiency = math.exp(theta[0]), base_efficiency * math.exp(theta[1])
-    note = f"{target.key}: fitted to {len(anchors)} anchor(s): clock {target.clock_hz * clock_scale / 1e6:.0f} MHz"
-    fitted = scaled(target, clock_scale, efficiency, f"{note}, memory at {efficiency:.2f} of its bandwidth")
-    return AnchorFit(target, fitted, list(anchors), list(samples_per_s(target)), list(samples_per_s(fitted)))
+    note = f"{target.key}: fitted to {len(chosen)} anchor(s): clock {target.clock_hz * clock_scale / 1e6:.0f} MHz"
+    return scaled(target, clock_scale, efficiency, f"{note}, memory at {efficiency:.2f} of its bandwidth")
