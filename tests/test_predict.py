@@ -176,6 +176,13 @@ def test_the_predict_command(profile_file, net_file, predictor, monkeypatch, cap
     assert doc["gpu_key"] == "rtx_4090" and doc["transferred_from"] == "NVIDIA H200"
     assert doc["bound"] in (*BOUNDS, "launch")
     args = ["predict", net_file, "--profile", str(profile_file), "--res", "32", "--batch", "8"]
+    assert main([*args, "--gpu", "t4", "--json"]) == 0
+    (t4,) = json.loads(capsys.readouterr().out)
+    anchor = f"{net_file}@8={t4['samples_per_s'] * 0.8}"  # the T4 ran it 20% slower than its datasheet says
+    assert main([*args, "--batch", "16", "--gpu", "t4", "--anchor", anchor, "--json"]) == 0
+    (anchored,) = json.loads((out := capsys.readouterr()).out)
+    assert "t4: fitted to 1 anchor(s): sustained clock" in out.err and anchored["batch"] == 16
+    assert anchored["sustained_clock_mhz"] < t4["sustained_clock_mhz"] and anchored["memory_efficiency"] <= 0.95
     assert main([*args, "--gpu", "all", "--price", "rtx_4090=0.5,h200=4", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     speeds = [d["samples_per_s"] for d in doc]
@@ -651,7 +658,7 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
     left = fit_anchors(stub, lying, t4, "fp16", "graph", True)  # the others' fit predicts it 5x off: left out
     assert list(left.left_out) == [2] and left.left_out[2] == pytest.approx(speed["torchvision:vgg11"], rel=0.1)
     assert left.target == fit_anchors(stub, lying[:2], t4, "fp16", "graph", True).target
-    assert left.contradicting == [] and "fitted to 2 anchor(s)" in left.describe()[0]
+    assert left.contradicting == [] and "fitted to 2 of 3 anchor(s)" in left.describe()[0]
     assert "contradicts the others: their fit predicts" in left.describe()[-1]
     two = fit_anchors(stub, [anchors[0], lying[2]], t4, "fp16", "graph", True)  # two cannot say which one is wrong
     assert two.left_out == {} and len(two.contradicting) >= 1

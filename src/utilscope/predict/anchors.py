@@ -151,7 +151,8 @@ class AnchorFit:
         """What moved and to what, and every contradicting anchor."""
         clock = f"sustained clock {self.before.clock_hz / 1e6:.0f} -> {self.target.clock_hz / 1e6:.0f} MHz"
         memory = f"memory efficiency {self.before.memory_efficiency:.2f} -> {self.target.memory_efficiency:.2f}"
-        lines = [f"{self.target.key}: fitted to {len(self.fitted)} anchor(s): {clock}, {memory}"]
+        count = f"{len(self.fitted)} of {len(self.anchors)}" if self.left_out else f"{len(self.anchors)}"
+        lines = [f"{self.target.key}: fitted to {count} anchor(s): {clock}, {memory}"]
         for anchor, before, after in zip(self.anchors, self.predicted_before, self.predicted_after, strict=True):
             lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
         lines += [
