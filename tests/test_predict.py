@@ -660,6 +660,9 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
     assert list(left.left_out) == [2] and left.left_out[2] == pytest.approx(speed["torchvision:vgg11"], rel=0.1)
     assert left.target == fit_anchors(stub, lying[:2], t4, "fp16", "graph", True).target
     assert left.contradicting == [] and "fitted to 2 of 3 anchor(s)" in left.describe()[0]
+    assert not any("eager" in line for line in left.describe())  # graph: no host time at any batch
+    small = fit_anchors(stub, anchors[:1], t4, "fp16", "eager", True).describe()
+    assert "was measured in eager at batch 8: below batch 64 eager may run at the host's pace" in small[-1]
     assert "contradicts the others: their fit predicts" in left.describe()[-1]
     two = fit_anchors(stub, [anchors[0], lying[2]], t4, "fp16", "graph", True)  # two cannot say which one is wrong
     assert two.left_out == {} and len(two.contradicting) >= 1

@@ -38,6 +38,7 @@ CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
 EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
 CONTRADICTION = 0.15  # an anchor still further off than this after the fit contradicts the others
 CONSENSUS = 3  # anchors needed before one that the fit to the others predicts beyond CONTRADICTION is left out
+EAGER_MIN_BATCH = 64  # eager below this batch may run at the host's pace (Python, launches), which no model has
 CSV_COLUMNS = ("model", "batch", "samples_per_s")
 CSV_OPTIONAL = ("precision", "backend", "res", "gpu")
 ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
@@ -132,6 +133,7 @@ class AnchorFit:
     predicted_before: list[float] = field(default_factory=list)
     predicted_after: list[float] = field(default_factory=list)
     left_out: dict[int, float] = field(default_factory=dict)  # anchor index -> its samples/s by the others' fit
+    backend: str = ""
 
     @property
     def fitted(self) -> list[Anchor]:
@@ -164,6 +166,13 @@ class AnchorFit:
         lines += [
             f"warning: anchor {text} contradicts the others beyond the clock and memory" for text in self.contradicting
         ]
+        lines += [
+            f"warning: anchor {anchor.label} was measured in eager at batch {anchor.batch}: below batch "
+            f"{EAGER_MIN_BATCH} eager may run at the host's pace (Python, kernel launches), which predict does not "
+            f"model; an anchor at batch {EAGER_MIN_BATCH} or more measures the GPU"
+            for anchor in self.anchors
+            if self.backend == "eager" and anchor.batch < EAGER_MIN_BATCH
+        ]
         return lines
 
 
@@ -188,9 +197,8 @@ def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, b
     left_out = contradicting_others(samples_per_s, anchors, target)
     fitted = fitted_gpu(samples_per_s, anchors, [i for i in range(len(anchors)) if i not in left_out], target)
     every = list(range(len(anchors)))
-    return AnchorFit(
-        target, fitted, list(anchors), list(samples_per_s(target, every)), list(samples_per_s(fitted, every)), left_out
-    )
+    before, after = list(samples_per_s(target, every)), list(samples_per_s(fitted, every))
+    return AnchorFit(target, fitted, list(anchors), before, after, left_out, backend)
 
 
 def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu) -> dict[int, float]:
