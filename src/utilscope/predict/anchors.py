@@ -150,7 +150,8 @@ class AnchorFit:
         ]
 
     def describe(self) -> list[str]:
-        """What moved and to what, and every contradicting anchor."""
+        """What moved and to what; every anchor left out or contradicting, and every eager one below
+        ``EAGER_MIN_BATCH``, as a warning."""
         clock = f"sustained clock {self.before.clock_hz / 1e6:.0f} -> {self.target.clock_hz / 1e6:.0f} MHz"
         memory = f"memory efficiency {self.before.memory_efficiency:.2f} -> {self.target.memory_efficiency:.2f}"
         count = f"{len(self.fitted)} of {len(self.anchors)}" if self.left_out else f"{len(self.anchors)}"
