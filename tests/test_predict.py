@@ -814,3 +814,24 @@ def test_the_measured_rows_harness_scores_zero_shot_the_oracle_and_one_anchor(
     (bad := tmp_path / "bad.csv").write_text("gpu,model,batch\nt4,torchvision:resnet18,64\n")
     assert predict_measured.main([str(bad)]) == 2
     assert "missing column(s) samples_per_s" in capsys.readouterr().err
+
+
+def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of_it_otherwise():
+    """``predict``'s note per transferred GPU: in amp, the transfer's error on that GPU's published tables in the
+    prediction's layout and backend (the shipped validation file), or that it was not validated there."""
+    import types
+
+    from utilscope.cli.predict import gpu_notes
+
+    def result(*predictions):
+        return types.SimpleNamespace(predictions=predictions, anchor_fit=None, scales_note="")
+
+    def made(gpu_key, precision="amp", backend="eager"):
+        fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}
+        return types.SimpleNamespace(**fields, precision=precision, backend=backend, memory_format="contiguous")
+
+    validated, other = gpu_notes(result(made("rtx_4090"), made("t4"), made("rtx_4090")))  # once per GPU
+    assert validated.startswith("rtx_4090: clock; validation MAPE ") and "published rows, torch 2.9.1" in validated
+    assert other == "t4: clock; not validated on this GPU"
+    assert gpu_notes(result(made("rtx_4090", backend="graph"))) == ["rtx_4090: clock; not validated on this GPU"]
+    assert gpu_notes(result(made("rtx_4090", precision="fp16"))) == ["rtx_4090: clock"]

@@ -188,12 +188,21 @@ def cmd_predict(args, console: Console) -> int:
 
 
 def gpu_notes(result) -> list[str]:
-    """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be (once
-    per GPU); and the profile's network scales, where it has them."""
+    """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be, and in
+    amp the transfer's error on that GPU's published tables in the layout and backend (``validation_text``), once
+    per GPU; and the profile's network scales, where it has them."""
+    from utilscope.report.model_view import validation_errors, validation_text
+
     scaled = [result.scales_note] if result.scales_note else []
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
-    notes = {p.gpu_key: p.gpu_note for p in result.predictions if p.transferred_from and p.gpu_note}
+    errors = validation_errors()
+    notes = {
+        p.gpu_key: p.gpu_note
+        + (f"; {validation_text(errors, p.gpu_key, p.memory_format, p.backend)}" if p.precision == "amp" else "")
+        for p in result.predictions
+        if p.transferred_from and p.gpu_note
+    }
     return list(notes.values()) + scaled
 
 
