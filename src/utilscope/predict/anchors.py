@@ -36,7 +36,7 @@ ANCHOR_SD = 0.10  # the log error of one anchor: its measurement and the model's
 PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own, before any anchor
 CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
 EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
-CONTRADICTION = 0.15  # an anchor still further off than this after the fit contradicts the others
+CONTRADICTION = 0.15  # an anchor still further off (a factor 1.15 either way) after the fit contradicts the others
 CONSENSUS = 3  # anchors needed before one that the fit to the others predicts beyond CONTRADICTION is left out
 EAGER_MIN_BATCH = 64  # eager below this batch may run at the host's pace (Python, launches), which no model has
 CSV_COLUMNS = ("model", "batch", "samples_per_s")
@@ -146,7 +146,7 @@ class AnchorFit:
         return [
             f"{anchor.label} (predicted {after:,.0f} after the fit)"
             for i, (anchor, after) in enumerate(zip(self.anchors, self.predicted_after, strict=True))
-            if i not in self.left_out and abs(math.log(after / anchor.samples_per_s)) > math.log1p(CONTRADICTION)
+            if i not in self.left_out and off_by(after, anchor.samples_per_s) > 1 + CONTRADICTION
         ]
 
     def describe(self) -> list[str]:
@@ -159,9 +159,9 @@ class AnchorFit:
         for anchor, before, after in zip(self.anchors, self.predicted_before, self.predicted_after, strict=True):
             lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
         lines += [
-            f"warning: anchor {self.anchors[i].label} contradicts the others: their fit predicts {others:,.0f} "
-            f"({others / self.anchors[i].samples_per_s - 1:+.0%}), an error of the model on its network that no "
-            "parameter of the GPU expresses; left out of the fit"
+            f"warning: anchor {self.anchors[i].label} contradicts the others: their fit predicts {others:,.0f}, a "
+            f"factor of {off_by(others, self.anchors[i].samples_per_s):.2f} off, an error of the model on its network "
+            "that no parameter of the GPU expresses; left out of the fit"
             for i, others in self.left_out.items()
         ]
         lines += [
@@ -175,6 +175,12 @@ class AnchorFit:
             if self.backend == "eager" and anchor.batch < EAGER_MIN_BATCH
         ]
         return lines
+
+
+def off_by(predicted: float, measured: float) -> float:
+    """How far a prediction is off its measurement, as a factor of 1 or more either way (``CONTRADICTION``'s
+    measure: a log distance)."""
+    return math.exp(abs(math.log(predicted / measured)))
 
 
 def scaled(gpu: Gpu, clock_scale: float, efficiency: float, note: str = "") -> Gpu:
@@ -211,9 +217,9 @@ def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu) -> d
             i: samples_per_s(fitted_gpu(samples_per_s, anchors, [j for j in kept if j != i], target), [i])[0]
             for i in kept
         }
-        error = {i: abs(math.log(by_others[i] / anchors[i].samples_per_s)) for i in kept}
-        worst = max(kept, key=error.get)
-        if error[worst] <= math.log1p(CONTRADICTION):
+        factor = {i: off_by(by_others[i], anchors[i].samples_per_s) for i in kept}
+        worst = max(kept, key=factor.get)
+        if factor[worst] <= 1 + CONTRADICTION:
             break
         kept.remove(worst)
         left_out[worst] = float(by_others[worst])
