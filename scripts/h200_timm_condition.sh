@@ -7,7 +7,10 @@
 # timm is the machine's own (1.0.29 for the cells stored so far). The store is copied to $OUT every 60 s
 # (scripts/copy_stores.py) and at the end, with the logs.
 # Usage: scripts/h200_timm_condition.sh LIMIT STAGE...   STAGE: eager (data/h200/timm_condition_models.txt, 992
-# cells), compile (data/h200/timm_condition_compile_models.txt, 50 cells, beside timm's -dynamo tables)
+# cells), compile (data/h200/timm_condition_compile_models.txt, 50 cells, beside timm's -dynamo tables),
+# eager_channels_last (the eager stage's models in amp on channels_last, the condition of the hidden data-center test
+# and of the channels_last amp profile, into data/h200/amp_channels_last.sqlite: whole networks for that profile's
+# network scales, scripts/fit_network_scales.py)
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
@@ -17,20 +20,24 @@ shift
 end=$(($(date +%s) + limit))
 source scripts/survey_stage.sh
 store=data/h200/timm_condition.sqlite
+channels_last_store=data/h200/amp_channels_last.sqlite
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "h200_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-python3 scripts/copy_stores.py "$OUT" "$store" &
+python3 scripts/copy_stores.py "$OUT" "$store" "$channels_last_store" &
 copier=$!
 trap 'kill $copier' EXIT
 per_worker=$([ "$gpus" -gt 1 ] && echo 25 || echo 150)
-common=(--precision amp --no-channels-last --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
-  --jobs "$gpus" --per-worker "$per_worker" --db "$store")
+common=(--precision amp --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
+  --jobs "$gpus" --per-worker "$per_worker")
 for stage in "$@"; do
   case $stage in
-  eager) grid=(--models-file data/h200/timm_condition_models.txt --backend eager) ;;
-  compile) grid=(--models-file data/h200/timm_condition_compile_models.txt --backend compile) ;;
+  eager) grid=(--models-file data/h200/timm_condition_models.txt --backend eager --no-channels-last --db "$store") ;;
+  compile) grid=(--models-file data/h200/timm_condition_compile_models.txt --backend compile --no-channels-last
+    --db "$store") ;;
+  eager_channels_last) grid=(--models-file data/h200/timm_condition_models.txt --backend eager
+    --db "$channels_last_store") ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
   survey_stage "$stage on $gpus GPU(s)" "$OUT/survey_$stage.log" "${grid[@]}" "${common[@]}" || break
@@ -38,5 +45,8 @@ done
 kill $copier
 wait $copier 2>/dev/null
 trap - EXIT
-python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
-cp "$store" "$OUT/"
+for db in "$store" "$channels_last_store"; do
+  [ -f "$db" ] || continue
+  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$db"
+  cp "$db" "$OUT/"
+done
