@@ -47,6 +47,9 @@ def test_read_json_reads_plain_and_gzip_files_alike(tmp_path):
     packed = tmp_path / "run.json.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     assert read_json(plain, "run") == read_json(packed, "run") == data
+    marked = tmp_path / "marked.json"  # a leading byte-order mark (a spreadsheet's or an editor's) is not text
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert read_json(marked, "run") == data
 
 
 @pytest.mark.parametrize(

@@ -591,7 +591,7 @@ def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
 
 
 def test_an_anchor_is_spec_at_batch_equals_samples_per_second_and_a_csv_has_its_columns(tmp_path):
-    from utilscope.predict.anchors import check_anchors, parse_anchor, read_anchors
+    from utilscope.predict.anchors import Anchor, check_anchors, parse_anchor, read_anchors
 
     anchor = parse_anchor(" torchvision:resnet18@64=1500.5 ")
     assert (anchor.model, anchor.batch, anchor.samples_per_s) == ("torchvision:resnet18", 64, 1500.5)
@@ -601,6 +601,9 @@ def test_an_anchor_is_spec_at_batch_equals_samples_per_second_and_a_csv_has_its_
     good = tmp_path / "good.csv"
     good.write_text("model,batch,samples_per_s,precision\ntorchvision:resnet18,64,1500,amp\n")
     assert read_anchors(str(good))[0].precision == "amp"
+    saved = tmp_path / "saved.csv"  # as a spreadsheet saves "UTF-8 CSV": a byte-order mark, CRLF; spaces after commas
+    saved.write_bytes(b"\xef\xbb\xbfmodel, batch, samples_per_s\r\ntorchvision:resnet18, 64, 1500\r\n")
+    assert read_anchors(str(saved)) == [Anchor("torchvision:resnet18", 64, 1500.0)]
     for body, message in (
         ("model,batch\nresnet18,4\n", "missing samples_per_s"),
         ("model,batch,samples_per_s,clock\nresnet18,4,3,1\n", "unknown clock"),

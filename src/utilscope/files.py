@@ -94,7 +94,7 @@ def read_text(path: str | Path, what: str) -> str:
     if data.startswith(SQLITE_HEADER):
         raise UsageError(f"{path} is a SQLite database, expected the {what}")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # without the byte-order mark a spreadsheet's "UTF-8 CSV" starts with
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not a text file (binary at byte {exc.start}), expected the {what}") from None
     if "\x00" in text:

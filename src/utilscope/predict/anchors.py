@@ -83,7 +83,7 @@ def parse_anchor(text: str) -> Anchor:
 def read_anchors(path: str) -> list[Anchor]:
     """The anchors of a CSV file (``CSV_COLUMNS``, and ``CSV_OPTIONAL``); UsageError naming a missing or unknown
     column, or the line of a bad value."""
-    rows = list(csv.DictReader(io.StringIO(read_text(path, ANCHOR_FILE))))
+    rows = list(csv.DictReader(io.StringIO(read_text(path, ANCHOR_FILE)), skipinitialspace=True))  # "a, b" too
     columns = set(rows[0]) if rows else set()
     missing = [c for c in CSV_COLUMNS if c not in columns]
     unknown = sorted(columns - set(CSV_COLUMNS) - set(CSV_OPTIONAL))
