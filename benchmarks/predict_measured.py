@@ -4,7 +4,7 @@ the GPU's best constant times our prediction (an oracle: what is left once the G
 the hidden data-center test (docs/predict.md, "The GPUs people rent: protocol"): amp, channels_last, eager, batches
 of 64 and more, one ResNet-50 anchor at the same batch.
 
-    python benchmarks/predict_measured.py MEASURED.csv [--out rows.csv] [--anchor-model timm:resnet50]
+    python benchmarks/predict_measured.py MEASURED.csv [--out rows.csv] [--anchor-model SPEC ...]
         [--min-batch 64] [--profile JSON] [--h200 STORE]
 
 MEASURED.csv: columns gpu,model,batch,samples_per_s (a GPU of `utilscope devices`, a model spec `predict` takes),
@@ -30,6 +30,7 @@ REQUIRED = ("gpu", "model", "batch", "samples_per_s")
 DEFAULTS = {"precision": "amp", "layout": "channels_last", "backend": "eager", "res": 0, "source": ""}
 CONDITION = ["precision", "layout", "backend", "res"]
 LAYOUTS = ("channels_last", "contiguous")
+ANCHOR_MODELS = ("timm:resnet50", "torchvision:resnet50")  # the protocol's ResNet-50, by either zoo's name
 
 
 class BadInput(Exception):
@@ -54,6 +55,7 @@ def read_measured(path: str, min_batch: int) -> pd.DataFrame:
         raise BadInput(f"{path}: layout must be one of {', '.join(LAYOUTS)}")
     rows = rows.astype({"batch": int, "res": int})
     rows["gpu_key"] = rows["gpu"].map({name: gpu_key(name) for name in set(rows["gpu"])})
+    rows["spec_id"] = rows["model"].map({model: spec_id(model) for model in set(rows["model"])})
     rows = rows[rows["batch"] >= min_batch].reset_index(drop=True)
     if rows.empty:
         raise BadInput(f"{path}: no row at a batch of {min_batch} or more (--min-batch)")
@@ -128,19 +130,24 @@ def spec_id(model: str) -> str:
         return model
 
 
-def anchored(rows: pd.DataFrame, profile: str | None, anchor_model: str) -> pd.DataFrame:
-    """The rows of other models, per GPU, condition and batch where the GPU has a row of ``anchor_model``, predicted
-    with that row as the one anchor."""
+def anchored(rows: pd.DataFrame, profile: str | None, anchor_models: list[str]) -> pd.DataFrame:
+    """The rows of other models, per GPU, condition and batch where the GPU has a row of one of ``anchor_models``
+    (the first there, by spec id: "resnet50" names torchvision's), predicted with that row as the one anchor; the
+    ``anchor`` column names it. A GPU and batch without such a row is said on stderr."""
     from utilscope.predict.anchors import Anchor
 
+    ids = [spec_id(model) for model in anchor_models]
     out = []
-    for (_gpu, batch, *condition), part in rows.groupby(["gpu_key", "batch", *CONDITION]):
-        own = part[part["model"] == anchor_model]
-        others = part[part["model"] != anchor_model]
-        if len(own) and len(others):
-            anchor = Anchor(anchor_model, int(batch), float(own["samples_per_s"].iloc[0]), int(condition[3]) or None)
-            out.append(predicted(others, profile, anchor))
-    return pd.concat(out) if out else rows.iloc[:0].assign(predicted_samples_per_s=[], error=[])
+    for (gpu, batch, *condition), part in rows.groupby(["gpu_key", "batch", *CONDITION]):
+        found = [i for i in ids if (part["spec_id"] == i).any()]
+        if not found:
+            print(f"no {' or '.join(ids)} row on {gpu} at batch {batch}: no anchored score there", file=sys.stderr)
+            continue
+        own, others = part[part["spec_id"] == found[0]], part[part["spec_id"] != found[0]]
+        if len(others):
+            anchor = Anchor(found[0], int(batch), float(own["samples_per_s"].iloc[0]), int(condition[3]) or None)
+            out.append(predicted(others, profile, anchor).assign(anchor=found[0]))
+    return pd.concat(out) if out else rows.iloc[:0].assign(predicted_samples_per_s=[], error=[], anchor=[])
 
 
 def h200_measured(rows: pd.DataFrame, store: str) -> pd.Series:
@@ -175,7 +182,7 @@ def best_constant(measured: np.ndarray, base: np.ndarray) -> np.ndarray:
     return base * np.exp(np.median(np.log(measured / base)))
 
 
-def score_lines(zero: pd.DataFrame, fitted: pd.DataFrame, anchor_model: str) -> pd.DataFrame:
+def score_lines(zero: pd.DataFrame, fitted: pd.DataFrame) -> pd.DataFrame:
     from predict_gpus import scores
 
     lines = []
@@ -194,7 +201,8 @@ def score_lines(zero: pd.DataFrame, fitted: pd.DataFrame, anchor_model: str) -> 
         one = fitted[fitted["gpu_key"] == gpu].dropna(subset=["predicted_samples_per_s"])
         if len(one):
             scored = scores(one["samples_per_s"].to_numpy(float), one["predicted_samples_per_s"].to_numpy(float))
-            lines.append({"gpu": gpu, "method": f"one anchor ({anchor_model}, same batch)", **scored})
+            names = ", ".join(sorted(set(one["anchor"])))
+            lines.append({"gpu": gpu, "method": f"one anchor ({names}, same batch)", **scored})
     return pd.DataFrame(lines)
 
 
@@ -202,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("measured", help="CSV: gpu,model,batch,samples_per_s[,precision,layout,backend,res,source]")
     parser.add_argument("--out", help="write every row with its predictions here (CSV)")
-    parser.add_argument("--anchor-model", default="timm:resnet50", help="the anchor's model (default: timm:resnet50)")
+    parser.add_argument(
+        "--anchor-model",
+        action="append",
+        help="the anchor's model, repeatable: the first a GPU has a row of at the batch (default: timm:resnet50, "
+        "then torchvision:resnet50)",
+    )
     parser.add_argument("--min-batch", type=int, default=64, help="score rows at this batch and more (default: 64)")
     parser.add_argument("--profile", help="the device profile to predict from (default: the one predict selects)")
     parser.add_argument("--h200", help="a store of H200 measurements for the protocol's oracle")
@@ -214,15 +227,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.h200:
             rows["h200"] = h200_measured(rows, args.h200)
         zero = predicted(rows, args.profile)
-        fitted = anchored(rows, args.profile, args.anchor_model) if has_anchors() else zero.iloc[:0]
+        anchor_models = args.anchor_model or list(ANCHOR_MODELS)
+        fitted = anchored(rows, args.profile, anchor_models) if has_anchors() else zero.iloc[:0].assign(anchor=[])
     except (BadInput, UsageError, sqlite3.Error, pd.errors.DatabaseError) as exc:
         print(f"predict_measured.py: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.out:
-        pd.concat([zero.assign(anchored=""), fitted.assign(anchored=args.anchor_model)]).to_csv(args.out, index=False)
+        pd.concat([zero.assign(anchor=""), fitted]).to_csv(args.out, index=False)
     for text in sorted((set(zero["error"]) | set(fitted["error"])) - {""}):
         print(f"not predicted: {text}", file=sys.stderr)
-    print(score_lines(zero, fitted, args.anchor_model).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(score_lines(zero, fitted).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 
 

@@ -800,7 +800,7 @@ def test_the_measured_rows_harness_scores_zero_shot_the_oracle_and_one_anchor(
     table = table.assign(backend="graph", res=32)
     table.to_csv(measured, index=False)
     assert predict_measured.main(args) == 0
-    ours = pd.read_csv(rows).query("anchored.isna()").set_index("model")["predicted_samples_per_s"]
+    ours = pd.read_csv(rows).query("anchor.isna()").set_index("model")["predicted_samples_per_s"]
     small = table.iloc[:1].assign(batch=8)  # under --min-batch: not scored
     pd.concat([table.assign(samples_per_s=ours[list(models)].to_numpy() / 2), small]).to_csv(measured, index=False)
     capsys.readouterr()
@@ -810,7 +810,7 @@ def test_the_measured_rows_harness_scores_zero_shot_the_oracle_and_one_anchor(
         r"best constant \(oracle\) +2 +0\.000", printed
     )
     scored = pd.read_csv(rows)
-    zero, one = scored[scored["anchored"].isna()], scored[scored["anchored"].notna()]
+    zero, one = scored[scored["anchor"].isna()], scored[scored["anchor"].notna()]
     assert len(zero) == 2 and (zero["predicted_samples_per_s"] / zero["samples_per_s"]).round(9).eq(2.0).all()
     assert list(one["model"]) == ["torchvision:resnet18"]
     assert 1.0 < float((one["predicted_samples_per_s"] / one["samples_per_s"]).iloc[0]) < 2.0
