@@ -160,8 +160,8 @@ class AnchorFit:
             lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
         lines += [
             f"warning: anchor {self.anchors[i].label} contradicts the others: their fit predicts {others:,.0f}, a "
-            f"factor of {off_by(others, self.anchors[i].samples_per_s):.2f} off, an error of the model on its network "
-            "that no parameter of the GPU expresses; left out of the fit"
+            f"factor of {off_by(others, self.anchors[i].samples_per_s):.2f} off, more than the GPU's clock and memory "
+            "explain (the model's error on that network, or a measurement in another condition); left out of the fit"
             for i, others in self.left_out.items()
         ]
         lines += [
