@@ -30,6 +30,7 @@ REQUIRED = ("gpu", "model", "batch", "samples_per_s")
 DEFAULTS = {"precision": "amp", "layout": "channels_last", "backend": "eager", "res": 0, "source": ""}
 CONDITION = ["precision", "layout", "backend", "res"]
 LAYOUTS = ("channels_last", "contiguous")
+LAYOUT_NAMES = {"nhwc": "channels_last", "nchw": "contiguous"}  # as timm's tables name them
 ANCHOR_MODELS = ("timm:resnet50", "torchvision:resnet50")  # the protocol's ResNet-50, by either zoo's name
 
 
@@ -51,8 +52,9 @@ def read_measured(path: str, min_batch: int) -> pd.DataFrame:
         rows[column] = pd.to_numeric(rows[column], errors="coerce")
     if not ((rows["samples_per_s"] > 0) & (rows["batch"] >= 1) & (rows["res"] >= 0)).all():
         raise BadInput(f"{path}: every samples_per_s must be a positive number, every batch and res a whole one")
+    rows["layout"] = rows["layout"].astype(str).str.strip().str.lower().replace(LAYOUT_NAMES)
     if not rows["layout"].isin(LAYOUTS).all():
-        raise BadInput(f"{path}: layout must be one of {', '.join(LAYOUTS)}")
+        raise BadInput(f"{path}: layout must be one of {', '.join(LAYOUTS)} (or nhwc, nchw)")
     rows = rows.astype({"batch": int, "res": int})
     rows["gpu_key"] = rows["gpu"].map({name: gpu_key(name) for name in set(rows["gpu"])})
     rows["spec_id"] = rows["model"].map({model: spec_id(model) for model in set(rows["model"])})
