@@ -23,7 +23,6 @@ import math
 import sqlite3
 import sys
 
-import numpy as np
 import pandas as pd
 
 REQUIRED = ("gpu", "model", "batch", "samples_per_s")
@@ -179,13 +178,8 @@ def native_resolution(model: str) -> float:
         return math.nan
 
 
-def best_constant(measured: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """``base`` times the one constant of least absolute log error against ``measured``."""
-    return base * np.exp(np.median(np.log(measured / base)))
-
-
 def score_lines(zero: pd.DataFrame, fitted: pd.DataFrame) -> pd.DataFrame:
-    from predict_gpus import scores
+    from predict_gpus import best_constant, scores
 
     lines = []
     for gpu, part in zero.dropna(subset=["predicted_samples_per_s"]).groupby("gpu_key"):
