@@ -127,18 +127,18 @@ def test_a_pickled_module_opens_only_when_trusted_and_a_state_dict_never(exports
     spec = zoo.parse_spec(exports["pickle"])
     assert spec.source == "pickle"
     original = _totals(utilscope.count(exports["module"], resolution=SIDE))
-    assert _totals(utilscope.count(exports["pickle"], resolution=SIDE)) == original
+    with pytest.warns(UserWarning, match=r"pickled.pt: opening a torch.save pickle that names Python callables"):
+        assert _totals(utilscope.count(exports["pickle"], resolution=SIDE)) == original
     with pytest.raises(UsageError, match="holds weights without an architecture .* factory file"):
         zoo.parse_spec(exports["state_dict"])
 
 
-def test_a_torch_export_archive_whose_pickles_name_callables_opens_only_when_trusted(exports, tmp_path, monkeypatch):
-    """torch.export.load unpickles the archive's pickled entries with weights_only=False: one that names a module
-    class (here its sample inputs carry a pickled module) would run code, and is refused by default."""
+def _pt2_with_a_pickled_module(pt2: str, evil: Path) -> str:
+    """A copy of the torch.export archive ``pt2`` whose sample inputs carry a pickled module: torch.export.load
+    unpickles it with weights_only=False, which would run code."""
     import zipfile
 
-    evil = tmp_path / "evil.pt2"
-    with zipfile.ZipFile(exports["pt2"]) as source, zipfile.ZipFile(evil, "w") as out:
+    with zipfile.ZipFile(pt2) as source, zipfile.ZipFile(evil, "w") as out:
         for name in source.namelist():
             data = source.read(name)
             if "sample_inputs" in name:
@@ -148,11 +148,35 @@ def test_a_torch_export_archive_whose_pickles_name_callables_opens_only_when_tru
                 torch.save(((sample,), {}), buffer)
                 data = buffer.getvalue()
             out.writestr(name, data)
+    return str(evil)
+
+
+def test_a_torch_export_archive_whose_pickles_name_callables_opens_only_when_trusted(exports, tmp_path, monkeypatch):
+    """torch.export.load unpickles the archive's pickled entries with weights_only=False: one that names a module
+    class (here its sample inputs carry a pickled module) would run code, and is refused by default."""
+    evil = _pt2_with_a_pickled_module(exports["pt2"], tmp_path / "evil.pt2")
     assert model_files.identify(exports["pt2"]).unsafe_globals == ()
     with pytest.raises(UsageError, match=r"holds pickles that name Python callables \(torch.nn.modules.conv.Conv2d"):
-        zoo.parse_spec(str(evil))
+        zoo.parse_spec(evil)
     monkeypatch.setenv(model_files.TRUST_PICKLE_ENV, "1")
-    assert utilscope.count(str(evil)).total.flops == utilscope.count(exports["pt2"]).total.flops
+    with pytest.warns(UserWarning, match=r"evil.pt2: opening a torch.export archive that names Python"):
+        assert utilscope.count(evil).total.flops == utilscope.count(exports["pt2"]).total.flops
+
+
+def test_the_cli_says_a_trusted_archive_in_one_line_and_nothing_of_torchs_fallback(
+    exports, tmp_path, monkeypatch, capsys
+):
+    """torch.export.load's fallback to weights_only=False logs a warning with a broken format string (torch 2.14: a
+    "--- Logging error ---" traceback on stderr); the CLI says instead, once, that the file is trusted."""
+    evil = _pt2_with_a_pickled_module(exports["pt2"], tmp_path / "trusted.pt2")
+    monkeypatch.setenv(model_files.TRUST_PICKLE_ENV, "1")
+    assert main(["count", evil]) == 0
+    captured = capsys.readouterr()
+    assert "FLOPs" in captured.out
+    assert captured.err.splitlines() == [
+        f"utilscope: warning: {Path(evil).resolve()}: opening a torch.export archive that names Python callables "
+        f"(torch.nn.modules.conv.Conv2d...), trusted by {model_files.TRUST_PICKLE_ENV}=1"
+    ]
 
 
 def test_a_real_cnn_exported_to_each_format_counts_alike_or_by_a_named_cause():

@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     warnings.filterwarnings("ignore", category=FutureWarning, module="torchvision")
     try:
-        code = args.run(args, console)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            code = args.run(args, console)
         sys.stdout.flush()  # here, not at exit, so that a reader gone away is seen below
         return code
     except BrokenPipeError:
@@ -82,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"utilscope: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (the library's or a dependency's) as one line on stderr, without the source line Python adds."""
+    kind = "" if category is UserWarning else f"{category.__name__}: "
+    print(f"utilscope: warning: {kind}{' '.join(str(message).split())}", file=file or sys.stderr)
 
 
 def _stdout_closed() -> bool:

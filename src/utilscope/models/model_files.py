@@ -26,12 +26,14 @@ pickled modules record no input shape.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import glob
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -55,6 +57,9 @@ TRUST_PICKLE_ENV = "UTILSCOPE_TRUST_PICKLE"  # "1": open torch.save pickles, whi
 IMAGE_CHANNELS = 3  # the inputs utilscope feeds are RGB images, batch x 3 x side x side
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_MAGIC = b"\x80"  # a pickle's PROTO opcode: torch.save's legacy (non-zip) format, or plain pickle
+# torch.export.load's logger: when a pickle needs weights_only=False it logs a warning whose format string has one
+# argument too few (torch 2.14), a "--- Logging error ---" block on stderr, or a test failure under pytest's capture
+_EXPORT_SERDE_LOGGER = "torch._export.serde.serialize"
 
 
 class Format(str, Enum):
@@ -220,6 +225,19 @@ def _pt2_raw_payloads(archive: zipfile.ZipFile) -> set[str]:
     return raw
 
 
+def say_trusted(path: str, identity: Identity) -> None:
+    """One warning (``warnings.warn``, once per file) that a file whose pickles name Python callables is opened
+    because the user trusts it; nothing for a file that names none."""
+    if identity.format in (Format.PT2, Format.PICKLE) and identity.unsafe_globals and trusts_pickles():
+        named = ", ".join(identity.unsafe_globals[:2])
+        warnings.warn(
+            f"{path}: opening {DESCRIPTIONS[identity.format]} that names Python callables ({named}...), trusted by "
+            f"{TRUST_PICKLE_ENV}=1",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
 def refuse_untrusted(path: str, identity: Identity) -> None:
     """A pickle is opened only when it can hold a module and the user trusts it, a torch.export archive when its
     pickles name no callable or the user trusts it; a UsageError saying why not."""
@@ -297,23 +315,36 @@ def _open(path: str, digest: str) -> OpenedFile:
         result = OpenedFile(Format.ONNX, module, InputShape(name, dims))
     elif identity.format is Format.PT2:
         refuse_untrusted(path, identity)
+        say_trusted(path, identity)
         result = _open_pt2(data, path)
     elif identity.format is Format.TORCHSCRIPT:
         _check_torchscript_signature(_load_torchscript(data, path, "cpu"), path)
         result = OpenedFile(Format.TORCHSCRIPT, None, None, data)
     else:
         refuse_untrusted(path, identity)
+        say_trusted(path, identity)
         result = OpenedFile(Format.PICKLE, _load_pickle(data, path), None)
     if result.input is not None:
         _check_image(path, result.input)
     return result
 
 
-def _quiet_load(load, path: str, what: str):
-    """``load()`` with torch's deprecation warnings about the format hushed; a UsageError naming the file when it
-    cannot be opened."""
+@contextlib.contextmanager
+def _logger_off(name: str):
+    """The logger ``name`` emits nothing inside the block (its records are not even made)."""
+    logger = logging.getLogger(name)
+    before, logger.disabled = logger.disabled, True
     try:
-        with warnings.catch_warnings():
+        yield
+    finally:
+        logger.disabled = before
+
+
+def _quiet_load(load, path: str, what: str):
+    """``load()`` with torch's deprecation warnings about the format and torch.export's fallback log hushed (a
+    trusted file is said once by ``say_trusted``); a UsageError naming the file when it cannot be opened."""
+    try:
+        with warnings.catch_warnings(), _logger_off(_EXPORT_SERDE_LOGGER):
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             return load()
