@@ -197,7 +197,7 @@ def test_missing_unit_raises_usage_error_listing_available() -> None:
 
 
 def test_unknown_precision_lists_choices() -> None:
-    with pytest.raises(UsageError, match="fp32, tf32, fp16, bf16, int8"):
+    with pytest.raises(UsageError, match="fp32, fp32_strict, tf32, fp16, bf16, int8"):
         get_spec("a10").peak_tflops("fp8")
     assert get_spec("a10").peak_tflops("FP16") == 125
 

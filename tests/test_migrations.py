@@ -417,3 +417,39 @@ def test_a_v4_store_gains_the_conv_class_column_and_its_rows_are_counted_again(t
     with Store(path) as store:
         assert (store.migration.from_version, store.migration.backup) == (4, None)
         assert len(store.published_uncounted()) == 2 and set(store.published_frame()["conv_class"]) == {""}
+
+
+def test_a_gpus_fp32_rows_of_schema_5_become_fp32_strict_and_a_cpus_stay_fp32(tmp_path):
+    """Before schema 6, fp32 forbade TF32; now fp32 is PyTorch's default (TF32 convolutions) and fp32_strict the
+    old math: a GPU's fp32 rows become fp32_strict, after a backup; a CPU's fp32 rows (no TF32 there) stay."""
+    from test_store import make_row
+
+    path = tmp_path / "results.sqlite"
+    gpu = make_row(precision="fp32")
+    cpu = make_row(precision="fp32", device="AMD EPYC 9654", threads=16, model="torchvision:resnet18")
+    other = make_row(precision="fp16", model="torchvision:resnet34")
+    with Store(path) as store:
+        for row in (gpu, cpu, other):
+            store.add(row)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with Store(path, create=False) as reader:  # read-only: converted in memory, the file as it was
+        assert sorted(reader.frame()["precision"]) == ["fp16", "fp32", "fp32_strict"]
+    assert path.read_bytes() == before
+    with Store(path) as store:
+        migration = store.migration
+        frame = store.frame().set_index("model")
+    assert frame["precision"].to_dict() == {
+        gpu["model"]: "fp32_strict",
+        "torchvision:resnet18": "fp32",
+        "torchvision:resnet34": "fp16",
+    }
+    assert (migration.from_version, migration.to_version, migration.strict_fp32) == (5, SCHEMA_VERSION, 1)
+    kept = sqlite3.connect(migration.backup)
+    assert sorted(p for (p,) in kept.execute("SELECT precision FROM measurements")) == ["fp16", "fp32", "fp32"]
+    assert kept.execute("PRAGMA user_version").fetchone()[0] == 5
+    kept.close()
+    assert migration.describe().endswith("; 1 GPU rows measured in fp32 without TF32 are fp32_strict now")

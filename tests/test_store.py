@@ -75,7 +75,7 @@ def test_a_missing_store_is_created_with_its_folders_and_reopens_with_its_rows(t
         store.add(make_row())
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     with Store(path) as store:

@@ -1,8 +1,11 @@
 """Precisions: the one table of their names, the tensors they use and how many bytes an element takes.
 
 Counting (``--dtype``), the hardware tables (peaks, ceilings) and measurement (``--precision``) all read these;
-each accepts a subset: ``COUNTED``, ``UNITS`` (peaks, ceilings), ``MEASURED``. tf32 keeps fp32 tensors and runs
-fp32 matmuls and convolutions on the TF32 tensor cores; int8 has datasheet peaks and a GEMM ceiling, and is neither
+each accepts a subset: ``COUNTED``, ``UNITS`` (peaks, ceilings), ``MEASURED``. The fp32 precisions keep fp32 tensors
+and differ in PyTorch's TF32 switches (``tf32_switches``, recorded with every measurement): ``fp32`` is what PyTorch
+runs when nobody sets them (cuDNN convolutions on the TF32 tensor cores, matmuls in IEEE fp32), ``fp32_strict`` forbids
+TF32 everywhere, ``tf32`` allows it everywhere. A GPU without TF32 tensor cores (before Ampere) and a CPU run all
+three on their fp32 units, whatever the switches say. int8 has datasheet peaks and a GEMM ceiling, and is neither
 counted nor measured. ``amp`` and ``amp_bf16`` are PyTorch's automatic mixed precision, as timm's benchmark runs it:
 fp32 weights and input, convolutions and matmuls autocast to fp16 (bf16) on the tensor cores with fp32 accumulate,
 TF32 allowed for what stays fp32; their peak is their math unit's (``unit``: fp16, bf16).
@@ -17,6 +20,7 @@ import torch
 
 class Precision(str, Enum):
     FP32 = "fp32"
+    FP32_STRICT = "fp32_strict"
     TF32 = "tf32"
     FP16 = "fp16"
     BF16 = "bf16"
@@ -40,19 +44,36 @@ class Precision(str, Enum):
 
     @property
     def unit(self) -> Precision:
-        """The math unit whose peak and GEMM ceiling apply: autocast's dtype for amp / amp_bf16, else itself."""
-        return _AUTOCAST_UNIT.get(self, self)
+        """The math unit whose peak and GEMM ceiling apply: autocast's dtype for amp / amp_bf16; TF32 for ``fp32``,
+        whose convolutions (a CNN's FLOPs) PyTorch runs on the TF32 tensor cores; fp32 for ``fp32_strict``; else
+        itself. Where a device has no TF32 unit, ``unit_among`` says fp32."""
+        return _UNITS.get(self, self)
+
+    def unit_among(self, available) -> str:
+        """The unit's name if ``available`` (a device's peaks or ceilings) has it; TF32 falls back to fp32 on a
+        device without TF32 tensor cores, which runs TF32-allowed math on its fp32 units (a KeyError-free lookup is
+        the caller's: this names the unit, present or not)."""
+        unit = self.unit.value
+        return "fp32" if unit == "tf32" and unit not in available else unit
+
+    @property
+    def tf32_switches(self) -> tuple[bool, bool]:
+        """(matmuls, cuDNN convolutions) allowed to use TF32 while this precision is measured: PyTorch's defaults
+        for ``fp32``; both for ``tf32`` and under autocast (as timm's benchmark runs); neither otherwise."""
+        return _TF32_SWITCHES.get(self, (False, False))
 
     @property
     def count_dtype(self) -> str:
-        """The counting engine's dtype name for this precision's tensors: tf32 counts as fp32 (the same tensors);
+        """The counting engine's dtype name for this precision's tensors: every fp32 precision counts as fp32;
         amp as fp16, amp_bf16 as bf16 (autocast's dtype is what the convolutions and matmuls read and write; the
         weights' fp32 copies read by the casts are not counted)."""
-        return Precision.FP32.value if self is Precision.TF32 else self.unit.value
+        fp32_tensors = self.dtype == torch.float32 and self.autocast_dtype is None
+        return "fp32" if fp32_tensors else self.unit.value
 
 
 _DTYPES = {
     Precision.FP32: torch.float32,
+    Precision.FP32_STRICT: torch.float32,
     Precision.TF32: torch.float32,
     Precision.FP16: torch.float16,
     Precision.BF16: torch.bfloat16,
@@ -62,6 +83,22 @@ _DTYPES = {
 }
 _AUTOCAST_UNIT = {Precision.AMP: Precision.FP16, Precision.AMP_BF16: Precision.BF16}
 _AUTOCAST = {precision: unit.dtype for precision, unit in _AUTOCAST_UNIT.items()}
+_UNITS = {**_AUTOCAST_UNIT, Precision.FP32: Precision.TF32, Precision.FP32_STRICT: Precision.FP32}
+# PyTorch's defaults (torch.backends.cuda.matmul and cudnn.conv fp32_precision, or the legacy allow_tf32 flags)
+_TF32_SWITCHES = {
+    Precision.FP32: (False, True),
+    Precision.TF32: (True, True),
+    Precision.AMP: (True, True),
+    Precision.AMP_BF16: (True, True),
+}
 COUNTED = (Precision.FP32, Precision.FP16, Precision.BF16)  # the dtypes the counting engine traces in
-UNITS = tuple(p for p in Precision if p.unit is p)  # the math units a datasheet gives peaks for
-MEASURED = (Precision.FP32, Precision.TF32, Precision.FP16, Precision.BF16, Precision.AMP, Precision.AMP_BF16)
+UNITS = (Precision.FP32, Precision.TF32, Precision.FP16, Precision.BF16, Precision.INT8)  # a datasheet's peaks
+MEASURED = (
+    Precision.FP32,
+    Precision.FP32_STRICT,
+    Precision.TF32,
+    Precision.FP16,
+    Precision.BF16,
+    Precision.AMP,
+    Precision.AMP_BF16,
+)

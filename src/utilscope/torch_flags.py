@@ -34,9 +34,16 @@ def _flags(settings: list[tuple[object, str, object]]) -> Iterator[None]:
             setattr(owner, name, value)
 
 
-def tf32_mode(enabled: bool):
-    """Allow (or forbid) TF32 in fp32 matmuls and convolutions inside the block."""
-    return _flags([(owner, name, on if enabled else off) for owner, name, on, off in _tf32_settings()])
+def tf32_mode(matmul: bool, conv: bool | None = None):
+    """Allow (or forbid) TF32 in fp32 matmuls and in cuDNN convolutions (``conv`` None: as matmuls) inside the
+    block."""
+    wanted = (matmul, matmul if conv is None else conv)
+    return _flags(
+        [
+            (owner, name, on if enabled else off)
+            for (owner, name, on, off), enabled in zip(_tf32_settings(), wanted, strict=True)
+        ]
+    )
 
 
 def cudnn_mode(benchmark: bool, benchmark_limit: int | None = None):

@@ -28,7 +28,7 @@ def make_roofs(device: torch.device, precision: Precision, peaks: Peaks, ceiling
     """Datasheet roofs (the bounds: never beaten) and measured-ceiling roofs, where each is known."""
     spec = hardware.device_spec(device)
     ceiling_roofs = None
-    unit = precision.unit.value  # amp: the fp16 tensor cores' ceiling
+    unit = precision.unit_among(ceilings.gemm_tflops if ceilings is not None else {})  # amp: fp16 tensor cores'
     if ceilings is not None and unit in ceilings.gemm_tflops:
         vector = ceilings.gemm_tflops.get("fp32", ceilings.gemm_tflops[unit])
         ceiling_roofs = Roofs(ceilings.gemm_tflops[unit], vector, ceilings.copy_gbs, "measured ceilings")

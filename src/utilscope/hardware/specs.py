@@ -111,9 +111,18 @@ class DeviceSpec:
         """The precisions this device has a peak for, in canonical order."""
         return tuple(p for p in PRECISIONS if p in self.peaks_tflops)
 
+    def unit_for(self, precision: str | Enum) -> str:
+        """The math unit ``precision`` runs on here: a unit's name is that unit; a ``Precision`` its unit, where a
+        precision that allows TF32 runs on the fp32 units of a GPU without TF32 tensor cores (before Ampere),
+        whatever PyTorch's TF32 switches say (``Precision.unit_among``)."""
+        if isinstance(precision, Precision):
+            return precision.unit_among(self.peaks_tflops)
+        return normalize_precision(precision)
+
     def peak_tflops(self, precision: str | Enum) -> float:
-        """Dense peak for ``precision`` (fp32|tf32|fp16|bf16|int8); int8 is in tera-ops/s."""
-        prec = normalize_precision(precision)
+        """Dense peak for ``precision`` (fp32|tf32|fp16|bf16|int8, or a ``Precision``; ``unit_for``); int8 is in
+        tera-ops/s."""
+        prec = self.unit_for(precision)
         if prec not in self.peaks_tflops:
             have = ", ".join(self.precisions) or "none"
             raise UsageError(
@@ -128,14 +137,18 @@ class DeviceSpec:
 
 
 def normalize_precision(precision: str | Enum) -> str:
-    """The math unit of a precision: ``"FP16"``, ``Precision.FP16`` -> ``"fp16"``; ``"amp"`` -> ``"fp16"`` and
-    ``"amp_bf16"`` -> ``"bf16"`` (``Precision.unit``); anything else raises a UsageError listing the choices."""
+    """The math unit of a precision: a unit's name is itself (``"FP16"`` -> ``"fp16"``, ``"fp32"``: the fp32 units);
+    a ``Precision`` or another precision's name is its ``Precision.unit`` (``"amp"`` -> ``"fp16"``, ``"amp_bf16"`` ->
+    ``"bf16"``, ``Precision.FP32`` -> ``"tf32"``: PyTorch's default fp32 runs convolutions in TF32); anything else
+    raises a UsageError listing the choices."""
+    if isinstance(precision, Precision):
+        return precision.unit.value
     value = precision.value if isinstance(precision, Enum) else precision
     prec = str(value).strip().lower()
     if prec not in {p.value for p in Precision}:
         choices = ", ".join(p.value for p in Precision)
         raise UsageError(f"unknown precision {precision!r}; choose one of: {choices}")
-    return Precision(prec).unit.value
+    return prec if Precision(prec) in UNITS else Precision(prec).unit.value
 
 
 def default_specs_path() -> Path:
@@ -393,8 +406,8 @@ def lookup_gpu(name: str, precision: str | None = None, specs: list[DeviceSpec] 
         raise UsageError(f"GPU {name!r} names {len(family)} GPUs of the spec table: {keys}; give one")
     if spec is None:
         raise UsageError(f"unknown GPU {name!r}{_closest(name, rows)}; `utilscope devices` lists the spec table")
-    if precision is not None and normalize_precision(precision) not in spec.precisions:
-        unit = normalize_precision(precision)
+    if precision is not None and spec.unit_for(Precision(precision)) not in spec.precisions:
+        unit = spec.unit_for(Precision(precision))
         raise UsageError(f"{spec.name} has no {unit} unit for {precision}; it has: {', '.join(spec.precisions)}")
     return spec
 

@@ -12,6 +12,7 @@ from utilscope import hardware
 from utilscope._version import __version__
 from utilscope.measure.nvml import device_uuid, driver_version
 from utilscope.measure.settings import CudnnSettings
+from utilscope.precision import Precision
 
 
 def installed_version(package: str) -> str | None:
@@ -56,10 +57,20 @@ def environment(
         "python": platform.python_version(),
         "utilscope": __version__,
         "precision": precision,
+        **tf32_record(precision, device),
         "backend": backend,
         "memory_format": "channels_last" if channels_last else "contiguous",
         **cudnn.to_dict(),
     }
+
+
+def tf32_record(precision: str, device: torch.device) -> dict:
+    """The TF32 switches a measurement in ``precision`` runs with (``Precision.tf32_switches``) and whether this
+    device has TF32 tensor cores to obey them (compute capability 8.0 and later): ``tf32_matmul``, ``tf32_conv``,
+    ``tf32_unit``."""
+    matmul, conv = Precision(precision).tf32_switches
+    unit = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+    return {"tf32_matmul": matmul, "tf32_conv": conv, "tf32_unit": unit}
 
 
 def device_label(env: dict) -> str:

@@ -118,14 +118,14 @@ def resolve_peaks(
 ) -> tuple[Peaks, list[str]]:
     """Datasheet peak of the device (or the user's --peak); the measured ceiling where no datasheet applies."""
     notes: list[str] = []
-    ceiling = ceilings.gemm_tflops.get(precision.unit.value) if ceilings is not None else None
+    ceiling = ceilings.gemm_tflops.get(precision.unit_among(ceilings.gemm_tflops)) if ceilings is not None else None
     copy_gbs = ceilings.copy_gbs if ceilings is not None else None
     spec = hardware.device_spec(device)
     bandwidth = spec.memory_bandwidth_gbs if spec is not None else None
     if peak_override_tflops is not None:
         return Peaks(check_peak_tflops(peak_override_tflops), USER_PEAK, ceiling, bandwidth, copy_gbs), notes
     if spec is not None:
-        return Peaks(spec.peak_tflops(precision.value), f"datasheet: {spec.name}", ceiling, bandwidth, copy_gbs), notes
+        return Peaks(spec.peak_tflops(precision), f"datasheet: {spec.name}", ceiling, bandwidth, copy_gbs), notes
     if device.type == "cuda":
         notes.append(f"unknown GPU '{hardware.device_name(device)}': utilization is against the measured ceiling")
         return Peaks(ceiling, "measured ceiling (unknown GPU)", ceiling, None, copy_gbs), notes
@@ -206,8 +206,9 @@ def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     row.cuda_graph = prepared.graph
     row.notes = list(prepared.notes)
     if row.utilization_vs_ceiling is not None and row.utilization_vs_ceiling > 1:
+        unit = sweep.precision.unit_among(sweep.ceilings.gemm_tflops)
         row.notes.append(
-            f"batch {batch} ran at {row.utilization_vs_ceiling:.0%} of the measured {sweep.precision.unit.value} GEMM "
+            f"batch {batch} ran at {row.utilization_vs_ceiling:.0%} of the measured {unit} GEMM "
             "ceiling: it was measured when the machine was busier than now (or this model's kernels beat a large "
             f"GEMM); `utilscope ceilings --device {sweep.device.type} --refresh` re-measures it"
         )
@@ -327,11 +328,12 @@ def resolve_ceilings(request: MeasureRequest, device: torch.device) -> Ceilings 
 
 def ceiling_notes(ceilings, precision: Precision) -> list[str]:
     """A measured ceiling whose repetitions disagree was measured on a busy machine: say so, and how to redo it."""
-    spread = getattr(ceilings, "gemm_spread_tflops", {}).get(precision.unit.value)
+    unit = precision.unit_among(getattr(ceilings, "gemm_tflops", {}))
+    spread = getattr(ceilings, "gemm_spread_tflops", {}).get(unit)
     if not spread or spread["min"] <= 0 or spread["max"] / spread["min"] < UNSTEADY_CEILING:
         return []
     return [
-        f"the {precision.unit.value} GEMM ceiling varied {spread['max'] / spread['min']:.1f}x over its "
+        f"the {unit} GEMM ceiling varied {spread['max'] / spread['min']:.1f}x over its "
         f"{spread['reps']} repetitions ({spread['min']:.3g}-{spread['max']:.3g} TFLOP/s): it was measured on a busy "
         f"machine; `utilscope ceilings --device {ceilings.device_kind} --refresh` re-measures it"
     ]

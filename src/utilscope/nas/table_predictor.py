@@ -34,6 +34,7 @@ from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key
 from utilscope.nas.spaces import get_space
+from utilscope.precision import Precision
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -362,7 +363,7 @@ def fit(
         design = design_matrix(table, [archs[i] for i in train["id"]], int(batch))
         corrections[int(batch)] = fit_correction(design, train["latency_ms"].to_numpy())
     spec = hardware.detect(table.device)
-    peak = spec.peak_tflops(table.precision) if spec is not None else None
+    peak = spec.peak_tflops(Precision(table.precision)) if spec is not None else None
     predictor = TablePredictor(table, corrections, peak, sorted(holdout), seed, prior_ms=prior_ms or {})
     predictor.evaluation = evaluate(predictor, archs, rows, holdout, skipped=len(measurements) - len(rows))
     predictor.evaluation["layer_models"] = layer_model_report(table, seed, predictor.prior_ms)

@@ -23,6 +23,7 @@ from utilscope.counting.formulas import Kind
 from utilscope.counting.tracer import OpEvent, Tracer, trace
 from utilscope.errors import UsageError
 from utilscope.hardware.alignment import channel_multiple, unaligned_sides
+from utilscope.precision import Precision
 from utilscope.predict.ops import OpConfig, build_op
 
 FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
@@ -124,7 +125,7 @@ class Gpu:
         held = sustained(spec)
         return cls(
             spec.name,
-            spec.peak_tflops(precision) * 1e12,
+            spec.peak_tflops(Precision(precision)) * 1e12,
             spec.memory_bandwidth_gbs * 1e9,
             int(spec.sm_count),
             spec.key,

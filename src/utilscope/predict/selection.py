@@ -9,7 +9,7 @@ from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.files import given_path
-from utilscope.hardware.specs import gpu_matches, load_specs, lookup_gpu, normalize_precision
+from utilscope.hardware.specs import gpu_matches, load_specs, lookup_gpu
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, parse_precision
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
@@ -113,4 +113,4 @@ def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu | None] | None:
 def transferable(spec, predictor: Predictor) -> bool:
     """A spec row ``transfer`` can predict for in the profile's precision."""
     figures = spec.sm_count and spec.boost_clock_mhz and spec.memory_bandwidth_gbs
-    return bool(figures) and normalize_precision(predictor.precision) in spec.precisions
+    return bool(figures) and spec.unit_for(Precision(predictor.precision)) in spec.precisions

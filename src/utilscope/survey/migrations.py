@@ -18,6 +18,11 @@ the same rule.
 
 v3 -> v4 adds the table of published rows; v4 -> v5 adds its ``conv_class`` column (empty: counted again by
 ``ingest``, which fills it). Neither changes a row of ours, so neither copies a backup.
+
+v5 -> v6: ``fp32`` became PyTorch's default math (TF32 in cuDNN convolutions) and ``fp32_strict`` the math without
+TF32 that ``fp32`` measured before. A GPU's fp32 rows of an older schema were measured with TF32 forbidden, so they
+become ``fp32_strict`` rows (a backup is copied first); a CPU's keep ``fp32``, the same math on a CPU. Every
+migration ends with this step.
 """
 
 from __future__ import annotations
@@ -92,12 +97,17 @@ class Migration:
     op_classes_rekeyed: int  # op-class rows keyed with the cuDNN settings they were measured with
     architectures: int = 0  # NAS architectures now named by content, their records kept in the store
     added_only: bool = False  # in place, only tables were added (no row changed): no backup is kept
+    strict_fp32: int = 0  # a GPU's fp32 rows (and op-class rows) now fp32_strict (v5 -> v6)
 
     def describe(self) -> str:
         rows = f"{self.measurements} rows, {self.op_classes} op-class rows"
         kept = f"the schema-{self.from_version} file is kept as {self.backup}" if self.backup else "in memory only"
         if self.added_only:
-            kept = "published rows' table or columns added, no row changed"
+            kept = (
+                "no row changed" if self.from_version >= 5 else "published rows' table or columns added, no row changed"
+            )
+        if self.strict_fp32:
+            kept += f"; {self.strict_fp32} GPU rows measured in fp32 without TF32 are fp32_strict now"
         return f"migrated from schema {self.from_version} to {self.to_version} ({rows}); {kept}"
 
 
@@ -275,6 +285,32 @@ def _replace_tables(
     return conn.execute("SELECT COUNT(*) FROM op_classes").fetchone()[0]
 
 
+def _gpu_fp32_rows(conn: sqlite3.Connection) -> int:
+    """A store's GPU rows (and op-class rows) in ``fp32``, which schemas before 6 measured without TF32."""
+    tables = [t for t in ("measurements", "op_classes") if _has_threads(conn, t)]
+    return sum(_count(conn, f"{t} WHERE precision = 'fp32' AND threads = {GPU_THREADS}") for t in tables)
+
+
+def _has_threads(conn: sqlite3.Connection, table: str) -> bool:
+    return "threads" in {name for (_, name, *_) in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _count(conn: sqlite3.Connection, table_where: str) -> int:
+    return conn.execute(f"SELECT COUNT(*) FROM {table_where}").fetchone()[0]
+
+
+def _fp32_now_strict(conn: sqlite3.Connection) -> int:
+    """The v5 -> v6 step on a store of the current tables: a GPU's fp32 rows become fp32_strict (a CPU's stay
+    fp32); the rows changed."""
+    changed = _gpu_fp32_rows(conn)
+    for table in KEYED_TABLES:
+        conn.execute(
+            f"UPDATE {table} SET precision = 'fp32_strict' WHERE precision = 'fp32' AND threads = ?", (GPU_THREADS,)
+        )
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return changed
+
+
 def migrate_v1(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
     """Convert a v1 store to the current schema inside the caller's write transaction (the caller commits or
     rolls back), after a backup copy of ``path`` unless ``backup`` is False. MigrationError (the store unchanged)
@@ -288,7 +324,8 @@ def migrate_v1(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     except (MigrationError, ValueError) as exc:
         raise MigrationError(f"cannot migrate {path} from schema 1: {exc}; it was left unchanged") from None
     copy, kept = _after_backup(path, 1, backup, lambda: _replace_tables(conn, measurements, op_classes, records))
-    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed, len(records))
+    strict = _fp32_now_strict(conn)
+    return Migration(1, SCHEMA_VERSION, copy, len(measurements), kept, rekeyed, len(records), strict_fp32=strict)
 
 
 def _after_backup(path: Path, version: int, backup: bool, convert: Callable[[], object]) -> tuple[Path | None, object]:
@@ -338,26 +375,46 @@ def migrate_v2(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Mig
     except (MigrationError, ValueError) as exc:
         raise MigrationError(f"cannot migrate {path} from schema 2: {exc}; it was left unchanged") from None
     copy, rows = _after_backup(path, 2, backup, lambda: _split_devices(conn, devices))
-    return Migration(2, SCHEMA_VERSION, copy, rows["measurements"], rows["op_classes"], 0)
+    strict = _fp32_now_strict(conn)
+    return Migration(2, SCHEMA_VERSION, copy, rows["measurements"], rows["op_classes"], 0, strict_fp32=strict)
+
+
+def _added_then_strict(conn: sqlite3.Connection, path: Path, version: int, backup: bool, add) -> Migration:
+    """A store of schema 3 to 5 to the current one inside the caller's transaction: ``add()`` adds tables or
+    columns (no row changes), then ``_fp32_now_strict``; a backup is copied only when a GPU fp32 row changes
+    (``backup`` False: a snapshot, in memory)."""
+    changes = _gpu_fp32_rows(conn) > 0
+
+    def convert() -> int:
+        add()
+        return _fp32_now_strict(conn)
+
+    copy, strict = _after_backup(path, version, backup and changes, convert)
+    counts = [_count(conn, table) for table in ("measurements", "op_classes")]
+    return Migration(version, SCHEMA_VERSION, copy, *counts, 0, added_only=backup and not changes, strict_fp32=strict)
 
 
 def migrate_v3(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
-    """Convert a v3 store to the current schema inside the caller's transaction: schema 4 only adds the table of
-    published rows, so no row changes and no backup is copied (``backup`` False: a snapshot, in memory)."""
-    for statement in schema_sql():
-        conn.execute(statement)  # CREATE TABLE IF NOT EXISTS: only the tables v3 lacks
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    counts = [conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("measurements", "op_classes")]
-    return Migration(3, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
+    """Convert a v3 store to the current schema (``_added_then_strict``): schema 4 adds the table of published
+    rows and its ``conv_class`` column."""
+
+    def add() -> None:
+        for statement in schema_sql():
+            conn.execute(statement)  # CREATE TABLE IF NOT EXISTS: only the tables v3 lacks
+
+    return _added_then_strict(conn, path, 3, backup, add)
 
 
 def migrate_v4(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
-    """Convert a v4 store to the current schema inside the caller's transaction: schema 5 only adds the published
-    rows' ``conv_class`` column (empty until ``ingest`` counts them again), so no backup is copied."""
-    conn.execute("ALTER TABLE published ADD COLUMN conv_class TEXT NOT NULL DEFAULT ''")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    counts = [conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("measurements", "op_classes")]
-    return Migration(4, SCHEMA_VERSION, None, *counts, 0, added_only=backup)
+    """Convert a v4 store to the current schema (``_added_then_strict``): schema 5 adds the published rows'
+    ``conv_class`` column (empty until ``ingest`` counts them again)."""
+    add = lambda: conn.execute("ALTER TABLE published ADD COLUMN conv_class TEXT NOT NULL DEFAULT ''")  # noqa: E731
+    return _added_then_strict(conn, path, 4, backup, add)
+
+
+def migrate_v5(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration:
+    """Convert a v5 store to the current schema (``_added_then_strict``): only the fp32 rows of a GPU change."""
+    return _added_then_strict(conn, path, 5, backup, lambda: None)
 
 
 # schema N -> the conversion of a store of schema N to the current one
@@ -366,6 +423,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Path, bool], Migration]] = {
     2: migrate_v2,
     3: migrate_v3,
     4: migrate_v4,
+    5: migrate_v5,
 }
 
 

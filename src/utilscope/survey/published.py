@@ -389,7 +389,9 @@ def with_utilization(frame):
 
     frame = frame.copy()
     specs = {key: get_spec(key) for key in frame["gpu"].unique()}
-    frame["peak_tflops"] = [specs[g].peak_tflops(p) for g, p in zip(frame["gpu"], frame["precision"], strict=True)]
+    frame["peak_tflops"] = [
+        specs[g].peak_tflops(Precision(p)) for g, p in zip(frame["gpu"], frame["precision"], strict=True)
+    ]
     bandwidth_gbs = frame["gpu"].map(lambda key: specs[key].memory_bandwidth_gbs)
     frame["achieved_tflops"] = frame["flops_per_sample"].astype("float64") * frame["samples_per_s"] / 1e12
     frame["utilization"] = utilization(frame["achieved_tflops"], frame["peak_tflops"])

@@ -25,7 +25,7 @@ from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import ProfileRow
 from utilscope.units import now_iso
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL
 STATUSES = ("ok", "oom", "error: ...")
