@@ -645,15 +645,16 @@ def stub_predictor(monkeypatch):
             )
         ]
 
+    shipped = selection.PROFILES_DIR / "h200_fp16_graph.json"  # the registry reads the profile's own record
     stub = types.SimpleNamespace(
         device="NVIDIA H200",
         precision="fp16",
-        profile_path="h200.json",
+        profile_path=str(shipped),
         predict_on=predict_on,
         check_condition=lambda precision, backend, channels_last: None,
         category_scales=None,
     )
-    monkeypatch.setattr(selection, "select_profile", lambda *args: "h200.json")
+    monkeypatch.setattr(selection, "select_profile", lambda *args: shipped)
     monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: stub)
 
 

@@ -17,7 +17,8 @@ import pytest
 from utilscope import hardware
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
-from utilscope.predict import fit_cache, layers, selection
+from utilscope.hardware import get_spec
+from utilscope.predict import fit_cache, layers, profiles, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
@@ -208,12 +209,53 @@ def test_the_shipped_h200_profile_is_found_and_is_a_device_profile():
     assert profile.cudnn == {"cudnn_benchmark": True, "cudnn_benchmark_limit": None, "cudnn_depthwise_heuristic": False}
 
 
-def test_a_profile_name_splits_into_gpu_precision_and_backend():
-    assert selection.profile_name(Path("h200_amp_graph.json")) == ("h200", "amp", "graph")
-    assert selection.profile_name(Path("rtx_pro_6000_amp_bf16_graph.json")) == ("rtx_pro_6000", "amp_bf16", "graph")
-    assert selection.profile_name(Path("a100_bf16_eager.json")) == ("a100", "bf16", "eager")
-    with pytest.raises(pr.UsageError, match="<gpu>_<precision>_<backend>"):
-        selection.profile_name(Path("fp16_graph.json"))
+def test_the_registry_describes_each_shipped_profile_by_its_own_record():
+    """A profile's GPU, condition and size come from its record, never its file name: the shipped ones include the
+    H200's and the H100's, each under its own GPU."""
+    entries = {entry.path.name: entry for entry in profiles.shipped()}
+    h200, h100 = entries["h200_amp_graph.json"], entries["h100_fp32_graph.json"]
+    assert (h200.gpu, h200.precision, h200.memory_format, h200.backend) == ("h200_sxm", "amp", "contiguous", "graph")
+    assert (h100.gpu, h100.precision, h100.memory_format) == ("h100_sxm", "fp32", "channels_last")
+    assert h100.configs == len(DeviceProfile.load(h100.path).latency_ms) and h100.shipped
+    assert {entry.gpu for entry in entries.values()} == {"h100_sxm", "h200_sxm"}
+
+
+def test_the_nearest_profile_is_the_gpus_own_then_same_capability_by_memory_then_the_best_sampled(tmp_path):
+    def entry(name, gpu, configs):
+        return profiles.Profile(tmp_path / name, gpu, gpu, "fp16", "channels_last", "graph", configs)
+
+    h100, h200, a100 = entry("h100", "h100_sxm", 2000), entry("h200", "h200_sxm", 7000), entry("a100", None, 9000)
+    spec = get_spec
+    assert profiles.nearest([h100, h200], spec("h100_sxm")) is h100  # its own, though smaller
+    assert profiles.nearest([h100, h200], spec("h100_pcie")) is h100  # Hopper, 2.0 TB/s: nearer 3.35 than 4.8
+    assert profiles.nearest([h100, h200], replace(spec("h100_pcie"), memory_bandwidth_gbs=4500.0)) is h200
+    assert profiles.nearest([h100, h200, a100], spec("t4")) is a100  # another architecture: the best sampled
+    assert profiles.nearest([h100, h200], None) is h200  # all GPUs
+    assert profiles.stand_ins("fp32", spec("v100_sxm2")) == ["fp32_strict", "fp32"]  # no TF32 units on Volta
+    assert profiles.stand_ins("tf32", spec("t4")) == ["fp32_strict", "tf32"]
+    assert profiles.stand_ins("fp32", spec("a100_sxm4_80gb")) == ["fp32"]
+    assert profiles.predicted_as("fp32", entry("s", "h100_sxm", 1)) == "fp32"
+
+
+def test_every_precision_selects_a_profile_and_says_which_and_why():
+    def chosen(gpu, precision):
+        path = selection.select_profile(gpu, None, precision, "graph")
+        return path.name, profiles.describe_choice(profiles.read(path), selection.one_gpu(gpu), precision)
+
+    name, why = chosen("a100_sxm4_80gb", "fp32")
+    assert name == "h100_fp32_graph.json"
+    assert why.startswith("profile: shipped h100_fp32_graph.json (NVIDIA H100 SXM, fp32, channels_last, graph, ")
+    assert why.endswith("transferred to the NVIDIA A100 SXM4 80GB: none of compute capability 8.0; the best sampled")
+    assert chosen("v100_sxm2", "fp32")[0] == "h100_fp32_strict_graph.json"
+    assert chosen("v100_sxm2", "fp32")[1].endswith(
+        "runs on the fp32 units of a GPU without TF32 tensor cores: predicted as fp32_strict"
+    )
+    assert chosen("h100_sxm", "fp16")[0] == "h100_fp16_graph.json" and chosen("l4", "fp16")[0] == "h200_fp16_graph.json"
+    assert chosen("h100_sxm", "fp16")[1].endswith("NVIDIA H100 SXM's own")
+    assert chosen("a100_sxm4_80gb", "amp_bf16")[0] == "h100_amp_bf16_graph.json"
+    assert chosen("a100_sxm4_80gb", "bf16")[0] == "h200_bf16_graph.json"
+    with pytest.raises(pr.UsageError, match=r"^NVIDIA T4 has no bf16 unit for bf16; it has: fp32, fp16, int8$"):
+        PredictRequest("torchvision:resnet18", "t4", precision="bf16")
 
 
 def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expresses_is_an_error():
@@ -228,7 +270,7 @@ def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expr
     assert name("amp", "eager") == "h200_amp_nhwc_graph.json"
     assert name("amp", "compile", False) == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
     assert name("amp", "eager", False) == name("amp", "eager", False, "rtx_5090")  # a transfer's source
-    assert selection.profile_memory_format(selection.PROFILES_DIR / "h200_amp_graph.json") == "contiguous"
+    assert profiles.read(selection.PROFILES_DIR / "h200_amp_graph.json").memory_format == "contiguous"
     with pytest.raises(pr.UsageError, match="no device profile expresses fp16 on NCHW .contiguous. tensors"):
         name("fp16", "graph", False)
 
@@ -555,11 +597,16 @@ def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_
     layouts = {"h200_amp_graph": "contiguous", "h200_amp_nhwc_graph": "channels_last"}
     loaded = []
 
+    def entry(name):
+        device = {"h200": "NVIDIA H200", "b200": "NVIDIA B200"}[name.partition("_")[0]]
+        precision = "amp" if "_amp_" in name else "fp16"
+        layout = layouts.get(name, "channels_last")
+        return profiles.Profile(Path(f"{name}.json"), device, None, precision, layout, "graph", 1)
+
     def shipped(names):
-        monkeypatch.setattr(fit_cache, "shipped_profiles", lambda: [Path(f"{name}.json") for name in names])
+        monkeypatch.setattr(profiles, "shipped", lambda: [entry(name) for name in names])
         monkeypatch.setattr(fit_cache, "_CHANNELS_LAST_MODELS", {})
 
-    monkeypatch.setattr(fit_cache, "profile_memory_format", lambda path: layouts.get(path.stem, "channels_last"))
     monkeypatch.setattr(
         fit_cache, "load_conv_models", lambda path, on_fit=None: loaded.append(path.name) or (path.stem, "")
     )
@@ -742,7 +789,8 @@ def test_the_shipped_amp_nchw_profile_has_network_scales_and_the_others_have_non
     known |= {f"{style}_cl" for style in network_scales.CONV_STYLES.values()}
     for path in selection.shipped_profiles():
         scales = network_scales.load(path)
-        if selection.profile_name(path)[1] == "amp" and selection.profile_memory_format(path) == "contiguous":
+        entry = profiles.read(path)
+        if (entry.gpu, entry.precision, entry.memory_format) == ("h200_sxm", "amp", "contiguous"):
             assert scales and set(scales) <= known and all(0.25 <= s <= 4.0 for s in scales.values())
         else:
             assert scales is None, path
@@ -827,7 +875,7 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
     from utilscope.cli.predict import gpu_notes
 
     def result(*predictions):
-        return types.SimpleNamespace(predictions=predictions, anchor_fit=None, scales_note="")
+        return types.SimpleNamespace(predictions=predictions, anchor_fit=None, scales_note="", profile_note="")
 
     def made(gpu_key, precision="amp", backend="eager"):
         fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}

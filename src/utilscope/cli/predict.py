@@ -193,7 +193,7 @@ def gpu_notes(result) -> list[str]:
     per GPU; and the profile's network scales, where it has them."""
     from utilscope.report.model_view import validation_errors, validation_text
 
-    scaled = [result.scales_note] if result.scales_note else []
+    scaled = [line for line in (result.profile_note, result.scales_note) if line]
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
     errors = validation_errors()

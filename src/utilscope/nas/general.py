@@ -76,10 +76,9 @@ def prior_estimates(table: LatencyTable, sample_archs: int, profile_path) -> dic
 def shipped_general_profile(table: LatencyTable):
     """The shipped device profile of the table's GPU and precision (graph backend), or None when none is shipped."""
     from utilscope.hardware.specs import gpu_matches
-    from utilscope.predict.selection import profile_name, shipped_profiles
+    from utilscope.predict import profiles
 
-    for path in shipped_profiles():
-        name_gpu, name_precision, name_backend = profile_name(path)
-        if gpu_matches(name_gpu, table.device) and (name_precision, name_backend) == (table.precision, "graph"):
-            return path
+    for entry in profiles.shipped():
+        if gpu_matches(entry.device, table.device) and (entry.precision, entry.backend) == (table.precision, "graph"):
+            return entry.path
     return None

@@ -155,13 +155,14 @@ def population_predictor(
     ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
     for a precision no profile expresses, or one the GPU lacks."""
     from utilscope.counting.counter import check_batch
-    from utilscope.predict import fit_cache, selection
+    from utilscope.predict import fit_cache, profiles, selection
 
     check_batch(batch)
     names = selection.gpu_names(gpu)
     if len(names) != 1 or names[0].casefold() == "all":
         raise UsageError(f"--gpu {gpu!r}: a population is predicted for one GPU of the spec table at a time")
     path = selection.select_profile(gpu, profile, precision, "graph", True)
+    precision = profiles.predicted_as(precision, profiles.read(path))  # fp32_strict's math on a GPU without TF32
     predictor = fit_cache.load_predictor(path)
     targets = selection.transfer_targets(gpu, predictor)
     return PopulationPredictor(predictor, get_space(space), batch, precision, targets[0] if targets else None)

@@ -19,12 +19,11 @@ from utilscope.errors import UsageError
 from utilscope.files import check_input_file, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
-from utilscope.predict import network_scales, profile_rows
+from utilscope.predict import network_scales, profile_rows, profiles
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu
 from utilscope.predict.layers import LayerModels, fit_layer_models
 from utilscope.predict.predictor import Predictor
-from utilscope.predict.selection import profile_memory_format, profile_name, shipped_profiles
 
 CACHE_FORMAT = 2  # 2: the fit moved out of predictor.py
 # a change to any of these refits a cached predictor
@@ -141,13 +140,13 @@ def channels_last_models(
         _CHANNELS_LAST_MODELS[key] = None
         wanted = [precision, parse_precision(precision).unit.value]
         candidates = [
-            path
-            for path in shipped_profiles()
-            if profile_name(path)[1:] in [(p, backend) for p in wanted]
-            and gpu_matches(profile_name(path)[0], device)
-            and profile_memory_format(path) == "channels_last"
+            entry
+            for entry in profiles.shipped()
+            if (entry.precision, entry.backend) in [(p, backend) for p in wanted]
+            and gpu_matches(entry.device, device)
+            and entry.memory_format == "channels_last"
         ]
-        candidates.sort(key=lambda path: wanted.index(profile_name(path)[1]))
+        candidates.sort(key=lambda entry: wanted.index(entry.precision))
         if candidates:
-            _CHANNELS_LAST_MODELS[key] = load_conv_models(candidates[0], on_fit)[0]
+            _CHANNELS_LAST_MODELS[key] = load_conv_models(candidates[0].path, on_fit)[0]
     return _CHANNELS_LAST_MODELS[key]

@@ -19,7 +19,7 @@ from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.sweep import check_batches
 from utilscope.models import zoo
-from utilscope.predict import fit_cache, network_scales, selection
+from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.predictor import Prediction
 from utilscope.predict.selection import gpu_names
@@ -110,6 +110,7 @@ class PredictionSet:
     prices: dict[str, float] = field(default_factory=dict)
     anchor_fit: AnchorFit | None = None  # the target's parameters fitted to the request's anchors
     scales_note: str = ""  # one line when the profile's times are scaled per op category (``network_scales``)
+    profile_note: str = ""  # which profile predicts, of which GPU and condition, and why (``profiles.describe_choice``)
 
     def records(self) -> list[dict]:
         """Each prediction as a dict with every layer, ``usd_per_hour`` and ``samples_per_usd`` (None where no price
@@ -119,6 +120,7 @@ class PredictionSet:
     def to_dict(self) -> dict:
         return {
             "profile": self.profile_path,
+            "profile_note": self.profile_note,
             "device": self.device,
             "predictions": self.records(),
             "failures": list(self.failures),
@@ -157,7 +159,9 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         request.gpu, request.profile, request.precision, request.backend, request.channels_last
     )
     predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
-    predictor.check_condition(request.precision, request.backend, request.channels_last)
+    entry, spec = profiles.read(profile), selection.one_gpu(request.gpu)
+    precision = profiles.predicted_as(request.precision, entry)
+    predictor.check_condition(precision, request.backend, request.channels_last)
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
     fit = anchored(request, predictor, targets)
     targets = [fit.target] if fit is not None else targets
@@ -177,7 +181,7 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
                         targets or [None],
                         request.resolution,
                         request.backend,
-                        request.precision,
+                        precision,
                         request.channels_last,
                     )
                 ]
@@ -196,6 +200,7 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         dict(request.prices),
         fit,
         scales_note(predictor),
+        profiles.describe_choice(entry, spec, request.precision),
     )
 
 

@@ -1,0 +1,158 @@
+"""The device profiles utilscope knows, and the one place they are found: the shipped ones (``profiles/*.json``)
+and any a user names, each described by its own record (the GPU it was timed on, its precision, layout and
+backend, how many configs it timed), never by its file name. Adding a profile, a new GPU or a new precision, is
+adding a file.
+
+Which profile predicts a GPU (``nearest``), among those that express the condition asked (``Profile.expresses``):
+1. the GPU's own profile (the profile's recorded device is that spec-table row);
+2. else a profile of a GPU of the same compute capability, the one whose memory bandwidth is nearest the target's
+   (the H100 and the H200 share SMs and clocks and differ in memory);
+3. else the profile that timed the most configs (its layer models are the best sampled), by name on a tie.
+On a GPU without TF32 tensor cores (before Ampere) ``fp32`` and ``tf32`` run on the fp32 units, whatever PyTorch's
+switches say: they are predicted from an ``fp32_strict`` profile where one is shipped (``stand_ins``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from utilscope import hardware
+from utilscope.errors import UsageError
+from utilscope.files import read_bytes
+from utilscope.precision import Precision
+from utilscope.predict.calibrate import PROFILE_FILE
+from utilscope.predict.predictor import ALSO_PREDICTS, FUSED_BACKENDS
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One device profile as its record describes it."""
+
+    path: Path
+    device: str  # the GPU as CUDA named it when the profile was timed
+    gpu: str | None  # its spec-table key (None: a GPU the table does not know)
+    precision: str
+    memory_format: str  # channels_last or contiguous
+    backend: str
+    configs: int  # configs timed
+
+    @property
+    def shipped(self) -> bool:
+        return self.path.parent == PROFILES_DIR
+
+    @property
+    def name(self) -> str:
+        return f"shipped {self.path.name}" if self.shipped else str(self.path)
+
+    def expresses(self, precision: str, backend: str, channels_last: bool) -> bool:
+        """Whether it predicts ``precision`` on ``backend`` with that layout: on ``graph`` and ``eager`` it was timed
+        in the precision and the layout itself; on the fused backends (``FUSED_BACKENDS``) it is the graph profile
+        of the precision's unit timed channels_last (inductor's layout optimization runs a graph's convs
+        channels_last and fuses autocast's casts into its kernels, whatever layout the input has)."""
+        if backend not in (self.backend, *ALSO_PREDICTS.get(self.backend, ())):
+            return False
+        if backend in FUSED_BACKENDS:
+            return self.precision == Precision(precision).unit.value and self.memory_format == "channels_last"
+        return self.precision == precision and self.memory_format == (
+            "channels_last" if channels_last else "contiguous"
+        )
+
+
+def read(path: str | Path) -> Profile:
+    """The registry's entry of the profile file at ``path`` (read once per content)."""
+    resolved = Path(path)
+    return _read(resolved, resolved.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: Path, mtime_ns: int) -> Profile:
+    try:
+        data = json.loads(read_bytes(path, PROFILE_FILE))
+        spec = hardware.detect(data["device"])
+        return Profile(
+            path,
+            data["device"],
+            spec.key if spec is not None else None,
+            data["precision"],
+            data.get("memory_format", "channels_last"),
+            data["backend"],
+            len(data["latency_ms"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a device profile written by `utilscope calibrate` ({exc})") from None
+
+
+def shipped() -> list[Profile]:
+    """Every shipped profile, by file name."""
+    return [read(path) for path in sorted(PROFILES_DIR.glob("*.json"))]
+
+
+def stand_ins(precision: str, spec) -> list[str]:
+    """The precisions whose profiles predict ``precision`` on the GPU ``spec`` (None: any GPU), best first: on a GPU
+    without TF32 units an fp32 or tf32 request is fp32_strict's math, then its own."""
+    runs_on = spec.unit_for(Precision(precision)) if spec is not None else None
+    if Precision(precision).unit is Precision.TF32 and runs_on == Precision.FP32_STRICT.unit.value:
+        return [Precision.FP32_STRICT.value, precision]
+    if precision == Precision.TF32.value:  # TF32 convolutions as fp32's; its matmuls IEEE, slower than TF32's
+        return [precision, Precision.FP32.value]
+    return [precision]
+
+
+def nearest(candidates: list[Profile], spec) -> Profile:
+    """The profile that predicts the GPU ``spec`` (None: no one GPU, the best sampled), by the rule of the module's
+    docstring."""
+    if not candidates:
+        raise ValueError("nearest needs a profile")
+    if spec is not None:
+        own = [p for p in candidates if p.gpu == spec.key]
+        if own:
+            return max(own, key=lambda p: p.configs)
+        same = [p for p in candidates if p.gpu and _capability(p.gpu) == spec.compute_capability]
+        if same and spec.memory_bandwidth_gbs:
+            return min(same, key=lambda p: (_bandwidth_distance(p.gpu, spec), -p.configs, p.path.name))
+    return min(candidates, key=lambda p: (-p.configs, p.path.name))
+
+
+def _capability(key: str) -> str | None:
+    return hardware.get_spec(key).compute_capability
+
+
+def _bandwidth_distance(key: str, spec) -> float:
+    own = hardware.get_spec(key).memory_bandwidth_gbs
+    return abs(math.log(own / spec.memory_bandwidth_gbs)) if own else math.inf
+
+
+def predicted_as(asked: str, entry: Profile) -> str:
+    """The precision a request is predicted in from ``entry``: the asked one, or the profile's where it stands in
+    (``stand_ins``): fp32_strict for fp32 or tf32 on a GPU without TF32 units, fp32 for tf32."""
+    stands_in = entry.precision != asked and entry.precision in stand_ins(asked, None) + [Precision.FP32_STRICT.value]
+    return entry.precision if stands_in and Precision(asked).unit is Precision.TF32 else asked
+
+
+def describe_choice(entry: Profile, spec, asked: str) -> str:
+    """One line: which profile predicts, of which GPU and condition, and why it was chosen for ``spec``."""
+    gpu = hardware.get_spec(entry.gpu).name if entry.gpu else entry.device
+    head = (
+        f"profile: {entry.name} ({gpu}, {entry.precision}, {entry.memory_format}, {entry.backend}, "
+        f"{entry.configs:,} configs)"
+    )
+    if spec is None:
+        why = "transferred to each GPU from the best-sampled profile of the condition"
+    elif entry.gpu == spec.key:
+        why = f"{spec.name}'s own"
+    elif entry.gpu and _capability(entry.gpu) == spec.compute_capability:
+        why = f"transferred to the {spec.name}: same compute capability ({spec.compute_capability}), nearest memory"
+    else:
+        why = f"transferred to the {spec.name}: none of compute capability {spec.compute_capability}; the best sampled"
+    stand_in = predicted_as(asked, entry)
+    if stand_in == Precision.FP32_STRICT.value != asked:
+        why += f"; {asked} runs on the fp32 units of a GPU without TF32 tensor cores: predicted as fp32_strict"
+    elif stand_in != asked:
+        why += f"; no {asked} profile: predicted as {stand_in} (TF32 convolutions alike; its matmuls IEEE fp32, slower)"
+    return f"{head}: {why}"
