@@ -13,6 +13,8 @@
 #   fp32         fp32 tensors as PyTorch runs them by default (cuDNN convolutions in TF32), channels_last
 #   fp32_strict  fp32, no TF32 anywhere, channels_last
 #   tf32         fp32 tensors, TF32 in convolutions and matmuls, channels_last
+#   fp32_nchw, fp32_strict_nchw, tf32_nchw, amp_bf16_nchw: the same on NCHW tensors (how most PyTorch code and
+#                NVIDIA's DeepLearningExamples run fp32 and TF32)
 # Usage: scripts/gpu_calibrate.sh LIMIT [COUNT] [CONDITION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -34,7 +36,8 @@ for condition in "$@"; do
     amp) args=(--precision amp --no-channels-last) ;;
     amp_nhwc) args=(--precision amp) ;;
     bf16 | amp_bf16 | fp32 | fp32_strict | tf32) args=(--precision "$condition") ;;
-    *) echo "usage: $0 LIMIT [COUNT] [fp16|fp16_nchw|amp|amp_nhwc|bf16|amp_bf16|fp32|fp32_strict|tf32]..." >&2; exit 2 ;;
+    amp_bf16_nchw | fp32_nchw | fp32_strict_nchw | tf32_nchw) args=(--precision "${condition%_nchw}" --no-channels-last) ;;
+    *) echo "usage: $0 LIMIT [COUNT] [fp16|fp16_nchw|amp|amp_nhwc|bf16|amp_bf16|fp32|fp32_strict|tf32][_nchw]..." >&2; exit 2 ;;
   esac
   left=$((end - $(date +%s)))
   [ "$left" -le 20 ] && break

@@ -456,7 +456,9 @@ def test_thresholds_reject_nonsense(kwargs):
 def test_unknown_precision_is_an_error():
     attribution = everything()
     attribution.precision = "fp8"
-    with pytest.raises(ValueError, match="no channel alignment for precision 'fp8'; known: fp32, fp32_strict, tf32, fp16, bf16"):
+    with pytest.raises(
+        ValueError, match="no channel alignment for precision 'fp8'; known: fp32, fp32_strict, tf32, fp16, bf16"
+    ):
         dg.diagnose(attribution)
 
 

@@ -163,7 +163,7 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     precision = profiles.predicted_as(request.precision, entry)
     predictor.check_condition(precision, request.backend, request.channels_last)
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
-    fit = anchored(request, predictor, targets)
+    fit = anchored(request, predictor, targets, precision)
     targets = [fit.target] if fit is not None else targets
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
@@ -215,15 +215,14 @@ def scales_note(predictor) -> str:
     )
 
 
-def anchored(request: PredictRequest, predictor, targets) -> AnchorFit | None:
-    """The request's GPU fitted to its anchors (``predict.anchors``), or None without anchors; UsageError for the
-    profile's own GPU, which its layer models predict and no transfer parameter moves."""
+def anchored(request: PredictRequest, predictor, targets, precision: str) -> AnchorFit | None:
+    """The request's GPU fitted to its anchors (``predict.anchors``) in ``precision`` (the request's, or the
+    profile's standing in for it: ``profiles.predicted_as``), or None without anchors; UsageError for the profile's
+    own GPU, which its layer models predict and no transfer parameter moves."""
     if not request.anchors:
         return None
     if not targets or targets[0] is None:
         raise UsageError(
             f"{predictor.device} is predicted from its own device profile: anchors fit a GPU predicted by transfer"
         )
-    return fit_anchors(
-        predictor, list(request.anchors), targets[0], request.precision, request.backend, request.channels_last
-    )
+    return fit_anchors(predictor, list(request.anchors), targets[0], precision, request.backend, request.channels_last)
