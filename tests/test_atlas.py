@@ -19,6 +19,7 @@ from utilscope.cli import main
 from utilscope.report import atlas, model_view
 from utilscope.survey.schema import CellKey
 from utilscope.survey.store import Store
+from utilscope.versions import torch_key
 
 FLOPS = 8_000_000_000  # counted FLOPs per sample given to every published row: closed-form utilization
 BYTES = 100_000_000
@@ -150,7 +151,7 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     predicted = rows[rows["kind"] == "predicted"].set_index("GPU")
     assert set(predicted["condition"]) == {"amp · contiguous · eager"} and set(predicted["batch"]) == {"1024"}
     errors = model_view.validation_errors().query("gpu == 'rtx_4090' and memory_format == 'contiguous'")
-    newest = errors.sort_values("torch", key=lambda c: c.map(atlas.torch_key)).iloc[-1]
+    newest = errors.sort_values("torch", key=lambda c: c.map(torch_key)).iloc[-1]
     assert f"validation MAPE {newest['mape']:.1%}" in predicted.loc["NVIDIA GeForce RTX 4090", "table / how"]
     assert "not validated on this GPU" in predicted.loc["NVIDIA L4", "table / how"]
     assert predicted["table / how"].str.match(r"bound: (sm|memory|tensor|launch)").all()

@@ -287,6 +287,23 @@ def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(pro
     assert fit_cache.cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]
 
 
+def test_a_cache_that_cannot_be_written_leaves_the_answer_and_says_so_once(profile_file, tmp_path, monkeypatch):
+    """The cache is optional: a cache folder that is a file (or read-only, or full) fits the predictor, answers, and
+    warns once per folder that nothing is kept."""
+    from utilscope import cache
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(layers, "ITERATIONS", 5)
+    monkeypatch.setattr(cache, "_UNWRITABLE", set())
+    with pytest.warns(UserWarning, match=r"^the cache is not kept: cannot write .*cache") as caught:
+        first = fit_cache.load_predictor(profile_file)
+        second = fit_cache.load_predictor(profile_file)  # fitted again, not cached: no second warning
+    assert len(caught) == 1 and first.device == second.device == "NVIDIA H200"
+    assert blocker.read_text() == "not a folder"
+
+
 def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(predictor, net_file):
     _, recorded = count_traced(net_file, 4, 32, "fp16")
     rows = pr.network_rows(recorded, H200)
@@ -879,10 +896,13 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
 
     def made(gpu_key, precision="amp", backend="eager"):
         fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}
-        return types.SimpleNamespace(**fields, precision=precision, backend=backend, memory_format="contiguous")
+        made = types.SimpleNamespace(**fields, precision=precision, backend=backend, memory_format="contiguous")
+        made.validation = profiles.validation_of(made)  # as predict_networks sets it on every prediction
+        return made
 
     validated, other = gpu_notes(result(made("rtx_4090"), made("t4"), made("rtx_4090")))  # once per GPU
     assert validated.startswith("rtx_4090: clock; validation MAPE ") and "published rows, torch 2.9.1" in validated
     assert other == "t4: clock; not validated on this GPU"
     assert gpu_notes(result(made("rtx_4090", backend="graph"))) == ["rtx_4090: clock; not validated on this GPU"]
     assert gpu_notes(result(made("rtx_4090", precision="fp16"))) == ["rtx_4090: clock"]
+    assert made("rtx_4090", precision="fp16").validation is None

@@ -27,10 +27,12 @@ import hashlib
 import json
 import os
 import sqlite3
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from utilscope.errors import UsageError
+from utilscope.errors import UsageError, UtilscopeError
+from utilscope.files import write_atomically
 
 CACHE_ENV = "UTILSCOPE_CACHE_DIR"
 KINDS = {  # kind -> (what it holds, the file pattern of its entries in its folder)
@@ -52,6 +54,22 @@ def cache_root() -> Path:
         return Path(root).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "utilscope"
+
+
+def keep(path: Path, content: str | bytes) -> bool:
+    """Write a cache entry; a cache that cannot be written (a read-only folder, a file where the folder should be,
+    a full disk) is said once per folder as a warning and the answer goes on uncached: False."""
+    try:
+        write_atomically(path, content, "cache entry")
+        return True
+    except (UtilscopeError, OSError) as exc:
+        if path.parent not in _UNWRITABLE:
+            _UNWRITABLE.add(path.parent)
+            warnings.warn(f"the cache is not kept: {' '.join(str(exc).split())}", stacklevel=2)
+        return False
+
+
+_UNWRITABLE: set[Path] = set()  # the folders ``keep`` has warned of
 
 
 def check_kind(kind: str) -> str:

@@ -189,17 +189,13 @@ def cmd_predict(args, console: Console) -> int:
 
 def gpu_notes(result) -> list[str]:
     """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be, and in
-    amp the transfer's error on that GPU's published tables in the layout and backend (``validation_text``), once
+    amp the transfer's error on that GPU's published tables in the layout and backend (``Prediction.validation``), once
     per GPU; and the profile's network scales, where it has them."""
-    from utilscope.report.model_view import validation_errors, validation_text
-
     scaled = [line for line in (result.profile_note, result.scales_note) if line]
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
-    errors = validation_errors()
     notes = {
-        p.gpu_key: p.gpu_note
-        + (f"; {validation_text(errors, p.gpu_key, p.memory_format, p.backend)}" if p.precision == "amp" else "")
+        p.gpu_key: p.gpu_note + (f"; {p.validation}" if p.validation else "")
         for p in result.predictions
         if p.transferred_from and p.gpu_note
     }

@@ -29,7 +29,6 @@ import torch
 
 from utilscope import cache
 from utilscope.errors import UsageError
-from utilscope.files import write_atomically
 from utilscope.hardware.specs import PRECISIONS, DeviceSpec, detect, normalize_precision
 from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
@@ -372,4 +371,4 @@ def _read_cache(path: Path) -> Ceilings | None:
 
 
 def _write_cache(path: Path, result: Ceilings) -> None:
-    write_atomically(path, json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+    cache.keep(path, json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from utilscope.cache import cache_dir
+from utilscope.cache import cache_dir, keep
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, read_bytes, write_atomically
+from utilscope.files import check_input_file, read_bytes
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import network_scales, profile_rows, profiles
@@ -93,7 +93,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
             on_fit()
         with threadpool_limits(limits=FIT_THREADS):
             predictor = fit_predictor(profile, str(path), profile_rows.load(path))
-        write_atomically(cached, pickle.dumps(predictor))
+        keep(cached, pickle.dumps(predictor))
     predictor.on_fit = on_fit
     predictor.category_scales = network_scales.load(path)
     predictor.channels_last_models = lambda: channels_last_models(
@@ -121,7 +121,7 @@ def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tu
         ops, _ = profile_rows.load(path) or profile_rows.derive(profile, gpu)
         with threadpool_limits(limits=FIT_THREADS):
             found = fit_layer_models(ops[ops["group"] == "conv"], gpu), profile.memory_format
-        write_atomically(cached, pickle.dumps(found))
+        keep(cached, pickle.dumps(found))
     return found
 
 

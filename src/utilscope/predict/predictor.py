@@ -57,6 +57,7 @@ class Prediction:
     clock_estimated: bool = False  # below the boost clock: estimated from the board power
     memory_efficiency: float = 0.0  # the share of the bandwidth a streaming op reaches, as assumed
     gpu_note: str = ""  # one line: the clock and memory efficiency assumed, and why
+    validation: str | None = None  # the transfer's error on this GPU's published tables (``profiles.validation_of``)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

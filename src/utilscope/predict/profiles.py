@@ -20,14 +20,18 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_bytes
 from utilscope.precision import Precision
 from utilscope.predict.calibrate import PROFILE_FILE
 from utilscope.predict.predictor import ALSO_PREDICTS, FUSED_BACKENDS
+from utilscope.versions import torch_key
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
+VALIDATION_FILE = PROFILES_DIR / "validation_gpus.csv"  # written by benchmarks/predict_errors.py
 
 
 @dataclass(frozen=True)
@@ -156,3 +160,33 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
     elif stand_in != asked:
         why += f"; no {asked} profile: predicted as {stand_in} (TF32 convolutions alike; its matmuls IEEE fp32, slower)"
     return f"{head}: {why}"
+
+
+@functools.cache
+def validation_errors() -> pd.DataFrame:
+    """The transfer's error per GPU, torch, memory format and backend on the published tables it was validated on
+    (amp): rows, mape, median_error (shipped data; an empty frame when none is shipped)."""
+    if not VALIDATION_FILE.is_file():
+        return pd.DataFrame(columns=["gpu", "torch", "memory_format", "backend", "rows", "mape", "median_error"])
+    return pd.read_csv(VALIDATION_FILE, dtype={"torch": str})
+
+
+def validation_text(errors: pd.DataFrame, gpu: str, memory_format: str, backend: str) -> str:
+    """What the predictor's validation says of one GPU in a condition: its MAPE on the newest torch's table, or that
+    it was not validated there."""
+    mine = errors[(errors["gpu"] == gpu) & (errors["memory_format"] == memory_format) & (errors["backend"] == backend)]
+    if mine.empty:
+        return "not validated on this GPU"
+    row = mine.sort_values("torch", key=lambda c: c.map(torch_key)).iloc[-1]
+    return (
+        f"validation MAPE {row['mape']:.1%} (median error {row['median_error']:+.1%}) over {int(row['rows'])} "
+        f"published rows, torch {row['torch']}"
+    )
+
+
+def validation_of(prediction) -> str | None:
+    """A prediction's validation: in amp, the transfer's error on its GPU's published tables in its layout and
+    backend (``validation_text``); None for another precision or the profile's own GPU (no table validates it)."""
+    if prediction.precision != "amp" or not prediction.transferred_from:
+        return None
+    return validation_text(validation_errors(), prediction.gpu_key, prediction.memory_format, prediction.backend)

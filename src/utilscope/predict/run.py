@@ -192,6 +192,8 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
                 failures.append(f"{name}: {' '.join(str(exc).split())}")
     finally:
         gc.unfreeze()
+    for prediction in predictions:
+        prediction.validation = profiles.validation_of(prediction)
     return PredictionSet(
         predictions,
         failures,

@@ -23,6 +23,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.models.zoo import REPARAM
 from utilscope.survey.published import with_utilization
+from utilscope.versions import torch_key
 
 MEASURED, PUBLISHED = "measured", "published"
 OURS = "utilscope survey"  # the table name of measured rows
@@ -128,12 +129,6 @@ def of_torch(frame: pd.DataFrame, version: str | None) -> pd.DataFrame:
         known = ", ".join(sorted(set(frame.loc[published, "torch"].astype(str)), key=torch_key)) or "none"
         raise UsageError(f"--torch {version}: no published table of that torch version (the store's: {known})")
     return frame[~published | matches]
-
-
-def torch_key(version: str) -> tuple:
-    """ "2.9.1" -> (2, 9, 1), "2.11.0+cu130" -> (2, 11, 0): to order torch versions."""
-    parts = str(version).split("+")[0].split(".")
-    return tuple(int(part) if part.isdigit() else 0 for part in parts)
 
 
 def chosen_tables(frame: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,7 @@ Rules:
   timm's tables), each model at its most common resolution in that condition: one trace per model and resolution,
   then composed for every GPU (cheap);
 - a predicted row names the bound that sets it and the predictor's error on that GPU where it was validated
-  (``validation_errors``: read from ``predict/profiles/validation_gpus.csv``, written by
+  (``predict.profiles.validation_errors``: read from ``predict/profiles/validation_gpus.csv``, written by
   ``benchmarks/predict_errors.py`` from the validation run's rows), else says it was not validated there;
 - a model the predictor cannot build (a synthetic name, an unknown model) is a failure, listed, never a row.
 """
@@ -16,16 +16,15 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import resources
 
 import pandas as pd
 
 from utilscope.errors import UtilscopeError
+from utilscope.predict.profiles import validation_errors, validation_text
 from utilscope.report import atlas
 
 MEASURED, PUBLISHED, PREDICTED = atlas.MEASURED, atlas.PUBLISHED, "predicted"
 CHUNK = 50  # models predicted in one call (``on_group`` is told before each)
-VALIDATION_FILE = "validation_gpus.csv"  # in utilscope/predict/profiles
 # the columns of a predicted row (the atlas's where they mean the same)
 PREDICTED_COLUMNS = [
     "model",
@@ -55,28 +54,6 @@ def predicted_condition(frame: pd.DataFrame) -> tuple[str, str, str, int] | None
     counts = frame.groupby(["precision", "memory_format", "backend", "batch"]).size()
     precision, layout, backend, batch = counts.sort_values(ascending=False, kind="stable").index[0]
     return str(precision), str(layout), str(backend), int(batch)
-
-
-def validation_errors() -> pd.DataFrame:
-    """The predictor's error per GPU, torch, memory format and backend on published tables it was validated on:
-    rows, mape, median_error (shipped data; an empty frame when none is shipped)."""
-    path = resources.files("utilscope.predict") / "profiles" / VALIDATION_FILE
-    if not path.is_file():
-        return pd.DataFrame(columns=["gpu", "torch", "memory_format", "backend", "rows", "mape", "median_error"])
-    return pd.read_csv(path, dtype={"torch": str})
-
-
-def validation_text(errors: pd.DataFrame, gpu: str, memory_format: str, backend: str) -> str:
-    """What the predictor's validation says of one GPU in a condition: its MAPE on the newest torch's table, or that
-    it was not validated there."""
-    mine = errors[(errors["gpu"] == gpu) & (errors["memory_format"] == memory_format) & (errors["backend"] == backend)]
-    if mine.empty:
-        return "not validated on this GPU"
-    row = mine.sort_values("torch", key=lambda c: c.map(atlas.torch_key)).iloc[-1]
-    return (
-        f"validation MAPE {row['mape']:.1%} (median error {row['median_error']:+.1%}) over {int(row['rows'])} "
-        f"published rows, torch {row['torch']}"
-    )
 
 
 def _resolutions(frame: pd.DataFrame, condition: tuple[str, str, str, int]) -> pd.Series:
