@@ -237,6 +237,24 @@ def test_the_nearest_profile_is_the_gpus_own_then_same_capability_by_memory_then
     assert profiles.predicted_as("fp32", entry("s", "h100_sxm", 1)) == "fp32"
 
 
+def test_what_a_profile_predicts_is_one_rule_for_the_predictor_and_the_registry():
+    cl = ("fp16", "channels_last", "graph")
+    assert pr.condition_problem(*cl, "amp", "inference", False) is None  # fused: the unit, whatever the layout
+    assert pr.condition_problem(*cl, "fp16", "eager", True) is None
+    assert pr.condition_problem(*cl, "fp16", "graph", False) == (
+        "was timed in fp16 on channels_last tensors: it does not predict fp16 on contiguous tensors on the graph "
+        "backend"
+    )
+    assert (
+        pr.condition_problem(*cl, "bf16", "graph", True) == "is in fp16: it predicts fp16 and autocast to it, not bf16"
+    )
+    assert pr.condition_problem("fp16", "channels_last", "eager", "fp16", "graph", True) == (
+        "predicts the eager backend, not graph"
+    )
+    entry = profiles.Profile(Path("p.json"), "NVIDIA H200", "h200_sxm", "amp", "channels_last", "graph", 1)
+    assert entry.expresses("amp", "eager", True) and not entry.expresses("amp", "inference", True)  # fused: fp16's
+
+
 def test_every_precision_selects_a_profile_and_says_which_and_why():
     def chosen(gpu, precision):
         path = selection.select_profile(gpu, None, precision, "graph")

@@ -63,6 +63,40 @@ class Prediction:
         return dict(self.__dict__)
 
 
+def backend_problem(own: str, backend: str) -> str | None:
+    """Why a profile timed on ``own`` does not predict ``backend`` (None: it does; ``ALSO_PREDICTS``)."""
+    others = ALSO_PREDICTS.get(own, ())
+    if backend in (own, *others):
+        return None
+    also = f" and {', '.join(others)}" if others else ""
+    return f"predicts the {own} backend{also}, not {backend}"
+
+
+def precision_problem(own: str, precision: str) -> str | None:
+    """Why a profile timed in ``own`` does not predict ``precision`` (None: its own, or autocast to its unit)."""
+    if parse_precision(precision).unit is parse_precision(own).unit:
+        return None
+    return f"is in {own}: it predicts {own} and autocast to it, not {precision}"
+
+
+def condition_problem(
+    own_precision: str, own_layout: str, own_backend: str, precision: str, backend: str, channels_last: bool
+) -> str | None:
+    """The one rule of what a profile predicts, None when it does: on ``graph`` and ``eager`` its own precision and
+    layout (never an answer labelled with the asked condition but computed for another); on the fused backends
+    (``FUSED_BACKENDS``) its unit, whatever the layout. Else why not."""
+    problem = backend_problem(own_backend, backend) or precision_problem(own_precision, precision)
+    if problem or backend in FUSED_BACKENDS:
+        return problem
+    layout = "channels_last" if channels_last else "contiguous"
+    if (precision, layout) != (own_precision, own_layout):
+        return (
+            f"was timed in {own_precision} on {own_layout} tensors: it does not predict {precision} on {layout} "
+            f"tensors on the {backend} backend"
+        )
+    return None
+
+
 @dataclass
 class Predictor:
     profile_path: str
@@ -144,11 +178,9 @@ class Predictor:
     def check_precision(self, precision: str | None):
         """The precision (None: the profile's) if this profile predicts it: its own, or autocast to its unit."""
         parsed = parse_precision(precision or self.precision)
-        if parsed.unit is not parse_precision(self.precision).unit:
-            raise UsageError(
-                f"the device profile {self.profile_path} is in {self.precision}: it predicts "
-                f"{self.precision} and autocast to it, not {parsed.value}"
-            )
+        problem = precision_problem(self.precision, parsed.value)
+        if problem:
+            raise UsageError(f"the device profile {self.profile_path} {problem}")
         return parsed
 
     def rows(self, recorded) -> pd.DataFrame:
@@ -156,29 +188,19 @@ class Predictor:
         return network_rows(recorded, self.gpu)
 
     def check_condition(self, precision: str | None, backend: str | None, channels_last: bool) -> None:
-        """UsageError unless this profile expresses the condition: on ``graph`` and ``eager`` its own precision
-        and layout (never an answer labelled with the asked condition but computed for another); on the fused
-        backends its unit, whatever the layout (``selection.expresses``)."""
-        backend = self.check_backend(backend)
-        parsed = self.check_precision(precision)
-        if backend in FUSED_BACKENDS:
-            return
-        layout = "channels_last" if channels_last else "contiguous"
-        if parsed.value != self.precision or layout != self.memory_format:
-            raise UsageError(
-                f"the device profile {self.profile_path} was timed in {self.precision} on {self.memory_format} "
-                f"tensors: it does not predict {parsed.value} on {layout} tensors on the {backend} backend"
-            )
+        """UsageError unless this profile predicts the condition (``condition_problem``)."""
+        own = (self.precision, self.memory_format, self.backend)
+        asked = (precision or self.precision, backend or self.backend, channels_last)
+        problem = condition_problem(*own, *asked)
+        if problem:
+            raise UsageError(f"the device profile {self.profile_path} {problem}")
 
     def check_backend(self, backend: str | None) -> str:
         """``backend`` (None: the profile's) if this profile predicts it; UsageError otherwise."""
         backend = backend or self.backend
-        others = ALSO_PREDICTS.get(self.backend, ())
-        if backend not in (self.backend, *others):
-            also = f" and {', '.join(others)}" if others else ""
-            raise UsageError(
-                f"the device profile {self.profile_path} predicts the {self.backend} backend{also}, not {backend}"
-            )
+        problem = backend_problem(self.backend, backend)
+        if problem:
+            raise UsageError(f"the device profile {self.profile_path} {problem}")
         return backend
 
     def predict_counted(

@@ -27,7 +27,7 @@ from utilscope.errors import UsageError
 from utilscope.files import read_bytes
 from utilscope.precision import Precision
 from utilscope.predict.calibrate import PROFILE_FILE
-from utilscope.predict.predictor import ALSO_PREDICTS, FUSED_BACKENDS
+from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
 from utilscope.versions import torch_key
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -55,17 +55,15 @@ class Profile:
         return f"shipped {self.path.name}" if self.shipped else str(self.path)
 
     def expresses(self, precision: str, backend: str, channels_last: bool) -> bool:
-        """Whether it predicts ``precision`` on ``backend`` with that layout: on ``graph`` and ``eager`` it was timed
-        in the precision and the layout itself; on the fused backends (``FUSED_BACKENDS``) it is the graph profile
-        of the precision's unit timed channels_last (inductor's layout optimization runs a graph's convs
+        """Whether it is the profile to select for ``precision`` on ``backend`` with that layout: it predicts the
+        condition (``predictor.condition_problem``), and on the fused backends (``FUSED_BACKENDS``) it is the graph
+        profile of the precision's unit timed channels_last (inductor's layout optimization runs a graph's convs
         channels_last and fuses autocast's casts into its kernels, whatever layout the input has)."""
-        if backend not in (self.backend, *ALSO_PREDICTS.get(self.backend, ())):
+        own = (self.precision, self.memory_format, self.backend)
+        if condition_problem(*own, precision, backend, channels_last):
             return False
-        if backend in FUSED_BACKENDS:
-            return self.precision == Precision(precision).unit.value and self.memory_format == "channels_last"
-        return self.precision == precision and self.memory_format == (
-            "channels_last" if channels_last else "contiguous"
-        )
+        unit_profile = self.precision == Precision(precision).unit.value and self.memory_format == "channels_last"
+        return backend not in FUSED_BACKENDS or unit_profile
 
 
 def read(path: str | Path) -> Profile:
