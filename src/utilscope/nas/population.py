@@ -31,7 +31,6 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space
 from utilscope.predict.features import Gpu
-from utilscope.predict.predictor import network_records, rows_frame
 
 COMPOSED_BACKENDS = ("graph", "eager")  # a network's time is its layers' (see the module's docstring)
 
@@ -91,7 +90,7 @@ class PopulationPredictor:
         ms = np.bincount(network, weights=np.array([t.ms for t in times])[layer], minlength=size)
         rows = np.bincount(network, weights=np.array([t.rows for t in times], dtype=float)[layer], minlength=size)
         flops = np.bincount(network, weights=np.array([t.flops for t in times], dtype=float)[layer], minlength=size)
-        latency_ms = ms + self.predictor.gap_ms * rows
+        latency_ms = self.predictor.with_gaps(ms, rows)
         return pd.DataFrame(
             {
                 "id": [arch.get("id", "") for arch in archs],
@@ -106,26 +105,16 @@ class PopulationPredictor:
         """Trace each layer, and time and transfer all their rows in one call of the layer models."""
         if not layers:
             return
-        records, counts, flops = [], [], []
         gc.freeze()  # as ``predict`` does: the long-lived objects are not rescanned by the traces' collections
         try:
             with shared_meta_memo():
-                for layer in layers:
-                    recorded = self.trace(layer)
-                    layer_records = network_records(recorded, self.predictor.gpu)  # ``Predictor.rows``' rows
-                    records += layer_records
-                    counts.append(len(layer_records))
-                    flops.append(sum(event.cost.flops for event in recorded.events))
+                traced = [self.trace(layer) for layer in layers]
         finally:
             gc.unfreeze()
-        rows = rows_frame(records)  # one frame for all: as each layer's frame, concatenated
-        owner = np.repeat(np.arange(len(layers)), counts)
-        source = self.predictor.source_times(rows)
-        ms, *_ = self.predictor.compose(rows, self.backend, self.target, source)
-        per_layer_ms = np.bincount(owner, weights=ms, minlength=len(layers))
-        per_layer_rows = np.bincount(owner, minlength=len(layers))
-        for layer, layer_ms, layer_rows, layer_flops in zip(layers, per_layer_ms, per_layer_rows, flops, strict=True):
-            self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(layer_flops))
+        timed = self.predictor.parts_ms(traced, self.backend, self.target)
+        for layer, recorded, (layer_ms, layer_rows) in zip(layers, traced, timed, strict=True):
+            flops = sum(event.cost.flops for event in recorded.events)
+            self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(flops))
 
     def module(self, layer: Layer) -> torch.nn.Module:
         """The layer's module on the meta device, built once for all input sizes: in both spaces a layer's module

@@ -314,6 +314,24 @@ class Predictor:
             overhead[convs] = np.maximum(ms[convs] - channels_last_ms, 0.0)
         return overhead
 
+    def parts_ms(self, traced: list, backend: str | None = None, target: Gpu | None = None) -> list[tuple[float, int]]:
+        """The public entry for pieces of networks (NAS's layers, blocks): each traced piece's predicted
+        milliseconds on ``target`` (None: the profile's GPU) without the launch gaps, and its rows (kernels), with
+        one layer-model call for all of them. A network of pieces takes ``with_gaps`` of their sums."""
+        records, counts = [], []
+        for recorded in traced:
+            piece = network_records(recorded, self.gpu)
+            records += piece
+            counts.append(len(piece))
+        rows = rows_frame(records)
+        ms, *_ = self.compose(rows, backend, target, self.source_times(rows))
+        owner = np.repeat(np.arange(len(traced)), counts)
+        return list(zip(np.bincount(owner, weights=ms, minlength=len(traced)).tolist(), counts, strict=True))
+
+    def with_gaps(self, ms, rows):
+        """A network's latency from its pieces' summed ``parts_ms`` and rows: one launch gap per row."""
+        return ms + self.gap_ms * rows
+
     def compose_many(self, networks: list[pd.DataFrame]) -> np.ndarray:
         """``compose``'s latency of each network (on the profile's backend), with one layer-model call for all of
         their rows: the trees' per-call cost dominates for small networks such as single blocks."""
