@@ -379,15 +379,16 @@ def test_a_v3_store_gains_the_published_table_in_place_without_a_backup(tmp_path
 def test_a_v4_store_gains_the_conv_class_column_and_its_rows_are_counted_again(tmp_path):
     """Schema 5 adds the published rows' conv_class: a v4 store's counted rows are uncounted again (ingest fills
     it), nothing else changes, no backup."""
-    from utilscope.survey.published import read_table
+    from utilscope.survey.formats import read_table
 
     path = tmp_path / "results.sqlite"
     table = read_table(
+        "timm-benchmark",
         Path(__file__).resolve().parent.parent
         / "data"
         / "public"
         / "timm-benchmark"
-        / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+        / "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
     )
     with Store(path) as store:
         store.add_published(table.records()[:2])

@@ -6,6 +6,7 @@ the predictor: their names are parsed, their rows never looked at)."""
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from utilscope.cli import main
 from utilscope.errors import UsageError
 from utilscope.models import timm_sets
-from utilscope.survey.published import TableCondition, condition_of, ingest, torch_version
+from utilscope.survey.formats.timm_benchmark import TableCondition, condition_of, torch_version
+from utilscope.survey.published import ingest
 from utilscope.survey.store import Store
 
 PUBLIC = Path(__file__).resolve().parent.parent / "data" / "public" / "timm-benchmark"
@@ -297,3 +299,65 @@ def test_ingest_decides_reparameterization_per_row_from_the_gmacs(tmp_path, caps
     assert "2 rows of reparameterizable models" in capsys.readouterr().out
     with Store(db, create=False) as store:
         assert list(store.published_frame()["reparam"]) == ["yes", "no"]
+
+
+DLE = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "public"
+    / "deeplearningexamples"
+    / "pytorch_convnets_inference.csv"
+)
+
+
+def test_deeplearningexamples_rows_enter_a_store_with_their_condition_and_provenance(tmp_path):
+    """NVIDIA's tables as shipped: every row kept with its table's heading, commit and the condition NVIDIA's
+    configs.yml ran it in (AMP on NHWC, FP32 and TF32 on NCHW, EfficientNet-B4 at 380 px); again: nothing added."""
+    db = tmp_path / "dle.sqlite"
+    result = ingest([DLE], db, "deeplearningexamples")
+    assert result.added == 250 and ingest([DLE], db, "deeplearningexamples").added == 0
+    with Store(db, create=False) as store:
+        frame = store.published_frame().set_index("source_row")
+    first = frame.loc[1]
+    assert (first["model"], first["gpu"], first["precision"], first["batch"], first["samples_per_s"]) == (
+        "torchvision:resnet50",
+        "v100_sxm2",
+        "fp32",
+        1,
+        96.0,
+    )
+    assert (first["memory_format"], first["backend"], first["resolution"], first["repository"]) == (
+        "contiguous",
+        "eager",
+        224,
+        "NVIDIA/DeepLearningExamples",
+    )
+    assert first["source_path"] == "PyTorch/Classification/ConvNets/resnet50v1.5/README.md (FP32 Inference Latency)"
+    assert set(frame.loc[frame["precision"] == "amp", "memory_format"]) == {"channels_last"}
+    assert set(frame.loc[frame["model"] == "timm:efficientnet_b4", "resolution"]) == {380}
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            "torchvision:resnet50,h,v100_sxm2,int4,1,96,10,,,,r,p,c,t",
+            "row 1: precision 'int4' is none of fp32, tf32, amp",
+        ),
+        ("torchvision:resnet50,h,no_such_gpu,fp32,1,96,10,,,,r,p,c,t", "row 1: unknown GPU 'no_such_gpu'"),
+        ("torchvision:resnet50,h,t4,fp32,0,96,10,,,,r,p,c,t", "row 1: batch must be a whole number above 0"),
+    ],
+)
+def test_a_bad_deeplearningexamples_row_is_one_line_naming_it_and_nothing_is_written(row, message, tmp_path):
+    table = tmp_path / "dle.csv"
+    table.write_text(DLE.read_text().splitlines()[0] + "\n" + row + "\n")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ingest([table], tmp_path / "dle.sqlite", "deeplearningexamples")
+    assert not (tmp_path / "dle.sqlite").exists()
+
+
+def test_ingest_lists_every_format_and_refuses_another(capsys):
+    assert main(["ingest", "--help"]) == 0
+    assert "deeplearningexamples" in capsys.readouterr().out
+    assert main(["ingest", "mlperf", str(DLE)]) == 2
+    assert "invalid choice 'mlperf'; use one of: deeplearningexamples, timm-benchmark" in capsys.readouterr().err

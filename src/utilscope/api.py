@@ -221,12 +221,15 @@ def ingest(
     jobs: int = 1,
     on_ingested: Callable[[IngestResult], None] | None = None,
     on_model: Callable[[int, int, str], None] | None = None,
+    format_name: str = "timm-benchmark",
 ) -> IngestResult:
-    """Bring timm's published benchmark tables (``benchmark-infer-*.csv``, e.g. data/public/timm-benchmark) into the
-    store ``db`` as published rows with their provenance; ``count``: also count each row's model by our engine (on
-    ``jobs`` processes; ``on_model(done, total, model)`` after each). A table ingested before adds nothing.
-    ``on_ingested`` sees the rows added, before counting. ``to_frame()``: one row per table."""
+    """Bring published benchmark tables of a format (``survey.formats``: ``timm-benchmark``, timm's
+    ``benchmark-infer-*.csv``, e.g. data/public/timm-benchmark; ``deeplearningexamples``, NVIDIA's tables as shipped
+    in data/public/deeplearningexamples) into the store ``db`` as published rows with their provenance; ``count``:
+    also count each row's model by our engine (on ``jobs`` processes; ``on_model(done, total, model)`` after each).
+    A table ingested before adds nothing. ``on_ingested`` sees the rows added, before counting. ``to_frame()``: one
+    row per table."""
     from utilscope.survey.published import ingest_and_count
 
     paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
-    return ingest_and_count(paths, db, count, jobs, on_ingested, on_model)
+    return ingest_and_count(paths, db, count, jobs, on_ingested, on_model, format_name)

@@ -83,7 +83,11 @@ def read_bytes(path: str | Path, what: str) -> bytes:
 def read_text(path: str | Path, what: str) -> str:
     """The text of a UTF-8 file (gzip-compressed when its name ends in .gz); UsageError naming the file and ``what``
     it should be when it is empty, a SQLite database or not text."""
-    data = read_bytes(path, what)
+    return decode_text(read_bytes(path, what), path, what)
+
+
+def decode_text(data: bytes, path: str | Path, what: str) -> str:
+    """``read_text``'s checks and decoding of a file's bytes already read."""
     if Path(path).suffix == ".gz":
         try:
             data = gzip.decompress(data)

@@ -17,7 +17,7 @@ from utilscope.models import timm_sets, zoo
 from utilscope.present import check_top
 from utilscope.present.count_view import render_count, summary_table
 from utilscope.present.json_text import strict_json
-from utilscope.survey import published
+from utilscope.survey.formats import timm_benchmark
 from utilscope.units import plural
 
 
@@ -161,7 +161,7 @@ def list_rows_of(table: str, name: str, with_reparam: bool = False, native_only:
     fast); ``native_only``: only the rows at a model's native resolution; ``with_reparam``: then
     ``MODEL+reparam@RES`` for each of those models timm can reparameterize."""
     members = set(model_sets.set_members(name))
-    rows = published.read_rows(Path(table))
+    rows = timm_benchmark.read_rows(Path(table))
     pairs = sorted({(row["model"], row["resolution"]) for row in rows if row["model"] in members})
     if native_only:
         pairs = [(model, res) for model, res in pairs if res == zoo.native_resolution(zoo.parse_spec(model))]

@@ -7,17 +7,19 @@ from rich.console import Console
 from utilscope.api import ingest
 from utilscope.cli.progress import progress
 from utilscope.limits import cpu_cores
-from utilscope.survey.published import FORMAT
+from utilscope.survey.formats import formats
 from utilscope.units import plural
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("ingest", help="bring published benchmark tables (timm's) into a store, with their provenance")
+    p = sub.add_parser(
+        "ingest", help="bring published benchmark tables (timm's, NVIDIA's) into a store, with their provenance"
+    )
+    known = formats()
     p.add_argument(
         "format",
-        choices=(FORMAT,),
-        help="the tables' format: timm-benchmark (timm's benchmark-infer-*.csv; the ones utilscope "
-        "cites are in data/public/timm-benchmark)",
+        choices=known.names(),
+        help="the tables' format: " + "; ".join(f"{name}: {known[name].description}" for name in known.names()),
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="the tables (never modified)")
     p.add_argument(
@@ -51,7 +53,7 @@ def cmd_ingest(args, console: Console) -> int:
         console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
 
     if not args.count:
-        ingest(args.files, args.db, False, args.jobs, on_ingested=ingested)
+        ingest(args.files, args.db, False, args.jobs, on_ingested=ingested, format_name=args.format)
         return 0
     with progress(console, "counting", "models") as update:
         result = ingest(
@@ -61,6 +63,7 @@ def cmd_ingest(args, console: Console) -> int:
             args.jobs,
             on_ingested=ingested,
             on_model=lambda done, total, _: update(done, total),
+            format_name=args.format,
         )
     counted_text = f"counted {plural(result.counted, 'model')} at a resolution and precision of their rows"
     console.print(

@@ -1,192 +1,27 @@
-"""Others' published measurements as rows of their own: timm's inference benchmark tables
-(``benchmark-infer-PRECISION-LAYOUT-ptTORCH-cuCUDA-GPU[-dynamo].csv``, made with timm's ``benchmark.py``).
+"""Others' published measurements as rows of their own, in any registered table format (``survey.formats``:
+timm's benchmark tables, NVIDIA DeepLearningExamples' inference tables).
 
-A table's condition is read from its file name (precision, memory layout, torch and CUDA versions, the GPU,
-``-dynamo``: compiled) and from each row (resolution, batch size); its GPU is a row of the spec table (found by
-an alias such as ``5090``). Every row keeps where it came from: the file's name, its row number and SHA-256, and the
-repository, path and commit a ``provenance.csv`` beside the file gives (``data/public/timm-benchmark``). Rows are
-checked whole before anything is written; ingesting a file again adds nothing, and a file of the same name with
-other content is refused (a changed table is never mixed with its earlier version).
+Every row keeps where it came from: the file's name, its row number and SHA-256, and the repository, path and
+commit its format knows (a ``provenance.csv`` beside timm's tables, the columns of the DeepLearningExamples file).
+Rows are checked whole before anything is written; ingesting a file again adds nothing, and a file of the same name
+with other content is refused (a changed table is never mixed with its earlier version). Each row's model is then
+counted by utilscope's engine (``count_published``), and its utilization computed against its GPU's peak.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import math
-import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from utilscope.errors import UsageError
-from utilscope.files import read_bytes, read_text
 from utilscope.hardware import get_spec
 from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_count, cpu_cores
 from utilscope.precision import Precision
-from utilscope.units import now_iso
-
-FORMAT = "timm-benchmark"
-COLUMNS = (
-    "model",
-    "infer_img_size",
-    "infer_samples_per_sec",
-    "infer_step_time",
-    "infer_batch_size",
-    "param_count",
-    "infer_gmacs",
-    "infer_macts",
-)
-NAME = re.compile(
-    r"benchmark-infer-(?P<precision>amp|amp_bf16|bf16|fp16|fp32|tf32)-(?P<layout>nchw|nhwc)-pt(?P<torch>\d{3})"
-    r"-(?P<device>cu\d{3}|cpu)-(?P<gpu>[A-Za-z0-9_]+?)(?P<dynamo>-dynamo)?\.csv"
-)
-NAME_FORM = "benchmark-infer-PRECISION-LAYOUT-ptTORCH-cuCUDA-GPU[-dynamo].csv"
-LAYOUTS = {"nchw": "contiguous", "nhwc": "channels_last"}  # as the store names a memory format
-PROVENANCE_FILE = "provenance.csv"
-
-
-@dataclass(frozen=True)
-class TableCondition:
-    """What a table's file name says of every row of it."""
-
-    gpu: str  # the spec table's key
-    gpu_label: str  # the name the file gives the GPU
-    precision: str  # amp | amp_bf16 | bf16 | ...
-    memory_format: str  # contiguous | channels_last
-    backend: str  # eager | compile (timm's ``--torchcompile``, "-dynamo")
-    torch: str  # "2.9.1"
-    cuda: str  # "13.0"
-
-
-def torch_version(digits: str) -> str:
-    """timm's ``pt291`` -> "2.9.1", ``pt240`` -> "2.4.0", ``pt113`` -> "1.13" (torch 1.x had two-digit minors)."""
-    return f"1.{digits[1:]}" if digits[0] == "1" else ".".join(digits)
-
-
-def condition_of(path: Path) -> TableCondition:
-    """The condition a timm benchmark file's name gives; a one-line UsageError for any other name, a CPU's table,
-    or a GPU the spec table does not know."""
-    match = NAME.fullmatch(path.name)
-    if match is None:
-        raise UsageError(f"{path} is not named like a timm inference benchmark table ({NAME_FORM})")
-    if match["device"] == "cpu":
-        raise UsageError(f"{path} is a CPU's table: utilscope ingests GPU tables")
-    try:
-        spec = get_spec(match["gpu"])
-    except UsageError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    cuda = match["device"][2:]
-    return TableCondition(
-        spec.key,
-        match["gpu"],
-        match["precision"],
-        LAYOUTS[match["layout"]],
-        "compile" if match["dynamo"] else "eager",
-        torch_version(match["torch"]),
-        f"{cuda[:2]}.{cuda[2:]}",
-    )
-
-
-def _number(text: str, path: Path, row: int, column: str, integer: bool = False, optional: bool = False):
-    if optional and text.strip() == "":
-        return None
-    try:
-        value = int(text) if integer else float(text)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value) or value <= 0:
-        kind = "a whole number" if integer else "a number"
-        raise UsageError(f"{path} row {row}: {column} must be {kind} above 0, got {text!r}")
-    return value
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The table's rows, checked: every column of ``COLUMNS`` present, a model name, positive resolution, batch
-    size, throughput and step time (params, GMACs and activations may be empty). One line naming the file (and row)
-    for anything else."""
-    text = read_text(path, "timm benchmark table")
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
-    if missing:
-        raise UsageError(
-            f"{path} is not a timm inference benchmark table: it lacks the columns {missing} (expected "
-            f"{', '.join(COLUMNS)})"
-        )
-    rows = []
-    for number, record in enumerate(reader, start=1):
-        if None in record or not (record["model"] or "").strip():
-            raise UsageError(f"{path} row {number}: {'no model name' if None not in record else 'extra cells'}")
-        rows.append(
-            {
-                "source_row": number,
-                "model": f"timm:{record['model'].strip()}",
-                "resolution": _number(record["infer_img_size"], path, number, "infer_img_size", integer=True),
-                "batch": _number(record["infer_batch_size"], path, number, "infer_batch_size", integer=True),
-                "samples_per_s": _number(record["infer_samples_per_sec"], path, number, "infer_samples_per_sec"),
-                "step_time_ms": _number(record["infer_step_time"], path, number, "infer_step_time"),
-                **{
-                    name: _number(record[column], path, number, column, optional=True)
-                    for name, column in (
-                        ("params_m", "param_count"),
-                        ("gmacs", "infer_gmacs"),
-                        ("macts_m", "infer_macts"),
-                    )
-                },
-            }
-        )
-    if not rows:
-        raise UsageError(f"{path} is a timm inference benchmark table without rows")
-    return rows
-
-
-def provenance(path: Path, sha256: str) -> dict:
-    """Repository, path and commit of ``path`` from the ``provenance.csv`` beside it, when it lists the file with
-    this content; else empty (a table of unknown origin keeps its name and SHA-256 only)."""
-    listing = path.parent / PROVENANCE_FILE
-    if not listing.is_file():
-        return {"repository": "", "source_path": "", "source_commit": ""}
-    for entry in csv.DictReader(io.StringIO(read_text(listing, "provenance list"))):
-        if entry.get("file") == path.name and entry.get("sha256") == sha256:
-            return {
-                "repository": entry.get("repository", ""),
-                "source_path": entry.get("path", ""),
-                "source_commit": entry.get("last_changed_commit", ""),
-            }
-    return {"repository": "", "source_path": "", "source_commit": ""}
-
-
-@dataclass(frozen=True)
-class PublishedTable:
-    """One file's rows, ready for the store."""
-
-    path: Path
-    sha256: str
-    condition: TableCondition
-    rows: list[dict]
-
-    def records(self) -> list[dict]:
-        """Every row with its source, provenance and condition: the store's ``published`` columns."""
-        source = {"source_file": self.path.name, "source_sha256": self.sha256, **provenance(self.path, self.sha256)}
-        condition = {
-            **asdict(self.condition),
-            "reparam": "",
-            "count_status": "",
-            "conv_class": "",
-            "ingested_at": now_iso(),
-        }
-        return [{**source, **condition, **row} for row in self.rows]
-
-
-def read_table(path) -> PublishedTable:
-    """A timm benchmark file read and checked (``condition_of``, ``read_rows``); writes nothing."""
-    path = Path(path)
-    content = read_bytes(path, "timm benchmark table")
-    condition = condition_of(path)
-    return PublishedTable(path, hashlib.sha256(content).hexdigest(), condition, read_rows(path))
+from utilscope.survey.formats import formats, read_table
+from utilscope.survey.formats.timm_benchmark import FORMAT as TIMM_FORMAT
 
 
 @dataclass(frozen=True)
@@ -226,14 +61,16 @@ class IngestResult:
         }
 
 
-def ingest(paths, db) -> IngestResult:
-    """Ingest timm benchmark tables into the store ``db`` (created if missing): every file is read and checked
-    before the store is opened, and all rows are written in one transaction. A file ingested before (same name,
-    same content) adds nothing; the same name with other content is a UsageError, and nothing is written."""
+def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
+    """Ingest tables of a format (``survey.formats``) into the store ``db`` (created if missing): every file is read
+    and checked before the store is opened, and all rows are written in one transaction. A file ingested before
+    (same name, same content) adds nothing; the same name with other content is a UsageError, and nothing is
+    written."""
     from utilscope.survey.store import Store, check_store
 
+    formats().get(format_name)  # an unknown format is said before any file is read
     check_store(db, writable=True)
-    tables = [read_table(path) for path in paths]
+    tables = [read_table(format_name, path) for path in paths]
     names = [table.path.name for table in tables]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -266,6 +103,7 @@ def ingest_and_count(
     jobs: int = 1,
     on_ingested: Callable[[IngestResult], None] | None = None,
     on_model: Callable[[int, int, str], None] | None = None,
+    format_name: str = TIMM_FORMAT,
 ) -> IngestResult:
     """``ingest`` the tables, then (``count``) count every row's model by our engine at its resolution on ``jobs``
     processes (``count_published``; ``on_model(done, total, model)`` after each), decide the ``reparam`` of the rows
@@ -274,7 +112,7 @@ def ingest_and_count(
     from utilscope.survey.store import Store
 
     check_count(jobs, "--jobs", 1, cpu_cores(), "this machine's cores")
-    result = replace(ingest(paths, db), db=str(db))
+    result = replace(ingest(paths, db, format_name), db=str(db))
     if on_ingested is not None:
         on_ingested(result)
     if not count:
@@ -385,7 +223,6 @@ def with_utilization(frame):
     of the precision's math unit (``amp``: fp16 tensor cores with fp32 accumulate, ``bf16``/``amp_bf16``: bf16;
     ``peak_tflops``), ``achieved_tflops`` and ``utilization`` from our counted FLOPs, ``achieved_gbs`` and
     ``bandwidth_utilization`` from our counted bytes (NaN where the row is not counted)."""
-    from utilscope.hardware import get_spec
 
     frame = frame.copy()
     specs = {key: get_spec(key) for key in frame["gpu"].unique()}

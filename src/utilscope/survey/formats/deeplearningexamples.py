@@ -1,0 +1,79 @@
+"""NVIDIA DeepLearningExamples' inference tables, one CSV row per published table row, as shipped in
+``data/public/deeplearningexamples`` (its README: the READMEs they were copied from and their conditions): format
+``deeplearningexamples``.
+
+Columns: ``model`` (a utilscope spec), ``gpu_heading``, ``gpu`` (a spec-table key), ``precision`` (fp32 | tf32 |
+amp), ``batch``, ``throughput_img_s``, ``latency_avg_ms`` (and percentiles), ``repo``, ``path``, ``commit``,
+``table_heading``, and optionally ``resolution`` and ``memory_format``. Where those two are absent, the condition is
+the PyTorch ConvNets ``configs.yml``'s at that commit: AMP on NHWC (channels_last), FP32 and TF32 on NCHW
+(contiguous); 224 px, EfficientNet-B4 380 px. Every row is eager PyTorch with real images loaded in the loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+from utilscope.errors import UsageError
+from utilscope.hardware import get_spec
+from utilscope.survey.formats.table import TableFormat, register_format
+
+FORMAT = "deeplearningexamples"
+COLUMNS = ("model", "gpu_heading", "gpu", "precision", "batch", "throughput_img_s", "latency_avg_ms", "repo", "path")
+PRECISIONS = ("fp32", "tf32", "amp")
+LAYOUT = {"amp": "channels_last", "fp32": "contiguous", "tf32": "contiguous"}  # configs.yml's memory_format
+RESOLUTION = {"timm:efficientnet_b4": 380}  # configs.yml's image_size; 224 for the others
+
+
+def _positive(text: str, path: Path, row: int, column: str, integer: bool = False):
+    try:
+        value = int(text) if integer else float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{path} row {row}: {column} must be {'a whole number' if integer else 'a number'} above 0")
+    return value
+
+
+def _row(record: dict, path: Path, number: int) -> dict:
+    """One published row with its condition and provenance, checked; a one-line UsageError naming the row."""
+    if record["precision"] not in PRECISIONS:
+        raise UsageError(f"{path} row {number}: precision {record['precision']!r} is none of {', '.join(PRECISIONS)}")
+    try:
+        spec = get_spec(record["gpu"])
+    except UsageError as exc:
+        raise UsageError(f"{path} row {number}: {exc}") from None
+    model = record["model"].strip()
+    latency = record.get("latency_avg_ms") or ""
+    return {
+        "source_row": number,
+        "repository": record.get("repo") or "",
+        "source_path": f"{record.get('path') or ''} ({record.get('table_heading') or ''})",
+        "source_commit": record.get("commit") or "",
+        "gpu": spec.key,
+        "gpu_label": record["gpu_heading"],
+        "model": model,
+        "resolution": int(record.get("resolution") or RESOLUTION.get(model, 224)),
+        "batch": _positive(record["batch"], path, number, "batch", integer=True),
+        "precision": record["precision"],
+        "memory_format": record.get("memory_format") or LAYOUT[record["precision"]],
+        "backend": "eager",
+        "samples_per_s": _positive(record["throughput_img_s"], path, number, "throughput_img_s"),
+        "step_time_ms": _positive(latency, path, number, "latency_avg_ms") if latency.strip() else None,
+    }
+
+
+def read(path: Path, text: str, sha256: str) -> list[dict]:
+    """The file's rows, each with its condition and provenance (``_row``)."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
+    if missing:
+        raise UsageError(f"{path} is not a {FORMAT} table: it lacks the columns {', '.join(missing)}")
+    return [_row(record, path, number) for number, record in enumerate(reader, start=1)]
+
+
+register_format(
+    TableFormat(FORMAT, "NVIDIA DeepLearningExamples' inference tables (data/public/deeplearningexamples)", read)
+)

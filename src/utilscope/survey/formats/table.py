@@ -1,0 +1,45 @@
+"""A published table as the store takes it, and the registry of the formats that read one (``survey.formats``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from utilscope.registry import Registry
+from utilscope.units import now_iso
+
+ROW_DEFAULTS = {"reparam": "", "count_status": "", "conv_class": "", "torch": "", "cuda": ""}
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    """One file's rows, ready for the store: each row holds its own condition and provenance (``records``)."""
+
+    path: Path
+    sha256: str
+    rows: list[dict]
+
+    def records(self) -> list[dict]:
+        """Every row with its file's name and SHA-256: the store's ``published`` columns."""
+        source = {"source_file": self.path.name, "source_sha256": self.sha256, "ingested_at": now_iso()}
+        return [{**ROW_DEFAULTS, **source, **row} for row in self.rows]
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """A source format: its name, what its files are, and how one is read (``read(path, text, sha256)``: the
+    rows, each with its condition; a one-line UsageError naming the file and row for anything it cannot read;
+    ``check_name``, before the file is read, where the format's file names carry its condition)."""
+
+    name: str
+    description: str
+    read: Callable[[Path, str, str], list[dict]]
+    check_name: Callable[[Path], object] = lambda path: None  # a UsageError for a file not named as the format
+
+
+FORMATS: Registry[TableFormat] = Registry("table format")
+
+
+def register_format(table_format: TableFormat) -> TableFormat:
+    return FORMATS.add(table_format.name, table_format)
