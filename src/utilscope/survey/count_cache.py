@@ -1,8 +1,9 @@
-"""A published row's count cached: what ``published.count_row`` says of a model at a resolution and value size is a
-pure function of them and of the code and model zoos that count it, so it is kept in utilscope's cache (kind
-``counts``, a ``cache.ValueCache``), one file per utilscope, torch, torchvision and timm version and counting code,
-and an ``ingest`` into a new store counts only what no earlier one counted. The reparameterized models
-``infer_reparam`` counts are cached the same way (their FLOPs only).
+"""A published row's count (``count_row``) and its cache: what ``count_row`` says of a model at a resolution and
+value size is a pure function of them and of the code and model zoos that count it, so it is kept in utilscope's
+cache (kind ``counts``, a ``cache.ValueCache``), one file per utilscope, torch, torchvision and timm version and per
+digest of the counting code (``COUNTING_CODE``: the counting engine, the model sources and this module, not the
+table formats' parsers), and an ``ingest`` into a new store counts only what no earlier one counted. The
+reparameterized models ``infer_reparam`` counts are cached the same way (their FLOPs only).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import functools
 import importlib
 
 from utilscope.cache import ValueCache, source_digest
+from utilscope.precision import Precision
 
-COUNTING_CODE = ("counting", "models", "survey/published.py")  # what a count depends on, beside the versions
+COUNTING_CODE = ("counting", "models", "survey/count_cache.py")  # what a count depends on, beside the versions
 
 
 @functools.cache
@@ -47,3 +49,43 @@ def cached(keys: list[str]) -> dict[str, dict]:
 def keep(values: dict[str, dict]) -> None:
     """Cache each key's value."""
     counts_cache().put(values)
+
+
+UNCHECKED = "unchecked"  # a reparameterizable model's row before infer_reparam read its GMACs
+
+
+def count_row(model: str, resolution: int, precision: str) -> dict:
+    """What utilscope's counting engine says of ``model`` at ``resolution`` (per sample, batch 1, the precision's
+    value size), and whether the table's run could have reparameterized it: ``reparam`` is "unchecked" for a model
+    with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given:
+    ``infer_reparam`` reads it from the row's GMACs), "n/a" otherwise; ``conv_class`` its class for the GPU atlas
+    (``counting.architecture.conv_class``). A model that cannot be built or counted: ``count_status`` "error: ..."
+    (the row is kept)."""
+    from utilscope.counting import count
+    from utilscope.counting.architecture import conv_class
+    from utilscope.errors import describe
+    from utilscope.models import zoo
+
+    try:
+        module, _ = zoo.build_on_meta(zoo.parse_spec(model), resolution)
+        convertible = zoo.reparameterizable(module)
+        result = count(model, 1, resolution, Precision(precision).count_dtype)
+    except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
+        return {"count_status": f"error: {describe(exc)}"[:300], "reparam": "", "conv_class": ""}
+    total = result.total
+    return {
+        "flops_per_sample": int(total.flops),
+        "other_flops_per_sample": int(total.other_flops),
+        "bytes_per_sample": int(total.bytes),
+        "count_status": "ok",
+        "reparam": UNCHECKED if convertible else "n/a",
+        "conv_class": conv_class(result),
+    }
+
+
+def count_in_worker(model: str, resolution: int, precision: str) -> dict:
+    """``count_row`` in a worker process, torch on one thread (the workers share the machine's cores)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return count_row(model, resolution, precision)

@@ -20,6 +20,7 @@ from utilscope.hardware import get_spec
 from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_count, cpu_cores
 from utilscope.precision import Precision
+from utilscope.survey.count_cache import UNCHECKED, count_in_worker, count_row
 from utilscope.survey.formats import formats, read_table
 from utilscope.survey.formats.timm_benchmark import FORMAT as TIMM_FORMAT
 
@@ -124,46 +125,6 @@ def ingest_and_count(
     return replace(result, counted=counted, failed=failed, decided=decided, disagreements=apart)
 
 
-UNCHECKED = "unchecked"  # a reparameterizable model's row before infer_reparam read its GMACs
-
-
-def count_row(model: str, resolution: int, precision: str) -> dict:
-    """What utilscope's counting engine says of ``model`` at ``resolution`` (per sample, batch 1, the precision's
-    value size), and whether the table's run could have reparameterized it: ``reparam`` is "unchecked" for a model
-    with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given:
-    ``infer_reparam`` reads it from the row's GMACs), "n/a" otherwise; ``conv_class`` its class for the GPU atlas
-    (``counting.architecture.conv_class``). A model that cannot be built or counted: ``count_status`` "error: ..."
-    (the row is kept)."""
-    from utilscope.counting import count
-    from utilscope.counting.architecture import conv_class
-    from utilscope.errors import describe
-    from utilscope.models import zoo
-
-    try:
-        module, _ = zoo.build_on_meta(zoo.parse_spec(model), resolution)
-        convertible = zoo.reparameterizable(module)
-        result = count(model, 1, resolution, Precision(precision).count_dtype)
-    except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
-        return {"count_status": f"error: {describe(exc)}"[:300], "reparam": "", "conv_class": ""}
-    total = result.total
-    return {
-        "flops_per_sample": int(total.flops),
-        "other_flops_per_sample": int(total.other_flops),
-        "bytes_per_sample": int(total.bytes),
-        "count_status": "ok",
-        "reparam": UNCHECKED if convertible else "n/a",
-        "conv_class": conv_class(result),
-    }
-
-
-def _count_in_worker(model: str, resolution: int, precision: str) -> dict:
-    """``count_row`` in a worker process, torch on one thread (the workers share the machine's cores)."""
-    import torch
-
-    torch.set_num_threads(1)
-    return count_row(model, resolution, precision)
-
-
 def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
     """Count every published row of ``db`` not counted yet: one count per model, resolution and value size (amp,
     fp16 and bf16 rows share one), read from the count cache (``survey.count_cache``) or made by ``jobs`` worker
@@ -208,7 +169,7 @@ def count_published(db, on_model=None, jobs: int = 1) -> tuple[int, int]:
             counted(size, count_row(*cells[0]))
         return len(todo), failed
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_count_in_worker, *cells[0]): size for size, cells in by_size.items()}
+        futures = {pool.submit(count_in_worker, *cells[0]): size for size, cells in by_size.items()}
         for future in as_completed(futures):
             counted(futures[future], future.result())
     return len(todo), failed
