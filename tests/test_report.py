@@ -333,3 +333,19 @@ def test_predictions_take_the_condition_of_the_most_rows():
     )
     assert model_view.predicted_condition(frame) == ("amp", "contiguous", "eager", 1024)
     assert model_view.predicted_condition(frame.iloc[:0]) is None
+
+
+def test_a_store_of_error_rows_alone_reports_them_without_a_prediction_or_a_traceback(tmp_path, capsys):
+    """No row stands in the atlas, so nothing is predicted beside it; the page shows the failed cells."""
+    from test_store import make_row
+
+    from utilscope.cli import main
+    from utilscope.survey.store import Store
+
+    failed = {name: None for name in ("latency_ms", "samples_per_s", "achieved_tflops", "utilization")}
+    with Store(tmp_path / "errors.sqlite") as store:
+        store.add(make_row(status="error: RuntimeError: boom", utilization_vs_ceiling=None, **failed))
+    assert main(["report", str(tmp_path / "errors.sqlite"), "-o", str(tmp_path / "report")]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "predicting" not in err
+    assert (tmp_path / "report" / "index.html").is_file()

@@ -366,6 +366,8 @@ def cmd_report(args, console: Console) -> int:
 def report_predictions(frame) -> tuple:
     """``model_view.predicted_rows`` of the store's atlas rows, saying on stderr what it predicts while it does."""
     condition = model_view.predicted_condition(frame)
+    if condition is None:  # no row stands in the atlas (a store of error rows alone): nothing to predict beside
+        return None, []
     models = frame["model"].nunique()
     print(
         f"utilscope: predicting {models} models on the GPUs without their rows ({' · '.join(map(str, condition[:3]))}, "
