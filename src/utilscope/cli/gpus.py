@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from rich.console import Console
 
@@ -12,6 +14,9 @@ from utilscope.report import atlas
 from utilscope.survey.store import Store
 from utilscope.units import plural
 
+DEFAULT_STORE = "results.sqlite"
+CHECKOUT = Path(__file__).resolve().parents[3]  # a source checkout's root (src/utilscope/cli/gpus.py)
+SHIPPED_ATLAS = CHECKOUT / "data" / "public" / "atlas.sqlite"  # timm's and NVIDIA's tables, the H200's rows
 SHOWN = {
     "gpu": "GPU",
     "source": "source",
@@ -40,8 +45,9 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--db",
-        default="results.sqlite",
-        help="the store, a survey's with published tables ingested (default: %(default)s)",
+        default=None,
+        help=f"the store, a survey's with published tables ingested (default: {DEFAULT_STORE} when there is one "
+        f"here, else the atlas shipped in a checkout of utilscope, {SHIPPED_ATLAS.relative_to(CHECKOUT)})",
     )
     p.add_argument(
         "--torch",
@@ -62,7 +68,8 @@ def add_parsers(sub) -> None:
 def cmd_gpus(args, console: Console) -> int:
     if args.same_batch and args.model is not None:
         raise UsageError("--same-batch applies to the summary (no model); a model's rows each show their batch")
-    with Store(args.db, create=False) as store:
+    db = args.db or default_store()
+    with Store(db, create=False) as store:
         frame = atlas.of_torch(atlas.atlas_rows(store.frame(), store.published_frame()), args.torch)
     if args.model is None:
         gains = atlas.dynamo_gain(atlas.comparable(frame))
@@ -71,7 +78,7 @@ def cmd_gpus(args, console: Console) -> int:
     if rows.empty:
         known = ", ".join(sorted(frame["gpu"].unique())) or "none"
         raise UsageError(
-            f"{args.model}: no counted row in {args.db} (GPUs with rows: {known}; published rows are "
+            f"{args.model}: no counted row in {db} (GPUs with rows: {known}; published rows are "
             "counted by `utilscope ingest`)"
         )
     if args.json:
@@ -87,6 +94,19 @@ def cmd_gpus(args, console: Console) -> int:
     )
     console.print(frame_table(shown, title))
     return 0
+
+
+def default_store() -> str:
+    """``results.sqlite`` here when there is one, else the shipped atlas; a UsageError naming both when neither is
+    (utilscope installed without its checkout's data)."""
+    if Path(DEFAULT_STORE).exists():
+        return DEFAULT_STORE
+    if SHIPPED_ATLAS.is_file():
+        return str(SHIPPED_ATLAS)
+    raise UsageError(
+        f"no such file: {DEFAULT_STORE} (the default store), and no shipped atlas ({SHIPPED_ATLAS}: a checkout of "
+        "utilscope has it); give --db STORE, e.g. a store `utilscope ingest` filled"
+    )
 
 
 def print_summary(rows, gains, as_json: bool, console: Console, same_batch: bool = False) -> int:
