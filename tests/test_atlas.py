@@ -129,6 +129,24 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
     assert "--same-batch applies to the summary" in capsys.readouterr().err
 
 
+def test_gpus_without_a_store_reads_results_sqlite_here_else_the_shipped_atlas_else_says_both(
+    store, tmp_path, monkeypatch, capsys
+):
+    from utilscope.cli import gpus
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(gpus, "SHIPPED_ATLAS", tmp_path / "none.sqlite")
+    assert main(["gpus", "resnet50"]) == 2
+    err = capsys.readouterr().err
+    assert "no such file: results.sqlite (the default store), and no shipped atlas (" in err and err.count("\n") == 1
+    monkeypatch.setattr(gpus, "SHIPPED_ATLAS", store)
+    assert main(["gpus", "resnet50", "--json"]) == 0  # the shipped atlas
+    assert {row["gpu"] for row in json.loads(capsys.readouterr().out)} == {"h200_sxm", "rtx_3090"}
+    (tmp_path / "results.sqlite").write_bytes(b"")  # one here comes first, and is said to be no store
+    assert main(["gpus", "resnet50"]) == 2
+    assert "results.sqlite" in capsys.readouterr().err
+
+
 def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tmp_path, monkeypatch):
     assert main(["report", str(store), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()

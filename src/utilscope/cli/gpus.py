@@ -16,7 +16,8 @@ from utilscope.units import plural
 
 DEFAULT_STORE = "results.sqlite"
 CHECKOUT = Path(__file__).resolve().parents[3]  # a source checkout's root (src/utilscope/cli/gpus.py)
-SHIPPED_ATLAS = CHECKOUT / "data" / "public" / "atlas.sqlite"  # timm's and NVIDIA's tables, the H200's rows
+ATLAS = "data/public/atlas.sqlite"  # in a checkout: timm's and NVIDIA's tables, the H200's rows in timm's condition
+SHIPPED_ATLAS = CHECKOUT / ATLAS
 SHOWN = {
     "gpu": "GPU",
     "source": "source",
@@ -47,7 +48,7 @@ def add_parsers(sub) -> None:
         "--db",
         default=None,
         help=f"the store, a survey's with published tables ingested (default: {DEFAULT_STORE} when there is one "
-        f"here, else the atlas shipped in a checkout of utilscope, {SHIPPED_ATLAS.relative_to(CHECKOUT)})",
+        f"here, else the atlas shipped in a checkout of utilscope, {ATLAS})",
     )
     p.add_argument(
         "--torch",
