@@ -271,10 +271,10 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
 
 
 def shown_profile(path: str) -> str:
-    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given."""
-    from utilscope.predict.selection import PROFILES_DIR
+    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given (``Profile.name``)."""
+    from utilscope.predict import profiles
 
-    return f"shipped {Path(path).name}" if Path(path).parent == PROFILES_DIR else path
+    return profiles.display_name(path)
 
 
 def layer_table(prediction) -> Table:

@@ -52,7 +52,7 @@ class Profile:
 
     @property
     def name(self) -> str:
-        return f"shipped {self.path.name}" if self.shipped else str(self.path)
+        return display_name(self.path)
 
     def expresses(self, precision: str, backend: str, channels_last: bool) -> bool:
         """Whether it is the profile to select for ``precision`` on ``backend`` with that layout: it predicts the
@@ -64,6 +64,11 @@ class Profile:
             return False
         unit_profile = self.precision == Precision(precision).unit.value and self.memory_format == "channels_last"
         return backend not in FUSED_BACKENDS or unit_profile
+
+
+def display_name(path: str | Path) -> str:
+    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given."""
+    return f"shipped {Path(path).name}" if Path(path).parent == PROFILES_DIR else str(path)
 
 
 def read(path: str | Path) -> Profile:
