@@ -216,7 +216,7 @@ def test_the_registry_describes_each_shipped_profile_by_its_own_record():
     h200, h100 = entries["h200_amp_graph.json"], entries["h100_fp32_graph.json"]
     assert (h200.gpu, h200.precision, h200.memory_format, h200.backend) == ("h200_sxm", "amp", "contiguous", "graph")
     assert (h100.gpu, h100.precision, h100.memory_format) == ("h100_sxm", "fp32", "channels_last")
-    assert h100.configs == len(DeviceProfile.load(h100.path).latency_ms) and h100.shipped
+    assert h100.configs == len(DeviceProfile.load(h100.path).latency_ms) and h100.name == "shipped h100_fp32_graph.json"
     assert {entry.gpu for entry in entries.values()} == {"h100_sxm", "h200_sxm"}
 
 

@@ -50,9 +50,9 @@ class Precision(str, Enum):
         return _UNITS.get(self, self)
 
     def unit_among(self, available) -> str:
-        """The unit's name if ``available`` (a device's peaks or ceilings) has it; TF32 falls back to fp32 on a
-        device without TF32 tensor cores, which runs TF32-allowed math on its fp32 units (a KeyError-free lookup is
-        the caller's: this names the unit, present or not)."""
+        """The name of the unit this precision runs on, among ``available`` (a device's peaks or ceilings): its
+        ``unit``, except TF32 where ``available`` has none, a device without TF32 tensor cores running TF32-allowed
+        math on its fp32 units. The name may still be missing from ``available``: the caller looks it up."""
         unit = self.unit.value
         return "fp32" if unit == "tf32" and unit not in available else unit
 

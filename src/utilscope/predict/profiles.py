@@ -47,10 +47,6 @@ class Profile:
     configs: int  # configs timed
 
     @property
-    def shipped(self) -> bool:
-        return self.path.parent == PROFILES_DIR
-
-    @property
     def name(self) -> str:
         return display_name(self.path)
 
