@@ -123,6 +123,8 @@ def test_the_converted_onnx_module_computes_what_the_module_does(exports):
 def test_a_pickled_module_opens_only_when_trusted_and_a_state_dict_never(exports, monkeypatch):
     with pytest.raises(UsageError, match=r"is a pickled module \(torch.save\(model\)\): opening it runs code .*"):
         zoo.parse_spec(exports["pickle"])
+    named = model_files.identify(exports["pickle"]).unsafe_globals  # the same names in the same order on every run
+    assert named == tuple(sorted(named)) and "torch.nn.modules.conv.Conv2d" in named
     monkeypatch.setenv(model_files.TRUST_PICKLE_ENV, "1")
     spec = zoo.parse_spec(exports["pickle"])
     assert spec.source == "pickle"

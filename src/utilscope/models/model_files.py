@@ -182,7 +182,7 @@ def _unsafe_globals(data: bytes, found: Format, path: str) -> tuple[str, ...] | 
     if found is not Format.PICKLE or not data.startswith(_ZIP_MAGIC):
         return None
     try:
-        return tuple(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data)))
+        return tuple(sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))))  # torch's: a set
     except Exception:
         return None
 
@@ -200,7 +200,7 @@ def _pt2_unsafe_globals(archive: zipfile.ZipFile) -> tuple[str, ...]:
             head = entry.read(len(_ZIP_MAGIC))
         if head.startswith(_ZIP_MAGIC):
             try:
-                found += torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(archive.read(name)))
+                found += sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(archive.read(name))))
             except Exception:
                 found.append(f"a pickle that cannot be read without running it ({name})")
         elif head.startswith(_PICKLE_MAGIC):
