@@ -227,7 +227,7 @@ def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Tab
         f"{first['memory_format']}: predicted per GPU from {device}'s profile"
     )
     columns = ("model", "batch", "GPU", "samples/s", "latency ms", "utilization", "bound")
-    columns += ("samples/$",) * bool(prices)
+    columns += ("samples per USD",) * bool(prices)  # at the given USD per hour
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "GPU", "bound") else "right")
     for r in records:

@@ -370,14 +370,14 @@ def report_predictions(frame) -> tuple:
         return None, []
     models = frame["model"].nunique()
     print(
-        f"utilscope: predicting {models} models on the GPUs without their rows ({' · '.join(map(str, condition[:3]))}, "
-        f"batch {condition[3]}; --no-predicted skips this)",
+        f"utilscope: predicting {plural(models, 'model')} on the GPUs without their rows "
+        f"({' · '.join(map(str, condition[:3]))}, batch {condition[3]}; --no-predicted skips this)",
         file=sys.stderr,
         flush=True,
     )
 
     def told(count: int, left: int) -> None:
-        print(f"utilscope: predicting {count} models ({left} of {models} left)", file=sys.stderr, flush=True)
+        print(f"utilscope: predicting {plural(count, 'model')} ({left} of {models} left)", file=sys.stderr, flush=True)
 
     predicted, failures = model_view.predicted_rows(frame, told)
     if failures:
