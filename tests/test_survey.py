@@ -538,3 +538,20 @@ def test_one_model_at_two_resolutions_is_two_lines_of_the_summary(capsys):
     assert render_result(SurveyResult(2, 1.0, outcome, []), Console(width=200, force_terminal=False)) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip("│ ").startswith("a ")]
     assert len(lines) == 2 and "32" in lines[0] and "48" in lines[1]
+
+
+def test_a_neighbours_warning_goes_to_stderr_and_the_counts_to_stdout(capsys):
+    import types
+
+    from rich.console import Console
+
+    from utilscope.cli.survey import report_lease
+
+    lease = types.SimpleNamespace(taken=2, stored_meanwhile=0, neighbours=["host:42"])
+    report_lease(lease, Console(width=200))
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "utilscope: warning: another survey (host:42) is measuring on this device: the two runs disturb each other's "
+        "timings\n"
+    )
+    assert "2 cells are being measured by another run" in captured.out and "warning" not in captured.out

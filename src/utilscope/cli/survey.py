@@ -311,10 +311,11 @@ def report_lease(lease, console: Console) -> None:
         )
     if lease.stored_meanwhile:
         console.print(f"{lease.stored_meanwhile} cells were stored by another run since this one planned: skipped")
-    for neighbour in lease.neighbours:
-        console.print(
-            f"[yellow]warning: another survey ({escape(neighbour)}) is measuring on this device: the two "
-            "runs disturb each other's timings[/]"
+    for neighbour in lease.neighbours:  # a warning: on stderr, as every warning is
+        print(
+            f"utilscope: warning: another survey ({neighbour}) is measuring on this device: the two runs disturb "
+            "each other's timings",
+            file=sys.stderr,
         )
 
 
