@@ -179,11 +179,11 @@ def rank_correlation(rows: pd.DataFrame, same_batch: bool = False) -> pd.DataFra
 
 
 def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Every row of one model (``timm:resnet50`` or ``resnet50``) on every GPU: measured and published, each
-    condition and table, by GPU, resolution, source and table."""
+    """Every row of one model (``timm:resnet50`` or ``resnet50``) on every GPU: measured and published, grouped by
+    condition (rows of two conditions are not the same work), then by GPU, resolution, source and table."""
     name = model if ":" in model else f"timm:{model}"
     rows = frame[frame["model"] == name.removesuffix(REPARAM)]
-    return rows.sort_values(["gpu", "resolution", "condition", "source", "table", "reparam"]).reset_index(drop=True)
+    return rows.sort_values(["condition", "gpu", "resolution", "source", "table", "reparam"]).reset_index(drop=True)
 
 
 def dynamo_gain(frame: pd.DataFrame) -> pd.DataFrame:
