@@ -220,6 +220,34 @@ def test_the_registry_describes_each_shipped_profile_by_its_own_record():
     assert {entry.gpu for entry in entries.values()} == {"h100_sxm", "h200_sxm"}
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d.update(format="utilscope-device-profile/9"),
+            r"format utilscope-device-profile/9, this utilscope "
+            r"reads utilscope-device-profile/2; a newer utilscope's: upgrade utilscope to read it$",
+        ),
+        (
+            lambda d: d.update(format="utilscope-device-profile/1"),
+            r"an older format's: time it again with `utilscope "
+            r"calibrate`, or, a shipped one, reinstall utilscope$",
+        ),
+        (lambda d: d.pop("latency_ms"), r"is a damaged device profile \(no 'latency_ms'\); time it again"),
+        (lambda d: d.update(format="something else"), r"is not a device profile \(utilscope-device-profile/2\)"),
+    ],
+)
+def test_a_profile_of_another_format_or_damaged_is_one_line_naming_it_and_what_to_do(change, message, tmp_path):
+    data = json.loads((selection.PROFILES_DIR / "h100_fp32_graph.json").read_text())
+    change(data)
+    path = tmp_path / "h100_fp32_graph.json"
+    path.write_text(json.dumps(data))
+    readers = (profiles.read, DeviceProfile.load) if "format" in message else (profiles.read,)
+    for read in readers:  # the registry and the predictor's load say the same of a format
+        with pytest.raises(pr.UsageError, match=message):
+            read(path)
+
+
 def test_the_nearest_profile_is_the_gpus_own_then_same_capability_by_memory_then_the_best_sampled(tmp_path):
     def entry(name, gpu, configs):
         return profiles.Profile(tmp_path / name, gpu, gpu, "fp16", "channels_last", "graph", configs)

@@ -34,6 +34,23 @@ from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, sample_configs
 
 PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: cold weights (1 timed warm weights)
+REMEDY = "time it again with `utilscope calibrate`, or, a shipped one, reinstall utilscope"
+
+
+def check_profile(data, path) -> dict:
+    """``data`` read from ``path`` if it is a device profile of the format this utilscope reads; a one-line
+    UsageError otherwise: another file, a profile of a newer utilscope (upgrade), or an older one (time it again)."""
+    found = data.get("format") if isinstance(data, dict) else None
+    if found == PROFILE_FORMAT:
+        return data
+    family, _, version = str(found).rpartition("/")
+    if family == PROFILE_FORMAT.rpartition("/")[0] and version.isdigit():
+        newer = int(version) > int(PROFILE_FORMAT.rpartition("/")[2])
+        what = "a newer utilscope's: upgrade utilscope to read it" if newer else f"an older format's: {REMEDY}"
+        raise UsageError(f"{path} is a device profile of format {found}, this utilscope reads {PROFILE_FORMAT}; {what}")
+    raise UsageError(f"{path} is not a device profile ({PROFILE_FORMAT}) written by `utilscope calibrate`")
+
+
 REPEATS = 20  # calls per timed replay
 OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
 SAVE_EVERY = 25
@@ -64,10 +81,12 @@ class DeviceProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
-        data = read_json(path, PROFILE_FILE)
-        if not isinstance(data, dict) or data.pop("format", None) != PROFILE_FORMAT:
-            raise UsageError(f"{path} is not a device profile ({PROFILE_FORMAT}) written by `utilscope calibrate`")
-        return cls(**data)
+        data = check_profile(read_json(path, PROFILE_FILE), path)
+        data.pop("format")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise UsageError(f"{path} is a damaged device profile ({exc}); {REMEDY}") from None
 
     def describe(self) -> str:
         cudnn = CudnnSettings.from_dict(self.cudnn).label() or "cudnn.benchmark on"

@@ -15,7 +15,6 @@ switches say: they are predicted from an ``fp32_strict`` profile where one is sh
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,9 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import read_bytes
+from utilscope.files import read_json
 from utilscope.precision import Precision
-from utilscope.predict.calibrate import PROFILE_FILE
+from utilscope.predict.calibrate import PROFILE_FILE, REMEDY, check_profile
 from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
 from utilscope.versions import torch_key
 
@@ -75,8 +74,8 @@ def read(path: str | Path) -> Profile:
 
 @functools.lru_cache(maxsize=64)
 def _read(path: Path, mtime_ns: int) -> Profile:
+    data = check_profile(read_json(path, PROFILE_FILE), path)
     try:
-        data = json.loads(read_bytes(path, PROFILE_FILE))
         spec = hardware.detect(data["device"])
         return Profile(
             path,
@@ -87,8 +86,8 @@ def _read(path: Path, mtime_ns: int) -> Profile:
             data["backend"],
             len(data["latency_ms"]),
         )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path} is not a device profile written by `utilscope calibrate` ({exc})") from None
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is a damaged device profile (no {exc}); {REMEDY}") from None
 
 
 def shipped() -> list[Profile]:
