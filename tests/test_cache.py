@@ -107,3 +107,17 @@ def test_the_source_digest_follows_the_files_it_names():
     digest = cache.source_digest("counting")
     assert digest == cache.source_digest("counting") and len(digest) == 16
     assert digest not in (cache.source_digest("predict"), cache.source_digest("counting", "predict"))
+
+
+def test_a_value_cache_that_cannot_be_written_finds_nothing_and_warns_once(tmp_path, monkeypatch):
+    """A cache folder that is a file (as a read-only or full one): the values are not kept, the caller goes on,
+    and one warning names the cache."""
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(cache, "_UNWRITABLE", set())
+    values = cache.ValueCache("counts", "v1")
+    with pytest.warns(UserWarning, match=r"^the cache is not kept: cannot write .*counts-") as caught:
+        values.put({"a": 1})
+        values.put({"b": 2})
+    assert len(caught) == 1 and values.get(["a", "b"]) == {} and blocker.read_text() == "not a folder"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -251,6 +252,74 @@ def test_two_processes_write_one_store_at_once(tmp_path):
     assert len(frame) == 400
     assert frame.groupby("model").size().to_dict() == {"survey-a": 200, "survey-b": 200}
     assert sorted(frame[frame["model"] == "survey-b"]["latency_ms"]) == [float(b) for b in range(200)]
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    from utilscope.survey.schema import CellKey, Configuration
+    from utilscope.survey.store import Store
+
+    with Store(sys.argv[1]) as store:  # one commit per row, as a survey stores each cell; skips the stored ones
+        config = Configuration("cpu", "channels_last", "2.11", "", "", True, None, False, 1)
+        done = store.done_keys()
+        for batch in range(1, 1001):
+            key = CellKey("killed", 224, batch, "fp32", "eager", config)
+            if key not in done:
+                store.add({"key": key, "status": "ok", "latency_ms": float(batch)})
+    """
+)
+
+
+def test_a_writer_killed_with_sigkill_mid_write_keeps_every_committed_row_once_and_resumes(tmp_path):
+    """SIGKILL while a process commits row after row (so most likely inside one): the store opens whole (SQLite's
+    journal rolls the torn transaction back), holds each committed row once, and the same writer run again stores
+    exactly the rows left."""
+    import signal
+    import sqlite3
+    import time
+
+    path = tmp_path / "results.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and writer.poll() is None:
+        if path.exists() and _rows(path) >= 50:
+            break
+        time.sleep(0.02)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    with Store(path, create=False) as store:
+        kept = sorted(store.frame()["batch"])
+    assert 50 <= len(kept) < 1000 and kept == list(range(1, len(kept) + 1))  # each committed row once, in order
+    finished = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)], env=env, capture_output=True)
+    assert finished.returncode == 0, finished.stderr
+    with Store(path, create=False) as store:
+        assert sorted(store.frame()["batch"]) == list(range(1, 1001))
+
+
+def _rows(path) -> int:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.1)) as conn:
+            return conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_truncated_store_is_refused_in_one_line_and_left_as_it_was(tmp_path):
+    path = tmp_path / "results.sqlite"
+    with filled_store(path) as store:
+        for batch in range(1000, 1400):  # several pages
+            store.add(make_row(batch=batch))
+    data = file_bytes(path)
+    path.write_bytes(data[: len(data) // 2])
+    assert_refused(path, "corrupt")
 
 
 # --- exports ------------------------------------------------------------------------------------------------------

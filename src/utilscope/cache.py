@@ -63,13 +63,18 @@ def keep(path: Path, content: str | bytes) -> bool:
         write_atomically(path, content, "cache entry")
         return True
     except (UtilscopeError, OSError) as exc:
-        if path.parent not in _UNWRITABLE:
-            _UNWRITABLE.add(path.parent)
-            warnings.warn(f"the cache is not kept: {' '.join(str(exc).split())}", stacklevel=2)
+        _not_kept(path.parent, str(exc))
         return False
 
 
-_UNWRITABLE: set[Path] = set()  # the folders ``keep`` has warned of
+_UNWRITABLE: set[Path] = set()  # the folders a warning has named
+
+
+def _not_kept(folder: Path, why: str) -> None:
+    """The one warning, once per folder, that a cache cannot be written there (the answers go on uncached)."""
+    if folder not in _UNWRITABLE:
+        _UNWRITABLE.add(folder)
+        warnings.warn(f"the cache is not kept: {' '.join(why.split())}", stacklevel=3)
 
 
 def check_kind(kind: str) -> str:
@@ -183,13 +188,17 @@ class ValueCache:
         return found
 
     def put(self, values: dict) -> None:
-        """Cache each key's value (JSON-encodable)."""
-        if values:
+        """Cache each key's value (JSON-encodable); a cache that cannot be written warns once (``keep``'s rule)."""
+        if not values:
+            return
+        try:
             with contextlib.closing(self._connect()) as connection, connection:
                 connection.executemany(
                     "INSERT OR REPLACE INTO cached (key, value) VALUES (?, ?)",
                     [(key, json.dumps(value)) for key, value in values.items()],
                 )
+        except (OSError, sqlite3.Error) as exc:
+            _not_kept(self.path.parent, f"cannot write {self.path}: {exc}")
 
 
 __all__ = [
