@@ -374,3 +374,14 @@ def test_fifteen_cnns_exported_count_alike_or_by_a_named_cause(model):
         ops = [part.split(" ")[0] for part in row["ops"].split("; ") if part]
         assert set(ops) <= set(NAMED_CAUSES), (row["format"], row["ops"])
         assert row["format"] != "pt2" or row["equal"], row
+
+
+def test_a_glob_with_a_bad_file_counts_the_good_ones_and_names_the_bad_one(exports, tmp_path, capsys):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    shutil.copy(exports["pt2"], folder / "good.pt2")
+    (folder / "bad.pt2").write_bytes(b"not a zip archive")
+    assert main(["count", f"{folder}/*.pt2"]) == 1  # some models failed, each printed; the others ran
+    captured = capsys.readouterr()
+    assert "good.pt2" in captured.out and "bad.pt2" not in captured.out
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"utilscope: error: {folder}/bad.pt2: ")

@@ -138,8 +138,17 @@ def _expand_files(pattern: str) -> list[str] | None:
     for source in model_sources().values():
         paths = source.expand(text) if source.expand is not None else None
         if paths is not None:
-            return [parse_spec(path).id for path in paths]
+            return [_file_id(path) for path in paths]
     return None
+
+
+def _file_id(path: str) -> str:
+    """A matched file's id; a file that cannot be used as it is stays its path, so that the command that uses it
+    names it and its reason among the others' results (one bad file never hides the rest of a glob)."""
+    try:
+        return parse_spec(path).id
+    except UsageError:
+        return path
 
 
 def is_glob(pattern: str) -> bool:
