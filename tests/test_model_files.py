@@ -385,3 +385,12 @@ def test_a_glob_with_a_bad_file_counts_the_good_ones_and_names_the_bad_one(expor
     captured = capsys.readouterr()
     assert "good.pt2" in captured.out and "bad.pt2" not in captured.out
     assert captured.err.count("\n") == 1 and captured.err.startswith(f"utilscope: error: {folder}/bad.pt2: ")
+
+
+def test_a_folder_named_without_a_separator_is_said_to_be_one(tmp_path, monkeypatch, capsys):
+    (tmp_path / "exports").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["count", "exports"]) == 2
+    assert capsys.readouterr().err == (
+        "utilscope: error: exports is a folder: name a model file in it, or a glob such as 'exports/*.onnx'\n"
+    )

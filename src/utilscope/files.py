@@ -177,3 +177,11 @@ def _check_folder(folder: Path, target: Path, what: str) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         where = "" if existing == target else f" on the folder {existing}"
         raise UsageError(f"cannot write {target}: permission denied{where} (the {what})")
+
+
+def is_folder(text: str) -> bool:
+    """Whether ``text`` names a folder (one that cannot be reached, or a name the file system cannot take, is not)."""
+    try:
+        return Path(text).is_dir()
+    except OSError:
+        return False

@@ -25,8 +25,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
     p.add_argument(
         "model",
-        help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
-        "'timm:resnet*' (one summary row per model)",
+        help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, a model file (model.onnx, "
+        "model.pt2, a TorchScript model.pt; a torch.save pickle if UTILSCOPE_TRUST_PICKLE=1: docs/model-files.md), "
+        "or a glob like 'timm:resnet*' or 'exports/*.onnx' (one summary row per model)",
     )
     p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")

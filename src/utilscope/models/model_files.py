@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from utilscope.errors import ModelError, UsageError, describe
-from utilscope.files import check_input_file, read_bytes
+from utilscope.files import check_input_file, is_folder, read_bytes
 from utilscope.models import onnx_import
 from utilscope.models.sources import FILE_DIGEST_CHARS, ModelSource, register_source
 
@@ -534,7 +534,7 @@ def _match(found: Format):
     def match(text: str) -> str | None:
         path, digest = split_name(text)
         if suffix_formats(path) is None:
-            if os.sep in text and _is_folder(text):
+            if os.sep in text and is_folder(text):
                 raise UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text}/*.onnx'")
             return None
         identity = identify(path)
@@ -550,14 +550,6 @@ def _match(found: Format):
         return f"{Path(path).resolve()}#{identity.digest}"
 
     return match
-
-
-def _is_folder(text: str) -> bool:
-    """Whether ``text`` names a folder (one that cannot be reached is left to the sources that read it)."""
-    try:
-        return Path(text).is_dir()
-    except OSError:
-        return False
 
 
 def expand(pattern: str) -> list[str] | None:

@@ -22,6 +22,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.files import is_folder
 from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
 from utilscope.models.sources import ModelSource, model_sources
 
@@ -60,6 +61,8 @@ def _bare_sources() -> list[ModelSource]:
 
 
 def _unknown(text: str, sources: Sequence[ModelSource], name: str) -> UsageError:
+    if is_folder(text):  # a folder of model files, named without a path separator
+        return UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text}/*.onnx'")
     scored = [
         (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source.name}:{candidate}")
         for source in sources
