@@ -9,7 +9,7 @@ from bad_inputs.files import MODEL_VERBS
 
 TRUNCATED = "corrupt or truncated archive"
 KINDS = [
-    ("{onnx_truncated}", "is not an ONNX model"),
+    ("{onnx_truncated}", "is a truncated or corrupt ONNX model, or no ONNX model"),
     ("{pt_truncated}", TRUNCATED),
     ("{script_as_onnx}", "is a TorchScript archive, not an ONNX model"),
     ("{onnx_as_pt2}", "is not a PyTorch model file"),

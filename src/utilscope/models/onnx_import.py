@@ -52,7 +52,9 @@ def parse(data: bytes, path: Path):
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf's DecodeError, and what a corrupt file raises before it
-        raise UsageError(f"{path} is not an ONNX model (it cannot be parsed: {describe(exc)})") from None
+        raise UsageError(
+            f"{path} is a truncated or corrupt ONNX model, or no ONNX model (it cannot be parsed: {describe(exc)})"
+        ) from None
     if not model.HasField("graph") or not model.graph.node:
         raise UsageError(f"{path} is not an ONNX model (it holds no graph): a corrupt, truncated or foreign file")
     external = external_files(model, path)
