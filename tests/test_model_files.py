@@ -394,3 +394,20 @@ def test_a_folder_named_without_a_separator_is_said_to_be_one(tmp_path, monkeypa
     assert capsys.readouterr().err == (
         "utilscope: error: exports is a folder: name a model file in it, or a glob such as 'exports/*.onnx'\n"
     )
+
+
+def test_a_torchscript_files_convolutions_keep_channels_last_as_the_modules_do(exports):
+    """TorchScript's graph calls aten._convolution, whose meta kernel returns NCHW: laid out as cuDNN's output, as
+    aten.convolution's is, its network's rows (layouts, no layout copies) are the module's, so they predict alike."""
+    from utilscope.counting.counter import count_traced
+    from utilscope.predict.features import Gpu
+    from utilscope.predict.predictor import network_rows
+
+    gpu = Gpu.of("NVIDIA H200", "fp16")
+    module, script = (
+        network_rows(count_traced(model, 2, SIDE, "fp16", channels_last=True)[1], gpu)
+        for model in (exports["module"], exports["torchscript"])
+    )
+    assert len(script) == len(module) and "layout_copy" not in set(script["op"])
+    convs = [frame.loc[frame["group"] == "conv", "channels_last_input"].tolist() for frame in (module, script)]
+    assert convs[0] == convs[1] and all(convs[0])

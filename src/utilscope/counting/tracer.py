@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from utilscope.counting.formulas import Call, Cost, Kind, lookup
 
 _SE_CLASS = re.compile(r"(?i:squeeze.?excit)|^(Effective)?SE(Module|Layer|Block|WithNorm)?$")
+_CONVOLUTIONS = (torch.ops.aten.convolution.default, torch.ops.aten._convolution.default)
 
 
 def is_squeeze_excite(module: nn.Module) -> bool:
@@ -178,7 +179,7 @@ class Tracer(TorchDispatchMode):
             return func(*args, **kwargs)
         out = _meta_call(func, args, kwargs)
         layouts = ()
-        if func is torch.ops.aten.convolution.default:
+        if func in _CONVOLUTIONS:  # TorchScript's graphs call aten._convolution, modules aten.convolution
             layouts = (layout_of(args[0]), layout_of(args[1]))
             if args[0].device.type == "meta":
                 out = _cuda_conv_layout(layouts, out)
