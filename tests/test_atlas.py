@@ -129,6 +129,13 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
     assert "--same-batch applies to the summary" in capsys.readouterr().err
 
 
+def test_gpus_prints_one_table_per_condition_named_in_its_title(store, capsys):
+    assert main(["gpus", "resnet50", "--db", str(store)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "timm:resnet50, amp · contiguous · eager, on 2 GPUs" in out
+    assert "timm:resnet50, amp · contiguous · compile, on 1 GPU" in out
+
+
 def test_gpus_without_a_store_reads_results_sqlite_here_else_the_shipped_atlas_else_says_both(
     store, tmp_path, monkeypatch, capsys
 ):

@@ -85,16 +85,22 @@ def cmd_gpus(args, console: Console) -> int:
     if args.json:
         print(strict_json(rows.to_dict(orient="records")))
         return 0
-    shown = rows[list(SHOWN)].rename(columns=SHOWN)
-    shown["FLOP util"] = shown["FLOP util"].map(lambda value: f"{value:.1%}")
-    shown["samples/s"] = shown["samples/s"].map(lambda value: f"{value:,.0f}")
-    title = (
-        f"{rows['model'].iloc[0]} on {plural(rows['gpu'].nunique(), 'GPU')}: FLOP utilization against each GPU's "
-        "datasheet "
-        "peak for the row's precision; rows of another condition, table or reparameterization are not alike"
-    )
-    console.print(frame_table(shown, title))
+    render_model(rows, console)
     return 0
+
+
+def render_model(rows: pd.DataFrame, console: Console) -> None:
+    """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order."""
+    model = rows["model"].iloc[0]
+    for condition, alike in rows.groupby("condition", sort=False):
+        shown = alike[[column for column in SHOWN if column != "condition"]].rename(columns=SHOWN)
+        shown["FLOP util"] = shown["FLOP util"].map(lambda value: f"{value:.1%}")
+        shown["samples/s"] = shown["samples/s"].map(lambda value: f"{value:,.0f}")
+        title = (
+            f"{model}, {condition}, on {plural(alike['gpu'].nunique(), 'GPU')}: FLOP utilization against each GPU's "
+            "datasheet peak for the row's precision; rows of another table or reparameterization are not alike"
+        )
+        console.print(frame_table(shown, title))
 
 
 def default_store() -> str:
