@@ -13,28 +13,17 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.hardware import get_spec
-from utilscope.survey.formats.table import TableFormat, register_format
+from utilscope.survey.formats.table import TableFormat, positive_number, register_format
 
 FORMAT = "deeplearningexamples"
 COLUMNS = ("model", "gpu_heading", "gpu", "precision", "batch", "throughput_img_s", "latency_avg_ms", "repo", "path")
 PRECISIONS = ("fp32", "tf32", "amp")
 LAYOUT = {"amp": "channels_last", "fp32": "contiguous", "tf32": "contiguous"}  # configs.yml's memory_format
 RESOLUTION = {"timm:efficientnet_b4": 380}  # configs.yml's image_size; 224 for the others
-
-
-def _positive(text: str, path: Path, row: int, column: str, integer: bool = False):
-    try:
-        value = int(text) if integer else float(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{path} row {row}: {column} must be {'a whole number' if integer else 'a number'} above 0")
-    return value
 
 
 def _row(record: dict, path: Path, number: int) -> dict:
@@ -46,7 +35,6 @@ def _row(record: dict, path: Path, number: int) -> dict:
     except UsageError as exc:
         raise UsageError(f"{path} row {number}: {exc}") from None
     model = record["model"].strip()
-    latency = record.get("latency_avg_ms") or ""
     return {
         "source_row": number,
         "repository": record.get("repo") or "",
@@ -56,12 +44,12 @@ def _row(record: dict, path: Path, number: int) -> dict:
         "gpu_label": record["gpu_heading"],
         "model": model,
         "resolution": int(record.get("resolution") or RESOLUTION.get(model, 224)),
-        "batch": _positive(record["batch"], path, number, "batch", integer=True),
+        "batch": positive_number(record["batch"], path, number, "batch", integer=True),
         "precision": record["precision"],
         "memory_format": record.get("memory_format") or LAYOUT[record["precision"]],
         "backend": "eager",
-        "samples_per_s": _positive(record["throughput_img_s"], path, number, "throughput_img_s"),
-        "step_time_ms": _positive(latency, path, number, "latency_avg_ms") if latency.strip() else None,
+        "samples_per_s": positive_number(record["throughput_img_s"], path, number, "throughput_img_s"),
+        "step_time_ms": positive_number(record["latency_avg_ms"], path, number, "latency_avg_ms", optional=True),
     }
 
 

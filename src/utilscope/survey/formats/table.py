@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from utilscope.errors import UsageError
 from utilscope.registry import Registry
 from utilscope.units import now_iso
 
@@ -39,6 +41,21 @@ class TableFormat:
 
 
 FORMATS: Registry[TableFormat] = Registry("table format")
+
+
+def positive_number(text, path: Path, row: int, column: str, integer: bool = False, optional: bool = False):
+    """A table cell's number, above 0 and finite (``integer``: a whole one; ``optional``: an empty cell is None);
+    a one-line UsageError naming the file, row and column otherwise."""
+    if optional and (text or "").strip() == "":
+        return None
+    try:
+        value = int(text) if integer else float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        kind = "a whole number" if integer else "a number"
+        raise UsageError(f"{path} row {row}: {column} must be {kind} above 0, got {text!r}")
+    return value
 
 
 def register_format(table_format: TableFormat) -> TableFormat:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.files import read_text
 from utilscope.hardware import get_spec
-from utilscope.survey.formats.table import TableFormat, register_format
+from utilscope.survey.formats.table import TableFormat, positive_number, register_format
 
 FORMAT = "timm-benchmark"
 COLUMNS = (
@@ -83,19 +82,6 @@ def condition_of(path: Path) -> TableCondition:
     )
 
 
-def _number(text: str, path: Path, row: int, column: str, integer: bool = False, optional: bool = False):
-    if optional and text.strip() == "":
-        return None
-    try:
-        value = int(text) if integer else float(text)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value) or value <= 0:
-        kind = "a whole number" if integer else "a number"
-        raise UsageError(f"{path} row {row}: {column} must be {kind} above 0, got {text!r}")
-    return value
-
-
 def read_rows(path: Path, text: str | None = None) -> list[dict]:
     """The table's rows (``text``: its content, else read), checked: every column of ``COLUMNS`` present, a model
     name, positive resolution, batch size, throughput and step time (params, GMACs and activations may be empty).
@@ -116,12 +102,14 @@ def read_rows(path: Path, text: str | None = None) -> list[dict]:
             {
                 "source_row": number,
                 "model": f"timm:{record['model'].strip()}",
-                "resolution": _number(record["infer_img_size"], path, number, "infer_img_size", integer=True),
-                "batch": _number(record["infer_batch_size"], path, number, "infer_batch_size", integer=True),
-                "samples_per_s": _number(record["infer_samples_per_sec"], path, number, "infer_samples_per_sec"),
-                "step_time_ms": _number(record["infer_step_time"], path, number, "infer_step_time"),
+                "resolution": positive_number(record["infer_img_size"], path, number, "infer_img_size", integer=True),
+                "batch": positive_number(record["infer_batch_size"], path, number, "infer_batch_size", integer=True),
+                "samples_per_s": positive_number(
+                    record["infer_samples_per_sec"], path, number, "infer_samples_per_sec"
+                ),
+                "step_time_ms": positive_number(record["infer_step_time"], path, number, "infer_step_time"),
                 **{
-                    name: _number(record[column], path, number, column, optional=True)
+                    name: positive_number(record[column], path, number, column, optional=True)
                     for name, column in (
                         ("params_m", "param_count"),
                         ("gmacs", "infer_gmacs"),
