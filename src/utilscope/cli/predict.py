@@ -271,7 +271,8 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
 
 
 def shown_profile(path: str) -> str:
-    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given (``Profile.name``)."""
+    """A shipped profile by its file name (``shipped h200_fp16_graph.json``), a user's as given
+    (``profiles.display_name``)."""
     from utilscope.predict import profiles
 
     return profiles.display_name(path)

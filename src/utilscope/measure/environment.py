@@ -11,8 +11,8 @@ import torch
 from utilscope import hardware
 from utilscope._version import __version__
 from utilscope.measure.nvml import device_uuid, driver_version
+from utilscope.measure.precision import Precision, supported_precisions
 from utilscope.measure.settings import CudnnSettings
-from utilscope.precision import Precision
 
 
 def installed_version(package: str) -> str | None:
@@ -69,8 +69,7 @@ def tf32_record(precision: str, device: torch.device) -> dict:
     device has TF32 tensor cores to obey them (compute capability 8.0 and later): ``tf32_matmul``, ``tf32_conv``,
     ``tf32_unit``."""
     matmul, conv = Precision(precision).tf32_switches
-    unit = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
-    return {"tf32_matmul": matmul, "tf32_conv": conv, "tf32_unit": unit}
+    return {"tf32_matmul": matmul, "tf32_conv": conv, "tf32_unit": Precision.TF32 in supported_precisions(device)}
 
 
 def device_label(env: dict) -> str:
