@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
+from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.limits import MAX_SEED, check_count, check_positive, check_seed
 
@@ -66,3 +68,15 @@ def test_sampling_architectures_checks_its_size_and_seed_before_drawing():
         sample_architectures(space, MAX_ARCHITECTURES + 1, seed=0)
     with pytest.raises(UsageError, match="the seed must be"):
         sample_architectures(space, 2, seed=-1)
+
+
+@pytest.mark.parametrize("batch", [1, 256, np.int64(256), np.int32(7)])
+def test_a_batch_size_of_any_integer_type_comes_back_a_python_int(batch):
+    taken = check_batch(batch)
+    assert taken == int(batch) and type(taken) is int
+
+
+@pytest.mark.parametrize("batch", [0, 65537, True, 2.0, "8", np.float64(8)])
+def test_a_batch_size_that_is_no_integer_in_range_is_refused(batch):
+    with pytest.raises(UsageError, match="batch size must be an integer between 1 and 65536"):
+        check_batch(batch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import numbers
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -129,9 +130,10 @@ class CountResult:
 
 
 def check_batch(batch: int) -> int:
-    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
+    """The batch size as a Python int: any integer type (numpy's from a frame too), not a bool, 1 to MAX_BATCH."""
+    if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
         raise UsageError(f"batch size must be an integer between 1 and {MAX_BATCH}, got {batch!r}")
-    return batch
+    return int(batch)
 
 
 def check_dtype(dtype: str) -> torch.dtype:

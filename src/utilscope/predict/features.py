@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from utilscope import hardware
-from utilscope.counting.autocast import CAST_OP, AutocastTracer
+from utilscope.counting.autocast import CAST_OP, autocast_tracer
 from utilscope.counting.classify import OpClass, conv_class
 from utilscope.counting.formulas import Kind
 from utilscope.counting.tracer import OpEvent, Tracer, trace
@@ -371,14 +371,16 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
     }
 
 
-def config_events(config: OpConfig, autocast: bool = False) -> list[OpEvent]:
-    """The ops of a calibration config, traced on the meta device as a network's are: in fp16, or (``autocast``)
-    fp32 weights on fp16 inputs under autocast to fp16, its casts recorded (``counting.autocast``), as
-    ``calibrate`` times it."""
+def config_events(config: OpConfig, precision: Precision = Precision.FP16) -> list[OpEvent]:
+    """The ops of a calibration config, traced on the meta device as a network's are, in the dtypes ``calibrate``
+    times it in (``calibrate.op_inputs``): the module in the precision's dtype, its inputs in the precision's
+    autocast dtype or its own (fp32 tensors are 4 bytes an element, fp16 and bf16 ones 2), and under autocast
+    (amp, amp_bf16) its casts recorded (``counting.autocast``)."""
     with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
         module, shapes = build_op(config)
-    module = module.to(dtype=torch.float32 if autocast else torch.float16).eval()
-    tensors = [torch.empty(shape, device="meta", dtype=torch.float16) for shape in shapes]
+    module = module.to(dtype=precision.dtype).eval()
+    lower = precision.autocast_dtype
+    tensors = [torch.empty(shape, device="meta", dtype=lower or precision.dtype) for shape in shapes]
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):
@@ -388,7 +390,7 @@ def config_events(config: OpConfig, autocast: bool = False) -> list[OpEvent]:
         def forward(self, x):
             return self.op(x, *tensors[1:])
 
-    return kept_events(trace(Call(), tensors[0], AutocastTracer if autocast else Tracer).events)
+    return kept_events(trace(Call(), tensors[0], autocast_tracer(lower) if lower else Tracer).events)
 
 
 def kept_events(events: list[OpEvent]) -> list[OpEvent]:

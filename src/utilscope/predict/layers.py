@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.measure.precision import parse_precision
+from utilscope.precision import Precision
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import (
     CATEGORY_CODES,
@@ -111,20 +112,20 @@ def se_row(rows: list[dict], gpu: Gpu) -> dict:
     }
 
 
-def profile_autocast(profile: DeviceProfile) -> bool:
-    """Whether the profile timed its configs under autocast (precision amp or amp_bf16): their casts are in them."""
-    return parse_precision(profile.precision).autocast_dtype is not None
+def profile_precision(profile: DeviceProfile) -> Precision:
+    """The precision the profile timed its configs in (``config_events`` traces them in it)."""
+    return parse_precision(profile.precision)
 
 
 def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
     """One row per timed config: a single-op config's op row, or a squeeze-excite gate's row, with its ``ms``.
     Multi-op configs of other kinds (chains, shuffles as a copy are single-op) are left to ``chain_rows``."""
-    rows, autocast = [], profile_autocast(profile)
+    rows, precision = [], profile_precision(profile)
     for key, ms in profile.latency_ms.items():
         config = OpConfig(**profile.configs[key])
         if config.kind == "chain":
             continue
-        op_rows = [op_row(event, gpu, casts) for event, casts in fold_casts(config_events(config, autocast))]
+        op_rows = [op_row(event, gpu, casts) for event, casts in fold_casts(config_events(config, precision))]
         if config.kind == "se_gate":
             rows.append({**se_row(op_rows, gpu), "ms": ms})
         elif config.kind == LAYOUT_COPY:  # its op is a clone to channels_last, a category of its own

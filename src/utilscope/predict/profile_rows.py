@@ -24,7 +24,7 @@ from utilscope import hardware
 from utilscope.files import read_bytes, write_atomically
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu, config_events, fold_casts, op_row
-from utilscope.predict.layers import calibration_rows, profile_autocast
+from utilscope.predict.layers import calibration_rows, profile_precision
 from utilscope.predict.ops import OpConfig
 
 ROWS_CODE = ("ops.py", "features.py", "layers.py", "profile_rows.py")
@@ -43,11 +43,11 @@ def rows_file(path: Path) -> Path:
 
 def chain_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
     """Every chain config's op rows, each with the chain's key and measured milliseconds."""
-    rows, autocast = [], profile_autocast(profile)
+    rows, precision = [], profile_precision(profile)
     for key, ms in profile.latency_ms.items():
         config = OpConfig(**profile.configs[key])
         if config.kind == "chain":
-            events = fold_casts(config_events(config, autocast))
+            events = fold_casts(config_events(config, precision))
             rows += [{**op_row(event, gpu, casts), "chain": key, "chain_ms": ms} for event, casts in events]
     return pd.DataFrame(rows)
 
