@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,6 +19,7 @@ from utilscope import hardware
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.hardware import get_spec
+from utilscope.precision import Precision
 from utilscope.predict import fit_cache, layers, profiles, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
@@ -114,6 +116,30 @@ def test_a_conv_row_has_its_closed_form_shape_and_roofline():
     assert (row["channels"], row["norm_rows"], row["aligned"]) == (41, 4 * 14 * 14, 0)
     assert op_row(group_norm, H200)["aligned"] == 1  # only a layer norm's rows say
     assert op_row(config_events(OpConfig("layer_norm", 4, 40, 40, 14))[0], H200)["aligned"] == 1
+
+
+def test_a_config_is_traced_in_the_dtypes_its_precision_times_it_in():
+    config = OpConfig("conv", 8, 64, 128, 28, 3, 2)
+    timed = [Precision.FP16, Precision.BF16, Precision.FP32, Precision.FP32_STRICT, Precision.TF32]
+    bytes_of = {p: op_row(config_events(config, p)[0], H200)["bytes"] for p in timed}
+    assert bytes_of[Precision.FP32] == 2 * bytes_of[Precision.FP16]  # 4-byte tensors, weights and all
+    assert bytes_of[Precision.FP32_STRICT] == bytes_of[Precision.TF32] == bytes_of[Precision.FP32]
+    assert bytes_of[Precision.BF16] == bytes_of[Precision.FP16]
+    amp, amp_bf16 = (config_events(config, p) for p in (Precision.AMP, Precision.AMP_BF16))
+    assert [e.op for e in amp_bf16] == ["autocast._to_copy", "aten.convolution"]  # the weight's cast, then the conv
+    assert [op_row(e, H200)["bytes"] for e in amp_bf16] == [op_row(e, H200)["bytes"] for e in amp]
+
+
+def test_the_composition_terms_are_the_median_fit_of_the_chains():
+    stub = type("Stub", (), {"times_ms": lambda self, rows: (rows["ms"].to_numpy(), [""] * len(rows))})()
+    chains, rng = [], np.random.default_rng(0)
+    for chain in range(30):
+        ops = rng.uniform(0.002, 2.0, size=int(rng.integers(2, 9)))
+        measured = 0.9 * ops.sum() + 0.0012 * len(ops) * (1 + (0.5 if chain % 10 == 0 else 0))  # 3 outliers
+        chains += [{"chain": chain, "ms": ms, "chain_ms": measured} for ms in ops]
+    gap_ms, scale = fit_cache.composition(pd.DataFrame(chains), stub)
+    assert (gap_ms, scale) == pytest.approx((0.0012, 0.9), rel=1e-6)
+    assert fit_cache.composition(pd.DataFrame(chains[:3]), stub) == (0.0, 1.0)  # one chain: nothing to fit
 
 
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):
@@ -647,11 +673,11 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     ) == {0}
     own_ms, _ = predictor.layer_models.times_ms(rows)
     seven = type("Stub", (), {"times_ms": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
-    ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).profile_ms(rows)
+    ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).routed_ms(rows)
     routed = rows["channels_last_input"].eq(1).to_numpy()
     assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
     assert [reason for reason, r in zip(reasons, routed, strict=True) if r] == ["r"]
-    assert list(predictor.profile_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
+    assert list(predictor.routed_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
 
 
 def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_precision(monkeypatch):
