@@ -130,16 +130,16 @@ def test_a_config_is_traced_in_the_dtypes_its_precision_times_it_in():
     assert [op_row(e, H200)["bytes"] for e in amp_bf16] == [op_row(e, H200)["bytes"] for e in amp]
 
 
-def test_the_composition_terms_are_the_median_fit_of_the_chains():
+def test_the_launch_gap_is_the_median_fit_of_the_chains_beside_their_scale():
     stub = type("Stub", (), {"times_ms": lambda self, rows: (rows["ms"].to_numpy(), [""] * len(rows))})()
     chains, rng = [], np.random.default_rng(0)
     for chain in range(30):
         ops = rng.uniform(0.002, 2.0, size=int(rng.integers(2, 9)))
         measured = 0.9 * ops.sum() + 0.0012 * len(ops) * (1 + (0.5 if chain % 10 == 0 else 0))  # 3 outliers
         chains += [{"chain": chain, "ms": ms, "chain_ms": measured} for ms in ops]
-    gap_ms, scale = fit_cache.composition(pd.DataFrame(chains), stub)
-    assert (gap_ms, scale) == pytest.approx((0.0012, 0.9), rel=1e-6)
-    assert fit_cache.composition(pd.DataFrame(chains[:3]), stub) == (0.0, 1.0)  # one chain: nothing to fit
+    assert fit_cache.composition_gap_ms(pd.DataFrame(chains), stub) == pytest.approx(0.0012, rel=1e-6)
+    one_chain = pd.DataFrame([row for row in chains if row["chain"] == 0])
+    assert fit_cache.composition_gap_ms(one_chain, stub) == 0.0  # nothing to fit
 
 
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):
@@ -321,6 +321,11 @@ def test_every_precision_selects_a_profile_and_says_which_and_why():
     assert chosen("v100_sxm2", "fp32")[0] == "h100_fp32_strict_graph.json"
     assert chosen("v100_sxm2", "fp32")[1].endswith(
         "runs on the fp32 units of a GPU without TF32 tensor cores: predicted as fp32_strict"
+    )
+    nchw = selection.select_profile("v100_sxm2", None, "fp32", "graph", False)  # no fp32_strict profile on NCHW
+    assert nchw.name == "h100_fp32_nchw_graph.json"
+    assert profiles.describe_choice(profiles.read(nchw), selection.one_gpu("v100_sxm2"), "fp32").endswith(
+        "no fp32_strict profile is on contiguous tensors: its TF32 times carried to the fp32 units by the peaks"
     )
     assert chosen("h100_sxm", "fp16")[0] == "h100_fp16_graph.json" and chosen("l4", "fp16")[0] == "h200_fp16_graph.json"
     assert chosen("h100_sxm", "fp16")[1].endswith("NVIDIA H100 SXM's own")
@@ -673,11 +678,11 @@ def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_pr
     ) == {0}
     own_ms, _ = predictor.layer_models.times_ms(rows)
     seven = type("Stub", (), {"times_ms": lambda self, part: ([7.0] * len(part), ["r"] * len(part))})()
-    ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).routed_ms(rows)
+    ms, reasons = replace(predictor, memory_format="contiguous", channels_last_models=lambda: seven).profile_ms(rows)
     routed = rows["channels_last_input"].eq(1).to_numpy()
     assert list(ms[routed]) == [7.0] and list(ms[~routed]) == list(own_ms[~routed])
     assert [reason for reason, r in zip(reasons, routed, strict=True) if r] == ["r"]
-    assert list(predictor.routed_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
+    assert list(predictor.profile_ms(rows)[0]) == list(own_ms)  # a channels_last profile keeps its own times
 
 
 def test_the_channels_last_models_are_the_shipped_channels_last_profiles_of_the_gpu_and_precision(monkeypatch):

@@ -25,28 +25,28 @@ from utilscope.predict.features import Gpu
 from utilscope.predict.layers import LayerModels, fit_layer_models
 from utilscope.predict.predictor import Predictor
 
-CACHE_FORMAT = 3  # 2: the fit moved out of predictor.py; 3: chain_scale
+CACHE_FORMAT = 2  # 2: the fit moved out of predictor.py
 # a change to any of these refits a cached predictor
 FITTING_CODE = ("ops.py", "features.py", "layers.py", "profile_rows.py", "fit_cache.py")
 
 
-def composition(chains: pd.DataFrame, models: LayerModels) -> tuple[float, float]:
-    """The composition terms of a profile's chains (``profile_rows.chain_rows``): ``gap_ms`` per op launched and
-    ``chain_scale`` on the summed layer predictions, the median (least absolute deviation) fit of measured ≈
-    chain_scale × summed + gap_ms × ops over the chains, without intercept. A chain runs faster than its ops
-    alone (their inputs partly in L2: a scale of 0.87–0.97 on the shipped profiles), and each op adds about a
-    microsecond of launch gap; one median of (measured - summed) / ops mixed the two, and went negative where
-    the chains were large. (0, 1) with fewer than two chains."""
+def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
+    """The launch gap per op of a profile's chains (``profile_rows.chain_rows``): the ``gap`` of the median (least
+    absolute deviation) fit, without intercept, of measured ≈ scale × summed layer predictions + gap × ops over the
+    chains; 0 with fewer than two chains. A chain runs faster than its ops alone (the fitted scale is 0.87–0.97 on
+    the shipped profiles: their inputs partly in L2), and each op adds about a microsecond; one median of
+    (measured - summed) / ops mixed the two and went negative where the chains were large. The scale is fitted to
+    keep it out of the gap, not applied (docs/predict.md, "The H100's whole networks, per precision")."""
     if chains.empty or chains["chain"].nunique() < 2:
-        return 0.0, 1.0
+        return 0.0
     from sklearn.linear_model import QuantileRegressor
 
     ms, _ = models.times_ms(chains)
     per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
     summed = per_chain.agg(ops=("ms", "size"), summed=("ms", "sum"), measured=("measured", "first"))
     fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
-    gap_ms, chain_scale = fit.fit(summed[["ops", "summed"]], summed["measured"]).coef_
-    return float(gap_ms), float(chain_scale)
+    gap_ms, _scale = fit.fit(summed[["ops", "summed"]], summed["measured"]).coef_
+    return float(gap_ms)
 
 
 def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
@@ -57,10 +57,9 @@ def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFra
     models = fit_layer_models(ops, gpu)
     if not models.models:
         raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
-    gap_ms, chain_scale = composition(chains, models)
+    gap_ms = composition_gap_ms(chains, models)
     return Predictor(
-        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format,
-        chain_scale,
+        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
     )
 
 

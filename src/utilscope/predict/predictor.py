@@ -2,9 +2,9 @@
 
 The network is counted (``counting.count_traced``, the engine ``count`` uses, so every spec ``count`` takes works),
 each op that launches work becomes a row (``features.op_row``; the ops inside a squeeze-excite module become one
-gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum times
-``chain_scale`` plus ``gap_ms`` per row: the composition terms, fitted on the profile's residual chains (which no
-layer model saw; ``fit_cache.composition``). Which profile predicts a request is ``predict.selection``'s; fitting and
+gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
+``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw;
+``fit_cache.composition_gap_ms``). Which profile predicts a request is ``predict.selection``'s; fitting and
 caching a profile's predictor is ``predict.fit_cache``'s.
 """
 
@@ -107,7 +107,6 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
     memory_format: str = "channels_last"  # the profile's configs' layout (``DeviceProfile.memory_format``)
-    chain_scale: float = 1.0  # on every layer-model time: how much faster ops run in a chain than alone (fit_cache)
     # told before another profile's predictor is fitted for this one (``profile_ms``); set by ``load_predictor``
     on_fit: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     # the layer models of the GPU's channels_last profile, for an NCHW profile's channels_last-fed convs
@@ -267,12 +266,10 @@ class Predictor:
         return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
 
     def profile_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-        """Each row's milliseconds on the profile's GPU and its extrapolation reason: ``routed_ms``'s times the
-        profile's ``chain_scale``, times the row's category's scale where the profile has them (``category_scales``:
-        how much faster or slower the profile's GPU ran that category inside whole networks than its layer models
-        say)."""
+        """Each row's milliseconds on the profile's GPU and its extrapolation reason: ``routed_ms``'s, times the
+        row's category's scale where the profile has them (``category_scales``: how much faster or slower the
+        profile's GPU ran that category inside whole networks than its layer models say)."""
         ms, reasons = self.routed_ms(rows)
-        ms = ms * self.chain_scale
         if self.category_scales:
             ms = network_scales.apply(rows, ms, self.category_scales)
         return ms, reasons

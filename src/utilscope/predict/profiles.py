@@ -157,6 +157,11 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
         why += f"; {asked} runs on the fp32 units of a GPU without TF32 tensor cores: predicted as fp32_strict"
     elif stand_in != asked:
         why += f"; no {asked} profile: predicted as {stand_in} (TF32 convolutions alike; its matmuls IEEE fp32, slower)"
+    elif spec is not None and Precision.FP32_STRICT.value in stand_ins(asked, spec)[:1]:
+        why += (
+            f"; {asked} runs on the fp32 units of a GPU without TF32 tensor cores, and no fp32_strict profile is on "
+            f"{entry.memory_format} tensors: its TF32 times carried to the fp32 units by the peaks"
+        )
     return f"{head}: {why}"
 
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One call of the per-precision validation of `predict` (docs/predict.md) on the lent GPU, whichever it is: the 61
+# curated torchvision CNNs at batch 1 and 256 on the `graph` backend (the profiles' backend), measured by `survey`
+# in each named condition in turn, into data/GPU/precisions.sqlite (GPU: the first word after "NVIDIA" in
+# nvidia-smi's name, lowercase: h100, h200). CONDITION: one of scripts/gpu_conditions.sh's table. The call is cut at
+# LIMIT seconds with SIGINT (a survey keeps what it stored); cells already stored are skipped, so the next call goes
+# on. The survey writes a copy of the store on the machine's local /tmp, not the working tree's folder (on the lent
+# machines' gVisor runtime a store written there by the survey's processes came back malformed once, with "disk I/O
+# error"s before): the copy goes to $OUT every 60 s (scripts/copy_stores.py) and at the end, with the log.
+# Usage: scripts/gpu_validation.sh LIMIT CONDITION...
+set -uo pipefail
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
+source scripts/gpu_conditions.sh
+source scripts/survey_stage.sh
+[ $# -ge 2 ] || { echo "usage: $0 LIMIT CONDITION... (CONDITION: $CONDITIONS)" >&2; exit 2; }
+limit=$1
+shift
+for condition in "$@"; do
+  condition_args "$condition" || { echo "usage: $0 LIMIT CONDITION... (CONDITION: $CONDITIONS)" >&2; exit 2; }
+done
+end=$(($(date +%s) + limit))
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+gpu=$(echo "$name" | awk '{print tolower($2)}')
+kept=data/$gpu/precisions.sqlite
+store=$(mktemp -d)/precisions.sqlite
+mkdir -p "$OUT"
+[ -f "$kept" ] && cp "$kept" "$store"
+python3 scripts/copy_stores.py "$OUT" "$store" &
+copier=$!
+trap 'kill $copier' EXIT
+for condition in "$@"; do
+  condition_args "$condition"
+  survey_stage "$gpu $condition" "$OUT/validation_${gpu}.log" --db "$store" --batch 1,256 --backend graph \
+    --attribute none --min-time-ms 500 --per-worker 61 "${args[@]}" || break
+done
+kill $copier
+wait $copier 2>/dev/null
+trap - EXIT
+python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
+cp "$store" "$OUT/"

@@ -1,0 +1,100 @@
+"""`predict` against `survey` on the same GPU, per precision, layout and batch (validation of the device profiles).
+
+Reads a store of whole networks measured on one GPU of the spec table (``scripts/gpu_validation.sh`` writes
+``data/GPU/precisions.sqlite``: the 61 torchvision CNNs at batch 1 and 256, `graph`), predicts every ok row with
+`utilscope predict` on that GPU in the row's condition (the registry picks the profile; on the GPU the profile was
+calibrated on, its own), and prints per condition and batch: rows, MAPE of samples/s, median error, share within
+±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row.
+
+    python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+from scipy.stats import spearmanr
+
+from utilscope import api
+from utilscope.hardware.specs import detect
+
+QUERY = (
+    "select model, batch, precision, memory_format, backend, device, samples_per_s from measurements "
+    "where status = 'ok'"
+)
+CONDITION = ["precision", "memory_format", "backend"]
+
+
+def measured(store: str) -> tuple[pd.DataFrame, str]:
+    """The store's ok rows and the spec table's key of the one GPU they were measured on."""
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = pd.read_sql(QUERY, db)
+    devices = rows["device"].unique()
+    if len(devices) != 1:
+        raise SystemExit(f"validate_precisions.py: {store} holds rows of {len(devices)} devices; one is needed")
+    spec = detect(devices[0])
+    if spec is None:
+        raise SystemExit(f"validate_precisions.py: {devices[0]!r} is not a GPU of the spec table")
+    return rows, spec.key
+
+
+def predicted(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Every row with its prediction (samples/s) and the profile the prediction came from."""
+    parts = []
+    for (precision, memory_format, backend), group in rows.groupby(CONDITION):
+        prediction = api.predict(
+            sorted(group["model"].unique()), gpu=gpu, batches=sorted(group["batch"].unique()),
+            precision=precision, backend=backend, channels_last=memory_format == "channels_last",
+        )
+        frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
+        profile = Path(prediction.profile_path).name
+        merged = group.merge(frame, on=["model", "batch"], suffixes=("", "_predicted"))
+        parts.append(merged.assign(profile=profile))
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(error=out["samples_per_s_predicted"] / out["samples_per_s"] - 1)
+
+
+def summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per condition and batch: rows, MAPE, median error, share within ±10%, Spearman, the three worst."""
+    lines = []
+    for keys, group in rows.groupby(CONDITION + ["batch"]):
+        worst = group.reindex(group["error"].abs().sort_values(ascending=False).index).head(3)
+        lines.append(dict(
+            zip(CONDITION + ["batch"], keys), rows=len(group), mape=group["error"].abs().mean(),
+            median_error=group["error"].median(), within_10=(group["error"].abs() <= 0.10).mean(),
+            spearman=spearmanr(group["samples_per_s"], group["samples_per_s_predicted"]).statistic,
+            worst=", ".join(f"{m.split(':')[-1]} {e:+.0%}" for m, e in zip(worst["model"], worst["error"])),
+        ))
+    return pd.DataFrame(lines)
+
+
+def markdown(table: pd.DataFrame, gpu: str) -> str:
+    head = "| GPU | precision | layout | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
+    lines = [head, "|" + "---|" * 10]
+    for r in table.itertuples():
+        lines.append(
+            f"| {gpu} | {r.precision} | {r.memory_format} | {r.batch} | {r.rows} | {r.mape:.1%} | "
+            f"{r.median_error:+.1%} | {r.within_10:.0%} | {r.spearman:.3f} | {r.worst} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("store")
+    parser.add_argument("--csv", help="write every row here")
+    args = parser.parse_args()
+    rows, gpu = measured(args.store)
+    scored = predicted(rows, gpu)
+    if args.csv:
+        scored.to_csv(args.csv, index=False, float_format="%.6g")
+    print(markdown(summary(scored), gpu))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
