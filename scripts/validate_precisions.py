@@ -47,8 +47,12 @@ def predicted(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
     parts = []
     for (precision, memory_format, backend), group in rows.groupby(CONDITION):
         prediction = api.predict(
-            sorted(group["model"].unique()), gpu=gpu, batches=sorted(group["batch"].unique()),
-            precision=precision, backend=backend, channels_last=memory_format == "channels_last",
+            sorted(group["model"].unique()),
+            gpu=gpu,
+            batches=sorted(group["batch"].unique()),
+            precision=precision,
+            backend=backend,
+            channels_last=memory_format == "channels_last",
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
         profile = Path(prediction.profile_path).name
@@ -62,13 +66,20 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per condition and batch: rows, MAPE, median error, share within ±10%, Spearman, the three worst."""
     lines = []
     for keys, group in rows.groupby(CONDITION + ["batch"]):
-        worst = group.reindex(group["error"].abs().sort_values(ascending=False).index).head(3)
-        lines.append(dict(
-            zip(CONDITION + ["batch"], keys), rows=len(group), mape=group["error"].abs().mean(),
-            median_error=group["error"].median(), within_10=(group["error"].abs() <= 0.10).mean(),
-            spearman=spearmanr(group["samples_per_s"], group["samples_per_s_predicted"]).statistic,
-            worst=", ".join(f"{m.split(':')[-1]} {e:+.0%}" for m, e in zip(worst["model"], worst["error"])),
-        ))
+        errors = group["error"]
+        worst = group.reindex(errors.abs().sort_values(ascending=False).index).head(3)
+        named = zip(worst["model"], worst["error"], strict=True)
+        lines.append(
+            {
+                **dict(zip(CONDITION + ["batch"], keys, strict=True)),
+                "rows": len(group),
+                "mape": errors.abs().mean(),
+                "median_error": errors.median(),
+                "within_10": (errors.abs() <= 0.10).mean(),
+                "spearman": spearmanr(group["samples_per_s"], group["samples_per_s_predicted"]).statistic,
+                "worst": ", ".join(f"{model.split(':')[-1]} {error:+.0%}" for model, error in named),
+            }
+        )
     return pd.DataFrame(lines)
 
 
