@@ -18,7 +18,14 @@ from utilscope.measure.environment import environment, software_label
 from utilscope.measure.settings import CudnnSettings
 from utilscope.models import zoo
 from utilscope.report.export import export_table
-from utilscope.survey.migrations import V1_SCHEMA, V2_SCHEMA, MigrationError, split_device, v1_configuration
+from utilscope.survey.migrations import (
+    V1_SCHEMA,
+    V2_SCHEMA,
+    MigrationError,
+    split_device,
+    v1_configuration,
+    v1_software,
+)
 from utilscope.survey.plan import SurveyGrid, grid_configuration, plan_survey
 from utilscope.survey.schema import ALL_TABLES, GPU_THREADS, SCHEMA_VERSION
 from utilscope.survey.store import APPLICATION_ID, Store, StoreError
@@ -68,8 +75,17 @@ def v1_device_and_software(cudnn: CudnnSettings) -> dict:
     env = environment(torch.device("cpu"), "fp32", "eager", True, cudnn)
     return {
         "device": with_threads(env["device_name"], env["threads"]),
-        "software": software_label(env["torch"], env["cudnn"], env["driver"], cudnn),
+        "software": v1_software(env["torch"], env["cudnn"], env["driver"], cudnn),
     }
+
+
+def test_a_cpu_configuration_names_no_cudnn_or_driver_while_schema_1_wrote_none():
+    cpu = CudnnSettings(depthwise_heuristic=True)
+    assert software_label("2.14.1", None, None, cpu) == "torch 2.14.1 · depthwise heuristic"
+    assert software_label("2.11.0", "91900", "580.159.04", CudnnSettings()) == (
+        "torch 2.11.0 · cuDNN 91900 · driver 580.159.04"
+    )
+    assert v1_software("2.14.1", "", "", cpu) == "torch 2.14.1 · cuDNN None · driver None · depthwise heuristic"
 
 
 def test_v1_software_strings_parse_into_the_configuration_they_name():
@@ -80,7 +96,9 @@ def test_v1_software_strings_parse_into_the_configuration_they_name():
         ("torch 2.3.0 · cuDNN None · driver None · depthwise heuristic", CudnnSettings(depthwise_heuristic=True)),
     ]:
         config = v1_configuration(text, "NVIDIA H200", "channels_last", GPU_THREADS)
-        assert config.cudnn_settings == settings and config.software == text
+        assert config.cudnn_settings == settings
+        assert v1_software(config.torch, config.cudnn, config.driver, config.cudnn_settings) == text
+        assert config.software == text.replace(" · cuDNN None · driver None", "")  # as tables show it now
     config = v1_configuration("torch 2.3.0 · cuDNN None · driver None", "cpu", "contiguous", 4)
     assert (config.torch, config.cudnn, config.driver, config.memory_format) == ("2.3.0", "", "", "contiguous")
     assert config.threads == 4
@@ -281,6 +299,14 @@ def test_device_names_split_into_the_device_and_its_thread_count():
     )
     assert split_device("NVIDIA H200", cpu=False) == ("NVIDIA H200", GPU_THREADS)
     assert split_device("Weird (x) (2 threads)", cpu=False) == ("Weird (x)", 2)
+    assert (
+        with_threads("AMD EPYC", 1) == "AMD EPYC (1 thread)" and with_threads("AMD EPYC", 2) == "AMD EPYC (2 threads)"
+    )
+    assert (
+        split_device("AMD EPYC (1 threads)", cpu=True)
+        == split_device("AMD EPYC (1 thread)", cpu=True)
+        == ("AMD EPYC", 1)
+    )
     for name in ("AMD EPYC", "AMD EPYC (0 threads)", "AMD EPYC (2 threads) "):
         with pytest.raises(MigrationError, match="names no thread count"):
             split_device(name, cpu=True)

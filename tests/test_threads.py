@@ -65,7 +65,12 @@ def test_a_cpus_name_leaves_the_threads_out_and_its_ceilings_are_cached_per_thre
         torch.set_num_threads(threads)
         assert ceilings_device(cpu) == with_threads(device_name(cpu), threads)
         paths.append(cache_path(ceilings_device(cpu)))
-    assert "threads" not in device_name(cpu) and paths[0] != paths[1] and "-1-threads" in paths[0].name
+    assert (
+        "threads" not in device_name(cpu)
+        and paths[0] != paths[1]
+        and "-1-thread-" in paths[0].name
+        and "-2-threads-" in paths[1].name
+    )
 
 
 def test_cpu_surveys_share_keys_when_their_thread_counts_agree(tiny, tmp_path, torch_threads):

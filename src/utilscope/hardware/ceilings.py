@@ -205,9 +205,9 @@ def device_spec(dev: torch.device) -> DeviceSpec | None:
 
 
 def with_threads(name: str, threads: int) -> str:
-    """A CPU's name with a torch thread count, "AMD EPYC 9654 (16 threads)": how a CPU's ceilings are cached and a
-    CPU measurement is shown (and how stores of schema 1 and 2 named a CPU)."""
-    return f"{name} ({threads} threads)"
+    """A CPU's name with a torch thread count, "AMD EPYC 9654 (16 threads)", "(1 thread)": how a CPU's ceilings are
+    cached and a CPU measurement is shown (and how stores of schema 1 and 2 named a CPU, "(1 threads)" too)."""
+    return f"{name} ({threads} thread{'' if threads == 1 else 's'})"
 
 
 def ceilings_device(dev: torch.device) -> str:

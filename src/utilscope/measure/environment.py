@@ -81,6 +81,8 @@ def device_label(env: dict) -> str:
 
 def software_label(torch_version: str, cudnn_version, driver, cudnn: CudnnSettings) -> str:
     """A configuration's software as tables and reports show it, e.g. "torch 2.11.0+cu130 · cuDNN 91900 · driver
-    580.159.04 · cudnn.benchmark off". A label only: results are keyed by the versions and settings themselves."""
-    text = f"torch {torch_version} · cuDNN {cudnn_version} · driver {driver}"
-    return f"{text} · {cudnn.label()}" if cudnn.label() else text
+    580.159.04 · cudnn.benchmark off"; a version a CPU has none of is left out ("torch 2.14.1"). A label only:
+    results are keyed by the versions and settings themselves."""
+    parts = [f"torch {torch_version}"]
+    parts += [f"{name} {version}" for name, version in (("cuDNN", cudnn_version), ("driver", driver)) if version]
+    return " · ".join(parts + ([cudnn.label()] if cudnn.label() else []))

@@ -6,9 +6,11 @@ after the fit)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -87,9 +89,11 @@ FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 
 
 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
-    """The predictor of a device profile file, fitted once (on ``FIT_THREADS`` OpenMP threads; seconds from the
-    rows kept beside a shipped profile) and cached by the file's content; ``on_fit`` is called when a valid profile
-    is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
+    """The predictor of a device profile file, complete: its fit (layer models and launch gap; fitted once on
+    ``FIT_THREADS`` OpenMP threads, seconds from the rows kept beside a shipped profile, and cached by the file's
+    content), the network scales kept beside the file, and its GPU's channels_last conv models for an NCHW
+    profile. ``on_fit`` is called when a valid profile is about to be fitted, by this call or by the predictor's own
+    later fit of another (``profile_ms``)."""
     from threadpoolctl import threadpool_limits
 
     path = check_input_file(path, PROFILE_FILE)
@@ -102,12 +106,14 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
         with threadpool_limits(limits=FIT_THREADS):
             predictor = fit_predictor(profile, str(path), profile_rows.load(path))
         keep(cached, pickle.dumps(predictor))
-    predictor.on_fit = on_fit
-    predictor.category_scales = network_scales.load(path)
-    predictor.channels_last_models = lambda: channels_last_models(
-        predictor.device, predictor.precision, predictor.backend, on_fit
+    return replace(  # built complete from the cached fit, never patched after
+        predictor,
+        on_fit=on_fit,
+        category_scales=network_scales.load(path),
+        channels_last_models=functools.partial(
+            channels_last_models, predictor.device, predictor.precision, predictor.backend, on_fit
+        ),
     )
-    return predictor
 
 
 def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tuple[LayerModels, str]:

@@ -97,7 +97,7 @@ def condition_problem(
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Predictor:
     profile_path: str
     device: str
@@ -107,13 +107,13 @@ class Predictor:
     layer_models: LayerModels
     gap_ms: float
     memory_format: str = "channels_last"  # the profile's configs' layout (``DeviceProfile.memory_format``)
-    # told before another profile's predictor is fitted for this one (``profile_ms``); set by ``load_predictor``
+    # told before another profile's predictor is fitted for this one (``profile_ms``); given by ``load_predictor``
     on_fit: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     # the layer models of the GPU's channels_last profile, for an NCHW profile's channels_last-fed convs
-    # (``profile_ms``; ``fit_cache.channels_last_models``); set by ``load_predictor``, None: none
+    # (``profile_ms``; ``fit_cache.channels_last_models``); given by ``load_predictor``, None: none
     channels_last_models: Callable[[], LayerModels | None] | None = field(default=None, repr=False, compare=False)
     # per op category, the scale of its times inside whole networks (``predict.network_scales``), from the file kept
-    # beside the profile; set by ``load_predictor``, None: the profile has none
+    # beside the profile; given by ``load_predictor``, None: the profile has none
     category_scales: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def predict(

@@ -77,7 +77,7 @@ V1_VALUE_COLUMNS = (
 )
 V1_MEMORY_FORMAT = "channels_last"  # every v1 survey and NAS measurement ran channels_last
 _V1_SOFTWARE = re.compile(r"torch (?P<torch>\S+) · cuDNN (?P<cudnn>\S+) · driver (?P<driver>\S+)(?P<rest>.*)")
-_CPU_NAME = re.compile(r"(?P<device>.+) \((?P<threads>[1-9][0-9]*) threads\)")  # as hardware.with_threads writes it
+_CPU_NAME = re.compile(r"(?P<device>.+) \((?P<threads>[1-9][0-9]*) threads?\)")  # as hardware.with_threads wrote it
 KEYED_TABLES = ("measurements", "op_classes", "claims")  # the tables a v2 store keys by a configuration
 
 
@@ -151,9 +151,15 @@ def v1_configuration(software: str, device: str, memory_format: str, threads: in
     config = Configuration(
         device, memory_format, *versions, cudnn.benchmark, cudnn.benchmark_limit, cudnn.depthwise_heuristic, threads
     )
-    if config.software != software:  # anything the parse did not understand
+    if v1_software(config.torch, config.cudnn, config.driver, cudnn) != software:  # a part the parse did not take
         raise MigrationError(f"unrecognized software {software!r}")
     return config
+
+
+def v1_software(torch_version: str, cudnn_version: str, driver: str, cudnn: CudnnSettings) -> str:
+    """The ``software`` string schema 1 wrote: every version named, "None" for one a CPU has none of."""
+    text = f"torch {torch_version} · cuDNN {cudnn_version or None} · driver {driver or None}"
+    return f"{text} · {cudnn.label()}" if cudnn.label() else text
 
 
 def backup_path(path: Path, version: int) -> Path:
