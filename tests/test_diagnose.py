@@ -303,6 +303,15 @@ def test_unfused_elementwise_fires_on_eager_batchnorm_relu_add():
     assert len(findings) == 1 + dg.Thresholds().max_layer_findings  # the 5 biggest of 5 unfused layers
 
 
+def test_unfused_elementwise_says_nothing_of_folding_without_a_batchnorm():
+    """A network whose BatchNorms are gone (an ONNX file's: its exporter folded them) is advised to fuse, not fold."""
+    folded = ConvBnAct()
+    folded.bn, folded.bn2 = nn.Identity(), nn.Identity()
+    findings = run(attribution_of(count(folded, batch=4, resolution=32)), "unfused_elementwise")
+    assert findings and "fuse activations and adds" in at(findings, None).advice
+    assert not any("BatchNorm" in finding.advice for finding in findings)
+
+
 def test_unfused_elementwise_quiet_when_fused_or_without_norms():
     model = ConvBnAct()
     result = count(model, batch=4, resolution=32)

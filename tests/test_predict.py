@@ -969,7 +969,9 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
     from utilscope.cli.predict import gpu_notes
 
     def result(*predictions):
-        return types.SimpleNamespace(predictions=predictions, anchor_fit=None, scales_note="", profile_note="")
+        return types.SimpleNamespace(
+            predictions=predictions, anchor_fit=None, scales_note="", profile_note="", file_notes=[]
+        )
 
     def made(gpu_key, precision="amp", backend="eager"):
         fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}
@@ -983,3 +985,20 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
     assert gpu_notes(result(made("rtx_4090", backend="graph"))) == ["rtx_4090: clock; not validated on this GPU"]
     assert gpu_notes(result(made("rtx_4090", precision="fp16"))) == ["rtx_4090: clock"]
     assert made("rtx_4090", precision="fp16").validation is None
+
+
+def test_an_onnx_files_network_without_batchnorm_is_said_to_have_had_them_folded():
+    import types
+
+    from utilscope.predict.run import folded_notes
+
+    def made(model, *layer_types):
+        return types.SimpleNamespace(model=model, layers=[{"type": t} for t in layer_types])
+
+    digest = "0123456789ab"
+    folded = made(f"onnx:exports/r50.onnx#{digest}", "Conv2d", "ReLU", "Conv2d")
+    (note,) = folded_notes([folded, folded])  # once per file
+    assert note.startswith("exports/r50.onnx: an ONNX file's network as exported, with no BatchNorm: its exporter")
+    assert folded_notes([made(f"onnx:kept.onnx#{digest}", "Conv2d", "BatchNorm2d")]) == []  # an exporter that kept them
+    assert folded_notes([made("torchvision:resnet50", "Conv2d", "ReLU")]) == []  # not a file
+    assert folded_notes([made(f"onnx:mlp.onnx#{digest}", "Linear")]) == []  # no conv: nothing to fold into

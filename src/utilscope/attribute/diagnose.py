@@ -443,9 +443,13 @@ def unfused_elementwise(attribution: Attribution, context: Context) -> list[Find
         f"{', '.join(by_class)}; fusing would cut memory traffic by {si(saved, 'B')} of {si(traffic, 'B')} "
         f"({pct(saved / traffic if traffic else 0.0)})"
     )
+    fold = (
+        "fold BatchNorm into the preceding convolutions (exact at inference) and "
+        if any(map(_batch_norm, unfused))
+        else ""
+    )
     advice = (
-        "fold BatchNorm into the preceding convolutions (exact at inference) and fuse activations and adds into "
-        f"their producers, as {context.setting.fusing_backend()} does "
+        f"{fold}fuse activations and adds into their producers, as {context.setting.fusing_backend()} does "
         "(`utilscope profile --backend inference` measures what it gains)"
     )
     biggest = sorted(unfused, key=lambda layer: -context.layer_ms[layer.name])
@@ -463,13 +467,19 @@ def _unfused_layer_finding(layer: LayerTime, context: Context) -> Finding:
         "FLOPs; moves "
         f"{si(layer.bytes, 'B')} ({si(layer.bytes_fused, 'B')} if fused into its producer)"
     )
-    if layer.op_class == "norm" and "batchnorm" in layer.type.lower():
+    if _batch_norm(layer):
         advice = "fold this BatchNorm into the preceding convolution (exact at inference, free)"
     elif layer.op_class == "norm":
         advice = "fuse this normalization with its neighbours (a compiled backend)"
     else:
         advice = f"fuse this {layer.op_class} into the producing kernel's epilogue (a compiled backend)"
     return Finding("unfused_elementwise", layer.name, layer.op_class, evidence, advice, context.layer_share(layer))
+
+
+def _batch_norm(layer: LayerTime) -> bool:
+    """A BatchNorm layer: the one norm that folds into the conv before it (a file whose exporter folded its
+    BatchNorms, as ONNX exporters do, has none left to fold)."""
+    return layer.op_class == "norm" and "batchnorm" in layer.type.lower()
 
 
 def se_blocks(layers: list[LayerTime]) -> list[tuple[str, list[LayerTime]]]:

@@ -190,8 +190,8 @@ def cmd_predict(args, console: Console) -> int:
 def gpu_notes(result) -> list[str]:
     """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be, and in
     amp the transfer's error on that GPU's published tables in the layout and backend (``Prediction.validation``), once
-    per GPU; and the profile's network scales, where it has them."""
-    scaled = [line for line in (result.profile_note, result.scales_note) if line]
+    per GPU; the profile's choice and network scales, where it has them; what a model file's network lacks."""
+    scaled = [line for line in (result.profile_note, result.scales_note) if line] + result.file_notes
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
     notes = {

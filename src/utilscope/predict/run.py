@@ -18,7 +18,7 @@ from utilscope.hardware.specs import lookup_gpu
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.sweep import check_batches
-from utilscope.models import zoo
+from utilscope.models import model_files, zoo
 from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.predictor import Prediction
@@ -111,6 +111,7 @@ class PredictionSet:
     anchor_fit: AnchorFit | None = None  # the target's parameters fitted to the request's anchors
     scales_note: str = ""  # one line when the profile's times are scaled per op category (``network_scales``)
     profile_note: str = ""  # which profile predicts, of which GPU and condition, and why (``profiles.describe_choice``)
+    file_notes: list[str] = field(default_factory=list)  # what a model file's network lacks (``folded_notes``)
 
     def records(self) -> list[dict]:
         """Each prediction as a dict with every layer, ``usd_per_hour`` and ``samples_per_usd`` (None where no price
@@ -121,6 +122,7 @@ class PredictionSet:
         return {
             "profile": self.profile_path,
             "profile_note": self.profile_note,
+            "file_notes": list(self.file_notes),
             "device": self.device,
             "predictions": self.records(),
             "failures": list(self.failures),
@@ -203,7 +205,25 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         fit,
         scales_note(predictor),
         profiles.describe_choice(entry, spec, request.precision),
+        folded_notes(predictions),
     )
+
+
+def folded_notes(predictions: list[Prediction]) -> list[str]:
+    """One line per ONNX file whose network has convolutions and no BatchNorm: ONNX exporters (PyTorch's among
+    them) fold each BatchNorm into the conv before it, so the file predicts faster than the module it came from."""
+    notes = {}
+    for prediction in predictions:
+        name = prediction.model.removeprefix("onnx:")
+        types = {layer["type"] for layer in prediction.layers}
+        if prediction.model.startswith("onnx:") and "Conv2d" in types and not any("BatchNorm" in t for t in types):
+            path = model_files.split_name(name)[0]
+            notes[path] = (
+                f"{path}: an ONNX file's network as exported, with no BatchNorm: its exporter folded each into the "
+                "conv before it, as PyTorch's does, so it runs less memory-bound work than the module it came from "
+                "(predict the module, or its .pt2, for the network as PyTorch runs it)"
+            )
+    return list(notes.values())
 
 
 def scales_note(predictor) -> str:
