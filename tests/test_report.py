@@ -15,7 +15,14 @@ from matplotlib.image import imread
 
 from utilscope.errors import UsageError
 from utilscope.report import build_report, interactive, model_view, plots
-from utilscope.report.html import FIGURES, OP_CLASS_FIGURE, batch_summary, nvml_summary, ranked_models
+from utilscope.report.html import (
+    FIGURES,
+    OP_CLASS_FIGURE,
+    batch_summary,
+    nvml_summary,
+    ranked_models,
+    utilization_cards,
+)
 from utilscope.report.synthetic import synthetic_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,6 +192,35 @@ def test_the_page_shows_the_headline_numbers(store, report):
     both = ok.dropna(subset=["nvml_util"])
     assert f"median nvml_util is <b>{both['nvml_util'].median():.1f}%</b>" in page
     assert f"median FLOP utilization is <b>{100 * both['utilization'].median():.1f}%</b>" in page
+
+
+def test_each_headline_utilization_names_its_condition():
+    def row(model, backend, batch, utilization, precision="fp16"):
+        return {
+            "model": model,
+            "resolution": 224,
+            "precision": precision,
+            "backend": backend,
+            "device": "GPU",
+            "software": "s",
+            "memory_format": "channels_last",
+            "batch": batch,
+            "utilization": utilization,
+        }
+
+    ok = pd.DataFrame([
+        row("a", "graph", 1, 0.01), row("a", "graph", 256, 0.10), row("b", "graph", 256, 0.20),
+        row("a", "inference", 256, 0.30), row("b", "inference", 256, 0.50), row("b", "inference", 1, 0.60),
+    ])  # fmt: skip
+    cards = dict(utilization_cards(ok))
+    assert cards == {  # the largest batch of each model, per condition; never the two pooled (20% here)
+        "median utilization, largest batch (fp16 · graph)": "15.0%",
+        "best utilization (fp16 · graph)": "20.0%",
+        "median utilization, largest batch (fp16 · inference)": "40.0%",
+        "best utilization (fp16 · inference)": "60.0%",
+    }
+    many = pd.concat([ok.assign(precision=p) for p in ("fp16", "amp", "bf16")], ignore_index=True)
+    assert dict(utilization_cards(many))["more conditions, in the tables below"] == "2"  # 6 conditions, 4 shown
 
 
 def test_the_page_has_top_bottom_and_failure_tables(store, report):

@@ -401,17 +401,41 @@ def _nvml_text(measurements: pd.DataFrame) -> str:
 
 def _numbers(measurements: pd.DataFrame) -> str:
     ok = plots.ok_rows(measurements)
-    at_largest = plots.largest_batch(ok)
     kinds = measurements["status"].map(plots.status_kind).value_counts()
     cards = [
         ("models", f"{measurements['model'].nunique()}"),
         ("families", f"{plots.family_labels(measurements).nunique()}"),
         ("rows", f"{len(measurements)}"),
         ("ok / oom / error", f"{kinds.get('ok', 0)} / {kinds.get('oom', 0)} / {kinds.get('error', 0)}"),
-        ("median utilization, largest batch", _percent(at_largest["utilization"].median())),
-        ("best utilization", _percent(ok["utilization"].max()) if not ok.empty else "–"),
+        *utilization_cards(ok),
     ]
     return "".join(f'<div class="number"><b>{html.escape(v)}</b>{html.escape(k)}</div>' for k, v in cards)
+
+
+HEADLINE_CONDITIONS = 4  # conditions with headline utilization cards; the rest are in the tables below
+
+
+def utilization_cards(ok: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, value) cards of the successful rows' median utilization at each series' largest batch and the best
+    one, per condition (precision, backend, and layout where the rows have several), each named: rows of two
+    conditions are not the same work. The ``HEADLINE_CONDITIONS`` with the most rows, and a card counting the rest."""
+    if ok.empty:
+        return [("median utilization, largest batch", "–"), ("best utilization", "–")]
+    layouts = "memory_format" in ok and ok["memory_format"].nunique() > 1
+    keys = ["precision", "backend"] + (["memory_format"] if layouts else [])
+    sizes = ok.groupby(keys, sort=True).size().sort_values(ascending=False, kind="stable")
+    cards = []
+    for condition in sizes.index[:HEADLINE_CONDITIONS]:
+        rows = ok[(ok[keys] == pd.Series(condition, index=keys)).all(axis=1)]
+        named = " · ".join(map(str, condition))
+        median = plots.largest_batch(rows)["utilization"].median()
+        cards += [
+            (f"median utilization, largest batch ({named})", _percent(median)),
+            (f"best utilization ({named})", _percent(rows["utilization"].max())),
+        ]
+    if len(sizes) > HEADLINE_CONDITIONS:
+        cards.append(("more conditions, in the tables below", str(len(sizes) - HEADLINE_CONDITIONS)))
+    return cards
 
 
 def _lead(measurements: pd.DataFrame) -> str:
