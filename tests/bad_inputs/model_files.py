@@ -29,7 +29,11 @@ SHAPES = [
     Case("count {onnx_model} --batch 2", 2, "runs only at batch 1 (the file fixes its input's batch), not at batch 2"),
     Case("count {onnx_model} --res 32", 2, "takes only 16x16 images (the file fixes its input's size), not 32x32"),
     Case("count {onnx_free}", 2, "has a dynamic input size (x: ? x 3 x ? x ?): give the resolution (--res R)"),
-    Case("count {script_pt}", 2, "(a TorchScript archive) records no input size: give the resolution"),
+    Case(
+        "count {script_pt}",
+        2,
+        "(a TorchScript archive) records no input size: give the resolution (--res R), or export it with torch.export",
+    ),
     Case("profile {onnx_model} --device cpu --batch 1,2", 2, "runs only at batch 1"),
     Case("layers {onnx_model} --device cpu --batch 2", 2, "runs only at batch 1"),
     Case("advise {onnx_model} --device cpu --batch 2", 2, "runs only at batch 1"),

@@ -470,7 +470,10 @@ def native_side(name: str) -> int:
     path = split_name(name)[0]
     found = opened(name)
     if found.input is None:
-        raise UsageError(f"{path} ({DESCRIPTIONS[found.format]}) records no input size: give the resolution (--res R)")
+        lasting = ", or export it with torch.export (.pt2), which records it" * (found.format is Format.TORCHSCRIPT)
+        raise UsageError(
+            f"{path} ({DESCRIPTIONS[found.format]}) records no input size: give the resolution (--res R){lasting}"
+        )
     side = found.input.dims[2] if found.input.dims[2] is not None else found.input.dims[3]
     if side is None:
         raise UsageError(
