@@ -429,6 +429,23 @@ def test_report_and_export_of_a_store_with_measurements(stores, tmp_path, capsys
     assert len((tmp_path / "new" / "m.csv").read_text().strip().splitlines()) == 2
 
 
+def test_the_report_workflow_is_the_apis_and_says_what_it_does(stores, tmp_path):
+    from utilscope import api
+    from utilscope.errors import UsageError
+    from utilscope.report.workflow import ReportEvents
+
+    _, full = stores
+    heard = []
+    events = ReportEvents(
+        on_predicting=lambda *told: heard.append("predicting"), on_drawing=lambda: heard.append("drawing")
+    )
+    result = api.report(full, tmp_path / "r", predicted=False, events=events)
+    assert result.path == tmp_path / "r" / "index.html" and result.path.is_file()
+    assert heard == ["drawing"] and result.to_dict()["predicted_condition"] is None  # nothing predicted, as asked
+    with pytest.raises(UsageError, match="no measurements to report"):
+        api.report(stores[0], tmp_path / "empty")
+
+
 @pytest.mark.parametrize(
     ("band", "message"),
     [

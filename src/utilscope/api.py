@@ -14,6 +14,7 @@ function       command                       result
 ``advise``     ``utilscope advise``          ``AdviceResult``: measured rewrites and choices (``AdviseRequest``)
 ``survey``     ``utilscope survey``          ``SurveyOutcome``: a grid measured into a store (``SurveyRequest``)
 ``ingest``     ``utilscope ingest``          ``IngestResult``: published tables as rows of a store
+``report``     ``utilscope report``          ``ReportResult``: a store's HTML report, the GPUs without rows predicted
 =============  ============================  ==================================================================
 
 The heavy modules (the predictor, the advisor, the survey runner) are imported when their function is first called,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from utilscope.advise.advisor import Advice, AdviseRequest, Trial
     from utilscope.attribute.explain import Explanation
     from utilscope.predict.run import PredictionSet, PredictRequest
+    from utilscope.report.workflow import ReportEvents, ReportResult
     from utilscope.survey.published import IngestResult
     from utilscope.survey.workflow import SurveyEvents, SurveyOutcome, SurveyRequest
 
@@ -233,3 +235,18 @@ def ingest(
 
     paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     return ingest_and_count(paths, db, count, jobs, on_ingested, on_model, format_name)
+
+
+def report(
+    db: str | os.PathLike,
+    out: str | os.PathLike,
+    predicted: bool = True,
+    events: ReportEvents | None = None,
+) -> ReportResult:
+    """The HTML report of the store ``db`` in the folder ``out``: ``index.html`` (the interactive page), its figures
+    and ``measurements.csv``; ``predicted``: every model also predicted on the GPUs without its row (seconds per
+    hundred models, cached). ``events`` (``report.workflow.ReportEvents``) hears what it does. ``to_dict()``: the
+    page's path, the predictions' condition and the models not predicted."""
+    from utilscope.report.workflow import report as _report
+
+    return _report(db, out, predicted, events)

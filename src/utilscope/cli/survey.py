@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from utilscope.api import survey
+from utilscope.api import report, survey
 from utilscope.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_PARTIAL,
@@ -20,16 +20,15 @@ from utilscope.cli.common import (
     parse_batches,
     parse_list,
 )
-from utilscope.files import check_output_file, check_output_folder
+from utilscope.files import check_output_file
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
-from utilscope.report import atlas, model_view
 from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
-from utilscope.report.html import REPORT_FOLDER, build_report
+from utilscope.report.workflow import ReportEvents
 from utilscope.survey.executors import EXECUTORS
 from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
@@ -348,42 +347,34 @@ def report_migration(store: Store) -> None:
 
 
 def cmd_report(args, console: Console) -> int:
-    check_output_folder(args.out, REPORT_FOLDER)  # before the store is read
-    with Store(args.db, create=False) as store:
-        report_migration(store)
-        frame = store.frame()
-        published = store.published_frame()
-        predicted, failures = None, []
-        if len(frame) and not args.no_predicted:
-            predicted, failures = report_predictions(atlas.atlas_rows(frame, published))
-        if len(frame):  # an empty store is refused in one line by build_report
-            print(f"utilscope: drawing the report of {args.db} into {args.out} (seconds)", file=sys.stderr, flush=True)
-        records = store.model_records()
-        path = build_report(frame, store.op_class_frame(), args.out, records, published, predicted, failures)
-    console.print(f"report: {path}")
+    result = report(args.db, args.out, not args.no_predicted, report_events(args.db, args.out))
+    if result.prediction_failures:
+        failures = result.prediction_failures
+        print(f"utilscope: {plural(len(failures), 'model')} not predicted (first: {failures[0]})", file=sys.stderr)
+    console.print(f"report: {result.path}")
     return 0
 
 
-def report_predictions(frame) -> tuple:
-    """``model_view.predicted_rows`` of the store's atlas rows, saying on stderr what it predicts while it does."""
-    condition = model_view.predicted_condition(frame)
-    if condition is None:  # no row stands in the atlas (a store of error rows alone): nothing to predict beside
-        return None, []
-    models = frame["model"].nunique()
-    print(
-        f"utilscope: predicting {plural(models, 'model')} on the GPUs without their rows "
-        f"({' · '.join(map(str, condition[:3]))}, batch {condition[3]}; --no-predicted skips this)",
-        file=sys.stderr,
-        flush=True,
+def report_events(db, out) -> ReportEvents:
+    """What ``report`` tells, said on stderr while it works."""
+    models = []
+
+    def say(text: str) -> None:
+        print(f"utilscope: {text}", file=sys.stderr, flush=True)
+
+    def predicting(count: int, condition: tuple) -> None:
+        models.append(count)
+        say(
+            f"predicting {plural(count, 'model')} on the GPUs without their rows "
+            f"({' · '.join(map(str, condition[:3]))}, batch {condition[3]}; --no-predicted skips this)"
+        )
+
+    return ReportEvents(
+        on_migration=say,
+        on_predicting=predicting,
+        on_group=lambda count, left: say(f"predicting {plural(count, 'model')} ({left} of {models[-1]} left)"),
+        on_drawing=lambda: say(f"drawing the report of {db} into {out} (seconds)"),
     )
-
-    def told(count: int, left: int) -> None:
-        print(f"utilscope: predicting {plural(count, 'model')} ({left} of {models} left)", file=sys.stderr, flush=True)
-
-    predicted, failures = model_view.predicted_rows(frame, told)
-    if failures:
-        print(f"utilscope: {len(failures)} models not predicted (first: {failures[0]})", file=sys.stderr, flush=True)
-    return predicted, failures
 
 
 def cmd_export(args, console: Console) -> int:

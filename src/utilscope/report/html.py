@@ -611,6 +611,7 @@ def build_report(
     published: pd.DataFrame | None = None,
     predicted: pd.DataFrame | None = None,
     prediction_failures: Sequence[str] = (),
+    atlas_frame: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
 
@@ -618,7 +619,8 @@ def build_report(
     ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures'),
     ``published`` ``Store.published_frame()`` (others' rows: with them, the page has a GPU atlas), ``predicted``
     ``model_view.predicted_rows``'s rows and ``prediction_failures`` its failures (None: the model view says
-    predictions were left out).
+    predictions were left out); ``atlas_frame`` the atlas rows when the caller has them (``report.workflow``),
+    else computed here.
     Raises ``UsageError``, writing nothing, when there is no measurement, a column is missing (naming it) or
     ``out_dir`` cannot be a folder (an existing file, under a file).
     """
@@ -633,7 +635,7 @@ def build_report(
     write_csv(measurements, out_dir / "measurements.csv")
     figures = write_figures(measurements, op_classes, out_dir, records or {})
     gpu_comparison = _gpu_section(measurements, out_dir)
-    frame = atlas.atlas_rows(measurements, published)
+    frame = atlas_frame if atlas_frame is not None else atlas.atlas_rows(measurements, published)
     atlas_text, atlas_drawn = _atlas_section(frame, out_dir)
     survey_blocks, survey_figures = explorer.figure_blocks(_survey_figures(measurements))
     _, atlas_figures = explorer.figure_blocks(atlas_drawn)
