@@ -260,3 +260,25 @@ def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():
     assert (same["rows"], same["other_batch"], same["swaps"]) == (2, 0, 1)
     (family,) = atlas.family_ratios(rows, minimum_rows=2, same_batch=True).to_dict(orient="records")
     assert (family["rows"], family["speedup"]) == (2, pytest.approx((3.0 + 330 / 90) / 2))
+
+
+def test_a_model_is_predicted_at_its_native_resolution_among_its_most_common_ones():
+    def rows(model, *resolutions, backend="eager"):
+        return [
+            {"model": model, "resolution": r, "precision": "amp", "memory_format": "contiguous", "backend": backend}
+            for r in resolutions
+        ]
+
+    frame = pd.DataFrame(
+        rows("timm:resnet50", 160, 176, 224, 288)  # one row each, as timm's tables give it: 224 is its own
+        + rows("timm:efficientnet_b3", 256, 320, 320)  # 320 the most common, though 288 is its own
+        + rows("nowhere:net", 288, 256)  # no native resolution known: the smaller
+        + rows("timm:convnext_tiny", 288, 288, backend="compile")  # nothing in the condition: all its rows
+    )
+    chosen = model_view._resolutions(frame, ("amp", "contiguous", "eager", 1024))
+    assert chosen.to_dict() == {
+        "timm:resnet50": 224,
+        "timm:efficientnet_b3": 320,
+        "nowhere:net": 256,
+        "timm:convnext_tiny": 288,
+    }

@@ -57,15 +57,29 @@ def predicted_condition(frame: pd.DataFrame) -> tuple[str, str, str, int] | None
 
 
 def _resolutions(frame: pd.DataFrame, condition: tuple[str, str, str, int]) -> pd.Series:
-    """Each model's most common resolution in the condition (else among all its rows), ties by the smaller."""
+    """Each model's most common resolution in the condition (else among all its rows); of several as common, its
+    native one (``zoo.native_resolution``: ResNet-50 at 224 px beside the tables' 160, 176, 224 and 288), else the
+    smaller."""
     precision, layout, backend, _ = condition
     alike = (frame["precision"] == precision) & (frame["memory_format"] == layout) & (frame["backend"] == backend)
     chosen = frame[alike] if alike.any() else frame
     counts = chosen.groupby(["model", "resolution"]).size().reset_index(name="rows")
-    counts = counts.sort_values(["model", "rows", "resolution"], ascending=[True, False, True])
+    native = counts["model"].map({model: _native(model) for model in counts["model"].unique()})
+    counts = counts.assign(other=(counts["resolution"] != native).astype(int))
+    counts = counts.sort_values(["model", "rows", "other", "resolution"], ascending=[True, False, True, True])
     found = counts.drop_duplicates("model").set_index("model")["resolution"].astype(int)
     missing = sorted(set(frame["model"]) - set(found.index))
     return pd.concat([found, frame[frame["model"].isin(missing)].groupby("model")["resolution"].min().astype(int)])
+
+
+def _native(model: str) -> int | None:
+    """The model's native resolution, None for one the zoo cannot name it of."""
+    from utilscope.models import zoo
+
+    try:
+        return zoo.native_resolution(zoo.parse_spec(model))
+    except UtilscopeError:
+        return None
 
 
 def predicted_rows(
