@@ -282,3 +282,22 @@ def test_a_model_is_predicted_at_its_native_resolution_among_its_most_common_one
         "nowhere:net": 256,
         "timm:convnext_tiny": 288,
     }
+
+
+def test_a_gpu_predicted_from_its_own_profile_says_so_and_no_transfer_validation():
+    def predicted(gpu_key, name, source):
+        return {
+            "model": "timm:resnet50", "gpu_key": gpu_key, "gpu": name, "transferred_from": source,
+            "precision": "amp", "memory_format": "contiguous", "backend": "eager", "resolution": 224,
+            "batch": 1024, "samples_per_s": 1.0, "utilization": 0.1, "bound": "sm",
+        }  # fmt: skip
+
+    predictions = pd.DataFrame(
+        [predicted("h200_sxm", "NVIDIA H200 SXM", ""), predicted("l4", "NVIDIA L4", "NVIDIA H200")]
+    )
+    measured = pd.DataFrame({"model": ["timm:resnet50"], "gpu": ["rtx_3090"]})
+    rows = model_view._as_rows(predictions, measured).set_index("gpu")
+    assert rows.loc["h200_sxm", "table"] == "utilscope predict (from its own profile)"
+    assert rows.loc["h200_sxm", "validation"] == model_view.OWN_PROFILE
+    assert rows.loc["l4", "table"] == "utilscope predict (from NVIDIA H200)"
+    assert rows.loc["l4", "validation"] == "not validated on this GPU"

@@ -129,6 +129,9 @@ def predicted_rows(
     return _as_rows(pd.concat(found, ignore_index=True), frame), failures
 
 
+OWN_PROFILE = 'its own device profile, no transfer (validated on networks measured on it: docs/predict.md, "Accuracy")'
+
+
 def prediction_cache():
     """The cache of predicted rows (kind ``reports``): one file per utilscope, torch and zoo version, counting and
     predictor code and shipped profiles and spec table; a report of a store whose models were predicted before
@@ -144,15 +147,17 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     have = set(zip(frame["model"], frame["gpu"], strict=True))
     kept = predictions[[(m, g) not in have for m, g in zip(predictions["model"], predictions["gpu_key"], strict=True)]]
     errors = validation_errors()
+    source = kept["transferred_from"].fillna("").astype(str)
+    own = source.eq("")  # the GPU the profile was timed on: no transfer, no published table validates it
     validation = [
-        validation_text(errors, gpu, layout, backend)
-        for gpu, layout, backend in zip(kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True)
+        OWN_PROFILE if mine else validation_text(errors, gpu, layout, backend)
+        for mine, gpu, layout, backend in zip(own, kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True)
     ]
     rows = kept.assign(
         gpu=kept["gpu_key"],
         gpu_name=kept["gpu"],
         source=PREDICTED,
-        table="utilscope predict (from " + kept["transferred_from"].fillna("its own profile").astype(str) + ")",
+        table="utilscope predict (from " + source.where(~own, "its own profile") + ")",
         torch="",
         condition=kept["precision"] + " · " + kept["memory_format"] + " · " + kept["backend"],
         validation=validation,
