@@ -616,3 +616,31 @@ def test_model_records_are_kept_beside_the_rows(tmp_path):
         store.add_model_record("nas:mbv3:0123456789abcdef", record)
         store.add_model_record("nas:mbv3:0123456789abcdef", record)  # again: replaced, not doubled
         assert store.model_records() == {"nas:mbv3:0123456789abcdef": record}
+
+
+def test_a_refused_renewal_stops_the_claims_with_one_warning_and_no_thread_traceback(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from utilscope.errors import StorageError
+    from utilscope.survey import claims
+
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:
+        assert store.claim([CELL], "run-a", "host:gpu0", lease_s=60) == {CELL}
+    calls = []
+
+    def refuse(self, owner, lease_s):
+        calls.append(owner)
+        raise StorageError(f"cannot write results store {db}: an I/O error (SQLite: disk I/O error)")
+
+    monkeypatch.setattr(Store, "renew", refuse)
+    crashed = []
+    monkeypatch.setattr(threading, "excepthook", crashed.append)
+    lease = claims.Lease("run-a", "host:gpu0", None, 0, [])
+    lapsed = r"^the survey's claims on its cells lapsed \(cannot write results store"
+    with pytest.warns(UserWarning, match=lapsed), claims.holding(lease, str(db), lease_s=60, renew_every_s=0.01):
+        time.sleep(0.2)
+    assert calls == ["run-a"] and crashed == []  # renewals stop at the first refusal, quietly
+    with Store(db) as store:
+        assert store.claims() == {}  # released after the block, as always

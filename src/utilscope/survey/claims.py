@@ -10,10 +10,12 @@ import os
 import socket
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from utilscope import hardware
+from utilscope.errors import UtilscopeError
 from utilscope.measure.nvml import device_uuid
 from utilscope.survey.plan import SurveyPlan
 from utilscope.survey.store import Store
@@ -91,13 +93,20 @@ def holding(
     lease_s: float = LEASE_S,
     renew_every_s: float = RENEW_EVERY_S,
 ) -> Iterator[Lease]:
-    """Renew the lease's claims in the background while inside; release them after, however the block ends."""
+    """Renew the lease's claims in the background while inside; release them after, however the block ends. A
+    renewal the store refuses (an I/O error) stops the renewals, with one warning after the block: the claims then
+    lapse, so another survey may measure some of the same cells; no row is lost."""
     stop = threading.Event()
+    refused: list[UtilscopeError] = []
 
     def renew() -> None:
         while not stop.wait(renew_every_s):
-            with Store(db) as store:
-                store.renew(lease.owner, lease_s)
+            try:
+                with Store(db) as store:
+                    store.renew(lease.owner, lease_s)
+            except UtilscopeError as exc:  # never a thread's traceback on stderr: the survey's own writes report
+                refused.append(exc)
+                return
 
     heartbeat = threading.Thread(target=renew, name="utilscope-claims", daemon=True)
     heartbeat.start()
@@ -106,5 +115,7 @@ def holding(
     finally:
         stop.set()
         heartbeat.join()
+        if refused:
+            warnings.warn(f"the survey's claims on its cells lapsed ({refused[0]})", stacklevel=3)
         with Store(db) as store:
             store.release(lease.owner)
