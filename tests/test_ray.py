@@ -483,3 +483,20 @@ def test_a_task_that_fails_for_good_fails_only_its_cells_left(models, tmp_path):
         4: "error: Ray task failed: RuntimeError: node lost",
     }
     assert len(sink.failures) == 2 and all("batch" in failure for failure in sink.failures)
+
+
+def test_the_raylets_block_for_a_worker_death_the_executor_handles_is_not_printed(monkeypatch, capsys):
+    from ray._private import worker
+
+    from utilscope.survey import ray_cluster
+
+    printed = []
+    monkeypatch.setattr(worker, "print_to_stdstream", lambda data, ignore_prefix: printed.append(data["lines"]))
+    ray_cluster.quiet_handled_errors()
+    ray_cluster.quiet_handled_errors()  # once is enough: not wrapped twice
+    death = {"pid": "raylet", "is_err": False, "lines": [f"{ray_cluster.HANDLED} by an unexpected system error. ..."]}
+    other = {"pid": "raylet", "is_err": False, "lines": ["The node with node id ... has been marked dead"]}
+    worker.print_to_stdstream(death, ignore_prefix=False)
+    worker.print_to_stdstream(other, ignore_prefix=False)
+    worker.print_to_stdstream({**death, "pid": 1234}, ignore_prefix=False)  # a task's own output passes
+    assert printed == [other["lines"], death["lines"]]

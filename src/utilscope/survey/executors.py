@@ -30,6 +30,7 @@ from utilscope.survey.ray_cluster import (
     HeadWatch,
     check_address,
     import_ray,
+    quiet_handled_errors,
     start_or_join,
 )
 from utilscope.survey.runner import (
@@ -189,6 +190,7 @@ class RayExecutor:
         ray = import_ray()
         if not ray.is_initialized():
             self.joined = start_or_join(ray, self.address)
+        quiet_handled_errors()  # a Ray the caller started prints the worker deaths this executor handles too
         return ray
 
     def _uses_gpus(self, ray, device: str | None) -> bool:

@@ -154,6 +154,29 @@ def start_or_join(ray, address: str) -> str:
     return f"the Ray cluster at {ray.get_runtime_context().gcs_address}: {describe_cluster(ray)}"
 
 
+HANDLED = "A worker died or was killed while executing a task"  # the executor resubmits the task, then records it
+
+
+def quiet_handled_errors() -> None:
+    """Keep Ray's raylet from printing, on the driver's stdout, the multi-line block (colour codes and all) of a worker
+    that died in a task: ``executors`` resubmits the task's cells and records the failure itself, in one line. Ray
+    has no switch for it (``log_to_driver`` does not cover the raylet's error messages), so its printer is wrapped;
+    every other message passes. A Ray without that printer is left as it is."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "utilscope_quiet", False):
+        return
+
+    def quiet(data, *args, **kwargs):
+        if data.get("pid") == "raylet" and any(str(line).startswith(HANDLED) for line in data.get("lines", [])):
+            return None
+        return printer(data, *args, **kwargs)
+
+    quiet.utilscope_quiet = True
+    worker.print_to_stdstream = quiet
+
+
 def describe_cluster(ray) -> str:
     """The live nodes, their CPUs and their GPUs by type: "3 nodes, 48 CPUs, GPUs: 4 H100, 2 A100" ("GPUs: none")."""
     nodes = [node for node in ray.nodes() if node.get("Alive")]
