@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from utilscope.cli import main
@@ -360,4 +361,65 @@ def test_ingest_lists_every_format_and_refuses_another(capsys):
     assert main(["ingest", "--help"]) == 0
     assert "deeplearningexamples" in capsys.readouterr().out
     assert main(["ingest", "mlperf", str(DLE)]) == 2
-    assert "invalid choice 'mlperf'; use one of: deeplearningexamples, timm-benchmark" in capsys.readouterr().err
+    assert "invalid choice 'mlperf'; use one of: deeplearningexamples, generic-csv, timm-benchmark" in (
+        capsys.readouterr().err
+    )
+
+
+GENERIC_HEADER = "gpu,model,resolution,batch,precision,memory_format,backend,samples_per_s,latency_ms,source_path"
+
+
+def test_a_generic_csv_enters_a_store_with_its_condition_and_provenance(tmp_path):
+    table = tmp_path / "mine.csv"
+    table.write_text(
+        GENERIC_HEADER + "\n"
+        "a10,timm:resnet50,224,256,int8,channels_last,tensorrt,5000,51.2,vendor brief p. 3\n"
+        "NVIDIA A10,timm:resnet50,224,256,amp,channels_last,eager,1800,,my bench\n"
+    )
+    db = tmp_path / "r.sqlite"
+    assert ingest([table], db, "generic-csv").added == 2 and ingest([table], db, "generic-csv").added == 0
+    with Store(db, create=False) as store:
+        rows = store.published_frame().set_index("source_row")
+    assert list(rows["gpu"]) == ["a10", "a10"] and list(rows["gpu_label"]) == ["a10", "NVIDIA A10"]
+    assert (rows.loc[1, "precision"], rows.loc[1, "backend"], rows.loc[1, "step_time_ms"]) == ("int8", "tensorrt", 51.2)
+    assert rows.loc[1, "source_path"] == "vendor brief p. 3" and rows.loc[1, "source_file"] == "mine.csv"
+    assert pd.isna(rows.loc[2, "step_time_ms"])
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (["a10,timm:resnet50,224,256,fp8,channels_last,eager,5000,,"], "row 1: precision must be one of fp32, "),
+        (["a10,timm:resnet50,224,256,amp,nhwc,eager,5000,,"], "row 1: memory_format must be one of channels_last, "),
+        (["a10,timm:resnet50,224,256,amp,channels_last,,5000,,"], "row 1: backend must be not empty, got ''"),
+        (["no_such_gpu,timm:resnet50,224,256,amp,channels_last,eager,5000,,"], "row 1: unknown GPU 'no_such_gpu'"),
+        (["a10,timm:resnet50,224,256,amp,channels_last,eager,-1,,"], "row 1: samples_per_s must be a number above 0"),
+        (
+            [
+                "a10,timm:resnet50,224,256,amp,channels_last,eager,5000,,",
+                "a10,timm:resnet50,224,256,amp,channels_last,eager,5100,,",
+            ],
+            "row 2: the same condition as row 1 (a10, timm:resnet50, 224, 256, amp, channels_last, eager)",
+        ),
+    ],
+)
+def test_a_bad_generic_csv_row_is_one_line_naming_it_and_nothing_is_written(rows, message, tmp_path):
+    table = tmp_path / "mine.csv"
+    table.write_text("\n".join([GENERIC_HEADER, *rows]) + "\n")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ingest([table], tmp_path / "r.sqlite", "generic-csv")
+    assert not (tmp_path / "r.sqlite").exists()
+    table.write_text("gpu,model\na10,timm:resnet50\n")
+    with pytest.raises(UsageError, match="is not a generic-csv table: it lacks the columns resolution, batch"):
+        ingest([table], tmp_path / "r.sqlite", "generic-csv")
+
+
+def test_an_int8_row_is_counted_with_the_fp16_traces_flops_and_no_bytes():
+    from utilscope.counting import count
+    from utilscope.survey.count_cache import count_row
+
+    int8 = count_row("torchvision:resnet18", 64, "int8")
+    fp16 = count("torchvision:resnet18", 1, 64, "fp16").total
+    assert int8["count_status"] == "ok" and int8["flops_per_sample"] == int(fp16.flops)
+    assert int8["bytes_per_sample"] is None  # the counting engine has no int8 tensors
+    assert count_row("torchvision:resnet18", 64, "amp")["bytes_per_sample"] == int(fp16.bytes)

@@ -17,6 +17,7 @@ Rules, so that rows differing in a condition are never compared silently:
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from utilscope import hardware
@@ -112,7 +113,12 @@ def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame | None) -> pd
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
     frame["condition"] = frame["precision"] + " · " + frame["memory_format"] + " · " + frame["backend"]
-    frame["intensity"] = frame["flops_per_sample"].astype("float64") / frame["bytes_per_sample"].astype("float64")
+    # bytes unknown (an int8 row: utilscope counts no int8 bytes) leave the intensity unknown, NaN
+    flops, moved = (
+        frame[c].astype("Float64").to_numpy("float64", na_value=np.nan)
+        for c in ("flops_per_sample", "bytes_per_sample")
+    )
+    frame["intensity"] = flops / moved
     return frame[COLUMNS].reset_index(drop=True)
 
 

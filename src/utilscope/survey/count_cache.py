@@ -59,24 +59,27 @@ def count_row(model: str, resolution: int, precision: str) -> dict:
     value size), and whether the table's run could have reparameterized it: ``reparam`` is "unchecked" for a model
     with modules timm's ``reparameterize_model`` converts (the tables do not say whether ``--reparam`` was given:
     ``infer_reparam`` reads it from the row's GMACs), "n/a" otherwise; ``conv_class`` its class for the GPU atlas
-    (``counting.architecture.conv_class``). A model that cannot be built or counted: ``count_status`` "error: ..."
-    (the row is kept)."""
-    from utilscope.counting import count
+    (``counting.architecture.conv_class``). A precision the counting engine has no dtype for (int8) is counted in
+    fp16, whose FLOPs are its own, its bytes left unknown (None). A model that cannot be built or counted:
+    ``count_status`` "error: ..." (the row is kept)."""
+    from utilscope.counting import DTYPES, count
     from utilscope.counting.architecture import conv_class
     from utilscope.errors import describe
     from utilscope.models import zoo
 
+    dtype = Precision(precision).count_dtype
+    traced = dtype if dtype in DTYPES else "fp16"  # int8 (TensorRT's): the FLOPs of the fp16 trace, not its bytes
     try:
         module, _ = zoo.build_on_meta(zoo.parse_spec(model), resolution)
         convertible = zoo.reparameterizable(module)
-        result = count(model, 1, resolution, Precision(precision).count_dtype)
+        result = count(model, 1, resolution, traced)
     except Exception as exc:  # noqa: BLE001 - a model of another timm version, a counter gap: recorded, not raised
         return {"count_status": f"error: {describe(exc)}"[:300], "reparam": "", "conv_class": ""}
     total = result.total
     return {
         "flops_per_sample": int(total.flops),
         "other_flops_per_sample": int(total.other_flops),
-        "bytes_per_sample": int(total.bytes),
+        "bytes_per_sample": int(total.bytes) if traced == dtype else None,
         "count_status": "ok",
         "reparam": UNCHECKED if convertible else "n/a",
         "conv_class": conv_class(result),

@@ -6,7 +6,8 @@ one module here and one ``register_format`` call.
 
 - ``timm-benchmark`` (``timm_benchmark``): timm's ``benchmark-infer-*.csv`` (``data/public/timm-benchmark``);
 - ``deeplearningexamples`` (``deeplearningexamples``): NVIDIA DeepLearningExamples' inference tables, one row per
-  published table row, as shipped in ``data/public/deeplearningexamples``.
+  published table row, as shipped in ``data/public/deeplearningexamples``;
+- ``generic-csv`` (``generic_csv``): a CSV anyone writes, one measurement a row with its condition and provenance.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.files import decode_text, read_bytes
 from utilscope.registry import Registry
-from utilscope.survey.formats import deeplearningexamples, timm_benchmark  # noqa: F401  (they register)
+from utilscope.survey.formats import deeplearningexamples, generic_csv, timm_benchmark  # noqa: F401  (they register)
 from utilscope.survey.formats.table import FORMATS, PublishedTable, TableFormat, register_format
 
 __all__ = ["FORMATS", "PublishedTable", "TableFormat", "formats", "read_table", "register_format"]
