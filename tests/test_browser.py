@@ -247,6 +247,11 @@ def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the
         "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"
     )
     assert listed == ["timm:resnet_1"]
+    _search(driver, "resnet 1")  # a space (or a hyphen) finds the underscore
+    listed = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"
+    )
+    assert listed == ["timm:resnet_1"]
     _search(driver, "*_0")  # a glob: the first model of each of the 4 families
     listed = driver.execute_script(
         "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"

@@ -58,14 +58,15 @@ SCRIPT = r"""
     });
   });
   var names = Object.keys(known).sort();
+  function norm(text) { return text.trim().toLowerCase().replace(/[\s-]+/g, "_"); }  // "convnext tiny": convnext_tiny
   function toPattern(text) {  // a glob (* ? [...]) matches a whole name, with or without its source; else a part
-    text = text.trim().toLowerCase();
+    text = norm(text);
     if (!text) return null;
     var glob = /[*?\[]/.test(text);
     var body = text.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
     return new RegExp(glob ? "^(?:[a-z0-9_]+:)?" + body + "$" : body);
   }
-  function matches(name) { return pattern !== null && pattern.test(name.toLowerCase()); }
+  function matches(name) { return pattern !== null && pattern.test(norm(name)); }
   function highlight(div) {
     if (!div.data) return;
     var picked = div.data.map(function (trace) {
@@ -129,10 +130,8 @@ SCRIPT = r"""
   }
   function search() {
     pattern = toPattern(box.value);
-    var found = listMatches(), typed = box.value.trim().toLowerCase();
-    var exact = found.filter(function (n) {
-      return n.toLowerCase() === typed || n.toLowerCase().split(":").pop() === typed;
-    });
+    var found = listMatches(), typed = norm(box.value);
+    var exact = found.filter(function (n) { return norm(n) === typed || norm(n).split(":").pop() === typed; });
     if (exact.length === 1 || found.length === 1) showModel(exact[0] || found[0]);
     document.querySelectorAll("div.plot").forEach(highlight);
     document.body.dataset.searched = box.value;
