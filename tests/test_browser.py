@@ -252,6 +252,12 @@ def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the
         "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"
     )
     assert listed == ["timm:resnet_1"]
+    view = "return document.getElementById('model-view').textContent"
+    assert driver.execute_script(view).startswith("timm:resnet_1")  # one match: its rows
+    _search(driver, "resnet")  # several: the last model's rows go, the view says how many match
+    assert driver.execute_script(view).endswith("models match: click one above for its rows.")
+    _search(driver, "no such model")
+    assert driver.execute_script(view) == "No model matches \u201cno such model\u201d."
     _search(driver, "*_0")  # a glob: the first model of each of the 4 families
     listed = driver.execute_script(
         "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"

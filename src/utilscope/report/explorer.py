@@ -128,11 +128,19 @@ SCRIPT = r"""
     if (found.length > models.shown) list.appendChild(cell("li", "and " + (found.length - models.shown) + " more"));
     return found;
   }
+  var initial = view.innerHTML;  // what the view says before any search: how to use it
+  function showHint(matched) {  // never the previous model's rows under a search that names no one model
+    if (pattern === null) { view.innerHTML = initial; return; }
+    view.textContent = "";
+    view.appendChild(cell("p", matched ? matched + " models match: click one above for its rows."
+                                       : "No model matches \u201c" + box.value.trim() + "\u201d."));
+  }
   function search() {
     pattern = toPattern(box.value);
     var found = listMatches(), typed = norm(box.value);
     var exact = found.filter(function (n) { return norm(n) === typed || norm(n).split(":").pop() === typed; });
     if (exact.length === 1 || found.length === 1) showModel(exact[0] || found[0]);
+    else showHint(found.length);
     document.querySelectorAll("div.plot").forEach(highlight);
     document.body.dataset.searched = box.value;
   }
