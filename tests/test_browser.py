@@ -258,6 +258,10 @@ def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the
     assert driver.execute_script(view).endswith("models match: click one above for its rows.")
     _search(driver, "no such model")
     assert driver.execute_script(view) == "No model matches \u201cno such model\u201d."
+    notes = "return Array.from(document.querySelectorAll('p.nomatch'), p => p.textContent)"
+    assert driver.execute_script(notes) == ["No point of this figure matches \u201cno such model\u201d."] * len(picked)
+    _search(driver, "resnet_1")
+    assert set(driver.execute_script(notes)) == {""}  # a match: the notes are empty (and hidden)
     _search(driver, "*_0")  # a glob: the first model of each of the 4 families
     listed = driver.execute_script(
         "return Array.from(document.querySelectorAll('#search-matches button'), b => b.textContent)"

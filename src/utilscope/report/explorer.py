@@ -31,6 +31,8 @@ CSS = """
 .search { position: sticky; top: 0; z-index: 10; background: #fff; padding: 0.5em 0; border-bottom: 1px solid #ddd; }
 .search input { font: inherit; padding: 0.3em 0.6em; width: 28em; }
 .search span { color: #555; margin-left: 1em; }
+p.nomatch { color: #a00; margin: 0.2em 0; }
+p.nomatch:empty { display: none; }
 #search-matches { list-style: none; padding: 0; margin: 0.4em 0 0; max-height: 7.5em; overflow: auto; }
 #search-matches li { display: inline-block; margin: 0 0.4em 0.3em 0; }
 #search-matches button { font: inherit; font-size: 0.85em; padding: 0.1em 0.5em; cursor: pointer; }
@@ -76,6 +78,10 @@ SCRIPT = r"""
       return found;
     });
     Plotly.restyle(div, {selectedpoints: picked});
+    var none = pattern !== null && picked.every(function (found) { return !found || !found.length; });
+    var note = div.parentNode.querySelector("p.nomatch");  // a figure without the searched model says so
+    if (none && !note) note = div.parentNode.insertBefore(cell("p", "", "nomatch"), div);
+    if (note) note.textContent = none ? "No point of this figure matches \u201c" + box.value.trim() + "\u201d." : "";
   }
   function cell(tag, text, cls) {
     var element = document.createElement(tag);
