@@ -230,6 +230,16 @@ def test_a_hover_names_the_point_with_its_row(driver, pages):
     assert f"{fields['samples_per_s']:,.0f} samples/s" in shown and f"{fields['utilization']:.2%}" in shown
 
 
+def test_a_click_on_a_point_opens_its_models_rows(driver, pages):
+    script = """
+        var div = document.getElementById("plot-utilization-vs-gflops"), row = div.data[1].customdata[2];
+        div.emit("plotly_click", {points: [{curveNumber: 1, pointNumber: 2, customdata: row}]});
+        return [row[0], document.querySelector("#model-view h3").textContent];
+    """
+    model, heading = _open(driver, pages["synthetic"]).execute_script(script)
+    assert heading == model
+
+
 def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the_models(driver, pages):
     _open(driver, pages["synthetic"])
     _search(driver, "resnet_1")

@@ -164,6 +164,10 @@ SCRIPT = r"""
     var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"]};
     Plotly.newPlot(div, figure.data, figure.layout, config).then(function () {
       highlight(div);
+      div.on("plotly_click", function (event) {  // a point opens its model's rows
+        var row = event.points.length ? event.points[0].customdata : null;
+        if (row && row[0]) { showModel(String(row[0])); view.scrollIntoView(); }
+      });
       drawn += 1;
       if (drawn === 1) document.body.dataset.firstMs = String(Math.round(performance.now()));
       setTimeout(drawNext, 0);
