@@ -240,6 +240,19 @@ def test_a_click_on_a_point_opens_its_models_rows(driver, pages):
     assert heading == model
 
 
+def test_a_model_opened_from_a_long_list_of_matches_shows_its_heading_below_the_search_bar(driver, pages):
+    _open(driver, pages["synthetic"])
+    _search(driver, "*")  # every model: the list of matches is as tall as it gets
+    script = """
+        document.querySelector("#search-matches button").click();
+        var bar = document.querySelector(".search").getBoundingClientRect();
+        var heading = document.querySelector("#model-view h3").getBoundingClientRect();
+        return [bar.bottom, heading.top, window.scrollY];
+    """
+    bar_bottom, heading_top, scrolled = driver.execute_script(script)
+    assert scrolled > 0 and heading_top >= bar_bottom  # scrolled to it, not hidden under the sticky bar
+
+
 def test_the_search_highlights_the_matching_points_in_every_figure_and_lists_the_models(driver, pages):
     _open(driver, pages["synthetic"])
     _search(driver, "resnet_1")

@@ -89,6 +89,11 @@ SCRIPT = r"""
     if (cls) element.className = cls;
     return element;
   }
+  function reveal() {  // the view scrolled to just below the sticky search bar, however tall its list of matches
+    var bar = box.closest(".search");
+    view.style.scrollMarginTop = (bar ? bar.offsetHeight + 8 : 0) + "px";
+    view.scrollIntoView();
+  }
   function showModel(name) {
     var rows = (models.rows[name] || []).map(texts);
     view.textContent = "";
@@ -128,7 +133,7 @@ SCRIPT = r"""
       var button = cell("button", name);
       button.type = "button";
       button.dataset.model = name;
-      button.addEventListener("click", function () { showModel(name); view.scrollIntoView(); });
+      button.addEventListener("click", function () { showModel(name); reveal(); });
       list.appendChild(document.createElement("li")).appendChild(button);
     });
     if (found.length > models.shown) list.appendChild(cell("li", "and " + (found.length - models.shown) + " more"));
@@ -166,7 +171,7 @@ SCRIPT = r"""
       highlight(div);
       div.on("plotly_click", function (event) {  // a point opens its model's rows
         var row = event.points.length ? event.points[0].customdata : null;
-        if (row && row[0]) { showModel(String(row[0])); view.scrollIntoView(); }
+        if (row && row[0]) { showModel(String(row[0])); reveal(); }
       });
       drawn += 1;
       if (drawn === 1) document.body.dataset.firstMs = String(Math.round(performance.now()));
