@@ -318,13 +318,13 @@ def test_the_model_view_lists_a_models_gpus_with_the_kind_and_condition_of_each_
     )
     groups = [(kind, text.split(" (")[0]) if kind == "group" else (kind, text) for kind, text in rows]
     published = [("published", f"NVIDIA GeForce RTX 3090 @{resolution}") for resolution in (160, 176, 224)]
-    assert groups == [
-        ("group", "condition: amp · contiguous · compile"),
-        *published,
+    assert groups == [  # the condition with our measured row first
         ("group", "condition: amp · contiguous · eager"),
         ("measured", "NVIDIA H200 SXM @224"),
         *published,
         ("predicted", "NVIDIA L4 @224"),
+        ("group", "condition: amp · contiguous · compile"),
+        *published,
     ]
     predicted = driver.execute_script(
         "return document.querySelector('#model-rows tr[data-kind=predicted]').textContent"

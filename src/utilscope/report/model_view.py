@@ -167,16 +167,17 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
 
 def model_rows(frame: pd.DataFrame, predicted: pd.DataFrame | None) -> pd.DataFrame:
     """Every model's rows for the model view: measured and published (``frame``, ``atlas.atlas_rows``) and
-    predicted ones, sorted by model, condition, kind (measured, published, predicted) and GPU; ``bound`` and
-    ``validation`` empty where not predicted."""
+    predicted ones, sorted by model, then its conditions (those with a measured row first, then those with a
+    published one), then kind (measured, published, predicted) and GPU; ``bound`` and ``validation`` empty where not
+    predicted."""
     rows = [frame.assign(bound="", validation="")]
     if predicted is not None and not predicted.empty:
         rows.append(predicted)
     every = pd.concat(rows, ignore_index=True)
     kind = every["source"].map({MEASURED: 0, PUBLISHED: 1, PREDICTED: 2})
     return (
-        every.assign(kind=kind)
-        .sort_values(["model", "condition", "kind", "gpu", "resolution", "batch", "table"])
-        .drop(columns="kind")
+        every.assign(kind=kind, first=kind.groupby([every["model"], every["condition"]]).transform("min"))
+        .sort_values(["model", "first", "condition", "kind", "gpu", "resolution", "batch", "table"])
+        .drop(columns=["kind", "first"])
         .reset_index(drop=True)
     )
