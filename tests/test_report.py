@@ -14,7 +14,7 @@ import pytest
 from matplotlib.image import imread
 
 from utilscope.errors import UsageError
-from utilscope.report import build_report, interactive, model_view, plots
+from utilscope.report import build_report, families, interactive, model_view, plots
 from utilscope.report.html import (
     FIGURES,
     OP_CLASS_FIGURE,
@@ -385,3 +385,16 @@ def test_a_store_of_error_rows_alone_reports_them_without_a_prediction_or_a_trac
     err = capsys.readouterr().err
     assert "Traceback" not in err and "predicting" not in err
     assert (tmp_path / "report" / "index.html").is_file()
+
+
+def test_a_searched_point_of_an_uncoloured_family_is_drawn_dark_not_grey():
+    rows = pd.DataFrame(
+        {
+            "model": ["timm:a", "timm:b"], "family": ["Coloured", "Other"], "device": "GPU", "resolution": 224,
+            "batch": 8, "precision": "fp16", "backend": "graph", "flops_per_sample": 1e9,
+            "samples_per_s": 10.0, "gflops": [1.0, 2.0], "utilization": [0.1, 0.2],
+        }
+    )  # fmt: skip
+    coloured, grey = interactive._family_traces(rows, "gflops", "utilization", {"Coloured": "#1f77b4"})
+    assert coloured.marker.color == "#1f77b4" and coloured.selected.marker.color is None  # its own colour
+    assert grey.marker.color == families.OTHER_COLOUR and grey.selected.marker.color == interactive.SEARCHED_GREY

@@ -38,6 +38,7 @@ HOVER_TEMPLATE = (
 )
 HOVER_DIGITS = 4  # significant digits of the numbers a point carries (the hover shows at most 3 or 4)
 SELECTION = dict(selected=dict(marker=dict(size=11, opacity=1.0)), unselected=dict(marker=dict(opacity=0.12)))
+SEARCHED_GREY = "#222222"  # a searched point of an uncoloured family: dark, not the light grey it is drawn in
 _HEIGHT = 560
 _ISO_COLOUR = "#9a9a9a"
 
@@ -109,10 +110,18 @@ def _family_traces(rows: pd.DataFrame, x: str, y: str, colors: dict, mode: str =
                 marker=dict(color=colour, size=7, opacity=0.8) | style,
                 line=dict(color=colour, width=1),
                 connectgaps=False,
-                **SELECTION,
+                **_selection(colour),
             )
         )
     return traces
+
+
+def _selection(colour: str) -> dict:
+    """How a trace of ``colour`` shows the points a search selects: larger and opaque, in their family's colour, or
+    dark where the family is drawn in the light grey of the uncoloured ones."""
+    if colour != _hex(families.OTHER_COLOUR):
+        return SELECTION
+    return SELECTION | {"selected": dict(marker=dict(size=11, opacity=1.0, color=SEARCHED_GREY))}
 
 
 def _layout(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False, percent_y=True):
