@@ -398,3 +398,26 @@ def test_a_searched_point_of_an_uncoloured_family_is_drawn_dark_not_grey():
     coloured, grey = interactive._family_traces(rows, "gflops", "utilization", {"Coloured": "#1f77b4"})
     assert coloured.marker.color == "#1f77b4" and coloured.selected.marker.color is None  # its own colour
     assert grey.marker.color == families.OTHER_COLOUR and grey.selected.marker.color == interactive.SEARCHED_GREY
+
+
+def test_a_gpu_has_one_name_in_the_report_whatever_its_row_calls_it():
+    from utilscope.hardware import gpu_display_name
+    from utilscope.report.atlas_plots import gpu_label
+
+    assert {gpu_display_name(n) for n in ("h200_sxm", "NVIDIA H200", "NVIDIA H200 SXM", "H200")} == {"NVIDIA H200 SXM"}
+    assert gpu_display_name("AMD EPYC 9654") == "AMD EPYC 9654"  # no row: the text itself
+    assert gpu_label("rtx_pro_6000_maxq", 18).split("\n") == [
+        "NVIDIA RTX PRO",
+        "6000 Blackwell",
+        "Max-Q Workstation",
+        "Edition",
+    ]
+    rows = pd.DataFrame(
+        {
+            "model": ["timm:a"] * 2, "family": "A", "device": ["NVIDIA H200", "h200_sxm"], "resolution": 224,
+            "batch": 8, "precision": "fp16", "backend": "graph", "flops_per_sample": 1e9, "samples_per_s": 10.0,
+            "utilization": 0.1,
+        }
+    )  # fmt: skip
+    gpus = interactive.hover_rows(rows)[:, interactive.HOVER.index("gpu")]
+    assert list(gpus) == ["NVIDIA H200 SXM", "NVIDIA H200 SXM"]

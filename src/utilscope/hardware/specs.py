@@ -423,6 +423,14 @@ def _closest(name: str, rows: list[DeviceSpec]) -> str:
     return f"; closest: {', '.join(close)}" if close else ""
 
 
+@functools.lru_cache(maxsize=256)
+def gpu_display_name(name_or_key: str) -> str:
+    """The one name reports give a GPU, whatever a row calls it (its key ``h200_sxm``, CUDA's "NVIDIA H200", a
+    table's "H200"): its spec row's display name ("NVIDIA H200 SXM"); the text itself for a GPU of no row."""
+    found = find_spec(str(name_or_key))
+    return found.name if found is not None else str(name_or_key)
+
+
 def get_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> DeviceSpec:
     """``find_spec``'s row; a UsageError listing the known keys when nothing matches."""
     rows = load_specs() if specs is None else specs

@@ -6,6 +6,7 @@ otherwise; each draws an explanatory empty figure when the rows do not allow it.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -31,15 +32,21 @@ SLOPE_MODELS = (
 )
 
 
-def gpu_label(gpu: str) -> str:
-    """``rtx_4090`` -> ``RTX 4090``, ``h200_sxm`` -> ``H200``."""
-    return gpu.removesuffix("_sxm").replace("_", " ").upper()
+TICK_WIDTH = 18  # characters a GPU's name takes on a line of a figure's tick label
+
+
+def gpu_label(gpu: str, width: int = 0) -> str:
+    """A GPU's one name in reports (``hardware.gpu_display_name``: ``h200_sxm`` -> "NVIDIA H200 SXM"); ``width``:
+    wrapped onto lines of at most that many characters (a figure's tick labels)."""
+    name = hardware.gpu_display_name(gpu)
+    return textwrap.fill(name, width, break_long_words=False) if width else name
 
 
 def table_label(rows: pd.DataFrame, gpu: str) -> str:
     """``RTX 4090`` over ``timm, torch 2.9.1``: the GPU and whose table its rows are."""
     first = rows[rows["gpu"] == gpu].iloc[0]
-    return f"{gpu_label(gpu)}\n{'utilscope' if first['source'] == atlas.MEASURED else 'timm'}, torch {first['torch']}"
+    source = "utilscope" if first["source"] == atlas.MEASURED else "timm"
+    return f"{gpu_label(gpu, TICK_WIDTH)}\n{source}, torch {first['torch']}"
 
 
 def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
@@ -90,7 +97,7 @@ def plot_slope(rows: pd.DataFrame, path: str | Path, models=SLOPE_MODELS) -> Pat
         axes.plot(
             xs, [at[gpus[i]] for i in xs], marker="o", color=f"C{k % 10}", label=f"{plots._short(model)} @{resolution}"
         )
-    axes.set_xticks(range(len(gpus)), [gpu_label(g) for g in gpus])
+    axes.set_xticks(range(len(gpus)), [gpu_label(g, TICK_WIDTH) for g in gpus])
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
@@ -107,7 +114,7 @@ def plot_rank_correlation(rows: pd.DataFrame, path: str | Path) -> Path:
     figure, (axes,) = plots._figure(1.3 * len(matrix) + 3, 1.1 * len(matrix) + 2)
     values = matrix.to_numpy(float)
     axes.imshow(values, vmin=0.8, vmax=1.0, cmap="viridis")
-    labels = [gpu_label(g) for g in matrix.columns]
+    labels = [gpu_label(g, TICK_WIDTH) for g in matrix.columns]
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     axes.set_yticks(range(len(labels)), labels)
     for (i, j), value in np.ndenumerate(values):
@@ -172,7 +179,7 @@ def plot_dynamo_gain(gains: pd.DataFrame, path: str | Path) -> Path:
         )
     axes.axhline(1.0, color="#444444", linewidth=1)
     labels = [
-        f"{gpu_label(gpu)}\ntorch {torch}\n{source} ({len(v)})"
+        f"{gpu_label(gpu, TICK_WIDTH)}\ntorch {torch}\n{source} ({len(v)})"
         for (gpu, torch, source), v in zip((key for key, _ in groups), data, strict=True)
     ]
     axes.set_xticks(range(1, len(groups) + 1), labels, fontsize=8)

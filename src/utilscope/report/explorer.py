@@ -18,6 +18,7 @@ import json
 
 import pandas as pd
 
+from utilscope import hardware
 from utilscope.report import interactive, model_view
 from utilscope.units import significant
 
@@ -217,7 +218,7 @@ def _view_cells(rows: pd.DataFrame) -> pd.DataFrame:
         {
             "condition": rows["condition"].astype(str),
             "kind": rows["source"].astype(str),
-            "GPU": rows["gpu_name"].fillna(rows["gpu"]).astype(str),
+            "GPU": rows["gpu"].astype(str).map(hardware.gpu_display_name),
             "resolution": rows["resolution"].astype("Int64").astype(str),
             "batch": rows["batch"].astype("Int64").astype(str),
             "samples/s": rows["samples_per_s"].map(lambda v: "–" if pd.isna(v) else significant(v)),

@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from utilscope import hardware
 from utilscope.report import atlas_plots, families, plots
 
 # the fields of a point's customdata, in order; the page's search reads the model at index 0
@@ -61,7 +62,7 @@ def hover_rows(rows: pd.DataFrame, gpu: pd.Series | None = None) -> np.ndarray:
         {
             "model": rows["model"].astype(str),
             "family": families.family_labels(rows),
-            "gpu": (rows["device"] if gpu is None else gpu).astype(str),
+            "gpu": (rows["device"] if gpu is None else gpu).astype(str).map(hardware.gpu_display_name),
             "resolution": rows["resolution"].astype("Int64").astype(str),
             "batch": rows["batch"].astype("Int64").astype(str),
             "precision": rows["precision"].astype(str),
