@@ -214,9 +214,9 @@ def folded_notes(predictions: list[Prediction]) -> list[str]:
     them) fold each BatchNorm into the conv before it, so the file predicts faster than the module it came from."""
     notes = {}
     for prediction in predictions:
-        name = prediction.model.removeprefix("onnx:")
+        source, _, name = prediction.model.partition(":")
         types = {layer["type"] for layer in prediction.layers}
-        if prediction.model.startswith("onnx:") and "Conv2d" in types and not any("BatchNorm" in t for t in types):
+        if source == model_files.Format.ONNX.value and "Conv2d" in types and not any("BatchNorm" in t for t in types):
             path = model_files.split_name(name)[0]
             notes[path] = (
                 f"{path}: an ONNX file's network as exported, with no BatchNorm: its exporter folded each into the "

@@ -423,18 +423,17 @@ def utilization_cards(ok: pd.DataFrame) -> list[tuple[str, str]]:
         return [("median utilization, largest batch", "–"), ("best utilization", "–")]
     layouts = "memory_format" in ok and ok["memory_format"].nunique() > 1
     keys = ["precision", "backend"] + (["memory_format"] if layouts else [])
-    sizes = ok.groupby(keys, sort=True).size().sort_values(ascending=False, kind="stable")
+    groups = sorted(ok.groupby(keys, sort=True), key=lambda group: -len(group[1]))  # stable: by name on a tie
     cards = []
-    for condition in sizes.index[:HEADLINE_CONDITIONS]:
-        rows = ok[(ok[keys] == pd.Series(condition, index=keys)).all(axis=1)]
+    for condition, rows in groups[:HEADLINE_CONDITIONS]:
         named = " · ".join(map(str, condition))
         median = plots.largest_batch(rows)["utilization"].median()
         cards += [
             (f"median utilization, largest batch ({named})", _percent(median)),
             (f"best utilization ({named})", _percent(rows["utilization"].max())),
         ]
-    if len(sizes) > HEADLINE_CONDITIONS:
-        cards.append(("more conditions, in the tables below", str(len(sizes) - HEADLINE_CONDITIONS)))
+    if len(groups) > HEADLINE_CONDITIONS:
+        cards.append(("more conditions, in the tables below", str(len(groups) - HEADLINE_CONDITIONS)))
     return cards
 
 

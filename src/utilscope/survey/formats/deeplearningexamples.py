@@ -11,13 +11,11 @@ the PyTorch ConvNets ``configs.yml``'s at that commit: AMP on NHWC (channels_las
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.hardware import get_spec
-from utilscope.survey.formats.table import TableFormat, positive_number, register_format
+from utilscope.survey.formats.table import TableFormat, csv_records, positive_number, register_format
 
 FORMAT = "deeplearningexamples"
 COLUMNS = ("model", "gpu_heading", "gpu", "precision", "batch", "throughput_img_s", "latency_avg_ms", "repo", "path")
@@ -55,11 +53,8 @@ def _row(record: dict, path: Path, number: int) -> dict:
 
 def read(path: Path, text: str, sha256: str) -> list[dict]:
     """The file's rows, each with its condition and provenance (``_row``)."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
-    if missing:
-        raise UsageError(f"{path} is not a {FORMAT} table: it lacks the columns {', '.join(missing)}")
-    return [_row(record, path, number) for number, record in enumerate(reader, start=1)]
+    records = csv_records(path, text, f"{FORMAT} table", COLUMNS)
+    return [_row(record, path, number) for number, record in enumerate(records, start=1)]
 
 
 register_format(

@@ -13,19 +13,18 @@ layout, backend), refuses the file in one line naming the row.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.hardware import get_spec
 from utilscope.precision import Precision
-from utilscope.survey.formats.table import TableFormat, positive_number, register_format
+from utilscope.survey.formats.table import TableFormat, csv_records, positive_number, register_format
 
 FORMAT = "generic-csv"
 COLUMNS = ("gpu", "model", "resolution", "batch", "precision", "memory_format", "backend", "samples_per_s")
 LAYOUTS = ("channels_last", "contiguous")
 PRECISIONS = tuple(p.value for p in Precision)
+OPTIONAL = ("torch", "cuda", "repository", "source_path", "source_commit")  # text cells, empty when absent
 CONDITION = ("gpu", "model", "resolution", "batch", "precision", "memory_format", "backend")
 
 
@@ -44,10 +43,9 @@ def _row(record: dict, path: Path, number: int) -> dict:
         spec = get_spec(_text(record, "gpu", path, number))
     except UsageError as exc:
         raise UsageError(f"{path} row {number}: {exc}") from None
-    optional = {name: (record.get(name) or "").strip() for name in ("torch", "cuda", "repository", "source_commit")}
+    optional = {name: (record.get(name) or "").strip() for name in OPTIONAL}
     return {
         "source_row": number,
-        "source_path": (record.get("source_path") or "").strip(),
         "gpu": spec.key,
         "gpu_label": (record.get("gpu_label") or "").strip() or record["gpu"].strip(),
         "model": _text(record, "model", path, number),
@@ -64,12 +62,8 @@ def _row(record: dict, path: Path, number: int) -> dict:
 
 def read(path: Path, text: str, sha256: str) -> list[dict]:
     """The file's rows (``_row``); a one-line UsageError for a missing column, a bad cell or a repeated condition."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
-    if missing:
-        raise UsageError(f"{path} is not a {FORMAT} table: it lacks the columns {', '.join(missing)}")
     rows, seen = [], {}
-    for number, record in enumerate(reader, start=1):
+    for number, record in enumerate(csv_records(path, text, f"{FORMAT} table", COLUMNS), start=1):
         row = _row(record, path, number)
         key = tuple(row[name] for name in CONDITION)
         if key in seen:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +58,17 @@ def positive_number(text, path: Path, row: int, column: str, integer: bool = Fal
         kind = "a whole number" if integer else "a number"
         raise UsageError(f"{path} row {row}: {column} must be {kind} above 0, got {text!r}")
     return value
+
+
+def csv_records(path: Path, text: str, what: str, columns: tuple[str, ...]) -> csv.DictReader:
+    """The rows of a CSV table as dicts; a one-line UsageError naming the file when a required column is missing."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [column for column in columns if column not in (reader.fieldnames or ())]
+    if missing:
+        raise UsageError(
+            f"{path} is not a {what}: it lacks the columns {', '.join(missing)} (expected {', '.join(columns)})"
+        )
+    return reader
 
 
 def register_format(table_format: TableFormat) -> TableFormat:

@@ -18,7 +18,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.files import read_text
 from utilscope.hardware import get_spec
-from utilscope.survey.formats.table import TableFormat, positive_number, register_format
+from utilscope.survey.formats.table import TableFormat, csv_records, positive_number, register_format
 
 FORMAT = "timm-benchmark"
 COLUMNS = (
@@ -87,15 +87,8 @@ def read_rows(path: Path, text: str | None = None) -> list[dict]:
     name, positive resolution, batch size, throughput and step time (params, GMACs and activations may be empty).
     One line naming the file (and row) for anything else."""
     text = read_text(path, "timm benchmark table") if text is None else text
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [column for column in COLUMNS if column not in (reader.fieldnames or ())]
-    if missing:
-        raise UsageError(
-            f"{path} is not a timm inference benchmark table: it lacks the columns {missing} (expected "
-            f"{', '.join(COLUMNS)})"
-        )
     rows = []
-    for number, record in enumerate(reader, start=1):
+    for number, record in enumerate(csv_records(path, text, "timm inference benchmark table", COLUMNS), start=1):
         if None in record or not (record["model"] or "").strip():
             raise UsageError(f"{path} row {number}: {'no model name' if None not in record else 'extra cells'}")
         rows.append(
