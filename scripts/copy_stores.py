@@ -2,9 +2,12 @@
 
 A call on the lent GPU machine brings back only what is under $OUT when it ends, and a machine can be taken back
 before a script's last line: so the `h200_*.sh` survey scripts run this beside the survey. Each copy is SQLite's
-online backup (consistent while the survey writes), written to ``NAME.part`` and renamed over ``NAME``.
+online backup (consistent while the survey writes), written to ``NAME.part``, checked with SQLite's
+``integrity_check`` and renamed over ``NAME`` only if it passes: a malformed store (the lent machines' file system
+returned one once, after "disk I/O error"s when a survey was stopped) never replaces the last good copy.
+``--once`` copies once and exits (non-zero if a copy failed its check): the scripts' last copy.
 
-    python3 scripts/copy_stores.py OUT STORE... [--period 60]
+    python3 scripts/copy_stores.py OUT STORE... [--period 60 | --once]
 """
 
 from __future__ import annotations
@@ -12,15 +15,40 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 import time
 from contextlib import closing
 
 
 def copy_store(store: str, out_dir: str) -> None:
+    """Copy STORE into OUT_DIR under its name; raises sqlite3.DatabaseError, keeping the earlier copy, if malformed."""
     copy = os.path.join(out_dir, os.path.basename(store))
-    with closing(sqlite3.connect(store)) as source, closing(sqlite3.connect(copy + ".part")) as target:
-        source.backup(target)
-    os.replace(copy + ".part", copy)
+    part = copy + ".part"
+    try:
+        with closing(sqlite3.connect(store)) as source, closing(sqlite3.connect(part)) as target:
+            source.backup(target)
+            status = target.execute("pragma integrity_check").fetchone()[0]
+        if status != "ok":
+            raise sqlite3.DatabaseError(f"integrity_check: {status}")
+    except sqlite3.DatabaseError as error:
+        if os.path.exists(part):
+            os.remove(part)
+        raise sqlite3.DatabaseError(f"{store}: {error}; the last good copy is kept") from error
+    os.replace(part, copy)
+
+
+def copy_all(stores: list[str], out_dir: str) -> bool:
+    """One copy of each existing store; False (with the reason on stderr) if any failed."""
+    copied = True
+    for store in stores:
+        if not os.path.exists(store):
+            continue
+        try:
+            copy_store(store, out_dir)
+        except sqlite3.DatabaseError as error:
+            print(f"copy_stores.py: {error}", file=sys.stderr)
+            copied = False
+    return copied
 
 
 def main() -> None:
@@ -28,12 +56,13 @@ def main() -> None:
     parser.add_argument("out_dir")
     parser.add_argument("stores", nargs="+")
     parser.add_argument("--period", type=float, default=60.0, help="seconds between copies (default: %(default)s)")
+    parser.add_argument("--once", action="store_true", help="copy once now and exit")
     args = parser.parse_args()
+    if args.once:
+        sys.exit(0 if copy_all(args.stores, args.out_dir) else 1)
     while True:
         time.sleep(args.period)
-        for store in args.stores:
-            if os.path.exists(store):
-                copy_store(store, args.out_dir)
+        copy_all(args.stores, args.out_dir)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 # LIMIT seconds with SIGINT (a survey keeps what it stored); cells already stored are skipped, so the next call goes
 # on. The survey writes a copy of the store on the machine's local /tmp, not the working tree's folder (on the lent
 # machines' gVisor runtime a store written there by the survey's processes came back malformed once, with "disk I/O
-# error"s before): the copy goes to $OUT every 60 s (scripts/copy_stores.py) and at the end, with the log.
+# error"s before): the copy goes to $OUT every 60 s (scripts/copy_stores.py) and at the end, with the log, each
+# checked with SQLite's integrity_check first (a malformed store, as one call's was, never replaces a good copy).
 # Usage: scripts/gpu_validation.sh LIMIT CONDITION...
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -38,5 +39,4 @@ done
 kill $copier
 wait $copier 2>/dev/null
 trap - EXIT
-python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
-cp "$store" "$OUT/"
+python3 scripts/copy_stores.py --once "$OUT" "$store"

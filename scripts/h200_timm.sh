@@ -42,8 +42,4 @@ sql = \"select model, notes from measurements where backend = 'inference' and no
 rows = sqlite3.connect(sys.argv[1]).execute(sql).fetchall()
 print(f'inference rows whose BatchNorm folding failed: {len(rows)}', *rows[:10], sep='\\n')" "${stores[0]}"
 trap - EXIT
-for store in "${stores[@]}"; do
-  [ -f "$store" ] || continue
-  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$store"
-  cp "$store" "$OUT/"
-done
+python3 scripts/copy_stores.py --once "$OUT" "${stores[@]}"

@@ -45,8 +45,4 @@ done
 kill $copier
 wait $copier 2>/dev/null
 trap - EXIT
-for db in "$store" "$channels_last_store"; do
-  [ -f "$db" ] || continue
-  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)')" "$db"
-  cp "$db" "$OUT/"
-done
+python3 scripts/copy_stores.py --once "$OUT" "$store" "$channels_last_store"
