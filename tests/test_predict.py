@@ -338,7 +338,7 @@ def test_every_precision_selects_a_profile_and_says_which_and_why():
 def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expresses_is_an_error():
     """Eager amp runs autocast's kernels in the input's layout, as the amp profiles timed them (NCHW: timm's
     condition; channels_last: deployment code's); inductor runs convs channels_last and fuses the casts, as the fp16
-    profile's kernels are; fp16 on NCHW tensors has no profile: an error, never another layout's answer."""
+    profile's kernels are; bf16 on NCHW tensors has no profile: an error, never another layout's answer."""
 
     def name(precision, backend, channels_last=True, gpu="h200"):
         return selection.select_profile(gpu, None, precision, backend, channels_last).name
@@ -348,8 +348,9 @@ def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expr
     assert name("amp", "compile", False) == name("amp", "inference") == name("fp16", "eager") == "h200_fp16_graph.json"
     assert name("amp", "eager", False) == name("amp", "eager", False, "rtx_5090")  # a transfer's source
     assert profiles.read(selection.PROFILES_DIR / "h200_amp_graph.json").memory_format == "contiguous"
-    with pytest.raises(pr.UsageError, match="no device profile expresses fp16 on NCHW .contiguous. tensors"):
-        name("fp16", "graph", False)
+    assert name("fp16", "graph", False) == "h100_fp16_nchw_graph.json"
+    with pytest.raises(pr.UsageError, match="no device profile expresses bf16 on NCHW .contiguous. tensors"):
+        name("bf16", "graph", False)
 
 
 def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(profile_file, tmp_path, monkeypatch):
@@ -975,15 +976,18 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
 
     def made(gpu_key, precision="amp", backend="eager"):
         fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}
-        made = types.SimpleNamespace(**fields, precision=precision, backend=backend, memory_format="contiguous")
+        made = types.SimpleNamespace(
+            **fields, precision=precision, backend=backend, memory_format="contiguous", host=""
+        )
         made.validation = profiles.validation_of(made)  # as predict_networks sets it on every prediction
         return made
 
-    validated, other = gpu_notes(result(made("rtx_4090"), made("t4"), made("rtx_4090")))  # once per GPU
+    validated, other, host = gpu_notes(result(made("rtx_4090"), made("t4"), made("rtx_4090")))  # once per GPU
+    assert host.startswith("eager: no host profile")  # eager without one: the GPU's time alone, said once
     assert validated.startswith("rtx_4090: clock; validation MAPE ") and "published rows, torch 2.9.1" in validated
     assert other == "t4: clock; not validated on this GPU"
     assert gpu_notes(result(made("rtx_4090", backend="graph"))) == ["rtx_4090: clock; not validated on this GPU"]
-    assert gpu_notes(result(made("rtx_4090", precision="fp16"))) == ["rtx_4090: clock"]
+    assert gpu_notes(result(made("rtx_4090", precision="fp16", backend="graph"))) == ["rtx_4090: clock"]
     assert made("rtx_4090", precision="fp16").validation is None
 
 

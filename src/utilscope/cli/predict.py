@@ -53,6 +53,13 @@ def _add_calibrate(sub) -> None:
         help="time the configs on NCHW tensors, as timm's benchmark runs (with --precision amp: timm's "
         "condition) (default: channels_last)",
     )
+    p.add_argument(
+        "--host",
+        action="store_true",
+        help="time the host side of eager PyTorch instead: what each kind of call (a module's, a conv's, a "
+        "launch...) costs this machine's CPU, into a host profile for `predict --backend eager --host-profile` "
+        "(seconds; the other options but --device and --out do not apply)",
+    )
     add_cudnn_options(p)
     p.set_defaults(run=cmd_calibrate)
 
@@ -87,8 +94,16 @@ def _add_predict(sub) -> None:
     p.add_argument(
         "--backend",
         default="graph",
-        help="graph; eager (the same kernels, host time not modelled); "
-        "inference or compile (a first model of fused execution) (default: %(default)s)",
+        help="graph; eager (the same kernels, launched by the host: its calls' time modelled from the host profile "
+        "of the machine that timed the device profile, where one is shipped); inference or compile (a first model "
+        "of fused execution) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--host-profile",
+        default=None,
+        metavar="FILE.json",
+        help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
+        "of the machine that timed the device profile)",
     )
     p.add_argument(
         "--no-channels-last",
@@ -151,6 +166,7 @@ def cmd_predict(args, console: Console) -> int:
         args.res,
         parse_prices(args.price),
         tuple(anchors),
+        args.host_profile,
     )
 
     told = []  # one line for the fits of a command (the amp profile's can need the fp16 one's conv trees too)
@@ -192,6 +208,7 @@ def gpu_notes(result) -> list[str]:
     amp the transfer's error on that GPU's published tables in the layout and backend (``Prediction.validation``), once
     per GPU; the profile's choice and network scales, where it has them; what a model file's network lacks."""
     scaled = [line for line in (result.profile_note, result.scales_note) if line] + result.file_notes
+    scaled += host_notes(result.predictions)
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
     notes = {
@@ -200,6 +217,18 @@ def gpu_notes(result) -> list[str]:
         if p.transferred_from and p.gpu_note
     }
     return list(notes.values()) + scaled
+
+
+def host_notes(predictions: list) -> list[str]:
+    """For eager: the host each prediction assumes, once per host, or that none is modelled."""
+    eager = [p for p in predictions if p.backend == "eager"]
+    hosts = list(dict.fromkeys(p.host for p in eager))
+    if "" in hosts:
+        return [
+            "eager: no host profile of the device profile's machine is shipped: the GPU's time alone, as if the host "
+            "were never behind (give --host-profile FILE from `utilscope calibrate --host`)"
+        ]
+    return [f"eager {host}; bound 'host': the GPU waits for the host's calls" for host in hosts]
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
@@ -297,6 +326,8 @@ def layer_table(prediction) -> Table:
 
 
 def cmd_calibrate(args, console: Console) -> int:
+    if args.host:
+        return cmd_calibrate_host(args, console)
     out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
     profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing, args.channels_last)
@@ -321,4 +352,16 @@ def cmd_calibrate(args, console: Console) -> int:
     kept = profile_rows.write_beside(Path(out), profile)
     if kept is not None:
         console.print(f"its rows, for a fast first `predict`: {kept}")
+    return 0
+
+
+def cmd_calibrate_host(args, console: Console) -> int:
+    """``calibrate --host``: this machine's host profile, each call kind's microseconds printed as timed."""
+    from utilscope.predict.host import HOST_FILE
+    from utilscope.predict.host_calibrate import calibrate_host
+
+    out = check_output_file(args.out, HOST_FILE, (".json",))
+    host = calibrate_host(args.device, lambda kind, us: console.print(f"{kind}: {us:.2f} µs a call"))
+    host.save(out)
+    console.print(f"{host.describe()}: {out}")
     return 0

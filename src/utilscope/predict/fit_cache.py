@@ -91,9 +91,9 @@ FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
     """The predictor of a device profile file, complete: its fit (layer models and launch gap; fitted once on
     ``FIT_THREADS`` OpenMP threads, seconds from the rows kept beside a shipped profile, and cached by the file's
-    content), the network scales kept beside the file, and its GPU's channels_last conv models for an NCHW
-    profile. ``on_fit`` is called when a valid profile is about to be fitted, by this call or by the predictor's own
-    later fit of another (``profile_ms``)."""
+    content), the network scales kept beside the file, its GPU's channels_last conv models for an NCHW profile, and
+    the host profile of its GPU's machine (``profiles.host_of``). ``on_fit`` is called when a valid profile is about
+    to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
     from threadpoolctl import threadpool_limits
 
     path = check_input_file(path, PROFILE_FILE)
@@ -110,6 +110,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
         predictor,
         on_fit=on_fit,
         category_scales=network_scales.load(path),
+        host=profiles.host_of(predictor.device),
         channels_last_models=functools.partial(
             channels_last_models, predictor.device, predictor.precision, predictor.backend, on_fit
         ),

@@ -4,8 +4,10 @@ The network is counted (``counting.count_traced``, the engine ``count`` uses, so
 each op that launches work becomes a row (``features.op_row``; the ops inside a squeeze-excite module become one
 gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
 ``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw;
-``fit_cache.composition_gap_ms``). Which profile predicts a request is ``predict.selection``'s; fitting and
-caching a profile's predictor is ``predict.fit_cache``'s.
+``fit_cache.composition_gap_ms``). On ``eager``, with a host profile of the machine that timed the profile
+(``predict.host``), the host's calls and the GPU's kernels run as two timelines: the GPU waits for a host behind
+it. Which profile predicts a request is ``predict.selection``'s; fitting and caching a profile's predictor is
+``predict.fit_cache``'s.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import network_scales
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
+from utilscope.predict.host import FORWARD, EagerTiming, HostProfile, eager_timing, host_ms, issued_ms
 from utilscope.predict.layers import LayerModels, se_row
 from utilscope.predict.transfer import fused_stream_ms, sm_scaled_ms, transfer
 
 # a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
-# timed as it timed them (eager: at batches that keep the GPU busy, eager runs the same kernels; its host time is
-# not modelled)
+# timed as it timed them (eager: the same kernels, launched one by one by the host: ``predict.host``)
 ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
 FREEZING_BACKENDS = ("inference",)  # inductor's freezing folds batch norms into the convs' weights
@@ -58,6 +60,8 @@ class Prediction:
     memory_efficiency: float = 0.0  # the share of the bandwidth a streaming op reaches, as assumed
     gpu_note: str = ""  # one line: the clock and memory efficiency assumed, and why
     validation: str | None = None  # the transfer's error on this GPU's published tables (``profiles.validation_of``)
+    host: str = ""  # eager: the host assumed (``HostProfile.describe``); "" where no host is modelled
+    host_ms: float = 0.0  # eager: the host's work of one forward
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -115,6 +119,9 @@ class Predictor:
     # per op category, the scale of its times inside whole networks (``predict.network_scales``), from the file kept
     # beside the profile; given by ``load_predictor``, None: the profile has none
     category_scales: dict[str, float] | None = field(default=None, repr=False, compare=False)
+    # the host profile of the machine that timed the profile (``profiles.host_of``), for eager; None: none shipped,
+    # and eager is its device time alone
+    host: HostProfile | None = field(default=None, repr=False, compare=False)
 
     def predict(
         self,
@@ -222,8 +229,11 @@ class Predictor:
         target = target or self.gpu
         ms, reasons, latency_ms, bound = self.compose(rows, backend, target, profile_ms)
         flops, batch = counted.total.flops, counted.batch
-        layers = per_layer(rows, ms, reasons, counted, bound)
-        main_bound = pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
+        per_forward_ms, main_bound = latency_ms, pd.Series(ms).groupby(bound).sum().idxmax() if len(ms) else ""
+        eager = self.eager_timing(recorded, rows, ms) if backend == "eager" else None
+        if eager is not None:
+            latency_ms, per_forward_ms = eager.latency_ms, eager.per_forward_ms
+            main_bound = "host" if eager.bound == "host" else main_bound
         return Prediction(
             counted.model,
             target.name,
@@ -233,19 +243,31 @@ class Predictor:
             counted.resolution,
             flops,
             latency_ms,
-            batch / latency_ms * 1e3,
-            utilization(achieved_tflops(flops, latency_ms), target.peak_flops / 1e12),
+            batch / per_forward_ms * 1e3,
+            utilization(achieved_tflops(flops, per_forward_ms), target.peak_flops / 1e12),
             any(reasons),
             target.key,
             str(main_bound),
             "" if target == self.gpu else self.device,
             "channels_last" if counted_channels_last(recorded) else "contiguous",
-            layers,
+            per_layer(rows, ms, reasons, counted, bound),
             target.clock_hz / 1e6,
             target.clock_hz < target.boost_hz,
             target.memory_efficiency,
             target.clock_note,
+            host=self.host.describe() if eager is not None else "",
+            host_ms=eager.host_ms if eager is not None else 0.0,
         )
+
+    def eager_timing(self, recorded, rows: pd.DataFrame, ms: np.ndarray) -> EagerTiming | None:
+        """One eager forward of a traced network (its ``rows`` and their predicted ``ms`` on the target) on the
+        host profile's host and the GPU (``host.eager_timing``); None without a host profile."""
+        if self.host is None:
+            return None
+        layer_ms, containers_ms = host_ms(self.host, recorded)
+        issued = issued_ms(rows["layers"], layer_ms, containers_ms) if len(rows) else np.zeros(0)
+        forward_ms = self.host.call_us[FORWARD] / 1e3 / self.host.speed
+        return eager_timing(issued, ms + self.gap_ms, float(layer_ms.sum()) + containers_ms, forward_ms)
 
     def compose(
         self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None, profile_ms: tuple | None = None

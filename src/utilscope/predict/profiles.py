@@ -10,6 +10,9 @@ Which profile predicts a GPU (``nearest``), among those that express the conditi
 3. else the profile that timed the most configs (its layer models are the best sampled), by name on a tie.
 On a GPU without TF32 tensor cores (before Ampere) ``fp32`` and ``tf32`` run on the fp32 units, whatever PyTorch's
 switches say: they are predicted from an ``fp32_strict`` profile where one is shipped (``stand_ins``).
+
+Host profiles (``predict.host``: what eager PyTorch's calls cost the CPU of the machine that timed a GPU's
+profiles) are shipped under ``profiles/hosts/``; ``host_of`` finds the one of a GPU's machine.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from utilscope.errors import UsageError
 from utilscope.files import read_json
 from utilscope.precision import Precision
 from utilscope.predict.calibrate import PROFILE_FILE, REMEDY, check_profile
+from utilscope.predict.host import HostProfile, load_host
 from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
 from utilscope.versions import torch_key
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 VALIDATION_FILE = PROFILES_DIR / "validation_gpus.csv"  # written by benchmarks/predict_errors.py
+HOSTS_DIR = PROFILES_DIR / "hosts"
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,19 @@ def _read(path: Path, mtime_ns: int) -> Profile:
 def shipped() -> list[Profile]:
     """Every shipped profile, by file name."""
     return [read(path) for path in sorted(PROFILES_DIR.glob("*.json"))]
+
+
+def host_of(device: str) -> HostProfile | None:
+    """The shipped host profile timed on the machine of the GPU ``device`` (as CUDA names it, as a device profile
+    records it), the newest file by name of several; None when none was shipped."""
+    hosts = [_host(path, path.stat().st_mtime_ns) for path in sorted(HOSTS_DIR.glob("*.json"))]
+    mine = [host for host in hosts if host.device == device]
+    return mine[-1] if mine else None
+
+
+@functools.lru_cache(maxsize=16)
+def _host(path: Path, mtime_ns: int) -> HostProfile:
+    return load_host(path)
 
 
 def stand_ins(precision: str, spec) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +21,7 @@ from utilscope.measure.sweep import check_batches
 from utilscope.models import model_files, zoo
 from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
+from utilscope.predict.host import load_host
 from utilscope.predict.predictor import Prediction
 from utilscope.predict.selection import gpu_names
 
@@ -48,7 +49,9 @@ class PredictRequest:
     """What to predict, checked when made: ``models`` (a spec, a glob, an ``nn.Module``, or a sequence of them);
     ``gpu`` (a GPU of the spec table, or ``all``) and/or ``profile`` (a device profile file; None: the one shipped
     for ``gpu``, else one to transfer from); batch sizes; precision (fp16, or amp over an fp16 profile); backend;
-    memory format; resolution (None: each model's native one); ``prices``: ``{GPU: USD per hour}``."""
+    memory format; resolution (None: each model's native one); ``prices``: ``{GPU: USD per hour}``;
+    ``host_profile``: a host profile file (``calibrate --host``) for eager, instead of the shipped one of the
+    profile's machine (``profiles.host_of``)."""
 
     models: str | nn.Module | Sequence[str | nn.Module]
     gpu: str | None = None
@@ -60,6 +63,7 @@ class PredictRequest:
     resolution: int | None = None
     prices: dict[str, float] = field(default_factory=dict)
     anchors: tuple[Anchor, ...] = ()
+    host_profile: str | None = None
 
     def __post_init__(self) -> None:
         given = [self.models] if isinstance(self.models, (str, nn.Module)) else list(self.models)
@@ -74,6 +78,13 @@ class PredictRequest:
         )
         parse_precision(self.precision)
         get_backend(self.backend)
+        if self.host_profile is not None:
+            if self.backend != "eager":
+                raise UsageError(
+                    f"a host profile models eager's calls; the {self.backend} backend launches without them: "
+                    "give --backend eager"
+                )
+            load_host(self.host_profile)  # a bad file is said before the profile is fitted
         if self.resolution is not None:
             zoo.check_resolution(self.resolution)
         if len(names) == 1 and isinstance(names[0], str):  # a bad model is said before the profile is fitted
@@ -161,6 +172,8 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         request.gpu, request.profile, request.precision, request.backend, request.channels_last
     )
     predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
+    if request.host_profile is not None:
+        predictor = replace(predictor, host=load_host(request.host_profile))
     entry, spec = profiles.read(profile), selection.one_gpu(request.gpu)
     precision = profiles.predicted_as(request.precision, entry)
     predictor.check_condition(precision, request.backend, request.channels_last)

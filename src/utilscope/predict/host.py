@@ -1,0 +1,170 @@
+"""The host side of eager PyTorch: what each call costs the CPU, and how the host and GPU timelines compose.
+
+In eager PyTorch every module call, every aten op's dispatch and every kernel launch costs the host (the CPU
+running Python) time, while the GPU runs the kernels launched so far. When the host takes longer to issue a kernel
+than the GPU takes to run the ones before it, the GPU waits: at small batches a network runs at the host's pace,
+whatever its FLOPs. A *host profile* (``host_calibrate``) holds the host's microseconds per call kind, measured on
+one machine (its CPU and torch recorded); ``host_ms`` turns a traced network into the host milliseconds by which
+each of its kernels is issued, and ``eager_timing`` composes the two timelines:
+
+- *latency* (one forward timed alone, CUDA events or a synchronize around it): kernel i starts when it is issued
+  and the kernel before it is done, ``start_i = max(issued_i, end_{i-1})``; the forward ends when the last kernel
+  ends and the host has finished its own work, plus the synchronize.
+- *throughput* (forwards back to back, as ``profile`` and ``survey`` time them, no synchronize between them): the
+  host issues the next forward while the GPU runs this one, so a forward takes the longer of the two, its host
+  time or its device time: its *bound*.
+
+A call's *kind* is its aten op's (``counting.formulas.Kind``), ``module`` for the Python call of an ``nn.Module``
+(its leaves and the containers that call them), ``forward`` for the synchronize that ends a timed forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from utilscope.counting.formulas import Kind
+from utilscope.errors import UsageError
+from utilscope.files import read_json, write_json
+
+HOST_FORMAT = "utilscope-host-profile/1"
+HOST_FILE = "host profile from `utilscope calibrate --host`"
+MODULE, FORWARD, OTHER = "module", "forward", "other"
+CALL_KINDS = (MODULE, FORWARD, OTHER, *(kind.value for kind in Kind))
+SPEED_RANGE = (0.2, 5.0)  # a host's speed over the calibration host's: beyond it, not a CPU running PyTorch
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """A host's microseconds per call kind (``CALL_KINDS``), where they were measured, and the host speed assumed
+    (1: the calibration host's; an anchor fits another)."""
+
+    cpu: str  # the calibration host's CPU model
+    torch: str  # the torch version the calls were timed with
+    device: str  # the device the launches went to ("cpu": the ops ran on the host itself)
+    call_us: dict[str, float]
+    speed: float = 1.0
+    path: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        missing = [kind for kind in CALL_KINDS if kind not in self.call_us]
+        if missing:
+            raise UsageError(f"{self.path or 'host profile'}: no time for the call kinds {', '.join(missing)}")
+        check_speed(self.speed)
+
+    def at_speed(self, speed: float) -> HostProfile:
+        """The same host profile at another speed (``check_speed``)."""
+        return replace(self, speed=check_speed(speed))
+
+    def describe(self) -> str:
+        """One line: the host assumed, and whether its speed is the calibration host's."""
+        speed = "its speed" if self.speed == 1.0 else f"{self.speed:.2f}x its speed (fitted to the anchors)"
+        return f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}"
+
+    def save(self, path: str | Path) -> Path:
+        data = asdict(self)
+        data.pop("path")
+        return write_json(path, {"format": HOST_FORMAT, **data})
+
+
+def check_speed(speed: float) -> float:
+    """``speed`` if it is a host speed a CPU running PyTorch can have (``SPEED_RANGE``); UsageError otherwise."""
+    low, high = SPEED_RANGE
+    if not low <= speed <= high:
+        raise UsageError(
+            f"host speed {speed:.3g}x the calibration host's is outside {low}-{high}x: no CPU runs PyTorch's "
+            "eager calls that much faster or slower (an anchor in another condition, or the GPU's own bound?)"
+        )
+    return speed
+
+
+def load_host(path: str | Path) -> HostProfile:
+    """The host profile at ``path``; a one-line UsageError for another file or a damaged one."""
+    data = read_json(path, HOST_FILE)
+    if not isinstance(data, dict) or data.get("format") != HOST_FORMAT:
+        raise UsageError(f"{path} is not a host profile ({HOST_FORMAT}) written by `utilscope calibrate --host`")
+    try:
+        return HostProfile(
+            data["cpu"], data["torch"], data["device"], dict(data["call_us"]), data.get("speed", 1.0), str(path)
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path} is a damaged host profile ({exc})") from None
+
+
+def layer_calls(recorded) -> list[list[str]]:
+    """Each traced layer's host calls by kind: ``module`` for a layer that is an ``nn.Module`` (not a functional op
+    of a forward, typed ``aten.*``), and its ops' kinds. A tensor creation inside a layer that runs another op is
+    that op's output buffer, allocated within its call, and not a call of its own."""
+    calls: list[list[str]] = [[] if slot.type.startswith("aten.") else [MODULE] for slot in recorded.layers]
+    ops: list[list[str]] = [[] for _ in recorded.layers]
+    for event in recorded.events:
+        ops[event.layer].append(event.kind.value if event.kind is not None else OTHER)
+    for layer, kinds in enumerate(ops):
+        working = [kind for kind in kinds if kind not in (Kind.CREATION.value, Kind.VIEW.value)]
+        calls[layer] += kinds if not working else [k for k in kinds if k != Kind.CREATION.value]
+    return calls
+
+
+def container_calls(recorded) -> int:
+    """The module calls above the leaves: every module whose name is a proper prefix of a module layer's name (the
+    blocks and stages that call them), and the network itself."""
+    prefixes = {""}
+    for slot in recorded.layers:
+        if slot.type.startswith("aten."):
+            continue
+        parts = slot.name.split("#")[0].split(".")
+        prefixes.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return len(prefixes)
+
+
+def host_ms(host: HostProfile, recorded) -> tuple[np.ndarray, float]:
+    """Each traced layer's host milliseconds at the host's speed, and the containers' (``container_calls``)."""
+    per_call = host.call_us
+    layer_us = np.array([sum(per_call[kind] for kind in kinds) for kinds in layer_calls(recorded)], dtype=float)
+    containers_us = container_calls(recorded) * per_call[MODULE]
+    return layer_us / 1e3 / host.speed, containers_us / 1e3 / host.speed
+
+
+def issued_ms(rows_layers, layer_ms: np.ndarray, containers_ms: float) -> np.ndarray:
+    """The host milliseconds by which each device row's kernel is issued: the host work of every layer up to and
+    including the row's last one (``rows_layers``: each row's layer indices), the containers' calls spread evenly
+    over the layers."""
+    if not len(layer_ms):
+        return np.zeros(len(rows_layers))
+    cumulative = np.cumsum(layer_ms + containers_ms / len(layer_ms))
+    return np.array([cumulative[max(layers)] for layers in rows_layers], dtype=float)
+
+
+@dataclass(frozen=True)
+class EagerTiming:
+    """One eager forward on the host and the GPU (the module's docstring)."""
+
+    latency_ms: float  # one forward timed alone
+    per_forward_ms: float  # forwards back to back
+    host_ms: float  # the host's work of one forward
+    device_ms: float  # the GPU's: its kernels and the gaps between them
+    bound: str  # "host" when the host's work is the longer, else "device"
+
+    @property
+    def idle_share(self) -> float:
+        """The share of a lone forward's latency the GPU spends waiting for the host."""
+        return max(self.latency_ms - self.device_ms, 0.0) / self.latency_ms if self.latency_ms else 0.0
+
+
+def eager_timing(issued: np.ndarray, device_ms: np.ndarray, host_total_ms: float, forward_ms: float) -> EagerTiming:
+    """The two timelines of one forward: kernel i (``device_ms``, its gap included) starts at the later of its
+    issue (``issued``) and the end of kernel i-1; the forward ends when both the GPU and the host
+    (``host_total_ms``) are done, plus ``forward_ms``, the synchronize. In closed form the last kernel ends at
+    ``max_i(issued_i + sum_{k>=i} device_k)``."""
+    device_total = float(device_ms.sum())
+    if len(device_ms):
+        after = np.cumsum(device_ms[::-1])[::-1]  # sum_{k>=i} device_k
+        device_end = float(np.max(issued + after))
+    else:
+        device_end = 0.0
+    latency = max(device_end, host_total_ms) + forward_ms
+    per_forward = max(device_total, host_total_ms)  # back to back, no synchronize between forwards
+    bound = "host" if host_total_ms > device_total else "device"
+    return EagerTiming(latency, per_forward, host_total_ms, device_total, bound)

@@ -1,0 +1,164 @@
+"""The host side of eager PyTorch (``predict.host``): call kinds, the two timelines in closed form, the host
+calibration on the CPU, and eager predictions with a host profile."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from utilscope.cli import main
+from utilscope.counting.counter import count_traced
+from utilscope.errors import UsageError
+from utilscope.predict import host_calibrate, profiles
+from utilscope.predict.host import (
+    CALL_KINDS,
+    MODULE,
+    HostProfile,
+    container_calls,
+    eager_timing,
+    host_ms,
+    issued_ms,
+    layer_calls,
+    load_host,
+)
+from utilscope.predict.run import PredictRequest
+
+NET = textwrap.dedent("""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 8, 3, 1, 1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)) + x
+
+    def net():
+        return nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), Block(), nn.ReLU())
+""")
+
+
+def unit_host(**call_us) -> HostProfile:
+    """A host whose every call costs 1 µs, but those given."""
+    return HostProfile("a CPU", "2.0", "NVIDIA H100 80GB HBM3", {kind: call_us.get(kind, 1.0) for kind in CALL_KINDS})
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    path = tmp_path_factory.mktemp("net") / "net.py"
+    path.write_text(NET)
+    _, recorded = count_traced(f"{path}:net", 1, 8, "fp32", channels_last=False)
+    return recorded
+
+
+def test_a_forward_ends_when_both_timelines_are_done():
+    issued = np.array([1.0, 2.0, 3.0])  # the host issues a kernel each ms
+    # a GPU faster than the host waits for each launch: the last kernel starts at 3 and ends at 3.5
+    fast = eager_timing(issued, np.array([0.5, 0.5, 0.5]), 3.2, 0.1)
+    assert fast.latency_ms == pytest.approx(3.5 + 0.1)
+    assert fast.per_forward_ms == pytest.approx(3.2) and fast.bound == "host"
+    # a slower GPU runs back to back from the first launch: 1 + 3 x 2 ms
+    slow = eager_timing(issued, np.array([2.0, 2.0, 2.0]), 3.2, 0.1)
+    assert slow.latency_ms == pytest.approx(7.0 + 0.1)
+    assert slow.per_forward_ms == pytest.approx(6.0) and slow.bound == "device"
+    assert slow.idle_share == pytest.approx((7.1 - 6.0) / 7.1)
+
+
+def test_a_layer_s_calls_are_its_module_call_and_its_ops(traced):
+    calls = layer_calls(traced)
+    kinds = [sorted(c) for c in calls]
+    assert ["conv", MODULE] in kinds  # a Conv2d: its module call and its conv
+    assert ["elementwise"] in kinds  # the block's functional add: no module call
+    assert all(kind in CALL_KINDS for c in calls for kind in c)
+    assert container_calls(traced) == 2  # the Sequential and the Block above the leaves
+
+
+def test_the_host_time_is_the_calls_by_kind(traced):
+    host = unit_host(conv=10.0)
+    layer_ms, containers_ms = host_ms(host, traced)
+    convs = sum(kinds.count("conv") for kinds in layer_calls(traced))
+    total_calls = sum(len(kinds) for kinds in layer_calls(traced))
+    assert layer_ms.sum() == pytest.approx((total_calls + 9 * convs) / 1e3)
+    assert containers_ms == pytest.approx(2 / 1e3)
+    fast = host_ms(host.at_speed(2.0), traced)
+    assert fast[0].sum() == pytest.approx(layer_ms.sum() / 2)
+    issued = issued_ms([(0,), (len(layer_ms) - 1,)], layer_ms, containers_ms)
+    assert issued[-1] == pytest.approx(layer_ms.sum() + containers_ms)
+
+
+def test_a_host_speed_out_of_range_is_a_usage_error():
+    with pytest.raises(UsageError, match="outside 0.2-5"):
+        unit_host().at_speed(20.0)
+
+
+def test_the_host_calibration_on_the_cpu_times_every_kind(monkeypatch, tmp_path):
+    monkeypatch.setattr(host_calibrate, "CALLS", 5)
+    monkeypatch.setattr(host_calibrate, "SAMPLES", 2)
+    monkeypatch.setattr(host_calibrate, "WARMUP_CALLS", 1)
+    told = []
+    host = host_calibrate.calibrate_host("cpu", lambda kind, us: told.append(kind))
+    assert sorted(told) == sorted(CALL_KINDS) and all(us >= 0 for us in host.call_us.values())
+    saved = host.save(tmp_path / "host.json")
+    assert load_host(saved) == host
+
+
+def test_a_file_that_is_not_a_host_profile_is_one_line(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(UsageError, match="is not a host profile"):
+        load_host(path)
+    path.write_text(
+        json.dumps(
+            {"format": "utilscope-host-profile/1", "cpu": "x", "torch": "2", "device": "y", "call_us": {"conv": 1.0}}
+        )
+    )
+    with pytest.raises(UsageError, match="no time for the call kinds"):
+        load_host(path)
+
+
+def test_the_registry_finds_the_host_profile_of_a_device_profile_s_machine(monkeypatch, tmp_path):
+    monkeypatch.setattr(profiles, "HOSTS_DIR", tmp_path)
+    unit_host().save(tmp_path / "h100_host.json")
+    assert profiles.host_of("NVIDIA H100 80GB HBM3").cpu == "a CPU"
+    assert profiles.host_of("NVIDIA H200") is None
+
+
+def test_a_host_profile_is_for_eager_only(tmp_path):
+    path = unit_host().save(tmp_path / "host.json")
+    with pytest.raises(UsageError, match="give --backend eager"):
+        PredictRequest("torchvision:resnet18", gpu="h100_sxm", host_profile=str(path))
+
+
+def test_eager_with_a_host_is_the_host_s_pace_at_batch_1_and_the_gpu_s_at_256(tmp_path, capsys):
+    path = unit_host(conv=20.0, norm=10.0).save(tmp_path / "host.json")
+    code = main(
+        [
+            "predict",
+            "torchvision:resnet18",
+            "--gpu",
+            "h100_sxm",
+            "--backend",
+            "eager",
+            "--batch",
+            "1,256",
+            "--host-profile",
+            str(path),
+            "--json",
+        ]
+    )
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0
+    small, large = rows
+    assert small["bound"] == "host" and small["host"].startswith("host: a CPU")
+    assert small["samples_per_s"] == pytest.approx(1 / small["host_ms"] * 1e3)
+    assert large["bound"] != "host" and large["host_ms"] == pytest.approx(small["host_ms"])
+
+
+def test_eager_without_a_host_profile_says_it_is_the_gpu_s_time_alone(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(profiles, "HOSTS_DIR", tmp_path)  # no host profile shipped
+    code = main(["predict", "torchvision:resnet18", "--gpu", "h100_sxm", "--backend", "eager", "--batch", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "no host profile" in " ".join(out.split())
