@@ -4,7 +4,8 @@
 # profile keeps what was timed), and copies the profiles and the logs to $OUT. The profile of CONDITION on a GPU
 # that nvidia-smi names "NVIDIA H100 ..." is $PROFILES/h100_CONDITION_graph.json (the first word after NVIDIA,
 # lowercase); PROFILES defaults to src/utilscope/predict/profiles/. CONDITION (default fp16): one of
-# scripts/gpu_conditions.sh's table.
+# scripts/gpu_conditions.sh's table, or `host`: the machine's host profile (`calibrate --host`, seconds) into
+# $PROFILES/hosts/GPU_host.json.
 # Usage: scripts/gpu_calibrate.sh LIMIT [COUNT] [CONDITION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -21,7 +22,13 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpu=$(echo "$name" | awk '{print tolower($2)}')
 for condition in "$@"; do
-  condition_args "$condition" || { echo "usage: $0 LIMIT [COUNT] [$CONDITIONS]..." >&2; exit 2; }
+  if [ "$condition" = host ]; then
+    mkdir -p "$PROFILES/hosts"
+    python3 -m utilscope.cli calibrate --host --out "$PROFILES/hosts/${gpu}_host.json" 2>&1 | tee "$OUT/calibrate_${gpu}_host.log"
+    cp "$PROFILES/hosts/${gpu}_host.json" "$OUT/"
+    continue
+  fi
+  condition_args "$condition" || { echo "usage: $0 LIMIT [COUNT] [$CONDITIONS|host]..." >&2; exit 2; }
   left=$((end - $(date +%s)))
   [ "$left" -le 20 ] && break
   profile=$PROFILES/${gpu}_${condition}_graph.json

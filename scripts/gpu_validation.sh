@@ -8,6 +8,9 @@
 # machines' gVisor runtime a store written there by the survey's processes came back malformed once, with "disk I/O
 # error"s before): the copy goes to $OUT every 60 s (scripts/copy_stores.py) and at the end, with the log, each
 # checked with SQLite's integrity_check first (a malformed store, as one call's was, never replaces a good copy).
+# The environment chooses another validation: BACKEND (default graph), BATCHES (default 1,256), MODELS_FILE (default
+# none: the 61) and STORE (default precisions, the store data/GPU/STORE.sqlite). Eager's (docs/predict.md, "Eager:
+# the host side"): STORE=eager BACKEND=eager BATCHES=1,8,64,256 MODELS_FILE=data/eager_validation_models.txt.
 # Usage: scripts/gpu_validation.sh LIMIT CONDITION...
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -24,8 +27,11 @@ end=$(($(date +%s) + limit))
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpu=$(echo "$name" | awk '{print tolower($2)}')
-kept=data/$gpu/precisions.sqlite
-store=$(mktemp -d)/precisions.sqlite
+name=${STORE:-precisions}
+kept=data/$gpu/$name.sqlite
+store=$(mktemp -d)/$name.sqlite
+models=()
+[ -n "${MODELS_FILE:-}" ] && models=(--models-file "$MODELS_FILE")
 mkdir -p "$OUT"
 [ -f "$kept" ] && cp "$kept" "$store"
 python3 scripts/copy_stores.py "$OUT" "$store" &
@@ -33,8 +39,8 @@ copier=$!
 trap 'kill $copier' EXIT
 for condition in "$@"; do
   condition_args "$condition"
-  survey_stage "$gpu $condition" "$OUT/validation_${gpu}.log" --db "$store" --batch 1,256 --backend graph \
-    --attribute none --min-time-ms 500 --per-worker 61 "${args[@]}" || break
+  survey_stage "$gpu $condition" "$OUT/validation_${gpu}_$name.log" --db "$store" --batch "${BATCHES:-1,256}" \
+    --backend "${BACKEND:-graph}" --attribute none --min-time-ms 500 --per-worker 61 "${models[@]}" "${args[@]}" || break
 done
 kill $copier
 wait $copier 2>/dev/null
