@@ -22,7 +22,7 @@ from utilscope.predict.host import (
     layer_calls,
     load_host,
 )
-from utilscope.predict.run import PredictRequest
+from utilscope.predict.run import PredictRequest, predict_networks
 
 NET = textwrap.dedent("""
     from torch import nn
@@ -123,7 +123,9 @@ def test_the_registry_finds_the_host_profile_of_a_device_profile_s_machine(monke
     monkeypatch.setattr(profiles, "HOSTS_DIR", tmp_path)
     unit_host().save(tmp_path / "h100_host.json")
     assert profiles.host_of("NVIDIA H100 80GB HBM3").cpu == "a CPU"
-    assert profiles.host_of("NVIDIA H200") is None
+    assert profiles.host_of("NVIDIA H200").cpu == "a CPU"  # no H200 machine's: the one shipped
+    monkeypatch.setattr(profiles, "HOSTS_DIR", tmp_path / "none")
+    assert profiles.host_of("NVIDIA H100 80GB HBM3") is None
 
 
 def test_a_host_profile_is_for_eager_only(tmp_path):
@@ -162,3 +164,20 @@ def test_eager_without_a_host_profile_says_it_is_the_gpu_s_time_alone(monkeypatc
     code = main(["predict", "torchvision:resnet18", "--gpu", "h100_sxm", "--backend", "eager", "--batch", "1"])
     out = capsys.readouterr().out
     assert code == 0 and "no host profile" in " ".join(out.split())
+
+
+def test_anchors_at_the_host_s_pace_fit_its_speed_and_the_rest_the_gpu(tmp_path):
+    host = unit_host(conv=20.0, norm=10.0)
+    truth = host.at_speed(0.5).save(tmp_path / "slow.json")
+    given = host.save(tmp_path / "host.json")
+    asked = {"gpu": "a100_sxm4_80gb", "backend": "eager", "batches": (1,)}
+    measured = predict_networks(PredictRequest("torchvision:resnet18", host_profile=str(truth), **asked))
+    sps = measured.predictions[0].samples_per_s
+    anchors = (f"torchvision:resnet18@1={sps}",)
+    fitted = predict_networks(PredictRequest("torchvision:resnet18", host_profile=str(given), anchors=anchors, **asked))
+    assert fitted.anchor_fit.host_speed == pytest.approx(0.5, rel=0.01)
+    assert fitted.predictions[0].samples_per_s == pytest.approx(sps, rel=0.01)
+    assert any(line.startswith("host speed 1.00 -> 0.50x") for line in fitted.anchor_fit.describe())
+    slowest = f"torchvision:resnet18@1={sps / 20}"  # a host 10x slower than the truth: beyond the range
+    with pytest.raises(UsageError, match="no host speed within 0.2-5.0x"):
+        predict_networks(PredictRequest("torchvision:resnet18", host_profile=str(given), anchors=(slowest,), **asked))

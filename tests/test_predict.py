@@ -786,6 +786,7 @@ def test_anchors_measured_on_a_slower_gpu_fit_its_clock_and_memory_back(monkeypa
         rows=lambda recorded: recorded,
         source_times=lambda rows: None,
         compose=lambda rows, backend, gpu, ms: (None, None, latency_ms(rows, gpu), None),
+        host=None,
     )
     slow = scaled(t4, 0.7, 0.55)
     speed = {name: 8 / latency_ms(name, slow) * 1e3 for name in cycles}

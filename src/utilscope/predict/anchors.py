@@ -6,6 +6,12 @@ its datasheet value over ``PRIOR_SD``, so that one anchor moves both parameters 
 depends on each, and several anchors separate them. An anchor that the two parameters cannot bring within
 ``CONTRADICTION`` of its measurement is reported as contradicting the others.
 
+On ``eager`` with a host profile (``predict.host``), an anchor that the datasheet GPU and the calibration host predict
+host-bound fits the host's speed instead (over the calibration host's, in ``host.SPEED_RANGE``): the speed whose
+predictions are nearest the host-bound anchors in log, the GPU fitted to the others first. A host anchor measured
+faster than the fitted GPU runs its kernels contradicts the device anchors (a warning); a speed at the range's edge
+is a one-line error.
+
 Of ``CONSENSUS`` anchors or more, one that the fit to the others predicts more than ``CONTRADICTION`` off its
 measurement contradicts them before it moves anything: the model's error on its network, which no parameter of the
 GPU expresses, would otherwise pull every prediction after it. The worst such anchor is left out of the fit and
@@ -31,6 +37,7 @@ from utilscope.limits import check_positive
 from utilscope.measure.sweep import check_batch
 from utilscope.models import zoo
 from utilscope.predict.features import Gpu
+from utilscope.predict.host import SPEED_RANGE
 
 ANCHOR_SD = 0.10  # the log error of one anchor: its measurement and the model's error on its network
 PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own, before any anchor
@@ -38,7 +45,7 @@ CLOCK_RANGE = (0.4, 1.4)  # the fitted clock, over the datasheet-derived one
 EFFICIENCY_RANGE = (0.3, 1.0)  # the fitted share of the datasheet bandwidth
 CONTRADICTION = 0.15  # an anchor still further off (a factor 1.15 either way) after the fit contradicts the others
 CONSENSUS = 3  # anchors needed before one that the fit to the others predicts beyond CONTRADICTION is left out
-EAGER_MIN_BATCH = 64  # eager below this batch may run at the host's pace (Python, launches), which no model has
+EAGER_MIN_BATCH = 64  # eager below this batch may run at the host's pace (Python, launches): without a host model
 CSV_COLUMNS = ("model", "batch", "samples_per_s")
 CSV_OPTIONAL = ("precision", "backend", "res", "gpu")
 ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
@@ -134,11 +141,20 @@ class AnchorFit:
     predicted_after: list[float] = field(default_factory=list)
     left_out: dict[int, float] = field(default_factory=dict)  # anchor index -> its samples/s by the others' fit
     backend: str = ""
+    host_speed: float | None = None  # eager: the host's speed over the calibration host's, fitted to host anchors
+    host_anchors: tuple[int, ...] = ()  # the anchors the host speed was fitted to (host-bound ones)
+    host_modelled: bool = False  # eager with a host profile
+    # host-bound anchors measured faster than the fitted GPU runs their kernels alone: index -> that GPU's samples/s
+    faster_than_gpu: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def device_anchors(self) -> list[int]:
+        return [i for i in range(len(self.anchors)) if i not in self.host_anchors]
 
     @property
     def fitted(self) -> list[Anchor]:
-        """The anchors the parameters were fitted to (all but ``left_out``)."""
-        return [anchor for i, anchor in enumerate(self.anchors) if i not in self.left_out]
+        """The anchors the GPU's parameters were fitted to (all but ``left_out`` and the host's)."""
+        return [self.anchors[i] for i in self.device_anchors if i not in self.left_out]
 
     @property
     def contradicting(self) -> list[str]:
@@ -154,8 +170,14 @@ class AnchorFit:
         ``EAGER_MIN_BATCH``, as a warning."""
         clock = f"sustained clock {self.before.clock_hz / 1e6:.0f} -> {self.target.clock_hz / 1e6:.0f} MHz"
         memory = f"memory efficiency {self.before.memory_efficiency:.2f} -> {self.target.memory_efficiency:.2f}"
-        count = f"{len(self.fitted)} of {len(self.anchors)}" if self.left_out else f"{len(self.anchors)}"
-        lines = [f"{self.target.key}: fitted to {count} anchor(s): {clock}, {memory}"]
+        device = self.device_anchors
+        count = f"{len(self.fitted)} of {len(device)}" if self.left_out else f"{len(device)}"
+        lines = [f"{self.target.key}: fitted to {count} anchor(s): {clock}, {memory}"] if device else []
+        if self.host_speed is not None:
+            lines.append(
+                f"host speed 1.00 -> {self.host_speed:.2f}x the calibration host's, fitted to "
+                f"{len(self.host_anchors)} anchor(s) that run at the host's pace"
+            )
         for anchor, before, after in zip(self.anchors, self.predicted_before, self.predicted_after, strict=True):
             lines.append(f"  {anchor.label}: predicted {before:,.0f} before the fit, {after:,.0f} after")
         lines += [
@@ -172,7 +194,19 @@ class AnchorFit:
             f"{EAGER_MIN_BATCH} eager may run at the host's pace (Python, kernel launches), which predict does not "
             f"model; an anchor at batch {EAGER_MIN_BATCH} or more measures the GPU"
             for anchor in self.anchors
-            if self.backend == "eager" and anchor.batch < EAGER_MIN_BATCH
+            if self.backend == "eager" and anchor.batch < EAGER_MIN_BATCH and not self.host_modelled
+        ]
+        lines += [
+            f"warning: anchor {self.anchors[i].label} contradicts the device anchors: the GPU they fit runs its "
+            f"kernels alone at {gpu:,.0f} samples/s, slower than measured; left out of the host's fit"
+            for i, gpu in self.faster_than_gpu.items()
+        ]
+        lines += [
+            f"warning: anchor {anchor.label} was measured on graph at batch 1: a replay's time there is its kernels' "
+            "floors and gaps more than the GPU's clock and memory, which it fits poorly; an anchor at a batch that "
+            "fills the GPU measures them"
+            for anchor in self.anchors
+            if self.backend == "graph" and anchor.batch == 1
         ]
         return lines
 
@@ -191,27 +225,81 @@ def scaled(gpu: Gpu, clock_scale: float, efficiency: float, note: str = "") -> G
 
 
 def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, backend: str, channels_last: bool):
-    """The AnchorFit of ``target`` to the anchors (the module's docstring); each anchor's network is counted once.
-    UsageError for an anchor whose FLOP/s would exceed the GPU's peak (an absurd throughput)."""
+    """The AnchorFit of ``target`` (and on eager the host's speed) to the anchors (the module's docstring); each
+    anchor's network is counted once. UsageError for an anchor whose FLOP/s would exceed the GPU's peak (an absurd
+    throughput), or a host speed out of its range."""
     if not anchors:
         raise UsageError("give at least one anchor to fit the GPU to")
     networks = [anchor_network(predictor, anchor, target, precision, channels_last) for anchor in anchors]
+    host = predictor.host if backend == "eager" else None
 
-    def samples_per_s(gpu: Gpu, chosen: list[int]) -> np.ndarray:
-        latency_ms = [predictor.compose(networks[i][0], backend, gpu, networks[i][1])[2] for i in chosen]
-        return np.array([anchors[i].batch for i in chosen]) / np.array(latency_ms) * 1e3
+    def samples_per_s(gpu: Gpu, chosen: list[int], speed: float = 1.0) -> np.ndarray:
+        timed = replace(predictor, host=host.at_speed(speed)) if host is not None else predictor
+        return np.array([anchors[i].batch / forward_ms(timed, networks[i], backend, gpu) * 1e3 for i in chosen])
 
-    left_out = contradicting_others(samples_per_s, anchors, target)
-    fitted = fitted_gpu(samples_per_s, anchors, [i for i in range(len(anchors)) if i not in left_out], target)
+    host_bound = [i for i in range(len(anchors)) if host is not None and is_host_bound(predictor, networks[i], target)]
+    device = [i for i in range(len(anchors)) if i not in host_bound]
+    left_out = contradicting_others(samples_per_s, anchors, target, device)
+    fitted = fitted_gpu(samples_per_s, anchors, [i for i in device if i not in left_out], target) if device else target
+    gpu_alone = {i: forward_ms(replace(predictor, host=None), networks[i], backend, fitted) for i in host_bound}
+    faster = {
+        i: anchors[i].batch / ms * 1e3
+        for i, ms in gpu_alone.items()
+        if off_by(anchors[i].batch / ms * 1e3, anchors[i].samples_per_s) > 1 + CONTRADICTION
+        and anchors[i].samples_per_s > anchors[i].batch / ms * 1e3
+    }
+    host_fit = [i for i in host_bound if i not in faster]
+    speed = fitted_speed(samples_per_s, anchors, host_fit, fitted) if host_fit else None
     every = list(range(len(anchors)))
-    before, after = list(samples_per_s(target, every)), list(samples_per_s(fitted, every))
-    return AnchorFit(target, fitted, list(anchors), before, after, left_out, backend)
+    before, after = list(samples_per_s(target, every)), list(samples_per_s(fitted, every, speed or 1.0))
+    fit = AnchorFit(target, fitted, list(anchors), before, after, left_out, backend, speed, tuple(host_fit))
+    return replace(fit, host_modelled=host is not None, faster_than_gpu=faster)
 
 
-def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu) -> dict[int, float]:
+def forward_ms(predictor, network: tuple, backend: str, gpu: Gpu) -> float:
+    """One forward's milliseconds of an anchor's network (``anchor_network``) on ``gpu``: forwards back to back,
+    the host's pace on eager with a host profile (``Predictor.eager_timing``), else the GPU's."""
+    rows, source_times, recorded = network
+    ms, _, latency_ms, _ = predictor.compose(rows, backend, gpu, source_times)
+    if backend != "eager" or predictor.host is None:
+        return latency_ms
+    return predictor.eager_timing(recorded, rows, ms).per_forward_ms
+
+
+def is_host_bound(predictor, network: tuple, gpu: Gpu) -> bool:
+    """Whether the calibration host is predicted slower than ``gpu`` on an anchor's network."""
+    rows, source_times, recorded = network
+    ms, *_ = predictor.compose(rows, "eager", gpu, source_times)
+    return predictor.eager_timing(recorded, rows, ms).bound == "host"
+
+
+def fitted_speed(samples_per_s, anchors: list[Anchor], chosen: list[int], gpu: Gpu) -> float:
+    """The host speed whose predictions on the ``chosen`` anchors are nearest their measurements in log, on the
+    fitted ``gpu``; UsageError at the edge of ``SPEED_RANGE`` (no CPU's speed explains them)."""
+    from scipy.optimize import minimize_scalar
+
+    measured = np.log([anchors[i].samples_per_s for i in chosen])
+
+    def loss(log_speed: float) -> float:
+        errors = np.log(samples_per_s(gpu, chosen, math.exp(log_speed))) - measured
+        return float(errors @ errors)
+
+    low, high = np.log(SPEED_RANGE)
+    log_speed = minimize_scalar(loss, bounds=(low, high), method="bounded").x
+    if min(log_speed - low, high - log_speed) < 0.01:
+        labels = ", ".join(anchors[i].label for i in chosen)
+        raise UsageError(
+            f"anchors {labels} run at the host's pace, and no host speed within {SPEED_RANGE[0]}-{SPEED_RANGE[1]}x "
+            "the calibration host's explains them: another condition, or a GPU bound the prediction does not see"
+        )
+    return math.exp(log_speed)
+
+
+def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu, candidates: list[int]) -> dict[int, float]:
     """The anchors left out of the fit (the module's docstring), each with its samples/s by the fit to the others:
-    while ``CONSENSUS`` remain, the one the others' fit predicts worst, when that is beyond ``CONTRADICTION``."""
-    kept, left_out = list(range(len(anchors))), {}
+    of the ``candidates``, while ``CONSENSUS`` remain, the one the others' fit predicts worst, when that is beyond
+    ``CONTRADICTION``."""
+    kept, left_out = list(candidates), {}
     while len(kept) >= CONSENSUS:
         by_others = {
             i: samples_per_s(fitted_gpu(samples_per_s, anchors, [j for j in kept if j != i], target), [i])[0]
@@ -227,8 +315,8 @@ def contradicting_others(samples_per_s, anchors: list[Anchor], target: Gpu) -> d
 
 
 def anchor_network(predictor, anchor: Anchor, target: Gpu, precision: str, channels_last: bool) -> tuple:
-    """The anchor's network as ``compose`` takes it (its rows, and their ``source_times``); UsageError for a
-    throughput whose FLOP/s exceed the GPU's dense peak."""
+    """The anchor's network as ``compose`` takes it (its rows, and their ``source_times``), and its trace (for the
+    host's calls); UsageError for a throughput whose FLOP/s exceed the GPU's dense peak."""
     counted, recorded = predictor.count(anchor.model, anchor.batch, anchor.resolution, precision, channels_last)
     flops_per_s = counted.total.flops / anchor.batch * anchor.samples_per_s
     if flops_per_s > target.peak_flops:
@@ -237,7 +325,7 @@ def anchor_network(predictor, anchor: Anchor, target: Gpu, precision: str, chann
             f"{target.peak_flops / 1e12:,.0f} TFLOP/s: not a measurement of this model at this batch"
         )
     rows = predictor.rows(recorded)
-    return rows, predictor.source_times(rows)
+    return rows, predictor.source_times(rows), recorded
 
 
 def fitted_gpu(samples_per_s, anchors: list[Anchor], chosen: list[int], target: Gpu) -> Gpu:

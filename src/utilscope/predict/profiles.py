@@ -102,10 +102,11 @@ def shipped() -> list[Profile]:
 
 def host_of(device: str) -> HostProfile | None:
     """The shipped host profile timed on the machine of the GPU ``device`` (as CUDA names it, as a device profile
-    records it), the newest file by name of several; None when none was shipped."""
+    records it), else any shipped one (a prediction by transfer keeps the calibration's host anyway; the profile's
+    line names the GPU it launched to); the last by file name of several; None when none was shipped."""
     hosts = [_host(path, path.stat().st_mtime_ns) for path in sorted(HOSTS_DIR.glob("*.json"))]
     mine = [host for host in hosts if host.device == device]
-    return mine[-1] if mine else None
+    return (mine or hosts or [None])[-1]
 
 
 @functools.lru_cache(maxsize=16)

@@ -180,6 +180,8 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
     fit = anchored(request, predictor, targets, precision)
     targets = [fit.target] if fit is not None else targets
+    if fit is not None and fit.host_speed is not None:
+        predictor = replace(predictor, host=predictor.host.at_speed(fit.host_speed))
     # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
     # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
     gc.freeze()
