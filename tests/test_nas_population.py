@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from utilscope.nas.spaces import get_space
 from utilscope.predict import fit_cache, layers
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import Gpu
+from utilscope.predict.host import CALL_KINDS, HostProfile
 from utilscope.predict.ops import sample_configs
 
 BATCH = 2
@@ -56,6 +58,27 @@ def test_a_population_gets_what_predict_gives_each_network(predictor, space_name
     assert population.transferred_from == ("" if gpu is None else "NVIDIA H200")
     again = population.predict_frame(archs[::-1])  # every layer is known now: nothing is traced again
     assert np.allclose(again["latency_ms"].to_numpy()[::-1], frame["latency_ms"].to_numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("space_name", ["mbv3", "regnet"])
+@pytest.mark.parametrize("conv_us", [2.0, 600.0])  # the GPU's pace, the host's
+def test_an_eager_population_chains_its_layers_timelines_as_predict_does_a_network(
+    predictor, space_name, conv_us, tmp_path
+):
+    host = HostProfile("a CPU", "2.0", "NVIDIA H200", {kind: conv_us if kind == "conv" else 1.0 for kind in CALL_KINDS})
+    eager = replace(predictor, host=host)
+    space = get_space(space_name)
+    archs = sample_architectures(space, 3, seed=8)
+    path = save_jsonl(tmp_path / "archs.jsonl", archs)
+    frame = PopulationPredictor(eager, space, BATCH, "fp16", None, "eager").predict_frame(archs)
+    graph = PopulationPredictor(predictor, space, BATCH, "fp16").predict_frame(archs)
+    for arch, row, device in zip(archs, frame.itertuples(), graph.itertuples(), strict=True):
+        (one,) = eager.predict_on(f"{path}:{arch['id']}", BATCH, [None], backend="eager")
+        # the network's stages and blocks above the space's layers are not module calls of any layer: within 1%
+        assert row.samples_per_s == pytest.approx(one.samples_per_s, rel=0.01)  # back to back: the longer side
+        assert row.latency_ms == pytest.approx(one.latency_ms, rel=0.01)
+        assert row.latency_ms >= device.latency_ms  # never faster than the GPU alone
+    assert (frame["latency_ms"] > graph["latency_ms"] * 1.5).all() == (conv_us == 600.0)
 
 
 def test_a_fused_backend_or_another_precision_is_refused(predictor):

@@ -178,6 +178,13 @@ def _add_predict_analyze(verbs) -> None:
         default="fp16",
         help="as `utilscope predict --precision`: one a shipped device profile expresses (default: %(default)s)",
     )
+    p.add_argument(
+        "--backend",
+        default="graph",
+        choices=("graph", "eager"),
+        help="graph, or eager: the same kernels launched by the host, its calls modelled from the shipped host "
+        "profile (`utilscope predict --backend eager`; by the general model) (default: %(default)s)",
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the predictions as JSON instead of a table")
     fmt.add_argument("--csv", action="store_true", help="print the predictions as CSV instead of a table")
@@ -351,7 +358,7 @@ def _prior(table, args, console: Console) -> dict:
 
 
 def cmd_predict(args, console: Console) -> int:
-    result = predict_population(args.archs, args.gpu, args.batch, args.precision, args.profile)
+    result = predict_population(args.archs, args.gpu, args.batch, args.precision, args.profile, args.backend)
     if args.json:
         print(strict_json(result.to_dict()))
     elif args.csv:
@@ -359,8 +366,14 @@ def cmd_predict(args, console: Console) -> int:
     else:
         console.print(
             f"{plural(len(result.frame), result.space + ' architecture')} on {result.gpu}, batch {args.batch}, "
-            f"{result.precision} ({population_source(result)})"
+            f"{result.precision}, {result.backend} ({population_source(result)})"
         )
+        if result.backend == "eager":
+            console.print(
+                f"eager {result.host}: latency_ms is one forward timed alone, samples_per_s forwards back to back"
+                if result.host
+                else "eager: no host profile is shipped: the GPU's time alone (`predict --backend eager` says more)"
+            )
         console.print(result.frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 

@@ -11,7 +11,12 @@ their rows are timed and transferred in one call, and a network's latency is the
 cost, since networks of a space share most of their layers.
 
 Only the ``graph`` and ``eager`` backends compose so: the fused backends' rows depend on what the next layer does with
-a layer's output (``counting.counter.fusion_savings``).
+a layer's output (``counting.counter.fusion_savings``). On ``eager`` with a host profile (``predict.host``) each
+layer also gives its host work and its kernels' end after its host work began (``Predictor.parts_eager``), and a
+network's timeline chains its layers': its last kernel ends at ``max_l(host before l + that end of l + the device
+time of the layers after l)``, as ``predict``'s per-kernel timeline does, within a percent (tested): the module
+calls above a space's layers (its stages) are no layer's, and each layer's own containers are spread over its own
+leaves, not the network's.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class LayerTimes:
     ms: float
     rows: int
     flops: int
+    host_ms: float = 0.0  # eager with a host profile: the layer's host work
+    ends_ms: float = 0.0  # ... and when its last kernel ends, after its host work began, on an idle GPU
 
 
 @dataclass
@@ -90,16 +97,45 @@ class PopulationPredictor:
         ms = np.bincount(network, weights=np.array([t.ms for t in times])[layer], minlength=size)
         rows = np.bincount(network, weights=np.array([t.rows for t in times], dtype=float)[layer], minlength=size)
         flops = np.bincount(network, weights=np.array([t.flops for t in times], dtype=float)[layer], minlength=size)
-        latency_ms = self.predictor.with_gaps(ms, rows)
+        latency_ms = per_forward_ms = self.predictor.with_gaps(ms, rows)
+        if self.eager_host:
+            device_ms = np.array([t.ms + self.predictor.gap_ms * t.rows for t in times])[layer]
+            host = np.array([t.host_ms for t in times])[layer]
+            ends = np.array([t.ends_ms for t in times])[layer]
+            latency_ms, per_forward_ms = self.eager_ms(network, device_ms, host, ends, size)
         return pd.DataFrame(
             {
                 "id": [arch.get("id", "") for arch in archs],
                 "gflops": flops / self.batch / 1e9,
                 "latency_ms": latency_ms,
-                "samples_per_s": self.batch / latency_ms * 1e3,
-                "utilization": utilization(achieved_tflops(flops, latency_ms), self.gpu.peak_flops / 1e12),
+                "samples_per_s": self.batch / per_forward_ms * 1e3,
+                "utilization": utilization(achieved_tflops(flops, per_forward_ms), self.gpu.peak_flops / 1e12),
             }
         )
+
+    @property
+    def eager_host(self) -> bool:
+        """Whether eager's host side is modelled (a host profile: ``predict.host``)."""
+        return self.backend == "eager" and self.predictor.host is not None
+
+    def eager_ms(self, network, device_ms, host_ms, ends_ms, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each network's lone-forward latency and back-to-back forward time from its layers' (in order, each
+        with its network's index): the module's docstring; the network's own module call is host work first."""
+        from utilscope.predict.host import FORWARD, MODULE
+
+        call_ms = {
+            kind: self.predictor.host.call_us[kind] / 1e3 / self.predictor.host.speed for kind in (MODULE, FORWARD)
+        }
+        frame = pd.DataFrame({"network": network, "device": device_ms, "host": host_ms, "ends": ends_ms})
+        grouped = frame.groupby("network", sort=False)
+        before = grouped["host"].cumsum() - frame["host"] + call_ms[MODULE]
+        after = grouped["device"].transform("sum") - grouped["device"].cumsum()  # the layers after each
+        last_kernel = (before + frame["ends"] + after).groupby(frame["network"]).max()
+        host_total = grouped["host"].sum() + call_ms[MODULE]
+        device_total = grouped["device"].sum()
+        index = np.arange(size)
+        lone = np.maximum(last_kernel, host_total).reindex(index).to_numpy() + call_ms[FORWARD]
+        return lone, np.maximum(device_total, host_total).reindex(index).to_numpy()
 
     def time_layers(self, layers: list[Layer]) -> None:
         """Trace each layer, and time and transfer all their rows in one call of the layer models."""
@@ -112,9 +148,11 @@ class PopulationPredictor:
         finally:
             gc.unfreeze()
         timed = self.predictor.parts_ms(traced, self.backend, self.target)
-        for layer, recorded, (layer_ms, layer_rows) in zip(layers, traced, timed, strict=True):
+        eager = self.predictor.parts_eager(traced, self.target) if self.eager_host else None
+        for index, (layer, recorded, (layer_ms, layer_rows)) in enumerate(zip(layers, traced, timed, strict=True)):
             flops = sum(event.cost.flops for event in recorded.events)
-            self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(flops))
+            host_ms, ends_ms = eager[index] if eager is not None else (0.0, 0.0)
+            self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(flops), host_ms, ends_ms)
 
     def module(self, layer: Layer) -> torch.nn.Module:
         """The layer's module on the meta device, built once for all input sizes: in both spaces a layer's module
@@ -138,7 +176,7 @@ class PopulationPredictor:
 
 
 def population_predictor(
-    space: str, gpu: str, batch: int, precision: str = "fp16", profile: str | None = None
+    space: str, gpu: str, batch: int, precision: str = "fp16", profile: str | None = None, backend: str = "graph"
 ) -> PopulationPredictor:
     """The ``PopulationPredictor`` of a GPU of the spec table (one, not ``all`` or a list) from the device profile
     ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
@@ -154,7 +192,8 @@ def population_predictor(
     precision = profiles.predicted_as(precision, profiles.read(path))  # fp32_strict's math on a GPU without TF32
     predictor = fit_cache.load_predictor(path)
     targets = selection.transfer_targets(gpu, predictor)
-    return PopulationPredictor(predictor, get_space(space), batch, precision, targets[0] if targets else None)
+    target = targets[0] if targets else None
+    return PopulationPredictor(predictor, get_space(space), batch, precision, target, backend)
 
 
 @dataclass(frozen=True)
@@ -171,6 +210,8 @@ class PopulationResult:
     profile: str
     transferred_from: str
     frame: pd.DataFrame
+    backend: str = "graph"
+    host: str = ""  # eager: the host assumed (``HostProfile.describe``); "" where none is modelled
 
     def to_dict(self) -> dict:
         return {
@@ -181,15 +222,23 @@ class PopulationResult:
             "predictor": self.predictor,
             "profile": self.profile,
             "transferred_from": self.transferred_from or None,
+            "backend": self.backend,
+            "host": self.host or None,
             "predictions": self.frame.to_dict(orient="records"),
         }
 
 
 def predict_population(
-    path: str, gpu: str | None, batch: int, precision: str = "fp16", profile: str | None = None
+    path: str,
+    gpu: str | None,
+    batch: int,
+    precision: str = "fp16",
+    profile: str | None = None,
+    backend: str = "graph",
 ) -> PopulationResult:
     """The architectures of a JSONL file on a GPU: by the NAS profile given (``profile``) or shipped for the GPU and
-    space in that precision (the H200's, fp16), else by ``predict``'s general model (``population_predictor``)."""
+    space in that precision (the H200's, fp16, measured on ``graph``), else, and on ``eager``, by ``predict``'s
+    general model (``population_predictor``), eager with the host side where a host profile is shipped."""
     from utilscope.counting.counter import check_batch
     from utilscope.nas.table_predictor import load_population, select_table_predictor, shipped_table_predictor
 
@@ -197,17 +246,21 @@ def predict_population(
     space, archs = load_population(path)
     if gpu is None and profile is None:
         raise UsageError("give --gpu (a GPU of the spec table) or --profile (a profile from `utilscope nas fit`)")
-    table = (
-        select_table_predictor(profile, gpu, space)
-        if profile is not None
-        else shipped_table_predictor(gpu, space, precision)
-    )
+    if backend != "graph" and profile is not None:
+        raise UsageError(f"a NAS profile's latency table was measured on graph: predict {backend} without --profile")
+    table = None
+    if backend == "graph":
+        table = (
+            select_table_predictor(profile, gpu, space)
+            if profile is not None
+            else shipped_table_predictor(gpu, space, precision)
+        )
     if table is not None:
         if table.table.precision != precision:
             raise UsageError(f"the predictor profile {profile} was timed in {table.table.precision}, not {precision}")
         frame = table.predict_frame(archs, batch)
         return PopulationResult(space, table.table.device, batch, precision, "table", str(profile or ""), "", frame)
-    general = population_predictor(space, gpu, batch, precision)
+    general = population_predictor(space, gpu, batch, precision, backend=backend)
     frame = general.predict_frame(archs)
     return PopulationResult(
         space,
@@ -218,4 +271,6 @@ def predict_population(
         str(general.predictor.profile_path),
         general.transferred_from,
         frame,
+        backend,
+        general.predictor.host.describe() if general.eager_host else "",
     )

@@ -340,6 +340,35 @@ class Predictor:
         """The public entry for pieces of networks (NAS's layers, blocks): each traced piece's predicted
         milliseconds on ``target`` (None: the profile's GPU) without the launch gaps, and its rows (kernels), with
         one layer-model call for all of them. A network of pieces takes ``with_gaps`` of their sums."""
+        _, ms, owner = self.parts_rows(traced, backend, target)
+        summed = np.bincount(owner, weights=ms, minlength=len(traced))
+        return list(zip(summed.tolist(), np.bincount(owner, minlength=len(traced)).tolist(), strict=True))
+
+    def parts_eager(self, traced: list, target: Gpu | None = None) -> list[tuple[float, float]] | None:
+        """Eager's host side of pieces of networks (``parts_ms``'s): each piece's host milliseconds, and when, after
+        its host work began, its last kernel ends if the GPU was idle when it began (the pieces' timelines; ``host``);
+        None without a host profile. A network's timeline chains them (``nas.population``)."""
+        if self.host is None:
+            return None
+        rows, ms, owner = self.parts_rows(traced, "eager", target)
+        device_ms = ms + self.gap_ms
+        out = []
+        for index, recorded in enumerate(traced):
+            mine = owner == index
+            layer_ms, containers_ms = host_ms(self.host, recorded)
+            if not mine.any():  # no kernel: host work only
+                out.append((float(layer_ms.sum()) + containers_ms, 0.0))
+                continue
+            issued = issued_ms(rows["layers"][mine].tolist(), layer_ms, containers_ms)
+            after = np.cumsum(device_ms[mine][::-1])[::-1]
+            out.append((float(layer_ms.sum()) + containers_ms, float(np.max(issued + after))))
+        return out
+
+    def parts_rows(
+        self, traced: list, backend: str | None, target: Gpu | None
+    ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        """The rows of traced pieces one after another, their milliseconds on ``target`` (``compose``'s, without
+        gaps), and each row's piece."""
         records, counts = [], []
         for recorded in traced:
             piece = network_records(recorded, self.gpu)
@@ -347,8 +376,7 @@ class Predictor:
             counts.append(len(piece))
         rows = rows_frame(records)
         ms, *_ = self.compose(rows, backend, target, self.source_times(rows))
-        owner = np.repeat(np.arange(len(traced)), counts)
-        return list(zip(np.bincount(owner, weights=ms, minlength=len(traced)).tolist(), counts, strict=True))
+        return rows, ms, np.repeat(np.arange(len(traced)), counts)
 
     def with_gaps(self, ms, rows):
         """A network's latency from its pieces' summed ``parts_ms`` and rows: one launch gap per row."""
