@@ -99,13 +99,6 @@ def _add_predict(sub) -> None:
         "of fused execution) (default: %(default)s)",
     )
     p.add_argument(
-        "--host-profile",
-        default=None,
-        metavar="FILE.json",
-        help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
-        "of the machine that timed the device profile)",
-    )
-    p.add_argument(
         "--no-channels-last",
         dest="channels_last",
         action="store_false",
@@ -130,6 +123,13 @@ def _add_predict(sub) -> None:
 
 
 def _add_anchor_options(p) -> None:
+    p.add_argument(
+        "--host-profile",
+        default=None,
+        metavar="FILE.json",
+        help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
+        "of the machine that timed the device profile; an anchor at the host's pace fits its speed)",
+    )
     p.add_argument(
         "--anchor",
         action="append",
