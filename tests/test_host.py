@@ -181,3 +181,16 @@ def test_anchors_at_the_host_s_pace_fit_its_speed_and_the_rest_the_gpu(tmp_path)
     slowest = f"torchvision:resnet18@1={sps / 20}"  # a host 10x slower than the truth: beyond the range
     with pytest.raises(UsageError, match="no host speed within 0.2-5.0x"):
         predict_networks(PredictRequest("torchvision:resnet18", host_profile=str(given), anchors=(slowest,), **asked))
+
+
+def test_a_host_anchor_faster_than_the_gpu_alone_contradicts_it_and_a_graph_anchor_at_batch_1_is_warned(tmp_path):
+    given = unit_host(conv=20.0, norm=10.0).save(tmp_path / "host.json")
+    asked = {"gpu": "a100_sxm4_80gb", "batches": (1,)}
+    fast = ("torchvision:resnet18@1=10000",)  # host-bound at speed 1, and 10,000/s is beyond the GPU's kernels alone
+    fit = predict_networks(
+        PredictRequest("torchvision:resnet18", backend="eager", host_profile=str(given), anchors=fast, **asked)
+    ).anchor_fit
+    assert list(fit.faster_than_gpu) == [0] and fit.host_speed is None
+    assert any("contradicts the device anchors" in line for line in fit.describe())
+    graph = predict_networks(PredictRequest("torchvision:resnet18", anchors=("torchvision:resnet18@1=2000",), **asked))
+    assert any("measured on graph at batch 1" in line for line in graph.anchor_fit.describe())
