@@ -64,7 +64,6 @@ def test_a_forward_ends_when_both_timelines_are_done():
     slow = eager_timing(issued, np.array([2.0, 2.0, 2.0]), 3.2, 0.1)
     assert slow.latency_ms == pytest.approx(7.0 + 0.1)
     assert slow.per_forward_ms == pytest.approx(6.0) and slow.bound == "device"
-    assert slow.idle_share == pytest.approx((7.1 - 6.0) / 7.1)
 
 
 def test_a_layer_s_calls_are_its_module_call_and_its_ops(traced):

@@ -147,11 +147,6 @@ class EagerTiming:
     device_ms: float  # the GPU's: its kernels and the gaps between them
     bound: str  # "host" when the host's work is the longer, else "device"
 
-    @property
-    def idle_share(self) -> float:
-        """The share of a lone forward's latency the GPU spends waiting for the host."""
-        return max(self.latency_ms - self.device_ms, 0.0) / self.latency_ms if self.latency_ms else 0.0
-
 
 def eager_timing(issued: np.ndarray, device_ms: np.ndarray, host_total_ms: float, forward_ms: float) -> EagerTiming:
     """The two timelines of one forward: kernel i (``device_ms``, its gap included) starts at the later of its
