@@ -14,8 +14,8 @@ from utilscope.cli.common import (
     parse_list,
 )
 from utilscope.cli.parser import whole
+from utilscope.limits import check_batches
 from utilscope.measure.settings import MeasureRequest
-from utilscope.measure.sweep import check_batches
 from utilscope.present.json_text import strict_json
 
 

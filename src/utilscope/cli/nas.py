@@ -19,11 +19,12 @@ from utilscope.cli.survey import (
     report_migration,
 )
 from utilscope.files import check_output_file
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES
 from utilscope.nas.analysis import analyze
 from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.population import predict_population
-from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
+from utilscope.nas.sampler import measurement_models, sample_file
 from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import (
     SearchRequest,

@@ -15,8 +15,8 @@ from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.cli.parser import SEED, whole
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
+from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
-from utilscope.predict.ops import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
 

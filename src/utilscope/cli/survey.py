@@ -21,8 +21,8 @@ from utilscope.cli.common import (
     parse_list,
 )
 from utilscope.files import check_output_file
+from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
-from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
 from utilscope.present.merge_view import merge_lines

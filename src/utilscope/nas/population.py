@@ -143,7 +143,7 @@ def population_predictor(
     """The ``PopulationPredictor`` of a GPU of the spec table (one, not ``all`` or a list) from the device profile
     ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
     for a precision no profile expresses, or one the GPU lacks."""
-    from utilscope.counting.counter import check_batch
+    from utilscope.limits import check_batch
     from utilscope.predict import fit_cache, profiles, selection
 
     check_batch(batch)
@@ -190,7 +190,7 @@ def predict_population(
 ) -> PopulationResult:
     """The architectures of a JSONL file on a GPU: by the NAS profile given (``profile``) or shipped for the GPU and
     space in that precision (the H200's, fp16), else by ``predict``'s general model (``population_predictor``)."""
-    from utilscope.counting.counter import check_batch
+    from utilscope.limits import check_batch
     from utilscope.nas.table_predictor import load_population, select_table_predictor, shipped_table_predictor
 
     check_batch(batch)

@@ -15,9 +15,9 @@ from torch import nn
 
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.hardware.specs import lookup_gpu
+from utilscope.limits import check_batches
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
-from utilscope.measure.sweep import check_batches
 from utilscope.models import model_files, zoo
 from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor

@@ -26,9 +26,8 @@ import pandas as pd
 
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.hardware import check_peak_tflops
-from utilscope.limits import MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
+from utilscope.limits import FIT_RULES, MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
 from utilscope.measure.settings import timing_window
-from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
