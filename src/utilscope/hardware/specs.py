@@ -19,12 +19,13 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from utilscope.errors import UsageError
 from utilscope.precision import UNITS, Precision
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -450,6 +451,8 @@ def check_peak_tflops(tflops) -> float:
 
 def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:
     """The table as a DataFrame (one row per GPU; a missing unit is NaN) for ``utilscope devices``."""
+    import pandas as pd  # here: a command line's parser looks GPUs up in this module
+
     rows = load_specs() if specs is None else specs
     records = []
     for spec in rows:
