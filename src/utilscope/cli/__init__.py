@@ -34,8 +34,7 @@ from utilscope.cli.common import (
     EXIT_USAGE,
 )
 from utilscope.cli.parser import Parser
-from utilscope.errors import StorageError, UtilscopeError
-from utilscope.survey.runner import SurveyIncomplete
+from utilscope.errors import StorageError, SurveyIncomplete, UtilscopeError
 
 VERB_GROUPS = (count, measure, survey, nas, predict, advise, ingest, gpus, cache)
 

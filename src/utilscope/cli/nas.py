@@ -25,7 +25,6 @@ from utilscope.nas.general import prior_estimates, shipped_general_profile
 from utilscope.nas.latency import build_table, load_tables
 from utilscope.nas.population import predict_population
 from utilscope.nas.sampler import measurement_models, sample_file
-from utilscope.nas.search import STRATEGIES
 from utilscope.nas.search_setup import (
     SearchRequest,
     search_by_prediction,
@@ -35,6 +34,7 @@ from utilscope.nas.search_setup import (
 )
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.spaces import get_space
+from utilscope.nas.strategies import STRATEGIES
 from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
 from utilscope.precision import MEASURED
 from utilscope.predict.calibrate import DeviceProfile

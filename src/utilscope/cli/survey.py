@@ -20,6 +20,7 @@ from utilscope.cli.common import (
     parse_batches,
     parse_list,
 )
+from utilscope.errors import RESUME
 from utilscope.files import check_output_file
 from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
@@ -29,10 +30,10 @@ from utilscope.present.merge_view import merge_lines
 from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
 from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
 from utilscope.report.workflow import ReportEvents
-from utilscope.survey.executors import EXECUTORS
 from utilscope.survey.merge import merge_stores
 from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
-from utilscope.survey.runner import RESUME, RunOptions
+from utilscope.survey.ray_cluster import EXECUTORS
+from utilscope.survey.runner import RunOptions
 from utilscope.survey.store import Store
 from utilscope.survey.workflow import SurveyEvents, SurveyRequest
 from utilscope.units import plural

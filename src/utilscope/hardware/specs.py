@@ -382,6 +382,11 @@ def find_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> Device
     return short[0] if len(short) == 1 else None
 
 
+def gpu_names(gpu: str) -> list[str]:
+    """The GPU names of ``--gpu``: one, ``all``, or a comma-separated list (``l4,a100_sxm4_80gb``)."""
+    return [name.strip() for name in gpu.split(",") if name.strip()]
+
+
 def family_members(name: str, specs: list[DeviceSpec] | None = None) -> list[DeviceSpec]:
     """The rows a family name names: each of its words (split at ``_``, ``-`` and spaces) begins a word of the row's
     key (``a100`` names the four A100 rows, ``a100_80gb`` the two of 80 GB, ``h100`` every H100)."""

@@ -143,11 +143,12 @@ def population_predictor(
     """The ``PopulationPredictor`` of a GPU of the spec table (one, not ``all`` or a list) from the device profile
     ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
     for a precision no profile expresses, or one the GPU lacks."""
+    from utilscope.hardware.specs import gpu_names
     from utilscope.limits import check_batch
     from utilscope.predict import fit_cache, profiles, selection
 
     check_batch(batch)
-    names = selection.gpu_names(gpu)
+    names = gpu_names(gpu)
     if len(names) != 1 or names[0].casefold() == "all":
         raise UsageError(f"--gpu {gpu!r}: a population is predicted for one GPU of the spec table at a time")
     path = selection.select_profile(gpu, profile, precision, "graph", True)

@@ -23,18 +23,17 @@ from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import ARCH_FILE, load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
     CandidatePool,
-    Estimator,
     EvolutionOptions,
     EvolutionResult,
     Objective,
     evolve,
     flops_objective,
-    get_strategy,
     objective_from_table,
 )
 from utilscope.nas.simulate import MeasuredPool, compare
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
+from utilscope.nas.strategies import Estimator, get_strategy
 from utilscope.nas.table_predictor import (
     PROFILE_FILE,
     TablePredictor,
