@@ -1,7 +1,7 @@
 """The numbers a user gives (seeds, counts, seconds): one rule for each kind, one helper that checks it.
 
 Library objects check what they take with these helpers; the command line applies the same helpers while it parses
-(``utilscope.cli.parser.checked``), so a bad number is refused before any file is read or model built. A count is
+(``utilscope.cli.values.checked``), so a bad number is refused before any file is read or model built. A count is
 bounded by what can run (a sample size whose drawing would take hours, a timeout of a year): the message says the
 bound and why. This module imports nothing heavy: the command line's parser reads it.
 """
