@@ -262,11 +262,14 @@ NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float(
 @pytest.mark.parametrize(
     ("argv", "patches"),
     [
-        (["count", "torchvision:resnet18", "--json"], {"count.count": "result"}),
-        (["profile", "torchvision:resnet18", "--json"], {"measure.profile": "result"}),
-        (["layers", "torchvision:resnet18", "--json"], {"measure.attribute": "result"}),
-        (["ceilings", "--device", "cpu", "--json"], {"measure.get_ceilings": "result"}),
-        (["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"], {"nas.predict_population": "prediction"}),
+        (["count", "torchvision:resnet18", "--json"], {"utilscope.api.count": "result"}),
+        (["profile", "torchvision:resnet18", "--json"], {"utilscope.api.profile": "result"}),
+        (["layers", "torchvision:resnet18", "--json"], {"utilscope.api.attribute": "result"}),
+        (["ceilings", "--device", "cpu", "--json"], {"utilscope.hardware.ceilings.get_ceilings": "result"}),
+        (
+            ["nas", "predict", "archs.jsonl", "--gpu", "h200", "--json"],
+            {"utilscope.nas.population.predict_population": "prediction"},
+        ),
     ],
 )
 def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
@@ -281,10 +284,10 @@ def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
 
     frame = pd.DataFrame({"id": ["a", "b"], "utilization": [float("nan"), 0.5]})
     prediction = PopulationResult("mbv3", "NVIDIA H200", 256, "fp16", "table", "", "", frame)
-    for target, kind in patches.items():
-        module, name = target.split(".")
+    for target, kind in patches.items():  # where the command imports it from when it runs
+        module, _, name = target.rpartition(".")
         stub = {"result": result, "prediction": prediction}[kind]
-        monkeypatch.setattr(importlib.import_module(f"utilscope.cli.{module}"), name, lambda *a, _s=stub, **k: _s)
+        monkeypatch.setattr(importlib.import_module(module), name, lambda *a, _s=stub, **k: _s)
     assert main(argv) == 0
     doc = strict_loads(capsys.readouterr().out)
     if argv[0] == "nas":
@@ -326,7 +329,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
     ],
 )
 def test_layers_checks_the_roofline_path_before_measuring(path, message, factory, tmp_path, monkeypatch, capsys):
-    from utilscope.cli import measure
+    from utilscope import api
 
     (tmp_path / "a_file.txt").write_text("x")
     (tmp_path / "a_folder").mkdir()
@@ -335,7 +338,7 @@ def test_layers_checks_the_roofline_path_before_measuring(path, message, factory
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking the roofline path")
 
-    monkeypatch.setattr(measure, "attribute", measured)
+    monkeypatch.setattr(api, "attribute", measured)
     assert main(["layers", f"{factory}:make", "--device", "cpu", "--roofline", str(tmp_path / path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
@@ -344,13 +347,13 @@ def test_layers_checks_the_roofline_path_before_measuring(path, message, factory
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_layers_prints_the_measurement_before_the_plot_can_fail(json_flag, factory, tmp_path, monkeypatch, capsys):
     """A plot that cannot be drawn after measuring (no roofs, a full disk) never loses the measurement."""
-    from utilscope.cli import measure
     from utilscope.errors import UsageError
+    from utilscope.present import roofline_plot
 
     def no_plot(attribution, path):
         raise UsageError("no roofs for this device: pass --peak, or measure ceilings first")
 
-    monkeypatch.setattr(measure, "plot_attribution", no_plot)
+    monkeypatch.setattr(roofline_plot, "plot_attribution", no_plot)
     argv = ["layers", f"{factory}:make", "--device", "cpu", "--peak", "1", "--roofline", str(tmp_path / "r.png")]
     assert main([*argv, *json_flag]) == 2
     captured = capsys.readouterr()

@@ -8,9 +8,16 @@ import time
 import numpy as np
 import pytest
 
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
-from utilscope.limits import MAX_SEED, check_count, check_positive, check_seed
+from utilscope.limits import (
+    MAX_ARCHITECTURES,
+    MAX_CONFIGS,
+    MAX_SEED,
+    check_batch,
+    check_count,
+    check_positive,
+    check_seed,
+)
 
 
 @pytest.mark.parametrize("seed", [0, 1, MAX_SEED])
@@ -49,7 +56,7 @@ def test_a_positive_number_without_a_bound():
 def test_the_largest_calibration_sample_is_drawn_quickly():
     """Every kind fills its quota at MAX_CONFIGS (at about 17,700 the classifier heads, 315 distinct configs, run
     out and drawing would never end)."""
-    from utilscope.predict.ops import MAX_CONFIGS, quotas, sample_configs
+    from utilscope.predict.ops import quotas, sample_configs
 
     start_s = time.perf_counter()
     configs = sample_configs(MAX_CONFIGS, seed=1)
@@ -60,7 +67,7 @@ def test_the_largest_calibration_sample_is_drawn_quickly():
 
 
 def test_sampling_architectures_checks_its_size_and_seed_before_drawing():
-    from utilscope.nas.sampler import MAX_ARCHITECTURES, sample_architectures
+    from utilscope.nas.sampler import sample_architectures
     from utilscope.nas.spaces import get_space
 
     space = get_space("mbv3")

@@ -12,7 +12,6 @@ import pytest
 from utilscope.errors import UsageError
 from utilscope.nas.sampler import sample_architectures
 from utilscope.nas.search import (
-    STRATEGIES,
     CandidatePool,
     EvolutionOptions,
     evolve,
@@ -32,6 +31,7 @@ from utilscope.nas.simulate import (
 )
 from utilscope.nas.spaces import get_space
 from utilscope.nas.spaces.mbv3 import uniform_arch
+from utilscope.nas.strategies import STRATEGIES
 
 SPACE = get_space("mbv3")
 

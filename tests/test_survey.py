@@ -376,7 +376,7 @@ def test_model_selection():
         (["--cudnn-depthwise-heuristic", "--backend", "graph,compile"], "not compile"),
         (["--jobs", "0"], "--jobs must be at least 1"),
         (["--min-time-ms", "0"], "--min-time-ms must be positive"),
-        (["--batch", ""], "grid is empty"),
+        (["--batch", ""], "give at least one batch size"),
         (["--batch", "0"], "batch size must be"),
         (["--precision", "fp16"], "precision fp16 is not supported on cpu"),
         (["--backend", "foo"], "unknown backend 'foo'"),
@@ -545,7 +545,7 @@ def test_a_neighbours_warning_goes_to_stderr_and_the_counts_to_stdout(capsys):
 
     from rich.console import Console
 
-    from utilscope.cli.survey import report_lease
+    from utilscope.cli.survey_events import report_lease
 
     lease = types.SimpleNamespace(taken=2, stored_meanwhile=0, neighbours=["host:42"])
     report_lease(lease, Console(width=200))

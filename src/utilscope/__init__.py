@@ -4,23 +4,38 @@ The Python API is ``utilscope.api``: ``count``, ``profile``, ``attribute``, ``pr
 ``ingest``, one per command, each returning a result with ``to_frame()`` and ``to_dict()``
 (``import utilscope.api as us; us.predict("timm:resnet50", gpu="all")``). ``count``, ``profile`` and ``ingest`` are
 bound here too; ``attribute``, ``predict``, ``advise`` and ``survey`` are the names of subpackages, which a
-function bound over them would hide from ``import utilscope.predict.predictor``."""
+function bound over them would hide from ``import utilscope.predict.predictor``.
+
+Importing the package imports no torch, pandas or numpy (a command line's usage error is said before they load):
+every name below but the errors and ``__version__`` is bound when first asked for (``from utilscope import count``).
+"""
 
 import importlib
 
-from utilscope import api
 from utilscope._version import __version__
-from utilscope.api import AdviceResult, count, ingest, profile
-from utilscope.counting import CountResult
 from utilscope.errors import ModelError, StorageError, UsageError, UtilscopeError
-from utilscope.measure.settings import CudnnSettings, MeasureRequest
-from utilscope.measure.sweep import ProfileResult
-from utilscope.nas import source as _nas_source
+from utilscope.models import sources as _sources
 
-_nas_source.register()  # the `nas` model source (archs.jsonl:ID), in every process that imports utilscope
 
-# The option and result types of the heavier modules, imported when first asked for (``utilscope.AdviseRequest``).
+def _register_nas_source() -> None:
+    from utilscope.nas import source
+
+    source.register()
+
+
+_sources.add_plugin(_register_nas_source)  # the `nas` model source (archs.jsonl:ID), in every process that imports
+# utilscope, registered on the first lookup of the model sources
+
+# The functions, option and result types, imported when first asked for (``utilscope.AdviseRequest``).
 _LAZY = {
+    "AdviceResult": "utilscope.api",
+    "count": "utilscope.api",
+    "ingest": "utilscope.api",
+    "profile": "utilscope.api",
+    "CountResult": "utilscope.counting",
+    "CudnnSettings": "utilscope.measure.settings",
+    "MeasureRequest": "utilscope.measure.settings",
+    "ProfileResult": "utilscope.measure.sweep",
     "AdviseRequest": "utilscope.advise.advisor",
     "Advice": "utilscope.advise.advisor",
     "Explanation": "utilscope.attribute.explain",
@@ -36,25 +51,20 @@ _LAZY = {
 
 
 def __getattr__(name: str):
+    if name == "api":  # the submodule (importing it binds it here)
+        return importlib.import_module("utilscope.api")
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # bound from now on
+        return value
     raise AttributeError(f"module 'utilscope' has no attribute {name!r}")
 
 
 __all__ = [
-    "AdviceResult",
-    "CountResult",
-    "CudnnSettings",
-    "MeasureRequest",
     "ModelError",
-    "ProfileResult",
     "StorageError",
     "UsageError",
     "UtilscopeError",
     "__version__",
     "api",
-    "count",
-    "ingest",
-    "profile",
     *_LAZY,
 ]

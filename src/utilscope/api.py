@@ -17,9 +17,10 @@ function       command                       result
 ``report``     ``utilscope report``          ``ReportResult``: a store's HTML report, the GPUs without rows predicted
 =============  ============================  ==================================================================
 
-The heavy modules (the predictor, the advisor, the survey runner) are imported when their function is first called,
-so ``import utilscope`` costs what it did before. Call them here (``import utilscope.api as us``): the ``utilscope``
-package binds only ``count``, ``profile`` and ``ingest``, the other four names being its subpackages'.
+The heavy modules (the predictor, the advisor, the survey runner) are imported when their function is first called;
+this module imports torch and the counting engine (``import utilscope`` imports neither: it binds ``count``,
+``profile`` and ``ingest`` from here when first asked for). Call them here (``import utilscope.api as us``): the
+``utilscope`` package binds only ``count``, ``profile`` and ``ingest``, the other four names being its subpackages'.
 """
 
 from __future__ import annotations

@@ -14,6 +14,17 @@ class StorageError(UtilscopeError):
     EX_IOERR), and what was written before stays."""
 
 
+RESUME = "run the same command again to resume"
+
+
+class SurveyIncomplete(UtilscopeError):
+    """A survey that stopped before every cell it claimed was stored (its cluster was lost): what it stored stays,
+    rerunning resumes. Not the user's input: the CLI exits 75 (sysexits' EX_TEMPFAIL)."""
+
+    def __init__(self, reason: str, tally: str):
+        super().__init__(f"{reason}; {tally}; {RESUME}")
+
+
 class ModelError(UsageError):
     """A model could not be built or run as asked (a factory that raises, a resolution it cannot take)."""
 

@@ -1,20 +1,30 @@
 """The numbers a user gives (seeds, counts, seconds): one rule for each kind, one helper that checks it.
 
 Library objects check what they take with these helpers; the command line applies the same helpers while it parses
-(``utilscope.cli.parser.checked``), so a bad number is refused before any file is read or model built. A count is
+(``utilscope.cli.values.checked``), so a bad number is refused before any file is read or model built. A count is
 bounded by what can run (a sample size whose drawing would take hours, a timeout of a year): the message says the
-bound and why.
+bound and why. This module imports nothing heavy: the command line's parser reads it.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 
 from utilscope.errors import UsageError
 
 MAX_SEED = 2**32 - 1  # numpy's generators, torch.manual_seed, Python's random and every JSON / SQLite reader take it
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: longer is a hang, not a timeout
+MAX_BATCH = 1 << 16
+FIT_RULES = ("halve", "timm")  # how a batch size that ran out of memory is shrunk (``measure.sweep.smaller_batch``)
+MAX_CONFIGS = 15_000  # a device profile's largest calibration sample (``predict.ops``): its smallest kind, the
+# classifier heads (1.8% of a sample), has only 315 distinct configs, so a sample of about 17,700 could never be drawn
+# (each kind's configs are distinct)
+MAX_CONFIGS_WHY = "the classifier-head kind has only 315 distinct configurations: a larger sample cannot be drawn"
+MAX_ARCHITECTURES = 100_000  # one sample (nas sample -n, a search's --pool-size, a fit's --prior-archs): drawing
+# 100000 RegNets takes about half a minute, and their JSONL file is some 40 MB
+ARCHITECTURES_WHY = "sampling more takes minutes; sample several files with different seeds instead"
 
 
 def _whole(value) -> bool:
@@ -39,6 +49,21 @@ def check_count(value, name: str, low: int = 1, high: int | None = None, why: st
     raise UsageError(f"{name} must be {bound}{kind}, got {value!r}")
 
 
+def check_batch(batch) -> int:
+    """The batch size as a Python int: any integer type (numpy's from a frame too), not a bool, 1 to MAX_BATCH."""
+    if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
+        raise UsageError(f"batch size must be an integer between 1 and {MAX_BATCH}, got {batch!r}")
+    return int(batch)
+
+
+def check_batches(batches) -> list[int]:
+    """At least one batch size, each ``check_batch``-ed."""
+    batches = list(batches)
+    if not batches:
+        raise UsageError("give at least one batch size")
+    return [check_batch(b) for b in batches]
+
+
 def check_positive(value, name: str, unit: str, high: float | None = None, why: str = "") -> float:
     """A finite number ``0 < value <= high`` of ``unit`` (NaN, infinities, zero, negatives and bools refused)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -58,4 +83,19 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-__all__ = ["MAX_SEED", "MAX_TIMEOUT_S", "check_count", "check_positive", "check_seed", "cpu_cores"]
+__all__ = [
+    "ARCHITECTURES_WHY",
+    "FIT_RULES",
+    "MAX_ARCHITECTURES",
+    "MAX_BATCH",
+    "MAX_CONFIGS",
+    "MAX_CONFIGS_WHY",
+    "MAX_SEED",
+    "MAX_TIMEOUT_S",
+    "check_batch",
+    "check_batches",
+    "check_count",
+    "check_positive",
+    "check_seed",
+    "cpu_cores",
+]

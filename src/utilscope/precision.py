@@ -8,14 +8,19 @@ TF32 everywhere, ``tf32`` allows it everywhere. A GPU without TF32 tensor cores 
 three on their fp32 units, whatever the switches say. int8 has datasheet peaks and a GEMM ceiling, and is neither
 counted nor measured. ``amp`` and ``amp_bf16`` are PyTorch's automatic mixed precision, as timm's benchmark runs it:
 fp32 weights and input, convolutions and matmuls autocast to fp16 (bf16) on the tensor cores with fp32 accumulate,
-TF32 allowed for what stays fp32; their peak is their math unit's (``unit``: fp16, bf16).
+TF32 allowed for what stays fp32; their peak is their math unit's (``unit``: fp16, bf16). The names import nothing:
+torch is imported when a dtype is first asked for (the command line's parser reads ``MEASURED`` and ``COUNTED``).
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import torch
+from utilscope.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Precision(str, Enum):
@@ -30,8 +35,11 @@ class Precision(str, Enum):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype of weights and activations."""
-        return _DTYPES[self]
+        """The dtype of weights and activations (torch is imported here, not with the names: a command line's
+        parser reads them)."""
+        import torch
+
+        return getattr(torch, _DTYPES[self])
 
     @property
     def bytes_per_element(self) -> int:
@@ -40,7 +48,8 @@ class Precision(str, Enum):
     @property
     def autocast_dtype(self) -> torch.dtype | None:
         """The dtype autocast runs convolutions and matmuls in (None: no autocast)."""
-        return _AUTOCAST.get(self)
+        unit = _AUTOCAST_UNIT.get(self)
+        return None if unit is None else unit.dtype
 
     @property
     def unit(self) -> Precision:
@@ -67,22 +76,21 @@ class Precision(str, Enum):
         """The counting engine's dtype name for this precision's tensors: every fp32 precision counts as fp32;
         amp as fp16, amp_bf16 as bf16 (autocast's dtype is what the convolutions and matmuls read and write; the
         weights' fp32 copies read by the casts are not counted)."""
-        fp32_tensors = self.dtype == torch.float32 and self.autocast_dtype is None
+        fp32_tensors = _DTYPES[self] == "float32" and self not in _AUTOCAST_UNIT
         return "fp32" if fp32_tensors else self.unit.value
 
 
-_DTYPES = {
-    Precision.FP32: torch.float32,
-    Precision.FP32_STRICT: torch.float32,
-    Precision.TF32: torch.float32,
-    Precision.FP16: torch.float16,
-    Precision.BF16: torch.bfloat16,
-    Precision.INT8: torch.int8,
-    Precision.AMP: torch.float32,
-    Precision.AMP_BF16: torch.float32,
+_DTYPES = {  # the torch dtype of each precision's tensors, by its name in torch (``torch.float32``)
+    Precision.FP32: "float32",
+    Precision.FP32_STRICT: "float32",
+    Precision.TF32: "float32",
+    Precision.FP16: "float16",
+    Precision.BF16: "bfloat16",
+    Precision.INT8: "int8",
+    Precision.AMP: "float32",
+    Precision.AMP_BF16: "float32",
 }
 _AUTOCAST_UNIT = {Precision.AMP: Precision.FP16, Precision.AMP_BF16: Precision.BF16}
-_AUTOCAST = {precision: unit.dtype for precision, unit in _AUTOCAST_UNIT.items()}
 _UNITS = {**_AUTOCAST_UNIT, Precision.FP32: Precision.TF32, Precision.FP32_STRICT: Precision.FP32}
 # PyTorch's defaults (torch.backends.cuda.matmul and cudnn.conv fp32_precision, or the legacy allow_tf32 flags)
 _TF32_SWITCHES = {
@@ -102,3 +110,11 @@ MEASURED = (
     Precision.AMP,
     Precision.AMP_BF16,
 )
+
+
+def parse_precision(text: str) -> Precision:
+    """A measured precision by its name (``MEASURED``); a UsageError listing them for another."""
+    if text not in MEASURED:
+        choices = ", ".join(p.value for p in MEASURED)
+        raise UsageError(f"unknown precision {text!r}; use one of: {choices}")
+    return Precision(text)

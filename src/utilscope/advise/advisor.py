@@ -27,12 +27,12 @@ from utilscope.advise.rewrites import EXACT_RTOL, Rewrite, check_exact, check_in
 from utilscope.errors import UsageError
 from utilscope.files import check_output_folder
 from utilscope.hardware.alignment import channel_multiple
-from utilscope.limits import check_count, check_seed
+from utilscope.limits import check_batches, check_count, check_seed
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import device_label
 from utilscope.measure.precision import math_mode, parse_precision
 from utilscope.measure.settings import MeasureRequest
-from utilscope.measure.sweep import ProfileRow, Sweep, check_batches, prepare_module, prepare_sweep, run_sweep
+from utilscope.measure.sweep import ProfileRow, Sweep, prepare_module, prepare_sweep, run_sweep
 from utilscope.models import zoo
 from utilscope.units import now_iso
 

@@ -11,8 +11,8 @@ from utilscope.attribute.reconcile import reconcile, scaled_layers, scaled_point
 from utilscope.attribute.records import Attribution, LayerTime, Point, Roofs
 from utilscope.attribute.trace import eager_attribution, kernel_sequence, layer_points, region_points
 from utilscope.counting import count
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
+from utilscope.limits import check_batch
 from utilscope.measure.backends import Backend, get_backend
 from utilscope.measure.environment import device_label
 from utilscope.measure.precision import Precision, math_mode

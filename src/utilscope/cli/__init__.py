@@ -10,6 +10,9 @@ cell was stored (its Ray cluster was lost, or cells have no row), with "N of M c
 command again to resume"; 130 interrupted (Ctrl-C; a survey keeps what it stored); 141
 (128 + SIGPIPE, as a shell reports ``yes | head -1``) when the reader of the output went away (``utilscope models
 | head -1``), quietly.
+
+Parsing imports no torch, pandas or numpy (a usage error, ``--help`` and ``--version`` take a fraction of a second):
+the verb modules' parsers read light modules only, and each command imports the library when it runs.
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ from utilscope.cli.common import (
     EXIT_USAGE,
 )
 from utilscope.cli.parser import Parser
-from utilscope.errors import StorageError, UtilscopeError
-from utilscope.survey.runner import SurveyIncomplete
+from utilscope.errors import StorageError, SurveyIncomplete, UtilscopeError
 
 VERB_GROUPS = (count, measure, survey, nas, predict, advise, ingest, gpus, cache)
 

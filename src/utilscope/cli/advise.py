@@ -4,26 +4,24 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from utilscope.api import advise
-from utilscope.cli.common import (
-    EXIT_PARTIAL,
-    add_cudnn_options,
-    cudnn_settings,
-    one_model,
-    parse_batches,
-    parse_list,
-)
-from utilscope.cli.parser import whole
-from utilscope.measure.settings import MeasureRequest
-from utilscope.measure.sweep import check_batches
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, one_model
+from utilscope.cli.values import BATCHES, PRECISION, checked, parse_batches, parse_list, precisions, whole
+from utilscope.limits import check_batches
 from utilscope.present.json_text import strict_json
+
+LADDER = checked(str, lambda text: () if text == "none" else check_batches(parse_batches(text)), "batches")
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("advise", help="measure exact rewrites and deployment choices, ranked by measured gain")
     p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
-    p.add_argument("--batch", default=None, help="batch sizes (default: 1,256 on a GPU, 1,8 on a CPU)")
-    p.add_argument("--precision", default=None, help="the as-given precision (default: fp16 on a GPU, fp32 on CPU)")
+    p.add_argument("--batch", type=BATCHES, default=None, help="batch sizes (default: 1,256 on a GPU, 1,8 on a CPU)")
+    p.add_argument(
+        "--precision",
+        type=PRECISION,
+        default=None,
+        help="the as-given precision (default: fp16 on a GPU, fp32 on CPU)",
+    )
     p.add_argument("--backend", default="graph", help="the as-given backend (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
@@ -34,6 +32,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--precisions",
+        type=precisions("--precisions"),
         default=None,
         help="precisions to try, e.g. fp16,bf16,tf32 (default: fp16,bf16 on a GPU; the as-given one on a CPU)",
     )
@@ -46,6 +45,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--ladder",
+        type=LADDER,
         default=None,
         help="batch sizes of the saturation ladder (default: 1,2,4,...,512 on a "
         "GPU, 1,...,16 on a CPU; 'none' skips it)",
@@ -71,10 +71,11 @@ def add_parsers(sub) -> None:
 
 def cmd_advise(args, console: Console) -> int:
     from utilscope.advise.advisor import AdviseRequest
+    from utilscope.api import advise
+    from utilscope.measure.settings import MeasureRequest
     from utilscope.present.advise_view import render_advice, trial_line
 
     one_model(args.model, "advise")
-    ladder = None if args.ladder is None else () if args.ladder == "none" else check_batches(parse_batches(args.ladder))
     measure = MeasureRequest(
         args.model,
         precision=args.precision,
@@ -85,11 +86,11 @@ def cmd_advise(args, console: Console) -> int:
     )
     request = AdviseRequest(
         measure,
-        parse_batches(args.batch),
+        args.batch,
         args.multiple,
         parse_list(args.backends, "--backends"),
-        parse_list(args.precisions, "--precisions"),
-        ladder,
+        args.precisions or (),
+        args.ladder,
         args.export,
         **({} if args.repeats is None else {"repeats": args.repeats}),
     )

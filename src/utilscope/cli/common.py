@@ -1,14 +1,18 @@
-"""What the verb modules share: exit codes, option groups, and turning options into the library's objects."""
+"""What the verb modules share: exit codes, option groups, and turning options into the library's objects (whose
+modules are imported when a command runs, never while it is parsed)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
+from utilscope.cli.values import PRECISION
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
-from utilscope.measure.settings import CudnnSettings, MeasureRequest
-from utilscope.models import zoo
 from utilscope.precision import MEASURED
+
+if TYPE_CHECKING:
+    from utilscope.measure.settings import CudnnSettings, MeasureRequest
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1  # a multi-model command ran, and some of its models (or cells) failed: each failure is printed
@@ -25,6 +29,8 @@ EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quie
 
 def one_model(spec: str, verb: str) -> str:
     """``spec``, for a verb that takes one model; a glob is a UsageError that points to ``survey``."""
+    from utilscope.models import zoo
+
     if zoo.is_glob(spec):
         raise UsageError(
             f"`utilscope {verb}` takes one model and '{spec}' is a glob: for many models use "
@@ -33,42 +39,12 @@ def one_model(spec: str, verb: str) -> str:
     return spec
 
 
-def parse_batches(text: str | None) -> list[int] | None:
-    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default); ``""`` -> [] (the library says it needs
-    one). Strict: an empty element (``"1,,2"``, ``"8,"``) or a non-integer is a UsageError; the library checks the
-    sizes themselves."""
-    if text is None:
-        return None
-    if not text:
-        return []
-    parts = _elements(text, "batch sizes", "1,8,32")
-    try:
-        return [int(part) for part in parts]
-    except ValueError:
-        raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
-
-
-def parse_list(text: str | None, option: str) -> tuple[str, ...]:
-    """``"fp16,bf16"`` -> ("fp16", "bf16"); None -> () (the command's default). An empty list (``--precision ''``,
-    which used to mean the default) or an empty element (``"fp16,,bf16"``) is a UsageError naming ``option``."""
-    if text is None:
-        return ()
-    if not text.strip():
-        raise UsageError(f"{option} is empty: give at least one value, or leave {option} out for its default")
-    return _elements(text, "lists", "fp16,bf16")
-
-
-def _elements(text: str, what: str, example: str) -> tuple[str, ...]:
-    parts = tuple(part.strip() for part in text.split(","))
-    if not all(parts):
-        raise UsageError(f"{what} must be comma-separated without empty elements (e.g. {example}), got {text!r}")
-    return parts
-
-
 def add_measurement_options(p: argparse.ArgumentParser) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
     p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
-    p.add_argument("--precision", default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)")
+    p.add_argument(
+        "--precision", type=PRECISION, default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)"
+    )
     p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
@@ -121,10 +97,14 @@ def add_cudnn_options(p: argparse.ArgumentParser) -> None:
 
 
 def cudnn_settings(args: argparse.Namespace) -> CudnnSettings:
+    from utilscope.measure.settings import CudnnSettings
+
     return CudnnSettings(args.cudnn_benchmark, args.cudnn_benchmark_limit, args.cudnn_depthwise_heuristic)
 
 
 def measure_request(args: argparse.Namespace) -> MeasureRequest:
+    from utilscope.measure.settings import MeasureRequest
+
     return MeasureRequest(
         args.model,
         precision=args.precision,

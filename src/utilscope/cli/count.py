@@ -5,19 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 
-from utilscope.api import count
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.counting import DTYPES
+from utilscope.cli.values import BATCH
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
-from utilscope.models import timm_sets, zoo
+from utilscope.precision import COUNTED
 from utilscope.present import check_top
-from utilscope.present.count_view import render_count, summary_table
 from utilscope.present.json_text import strict_json
-from utilscope.survey.formats import timm_benchmark
 from utilscope.units import plural
 
 
@@ -29,10 +25,12 @@ def add_parsers(sub) -> None:
         "model.pt2, a TorchScript model.pt; a torch.save pickle if UTILSCOPE_TRUST_PICKLE=1: docs/model-files.md), "
         "or a glob like 'timm:resnet*' or 'exports/*.onnx' (one summary row per model)",
     )
-    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
+    p.add_argument("--batch", type=BATCH, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
-        "--dtype", default="fp32", help=f"one of {', '.join(DTYPES)}: sets bytes per element (default: %(default)s)"
+        "--dtype",
+        default="fp32",
+        help=f"one of {', '.join(unit.value for unit in COUNTED)}: sets bytes per element (default: %(default)s)",
     )
     p.add_argument(
         "--top",
@@ -90,6 +88,10 @@ def _add_models(sub) -> None:
 
 
 def cmd_count(args, console: Console) -> int:
+    from utilscope.api import count
+    from utilscope.models import zoo
+    from utilscope.present.count_view import render_count
+
     check_top(args.top)  # before counting (a glob counts many models)
     names = zoo.model_names(args.model)
     if len(names) > 1:
@@ -106,6 +108,11 @@ def cmd_count(args, console: Console) -> int:
 
 def count_many(names: list[str], args, console: Console) -> int:
     """One summary row per model; a model's failure is printed and the others still run."""
+    import pandas as pd
+
+    from utilscope.api import count
+    from utilscope.present.count_view import summary_table
+
     results, failures = [], []
     for name in names:
         try:
@@ -125,6 +132,8 @@ def count_many(names: list[str], args, console: Console) -> int:
 
 
 def cmd_models(args, console: Console) -> int:
+    from utilscope.models import zoo
+
     if args.rows_of is not None and args.model_set is None:
         raise UsageError("--rows-of lists a table's rows of a model set: give --set NAME")
     if (args.with_reparam or args.native_only) and args.rows_of is None:
@@ -145,6 +154,9 @@ def cmd_models(args, console: Console) -> int:
 
 def list_set(name: str) -> int:
     """A set's models, native resolution and GFLOPs (batch 1): from the timm table, else counted now."""
+    from utilscope.api import count
+    from utilscope.models import timm_sets
+
     members = model_sets.set_members(name)
     for model in members:
         facts = timm_sets.facts(model)
@@ -161,6 +173,9 @@ def list_rows_of(table: str, name: str, with_reparam: bool = False, native_only:
     resolution (not in the table's order, which ranks its throughputs: the list says what was measured, not how
     fast); ``native_only``: only the rows at a model's native resolution; ``with_reparam``: then
     ``MODEL+reparam@RES`` for each of those models timm can reparameterize."""
+    from utilscope.models import zoo
+    from utilscope.survey.formats import timm_benchmark
+
     members = set(model_sets.set_members(name))
     rows = timm_benchmark.read_rows(Path(table))
     pairs = sorted({(row["model"], row["resolution"]) for row in rows if row["model"] in members})

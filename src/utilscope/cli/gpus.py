@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 
 from utilscope.errors import UsageError
 from utilscope.present.json_text import strict_json
-from utilscope.present.profile_view import frame_table
-from utilscope.report import atlas
-from utilscope.survey.store import Store
 from utilscope.units import plural
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_STORE = "results.sqlite"
 CHECKOUT = Path(__file__).resolve().parents[3]  # a source checkout's root (src/utilscope/cli/gpus.py)
@@ -67,6 +67,9 @@ def add_parsers(sub) -> None:
 
 
 def cmd_gpus(args, console: Console) -> int:
+    from utilscope.report import atlas
+    from utilscope.survey.store import Store
+
     if args.same_batch and args.model is not None:
         raise UsageError("--same-batch applies to the summary (no model); a model's rows each show their batch")
     db = args.db or default_store()
@@ -91,6 +94,8 @@ def cmd_gpus(args, console: Console) -> int:
 
 def render_model(rows: pd.DataFrame, console: Console) -> None:
     """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order."""
+    from utilscope.present.profile_view import frame_table
+
     model = rows["model"].iloc[0]
     for condition, alike in rows.groupby("condition", sort=False):
         shown = alike[[column for column in SHOWN if column != "condition"]].rename(columns=SHOWN)
@@ -120,6 +125,9 @@ def print_summary(rows, gains, as_json: bool, console: Console, same_batch: bool
     """Per GPU and conv class: utilization quartiles; per GPU pair: utilization and speed ratios; rank correlation;
     per GPU and torch: compile over eager (``gains``: ``atlas.dynamo_gain``); ``same_batch``: pairs of rows run at
     one batch only."""
+    from utilscope.present.profile_view import frame_table
+    from utilscope.report import atlas
+
     if rows["gpu"].nunique() == 0:
         raise UsageError("no counted rows in timm's condition (amp, NCHW, eager) in this store")
     classes, pairs = atlas.class_summary(rows), atlas.pair_ratios(rows, same_batch)
@@ -168,6 +176,11 @@ BATCHES = {
 def print_swaps_and_families(swap_counts, swaps, families, console: Console, batches: str) -> None:
     """Equal-FLOP rank swaps per GPU pair (and the largest), and per pair the families that keep the most and the
     least of their utilization on the bigger GPU; ``batches``: which batches were paired (``BATCHES``)."""
+    import pandas as pd
+
+    from utilscope.present.profile_view import frame_table
+    from utilscope.report import atlas
+
     if swap_counts.empty:
         return
     console.print(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from utilscope.api import ingest
 from utilscope.cli.progress import progress
 from utilscope.limits import cpu_cores
 from utilscope.survey.formats import formats
@@ -46,6 +45,8 @@ def add_parsers(sub) -> None:
 
 
 def cmd_ingest(args, console: Console) -> int:
+    from utilscope.api import ingest
+
     def ingested(result) -> None:  # before counting, which takes minutes for a large table
         for name, rows, added in result.files:
             said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"

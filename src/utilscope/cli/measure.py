@@ -6,28 +6,27 @@ import sys
 
 from rich.console import Console
 
-from utilscope.api import attribute, profile
-from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model, parse_batches
+from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model
+from utilscope.cli.values import BATCH, BATCHES
 from utilscope.files import check_output_file
-from utilscope.hardware import get_ceilings, resolve_device, specs_frame
 from utilscope.present import check_top
 from utilscope.present.json_text import strict_json
-from utilscope.present.layers_view import render_layers
-from utilscope.present.profile_view import ceilings_text, frame_table, render_profile
-from utilscope.present.roofline_plot import plot_attribution
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
     add_measurement_options(p)
     p.add_argument(
-        "--batch", default=None, help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)"
+        "--batch",
+        type=BATCHES,
+        default=None,
+        help="comma-separated batch sizes (default: 1,8,32,128,256 on GPU, 1,8 on CPU)",
     )
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
     add_measurement_options(p)
-    p.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
+    p.add_argument("--batch", type=BATCH, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default: %(default)s)")
     p.add_argument(
         "--roofline",
@@ -64,8 +63,11 @@ def say_ceilings(request) -> None:
 
 
 def cmd_profile(args, console: Console) -> int:
+    from utilscope.api import profile
+    from utilscope.present.profile_view import render_profile
+
     one_model(args.model, "profile")
-    request, batches = measure_request(args), parse_batches(args.batch)
+    request, batches = measure_request(args), args.batch
     say_ceilings(request)  # after the input is checked: a usage error stays one line
     result = profile(request, batches)
     if args.json:
@@ -78,6 +80,10 @@ def cmd_profile(args, console: Console) -> int:
 def cmd_layers(args, console: Console) -> int:
     """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
     path is checked before measuring)."""
+    from utilscope.api import attribute
+    from utilscope.present.layers_view import render_layers
+    from utilscope.present.roofline_plot import plot_attribution
+
     one_model(args.model, "layers")
     check_top(args.top)
     if args.roofline is not None:
@@ -119,6 +125,9 @@ DEVICES_COLUMNS = {
 
 
 def cmd_devices(args, console: Console) -> int:
+    from utilscope.hardware.specs import specs_frame
+    from utilscope.present.profile_view import frame_table
+
     frame = specs_frame()
     if args.json:
         print(strict_json(frame.to_dict(orient="records")))
@@ -132,6 +141,9 @@ def cmd_devices(args, console: Console) -> int:
 
 
 def cmd_ceilings(args, console: Console) -> int:
+    from utilscope.hardware.ceilings import get_ceilings, resolve_device
+    from utilscope.present.profile_view import ceilings_text
+
     ceilings = get_ceilings(resolve_device(args.device), refresh=args.refresh)
     if args.json:
         print(strict_json(ceilings.to_dict()))

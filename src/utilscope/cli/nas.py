@@ -8,46 +8,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from utilscope.cli.common import parse_batches
-from utilscope.cli.parser import SEED, whole
-from utilscope.cli.survey import (
-    ConsoleEvents,
-    add_executor_options,
-    add_grid_options,
-    grid_request,
-    render_result,
-    report_migration,
-)
+from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
+from utilscope.cli.values import BATCH, BATCHES, PRECISION, SEED, whole
 from utilscope.files import check_output_file
-from utilscope.nas.analysis import analyze
-from utilscope.nas.general import prior_estimates, shipped_general_profile
-from utilscope.nas.latency import build_table, load_tables
-from utilscope.nas.population import predict_population
-from utilscope.nas.sampler import ARCHITECTURES_WHY, MAX_ARCHITECTURES, measurement_models, sample_file
-from utilscope.nas.search import STRATEGIES
-from utilscope.nas.search_setup import (
-    SearchRequest,
-    search_by_prediction,
-    search_on_device,
-    searches_by_prediction,
-    simulate,
-)
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
-from utilscope.nas.spaces import get_space
-from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
+from utilscope.nas.strategies import STRATEGIES
 from utilscope.precision import MEASURED
-from utilscope.predict.calibrate import DeviceProfile
 from utilscope.present.json_text import strict_json
-from utilscope.present.nas_view import (
-    render_analysis,
-    render_device_search,
-    render_fit,
-    render_predicted_search,
-    render_simulation,
-)
-from utilscope.survey.executors import executor_for
-from utilscope.survey.store import Store
-from utilscope.survey.workflow import survey_grid
 from utilscope.units import plural
 
 NAS_HELP = (
@@ -113,8 +81,10 @@ def _add_table_fit(verbs) -> None:
         default=[],
         help="also time the layers of these JSONL files; repeatable (default: only the space's covering set of layers)",
     )
-    p.add_argument("--batch", default="1,256", help="comma-separated batch sizes (default: %(default)s)")
-    p.add_argument("--precision", default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)")
+    p.add_argument("--batch", type=BATCHES, default="1,256", help="comma-separated batch sizes (default: %(default)s)")
+    p.add_argument(
+        "--precision", type=PRECISION, default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)"
+    )
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
     p.add_argument(
@@ -172,9 +142,10 @@ def _add_predict_analyze(verbs) -> None:
         default=None,
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
-    p.add_argument("--batch", type=int, default=256, help="batch size (default: %(default)s)")
+    p.add_argument("--batch", type=BATCH, default=256, help="batch size (default: %(default)s)")
     p.add_argument(
         "--precision",
+        type=PRECISION,
         default="fp16",
         help="as `utilscope predict --precision`: one a shipped device profile expresses (default: %(default)s)",
     )
@@ -220,7 +191,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=BATCH,
         default=256,
         help="the batch size throughput is measured and predicted at (default: %(default)s)",
     )
@@ -278,6 +249,9 @@ def _add_gpu_mode_options(p) -> None:
 
 
 def cmd_sample(args, console: Console) -> int:
+    from utilscope.nas.sampler import sample_file
+    from utilscope.nas.spaces import get_space
+
     space = get_space(args.space)
     start_s = time.perf_counter()
 
@@ -298,11 +272,18 @@ def cmd_sample(args, console: Console) -> int:
 
 
 def cmd_measure(args, console: Console) -> int:
+    from utilscope.cli.survey_events import ConsoleEvents
+    from utilscope.nas.sampler import measurement_models
+    from utilscope.survey.workflow import survey_grid
+
     request = grid_request(measurement_models(args.archs, args.limit), args, frozenset())
     return render_result(survey_grid(request, ConsoleEvents(console, request)).result, console)
 
 
 def cmd_table(args, console: Console) -> int:
+    from utilscope.nas.latency import build_table
+    from utilscope.survey.executors import executor_for
+
     start_s = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
@@ -313,7 +294,7 @@ def cmd_table(args, console: Console) -> int:
     table = build_table(
         args.out,
         args.space,
-        parse_batches(args.batch),
+        args.batch,
         args.archs,
         args.precision,
         args.device,
@@ -330,6 +311,12 @@ def cmd_table(args, console: Console) -> int:
 
 def cmd_fit(args, console: Console) -> int:
     """Every file is checked (the prior's device profile read) before the store is read and the predictor fitted."""
+    from utilscope.nas.latency import load_tables
+    from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
+    from utilscope.predict.calibrate import DeviceProfile
+    from utilscope.present.nas_view import render_fit
+    from utilscope.survey.store import Store
+
     check_output_file(args.out, PROFILE_FILE)
     if args.prior_profile is not None:
         DeviceProfile.load(args.prior_profile)
@@ -345,6 +332,8 @@ def cmd_fit(args, console: Console) -> int:
 
 def _prior(table, args, console: Console) -> dict:
     """The general model's estimates of the space's blocks, or {} (no prior), said on the console."""
+    from utilscope.nas.general import prior_estimates, shipped_general_profile
+
     profile = args.prior_profile or shipped_general_profile(table)
     if args.prior_archs == 0 or profile is None:
         reason = "--prior-archs 0" if args.prior_archs == 0 else f"no device profile shipped for {table.device}"
@@ -358,6 +347,8 @@ def _prior(table, args, console: Console) -> dict:
 
 
 def cmd_predict(args, console: Console) -> int:
+    from utilscope.nas.population import predict_population
+
     result = predict_population(args.archs, args.gpu, args.batch, args.precision, args.profile, args.backend)
     if args.json:
         print(strict_json(result.to_dict()))
@@ -391,6 +382,16 @@ def population_source(result) -> str:
 
 
 def cmd_search(args, console: Console) -> int:
+    from utilscope.nas.search_setup import (
+        SearchRequest,
+        search_by_prediction,
+        search_on_device,
+        searches_by_prediction,
+        simulate,
+    )
+    from utilscope.present.nas_view import render_device_search, render_predicted_search, render_simulation
+    from utilscope.survey.store import Store
+
     request = SearchRequest(
         args.space,
         args.min_throughput,
@@ -437,6 +438,10 @@ def cmd_search(args, console: Console) -> int:
 
 
 def cmd_analyze(args, console: Console) -> int:
+    from utilscope.nas.analysis import analyze
+    from utilscope.present.nas_view import render_analysis
+    from utilscope.survey.store import Store
+
     with Store(args.db, create=False) as store:
         report_migration(store)
         results = analyze(store.frame(), store.model_records())

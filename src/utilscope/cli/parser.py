@@ -5,6 +5,8 @@
 - Every error is one line on standard error, ``utilscope: error: MESSAGE (see: utilscope VERB --help)``, exit 2:
   no usage block (``--help`` prints it in full).
 - A misspelt verb, sub-verb, choice or flag gets a did-you-mean (``utilscope profil``: "did you mean profile?").
+
+The ``type`` functions that check an option's value while parsing are in ``utilscope.cli.values``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ import argparse
 import difflib
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from utilscope.cli.common import EXIT_USAGE
-from utilscope.errors import UsageError
-from utilscope.limits import check_count, check_seed
 
 NUMBER = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)  # a value, never an option: -1, -0.5, -1/2, -inf
 
@@ -99,27 +99,4 @@ class Parser(argparse.ArgumentParser):
         return f"unknown option {name}; did you mean {guess}?"
 
 
-def checked(parse: Callable[[str], object], check: Callable, name: str) -> Callable[[str], object]:
-    """An argparse ``type``: ``check(parse(text))``, whose UsageError is argparse's one-line error for the option
-    (checked while parsing: before any file is read or model built). ``name`` is the type argparse names in "invalid
-    NAME value" when ``parse`` fails."""
-
-    def convert(text: str):
-        value = parse(text)
-        try:
-            return check(value)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = name
-    return convert
-
-
-def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Callable[[str], int]:
-    """An argparse ``type``: a whole number ``low <= n <= high`` (``limits.check_count``)."""
-    return checked(int, lambda value: check_count(value, name, low, high, why), "int")
-
-
-SEED = checked(int, lambda seed: check_seed(seed, "--seed"), "int")  # 0 <= seed <= 2**32 - 1, every --seed
-
-__all__ = ["SEED", "Parser", "checked", "closest", "whole"]
+__all__ = ["Parser", "closest"]

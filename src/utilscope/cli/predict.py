@@ -10,13 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from utilscope.api import predict
-from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, parse_batches
-from utilscope.cli.parser import SEED, whole
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
+from utilscope.cli.values import BATCHES, GPUS, PRECISION, SEED, whole
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
-from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
-from utilscope.predict.ops import MAX_CONFIGS, MAX_CONFIGS_WHY
+from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
 
@@ -41,6 +39,7 @@ def _add_calibrate(sub) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="the sample's seed (default: %(default)s)")
     p.add_argument(
         "--precision",
+        type=PRECISION,
         default=None,
         help="fp16, bf16, tf32, fp32, or amp (fp32 weights on fp16 inputs under autocast, as a network's "
         "layers run, the weights' casts timed with each config) (default: fp16 on a GPU, else fp32)",
@@ -73,6 +72,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--gpu",
+        type=GPUS,
         default=None,
         help="a GPU of the spec table (`utilscope devices`), e.g. h200, rtx_5090, or a family with one member "
         "(v100s): one without a shipped device profile is predicted by transfer from one; a list (l4,a100_pcie_80gb) "
@@ -84,9 +84,15 @@ def _add_predict(sub) -> None:
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",
     )
-    p.add_argument("--batch", default="1,32,256", help="batch sizes (default: %(default)s; a model file's fixed batch)")
+    p.add_argument(
+        "--batch",
+        type=BATCHES,
+        default="1,32,256",
+        help="batch sizes (default: %(default)s; a model file's fixed batch)",
+    )
     p.add_argument(
         "--precision",
+        type=PRECISION,
         default="fp16",
         help="fp16 (the shipped profile's), or amp: fp32 weights under "
         "autocast to it, as timm's benchmark runs (default: %(default)s)",
@@ -112,6 +118,11 @@ def _add_predict(sub) -> None:
     )
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     _add_anchor_options(p)
+    _add_output_options(p)
+    p.set_defaults(run=cmd_predict)
+
+
+def _add_output_options(p) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
         "--json",
@@ -119,7 +130,6 @@ def _add_predict(sub) -> None:
         help="print JSON (every layer) instead of tables: a list, one element per model and batch size",
     )
     fmt.add_argument("--csv", action="store_true", help="print one CSV row per model and batch size instead")
-    p.set_defaults(run=cmd_predict)
 
 
 def _add_anchor_options(p) -> None:
@@ -150,6 +160,7 @@ def _add_anchor_options(p) -> None:
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
     is printed, the others are predicted; exit 1)."""
+    from utilscope.api import predict
     from utilscope.predict.anchors import parse_anchor, read_anchors
     from utilscope.predict.run import PredictRequest
 
@@ -159,7 +170,7 @@ def cmd_predict(args, console: Console) -> int:
         args.model,
         args.gpu,
         args.profile,
-        tuple(parse_batches(args.batch)),
+        tuple(args.batch),
         args.precision,
         args.backend,
         args.channels_last,
@@ -328,6 +339,8 @@ def layer_table(prediction) -> Table:
 def cmd_calibrate(args, console: Console) -> int:
     if args.host:
         return cmd_calibrate_host(args, console)
+    from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
+
     out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
     profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing, args.channels_last)

@@ -1,48 +1,46 @@
 """``survey``, ``report``, ``export``, ``merge``: measure a grid (or a shard of it) into a store, read a store back,
 merge stores. The run itself is the library's ``survey.workflow.survey_grid``; ``nas measure`` shares the grid
-options, their request and the console view."""
+options, their request and the console view (``cli.survey_events``)."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from utilscope.api import report, survey
 from utilscope.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_PARTIAL,
     add_cudnn_options,
     add_threads_option,
     cudnn_settings,
-    parse_batches,
-    parse_list,
 )
+from utilscope.cli.values import BATCHES, parse_list, precisions
+from utilscope.errors import RESUME
 from utilscope.files import check_output_file
+from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
-from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
-from utilscope.present.merge_view import merge_lines
-from utilscope.present.survey_view import missing_lines, outcome_table, plan_table, worst_errors
-from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
-from utilscope.report.workflow import ReportEvents
-from utilscope.survey.executors import EXECUTORS
-from utilscope.survey.merge import merge_stores
-from utilscope.survey.plan import SurveyGrid, parse_shard, read_model_list, select_models, split_resolution
-from utilscope.survey.runner import RESUME, RunOptions
-from utilscope.survey.store import Store
-from utilscope.survey.workflow import SurveyEvents, SurveyRequest
+from utilscope.survey.ray_cluster import EXECUTORS
 from utilscope.units import plural
+
+if TYPE_CHECKING:
+    from utilscope.report.workflow import ReportEvents
+    from utilscope.survey.store import Store
+    from utilscope.survey.workflow import SurveyRequest
 
 
 def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     """Options of the commands that measure a grid into a store (``survey``, ``nas measure``)."""
-    p.add_argument("--batch", default=default_batch, help="comma-separated batch sizes (default: %(default)s)")
+    p.add_argument(
+        "--batch", type=BATCHES, default=default_batch, help="comma-separated batch sizes (default: %(default)s)"
+    )
     p.add_argument(
         "--precision",
+        type=precisions("--precision"),
         default=None,
         help=f"comma-separated, of {', '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)",
     )
@@ -224,6 +222,10 @@ def _add_store_verbs(sub) -> None:
 
 
 def cmd_survey(args, console: Console) -> int:
+    from utilscope.api import survey
+    from utilscope.cli.survey_events import ConsoleEvents
+    from utilscope.survey.plan import read_model_list, select_models, split_resolution
+
     listed = read_model_list(args.models_file) if args.models_file else []
     models = select_models(args.models + listed, args.family, args.sets)
     every = {split_resolution(model)[0] for model in models}  # a group is keyed by its model's id, not NAME@RES
@@ -235,10 +237,14 @@ def cmd_survey(args, console: Console) -> int:
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
     """The library's request for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
+    from utilscope.survey.plan import SurveyGrid, parse_shard
+    from utilscope.survey.runner import RunOptions
+    from utilscope.survey.workflow import SurveyRequest
+
     grid = SurveyGrid(
         tuple(models),
-        tuple(parse_batches(args.batch) or ()),
-        parse_list(args.precision, "--precision"),
+        tuple(args.batch),
+        args.precision or (),
         parse_list(args.backend, "--backend"),
         args.device,
         args.res,
@@ -254,73 +260,11 @@ def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRe
     return SurveyRequest(grid, options, args.executor, args.ray_address, args.gpu_types, args.dry_run)
 
 
-class ConsoleEvents(SurveyEvents):
-    """A survey's progress on the terminal: the plan per target, other runs' claims, a progress bar."""
-
-    COLUMNS = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} cells"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-
-    def __init__(self, console: Console, request: SurveyRequest):
-        self.console, self.db, self.dry_run = console, request.options.db, request.dry_run
-        self.progress, self.task = None, None
-
-    def joined(self, cluster: str) -> None:
-        self.console.print(f"ray: {cluster}", highlight=False)
-
-    def migrated(self, path: str, migration) -> None:
-        print(f"utilscope: {path}: {migration.describe()}", file=sys.stderr)
-
-    def planned(self, plan) -> None:
-        where = "" if plan.target is None or plan.target.label == "local" else f" on {plan.target.label}"
-        shard = "" if plan.grid.shard.whole else f"shard {plan.grid.shard} of the grid: "
-        self.console.print(
-            f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
-            f"{plural(len(plan.groups), 'group')}, "
-            f"{plan.skipped} already in {self.db}; {plan.config.device_label}; "
-            f"{plan.config.software}"
-        )
-        if self.dry_run and plan.groups:
-            self.console.print(plan_table(plan))
-
-    def claimed(self, lease) -> None:
-        report_lease(lease, self.console)
-
-    def started(self, cells: int) -> None:
-        self.progress = Progress(*self.COLUMNS, console=self.console)
-        self.progress.start()
-        self.task = self.progress.add_task("measuring", total=cells)
-
-    def advanced(self, cells: int) -> None:
-        self.progress.advance(self.task, cells)
-
-    def finished(self) -> None:
-        self.progress.stop()
-
-
-def report_lease(lease, console: Console) -> None:
-    if lease.taken:
-        console.print(
-            f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
-            "after it to measure any it leaves)"
-        )
-    if lease.stored_meanwhile:
-        console.print(f"{lease.stored_meanwhile} cells were stored by another run since this one planned: skipped")
-    for neighbour in lease.neighbours:  # a warning: on stderr, as every warning is
-        print(
-            f"utilscope: warning: another survey ({neighbour}) is measuring on this device: the two runs disturb "
-            "each other's timings",
-            file=sys.stderr,
-        )
-
-
 def render_result(result, console: Console) -> int:
     """The run's counts and table; exit 0 only when every cell claimed has a row and none is an error (or when
     there was no run: ``result`` None, a dry run or a grid already measured)."""
+    from utilscope.present.survey_view import missing_lines, outcome_table, worst_errors
+
     if result is None:
         return 0
     per_cell = result.wall_s / result.cells if result.cells else 0.0
@@ -347,6 +291,8 @@ def report_migration(store: Store) -> None:
 
 
 def cmd_report(args, console: Console) -> int:
+    from utilscope.api import report
+
     result = report(args.db, args.out, not args.no_predicted, report_events(args.db, args.out))
     if result.prediction_failures:
         failures = result.prediction_failures
@@ -357,6 +303,8 @@ def cmd_report(args, console: Console) -> int:
 
 def report_events(db, out) -> ReportEvents:
     """What ``report`` tells, said on stderr while it works."""
+    from utilscope.report.workflow import ReportEvents
+
     models = []
 
     def say(text: str) -> None:
@@ -378,6 +326,9 @@ def report_events(db, out) -> ReportEvents:
 
 
 def cmd_export(args, console: Console) -> int:
+    from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
+    from utilscope.survey.store import Store
+
     check_output_file(args.out, EXPORT, EXPORT_SUFFIXES)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
@@ -388,6 +339,9 @@ def cmd_export(args, console: Console) -> int:
 
 def cmd_merge(args, console: Console) -> int:
     """Exit 0 when merged without conflicts; 1 when some keys conflicted (each printed, the first value kept)."""
+    from utilscope.present.merge_view import merge_lines
+    from utilscope.survey.merge import merge_stores
+
     result = merge_stores(args.inputs, args.out)
     for counts in result.inputs:
         if counts.migration is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import numbers
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -16,12 +15,12 @@ from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
 from utilscope.counting.tracer import OpEvent, Trace, Tracer, trace
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.limits import check_batch
 from utilscope.models import zoo
 from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
 from utilscope.precision import COUNTED
 
 DTYPES = {p.value: p.dtype for p in COUNTED}  # --dtype name -> torch dtype
-MAX_BATCH = 1 << 16
 OP_LAYER_PREFIX = "aten."  # the type of an op-level layer is its op ("aten.add_"); a module's is its class
 
 
@@ -127,13 +126,6 @@ class CountResult:
             total = summary[column].sum()
             summary[f"{column}_share"] = summary[column] / total if total else 0.0
         return summary.sort_values(["flops", "bytes"], ascending=False).reset_index()
-
-
-def check_batch(batch: int) -> int:
-    """The batch size as a Python int: any integer type (numpy's from a frame too), not a bool, 1 to MAX_BATCH."""
-    if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or not 1 <= batch <= MAX_BATCH:
-        raise UsageError(f"batch size must be an integer between 1 and {MAX_BATCH}, got {batch!r}")
-    return int(batch)
 
 
 def check_dtype(dtype: str) -> torch.dtype:

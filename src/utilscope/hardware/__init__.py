@@ -1,16 +1,10 @@
-"""What the hardware can do: datasheet peaks (``specs.toml``) and measured ceilings (GEMM, copy bandwidth)."""
+"""What the hardware can do: datasheet peaks (``specs.toml``) and measured ceilings (GEMM, copy bandwidth).
 
-from utilscope.hardware.ceilings import (
-    Ceilings,
-    cache_dir,
-    cache_path,
-    device_name,
-    device_spec,
-    get_ceilings,
-    measure_ceilings,
-    resolve_device,
-    with_threads,
-)
+The datasheet names are bound here; the ceilings' (``hardware.ceilings``, which imports torch) when first asked for,
+so that looking a GPU up (a command line's ``--gpu``) imports no torch."""
+
+import importlib
+
 from utilscope.hardware.specs import (
     PRECISIONS,
     USER_PEAK,
@@ -26,6 +20,29 @@ from utilscope.hardware.specs import (
     normalize_precision,
     specs_frame,
 )
+
+_LAZY = dict.fromkeys(
+    (
+        "Ceilings",
+        "cache_dir",
+        "cache_path",
+        "device_name",
+        "device_spec",
+        "get_ceilings",
+        "measure_ceilings",
+        "resolve_device",
+        "with_threads",
+    ),
+    "utilscope.hardware.ceilings",
+)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # bound from now on
+        return value
+    raise AttributeError(f"module 'utilscope.hardware' has no attribute {name!r}")
+
 
 __all__ = [
     "PRECISIONS",

@@ -19,12 +19,13 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from utilscope.errors import UsageError
 from utilscope.precision import UNITS, Precision
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -381,6 +382,11 @@ def find_spec(name_or_key: str, specs: list[DeviceSpec] | None = None) -> Device
     return short[0] if len(short) == 1 else None
 
 
+def gpu_names(gpu: str) -> list[str]:
+    """The GPU names of ``--gpu``: one, ``all``, or a comma-separated list (``l4,a100_sxm4_80gb``)."""
+    return [name.strip() for name in gpu.split(",") if name.strip()]
+
+
 def family_members(name: str, specs: list[DeviceSpec] | None = None) -> list[DeviceSpec]:
     """The rows a family name names: each of its words (split at ``_``, ``-`` and spaces) begins a word of the row's
     key (``a100`` names the four A100 rows, ``a100_80gb`` the two of 80 GB, ``h100`` every H100)."""
@@ -450,6 +456,8 @@ def check_peak_tflops(tflops) -> float:
 
 def specs_frame(specs: list[DeviceSpec] | None = None) -> pd.DataFrame:
     """The table as a DataFrame (one row per GPU; a missing unit is NaN) for ``utilscope devices``."""
+    import pandas as pd  # here: a command line's parser looks GPUs up in this module
+
     rows = load_specs() if specs is None else specs
     records = []
     for spec in rows:

@@ -7,19 +7,21 @@
 * ``inference`` — the best deployment path PyTorch offers: BatchNorm folded into the preceding convolutions
                   (in fp64, before the cast), inductor with ``freezing`` (weights as constants), CUDA graphs.
 
-Every backend is recorded with every row, with its notes (fallbacks and why).
+Every backend is recorded with every row, with its notes (fallbacks and why). The registry imports no torch (a
+command line's help lists the backends): each backend imports it when it prepares a model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from utilscope.measure import folding
 from utilscope.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def get_backend(name: str) -> Backend:
 
 
 def _inference_call(fn: Callable, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    import torch
+
     def run() -> torch.Tensor:
         with torch.inference_mode():
             return fn(x)
@@ -64,6 +68,8 @@ def _inference_call(fn: Callable, x: torch.Tensor) -> Callable[[], torch.Tensor]
 
 def capture_cuda_graph(run: Callable[[], torch.Tensor], warmup_iters: int = 3) -> Callable[[], torch.Tensor]:
     """Warm ``run`` up on a side stream (cuDNN autotuning happens here), capture it, return a replay function."""
+    import torch
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -82,6 +88,8 @@ def capture_cuda_graph(run: Callable[[], torch.Tensor], warmup_iters: int = 3) -
 
 
 def _with_graph(run: Callable[[], torch.Tensor], x: torch.Tensor, notes: tuple[str, ...] = ()) -> Prepared:
+    import torch
+
     if x.device.type != "cuda":
         return Prepared(run, (*notes, "CUDA graphs need a CUDA device: plain launches"))
     try:
@@ -113,6 +121,8 @@ def compiled(model: nn.Module, x: torch.Tensor) -> Prepared:
 def _fresh_compile(model: nn.Module, **kwargs) -> Callable:
     """torch.compile for one static shape. Dynamo's caches are reset first: a sweep compiles one graph per batch
     size, and past its recompile limit dynamo would silently fall back to eager (or go dynamic-shape)."""
+    import torch
+
     torch._dynamo.reset()
     return torch.compile(model, dynamic=False, **kwargs)
 
@@ -121,6 +131,10 @@ def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[
     """Fold eval-mode BatchNorm into the preceding convolutions (``measure.folding``), in fp64, then cast back to the
     input's dtype and memory format. The notes say when tracing fails (the model is returned as it is), when the
     fold would change the outputs (likewise), and how many BatchNorm layers are left unfolded."""
+    import torch
+
+    from utilscope.measure import folding
+
     try:
         folded, folds = folding.fold(model)
     except Exception as exc:  # symbolic tracing fails on data-dependent models: the model runs as it is
@@ -144,6 +158,8 @@ def fold_batchnorm(model: nn.Module, x: torch.Tensor) -> tuple[nn.Module, tuple[
     "inference", fuses_elementwise=True, description="BN folded, inductor with freezing, CUDA graphs", cuda_graphs=True
 )
 def inference(model: nn.Module, x: torch.Tensor) -> Prepared:
+    import torch
+
     folded, notes = fold_batchnorm(model, x)
     options = {"freezing": True}
     if x.device.type == "cuda":

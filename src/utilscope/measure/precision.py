@@ -15,17 +15,10 @@ import contextlib
 import torch
 
 from utilscope.errors import UsageError
-from utilscope.precision import MEASURED, Precision
+from utilscope.precision import MEASURED, Precision, parse_precision
 from utilscope.torch_flags import tf32_mode
 
 __all__ = ["MEASURED", "Precision", "check_precision", "math_mode", "parse_precision", "supported_precisions"]
-
-
-def parse_precision(text: str) -> Precision:
-    if text not in MEASURED:
-        choices = ", ".join(p.value for p in MEASURED)
-        raise UsageError(f"unknown precision {text!r}; use one of: {choices}")
-    return Precision(text)
 
 
 def supported_precisions(device: torch.device) -> list[Precision]:

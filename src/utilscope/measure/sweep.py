@@ -18,10 +18,10 @@ from torch import nn
 
 from utilscope import hardware
 from utilscope.counting import CountResult, count
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.hardware import USER_PEAK, Ceilings, check_peak_tflops
 from utilscope.hardware.utilization import utilization
+from utilscope.limits import FIT_RULES, check_batches
 from utilscope.measure.backends import BACKENDS, Backend, get_backend
 from utilscope.measure.environment import device_label, environment
 from utilscope.measure.nvml import NvmlSampler
@@ -244,9 +244,6 @@ def measured_or_recorded(sweep: Sweep, batch: int) -> ProfileRow:
     return row
 
 
-FIT_RULES = ("halve", "timm")  # how a batch size that ran out of memory is shrunk
-
-
 def smaller_batch(batch: int, rule: str) -> int:
     """The next batch size to try below ``batch`` (0: none): ``halve``, or ``timm`` (timm's benchmark: powers of two
     with a step between, 1024 -> 768 -> 512 -> 384 -> 256 ...; timm's own ``decay_batch_step``)."""
@@ -298,13 +295,6 @@ def run_sweep(
         if on_row is not None:
             on_row(row)
     return rows
-
-
-def check_batches(batches) -> list[int]:
-    batches = list(batches)
-    if not batches:
-        raise UsageError("give at least one batch size")
-    return [check_batch(b) for b in batches]
 
 
 def default_batches(device: torch.device) -> tuple[int, ...]:

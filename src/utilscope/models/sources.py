@@ -4,9 +4,11 @@ a registry.
 The built-in sources ``torchvision``, ``timm`` and ``file`` (a factory function in a Python file) are registered
 here, first; the model files' (``onnx``, ``pt2``, ``torchscript``, ``pickle``) by ``models.model_files``, which the
 zoo imports. Sources of the packages above this one are registered with ``register_source`` by those packages,
-never named here: the NAS package's ``nas`` source by the ``utilscope`` package's init, so every process that
-imports utilscope has it, installed or not. Third-party sources may also be declared as entry points of the
-``utilscope.model_sources`` group: their modules are imported on the first lookup and register themselves.
+never named here: the NAS package's ``nas`` source by a loader the ``utilscope`` package's init adds
+(``add_plugin``), called on the first lookup, so every process that imports utilscope has it, installed or not.
+Third-party sources may also be declared as entry points of the ``utilscope.model_sources`` group: their modules are
+imported on the first lookup (after the package's own) and register themselves. This module imports no torch (the
+``utilscope`` package imports it to add its loader).
 
 Weights are always random (torchvision ``weights=None``, timm ``pretrained=False``): nothing is downloaded.
 Native resolutions: the crop size of torchvision's default weights, timm's pretrained config ``input_size``, or
@@ -20,16 +22,18 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import read_text
 from utilscope.registry import Registry
+
+if TYPE_CHECKING:
+    from torch import nn
 
 ENTRY_POINT_GROUP = "utilscope.model_sources"
 DEFAULT_FILE_RESOLUTION = 224  # of a factory file without a RESOLUTION constant, and of a module counted as is
@@ -96,6 +100,8 @@ class ModelSource:
 
 
 SOURCES: Registry[ModelSource] = Registry("model source")
+_PENDING: list[Callable[[], object]] = []  # the loaders ``add_plugin`` was given, not called yet
+_LOADING = threading.RLock()  # one thread calls them; the others' lookups wait for their sources
 
 
 def register_source(source: ModelSource) -> ModelSource:
@@ -104,15 +110,28 @@ def register_source(source: ModelSource) -> ModelSource:
     return SOURCES.add(source.name, source)
 
 
+def add_plugin(load: Callable[[], object]) -> None:
+    """Have ``load`` (a function that registers sources) called on the next lookup of the model sources, before the
+    entry points' plug-ins are loaded: how a package above this one adds its sources without importing them into
+    every process that imports utilscope."""
+    _PENDING.append(load)
+
+
 @functools.cache
 def _load_plugins() -> None:
+    from importlib import metadata
+
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         entry_point.load()  # a module already imported is not imported again
 
 
 def model_sources() -> Registry[ModelSource]:
-    """Every model source, in registration order, third-party plug-ins loaded."""
-    _load_plugins()
+    """Every model source, in registration order, the package's own plug-ins (``add_plugin``) and third-party ones
+    loaded."""
+    with _LOADING:
+        while _PENDING:
+            _PENDING.pop(0)()
+        _load_plugins()
     return SOURCES
 
 
@@ -297,6 +316,8 @@ def _file_check(name: str):
 
 def _file_build(name: str, resolution: int) -> nn.Module:
     """Call the factory, with no arguments (the resolution is only the input's)."""
+    from torch import nn
+
     model = _file_check(name)()
     if not isinstance(model, nn.Module):
         raise ModelError(

@@ -18,10 +18,10 @@ import torch
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file, read_json, write_json
+from utilscope.limits import check_batches
 from utilscope.measure.environment import device_label, environment, software_label
 from utilscope.measure.precision import check_precision, parse_precision
 from utilscope.measure.settings import CudnnSettings
-from utilscope.measure.sweep import check_batches
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space

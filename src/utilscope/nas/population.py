@@ -181,11 +181,12 @@ def population_predictor(
     """The ``PopulationPredictor`` of a GPU of the spec table (one, not ``all`` or a list) from the device profile
     ``predict`` would use (``profile``: a file instead): its own GPU's, else one transferred by datasheet. UsageError
     for a precision no profile expresses, or one the GPU lacks."""
-    from utilscope.counting.counter import check_batch
+    from utilscope.hardware.specs import gpu_names
+    from utilscope.limits import check_batch
     from utilscope.predict import fit_cache, profiles, selection
 
     check_batch(batch)
-    names = selection.gpu_names(gpu)
+    names = gpu_names(gpu)
     if len(names) != 1 or names[0].casefold() == "all":
         raise UsageError(f"--gpu {gpu!r}: a population is predicted for one GPU of the spec table at a time")
     path = selection.select_profile(gpu, profile, precision, "graph", True)
@@ -239,7 +240,7 @@ def predict_population(
     """The architectures of a JSONL file on a GPU: by the NAS profile given (``profile``) or shipped for the GPU and
     space in that precision (the H200's, fp16, measured on ``graph``), else, and on ``eager``, by ``predict``'s
     general model (``population_predictor``), eager with the host side where a host profile is shipped."""
-    from utilscope.counting.counter import check_batch
+    from utilscope.limits import check_batch
     from utilscope.nas.table_predictor import load_population, select_table_predictor, shipped_table_predictor
 
     check_batch(batch)

@@ -11,14 +11,11 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file, read_text, write_atomically
-from utilscope.limits import check_count, check_seed
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_count, check_seed
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
 MAX_TRIES_PER_ARCH = 200
-MAX_ARCHITECTURES = 100_000  # one sample (nas sample -n, a search's --pool-size, a fit's --prior-archs): drawing
-# 100000 RegNets takes about half a minute, and their JSONL file is some 40 MB
-ARCHITECTURES_WHY = "sampling more takes minutes; sample several files with different seeds instead"
 PROGRESS_DRAWS = 10_000  # draws between two progress reports (about a second of drawing)
 ARCH_FILE = "architecture file"
 

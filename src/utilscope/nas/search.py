@@ -9,16 +9,16 @@ they measure:
   so far) is below ``min_throughput x (1 - margin)``.
 * ``predictor``: the same screen with a caller-supplied estimator (e.g. a per-layer latency-table predictor).
 
-Each strategy is a ``Strategy`` in the ``STRATEGIES`` registry: a screen (one function, registered with
-``register_strategy``) that estimates every candidate's samples/s from what has been measured so far; the searches
-below ask it, never a strategy's name.
+Each strategy is a ``Strategy`` in the ``STRATEGIES`` registry (``nas.strategies``): a screen (one function,
+registered with ``register_strategy``) that estimates every candidate's samples/s from what has been measured so far;
+the searches below ask it, never a strategy's name.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.nas.space import PASSED_THROUGH, Arch, SearchSpace, arch_id
-from utilscope.registry import Registry
+from utilscope.nas.strategies import Estimator, Strategy, flops_constant, get_strategy
 
 DEFAULT_MARGIN = 0.1  # screens keep candidates estimated at >= 90% of the throughput floor
 NEIGHBOURS = 8  # a mutation picks one of the parent's 8 nearest pool neighbours in feature space
@@ -35,8 +35,6 @@ SAMPLE_SIZE = 5  # tournament size of regularized evolution
 MAX_STEPS = 10_000  # children proposed (measured or not) before evolution gives up
 
 Objective = Callable[[Arch], float]  # to maximize
-Estimator = Callable[[list[Arch]], np.ndarray]  # estimated samples/s, one per architecture
-Estimates = Callable[[Mapping[str, float]], "np.ndarray | None"]  # measured so far -> every candidate's estimate
 
 
 class Oracle(Protocol):
@@ -136,11 +134,6 @@ def objective_values(pool: CandidatePool, objective: Objective) -> np.ndarray:
     return values
 
 
-def flops_constant(flops_per_sample: Iterable[float], samples_per_s: Iterable[float]) -> float:
-    """c of samples/s ~ c / FLOPs: the median of measured samples/s x FLOPs per sample (in FLOP/s)."""
-    return float(np.median(np.asarray(list(samples_per_s), float) * np.asarray(list(flops_per_sample), float)))
-
-
 def flops_estimator(space: SearchSpace, calibration: Sequence[tuple[Arch, float]]) -> Estimator:
     """samples/s ~ c / FLOPs per sample, c fitted on (architecture, measured samples/s) pairs (at least one)."""
     if not calibration:
@@ -153,72 +146,6 @@ def flops_estimator(space: SearchSpace, calibration: Sequence[tuple[Arch, float]
         return constant / np.array([space.complexity(arch).flops for arch in archs], dtype=float)
 
     return estimate
-
-
-def _predict(pool: CandidatePool, estimator: Estimator | None) -> np.ndarray:
-    if estimator is None:
-        raise UsageError("strategy 'predictor' needs an estimator (e.g. a latency-table predictor)")
-    estimates = np.asarray(estimator(list(pool.archs)), dtype=float)
-    if estimates.shape != (len(pool),):
-        raise UsageError(f"the estimator returned {estimates.shape} values for {len(pool)} architectures")
-    if not np.all(np.isfinite(estimates) & (estimates > 0)):
-        raise UsageError("the estimator returned a throughput that is not a positive number")
-    return estimates
-
-
-# --- strategies -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A search strategy. ``screen(pool, estimator)`` gives, once per search, the ``Estimates`` the strategy judges
-    unmeasured candidates by: from the samples/s measured so far (architecture id -> samples/s), every candidate's
-    estimated samples/s, or None while it has no estimate (then every candidate passes). A strategy without a
-    screen (None) measures every candidate the search considers. ``calibrates``: its estimate needs a measurement
-    first, so a search measures one candidate to start."""
-
-    name: str
-    screen: Callable[[CandidatePool, Estimator | None], Estimates] | None
-    calibrates: bool = False
-
-
-STRATEGIES: Registry[Strategy] = Registry("search strategy")
-STRATEGIES.add("measure-all", Strategy("measure-all", None))  # the informed baseline: no screen
-
-
-def register_strategy(name: str, calibrates: bool = False):
-    """Register the decorated screen (``Strategy.screen``) as the strategy ``name``; a name taken is a ValueError."""
-
-    def register(screen: Callable[[CandidatePool, Estimator | None], Estimates]):
-        STRATEGIES.add(name, Strategy(name, screen, calibrates))
-        return screen
-
-    return register
-
-
-@register_strategy("flops", calibrates=True)
-def _flops_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
-    """samples/s ~ c / FLOPs per sample, c fitted on what has been measured (``flops_constant``)."""
-
-    def estimates(measured: Mapping[str, float]) -> np.ndarray | None:
-        if not measured:
-            return None
-        flops = [pool.flops_per_sample[pool.index(key)] for key in measured]
-        return flops_constant(flops, measured.values()) / pool.flops_per_sample
-
-    return estimates
-
-
-@register_strategy("predictor")
-def _predictor_screen(pool: CandidatePool, estimator: Estimator | None) -> Estimates:
-    """The caller's estimator (e.g. a latency-table predictor) over the pool, once."""
-    predicted = _predict(pool, estimator)
-    return lambda measured: predicted
-
-
-def get_strategy(name: str) -> Strategy:
-    """The registered strategy ``name``; a UsageError listing them for another name."""
-    return STRATEGIES.get(name)
 
 
 def _check_floor(min_throughput: float, margin: float) -> None:

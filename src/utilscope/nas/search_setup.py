@@ -14,35 +14,26 @@ import pandas as pd
 import torch
 
 from utilscope import hardware
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_folder, read_json
-from utilscope.limits import check_count, check_positive, check_seed
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_batch, check_count, check_positive, check_seed
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.sampler import (
-    ARCH_FILE,
-    ARCHITECTURES_WHY,
-    MAX_ARCHITECTURES,
-    load_jsonl,
-    sample_architectures,
-    save_jsonl,
-)
+from utilscope.nas.sampler import ARCH_FILE, load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
     CandidatePool,
-    Estimator,
     EvolutionOptions,
     EvolutionResult,
     Objective,
     evolve,
     flops_objective,
-    get_strategy,
     objective_from_table,
 )
 from utilscope.nas.simulate import MeasuredPool, compare
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
+from utilscope.nas.strategies import Estimator, get_strategy
 from utilscope.nas.table_predictor import (
     PROFILE_FILE,
     TablePredictor,

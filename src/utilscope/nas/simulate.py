@@ -18,20 +18,18 @@ import pandas as pd
 from utilscope.errors import UsageError
 from utilscope.nas.search import (
     DEFAULT_MARGIN,
-    STRATEGIES,
     CandidatePool,
-    Estimator,
     EvolutionOptions,
     Objective,
     best_feasible_index,
     evolve,
     front_order,
-    get_strategy,
     measurements_to_best,
     objective_order,
     objective_values,
     pareto_layers,
 )
+from utilscope.nas.strategies import STRATEGIES, Estimator, get_strategy
 
 FRONT_FRACTION = 0.95  # the front counts as recovered when 95% of its architectures have been measured
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)

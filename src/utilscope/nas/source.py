@@ -4,8 +4,9 @@ Its spec is ``archs.jsonl:ID`` (the ``nas:`` prefix is optional); its id names t
 ``nas:<space>:<ID>`` (``ID`` is the hash of the record), whatever file or folder it was read from, so a results
 store keyed by it moves with its records (``Store.model_records``). An id is known to a process once a spec naming
 its file was parsed; its family is "NAS <space>". ``register`` adds the source to the model sources; the
-``utilscope`` package calls it when it is imported, so every process that imports utilscope (the CLI, a survey
-worker, a Ray task, a notebook) resolves these specs, installed or run with ``PYTHONPATH=src``.
+``utilscope`` package's init has it called on the first lookup of the model sources (``models.sources.add_plugin``),
+so every process that imports utilscope (the CLI, a survey worker, a Ray task, a notebook) resolves these specs,
+installed or run with ``PYTHONPATH=src``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""What a search space is: sample, validate, build and count architectures (JSON-serializable records)."""
+"""What a search space is: sample, validate, build and count architectures (JSON-serializable records).
+
+Importing it imports no torch, pandas or numpy (a command line's parser names the spaces and strategies): a space
+module imports what it builds with.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,15 @@ import json
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
-
-import numpy as np
-import pandas as pd
-from torch import nn
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from utilscope.errors import UsageError
 from utilscope.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    from torch import nn
 
 Arch = dict  # a JSON-serializable architecture record; "space" names its search space
 PASSED_THROUGH = ("id", "seed")  # stored next to a record by the sampler; not part of the architecture
@@ -97,6 +102,9 @@ class Networks:
 def networks_of(layer_cost: Callable[[str, tuple], LayerCost], summaries: list[ArchSummary]) -> Networks:
     """``Networks`` from per-architecture summaries (layers costed by the space's ``layer_cost``): each layer of each
     network is a pair of count 1."""
+    import numpy as np
+    import pandas as pd
+
     distinct: dict[Layer, int] = {}  # layer -> its position among the distinct layers
     positions = [distinct.setdefault(layer, len(distinct)) for summary in summaries for layer in summary.layers]
     network = np.repeat(np.arange(len(summaries)), [len(summary.layers) for summary in summaries])

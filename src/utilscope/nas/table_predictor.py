@@ -24,12 +24,11 @@ import numpy as np
 import pandas as pd
 
 from utilscope import hardware
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
 from utilscope.files import read_json, write_json
 from utilscope.hardware.specs import gpu_matches
 from utilscope.hardware.utilization import utilization
-from utilscope.limits import check_seed
+from utilscope.limits import check_batch, check_seed
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key

@@ -33,8 +33,7 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.files import read_text
-from utilscope.limits import check_positive
-from utilscope.measure.sweep import check_batch
+from utilscope.limits import check_batch, check_positive
 from utilscope.models import zoo
 from utilscope.predict.features import Gpu
 from utilscope.predict.host import SPEED_RANGE

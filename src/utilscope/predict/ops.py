@@ -21,15 +21,12 @@ from torch import nn
 
 from utilscope.counting import formulas
 from utilscope.errors import UsageError
-from utilscope.limits import check_count
+from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
 SAMPLE_VERSION = 8  # the sampler's version (a profile keeps every config it timed, of any version)
-MAX_CONFIGS = 15_000  # the largest sample: its smallest kind, the classifier heads (1.8% of a sample), has only 315
-# distinct configs, so a sample of about 17,700 could never be drawn (each kind's configs are distinct)
-MAX_CONFIGS_WHY = "the classifier-head kind has only 315 distinct configurations: a larger sample cannot be drawn"
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares

@@ -14,16 +14,15 @@ import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError, UtilscopeError
-from utilscope.hardware.specs import lookup_gpu
+from utilscope.hardware.specs import gpu_names, lookup_gpu
+from utilscope.limits import check_batches
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
-from utilscope.measure.sweep import check_batches
 from utilscope.models import model_files, zoo
 from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.host import load_host
 from utilscope.predict.predictor import Prediction
-from utilscope.predict.selection import gpu_names
 
 DEFAULT_BATCHES = (1, 32, 256)
 

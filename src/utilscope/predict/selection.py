@@ -7,7 +7,7 @@ from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.files import given_path
-from utilscope.hardware.specs import gpu_matches, load_specs, lookup_gpu
+from utilscope.hardware.specs import gpu_matches, gpu_names, load_specs, lookup_gpu
 from utilscope.measure.backends import BACKENDS
 from utilscope.measure.precision import Precision, parse_precision
 from utilscope.predict import profiles
@@ -53,11 +53,6 @@ def one_gpu(gpu: str | None):
     """The spec row of ``--gpu`` when it names one GPU of the table (None: all, a list, or none)."""
     names = gpu_names(gpu) if gpu else []
     return lookup_gpu(names[0]) if len(names) == 1 else None
-
-
-def gpu_names(gpu: str) -> list[str]:
-    """The GPU names of ``--gpu``: one, ``all``, or a comma-separated list (``l4,a100_sxm4_80gb``)."""
-    return [name.strip() for name in gpu.split(",") if name.strip()]
 
 
 def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu | None] | None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
-
 
 def strict_json(doc) -> str:
     """``doc`` as strict JSON text: a non-finite float (nan, inf, -inf: "no value", e.g. the Spearman of two
@@ -16,6 +14,8 @@ def strict_json(doc) -> str:
 
 
 def _plain(value):
+    import numpy as np  # here, as in _key: the command line imports this module to parse its options
+
     if isinstance(value, dict):
         return {_key(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -30,4 +30,6 @@ def _plain(value):
 
 
 def _key(key):
+    import numpy as np
+
     return key.item() if isinstance(key, np.generic) else key

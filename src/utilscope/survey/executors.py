@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from utilscope import hardware
-from utilscope.errors import UsageError
+from utilscope.errors import SurveyIncomplete, UsageError
 from utilscope.survey.claims import Lease, claim, holding
 from utilscope.survey.plan import Group, SurveyGrid, SurveyPlan, Target, grid_configuration, local_target
 from utilscope.survey.ray_cluster import (
@@ -29,6 +29,7 @@ from utilscope.survey.ray_cluster import (
     ClusterLost,
     HeadWatch,
     check_address,
+    check_executor,
     import_ray,
     quiet_handled_errors,
     start_or_join,
@@ -38,7 +39,6 @@ from utilscope.survey.runner import (
     ROW,
     RunOptions,
     Sink,
-    SurveyIncomplete,
     SurveyInterrupted,
     SurveyResult,
     Workers,
@@ -328,22 +328,6 @@ def _fail_chunk(chunk: _Chunk, exc: Exception, sink: Sink) -> None:
         sink.take(
             FAILURE, [f"{group.model} {group.precision} {group.backend} batch {b}: {reason}" for b in group.batches]
         )
-
-
-EXECUTORS = ("local", "ray")
-
-
-def check_executor(
-    name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None
-) -> None:
-    """An executor's name and options as a command line gives them: Ray's options only with ``ray`` (GPU types not
-    for a CPU survey). Nothing is imported."""
-    if name not in EXECUTORS:
-        raise UsageError(f"unknown executor {name!r}; use one of: {', '.join(EXECUTORS)}")
-    if name == "local" and (ray_address is not None or gpu_types is not None):
-        raise UsageError("--ray-address and --gpu-types apply to --executor ray")
-    if name == "ray" and gpu_types is not None and device is not None and device.startswith("cpu"):
-        raise UsageError("--gpu-types chooses GPU types: it does not apply to --device cpu")
 
 
 def executor_for(name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None):

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 
 from utilscope import hardware
-from utilscope.counting.counter import check_batch
 from utilscope.errors import UsageError
+from utilscope.limits import check_batch
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision

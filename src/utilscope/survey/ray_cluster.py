@@ -1,4 +1,5 @@
-"""Which Ray cluster a run uses, and whether it is still there.
+"""Which Ray cluster a run uses, and whether it is still there; which executors a survey may run on (``EXECUTORS``:
+this machine, or a Ray cluster), checked without importing Ray.
 
 ``--ray-address`` unset (or ``local``): a private Ray started on this machine for the run, whatever ``RAY_ADDRESS``
 says. ``auto``: the cluster Ray finds (``RAY_ADDRESS``, else the one ``ray start`` started on this machine).
@@ -46,6 +47,22 @@ except Exception as exc:
     sys.exit(1)
 print("utilscope-joined", ray.get_runtime_context().gcs_address)
 """
+
+
+EXECUTORS = ("local", "ray")  # where a survey's work runs: subprocesses on this machine, or Ray tasks on a cluster
+
+
+def check_executor(
+    name: str, ray_address: str | None = None, gpu_types: str | None = None, device: str | None = None
+) -> None:
+    """An executor's name and options as a command line gives them: Ray's options only with ``ray`` (GPU types not
+    for a CPU survey). Nothing is imported."""
+    if name not in EXECUTORS:
+        raise UsageError(f"unknown executor {name!r}; use one of: {', '.join(EXECUTORS)}")
+    if name == "local" and (ray_address is not None or gpu_types is not None):
+        raise UsageError("--ray-address and --gpu-types apply to --executor ray")
+    if name == "ray" and gpu_types is not None and device is not None and device.startswith("cpu"):
+        raise UsageError("--gpu-types chooses GPU types: it does not apply to --device cpu")
 
 
 class ClusterLost(UtilscopeError):

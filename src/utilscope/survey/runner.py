@@ -24,11 +24,10 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from utilscope.errors import UsageError, UtilscopeError
+from utilscope.errors import UsageError
 from utilscope.hardware import check_peak_tflops
-from utilscope.limits import MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
+from utilscope.limits import FIT_RULES, MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
 from utilscope.measure.settings import timing_window
-from utilscope.measure.sweep import FIT_RULES
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
 from utilscope.survey.plan import Group, SurveyPlan
@@ -114,23 +113,12 @@ def stored_tally(stored: pd.DataFrame, planned: int) -> str:
     return f"{len(stored)} of {planned} cells stored ({', '.join(parts)})"
 
 
-RESUME = "run the same command again to resume"
-
-
 class SurveyInterrupted(KeyboardInterrupt):
     """An interrupted run: the cells stored stay, the one in flight was not stored; rerunning resumes."""
 
     def __init__(self, stored: int, left: int):
         super().__init__(f"interrupted: {stored} cells stored, {left} left; rerun to resume")
         self.stored, self.left = stored, left
-
-
-class SurveyIncomplete(UtilscopeError):
-    """A run that stopped before every cell it claimed was stored (its cluster was lost): what it stored stays,
-    rerunning resumes."""
-
-    def __init__(self, reason: str, tally: str):
-        super().__init__(f"{reason}; {tally}; {RESUME}")
 
 
 def outcome(plans: list[SurveyPlan], db: str) -> tuple[pd.DataFrame, list[CellKey]]:

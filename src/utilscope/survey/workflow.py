@@ -11,9 +11,10 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.survey.claims import Lease, claim
-from utilscope.survey.executors import check_executor, executor_for, run_plans
+from utilscope.survey.executors import executor_for, run_plans
 from utilscope.survey.migrations import Migration
 from utilscope.survey.plan import SurveyGrid, SurveyPlan, expand_grid, plan_survey
+from utilscope.survey.ray_cluster import check_executor
 from utilscope.survey.runner import RunOptions, SurveyResult
 from utilscope.survey.store import Store
 

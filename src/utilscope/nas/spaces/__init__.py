@@ -1,11 +1,17 @@
 """The search spaces: each module registers itself when imported, which happens on the first look-up here (they
 build their layers from torchvision's, and importing torchvision costs a command's start-up about two seconds)."""
 
+from __future__ import annotations
+
 import functools
 import importlib
+from typing import TYPE_CHECKING
 
-from utilscope.nas.space import SPACES, SearchSpace
-from utilscope.registry import Registry
+from utilscope.nas.space import SPACES
+
+if TYPE_CHECKING:
+    from utilscope.nas.space import SearchSpace
+    from utilscope.registry import Registry
 
 MODULES = ("mbv3", "regnet")  # each registers the space of its name
 

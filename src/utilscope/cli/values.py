@@ -1,0 +1,109 @@
+"""Option values: argparse ``type`` functions that parse a value and check it with the library's own check while
+parsing (``checked``): a bad batch size, precision or GPU is one line before any file is read, model built or heavy
+module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
+``PRECISION`` / ``precisions`` every ``--precision``, ``GPUS`` ``predict``'s ``--gpu`` (``nas``'s is checked against
+its ``--profile`` first); the library checks the same values again when its objects are made.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from utilscope.errors import UsageError
+from utilscope.hardware.specs import gpu_names, lookup_gpu
+from utilscope.limits import check_batch, check_batches, check_count, check_seed
+from utilscope.precision import parse_precision
+
+
+def parse_batches(text: str | None) -> list[int] | None:
+    """``"1,8,32"`` -> [1, 8, 32]; None -> None (the command's default); ``""`` -> [] (the library says it needs
+    one). Strict: an empty element (``"1,,2"``, ``"8,"``) or a non-integer is a UsageError; the library checks the
+    sizes themselves."""
+    if text is None:
+        return None
+    if not text:
+        return []
+    parts = _elements(text, "batch sizes", "1,8,32")
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        raise UsageError(f"batch sizes must be comma-separated integers, got {text!r}") from None
+
+
+def parse_list(text: str | None, option: str) -> tuple[str, ...]:
+    """``"fp16,bf16"`` -> ("fp16", "bf16"); None -> () (the command's default). An empty list (``--precision ''``,
+    which used to mean the default) or an empty element (``"fp16,,bf16"``) is a UsageError naming ``option``."""
+    if text is None:
+        return ()
+    if not text.strip():
+        raise UsageError(f"{option} is empty: give at least one value, or leave {option} out for its default")
+    return _elements(text, "lists", "fp16,bf16")
+
+
+def _elements(text: str, what: str, example: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(","))
+    if not all(parts):
+        raise UsageError(f"{what} must be comma-separated without empty elements (e.g. {example}), got {text!r}")
+    return parts
+
+
+def checked(parse: Callable[[str], object], check: Callable, name: str) -> Callable[[str], object]:
+    """An argparse ``type``: ``check(parse(text))``, whose UsageError is argparse's one-line error for the option
+    (checked while parsing: before any file is read or model built). ``name`` is the type argparse names in "invalid
+    NAME value" when ``parse`` fails."""
+
+    def convert(text: str):
+        value = parse(text)
+        try:
+            return check(value)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
+
+
+def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number ``low <= n <= high`` (``limits.check_count``)."""
+    return checked(int, lambda value: check_count(value, name, low, high, why), "int")
+
+
+SEED = checked(int, lambda seed: check_seed(seed, "--seed"), "int")  # 0 <= seed <= 2**32 - 1, every --seed
+BATCH = checked(int, check_batch, "int")  # every --batch of one size: 1 to MAX_BATCH
+BATCHES = checked(str, lambda text: check_batches(parse_batches(text)), "batches")  # every --batch list: "1,8,32"
+
+
+def _precision(text: str) -> str:
+    parse_precision(text)
+    return text
+
+
+def _gpus(text: str) -> str:
+    for name in gpu_names(text):
+        lookup_gpu(name)  # "all" is None
+    return text
+
+
+PRECISION = checked(str, _precision, "precision")  # every --precision of one: a measured precision's name
+GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
+
+
+def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
+    """An argparse ``type``: a comma-separated list of measured precisions (``parse_list``, whose messages name
+    ``option``)."""
+    return checked(str, lambda text: tuple(_precision(name) for name in parse_list(text, option)), "precisions")
+
+
+__all__ = [
+    "BATCH",
+    "BATCHES",
+    "GPUS",
+    "PRECISION",
+    "SEED",
+    "checked",
+    "parse_batches",
+    "parse_list",
+    "precisions",
+    "whole",
+]

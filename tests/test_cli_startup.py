@@ -1,0 +1,81 @@
+"""Start-up: ``import utilscope`` and parsing a command line import no torch, pandas, numpy or Ray, so a usage error,
+``--help`` and ``--version`` are said in a fraction of a second (docs/benchmarks.md times them). Checked in a fresh
+process by the modules it imported: a closed-form check, no timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "pandas", "numpy", "ray")
+PRELUDE = f"""import json, sys
+HEAVY = {HEAVY!r}
+
+
+def heavy():
+    return [m for m in HEAVY if m in sys.modules]
+
+
+"""
+MAIN = "from utilscope.cli import main\nprint(json.dumps({'code': main(sys.argv[1:]), 'heavy': heavy()}))"
+
+
+def _run(code: str, *args: str) -> tuple[dict, str]:
+    """The JSON object the child prints last on stdout, and its stderr."""
+    done = subprocess.run([sys.executable, "-c", PRELUDE + code, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_is_asked_for():
+    code = (
+        "import utilscope, utilscope.cli\n"
+        "light = heavy()\n"
+        "count = utilscope.count  # bound on first use: the API module, and torch with it\n"
+        "print(json.dumps({'light': light, 'after': heavy(), 'callable': callable(count)}))\n"
+    )
+    seen, _ = _run(code)
+    assert seen["light"] == [] and seen["callable"]
+    assert "torch" in seen["after"]  # the check sees an import
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["count", "--bogus"], "unknown option --bogus"),
+        (["profil"], "unknown command 'profil'"),
+        (["predict", "--batch", "0", "timm:resnet50"], "batch size must be an integer between 1 and 65536, got 0"),
+        (["survey", "--precision", "nope"], "unknown precision 'nope'"),
+        (["predict", "timm:resnet50", "--gpu", "nope"], "unknown GPU 'nope'"),
+        (["nas", "predict", "archs.jsonl", "--batch", "0"], "batch size must be an integer between 1 and 65536"),
+    ],
+)
+def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
+    """The parser checks these values itself (an unknown option or verb; a batch size, precision or GPU checked by
+    the library's own checks while parsing): one line, exit 2, before torch is imported."""
+    seen, err = _run(MAIN, *argv)
+    assert seen == {"code": 2, "heavy": []}
+    assert err.count("\n") == 1 and err.startswith("utilscope: error: ") and phrase in err, err
+
+
+def test_every_help_and_the_version_import_nothing_heavy():
+    code = (
+        "import argparse, contextlib, io\n"
+        "from utilscope.cli import build_parser, main\n"
+        "def walk(parser):\n"
+        "    yield parser\n"
+        "    for action in parser._actions:\n"
+        "        if isinstance(action, argparse._SubParsersAction):\n"
+        "            for sub in action.choices.values():\n"
+        "                yield from walk(sub)\n"
+        "helps = [parser.format_help() for parser in walk(build_parser())]\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['--version'])\n"
+        "print(json.dumps({'helps': len(helps), 'version': [code, out.getvalue()], 'heavy': heavy()}))\n"
+    )
+    seen, _ = _run(code)
+    assert seen["heavy"] == [] and seen["helps"] > 20 and seen["version"][0] == 0
+    assert seen["version"][1].startswith("utilscope ")
