@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, one_model
-from utilscope.cli.values import BATCHES, PRECISION, checked, parse_batches, parse_list, precisions, whole
+from utilscope.cli.values import BACKEND, BATCHES, PRECISION, checked, parse_batches, parse_list, precisions, whole
 from utilscope.limits import check_batches
 from utilscope.present.json_text import strict_json
 
@@ -22,7 +22,7 @@ def add_parsers(sub) -> None:
         default=None,
         help="the as-given precision (default: fp16 on a GPU, fp32 on CPU)",
     )
-    p.add_argument("--backend", default="graph", help="the as-given backend (default: %(default)s)")
+    p.add_argument("--backend", type=BACKEND, default="graph", help="the as-given backend (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(

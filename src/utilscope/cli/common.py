@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import PRECISION
+from utilscope.cli.values import BACKEND, PRECISION
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
@@ -45,7 +45,9 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision", type=PRECISION, default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)"
     )
-    p.add_argument("--backend", default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)")
+    p.add_argument(
+        "--backend", type=BACKEND, default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)"
+    )
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BATCHES, GPUS, PRECISION, SEED, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, PRECISION, SEED, whole
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
@@ -99,6 +99,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--backend",
+        type=BACKEND,
         default="graph",
         help="graph; eager (the same kernels, launched by the host: its calls' time modelled from the host profile "
         "of the machine that timed the device profile, where one is shipped); inference or compile (a first model "

@@ -1,8 +1,9 @@
 """Option values: argparse ``type`` functions that parse a value and check it with the library's own check while
 parsing (``checked``): a bad batch size, precision or GPU is one line before any file is read, model built or heavy
 module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
-``PRECISION`` / ``precisions`` every ``--precision``, ``GPUS`` ``predict``'s ``--gpu`` (``nas``'s is checked against
-its ``--profile`` first); the library checks the same values again when its objects are made.
+``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``GPUS`` ``predict``'s
+``--gpu`` (``nas``'s is checked against its ``--profile`` first); the library checks the same values again when its
+objects are made.
 """
 
 from __future__ import annotations
@@ -85,7 +86,15 @@ def _gpus(text: str) -> str:
     return text
 
 
+def _backend(text: str) -> str:
+    from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
+
+    get_backend(text)
+    return text
+
+
 PRECISION = checked(str, _precision, "precision")  # every --precision of one: a measured precision's name
+BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend's name
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
 
 
@@ -98,6 +107,7 @@ def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
 __all__ = [
     "BATCH",
     "BATCHES",
+    "BACKEND",
     "GPUS",
     "PRECISION",
     "SEED",
