@@ -1,7 +1,7 @@
 """The report for a survey of hundreds of models in ~60 families (a timm survey): synthetic family sizes, which families
-get a colour and how many legend entries that makes, crowded marker styles, the interactive figures' traces of many
-families, and the page's filterable, sortable table of every model (its rows, its cells, its script; run in headless
-Chromium when it is installed). Expectations are worked out in the comments.
+get a colour, crowded marker styles, the interactive figures' traces of many families, and the page's filterable,
+sortable table of every model (its rows, its cells, its script; run in headless Chromium when it is installed).
+Expectations are worked out in the comments.
 """
 
 from __future__ import annotations
@@ -107,29 +107,11 @@ def test_a_store_of_twenty_families_keeps_a_colour_for_each():
     assert list(colours) == sorted(counts.index)  # by name, as before
 
 
-def test_legend_entries_are_capped_with_one_entry_for_the_other_families():
-    catalog = synthetic_models(700, 60, skew=1.0)
-    entries = families.legend_entries(catalog, families.family_colors(families.family_counts(catalog)))
-    assert len(entries) == 11
-    assert entries[0] == ("ResNet (138)", "#1f77b4")
-    # the ten largest families hold 138 + 69 + 47 + 35 + 28 + 24 + 21 + 18 + 16 + 15 = 411 models
-    assert entries[-1] == ("50 other families (289)", families.OTHER_COLOUR)
-
-
 def test_crowded_markers_shrink_with_the_square_root_of_the_count():
     assert families.marker_style(500, 28, 0.8) == dict(s=28, alpha=0.8)
     # 2000 points: sqrt(500 / 2000) = 0.5 of the area, 0.6 of the opacity
     assert families.marker_style(2000, 28, 0.8) == pytest.approx(dict(s=14, alpha=0.48))
     assert families.marker_style(10**6, 28, 0.8)["s"] == pytest.approx(28 * families.SMALLEST_MARKER)
-    assert families.line_style(150, 1.0, 0.65) == dict(linewidth=1.0, alpha=0.65)
-    # 600 lines: crowding sqrt(150 / 600) = 0.5, width x sqrt(0.5), opacity x 0.6 x sqrt(0.5)
-    assert families.line_style(600, 1.0, 0.65) == pytest.approx(dict(linewidth=0.5**0.5, alpha=0.39 * 0.5**0.5))
-
-
-def test_coloured_last_draws_the_grey_families_first():
-    frame = pd.DataFrame({"family": ["A", "grey", "B", "grey"], "model": ["a", "g1", "b", "g2"]})
-    order = families.coloured_last(frame, {"B": "red", "A": "blue", "grey": families.OTHER_COLOUR})
-    assert list(order["model"]) == ["g1", "g2", "b", "a"]  # grey, then in the colours' order
 
 
 # ---------------------------------------------------------------------------------------------- figures
