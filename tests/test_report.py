@@ -342,6 +342,17 @@ def test_the_survey_figures_count_the_rows_they_leave_out_under_their_title(stor
         assert "110 of 120 rows shown; 10 excluded (2 error, 8 oom)" in title, figure.id
 
 
+def test_the_batch_figure_draws_each_backend_in_a_panel_of_its_own(store):
+    measurements, _ = store
+    figure = interactive.utilization_vs_batch(measurements)
+    assert [title.text for title in figure.layout.annotations] == ["backend: graph", "backend: inference"]
+    axes = {"x": "graph", "x2": "inference"}
+    for trace in figure.data:  # a family's lines in one panel: every point of the trace of that panel's backend
+        assert {row[interactive.HOVER.index("backend")] for row in trace.customdata} == {axes[trace.xaxis]}
+    assert {trace.name for trace in figure.data if trace.showlegend} == {trace.name for trace in figure.data}
+    assert sum(trace.showlegend is not False for trace in figure.data) == measurements["family"].nunique()
+
+
 # ---------------------------------------------------------------------------------------------- figure tables
 
 

@@ -206,9 +206,8 @@ def throughput_vs_gflops(frame: pd.DataFrame):
 
 
 def utilization_vs_batch(frame: pd.DataFrame):
-    """One line per series through its batch sizes (log x), a trace per family: gaps (NaN) between series."""
-    import plotly.graph_objects as go
-
+    """One line per series through its batch sizes (log x), one panel per backend, a trace per family: gaps (NaN)
+    between series."""
     ok = plots.ok_rows(frame)
     if ok.empty:
         return "no successful measurements"
@@ -218,10 +217,13 @@ def utilization_vs_batch(frame: pd.DataFrame):
     for _, series in ordered.groupby("series", sort=False):
         parts += [series, series.iloc[:1].assign(batch=np.nan, utilization=np.nan)]  # a gap after each line
     lines = pd.concat(parts, ignore_index=True)
-    figure = go.Figure(_family_traces(lines, "batch", "utilization", _colors(frame), mode="lines+markers", size=5))
+    backends = lines["backend"].astype(str)
+    panels = [(f"backend: {backend}", lines[backends == backend]) for backend in sorted(backends.unique())]
+    figure = _panels(panels, "batch", "utilization", _colors(frame), True, mode="lines+markers")
+    figure.update_xaxes(type="log", title_text="batch size (log)")
+    figure.update_yaxes(tickformat=".0%").update_yaxes(title_text="FLOP utilization", col=1)
     title = "FLOP utilization vs batch size (one line per model and backend)"
-    layout = _layout(title, "batch size (log)", "FLOP utilization", log_x=True, note=plots.excluded_caption(frame))
-    return figure.update_layout(layout)
+    return figure.update_layout(_panel_layout(title, len(panels), plots.excluded_caption(frame)))
 
 
 def flop_vs_nvml(frame: pd.DataFrame):
@@ -325,9 +327,10 @@ def nas_throughput_vs_gflops(frame: pd.DataFrame):
     return figure.update_layout(_panel_layout(title, len(panels)))
 
 
-def _panels(panels: list[tuple[str, pd.DataFrame]], x: str, y: str, colors: dict, shared_y: bool):
+def _panels(panels: list[tuple[str, pd.DataFrame]], x: str, y: str, colors: dict, shared_y: bool, **style):
     """A figure of one panel per ``(title, rows)``, ``_PANEL_COLUMNS`` to a row, each a trace per family (one
-    legend entry per family, its first trace's: a click on it hides the family in every panel)."""
+    legend entry per family, its first trace's: a click on it hides the family in every panel); ``style``:
+    ``_family_traces``' mode and marker settings (default: markers of size 5)."""
     from plotly.subplots import make_subplots
 
     columns = min(_PANEL_COLUMNS, len(panels))
@@ -340,19 +343,20 @@ def _panels(panels: list[tuple[str, pd.DataFrame]], x: str, y: str, colors: dict
     )
     listed = set()
     for k, (_, rows) in enumerate(panels):
-        for trace in _family_traces(rows, x, y, colors, size=5):
+        for trace in _family_traces(rows, x, y, colors, **({"size": 5} | style)):
             trace.showlegend = trace.legendgroup not in listed
             listed.add(trace.legendgroup)
             figure.add_trace(trace, row=k // columns + 1, col=k % columns + 1)
     return figure
 
 
-def _panel_layout(title: str, panels: int) -> dict:
-    """``_layout`` for a figure of ``panels`` panels (its axes set per panel): taller for each row of panels."""
-    layout = _layout(title, "", "")
+def _panel_layout(title: str, panels: int, note: str = "") -> dict:
+    """``_layout`` for a figure of ``panels`` panels (its axes set per panel): taller for each row of panels past
+    the first."""
+    layout = _layout(title, "", "", note=note)
     for key in ("xaxis", "yaxis"):
         layout.pop(key)
-    return layout | dict(height=320 * -(-panels // _PANEL_COLUMNS) + 120)
+    return layout | dict(height=max(_HEIGHT, 320 * -(-panels // _PANEL_COLUMNS) + 120))
 
 
 def _families(models: pd.Series) -> pd.Series:
