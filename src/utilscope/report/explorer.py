@@ -45,7 +45,6 @@ p.empty { color: #666; font-style: italic; }
 #model-view td.predicted { color: #6a4c93; }
 .gpu-picker { display: flex; flex-wrap: wrap; align-items: center; gap: 0.3em 1.1em; margin: 0.5em 0; }
 .gpu-picker label { display: inline-flex; align-items: center; gap: 0.3em; white-space: nowrap; }
-details > summary { cursor: pointer; font-weight: bold; margin: 1em 0; }
 """
 
 SCRIPT = r"""

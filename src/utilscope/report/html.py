@@ -64,8 +64,8 @@ SURVEY_FIGURES = (  # each a function of the measurements, in page order
     Figure(
         "utilization_vs_batch",
         "Utilization vs batch size",
-        "One line per model and backend through its batch sizes; colour is the family. Hover a point to name it; "
-        "drag to zoom, double-click to reset.",
+        "One line per model through its batch sizes, one panel per backend; colour is the family. Hover a point to "
+        "name it; drag to zoom, double-click to reset.",
         interactive.utilization_vs_batch,
         Kind.INTERACTIVE,
     ),
