@@ -16,7 +16,8 @@ from test_store import CONFIG, make_row
 
 from utilscope import hardware
 from utilscope.cli import main
-from utilscope.report import atlas, model_view
+from utilscope.report import atlas, atlas_html, model_view
+from utilscope.report.figures import Kind
 from utilscope.survey.schema import CellKey
 from utilscope.survey.store import Store
 from utilscope.versions import torch_key
@@ -159,8 +160,11 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>GPU atlas</h2>" in page and 'data-gpu="g-rtx_3090"' in page and 'data-gpu="g-h200_sxm"' in page
     assert page.count('alt="One model across GPUs" src="atlas_slope.png"') == 1  # the PNG beside the page
-    for name in ("atlas_classes", "atlas_slope", "atlas_rank", "atlas_intensity", "atlas_dynamo"):
-        assert (tmp_path / "report" / f"{name}.png").stat().st_size > 1000
+    for figure in atlas_html.FIGURES:  # each drawn once: a static one as its PNG, the point clouds in the page
+        static = figure.kind is Kind.STATIC
+        assert (tmp_path / "report" / figure.png).exists() == static, figure.id
+        assert page.count(f'id="{figure.id}"') == 1 and page.count(f'data-figure="{figure.id}"') == int(not static)
+    assert (tmp_path / "report" / "atlas_slope.png").stat().st_size > 1000
     table = page[page.index('<table id="atlas-table"') :]
     table = table[: table.index("</table>")]
     assert "<td>timm:resnet50</td>" in table and "<td>timm:mobileone_s1</td>" in table

@@ -34,6 +34,9 @@ def _store_frame(tmp_path, n=12):
         rows.append(
             {
                 "model": f"nas:mbv3:{record['id']}",
+                "family": "NAS mbv3",
+                "device": "NVIDIA H200",
+                "resolution": 224,
                 "status": "ok",
                 "batch": 256,
                 "precision": "fp16",
@@ -83,18 +86,21 @@ def test_analyze_cli_needs_an_existing_store(tmp_path, capsys):
 
 
 def test_report_draws_the_nas_figures_only_for_nas_rows(tmp_path):
-    from utilscope.report.nas_plots import write_nas_figures
+    from utilscope.report.nas_plots import nas_figures
 
     frame, records = _store_frame(tmp_path)
-    figures = write_nas_figures(frame, tmp_path, records)
-    assert [path.name for _, path, _ in figures] == [
-        "nas_throughput_vs_gflops.png",
-        "nas_utilization.png",
+    (tmp_path / "report").mkdir()
+    page = nas_figures(frame, records, tmp_path / "report")
+    # the point cloud is interactive (in the page), the distribution and the effects are PNGs beside it
+    assert '<div class="plot" id="nas_throughput_vs_gflops"></div>' in page
+    assert '<script type="application/json" data-figure="nas_throughput_vs_gflops">' in page
+    assert sorted(path.name for path in (tmp_path / "report").iterdir()) == [
         "nas_feature_effects.png",
+        "nas_utilization.png",
     ]
-    assert all(path.stat().st_size > 1000 for _, path, _ in figures)
+    assert all(path.stat().st_size > 1000 for path in (tmp_path / "report").iterdir())
     zoo_only = pd.DataFrame({"model": ["torchvision:resnet18"], "status": ["ok"]})
-    assert write_nas_figures(zoo_only, tmp_path, {}) == []
+    assert nas_figures(zoo_only, {}, tmp_path) == ""
 
 
 def test_a_nas_store_is_analyzed_from_any_folder(tmp_path, monkeypatch):

@@ -1,11 +1,14 @@
 """The survey report: summary numbers on hand-made frames (arithmetic in comments), the whole page on a synthetic
 store (files, headline numbers, tables, embedded images, no network references), every figure on a store where
-every row failed. The page in a real browser: tests/test_browser.py.
+every row failed, the figure tables (unique ids, each figure built once) and how a figure of each kind is rendered.
+The page in a real browser: tests/test_browser.py.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +17,21 @@ import pytest
 from matplotlib.image import imread
 
 from utilscope.errors import UsageError
-from utilscope.report import build_report, families, interactive, model_view, plots
+from utilscope.report import (
+    atlas_html,
+    build_report,
+    families,
+    gpu_plots,
+    html,
+    interactive,
+    model_view,
+    nas_plots,
+    plots,
+)
+from utilscope.report.figures import Figure, Kind, render
 from utilscope.report.html import (
-    FIGURES,
-    OP_CLASS_FIGURE,
+    OP_CLASS_FIGURES,
+    SURVEY_FIGURES,
     batch_summary,
     nvml_summary,
     ranked_models,
@@ -26,8 +40,17 @@ from utilscope.report.html import (
 from utilscope.report.synthetic import synthetic_store
 
 REPO = Path(__file__).resolve().parents[1]
-PLOTS = [figure[2] for figure in FIGURES]
-PNG_NAMES = [figure[0] for figure in FIGURES] + [OP_CLASS_FIGURE[0]]
+# every section's table of figures, in page order
+TABLES = {
+    "survey": SURVEY_FIGURES,
+    "op classes": OP_CLASS_FIGURES,
+    "NAS": nas_plots.FIGURES,
+    "GPU comparison": gpu_plots.FIGURES,
+    "atlas": atlas_html.FIGURES,
+}
+PAGE_FIGURES = SURVEY_FIGURES + OP_CLASS_FIGURES  # the figures of a one-GPU survey store's page
+PNG_NAMES = [figure.png for figure in PAGE_FIGURES if figure.kind is Kind.STATIC]
+INTERACTIVE_IDS = [figure.id for figure in PAGE_FIGURES if figure.kind is Kind.INTERACTIVE]
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +178,7 @@ def test_excluded_caption_counts_failures_by_kind(store):
 
 def test_representative_series_spread_from_lowest_to_highest_utilization(store):
     measurements, op_classes = store
-    chosen = plots.representative_series(op_classes, measurements, limit=5)
+    chosen = plots.representative_series(plots.attributed_rows(op_classes, measurements), limit=5)
     assert len(chosen) == 5
     assert chosen["utilization"].is_monotonic_increasing
     at_largest = plots.largest_batch(plots.ok_rows(measurements))
@@ -250,13 +273,13 @@ def test_the_page_is_self_contained(report):
     assert page.count(interactive.plotly_script()) == 1
     around = page.replace(interactive.plotly_script(), "")
     assert "http://" not in around and "https://" not in around
-    # inline scripts (plotly.js, the explorer's, the model table's) and JSON data, no script or style sheet from a file
-    tags = re.findall(r"<script[^>]*>", page.lower())
-    assert set(tags) == {
-        "<script>",
-        '<script type="application/json" id="figure-data">',
-        '<script type="application/json" id="model-data">',
-    }
+    # inline scripts (plotly.js, the explorer's, the model table's) and JSON data (each interactive figure's, beside
+    # its element, and the model view's), no script or style sheet from a file
+    tags = re.findall(r"<script[^>]*>", page)
+    figures = [f'<script type="application/json" data-figure="{element}">' for element in INTERACTIVE_IDS]
+    assert set(tags) == {"<script>", '<script type="application/json" id="model-data">', *figures}
+    for element, tag in zip(INTERACTIVE_IDS, figures, strict=True):  # each figure once: its element and its JSON
+        assert page.count(f'<div class="plot" id="{element}"></div>') == 1 and page.count(tag) == 1
     assert "<link" not in page.lower()
 
 
@@ -271,11 +294,11 @@ def test_build_report_when_every_row_failed_and_nothing_was_attributed(store, tm
     page = build_report(failed_store(measurements), pd.DataFrame(), tmp_path).read_text()
     assert "<b>0 / 120 / 0</b>ok / oom / error" in page
     assert "No successful row has an nvml_util sample." in page
-    # a figure with nothing to show is one line saying why, not an empty frame (its PNG stays for the folder)
-    assert "<img " not in page and all((tmp_path / name).exists() for name in PNG_NAMES)
-    assert page.count("not drawn, no successful measurements.") == len(PNG_NAMES) - 1 + len(interactive.SURVEY) - 1
+    # a figure with nothing to show is one line saying why, not an empty frame, and writes no PNG
+    assert "<img " not in page and not any((tmp_path / name).exists() for name in PNG_NAMES)
+    assert 'class="plot"' not in page and "data-figure=" not in page
+    assert page.count("not drawn, no successful measurements.") == len(SURVEY_FIGURES)
     assert "<b>Op-class shares of time and FLOPs:</b> not drawn, no op-class attribution." in page
-    assert "not drawn, no successful row has an nvml_util sample." in page
 
 
 def test_build_report_takes_the_stores_dtypes(store, tmp_path):
@@ -290,38 +313,124 @@ def test_build_report_takes_the_stores_dtypes(store, tmp_path):
 # ---------------------------------------------------------------------------------------------- figures
 
 
-@pytest.fixture()
-def drawn_texts(monkeypatch):
-    """The texts drawn inside the axes of every figure the plots save, figure by figure."""
-    texts, save = [], plots._save
-
-    def recording(figure, *args, **kwargs):
-        texts.append([t.get_text() for axes in figure.axes for t in axes.texts])
-        return save(figure, *args, **kwargs)
-
-    monkeypatch.setattr(plots, "_save", recording)
-    return texts
-
-
-@pytest.mark.parametrize("plot", PLOTS, ids=lambda plot: plot.__name__)
+@pytest.mark.parametrize("figure", SURVEY_FIGURES, ids=lambda figure: figure.id)
 @pytest.mark.parametrize("rows", ["all_failed", "no_rows"])
-def test_every_plot_says_when_no_row_succeeded(store, plot, rows, tmp_path, drawn_texts):
+def test_every_survey_figure_says_when_no_row_succeeded(store, figure, rows):
     measurements, _ = store
     frame = failed_store(measurements) if rows == "all_failed" else measurements.iloc[:0]
-    path = plot(frame, tmp_path / "figure.png")
-    assert path == tmp_path / "figure.png" and imread(path).ndim == 3
-    assert drawn_texts == [["no successful measurements"]]
+    assert figure.build(frame) == "no successful measurements"
 
 
-def test_op_class_plot_without_attribution(tmp_path, drawn_texts):
-    plots.plot_op_class_shares(pd.DataFrame(), tmp_path / "op.png")
-    assert drawn_texts == [["no op-class attribution"]]
-
-
-def test_flop_vs_nvml_without_any_nvml_sample(store, tmp_path, drawn_texts):
+def test_op_class_plot_without_attribution(store):
     measurements, _ = store
-    plots.plot_flop_vs_nvml(measurements.assign(nvml_util=np.nan), tmp_path / "nvml.png")
-    assert drawn_texts == [["no nvml_util samples"]]
+    assert plots.plot_op_class_shares(plots.attributed_rows(pd.DataFrame(), measurements)) == "no op-class attribution"
+
+
+def test_flop_vs_nvml_without_any_nvml_sample(store):
+    measurements, _ = store
+    assert (
+        interactive.flop_vs_nvml(measurements.assign(nvml_util=np.nan)) == "no successful row has an nvml_util sample"
+    )
+
+
+def test_the_survey_figures_count_the_rows_they_leave_out_under_their_title(store):
+    measurements, _ = store
+    # 120 rows, 8 oom and 2 errors (the synthetic store); flop_vs_nvml also counts the ok rows without a sample
+    for figure in SURVEY_FIGURES:
+        drawn = figure.build(measurements)
+        title = drawn.layout.title.text if figure.kind is Kind.INTERACTIVE else drawn.texts[0].get_text()
+        assert "110 of 120 rows shown; 10 excluded (2 error, 8 oom)" in title, figure.id
+
+
+def test_the_batch_figure_draws_each_backend_in_a_panel_of_its_own(store):
+    measurements, _ = store
+    figure = interactive.utilization_vs_batch(measurements)
+    assert [title.text for title in figure.layout.annotations] == ["backend: graph", "backend: inference"]
+    axes = {"x": "graph", "x2": "inference"}
+    for trace in figure.data:  # a family's lines in one panel: every point of the trace of that panel's backend
+        assert {row[interactive.HOVER.index("backend")] for row in trace.customdata} == {axes[trace.xaxis]}
+    assert {trace.name for trace in figure.data if trace.showlegend} == {trace.name for trace in figure.data}
+    assert sum(trace.showlegend is not False for trace in figure.data) == measurements["family"].nunique()
+
+
+# ---------------------------------------------------------------------------------------------- figure tables
+
+
+def test_every_figure_has_one_id_on_the_page_a_title_a_caption_and_its_kind():
+    every = [figure for table in TABLES.values() for figure in table]
+    ids = [figure.id for figure in every]
+    assert len(set(ids)) == len(ids)  # one page and one folder: an id names one element and one PNG
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", element) for element in ids)  # a file name and an element id as is
+    assert all(figure.title and figure.caption and isinstance(figure.kind, Kind) for figure in every)
+    # the point clouds are interactive, the boxes, bars, histograms, few lines and the matrix static
+    interactive_ids = {figure.id for figure in every if figure.kind is Kind.INTERACTIVE}
+    assert interactive_ids == {
+        "utilization_vs_batch",
+        "utilization_vs_gflops",
+        "throughput_vs_gflops",
+        "flop_vs_nvml",
+        "nas_throughput_vs_gflops",
+        "atlas_gpus",
+        "atlas_intensity",
+    }
+
+
+def _counting(monkeypatch, module, name: str, calls: dict[str, int]) -> None:
+    """Replace the table ``module.name`` by one whose builders count their calls in ``calls`` (by figure id)."""
+
+    def counted(figure: Figure) -> Figure:
+        def build(rows):
+            calls[figure.id] += 1
+            return figure.build(rows)
+
+        return replace(figure, build=build)
+
+    table = getattr(module, name)
+    calls.update({figure.id: 0 for figure in table})
+    monkeypatch.setattr(module, name, tuple(counted(figure) for figure in table))
+
+
+def test_a_report_builds_each_figure_of_its_sections_once(store, tmp_path, monkeypatch):
+    measurements, op_classes = store
+    calls: dict[str, int] = {}
+    for module, name in [(html, "SURVEY_FIGURES"), (html, "OP_CLASS_FIGURES"), (nas_plots, "FIGURES")]:
+        _counting(monkeypatch, module, name, calls)
+    for module in (gpu_plots, atlas_html):
+        _counting(monkeypatch, module, "FIGURES", calls)
+    build_report(measurements, op_classes, tmp_path)
+    # one GPU, no NAS architecture, no published row: the survey's and the op-class figures only, each once
+    assert calls == {figure.id: int(figure in PAGE_FIGURES) for table in TABLES.values() for figure in table}
+
+
+def test_render_writes_a_static_figure_as_its_png_and_embeds_an_interactive_one_with_its_json(tmp_path):
+    import plotly.graph_objects as go
+
+    def static(rows):
+        figure, (axes,) = plots._figure(4, 3)
+        axes.plot(rows, rows)
+        return figure
+
+    table = (
+        Figure("a_static", "A <static>", "Its caption.", static, Kind.STATIC),
+        Figure(
+            "an_interactive",
+            "Interactive",
+            "Hover.",
+            lambda rows: go.Figure(go.Scatter(x=rows, y=rows)),
+            Kind.INTERACTIVE,
+        ),
+        Figure("an_empty", "Empty", "Never shown.", lambda rows: "nothing to draw", Kind.STATIC),
+    )
+    page = render(table, [1, 2], tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a_static.png"]  # the empty figure writes nothing
+    assert imread(tmp_path / "a_static.png").ndim == 3
+    assert '<figure id="a_static"><img alt="A &lt;static&gt;" src="a_static.png">' in page
+    assert "<figcaption><b>A &lt;static&gt;.</b> Its caption.</figcaption>" in page
+    element = '<div class="plot" id="an_interactive"></div>'
+    data = re.search(r'<script type="application/json" data-figure="an_interactive">(.*?)</script>', page).group(1)
+    assert page.index(element) < page.index(data) and json.loads(data)["data"][0]["y"] == [1, 2]
+    assert '<p class="empty" id="an_empty"><b>Empty:</b> not drawn, nothing to draw.</p>' in page
+    assert page.index("a_static") < page.index("an_interactive") < page.index("an_empty")  # the table's order
 
 
 def test_a_pooled_median_says_what_it_pools():

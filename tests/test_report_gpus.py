@@ -66,19 +66,6 @@ def page(two_gpus, tmp_path_factory) -> str:
     return build_report(measurements, op_classes, tmp_path_factory.mktemp("gpus")).read_text()
 
 
-@pytest.fixture()
-def drawn_figures(monkeypatch):
-    """The matplotlib figures the plots save, in order."""
-    figures, save = [], plots._save
-
-    def recording(figure, *args, **kwargs):
-        figures.append(figure)
-        return save(figure, *args, **kwargs)
-
-    monkeypatch.setattr(plots, "_save", recording)
-    return figures
-
-
 # ---------------------------------------------------------------------------------------------- numbers
 
 
@@ -159,12 +146,9 @@ def test_synthetic_store_measures_the_grid_on_each_gpu_against_its_peak():
 # ---------------------------------------------------------------------------------------------- the figure
 
 
-def test_the_comparison_figure_has_a_panel_per_compared_batch_and_every_gpu_on_the_same_axes(
-    two_gpus, tmp_path, drawn_figures
-):
+def test_the_comparison_figure_has_a_panel_per_compared_batch_and_every_gpu_on_the_same_axes(two_gpus):
     measurements, _ = two_gpus
-    gpu_plots.plot_gpu_comparison(measurements, tmp_path / "gpus.png")
-    (figure,) = drawn_figures
+    figure = gpu_plots.plot_gpu_comparison(measurements)
     panels = [axes for axes in figure.axes if axes.get_title()]
     # batch 1: 6 series; batch 256: 3 (the larger model of each of the 3 families is oom on both GPUs)
     assert [axes.get_title() for axes in panels] == ["batch 1: 6 series", "batch 256: 3 series"]
@@ -186,13 +170,11 @@ def test_the_comparison_figure_has_a_panel_per_compared_batch_and_every_gpu_on_t
         assert labels[int(missing[1])] == plots._short(DROPPED)
 
 
-def test_the_comparison_figure_with_one_gpu_or_no_successful_row(two_gpus, tmp_path, drawn_figures):
+def test_the_comparison_figure_with_one_gpu_or_no_successful_row(two_gpus):
     measurements, _ = two_gpus
     one = measurements[measurements["device"] == H200[0]]
-    gpu_plots.plot_gpu_comparison(one, tmp_path / "one.png")
-    gpu_plots.plot_gpu_comparison(measurements.assign(status="oom"), tmp_path / "none.png")
-    texts = [[t.get_text() for axes in figure.axes for t in axes.texts] for figure in drawn_figures]
-    assert texts == [["one GPU only (NVIDIA H200): nothing to compare"], ["no successful measurements"]]
+    assert gpu_plots.plot_gpu_comparison(one) == "one GPU only (NVIDIA H200): nothing to compare"
+    assert gpu_plots.plot_gpu_comparison(measurements.assign(status="oom")) == "no successful measurements"
 
 
 def test_peak_label_says_when_a_gpus_peak_is_unknown():
@@ -216,7 +198,8 @@ def _table_row(page: str, model: str, batch: int) -> str:
 def test_the_page_compares_the_gpus_in_a_table_with_a_column_group_per_gpu(two_gpus, page):
     measurements, _ = two_gpus
     assert page.count("<h2>GPU comparison</h2>") == 1
-    assert page.count('<img alt="') == 6 + 1  # the 6 figures of every report + the comparison
+    # the static figures of every report (utilization by family, op-class shares) + the comparison, beside the page
+    assert page.count('<img alt="') == 2 + 1 and '<img alt="GPU comparison" src="gpu_comparison.png">' in page
     assert '<th colspan="4"></th><th colspan="2">NVIDIA H200</th><th colspan="3">NVIDIA L4</th>' in page
     assert "NVIDIA H200 (15 rows; the reference" in page and "NVIDIA L4 (12)" in page  # ok rows: 18 - 3 oom, 15 - 3
     model = "timm:efficientnet_0"  # ok at batch 256 on both GPUs
@@ -238,7 +221,7 @@ def test_the_page_lists_a_model_missing_on_one_gpu_and_failed_rows(page):
 
 
 def test_the_page_says_each_utilization_is_against_its_own_peak_and_when_a_peak_is_unknown(two_gpus, tmp_path):
-    """Two whole reports (about 5 s: every figure of each is drawn), one with a GPU whose peak is unknown."""
+    """Two whole reports (every figure of each is drawn), one with a GPU whose peak is unknown."""
     measurements, op_classes = two_gpus
     assert "against each GPU" in build_report(measurements, op_classes, tmp_path / "a").read_text()
     unknown = measurements.assign(
@@ -252,4 +235,4 @@ def test_a_one_gpu_store_has_no_comparison(tmp_path):
     measurements, op_classes = synthetic_store(np.random.default_rng(1), models=4, families=2, batches=(1, 8))
     page = build_report(measurements, op_classes, tmp_path).read_text()
     assert "GPU comparison" not in page and not (tmp_path / "gpu_comparison.png").exists()
-    assert page.count('<img alt="') == 6
+    assert page.count('<img alt="') == 2

@@ -1,7 +1,7 @@
 """The report for a survey of hundreds of models in ~60 families (a timm survey): synthetic family sizes, which families
-get a colour and how many legend entries that makes, crowded marker styles, how many models carry a label, and the
-page's filterable, sortable table of every model (its rows, its cells, its script; run in headless Chromium when it
-is installed). Expectations are worked out in the comments.
+get a colour, crowded marker styles, the interactive figures' traces of many families, and the page's filterable,
+sortable table of every model (its rows, its cells, its script; run in headless Chromium when it is installed).
+Expectations are worked out in the comments.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from test_report import row as report_row
 
-from utilscope.report import build_report, families, html, plots
+from utilscope.report import build_report, families, html, interactive, plots
 from utilscope.report.model_table import NOT_MEASURED, SCRIPT, failed_text, model_table, table_batches
 from utilscope.report.synthetic import FAMILIES, family_parameters, family_sizes, synthetic_models, synthetic_store
 
@@ -38,21 +38,6 @@ def page(many, tmp_path_factory) -> Path:
 
 def models_table_html(page_text: str) -> str:
     return re.search(r'<table id="models" class="sortable">.*?</table>', page_text, re.S).group(0)
-
-
-@pytest.fixture()
-def drawn(monkeypatch):
-    """Per figure the plots save: the texts drawn inside its axes and the labels of its legends."""
-    found, save = [], plots._save
-
-    def recording(figure, path, caption, legend=None):
-        texts = [t.get_text() for axes in figure.axes for t in axes.texts]
-        legends = [[t.get_text() for t in axes.get_legend().get_texts()] for axes in figure.axes if axes.get_legend()]
-        found.append(dict(texts=texts, legends=legends, family=legend and [t.get_text() for t in legend.get_texts()]))
-        return save(figure, path, caption, legend)
-
-    monkeypatch.setattr(plots, "_save", recording)
-    return found
 
 
 # ---------------------------------------------------------------------------------------------- synthetic
@@ -122,82 +107,24 @@ def test_a_store_of_twenty_families_keeps_a_colour_for_each():
     assert list(colours) == sorted(counts.index)  # by name, as before
 
 
-def test_legend_entries_are_capped_with_one_entry_for_the_other_families():
-    catalog = synthetic_models(700, 60, skew=1.0)
-    entries = families.legend_entries(catalog, families.family_colors(families.family_counts(catalog)))
-    assert len(entries) == 11
-    assert entries[0] == ("ResNet (138)", "#1f77b4")
-    # the ten largest families hold 138 + 69 + 47 + 35 + 28 + 24 + 21 + 18 + 16 + 15 = 411 models
-    assert entries[-1] == ("50 other families (289)", families.OTHER_COLOUR)
-
-
 def test_crowded_markers_shrink_with_the_square_root_of_the_count():
     assert families.marker_style(500, 28, 0.8) == dict(s=28, alpha=0.8)
     # 2000 points: sqrt(500 / 2000) = 0.5 of the area, 0.6 of the opacity
     assert families.marker_style(2000, 28, 0.8) == pytest.approx(dict(s=14, alpha=0.48))
     assert families.marker_style(10**6, 28, 0.8)["s"] == pytest.approx(28 * families.SMALLEST_MARKER)
-    assert families.line_style(150, 1.0, 0.65) == dict(linewidth=1.0, alpha=0.65)
-    # 600 lines: crowding sqrt(150 / 600) = 0.5, width x sqrt(0.5), opacity x 0.6 x sqrt(0.5)
-    assert families.line_style(600, 1.0, 0.65) == pytest.approx(dict(linewidth=0.5**0.5, alpha=0.39 * 0.5**0.5))
-
-
-def test_coloured_last_draws_the_grey_families_first():
-    frame = pd.DataFrame({"family": ["A", "grey", "B", "grey"], "model": ["a", "g1", "b", "g2"]})
-    order = families.coloured_last(frame, {"B": "red", "A": "blue", "grey": families.OTHER_COLOUR})
-    assert list(order["model"]) == ["g1", "g2", "b", "a"]  # grey, then in the colours' order
 
 
 # ---------------------------------------------------------------------------------------------- figures
 
 
-def test_outliers_are_the_few_lowest_and_highest():
-    frame = pd.DataFrame({"model": list("abcdefgh"), "utilization": [0.5, 0.1, 0.7, 0.2, 0.9, 0.3, 0.8, 0.4]})
-    low, high = plots.outliers(frame, "utilization", count=2)
-    assert list(low["model"]) == ["b", "d"] and list(high["model"]) == ["g", "e"]
-    low, high = plots.outliers(frame.head(3), "utilization", count=2)
-    assert list(low["model"]) == ["b", "a"] and list(high["model"]) == ["c"]  # a is not named twice
-
-
-def test_a_label_near_the_right_edge_goes_on_the_left_of_its_point():
-    from matplotlib.figure import Figure
-
-    axes = Figure().add_subplot()
-    frame = pd.DataFrame({"model": ["timm:left", "timm:right"], "x": [0.1, 0.95], "y": [0.2, 0.8]})
-    axes.set_xlim(0, 1)
-    plots._label_extremes(axes, frame, "x", "y")
-    sides = {t.get_text(): (t.get_horizontalalignment(), t.get_position()[0] < 0) for t in axes.texts}
-    assert sides == {"left": ("left", False), "right": ("right", True)}  # offsets of -6 / +6 points
-
-
-def test_the_figures_of_many_families_name_six_models_and_cap_the_legend(many, tmp_path, drawn):
+def test_the_figures_of_many_families_colour_the_ten_largest_and_draw_the_rest_grey(many):
     measurements, _ = many
-    plots.plot_utilization_vs_gflops(measurements, tmp_path / "gflops.png")
-    plots.plot_utilization_vs_batch(measurements, tmp_path / "batch.png")
-    gflops, batch = drawn
-    assert len(gflops["texts"]) == 2 * plots._LABELLED and len(batch["texts"]) == 2 * plots._LABELLED
-    # 30 families: the ten largest hold 24 + 12 + 9 + 7 + 5 + 5 + 4 + 4 + 3 + 3 = 76 of 120 models
-    for figure in (gflops, batch):
-        assert len(figure["family"]) == 11 and figure["family"][0] == "ResNet (24)"
-        assert figure["family"][-1] == "20 other families (44)"
-
-
-def test_the_batch_figure_names_the_extremes_at_its_largest_batch(tmp_path, drawn):
-    rows = [
-        dict(model=m, batch=b, utilization=u, status="ok", family="F", backend="graph")
-        for m, b, u in [
-            ("a", 1, 0.01),
-            ("a", 256, 0.5),
-            ("b", 1, 0.001),
-            ("b", 256, 0.4),
-            ("c", 1, 0.002),
-            ("d", 1, 0.02),
-            ("d", 256, 0.3),
-        ]
-    ]
-    frame = pd.DataFrame(rows).assign(resolution=224, precision="fp16", device="gpu", software="sw")
-    plots.plot_utilization_vs_batch(frame, tmp_path / "batch.png")
-    # c measured batch 1 only (out of memory at 256): not ranked against the others' batch-256 utilization
-    assert "c" not in drawn[0]["texts"] and sorted(drawn[0]["texts"]) == ["a", "b", "d"]
+    for figure in (interactive.utilization_vs_gflops(measurements), interactive.utilization_vs_batch(measurements)):
+        colours = [trace.marker.color for trace in figure.data]
+        # a trace per family, the ten largest first (24, 12, 9, 7, 5, 5, 4, 4, 3, 3 models), each its own colour
+        assert len(figure.data) == 30 and figure.data[0].name == "ResNet (24)"
+        assert len(set(colours[:10])) == 10 and families.OTHER_COLOUR not in colours[:10]
+        assert set(colours[10:]) == {families.OTHER_COLOUR}
 
 
 # ---------------------------------------------------------------------------------------------- model table

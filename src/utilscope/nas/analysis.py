@@ -103,7 +103,11 @@ class SpaceAnalysis:
 
 def analyze(measurements: pd.DataFrame, records: dict[str, dict]) -> list[SpaceAnalysis]:
     """One analysis per (space, batch size, precision, backend) measured; largest groups first."""
-    frame = nas_frame(measurements, records)
+    return analyze_frame(nas_frame(measurements, records))
+
+
+def analyze_frame(frame: pd.DataFrame) -> list[SpaceAnalysis]:
+    """``analyze`` of ``nas_frame``'s rows."""
     results = []
     for (space, batch, _, _), group in frame.groupby(["space", "batch", "precision", "backend"]):
         quantiles = group["utilization"].quantile([0.05, 0.25, 0.5, 0.75, 0.95])

@@ -1,5 +1,6 @@
-"""The GPU atlas section of the report: its figures (``atlas_plots``) and a table in which a reader picks the GPUs
-(check boxes) and the models (a filter box) to compare. Empty when the store has one GPU and no published rows."""
+"""The GPU atlas section of the report: its figures (``FIGURES``: static ones from ``atlas_plots``, the point clouds
+from ``interactive``) and a table in which a reader picks the GPUs (check boxes) and the models (a filter box) to
+compare. Empty when the store has one GPU and no published rows."""
 
 from __future__ import annotations
 
@@ -9,42 +10,57 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.report import atlas, atlas_plots, interactive
+from utilscope.report.figures import Figure, Kind, render
 
 TABLE_ID = "atlas-table"
-FIGURES = (
-    (
-        "atlas_classes.png",
+FIGURES = (  # each a function of the atlas rows (atlas.atlas_rows), in page order
+    Figure(
+        "atlas_gpus",
+        "Utilization per GPU",
+        "One point per model@resolution and GPU, each model at the same offset in every GPU's column; GPUs by their "
+        "fp16 tensor peak. Hover a point to name it; the search at the top highlights a model on every GPU.",
+        interactive.atlas_gpu_points,
+        Kind.INTERACTIVE,
+    ),
+    Figure(
+        "atlas_classes",
         "Utilization per GPU and conv class",
-        atlas_plots.plot_class_distribution,
         "One point per model and resolution in timm's condition (amp, NCHW, eager), one table per GPU: dense, grouped "
         "and depthwise CNNs and attention hybrids, by counted FLOP shares.",
+        atlas_plots.plot_class_distribution,
+        Kind.STATIC,
     ),
-    (
-        "atlas_slope.png",
+    Figure(
+        "atlas_slope",
         "One model across GPUs",
-        atlas_plots.plot_slope,
         "The same network's FLOP utilization on each GPU, GPUs ordered by their fp16 tensor peak; each GPU's row "
         "at its table's batch (the table below gives a batch other than 1024).",
+        atlas_plots.plot_slope,
+        Kind.STATIC,
     ),
-    (
-        "atlas_rank.png",
+    Figure(
+        "atlas_rank",
         "Throughput rank correlation between GPUs",
-        atlas_plots.plot_rank_correlation,
         "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares, each at "
         "its table's batch (2048 on the PRO 6000, smaller where a GPU ran out of memory).",
+        atlas_plots.plot_rank_correlation,
+        Kind.STATIC,
     ),
-    (
-        "atlas_intensity.png",
+    Figure(
+        "atlas_intensity",
         "Utilization against arithmetic intensity",
-        atlas_plots.plot_intensity,
-        "Counted FLOPs per counted (unfused) byte; the dashed line is the GPU's ridge point, its fp16 tensor peak over "
-        "its memory bandwidth.",
+        "Counted FLOPs per counted (unfused) byte, one panel per GPU; the dashed line is the GPU's ridge point, its "
+        "fp16 tensor peak over its memory bandwidth. Colour: family; hover a point to name it.",
+        interactive.atlas_intensity,
+        Kind.INTERACTIVE,
     ),
-)
-DYNAMO_FIGURE = (
-    "atlas_dynamo.png",
-    "torch.compile over eager per GPU",
-    "Samples/s of a table's -dynamo twin over its eager table, for the same model, resolution and batch.",
+    Figure(
+        "atlas_dynamo",
+        "torch.compile over eager per GPU",
+        "Samples/s of a table's -dynamo twin over its eager table, for the same model, resolution and batch.",
+        atlas_plots.plot_dynamo_gain,
+        Kind.STATIC,
+    ),
 )
 SCRIPT = """
 document.querySelectorAll("input[data-gpu]").forEach(function (box) {
@@ -100,42 +116,13 @@ def _controls(rows: pd.DataFrame, count: int) -> str:
     )
 
 
-def write_figures(frame: pd.DataFrame, rows: pd.DataFrame, out_dir: Path) -> list[tuple[str, Path, str]]:
-    """Draw the atlas's figures into ``out_dir``: (title, PNG path, caption) each, as ``html`` embeds them."""
-    figures = [(title, plot(rows, out_dir / name), text) for name, title, plot, text in FIGURES]
-    name, title, text = DYNAMO_FIGURE
-    return figures + [(title, atlas_plots.plot_dynamo_gain(atlas.dynamo_gain(frame), out_dir / name), text)]
-
-
-def interactive_figures(rows: pd.DataFrame) -> list[tuple[str, str, object, str]]:
-    """The atlas's interactive figures of the compared rows: ``(element id, title, figure or why none, caption)``."""
-    labels = {gpu: atlas_plots.table_label(rows, gpu).replace("\n", ": ") for gpu in atlas.gpu_order(rows)}
-    return [
-        (
-            "plot-atlas-gpus",
-            "Utilization per GPU",
-            interactive.atlas_gpu_points(rows, labels),
-            "One point per model@resolution and GPU, each model at the same offset in every GPU's column; GPUs by "
-            "their fp16 tensor peak. Hover a point to name it; the search at the top highlights a model on every GPU.",
-        ),
-        (
-            "plot-atlas-intensity",
-            FIGURES[3][1],
-            interactive.atlas_intensity(rows, labels),
-            FIGURES[3][3],
-        ),
-    ]
-
-
-def atlas_section(
-    frame: pd.DataFrame, out_dir: Path
-) -> tuple[str, list[tuple[str, Path, str]], str, list[tuple[str, str, object, str]]] | None:
-    """The section's intro text, its static figures (written into ``out_dir``), the picker's HTML (controls, table
-    and script) and its interactive figures, for ``html`` to lay out; None without rows of two GPUs. ``frame``:
+def atlas_section(frame: pd.DataFrame, out_dir: Path) -> str:
+    """The section's HTML: its heading and intro, its figures (``FIGURES``, the static ones written into
+    ``out_dir``) and the picker (controls, table and script); "" without rows of two GPUs. ``frame``:
     ``atlas.atlas_rows``."""
     rows = atlas.main_rows(frame)
     if rows["gpu"].nunique() < 2:
-        return None
+        return ""
     tables = ", ".join(f"{gpu}: {table}" for gpu, table in rows.groupby("gpu")["table"].first().items())
     intro = (
         f"{rows['gpu'].nunique()} GPUs in timm's condition (amp, NCHW, eager; batch 1024 unless a cell says "
@@ -146,4 +133,5 @@ def atlas_section(
     )
     count = rows.groupby(["model", "resolution"]).ngroups
     picker = _controls(rows, count) + f'\n<div class="scroll">{picker_table(rows)}</div>\n<script>{SCRIPT}</script>\n'
-    return intro, write_figures(frame, rows, out_dir), picker, interactive_figures(rows)
+    figures = render(FIGURES, frame, out_dir)
+    return f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n{figures}\n{picker}"

@@ -1,13 +1,13 @@
-"""The GPU atlas's figures (``report.atlas`` gives the rows): utilization per GPU and conv class, a few models across
-GPUs, the rank correlation of throughput between GPUs, utilization against arithmetic intensity with each GPU's ridge
-point, and compile over eager per GPU. Each compares rows of one condition (``atlas.main_rows``) unless it says
-otherwise; each draws an explanatory empty figure when the rows do not allow it.
+"""The GPU atlas's static figures (matplotlib), each a function of the atlas rows (``atlas.atlas_rows``) returning a
+figure, or a ``str`` saying why the rows do not allow it: utilization per GPU and conv class, a few models across
+GPUs, the rank correlation of throughput between GPUs, and compile over eager per GPU. Each compares rows of one
+condition (``atlas.main_rows``) unless it says otherwise. Its point clouds are interactive (``interactive``); the
+GPU's names and ridge points they share are here.
 """
 
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,11 +49,17 @@ def table_label(rows: pd.DataFrame, gpu: str) -> str:
     return f"{gpu_label(gpu, TICK_WIDTH)}\n{source}, torch {first['torch']}"
 
 
-def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
+def table_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """``table_label`` on one line for each GPU of ``rows``, in ``atlas.gpu_order``."""
+    return {gpu: table_label(rows, gpu).replace("\n", ": ") for gpu in atlas.gpu_order(rows)}
+
+
+def plot_class_distribution(frame: pd.DataFrame):
     """Box plots of utilization per GPU (x) and conv class (colour), one point per (model, resolution) row."""
     title = "FLOP utilization per GPU and conv class (amp, NCHW, eager, batch as published)"
+    rows = atlas.main_rows(frame)
     if rows.empty:
-        return plots._empty(path, title, CAPTION, "no counted rows in timm's condition")
+        return "no counted rows in timm's condition"
     gpus, classes = atlas.gpu_order(rows), [c for c in CONV_CLASSES if c in set(rows["conv_class"])]
     figure, (axes,) = plots._figure(max(7.0, 1.6 * len(gpus) * max(1, len(classes)) / 2), 5.5)
     width = 0.8 / max(1, len(classes))
@@ -78,16 +84,17 @@ def plot_class_distribution(rows: pd.DataFrame, path: str | Path) -> Path:
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
-    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    return plots._save(figure, path, CAPTION, legend)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return plots._captioned(figure, CAPTION)
 
 
-def plot_slope(rows: pd.DataFrame, path: str | Path, models=SLOPE_MODELS) -> Path:
+def plot_slope(frame: pd.DataFrame, models=SLOPE_MODELS):
     """One line per model (at its most common resolution): utilization on each GPU, GPUs by peak."""
     title = "One model across GPUs: FLOP utilization (amp, NCHW, eager)"
+    rows = atlas.main_rows(frame)
     chosen = rows[rows["model"].isin(models)]
     if chosen.empty or chosen["gpu"].nunique() < 2:
-        return plots._empty(path, title, CAPTION, "fewer than two GPUs have rows of these models")
+        return "fewer than two GPUs have rows of these models"
     gpus = atlas.gpu_order(rows)
     figure, (axes,) = plots._figure(8.0, 5.5)
     for k, (model, mine) in enumerate(chosen.groupby("model", sort=True)):
@@ -101,16 +108,17 @@ def plot_slope(rows: pd.DataFrame, path: str | Path, models=SLOPE_MODELS) -> Pat
     axes.set_ylabel("FLOP utilization")
     plots._percent_axis(axes.yaxis)
     axes.set_title(title)
-    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    return plots._save(figure, path, CAPTION, legend)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return plots._captioned(figure, CAPTION)
 
 
-def plot_rank_correlation(rows: pd.DataFrame, path: str | Path) -> Path:
+def plot_rank_correlation(frame: pd.DataFrame):
     """Spearman's rank correlation of samples/s between GPUs, over the rows each pair shares."""
     title = "Throughput rank correlation between GPUs (Spearman, shared model@resolution rows)"
+    rows = atlas.main_rows(frame)
     matrix = atlas.rank_correlation(rows) if not rows.empty else pd.DataFrame()
     if matrix.shape[0] < 2:
-        return plots._empty(path, title, CAPTION, "fewer than two GPUs")
+        return "fewer than two GPUs"
     figure, (axes,) = plots._figure(1.3 * len(matrix) + 3, 1.1 * len(matrix) + 2)
     values = matrix.to_numpy(float)
     axes.imshow(values, vmin=0.8, vmax=1.0, cmap="viridis")
@@ -121,7 +129,7 @@ def plot_rank_correlation(rows: pd.DataFrame, path: str | Path) -> Path:
         text = "–" if np.isnan(value) else f"{value:.3f}"
         axes.text(j, i, text, ha="center", va="center", color="white" if value < 0.93 else "black", fontsize=9)
     axes.set_title(title, fontsize=10)
-    return plots._save(figure, path, CAPTION)
+    return plots._captioned(figure, CAPTION)
 
 
 def ridge_point(gpu: str, peak_tflops: float) -> float | None:
@@ -130,41 +138,13 @@ def ridge_point(gpu: str, peak_tflops: float) -> float | None:
     return peak_tflops * 1e12 / (spec.memory_bandwidth_gbs * 1e9) if spec else None
 
 
-def plot_intensity(rows: pd.DataFrame, path: str | Path) -> Path:
-    """Utilization against counted FLOPs per byte, one panel per GPU, its ridge point as a vertical line."""
-    title = "FLOP utilization against arithmetic intensity (counted FLOPs / counted bytes, unfused)"
-    rows = rows.dropna(subset=["intensity", "utilization"])
-    if rows.empty:
-        return plots._empty(path, title, CAPTION, "no counted rows")
-    gpus = atlas.gpu_order(rows)
-    figure, axes = plots._figure(4.2 * len(gpus), 5.0, columns=len(gpus))
-    figure.subplots_adjust(top=0.85, bottom=0.2)
-    limits = (rows["intensity"].min() / 1.5, rows["intensity"].max() * 1.5)
-    for ax, gpu in zip(axes, gpus, strict=True):
-        mine = rows[rows["gpu"] == gpu]
-        for k, conv_class in enumerate(CONV_CLASSES):
-            part = mine[mine["conv_class"] == conv_class]
-            ax.scatter(part["intensity"], part["utilization"], s=6, alpha=0.5, color=f"C{k}", label=conv_class)
-        ridge = ridge_point(gpu, mine["peak_tflops"].max())
-        if ridge:
-            ax.axvline(ridge, color="#444444", linestyle="--", linewidth=1)
-            ax.text(ridge, 0.98, f" ridge {ridge:.0f}", transform=ax.get_xaxis_transform(), fontsize=7, va="top")
-        ax.set_xscale("log")
-        ax.set_xlim(*limits)
-        ax.set_title(table_label(rows, gpu).replace("\n", ": "), fontsize=9)
-        ax.set_xlabel("FLOPs per byte")
-        plots._percent_axis(ax.yaxis)
-    axes[0].set_ylabel("FLOP utilization")
-    figure.suptitle(title)
-    legend = axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, markerscale=2)
-    return plots._save(figure, path, CAPTION, legend)
-
-
-def plot_dynamo_gain(gains: pd.DataFrame, path: str | Path) -> Path:
-    """Per GPU (and torch): the distribution of compile / eager samples/s over the rows both tables have."""
+def plot_dynamo_gain(frame: pd.DataFrame):
+    """Per GPU (and torch): the distribution of compile / eager samples/s over the rows both tables have
+    (``atlas.dynamo_gain``)."""
     title = "torch.compile over eager, per GPU (same table family, model, resolution and batch)"
+    gains = atlas.dynamo_gain(frame)
     if gains.empty:
-        return plots._empty(path, title, CAPTION, "no GPU has compile and eager rows of the same work")
+        return "no GPU has compile and eager rows of the same work"
     groups = list(gains.groupby(["gpu", "torch", "source"], sort=True))
     figure, (axes,) = plots._figure(max(6.0, 2.0 * len(groups)), 5.0)
     data = [group["gain"].to_numpy() for _, group in groups]
@@ -186,4 +166,4 @@ def plot_dynamo_gain(gains: pd.DataFrame, path: str | Path) -> Path:
     axes.set_yscale("log")
     axes.set_ylabel("samples/s compile / eager")
     axes.set_title(title)
-    return plots._save(figure, path, CAPTION)
+    return plots._captioned(figure, CAPTION)

@@ -1,9 +1,11 @@
-"""The report as an explorer: the model search at the top of the page, the interactive figures (``interactive``) and
-the view of one model across GPUs (``model_view``), laid out as HTML with the one script that drives them.
+"""The report as an explorer: the model search at the top of the page, the view of one model across GPUs
+(``model_view``) and the one script that drives them and the interactive figures (``interactive``, laid out by
+``figures.render``).
 
 The page stays one folder that opens from the file system and asks for nothing on the network: plotly.js is inlined
-once, the figures and the model view's rows are JSON in ``<script type="application/json">`` elements, and the
-script below renders the figures, highlights the points of the models a search matches (plotly's
+once, each interactive figure (``<script type="application/json" data-figure="ID">`` beside its element ``ID``) and
+the model view's rows are JSON in ``<script type="application/json">`` elements, and the script below renders the
+figures, highlights the points of the models a search matches (plotly's
 ``selectedpoints``: the others fade), lists those models, and shows the rows of the one picked, grouped by
 condition (rows of different conditions are never in one group). The figures are drawn one at a time, the page
 answering between them; ``document.body.dataset`` gets ``firstMs`` when the first is drawn, ``plotted`` (how many)
@@ -43,12 +45,14 @@ p.empty { color: #666; font-style: italic; }
 #model-view td.predicted { color: #6a4c93; }
 .gpu-picker { display: flex; flex-wrap: wrap; align-items: center; gap: 0.3em 1.1em; margin: 0.5em 0; }
 .gpu-picker label { display: inline-flex; align-items: center; gap: 0.3em; white-space: nowrap; }
-details > summary { cursor: pointer; font-weight: bold; margin: 1em 0; }
 """
 
 SCRIPT = r"""
 (function () {
-  var figures = JSON.parse(document.getElementById("figure-data").textContent);
+  var figures = {};  // element id: the figure's JSON, from the element beside it
+  document.querySelectorAll('script[type="application/json"][data-figure]').forEach(function (data) {
+    figures[data.dataset.figure] = JSON.parse(data.textContent);
+  });
   var models = JSON.parse(document.getElementById("model-data").textContent);
   function texts(row) { return row.map(function (code) { return models.texts[code]; }); }
   var box = document.getElementById("model-search"), list = document.getElementById("search-matches");
@@ -193,22 +197,6 @@ def search_box() -> str:
     )
 
 
-def figure_blocks(drawn: list[tuple[str, str, object, str]]) -> tuple[str, list[tuple[str, object]]]:
-    """HTML of the interactive figures (``(element id, title, figure or why none, caption)`` each): a frame per
-    figure, a line of text for one with nothing to show; and the ``(id, figure)`` pairs to embed."""
-    blocks, figures = [], []
-    for element, title, figure, caption in drawn:
-        if isinstance(figure, str):
-            blocks.append(f'<p class="empty"><b>{html.escape(title)}:</b> not drawn, {html.escape(figure)}.</p>')
-            continue
-        figures.append((element, figure))
-        blocks.append(
-            f'<figure><div class="plot" id="{element}"></div><figcaption><b>{html.escape(title)}.</b> '
-            f"{html.escape(caption)}</figcaption></figure>"
-        )
-    return "\n".join(blocks), figures
-
-
 def _view_cells(rows: pd.DataFrame) -> pd.DataFrame:
     """The model view's rows as text: condition first (the script groups by it), then ``VIEW_COLUMNS``."""
     how = rows["table"].astype(str).where(rows["source"] != model_view.PREDICTED, "")
@@ -275,10 +263,6 @@ def section(rows: pd.DataFrame, predicted: pd.DataFrame | None, failures: list[s
     )
 
 
-def scripts(figures: list[tuple[str, object]]) -> str:
-    """plotly.js, the figures' JSON and the page's script: everything the explorer runs, inline."""
-    return (
-        f"<script>{interactive.plotly_script()}</script>\n"
-        f'<script type="application/json" id="figure-data">{interactive.figures_json(figures)}</script>\n'
-        f"<script>{SCRIPT}</script>\n"
-    )
+def scripts() -> str:
+    """plotly.js and the page's script: what the explorer runs, inline (the figures' JSON is beside each figure)."""
+    return f"<script>{interactive.plotly_script()}</script>\n<script>{SCRIPT}</script>\n"

@@ -3,9 +3,8 @@
 A store of at most ``ALL_COLOURED`` families gives every family its own colour (tab20, families by name: the look of
 the 61-model torchvision survey). A larger one (a timm survey has ~60) colours only the ``COLOURED`` families with the
 most models, from a qualitative palette of distinct colours, and draws every other family in one light grey
-(``OTHER_COLOUR``) under them: the legend has at most ``COLOURED`` + 1 entries, the last one
-``"50 other families (312)"``. Figures with more than ``CROWDED_POINTS`` points draw smaller, more translucent markers
-(``marker_style``), panels of more than ``CROWDED_LINES`` lines thinner, fainter ones (``line_style``).
+(``OTHER_COLOUR``). Static figures with more than ``CROWDED_POINTS`` points draw smaller, more translucent markers
+(``marker_style``).
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ ALL_COLOURED = 20  # up to this many families every family has a colour (as many
 COLOURED = 10  # past ALL_COLOURED: how many families (the most models first) have a colour
 OTHER_COLOUR = "#c3c3c3"
 CROWDED_POINTS = 500  # more points than this in a figure: markers shrink with the square root of the count
-CROWDED_LINES = 150  # more lines than this in a panel: lines thin and fade the same way
 SMALLEST_MARKER = 0.35  # the least a crowded figure scales marker areas by
-CROWDED_ALPHA = 0.6  # how much more translucent crowded markers and lines are (a factor on their alpha)
+CROWDED_ALPHA = 0.6  # how much more translucent crowded markers are (a factor on their alpha)
 # tab10 with its grey (the colour of the other families) swapped for near-black
 _DISTINCT = [
     "#1f77b4",
@@ -80,25 +78,8 @@ def family_colors(counts: pd.Series, limit: int = COLOURED, all_up_to: int = ALL
     return colours | {str(family): OTHER_COLOUR for family in counts.index if family not in colours}
 
 
-def legend_entries(shown: pd.DataFrame, colors: dict[str, object]) -> list[tuple[str, object]]:
-    """``(label, colour)`` per legend entry for the rows ``shown`` in a figure: ``"ResNet (5)"`` (models shown) for
-    each coloured family that has rows there, in ``colors``' order, then one ``"N other families (M)"`` entry for
-    the families drawn in ``OTHER_COLOUR``."""
-    counts = family_counts(shown)
-    entries = [
-        (f"{family} ({counts[family]})", colour)
-        for family, colour in colors.items()
-        if colour != OTHER_COLOUR and family in counts.index
-    ]
-    others = [family for family in counts.index if colors.get(family, OTHER_COLOUR) == OTHER_COLOUR]
-    if others:
-        word = "family" if len(others) == 1 else "families"
-        entries.append((f"{len(others)} other {word} ({int(counts[others].sum())})", OTHER_COLOUR))
-    return entries
-
-
 def crowding(count: int, threshold: int = CROWDED_POINTS) -> float:
-    """The factor on marker areas for a figure of ``count`` points (or lines): 1 up to ``threshold``, then
+    """The factor on marker areas for a figure of ``count`` points: 1 up to ``threshold``, then
     ``sqrt(threshold / count)``, never below ``SMALLEST_MARKER``."""
     if count <= threshold:
         return 1.0
@@ -110,21 +91,3 @@ def marker_style(points: int, size: float, alpha: float) -> dict[str, float]:
     when uncrowded."""
     scale = crowding(points)
     return dict(s=size * scale, alpha=alpha if scale == 1.0 else alpha * CROWDED_ALPHA)
-
-
-def line_style(lines: int, width: float, alpha: float) -> dict[str, float]:
-    """Line keywords ``linewidth`` and ``alpha`` for ``lines`` lines of width ``width`` and opacity ``alpha`` when
-    uncrowded (up to ``CROWDED_LINES``): else both times the square root of ``crowding``, the opacity times
-    ``CROWDED_ALPHA`` too."""
-    scale = crowding(lines, CROWDED_LINES)
-    if scale == 1.0:
-        return dict(linewidth=width, alpha=alpha)
-    return dict(linewidth=width * math.sqrt(scale), alpha=alpha * CROWDED_ALPHA * math.sqrt(scale))
-
-
-def coloured_last(frame: pd.DataFrame, colors: dict[str, object]) -> pd.DataFrame:
-    """``frame``'s rows in drawing order: the grey families first, then the coloured ones in ``colors``' order (with
-    many families the largest first), so grey lies under colour and small coloured families over large ones."""
-    rank = {family: i for i, (family, colour) in enumerate(colors.items()) if colour != OTHER_COLOUR}
-    order = family_labels(frame).map(lambda family: rank.get(family, -1)).to_numpy()
-    return frame.iloc[order.argsort(kind="stable")]

@@ -8,12 +8,11 @@ not measure or whose row failed there.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from utilscope.report import plots
+from utilscope.report.figures import Figure, Kind
 from utilscope.report.gpus import compared_devices, comparison_rows, device_peaks, gpu_comparison, unknown_peak
 from utilscope.units import si
 
@@ -104,17 +103,16 @@ def _legend(axes, frame: pd.DataFrame, panels: list[pd.DataFrame], colors: dict[
     )
 
 
-def plot_gpu_comparison(frame: pd.DataFrame, path: str | Path) -> Path:
+def plot_gpu_comparison(frame: pd.DataFrame):
     """FLOP utilization per series on each GPU, one panel per compared batch size (``gpus.gpu_comparison``)."""
-    caption = plots.excluded_caption(frame)
     if plots.ok_rows(frame).empty:
-        return plots._empty(path, TITLE, caption)
+        return "no successful measurements"
     devices = compared_devices(frame)
     if len(devices) < 2:
-        return plots._empty(path, TITLE, caption, f"one GPU only ({devices[0]}): nothing to compare")
+        return f"one GPU only ({devices[0]}): nothing to compare"
     comparison = gpu_comparison(frame)
     if comparison.empty:
-        return plots._empty(path, TITLE, caption, "no batch size has successful rows on two GPUs")
+        return "no batch size has successful rows on two GPUs"
     batches = sorted(int(b) for b in comparison.index.get_level_values("batch").unique())
     panels = [_panel(comparison, batch, devices) for batch in batches]
     values = np.concatenate([panel.to_numpy(float).ravel() for panel in panels])
@@ -125,6 +123,19 @@ def plot_gpu_comparison(frame: pd.DataFrame, path: str | Path) -> Path:
     colors = {device: f"C{i}" for i, device in enumerate(devices)}
     for ax, batch, panel in zip(axes, batches, panels, strict=True):
         _draw_panel(ax, panel, colors, batch, limits)
-    legend = _legend(axes[-1], frame, panels, colors)
+    _legend(axes[-1], frame, panels, colors)
     figure.suptitle(TITLE)
-    return plots._save(figure, path, caption, legend)
+    return plots._captioned(figure, plots.excluded_caption(frame))
+
+
+FIGURES = (  # of the measurements
+    Figure(
+        "gpu_comparison",
+        "GPU comparison",
+        "One row per series; dots: FLOP utilization of each GPU against its own peak, rows sorted by utilization on "
+        "the reference GPU (the first in the legend). A cross at the left edge: that GPU did not measure the series, "
+        "or its row failed.",
+        plot_gpu_comparison,
+        Kind.STATIC,
+    ),
+)

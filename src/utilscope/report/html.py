@@ -1,12 +1,14 @@
 """The survey report: one self-contained folder, ``index.html`` (inline CSS, the explorer's plotly figures, model
 search and model view (``explorer``), one small inline script for the model table's filter box and sortable headers;
-no network), the PNGs it shows as static figures and ``measurements.csv`` beside it.
+no network), the PNGs of its static figures and ``measurements.csv`` beside it.
 
 The summary numbers are computed by plain functions returning DataFrames / dicts (``batch_summary``,
 ``nvml_summary``, ``ranked_models``, ``failures``, ``gpus.gpu_comparison``, ``model_table.model_table``) so tests can
-check them; ``build_report``
-only lays them out. A store with successful rows of several GPUs gets a GPU comparison section (figure and table).
-The page is filled with ``string.Template``: no template-engine dependency.
+check them; ``build_report`` only lays them out. Each section's figures are a table of ``figures.Figure``
+declarations (the survey's ``SURVEY_FIGURES`` and ``OP_CLASS_FIGURES`` here, ``nas_plots.FIGURES``,
+``gpu_plots.FIGURES``, ``atlas_html.FIGURES``), drawn by ``figures.render``: nothing here draws. A store with
+successful rows of several GPUs gets a GPU comparison section (figure and table). The page is filled with
+``string.Template``: no template-engine dependency.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from utilscope.report import (
     interactive,
     model_table,
     model_view,
+    nas_plots,
     plots,
 )
-from utilscope.report.nas_plots import write_nas_figures
+from utilscope.report.figures import Figure, Kind, render
 from utilscope.units import percent, si, significant
 
 MEASUREMENT_COLUMNS = plots.SERIES + [
@@ -57,49 +60,56 @@ REPORT_FOLDER = "report folder"
 SCROLLED_FAILURES = 30  # a longer failure table scrolls in a box
 _NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0.25×, –
 
-# (file name, title, function of the measurements frame, what to read from it)
-FIGURES = (
-    (
-        "utilization_vs_batch.png",
+SURVEY_FIGURES = (  # each a function of the measurements, in page order
+    Figure(
+        "utilization_vs_batch",
         "Utilization vs batch size",
-        plots.plot_utilization_vs_batch,
-        "One line per model, one panel per backend; colour is the family, the three best and worst at the largest "
-        "batch are named.",
+        "One line per model through its batch sizes, one panel per backend; colour is the family. Hover a point to "
+        "name it; drag to zoom, double-click to reset.",
+        interactive.utilization_vs_batch,
+        Kind.INTERACTIVE,
     ),
-    (
-        "utilization_vs_gflops.png",
+    Figure(
+        "utilization_vs_gflops",
         "Utilization vs GFLOPs per sample",
-        plots.plot_utilization_vs_gflops,
         "Each model at its largest successful batch; GFLOPs on a log axis, marker shape is the backend.",
+        interactive.utilization_vs_gflops,
+        Kind.INTERACTIVE,
     ),
-    (
-        "throughput_vs_gflops.png",
+    Figure(
+        "throughput_vs_gflops",
         "Throughput vs GFLOPs, with iso-utilization lines",
-        plots.plot_throughput_vs_gflops,
-        "Grey lines: samples/s = u × peak / FLOPs per sample for u = 1, 3, 10, 30, 100 %. Filled markers: largest "
-        "successful batch; hollow: smallest batch.",
+        "Each model at its largest successful batch. Grey dotted lines: samples/s = u × peak / FLOPs per sample for "
+        "u = 1, 3, 10, 30, 100 %.",
+        interactive.throughput_vs_gflops,
+        Kind.INTERACTIVE,
     ),
-    (
-        "utilization_by_family.png",
+    Figure(
+        "utilization_by_family",
         "Utilization by family",
-        plots.plot_utilization_by_family,
         "Boxes over the models of a family at their largest successful batch, one box per backend.",
+        plots.plot_utilization_by_family,
+        Kind.STATIC,
     ),
-    (
-        "flop_vs_nvml.png",
+    Figure(
+        "flop_vs_nvml",
         "FLOP utilization vs nvml_util",
-        plots.plot_flop_vs_nvml,
         "nvml_util counts the time any kernel runs; FLOP utilization counts the work done. Points far below the "
         "dashed line are busy GPUs doing little arithmetic.",
+        interactive.flop_vs_nvml,
+        Kind.INTERACTIVE,
     ),
 )
-OP_CLASS_FIGURE = (
-    "op_class_shares.png",
-    "Op-class shares of time and FLOPs",
-    "For representative attributed models (evenly spread from lowest to highest utilization): the upper bar of each "
-    "pair is the share of measured time per op class, the lower bar the share of FLOPs.",
+OP_CLASS_FIGURES = (  # of plots.attributed_rows
+    Figure(
+        "op_class_shares",
+        "Op-class shares of time and FLOPs",
+        "For representative attributed models (evenly spread from lowest to highest utilization): the upper bar of "
+        "each pair is the share of measured time per op class, the lower bar the share of FLOPs.",
+        plots.plot_op_class_shares,
+        Kind.STATIC,
+    ),
 )
-GPU_FIGURE = "gpu_comparison.png"  # drawn only when the store has successful rows of two GPUs or more
 MODEL_TABLE_ID = "models"
 
 
@@ -196,16 +206,6 @@ def write_csv(measurements: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def write_figures(
-    measurements: pd.DataFrame, op_classes: pd.DataFrame, out_dir: Path, records: dict[str, dict]
-) -> list[tuple]:
-    """Draw every figure into ``out_dir``; returns ``(title, path, text)`` per figure, in page order."""
-    figures = [(title, draw(measurements, out_dir / name), text) for name, title, draw, text in FIGURES]
-    name, title, text = OP_CLASS_FIGURE
-    figures.append((title, plots.plot_op_class_shares(op_classes, out_dir / name, measurements), text))
-    return figures + write_nas_figures(measurements, out_dir, records)
-
-
 # ---------------------------------------------------------------------------------------------- page
 
 _PAGE = Template("""<!DOCTYPE html>
@@ -253,10 +253,7 @@ $batch_table
 <h2>nvml_util vs FLOP utilization</h2>
 <p>$nvml_text</p>
 <h2>Figures</h2>
-$interactive
-<details><summary>The static figures (PNG, also in this folder; they need no JavaScript)</summary>
 $figures
-</details>
 ${gpu_comparison}${atlas}$model_view<h2>Top $ranked models by utilization</h2>
 <p>Each model at its largest successful batch, on its best backend.</p>
 $top_table
@@ -466,40 +463,6 @@ def _family_note(measurements: pd.DataFrame) -> str:
     return f"<p>{html.escape(text)}</p>\n"
 
 
-def _figure_html(title: str, path: Path, text: str) -> str:
-    """A PNG embedded with its caption; a figure with nothing to show (``plots.empty_reason``) is one line saying
-    why."""
-    reason = plots.empty_reason(path)
-    if reason is not None:
-        return f'<p class="empty"><b>{html.escape(title)}:</b> not drawn, {html.escape(reason)}.</p>'
-    return (  # the PNG beside the page (the folder is the report): embedded, it would add a third to its size
-        f'<figure><img alt="{html.escape(title)}" src="{html.escape(path.name)}">'
-        f"<figcaption><b>{html.escape(title)}.</b> {html.escape(text)}</figcaption></figure>"
-    )
-
-
-def _survey_figures(measurements: pd.DataFrame) -> list[tuple[str, str, object, str]]:
-    """The survey's interactive figures: ``(element id, title, figure or why none, caption)`` each."""
-    titles = {name.removesuffix(".png").replace("_", "-"): title for name, title, *_ in FIGURES}
-    return [
-        (element, titles[element.removeprefix("plot-")], build(measurements), caption)
-        for element, build, caption in interactive.SURVEY
-    ]
-
-
-def _atlas_section(frame: pd.DataFrame, out_dir: Path) -> tuple[str, list[tuple[str, str, object, str]]]:
-    """The GPU atlas (``atlas_html``), its static figures embedded like the others, and its interactive figures;
-    "" and none without rows of two GPUs."""
-    section = atlas_html.atlas_section(frame, out_dir)
-    if section is None:
-        return "", []
-    intro, figures, picker, drawn = section
-    blocks, _ = explorer.figure_blocks(drawn)
-    embedded = "\n".join(_figure_html(*figure) for figure in figures)
-    static = f"<details><summary>The atlas's static figures (PNG)</summary>\n{embedded}\n</details>"
-    return f"<h2>GPU atlas</h2>\n<p>{html.escape(intro)}</p>\n{blocks}\n{static}\n{picker}", drawn
-
-
 # ---------------------------------------------------------------------------------------------- GPU comparison
 
 
@@ -585,12 +548,7 @@ def _gpu_section(measurements: pd.DataFrame, out_dir: Path) -> str:
     intro = html.escape(_gpu_intro(measurements, devices, batches))
     if comparison.empty:
         return f"<h2>GPU comparison</h2>\n<p>{intro}</p>\n"
-    text = (
-        "One row per series; dots: FLOP utilization of each GPU against its own peak, rows sorted by utilization on "
-        f"{devices[0]} (the reference). A cross at the left edge: that GPU did not measure the series, or its row "
-        "failed."
-    )
-    figure = _figure_html("GPU comparison", gpu_plots.plot_gpu_comparison(measurements, out_dir / GPU_FIGURE), text)
+    figure = render(gpu_plots.FIGURES, measurements, out_dir)
     table_text = (
         "Per model, precision and backend at each compared batch: each GPU's utilization (against its own peak) and "
         f"samples/s and, for the others, samples/s ÷ {devices[0]}'s. not measured: no row of that GPU for the cell; "
@@ -600,6 +558,13 @@ def _gpu_section(measurements: pd.DataFrame, out_dir: Path) -> str:
         f"<h2>GPU comparison</h2>\n<p>{intro}</p>\n{figure}\n<p>{html.escape(_ratio_text(comparison, devices[0]))}</p>"
         f"\n<p>{html.escape(table_text)}</p>\n{_gpu_table(comparison, devices)}\n"
     )
+
+
+def _figures(measurements: pd.DataFrame, op_classes: pd.DataFrame, records: dict[str, dict], out_dir: Path) -> str:
+    """The survey's figures, the op-class shares and, for a store of sampled architectures, the NAS figures."""
+    survey = render(SURVEY_FIGURES, measurements, out_dir)
+    shares = render(OP_CLASS_FIGURES, plots.attributed_rows(op_classes, measurements), out_dir)
+    return "\n".join(part for part in (survey, shares, nas_plots.nas_figures(measurements, records, out_dir)) if part)
 
 
 def build_report(
@@ -612,7 +577,8 @@ def build_report(
     prediction_failures: Sequence[str] = (),
     atlas_frame: pd.DataFrame | None = None,
 ) -> Path:
-    """Write ``index.html``, one PNG per figure and ``measurements.csv`` into ``out_dir``; returns the HTML path.
+    """Write ``index.html``, one PNG per static figure and ``measurements.csv`` into ``out_dir``; returns the HTML
+    path.
 
     ``measurements`` is ``Store.frame()`` (one row per measurement, failures included), ``op_classes`` is
     ``Store.op_class_frame()`` (may be empty), ``records`` ``Store.model_records()`` (the NAS architectures'),
@@ -632,12 +598,7 @@ def build_report(
     out_dir = check_output_folder(out_dir, REPORT_FOLDER)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(measurements, out_dir / "measurements.csv")
-    figures = write_figures(measurements, op_classes, out_dir, records or {})
-    gpu_comparison = _gpu_section(measurements, out_dir)
     frame = atlas_frame if atlas_frame is not None else atlas.atlas_rows(measurements, published)
-    atlas_text, atlas_drawn = _atlas_section(frame, out_dir)
-    survey_blocks, survey_figures = explorer.figure_blocks(_survey_figures(measurements))
-    _, atlas_figures = explorer.figure_blocks(atlas_drawn)
     page = _PAGE.substitute(
         title="utilscope: GPU utilization of CNN inference",
         lead=_lead(measurements),
@@ -646,10 +607,9 @@ def build_report(
         search=explorer.search_box(),
         batch_table=_batch_table(measurements),
         nvml_text=_nvml_text(measurements),
-        interactive=survey_blocks,
-        figures=_family_note(measurements) + "\n".join(_figure_html(*figure) for figure in figures),
-        gpu_comparison=gpu_comparison,
-        atlas=atlas_text,
+        figures=_family_note(measurements) + _figures(measurements, op_classes, records or {}, out_dir),
+        gpu_comparison=_gpu_section(measurements, out_dir),
+        atlas=atlas_html.atlas_section(frame, out_dir),
         model_view=explorer.section(model_view.model_rows(frame, predicted), predicted, list(prediction_failures)),
         ranked=RANKED,
         top_table=_ranked_table(measurements, best=True),
@@ -657,7 +617,7 @@ def build_report(
         model_section=_model_section(measurements),
         failure_table=_failure_table(measurements),
         script=model_table.SCRIPT,
-        explorer_scripts=explorer.scripts(survey_figures + atlas_figures),
+        explorer_scripts=explorer.scripts(),
     )
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")

@@ -1,22 +1,23 @@
-"""The report's interactive figures: plotly figures of the rows the static PNGs draw, for the HTML page.
+"""The report's interactive figures: its point clouds as plotly figures, embedded in the HTML page
+(``figures.Kind.INTERACTIVE``).
 
-Each function takes the rows a static figure takes and returns a plotly ``Figure``, or a ``str`` saying why there
-is nothing to draw (the page shows that line instead of an empty frame). Every point carries its row's identity in
-``customdata`` (``HOVER``: model, family, GPU, resolution, batch, precision, backend, GFLOPs, samples/s,
-utilization), which the hover box shows and the page's model search reads; one trace per family, so that a click
-on a family in the legend hides it and a double click isolates it. Axes are logarithmic where the static figure's
-are. The figures are drawn by plotly.js, embedded once per page (``plotly_script``); nothing here draws by hand.
+Each function takes its section's rows (the survey's measurements, the atlas rows, the NAS rows) and returns a plotly
+``Figure``, or a ``str`` saying why there is nothing to draw (the page shows that line instead of an empty frame);
+the survey's figures count the rows they leave out under their title (``plots.excluded_caption``). Every point
+carries its row's identity in ``customdata`` (``HOVER``: model, family, GPU, resolution, batch, precision, backend,
+GFLOPs, samples/s, utilization), which the hover box shows and the page's model search reads; one trace per family,
+so that a click on a family in the legend hides it and a double click isolates it. The figures are drawn by
+plotly.js, embedded once per page (``plotly_script``); nothing here draws by hand. A figure's toolbar (the camera)
+downloads a PNG of it as shown.
 """
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pandas as pd
 
 from utilscope import hardware
-from utilscope.report import atlas_plots, families, plots
+from utilscope.report import atlas, atlas_plots, families, plots
 
 # the fields of a point's customdata, in order; the page's search reads the model at index 0
 HOVER = [
@@ -41,6 +42,7 @@ HOVER_DIGITS = 4  # significant digits of the numbers a point carries (the hover
 SELECTION = dict(selected=dict(marker=dict(size=11, opacity=1.0)), unselected=dict(marker=dict(opacity=0.12)))
 SEARCHED_GREY = "#222222"  # a searched point of an uncoloured family: dark, not the light grey it is drawn in
 _HEIGHT = 560
+_PANEL_COLUMNS = 3  # panels to a row in a figure of several
 _ISO_COLOUR = "#9a9a9a"
 
 
@@ -49,11 +51,6 @@ def plotly_script() -> str:
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
-
-
-def figure_json(figure) -> str:
-    """The figure as JSON safe inside a ``<script>`` element."""
-    return figure.to_json(validate=False).replace("</", "<\\/")
 
 
 def hover_rows(rows: pd.DataFrame, gpu: pd.Series | None = None) -> np.ndarray:
@@ -125,11 +122,15 @@ def _selection(colour: str) -> dict:
     return SELECTION | {"selected": dict(marker=dict(size=11, opacity=1.0, color=SEARCHED_GREY))}
 
 
-def _layout(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False, percent_y=True):
+def _layout(
+    title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False, percent_y=True, note: str = ""
+):
+    """The figures' layout; ``note``: a line under the title (the rows left out)."""
+    text = f"{title}<br><sup>{note}</sup>" if note else title
     return dict(
-        title=dict(text=title, font=dict(size=15)),
+        title=dict(text=text, font=dict(size=15)),
         height=_HEIGHT,
-        margin=dict(l=70, r=20, t=60, b=60),
+        margin=dict(l=70, r=20, t=80 if note else 60, b=60),
         xaxis=dict(title=x_title, type="log" if log_x else "linear"),
         yaxis=dict(title=y_title, type="log" if log_y else "linear", tickformat=".0%" if percent_y else None),
         legend=dict(title=dict(text="family (models): click hides, double-click isolates"), itemsizing="constant"),
@@ -169,7 +170,8 @@ def utilization_vs_gflops(frame: pd.DataFrame):
         return "no successful measurements"
     figure = go.Figure(_family_traces(shown, "gflops", "utilization", _colors(frame), symbol="symbol"))
     title = "FLOP utilization vs GFLOPs per sample (largest successful batch; marker: backend)"
-    return figure.update_layout(_layout(title, "GFLOPs per sample (log)", "FLOP utilization", log_x=True))
+    note = plots.excluded_caption(frame)
+    return figure.update_layout(_layout(title, "GFLOPs per sample (log)", "FLOP utilization", log_x=True, note=note))
 
 
 def throughput_vs_gflops(frame: pd.DataFrame):
@@ -198,15 +200,14 @@ def throughput_vs_gflops(frame: pd.DataFrame):
             )
     figure = go.Figure(traces)
     title = "Throughput vs GFLOPs per sample, with iso-utilization lines (largest successful batch)"
-    layout = _layout(title, "GFLOPs per sample (log)", "samples/s (log)", log_x=True, log_y=True, percent_y=False)
-    figure.update_layout(layout)
+    note = plots.excluded_caption(frame)
+    figure.update_layout(_layout(title, "GFLOPs per sample (log)", "samples/s (log)", True, True, False, note))
     return figure.update_yaxes(range=np.log10([shown["samples_per_s"].min() / 2, shown["samples_per_s"].max() * 2]))
 
 
 def utilization_vs_batch(frame: pd.DataFrame):
-    """One line per series through its batch sizes (log x), a trace per family: gaps (NaN) between series."""
-    import plotly.graph_objects as go
-
+    """One line per series through its batch sizes (log x), one panel per backend, a trace per family: gaps (NaN)
+    between series."""
     ok = plots.ok_rows(frame)
     if ok.empty:
         return "no successful measurements"
@@ -216,19 +217,26 @@ def utilization_vs_batch(frame: pd.DataFrame):
     for _, series in ordered.groupby("series", sort=False):
         parts += [series, series.iloc[:1].assign(batch=np.nan, utilization=np.nan)]  # a gap after each line
     lines = pd.concat(parts, ignore_index=True)
-    figure = go.Figure(_family_traces(lines, "batch", "utilization", _colors(frame), mode="lines+markers", size=5))
+    backends = lines["backend"].astype(str)
+    panels = [(f"backend: {backend}", lines[backends == backend]) for backend in sorted(backends.unique())]
+    figure = _panels(panels, "batch", "utilization", _colors(frame), True, mode="lines+markers")
+    figure.update_xaxes(type="log", title_text="batch size (log)")
+    figure.update_yaxes(tickformat=".0%").update_yaxes(title_text="FLOP utilization", col=1)
     title = "FLOP utilization vs batch size (one line per model and backend)"
-    return figure.update_layout(_layout(title, "batch size (log)", "FLOP utilization", log_x=True))
+    return figure.update_layout(_panel_layout(title, len(panels), plots.excluded_caption(frame)))
 
 
 def flop_vs_nvml(frame: pd.DataFrame):
     """FLOP utilization against nvml_util, every successful row with an nvml_util sample."""
     import plotly.graph_objects as go
 
-    shown = plots.ok_rows(frame)
-    shown = shown[shown["nvml_util"].notna()]
+    ok = plots.ok_rows(frame)
+    shown = ok[ok["nvml_util"].notna()]
     if shown.empty:
-        return "no successful row has an nvml_util sample"
+        return "no successful measurements" if ok.empty else "no successful row has an nvml_util sample"
+    note = plots.excluded_caption(frame)
+    if len(shown) < len(ok):
+        note += f"; {len(ok) - len(shown)} without an nvml_util sample"
     shown = shown.assign(nvml=shown["nvml_util"].astype(float) / 100)
     diagonal = go.Scatter(
         x=[0, 1],
@@ -239,30 +247,22 @@ def flop_vs_nvml(frame: pd.DataFrame):
         hoverinfo="skip",
     )
     figure = go.Figure([diagonal, *_family_traces(shown, "nvml", "utilization", _colors(frame))])
-    figure.update_layout(_layout("FLOP utilization vs nvml_util", "nvml_util (share of time a kernel ran)", ""))
+    x_title = "nvml_util (share of time a kernel ran)"
+    figure.update_layout(_layout("FLOP utilization vs nvml_util", x_title, "", note=note))
     return figure.update_layout(xaxis=dict(tickformat=".0%"), yaxis=dict(title="FLOP utilization"))
 
 
-SURVEY = (  # (element id, builder, caption) in page order
-    (
-        "plot-utilization-vs-gflops",
-        utilization_vs_gflops,
-        "Hover a point to name it; drag to zoom, double-click to reset.",
-    ),
-    ("plot-throughput-vs-gflops", throughput_vs_gflops, "Grey dotted lines: samples/s = u × peak / FLOPs per sample."),
-    ("plot-utilization-vs-batch", utilization_vs_batch, "One line per model and backend through its batch sizes."),
-    ("plot-flop-vs-nvml", flop_vs_nvml, "Points far below the dashed line: busy GPUs doing little arithmetic."),
-)
-
-
-def atlas_gpu_points(rows: pd.DataFrame, gpu_labels: dict[str, str]):
-    """The atlas's compared rows (``atlas.main_rows``): utilization per GPU, one point per model@resolution (x: the
-    GPU, spread by a fixed offset per model so that points do not hide each other), a trace per family."""
+def atlas_gpu_points(frame: pd.DataFrame):
+    """The atlas's compared rows (``atlas.main_rows`` of the atlas rows ``frame``): utilization per GPU, one point
+    per model@resolution (x: the GPU, spread by a fixed offset per model so that points do not hide each other), a
+    trace per family."""
     import plotly.graph_objects as go
 
+    rows = atlas.main_rows(frame)
     if rows.empty or rows["gpu"].nunique() < 2:
         return "fewer than two GPUs have rows in timm's condition"
-    order = list(gpu_labels)
+    labels = atlas_plots.table_labels(rows)
+    order = list(labels)
     # a fixed offset per model (its hash), the same on every GPU, so one model sits at one height of each column
     jitter = rows["model"].map(lambda m: (hash_fraction(m) - 0.5) * 0.6)
     shown = rows.assign(
@@ -273,40 +273,90 @@ def atlas_gpu_points(rows: pd.DataFrame, gpu_labels: dict[str, str]):
     )
     figure = go.Figure(_family_traces(shown, "x", "utilization", _colors(shown), size=5))
     title = "FLOP utilization per GPU (amp, NCHW, eager; one point per model@resolution)"
-    figure.update_layout(_layout(title, "", "FLOP utilization"))  # linear, as the static figure's
-    return figure.update_layout(xaxis=dict(tickvals=list(range(len(order))), ticktext=[gpu_labels[g] for g in order]))
+    figure.update_layout(_layout(title, "", "FLOP utilization"))
+    return figure.update_layout(xaxis=dict(tickvals=list(range(len(order))), ticktext=[labels[g] for g in order]))
 
 
-def atlas_intensity(rows: pd.DataFrame, gpu_labels: dict[str, str]):
-    """Utilization against counted FLOPs per byte (log x), one panel per GPU, legend groups per family across the
-    panels."""
-    from plotly.subplots import make_subplots
+def atlas_intensity(frame: pd.DataFrame):
+    """Utilization against counted FLOPs per byte (log x) of the atlas's compared rows, one panel per GPU with its
+    ridge point (``atlas_plots.ridge_point``) as a dashed line, legend groups per family across the panels."""
+    import plotly.graph_objects as go
 
-    rows = rows.dropna(subset=["intensity", "utilization"])
+    rows = atlas.main_rows(frame).dropna(subset=["intensity", "utilization"])
     if rows.empty:
         return "no counted rows in timm's condition"
-    order = [gpu for gpu in gpu_labels if gpu in set(rows["gpu"])]
-    columns = min(3, len(order))
-    figure = make_subplots(
-        rows=-(-len(order) // columns),
-        cols=columns,
-        shared_yaxes=True,
-        subplot_titles=[gpu_labels[g] for g in order],
-        vertical_spacing=0.12,
-    )
+    labels = atlas_plots.table_labels(rows)
     shown = rows.assign(family=_families(rows["model"]), gpu_label=rows["gpu"].map(atlas_plots.gpu_label))
-    colors = _colors(shown)
-    for k, gpu in enumerate(order):
-        for trace in _family_traces(shown[shown["gpu"] == gpu], "intensity", "utilization", colors, size=5):
-            trace.showlegend = k == 0
-            figure.add_trace(trace, row=k // columns + 1, col=k % columns + 1)
+    panels = [(labels[gpu], shown[shown["gpu"] == gpu]) for gpu in labels]
+    figure = _panels(panels, "intensity", "utilization", _colors(shown), shared_y=True)
+    top = float(shown["utilization"].max())
+    for k, gpu in enumerate(labels):
+        ridge = atlas_plots.ridge_point(gpu, panels[k][1]["peak_tflops"].max())
+        if ridge:
+            line = go.Scatter(
+                x=[ridge, ridge],
+                y=[0, top],
+                mode="lines",
+                name="ridge point: fp16 tensor peak / bandwidth",
+                legendgroup="ridge",
+                showlegend=k == 0,
+                line=dict(color="#444444", width=1, dash="dash"),
+                hovertemplate=f"ridge point {ridge:.0f} FLOPs/byte<extra></extra>",
+            )
+            figure.add_trace(line, row=k // _PANEL_COLUMNS + 1, col=k % _PANEL_COLUMNS + 1)
     figure.update_xaxes(type="log", title_text="FLOPs per byte (log)")
     figure.update_yaxes(tickformat=".0%")
-    title = "FLOP utilization against arithmetic intensity (counted FLOPs / counted bytes), per GPU"
-    layout = _layout(title, "", "")
+    title = "FLOP utilization against arithmetic intensity (counted FLOPs / counted bytes, unfused), per GPU"
+    return figure.update_layout(_panel_layout(title, len(panels)))
+
+
+def nas_throughput_vs_gflops(frame: pd.DataFrame):
+    """Measured samples/s against GFLOPs per sample of the sampled architectures (``nas.analysis.nas_frame``'s
+    rows), one panel per (search space, batch size) with the Spearman correlation of the two in its title."""
+    from utilscope.nas.analysis import spearman
+
+    shown = frame.assign(gflops=frame["flops_per_sample"].astype(float) / 1e9)
+    panels = []
+    for (space, batch), group in shown.groupby(["space", "batch"]):
+        rho = spearman(group["flops_per_sample"], group["samples_per_s"])
+        panels.append((f"{space}, batch {batch}: Spearman {rho:+.2f}", group))
+    figure = _panels(panels, "gflops", "samples_per_s", _colors(shown), shared_y=False)
+    figure.update_xaxes(title_text="GFLOPs per sample")
+    figure.update_yaxes(title_text="measured samples/s")
+    title = f"NAS: throughput vs FLOPs ({shown['model'].nunique()} architectures; one point per architecture)"
+    return figure.update_layout(_panel_layout(title, len(panels)))
+
+
+def _panels(panels: list[tuple[str, pd.DataFrame]], x: str, y: str, colors: dict, shared_y: bool, **style):
+    """A figure of one panel per ``(title, rows)``, ``_PANEL_COLUMNS`` to a row, each a trace per family (one
+    legend entry per family, its first trace's: a click on it hides the family in every panel); ``style``:
+    ``_family_traces``' mode and marker settings (default: markers of size 5)."""
+    from plotly.subplots import make_subplots
+
+    columns = min(_PANEL_COLUMNS, len(panels))
+    figure = make_subplots(
+        rows=-(-len(panels) // columns),
+        cols=columns,
+        shared_yaxes=shared_y,
+        subplot_titles=[title for title, _ in panels],
+        vertical_spacing=0.12,
+    )
+    listed = set()
+    for k, (_, rows) in enumerate(panels):
+        for trace in _family_traces(rows, x, y, colors, **({"size": 5} | style)):
+            trace.showlegend = trace.legendgroup not in listed
+            listed.add(trace.legendgroup)
+            figure.add_trace(trace, row=k // columns + 1, col=k % columns + 1)
+    return figure
+
+
+def _panel_layout(title: str, panels: int, note: str = "") -> dict:
+    """``_layout`` for a figure of ``panels`` panels (its axes set per panel): taller for each row of panels past
+    the first."""
+    layout = _layout(title, "", "", note=note)
     for key in ("xaxis", "yaxis"):
         layout.pop(key)
-    return figure.update_layout(layout, height=320 * -(-len(order) // columns) + 120)
+    return layout | dict(height=max(_HEIGHT, 320 * -(-panels // _PANEL_COLUMNS) + 120))
 
 
 def _families(models: pd.Series) -> pd.Series:
@@ -321,8 +371,3 @@ def hash_fraction(text: str) -> float:
     import zlib
 
     return zlib.crc32(text.encode()) / 2**32
-
-
-def figures_json(figures: list[tuple[str, object]]) -> str:
-    """``{element id: figure JSON}`` of the drawn figures, as one JSON object for the page's script."""
-    return "{" + ",".join(f"{json.dumps(key)}:{figure_json(figure)}" for key, figure in figures) + "}"

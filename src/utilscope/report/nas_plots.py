@@ -1,6 +1,7 @@
 """The report's NAS figures, drawn when the store holds measurements of sampled architectures (``nas measure``):
-throughput against FLOPs, the utilization distribution, and which design choices drive utilization — one panel per
-(search space, batch size), from ``utilscope.nas.analysis``."""
+throughput against FLOPs (interactive: a point cloud), the utilization distribution, and which design choices drive
+utilization — one panel per (search space, batch size), from ``utilscope.nas.analysis``. Each figure is a function
+of ``nas.analysis.nas_frame``'s rows (``FIGURES``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from utilscope.nas.analysis import analyze, nas_frame
-from utilscope.report.plots import _figure, _save
+from utilscope.nas.analysis import analyze_frame, nas_frame
+from utilscope.report import interactive
+from utilscope.report.figures import Figure, Kind, render
+from utilscope.report.plots import _captioned, _figure
 
 TOP_FEATURES = 8
 
@@ -31,21 +34,7 @@ def _groups(frame: pd.DataFrame):
     return [(key, group) for key, group in frame.groupby(["space", "batch"])]
 
 
-def plot_nas_throughput_vs_gflops(frame: pd.DataFrame, path: Path) -> Path:
-    groups = _groups(frame)
-    figure, panels = _figure(5.5 * len(groups), 4.5, columns=len(groups), sharey=False)
-    for axes, ((space, batch), group) in zip(panels, groups, strict=True):
-        axes.scatter(group["flops_per_sample"] / 1e9, group["samples_per_s"], s=10, alpha=0.6)
-        rho = group["flops_per_sample"].rank().corr(group["samples_per_s"].rank())
-        axes.set_title(f"{space}, batch {batch}: Spearman {rho:+.2f}")
-        axes.set_xlabel("GFLOPs per sample")
-        axes.grid(alpha=0.3)
-        axes.tick_params(labelleft=True)
-    panels[0].set_ylabel("measured samples/s")
-    return _save(figure, path, f"{frame['model'].nunique()} architectures; one point per architecture")
-
-
-def plot_nas_utilization(frame: pd.DataFrame, path: Path) -> Path:
+def plot_nas_utilization(frame: pd.DataFrame):
     groups = _groups(frame)
     figure, panels = _figure(5.5 * len(groups), 4.0, columns=len(groups), sharey=False)
     for axes, ((space, batch), group) in zip(panels, groups, strict=True):
@@ -57,11 +46,11 @@ def plot_nas_utilization(frame: pd.DataFrame, path: Path) -> Path:
         axes.set_xlabel("FLOP utilization")
         axes.tick_params(labelleft=True)
     panels[0].set_ylabel("architectures")
-    return _save(figure, path, "dashed: the median")
+    return _captioned(figure, "dashed: the median")
 
 
-def plot_nas_feature_effects(measurements: pd.DataFrame, records: dict[str, dict], path: Path) -> Path:
-    results = sorted(analyze(measurements, records), key=lambda r: (r.space, r.batch))
+def plot_nas_feature_effects(frame: pd.DataFrame):
+    results = sorted(analyze_frame(frame), key=lambda r: (r.space, r.batch))
     figure, panels = _figure(6.5 * len(results), 4.5, columns=len(results), sharey=False)
     for axes, result in zip(panels, results, strict=True):
         effects = result.effects.head(TOP_FEATURES).iloc[::-1]
@@ -72,37 +61,38 @@ def plot_nas_feature_effects(measurements: pd.DataFrame, records: dict[str, dict
         axes.set_title(f"{result.space}, batch {result.batch}")
         axes.set_xlabel("Spearman with utilization")
         axes.tick_params(labelleft=True)
-    return _save(figure, path, f"the {TOP_FEATURES} design features most correlated with utilization, per panel")
+    return _captioned(figure, f"the {TOP_FEATURES} design features most correlated with utilization, per panel")
 
 
-NAS_FIGURES = (
-    (
-        "nas_throughput_vs_gflops.png",
+FIGURES = (  # each a function of nas_frame's rows, in page order
+    Figure(
+        "nas_throughput_vs_gflops",
         "NAS: throughput vs FLOPs",
-        plot_nas_throughput_vs_gflops,
-        "Sampled architectures of each search space: how well FLOPs rank measured throughput (Spearman in the title).",
+        "Sampled architectures of each search space: how well FLOPs rank measured throughput (Spearman in the title). "
+        "Hover a point to name its architecture.",
+        interactive.nas_throughput_vs_gflops,
+        Kind.INTERACTIVE,
     ),
-    (
-        "nas_utilization.png",
+    Figure(
+        "nas_utilization",
         "NAS: utilization distribution",
-        plot_nas_utilization,
         "FLOP utilization of the sampled architectures, per space and batch size.",
+        plot_nas_utilization,
+        Kind.STATIC,
+    ),
+    Figure(
+        "nas_feature_effects",
+        "NAS: what drives utilization",
+        "Spearman correlation of each design feature with utilization (utilscope nas analyze).",
+        plot_nas_feature_effects,
+        Kind.STATIC,
     ),
 )
-NAS_EFFECTS_FIGURE = (
-    "nas_feature_effects.png",
-    "NAS: what drives utilization",
-    "Spearman correlation of each design feature with utilization (utilscope nas analyze).",
-)
 
 
-def write_nas_figures(measurements: pd.DataFrame, out_dir: Path, records: dict[str, dict]) -> list[tuple]:
-    """``(title, path, text)`` per NAS figure; none when the store has no NAS measurements. ``records``: the
-    architectures' records (``Store.model_records``)."""
+def nas_figures(measurements: pd.DataFrame, records: dict[str, dict], out_dir: Path) -> str:
+    """The NAS figures' HTML (``FIGURES``, the static ones written into ``out_dir``); "" when the store has no NAS
+    measurements. ``records``: the architectures' records (``Store.model_records``)."""
     if not has_nas_rows(measurements):
-        return []
-    frame = nas_frame(measurements, records)
-    figures = [(title, draw(frame, out_dir / name), text) for name, title, draw, text in NAS_FIGURES]
-    name, title, text = NAS_EFFECTS_FIGURE
-    figures.append((title, plot_nas_feature_effects(measurements, records, out_dir / name), text))
-    return figures
+        return ""
+    return render(FIGURES, nas_frame(measurements, records), out_dir)
