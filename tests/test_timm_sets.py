@@ -135,3 +135,23 @@ def test_the_protocols_split_follows_the_sha256_of_the_family_name():
     assert model_sets.family_split("timm:resnet50") == model_sets.family_split("timm:resnet18") == "test"
     assert model_sets.family_split("timm:efficientnet_b0") == "validation"
     assert model_sets.family_split("torchvision:resnet50") == "validation"  # only timm families are split
+
+
+def test_a_timm_module_s_models_show_under_the_family_most_of_its_models_take_and_keep_their_split_family():
+    # CoAtNet and AIMv2 match no glob: family_of gives their timm module, the report the module's usual family
+    assert model_sets.family_of("timm:coatnet_0_224") == "maxxvit"
+    assert (
+        model_sets.display_family("timm:coatnet_0_224")
+        == "MaxViT"
+        == model_sets.display_family("timm:maxvit_tiny_tf_224")
+    )
+    assert model_sets.display_family("timm:aimv2_large_patch14_224") == "ViT"
+    assert model_sets.display_family("timm:resnet50") == model_sets.family_of("timm:resnet50") == "ResNet"
+    # the split follows family_of ("maxxvit"), never the display name: sha256 of each decides apart
+    assert model_sets.family_split("timm:coatnet_0_224") == split_of("maxxvit")
+
+
+def split_of(family: str) -> str:
+    import hashlib
+
+    return "test" if int(hashlib.sha256(family.encode()).hexdigest()[:8], 16) % 4 == 0 else "validation"

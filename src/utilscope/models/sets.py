@@ -54,6 +54,30 @@ def family_of(model_id: str) -> str:
     return "other"
 
 
+def display_family(model_id: str) -> str:
+    """The family a report shows a model under: ``family_of``'s, except that a timm module's name (a timm model no
+    glob of model_sets.toml matches) shows as the table's family that most of that module's other models take
+    ("vision_transformer" -> "ViT", "maxxvit" -> "MaxViT"), so one family is one name on a page. For display only:
+    ``family_split``, `predict`'s evaluation split, keeps ``family_of``."""
+    family = family_of(model_id)
+    return _module_families().get(family, family)
+
+
+@functools.cache
+def _module_families() -> dict[str, str]:
+    """Each timm module some of whose models a glob of the table matches: the table's family most of them take."""
+    from collections import Counter
+
+    from utilscope.models import timm_sets
+
+    table, counts = _table()["families"], {}
+    for model_id, module in zip(timm_sets.table()["model"], timm_sets.table()["timm_module"], strict=True):
+        family = next((f for f, globs in table.items() if any(fnmatch.fnmatchcase(model_id, g) for g in globs)), None)
+        if family is not None and module not in table:
+            counts.setdefault(module, Counter())[family] += 1
+    return {module: counted.most_common(1)[0][0] for module, counted in counts.items()}
+
+
 def default_survey() -> list[str]:
     return list(_table()["survey"]["models"])
 

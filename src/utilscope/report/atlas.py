@@ -337,13 +337,13 @@ def _equal_flop_pairs(both: pd.DataFrame, small: str, big: str) -> tuple[int, li
 
 
 def family_ratios(rows: pd.DataFrame, minimum_rows: int = 3, same_batch: bool = False) -> pd.DataFrame:
-    """For each pair of GPUs and model family (``models.sets.family_of``) with at least ``minimum_rows`` shared
+    """For each pair of GPUs and model family (``models.sets.display_family``) with at least ``minimum_rows`` shared
     rows: the median of utilization on the bigger GPU over that on the smaller one (high: the family keeps its
     utilization on the bigger GPU), and the median speedup; per pair, the families keeping the most first
     (``same_batch``: ``pair_ratios``'s)."""
-    from utilscope.models.sets import family_of
+    from utilscope.models.sets import display_family
 
-    families = {model: family_of(model.split("+")[0]) for model in rows["model"].unique()}
+    families = {model: display_family(model.split("+")[0]) for model in rows["model"].unique()}
     frame = _shared_ratios(rows.assign(family=rows["model"].map(families)), "family", minimum_rows, same_batch)
     if frame.empty:
         return frame

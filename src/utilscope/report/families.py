@@ -35,12 +35,12 @@ _DISTINCT = [
 
 
 def with_current_families(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each row's family as today's model_sets.toml names it. A store keeps the family of the day a
-    row was measured, maybe before the table named it (then it is timm's module name, "mambaout"); a model the
-    table does not know (a file's, "other") keeps the stored one."""
-    from utilscope.models.sets import family_of
+    """``frame`` with each row's family as a report shows it today (``models.sets.display_family``). A store keeps
+    the family of the day a row was measured, maybe before the table named it (then it is timm's module name,
+    "mambaout"); a model the table does not know (a file's, "other") keeps the stored one."""
+    from utilscope.models.sets import display_family
 
-    current = frame["model"].map({model: family_of(model) for model in frame["model"].unique()})
+    current = frame["model"].map({model: display_family(model) for model in frame["model"].unique()})
     return frame.assign(family=current.where(current != "other", frame["family"]))
 
 

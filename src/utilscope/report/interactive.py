@@ -360,10 +360,10 @@ def _panel_layout(title: str, panels: int, note: str = "") -> dict:
 
 
 def _families(models: pd.Series) -> pd.Series:
-    """Each model's family (``models.sets.family_of``), looked up once per model."""
-    from utilscope.models.sets import family_of
+    """Each model's family as a report shows it (``models.sets.display_family``), looked up once per model."""
+    from utilscope.models.sets import display_family
 
-    return models.map({model: family_of(model) for model in models.unique()})
+    return models.map({model: display_family(model) for model in models.unique()})
 
 
 def hash_fraction(text: str) -> float:
