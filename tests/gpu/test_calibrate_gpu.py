@@ -28,3 +28,14 @@ def test_an_amp_nchw_profile_times_its_configs_with_their_casts_and_keeps_its_ro
     kept = profile_rows.write_beside(out, cal.DeviceProfile.load(out))
     ops, _ = profile_rows.load(out)
     assert kept.is_file() and len(ops) == len(CONFIGS)  # each config one row, its casts folded in
+
+
+def test_the_host_profile_times_every_call_kind_on_the_gpu_s_host():
+    from utilscope.predict.host import CALL_KINDS, FORWARD
+    from utilscope.predict.host_calibrate import calibrate_host
+
+    host = calibrate_host("cuda")
+    assert sorted(host.call_us) == sorted(CALL_KINDS) and host.device == torch.cuda.get_device_name()
+    # a launch costs the host microseconds, a cuDNN conv more than a ReLU; the idle synchronize is no launch
+    assert 1.0 < host.call_us["activation"] < host.call_us["conv"] < 1000.0
+    assert 0.0 < host.call_us[FORWARD] < 1000.0
