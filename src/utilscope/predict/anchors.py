@@ -240,13 +240,11 @@ def fit_anchors(predictor, anchors: list[Anchor], target: Gpu, precision: str, b
     device = [i for i in range(len(anchors)) if i not in host_bound]
     left_out = contradicting_others(samples_per_s, anchors, target, device)
     fitted = fitted_gpu(samples_per_s, anchors, [i for i in device if i not in left_out], target) if device else target
-    gpu_alone = {i: forward_ms(replace(predictor, host=None), networks[i], backend, fitted) for i in host_bound}
-    faster = {
-        i: anchors[i].batch / ms * 1e3
-        for i, ms in gpu_alone.items()
-        if off_by(anchors[i].batch / ms * 1e3, anchors[i].samples_per_s) > 1 + CONTRADICTION
-        and anchors[i].samples_per_s > anchors[i].batch / ms * 1e3
-    }
+    alone = {
+        i: anchors[i].batch / forward_ms(replace(predictor, host=None), networks[i], backend, fitted) * 1e3
+        for i in host_bound
+    }  # samples/s of the fitted GPU's kernels without the host
+    faster = {i: sps for i, sps in alone.items() if anchors[i].samples_per_s > sps * (1 + CONTRADICTION)}
     host_fit = [i for i in host_bound if i not in faster]
     speed = fitted_speed(samples_per_s, anchors, host_fit, fitted) if host_fit else None
     every = list(range(len(anchors)))
