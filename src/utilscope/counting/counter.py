@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -205,18 +206,22 @@ def trace_on_meta(
 def _trace_anywhere(
     module, rebuild, batch, resolution, dtype, name, channels_last=False, tracer_class=Tracer
 ) -> tuple[Trace, str]:
-    """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU."""
+    """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU.
+    torch's own warnings while it runs them (a fused kernel it cannot dispatch to on the CPU under autocast's mixed
+    dtypes) say nothing of the count, and are not shown."""
     shape = (batch, 3, resolution, resolution)
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    try:
-        return trace_on_meta(module, shape, dtype, channels_last, tracer_class), "meta"
-    except Exception:
-        module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
-    try:
-        module = module.to(device="cpu", dtype=dtype, memory_format=layout).eval()
-        return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout), tracer_class), "cpu"
-    except Exception as exc:
-        raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+        try:
+            return trace_on_meta(module, shape, dtype, channels_last, tracer_class), "meta"
+        except Exception:
+            module = rebuild()  # the failure, if real, surfaces on the CPU below with its message
+        try:
+            module = module.to(device="cpu", dtype=dtype, memory_format=layout).eval()
+            return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout), tracer_class), "cpu"
+        except Exception as exc:
+            raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
 
 
 def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: str, params: int, traced_on: str):
