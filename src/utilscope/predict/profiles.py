@@ -211,4 +211,11 @@ def validation_of(prediction) -> str | None:
     backend (``validation_text``); None for another precision or the profile's own GPU (no table validates it)."""
     if prediction.precision != "amp" or not prediction.transferred_from:
         return None
-    return validation_text(validation_errors(), prediction.gpu_key, prediction.memory_format, prediction.backend)
+    return _shipped_validation_text(prediction.gpu_key, prediction.memory_format, prediction.backend)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shipped_validation_text(gpu: str, memory_format: str, backend: str) -> str:
+    """``validation_text`` of the shipped validation file, once per GPU and condition (an atlas report asks for
+    each of 1,285 models on 35 GPUs)."""
+    return validation_text(validation_errors(), gpu, memory_format, backend)
