@@ -51,6 +51,7 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["survey", "--precision", "nope"], "unknown precision 'nope'"),
         (["predict", "timm:resnet50", "--gpu", "nope"], "unknown GPU 'nope'"),
         (["profile", "timm:resnet50", "--backend", "nope"], "unknown backend 'nope'"),
+        (["count", "timm:resnet50", "--dtype", "nope"], "unknown dtype 'nope'"),
         (["nas", "predict", "archs.jsonl", "--batch", "0"], "batch size must be an integer between 1 and 65536"),
     ],
 )

@@ -112,6 +112,14 @@ MEASURED = (
 )
 
 
+def check_counted(name: str) -> str:
+    """``name`` if the counting engine traces in it (``COUNTED``: fp32, fp16, bf16); UsageError naming them."""
+    names = [unit.value for unit in COUNTED]
+    if name not in names:
+        raise UsageError(f"unknown dtype {name!r}; use one of: {', '.join(names)}")
+    return name
+
+
 def parse_precision(text: str) -> Precision:
     """A measured precision by its name (``MEASURED``); a UsageError listing them for another."""
     if text not in MEASURED:

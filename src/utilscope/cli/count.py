@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.cli.values import BATCH
+from utilscope.cli.values import BATCH, DTYPE
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.precision import COUNTED
@@ -29,6 +29,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--dtype",
+        type=DTYPE,
         default="fp32",
         help=f"one of {', '.join(unit.value for unit in COUNTED)}: sets bytes per element (default: %(default)s)",
     )

@@ -1,9 +1,9 @@
 """Option values: argparse ``type`` functions that parse a value and check it with the library's own check while
 parsing (``checked``): a bad batch size, precision or GPU is one line before any file is read, model built or heavy
 module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
-``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``GPUS`` ``predict``'s
-``--gpu`` (``nas``'s is checked against its ``--profile`` first); the library checks the same values again when its
-objects are made.
+``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
+``--dtype``, ``GPUS`` ``predict``'s ``--gpu`` (``nas``'s is checked against its ``--profile`` first); the library
+checks the same values again when its objects are made.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from utilscope.errors import UsageError
 from utilscope.hardware.specs import gpu_names, lookup_gpu
 from utilscope.limits import check_batch, check_batches, check_count, check_seed
-from utilscope.precision import parse_precision
+from utilscope.precision import check_counted, parse_precision
 
 
 def parse_batches(text: str | None) -> list[int] | None:
@@ -95,6 +95,7 @@ def _backend(text: str) -> str:
 
 PRECISION = checked(str, _precision, "precision")  # every --precision of one: a measured precision's name
 BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend's name
+DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
 
 
@@ -108,6 +109,7 @@ __all__ = [
     "BATCH",
     "BATCHES",
     "BACKEND",
+    "DTYPE",
     "GPUS",
     "PRECISION",
     "SEED",

@@ -15,11 +15,11 @@ from utilscope.counting.autocast import autocast_tracer
 from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
 from utilscope.counting.tracer import OpEvent, Trace, Tracer, trace
-from utilscope.errors import ModelError, UsageError, describe
+from utilscope.errors import ModelError, describe
 from utilscope.limits import check_batch
 from utilscope.models import zoo
 from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
-from utilscope.precision import COUNTED
+from utilscope.precision import COUNTED, check_counted
 
 DTYPES = {p.value: p.dtype for p in COUNTED}  # --dtype name -> torch dtype
 OP_LAYER_PREFIX = "aten."  # the type of an op-level layer is its op ("aten.add_"); a module's is its class
@@ -130,9 +130,7 @@ class CountResult:
 
 
 def check_dtype(dtype: str) -> torch.dtype:
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown dtype {dtype!r}; use one of: {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    return DTYPES[check_counted(dtype)]
 
 
 def count(model: str | nn.Module, batch: int = 1, resolution: int | None = None, dtype: str = "fp32") -> CountResult:
