@@ -305,3 +305,19 @@ def test_a_gpu_predicted_from_its_own_profile_says_so_and_no_transfer_validation
     assert rows.loc["h200_sxm", "validation"] == model_view.OWN_PROFILE
     assert rows.loc["l4", "table"] == "utilscope predict (from NVIDIA H200)"
     assert rows.loc["l4", "validation"] == "not validated on this GPU"
+
+
+def test_the_atlas_figures_show_cnns_and_its_point_clouds_keep_the_others_one_legend_click_away(store):
+    from utilscope.report import interactive
+
+    with Store(store, create=False) as s:
+        frame = atlas.atlas_rows(s.frame(), s.published_frame())
+    hybrid = frame.assign(conv_class=frame["conv_class"].where(frame["model"] != "timm:resnet50", "attention-hybrid"))
+    figure = interactive.atlas_gpu_points(hybrid)
+    hidden = [trace for trace in figure.data if trace.visible == "legendonly"]
+    assert hidden and all(interactive.NON_CNN in trace.name for trace in hidden)
+    assert {text for trace in hidden for text in trace.customdata[:, 0]} == {"timm:resnet50"}
+    shown = [trace for trace in figure.data if trace.visible != "legendonly"]
+    assert "timm:resnet50" not in {text for trace in shown for text in trace.customdata[:, 0]}
+    rows = atlas.main_rows(hybrid)
+    assert set(rows[atlas.is_cnn(rows)]["model"]) == set(rows["model"]) - {"timm:resnet50"}

@@ -29,6 +29,7 @@ from utilscope.versions import torch_key
 MEASURED, PUBLISHED = "measured", "published"
 OURS = "utilscope survey"  # the table name of measured rows
 MAIN_CONDITION = ("amp", "contiguous", "eager")  # timm's published condition: what every GPU has
+NON_CNN_CLASSES = ("attention-hybrid",)  # conv classes the atlas's figures show only when asked (not CNNs)
 COLUMNS = [
     "gpu",
     "gpu_name",
@@ -155,6 +156,12 @@ def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows alike in reparameterization: models timm cannot reparameterize ("n/a"), and the others' rows known to
     be reparameterized ("yes")."""
     return frame[frame["reparam"].isin(["n/a", "yes"])]
+
+
+def is_cnn(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are CNNs: not of a ``NON_CNN_CLASSES`` conv class (a measured row without a published one is of
+    class "unknown": ours are CNN surveys)."""
+    return ~rows["conv_class"].isin(NON_CNN_CLASSES)
 
 
 def main_rows(frame: pd.DataFrame, condition: tuple[str, str, str] = MAIN_CONDITION) -> pd.DataFrame:

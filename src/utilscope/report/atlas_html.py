@@ -18,7 +18,8 @@ FIGURES = (  # each a function of the atlas rows (atlas.atlas_rows), in page ord
         "atlas_gpus",
         "Utilization per GPU",
         "One point per model@resolution and GPU, each model at the same offset in every GPU's column; GPUs by their "
-        "fp16 tensor peak. Hover a point to name it; the search at the top highlights a model on every GPU.",
+        "fp16 tensor peak. Hover a point to name it; the search at the top highlights a model on every GPU. CNNs: "
+        "the published tables' transformers and hybrids are the legend's '· non-CNN' entries, hidden until clicked.",
         interactive.atlas_gpu_points,
         Kind.INTERACTIVE,
     ),
@@ -26,7 +27,7 @@ FIGURES = (  # each a function of the atlas rows (atlas.atlas_rows), in page ord
         "atlas_classes",
         "Utilization per GPU and conv class",
         "One point per model and resolution in timm's condition (amp, NCHW, eager), one table per GPU: dense, grouped "
-        "and depthwise CNNs and attention hybrids, by counted FLOP shares.",
+        "and depthwise CNNs, by counted FLOP shares (attention hybrids, not CNNs, are in the table below).",
         atlas_plots.plot_class_distribution,
         Kind.STATIC,
     ),
@@ -42,7 +43,7 @@ FIGURES = (  # each a function of the atlas rows (atlas.atlas_rows), in page ord
         "atlas_rank",
         "Throughput rank correlation between GPUs",
         "Spearman's rank correlation of samples/s over the model@resolution rows each pair of GPUs shares, each at "
-        "its table's batch (2048 on the PRO 6000, smaller where a GPU ran out of memory).",
+        "its table's batch (2048 on the PRO 6000, smaller where a GPU ran out of memory); CNNs only.",
         atlas_plots.plot_rank_correlation,
         Kind.STATIC,
     ),
@@ -50,7 +51,8 @@ FIGURES = (  # each a function of the atlas rows (atlas.atlas_rows), in page ord
         "atlas_intensity",
         "Utilization against arithmetic intensity",
         "Counted FLOPs per counted (unfused) byte, one panel per GPU; the dashed line is the GPU's ridge point, its "
-        "fp16 tensor peak over its memory bandwidth. Colour: family; hover a point to name it.",
+        "fp16 tensor peak over its memory bandwidth. Colour: family; hover a point to name it. Non-CNN models: the "
+        "legend's '· non-CNN' entries, hidden until clicked.",
         interactive.atlas_intensity,
         Kind.INTERACTIVE,
     ),

@@ -1,8 +1,9 @@
 """The GPU atlas's static figures (matplotlib), each a function of the atlas rows (``atlas.atlas_rows``) returning a
 figure, or a ``str`` saying why the rows do not allow it: utilization per GPU and conv class, a few models across
 GPUs, the rank correlation of throughput between GPUs, and compile over eager per GPU. Each compares rows of one
-condition (``atlas.main_rows``) unless it says otherwise. Its point clouds are interactive (``interactive``); the
-GPU's names and ridge points they share are here.
+condition (``atlas.main_rows``) unless it says otherwise, of CNNs only (``atlas.is_cnn``: the published tables
+bring transformers and hybrids, which the interactive figures show on request). Its point clouds are interactive
+(``interactive``); the GPU's names and ridge points they share are here.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def plot_class_distribution(frame: pd.DataFrame):
     """Box plots of utilization per GPU (x) and conv class (colour), one point per (model, resolution) row."""
     title = "FLOP utilization per GPU and conv class (amp, NCHW, eager, batch as published)"
     rows = atlas.main_rows(frame)
+    rows = rows[atlas.is_cnn(rows)]
     if rows.empty:
         return "no counted rows in timm's condition"
     gpus, classes = atlas.gpu_order(rows), [c for c in CONV_CLASSES if c in set(rows["conv_class"])]
@@ -92,6 +94,7 @@ def plot_slope(frame: pd.DataFrame, models=SLOPE_MODELS):
     """One line per model (at its most common resolution): utilization on each GPU, GPUs by peak."""
     title = "One model across GPUs: FLOP utilization (amp, NCHW, eager)"
     rows = atlas.main_rows(frame)
+    rows = rows[atlas.is_cnn(rows)]
     chosen = rows[rows["model"].isin(models)]
     if chosen.empty or chosen["gpu"].nunique() < 2:
         return "fewer than two GPUs have rows of these models"
@@ -116,6 +119,7 @@ def plot_rank_correlation(frame: pd.DataFrame):
     """Spearman's rank correlation of samples/s between GPUs, over the rows each pair shares."""
     title = "Throughput rank correlation between GPUs (Spearman, shared model@resolution rows)"
     rows = atlas.main_rows(frame)
+    rows = rows[atlas.is_cnn(rows)]
     matrix = atlas.rank_correlation(rows) if not rows.empty else pd.DataFrame()
     if matrix.shape[0] < 2:
         return "fewer than two GPUs"

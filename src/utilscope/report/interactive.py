@@ -41,6 +41,7 @@ HOVER_TEMPLATE = (
 HOVER_DIGITS = 4  # significant digits of the numbers a point carries (the hover shows at most 3 or 4)
 SELECTION = dict(selected=dict(marker=dict(size=11, opacity=1.0)), unselected=dict(marker=dict(opacity=0.12)))
 SEARCHED_GREY = "#222222"  # a searched point of an uncoloured family: dark, not the light grey it is drawn in
+NON_CNN = " · non-CNN"  # after the family of an atlas row that is not a CNN: a legend entry of its own, hidden
 _HEIGHT = 560
 _PANEL_COLUMNS = 3  # panels to a row in a figure of several
 _ISO_COLOUR = "#9a9a9a"
@@ -268,13 +269,30 @@ def atlas_gpu_points(frame: pd.DataFrame):
     shown = rows.assign(
         x=rows["gpu"].map({gpu: i for i, gpu in enumerate(order)}) + jitter,
         gpu_label=rows["gpu"].map(atlas_plots.gpu_label),
-        family=_families(rows["model"]),
+        family=_atlas_families(rows),
         device=rows["gpu"],
     )
     figure = go.Figure(_family_traces(shown, "x", "utilization", _colors(shown), size=5))
     title = "FLOP utilization per GPU (amp, NCHW, eager; one point per model@resolution)"
     figure.update_layout(_layout(title, "", "FLOP utilization"))
-    return figure.update_layout(xaxis=dict(tickvals=list(range(len(order))), ticktext=[labels[g] for g in order]))
+    figure.update_layout(xaxis=dict(tickvals=list(range(len(order))), ticktext=[labels[g] for g in order]))
+    return _non_cnn_hidden(figure)
+
+
+def _atlas_families(rows: pd.DataFrame) -> pd.Series:
+    """Each row's family, with ``NON_CNN`` after it for a row that is not a CNN (``atlas.is_cnn``): its own legend
+    entry, hidden until clicked (``_non_cnn_hidden``)."""
+    family = _families(rows["model"])
+    return family.where(atlas.is_cnn(rows), family + NON_CNN)
+
+
+def _non_cnn_hidden(figure):
+    """The figure with its non-CNN traces in the legend only: the atlas's figures show CNNs, a click shows more."""
+    return figure.for_each_trace(lambda trace: trace.update(visible="legendonly"), selector=_is_non_cnn)
+
+
+def _is_non_cnn(trace) -> bool:
+    return NON_CNN in (trace.name or "")
 
 
 def atlas_intensity(frame: pd.DataFrame):
@@ -286,7 +304,7 @@ def atlas_intensity(frame: pd.DataFrame):
     if rows.empty:
         return "no counted rows in timm's condition"
     labels = atlas_plots.table_labels(rows)
-    shown = rows.assign(family=_families(rows["model"]), gpu_label=rows["gpu"].map(atlas_plots.gpu_label))
+    shown = rows.assign(family=_atlas_families(rows), gpu_label=rows["gpu"].map(atlas_plots.gpu_label))
     panels = [(labels[gpu], shown[shown["gpu"] == gpu]) for gpu in labels]
     figure = _panels(panels, "intensity", "utilization", _colors(shown), shared_y=True)
     top = float(shown["utilization"].max())
@@ -307,7 +325,7 @@ def atlas_intensity(frame: pd.DataFrame):
     figure.update_xaxes(type="log", title_text="FLOPs per byte (log)")
     figure.update_yaxes(tickformat=".0%")
     title = "FLOP utilization against arithmetic intensity (counted FLOPs / counted bytes, unfused), per GPU"
-    return figure.update_layout(_panel_layout(title, len(panels)))
+    return _non_cnn_hidden(figure.update_layout(_panel_layout(title, len(panels))))
 
 
 def nas_throughput_vs_gflops(frame: pd.DataFrame):
