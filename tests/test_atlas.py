@@ -321,3 +321,11 @@ def test_the_atlas_figures_show_cnns_and_its_point_clouds_keep_the_others_one_le
     assert "timm:resnet50" not in {text for trace in shown for text in trace.customdata[:, 0]}
     rows = atlas.main_rows(hybrid)
     assert set(rows[atlas.is_cnn(rows)]["model"]) == set(rows["model"]) - {"timm:resnet50"}
+
+
+def test_the_atlas_table_puts_the_gpus_we_measured_first(store):
+    from utilscope.report.atlas_html import table_gpus
+
+    with Store(store, create=False) as s:
+        rows = atlas.main_rows(atlas.atlas_rows(s.frame(), s.published_frame()))
+    assert atlas.gpu_order(rows) == ["rtx_3090", "h200_sxm"] and table_gpus(rows) == ["h200_sxm", "rtx_3090"]

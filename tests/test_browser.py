@@ -204,6 +204,14 @@ def test_the_atlas_shows_the_gpus_a_reader_picks_and_the_models_they_filter(driv
         ".filter(r => !r.hidden).map(r => r.cells[0].textContent)"
     )
     assert rows and all("resnet50" in row for row in rows)
+    _search(driver, "mobileone*")  # the search at the top filters the atlas table too (a glob's words)
+    table_filter = driver.find_element(By.CSS_SELECTOR, "input[data-filter='atlas-table']")
+    assert table_filter.get_attribute("value") == "mobileone"
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#atlas-table tbody tr'))"
+        ".filter(r => !r.hidden).map(r => r.cells[0].textContent)"
+    )
+    assert rows and all("mobileone" in row for row in rows)
 
 
 LISTED = "return Array.from(document.querySelectorAll('#search-matches button'), button => button.textContent)"

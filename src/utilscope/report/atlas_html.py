@@ -84,7 +84,7 @@ def _cell(row: pd.Series | None) -> tuple[str, str]:
 def picker_table(rows: pd.DataFrame) -> str:
     """Rows: model@resolution; per GPU a utilization and a samples/s column, classed by GPU (the check boxes show
     and hide them); sortable, filtered by the box above it."""
-    gpus = atlas.gpu_order(rows)
+    gpus = table_gpus(rows)
     by_key = {key: group.set_index("gpu") for key, group in rows.groupby(["model", "resolution"], sort=True)}
     head = "".join(f'<th colspan="2" class="g-{gpu}">{html.escape(gpu)}</th>' for gpu in gpus)
     sub = "".join(f'<th class="n g-{gpu}">utilization</th><th class="n g-{gpu}">samples/s</th>' for gpu in gpus)
@@ -105,11 +105,18 @@ def picker_table(rows: pd.DataFrame) -> str:
     return f'<table id="{TABLE_ID}" class="sortable"><thead>{header}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def table_gpus(rows: pd.DataFrame) -> list[str]:
+    """The table's GPU columns: those with our measured rows first (in view at a 1,280 px width without scrolling
+    sideways), then the published ones, each group by peak (``atlas.gpu_order``)."""
+    measured = set(rows.loc[rows["source"] == atlas.MEASURED, "gpu"])
+    return sorted(atlas.gpu_order(rows), key=lambda gpu: gpu not in measured)
+
+
 def _controls(rows: pd.DataFrame, count: int) -> str:
     """The GPU picker (one row of labelled check boxes, each box beside its name) and the table's filter box."""
     boxes = "".join(
         f'<label><input type="checkbox" checked data-gpu="g-{gpu}">{html.escape(gpu)}</label>'
-        for gpu in atlas.gpu_order(rows)
+        for gpu in table_gpus(rows)
     )
     return (
         f'<div class="gpu-picker"><span>GPUs:</span>{boxes}</div><div class="filter"><input type="search" '

@@ -158,6 +158,10 @@ SCRIPT = r"""
     if (exact.length === 1 || found.length === 1) showModel(exact[0] || found[0]);
     else showHint(found.length);
     document.querySelectorAll("div.plot").forEach(highlight);
+    document.querySelectorAll("input[data-filter]").forEach(function (filter) {  // the tables follow the search
+      filter.value = box.value.replace(/[*?\[\]]/g, " ").trim();
+      filter.dispatchEvent(new Event("input"));
+    });
     document.body.dataset.searched = box.value;
   }
   var typing = null;  // a search runs once typing pauses: each one restyles every figure
