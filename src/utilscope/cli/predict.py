@@ -295,7 +295,9 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
         title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
         f"predicted {how}from {shown_profile(profile_path)}"
     )
-    columns = ("model",) * many + ("batch", "latency ms", "samples/s", "utilization", "bound", "extrapolated")
+    host = any(p.host for p in predictions)  # eager with a host profile: the host's work per forward beside
+    columns = ("model",) * many + ("batch", "latency ms") + ("host ms",) * host
+    columns += ("samples/s", "utilization", "bound", "extrapolated")
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for p in predictions:
@@ -303,6 +305,7 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
             *(p.model,) * many,
             str(p.batch),
             f"{p.latency_ms:.3f}",
+            *(f"{p.host_ms:.3f}",) * host,
             f"{p.samples_per_s:,.0f}",
             f"{p.utilization:.2%}",
             p.bound,
