@@ -135,6 +135,7 @@ def test_gpus_prints_one_table_per_condition_named_in_its_title(store, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "timm:resnet50, amp · contiguous · eager, on 2 GPUs" in out
     assert "timm:resnet50, amp · contiguous · compile, on 1 GPU" in out
+    assert "Not the same work from one table to the next: they differ in backend: compile, eager." in out
 
 
 def test_gpus_without_a_store_reads_results_sqlite_here_else_the_shipped_atlas_else_says_both(

@@ -95,6 +95,7 @@ def cmd_gpus(args, console: Console) -> int:
 def render_model(rows: pd.DataFrame, console: Console) -> None:
     """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order."""
     from utilscope.present.profile_view import frame_table
+    from utilscope.report import atlas
 
     model = rows["model"].iloc[0]
     for condition, alike in rows.groupby("condition", sort=False):
@@ -106,6 +107,9 @@ def render_model(rows: pd.DataFrame, console: Console) -> None:
             "datasheet peak for the row's precision; rows of another table or reparameterization are not alike"
         )
         console.print(frame_table(shown, title))
+    differences = atlas.condition_differences(rows)
+    if differences:
+        console.print(f"Not the same work from one table to the next: they differ in {differences}.", soft_wrap=True)
 
 
 def default_store() -> str:

@@ -199,6 +199,20 @@ def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     return rows.sort_values(["condition", "gpu", "resolution", "source", "table", "reparam"]).reset_index(drop=True)
 
 
+CONDITION_PARTS = ("precision", "memory_format", "backend")  # what ``condition`` joins, in its order
+
+
+def condition_differences(rows: pd.DataFrame) -> str:
+    """What the conditions of ``rows`` differ in, one clause per part that differs ("precision: amp, fp32; backend:
+    compile, eager"), "" when they are one condition: rows of two conditions are not the same work."""
+    clauses = [
+        f"{part}: {', '.join(sorted(rows[part].astype(str).unique()))}"
+        for part in CONDITION_PARTS
+        if rows[part].nunique() > 1
+    ]
+    return "; ".join(clauses)
+
+
 def dynamo_gain(frame: pd.DataFrame) -> pd.DataFrame:
     """Per GPU and table pair: compile samples/s over eager samples/s of the same model, resolution and batch, in
     tables alike in all else (GPU, torch, precision, layout, source): gpu, torch, model, resolution, gain."""
