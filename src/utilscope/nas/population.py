@@ -123,9 +123,7 @@ class PopulationPredictor:
         with its network's index): the module's docstring; the network's own module call is host work first."""
         from utilscope.predict.host import FORWARD, MODULE
 
-        call_ms = {
-            kind: self.predictor.host.call_us[kind] / 1e3 / self.predictor.host.speed for kind in (MODULE, FORWARD)
-        }
+        call_ms = {kind: self.predictor.host.call_ms(kind) for kind in (MODULE, FORWARD)}
         frame = pd.DataFrame({"network": network, "device": device_ms, "host": host_ms, "ends": ends_ms})
         grouped = frame.groupby("network", sort=False)
         before = grouped["host"].cumsum() - frame["host"] + call_ms[MODULE]
@@ -147,11 +145,12 @@ class PopulationPredictor:
                 traced = [self.trace(layer) for layer in layers]
         finally:
             gc.unfreeze()
-        timed = self.predictor.parts_ms(traced, self.backend, self.target)
-        eager = self.predictor.parts_eager(traced, self.target) if self.eager_host else None
-        for index, (layer, recorded, (layer_ms, layer_rows)) in enumerate(zip(layers, traced, timed, strict=True)):
+        if self.eager_host:  # the host's side too, from the same layer-model call
+            timed = self.predictor.parts_eager(traced, self.target)
+        else:
+            timed = [(*piece, 0.0, 0.0) for piece in self.predictor.parts_ms(traced, self.backend, self.target)]
+        for layer, recorded, (layer_ms, layer_rows, host_ms, ends_ms) in zip(layers, traced, timed, strict=True):
             flops = sum(event.cost.flops for event in recorded.events)
-            host_ms, ends_ms = eager[index] if eager is not None else (0.0, 0.0)
             self.layers[layer] = LayerTimes(float(layer_ms), int(layer_rows), int(flops), host_ms, ends_ms)
 
     def module(self, layer: Layer) -> torch.nn.Module:

@@ -54,6 +54,10 @@ class HostProfile:
             raise UsageError(f"{self.path or 'host profile'}: no time for the call kinds {', '.join(missing)}")
         check_speed(self.speed)
 
+    def call_ms(self, kind: str) -> float:
+        """One call of ``kind`` in milliseconds at the host's speed."""
+        return self.call_us[kind] / 1e3 / self.speed
+
     def at_speed(self, speed: float) -> HostProfile:
         """The same host profile at another speed (``check_speed``)."""
         return replace(self, speed=check_speed(speed))
@@ -121,10 +125,15 @@ def container_calls(recorded) -> int:
 
 def host_ms(host: HostProfile, recorded) -> tuple[np.ndarray, float]:
     """Each traced layer's host milliseconds at the host's speed, and the containers' (``container_calls``)."""
-    per_call = host.call_us
-    layer_us = np.array([sum(per_call[kind] for kind in kinds) for kinds in layer_calls(recorded)], dtype=float)
-    containers_us = container_calls(recorded) * per_call[MODULE]
-    return layer_us / 1e3 / host.speed, containers_us / 1e3 / host.speed
+    layer_ms = np.array([sum(map(host.call_ms, kinds)) for kinds in layer_calls(recorded)], dtype=float)
+    return layer_ms, container_calls(recorded) * host.call_ms(MODULE)
+
+
+def host_timeline(host: HostProfile, recorded, rows_layers) -> tuple[np.ndarray, float]:
+    """A traced network's (or piece's) host side: when each of its device rows is issued (``issued_ms``;
+    ``rows_layers``: each row's layer indices) and the host's whole work, in milliseconds."""
+    layer_ms, containers_ms = host_ms(host, recorded)
+    return issued_ms(rows_layers, layer_ms, containers_ms), float(layer_ms.sum()) + containers_ms
 
 
 def issued_ms(rows_layers, layer_ms: np.ndarray, containers_ms: float) -> np.ndarray:
@@ -144,22 +153,24 @@ class EagerTiming:
     latency_ms: float  # one forward timed alone
     per_forward_ms: float  # forwards back to back
     host_ms: float  # the host's work of one forward
-    device_ms: float  # the GPU's: its kernels and the gaps between them
     bound: str  # "host" when the host's work is the longer, else "device"
 
 
 def eager_timing(issued: np.ndarray, device_ms: np.ndarray, host_total_ms: float, forward_ms: float) -> EagerTiming:
     """The two timelines of one forward: kernel i (``device_ms``, its gap included) starts at the later of its
-    issue (``issued``) and the end of kernel i-1; the forward ends when both the GPU and the host
-    (``host_total_ms``) are done, plus ``forward_ms``, the synchronize. In closed form the last kernel ends at
-    ``max_i(issued_i + sum_{k>=i} device_k)``."""
+    issue (``issued``) and the end of kernel i-1 (``last_kernel_end_ms``); the forward ends when both the GPU and
+    the host (``host_total_ms``) are done, plus ``forward_ms``, the synchronize."""
     device_total = float(device_ms.sum())
-    if len(device_ms):
-        after = np.cumsum(device_ms[::-1])[::-1]  # sum_{k>=i} device_k
-        device_end = float(np.max(issued + after))
-    else:
-        device_end = 0.0
-    latency = max(device_end, host_total_ms) + forward_ms
+    latency = max(last_kernel_end_ms(issued, device_ms), host_total_ms) + forward_ms
     per_forward = max(device_total, host_total_ms)  # back to back, no synchronize between forwards
     bound = "host" if host_total_ms > device_total else "device"
-    return EagerTiming(latency, per_forward, host_total_ms, device_total, bound)
+    return EagerTiming(latency, per_forward, host_total_ms, bound)
+
+
+def last_kernel_end_ms(issued: np.ndarray, device_ms: np.ndarray) -> float:
+    """When the last of kernels issued at ``issued`` and taking ``device_ms`` ends, each starting at the later of
+    its issue and the end of the kernel before it: in closed form ``max_i(issued_i + sum_{k>=i} device_k)``; 0 for
+    no kernel."""
+    if not len(device_ms):
+        return 0.0
+    return float(np.max(issued + np.cumsum(device_ms[::-1])[::-1]))

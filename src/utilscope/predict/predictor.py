@@ -25,7 +25,7 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import network_scales
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
-from utilscope.predict.host import FORWARD, EagerTiming, HostProfile, eager_timing, host_ms, issued_ms
+from utilscope.predict.host import FORWARD, EagerTiming, HostProfile, eager_timing, host_timeline, last_kernel_end_ms
 from utilscope.predict.layers import LayerModels, se_row
 from utilscope.predict.transfer import fused_stream_ms, sm_scaled_ms, transfer
 
@@ -264,10 +264,8 @@ class Predictor:
         host profile's host and the GPU (``host.eager_timing``); None without a host profile."""
         if self.host is None:
             return None
-        layer_ms, containers_ms = host_ms(self.host, recorded)
-        issued = issued_ms(rows["layers"], layer_ms, containers_ms) if len(rows) else np.zeros(0)
-        forward_ms = self.host.call_us[FORWARD] / 1e3 / self.host.speed
-        return eager_timing(issued, ms + self.gap_ms, float(layer_ms.sum()) + containers_ms, forward_ms)
+        issued, host_total_ms = host_timeline(self.host, recorded, rows["layers"] if len(rows) else [])
+        return eager_timing(issued, ms + self.gap_ms, host_total_ms, self.host.call_ms(FORWARD))
 
     def compose(
         self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None, profile_ms: tuple | None = None
@@ -341,27 +339,23 @@ class Predictor:
         milliseconds on ``target`` (None: the profile's GPU) without the launch gaps, and its rows (kernels), with
         one layer-model call for all of them. A network of pieces takes ``with_gaps`` of their sums."""
         _, ms, owner = self.parts_rows(traced, backend, target)
-        summed = np.bincount(owner, weights=ms, minlength=len(traced))
-        return list(zip(summed.tolist(), np.bincount(owner, minlength=len(traced)).tolist(), strict=True))
+        return _piece_sums(ms, owner, len(traced))
 
-    def parts_eager(self, traced: list, target: Gpu | None = None) -> list[tuple[float, float]] | None:
-        """Eager's host side of pieces of networks (``parts_ms``'s): each piece's host milliseconds, and when, after
-        its host work began, its last kernel ends if the GPU was idle when it began (the pieces' timelines; ``host``);
-        None without a host profile. A network's timeline chains them (``nas.population``)."""
-        if self.host is None:
-            return None
+    def parts_eager(self, traced: list, target: Gpu | None = None) -> list[tuple[float, int, float, float]]:
+        """``parts_ms``'s milliseconds and rows of each piece on ``eager`` (one layer-model call, as there), with
+        the piece's host milliseconds and when, after its host work began, its last kernel ends if the GPU was idle
+        then (``host.last_kernel_end_ms``). A network's timeline chains them (``nas.population``). Needs a host
+        profile."""
         rows, ms, owner = self.parts_rows(traced, "eager", target)
         device_ms = ms + self.gap_ms
         out = []
-        for index, recorded in enumerate(traced):
+        for index, (recorded, (piece_ms, count)) in enumerate(
+            zip(traced, _piece_sums(ms, owner, len(traced)), strict=True)
+        ):
             mine = owner == index
-            layer_ms, containers_ms = host_ms(self.host, recorded)
-            if not mine.any():  # no kernel: host work only
-                out.append((float(layer_ms.sum()) + containers_ms, 0.0))
-                continue
-            issued = issued_ms(rows["layers"][mine].tolist(), layer_ms, containers_ms)
-            after = np.cumsum(device_ms[mine][::-1])[::-1]
-            out.append((float(layer_ms.sum()) + containers_ms, float(np.max(issued + after))))
+            layers = rows["layers"][mine].tolist() if count else []
+            issued, host_total_ms = host_timeline(self.host, recorded, layers)
+            out.append((piece_ms, count, host_total_ms, last_kernel_end_ms(issued, device_ms[mine])))
         return out
 
     def parts_rows(
@@ -389,6 +383,12 @@ class Predictor:
         ms, _ = self.profile_ms(rows)
         per_network = pd.Series(ms).groupby(rows["network"]).agg(["sum", "size"])
         return (per_network["sum"] + self.gap_ms * per_network["size"]).to_numpy()
+
+
+def _piece_sums(ms: np.ndarray, owner: np.ndarray, pieces: int) -> list[tuple[float, int]]:
+    """Each piece's summed milliseconds and its rows (``owner``: each row's piece)."""
+    summed = np.bincount(owner, weights=ms, minlength=pieces)
+    return list(zip(summed.tolist(), np.bincount(owner, minlength=pieces).tolist(), strict=True))
 
 
 def channels_last_input(event) -> int:
