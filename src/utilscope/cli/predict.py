@@ -90,27 +90,7 @@ def _add_predict(sub) -> None:
         default="1,32,256",
         help="batch sizes (default: %(default)s; a model file's fixed batch)",
     )
-    p.add_argument(
-        "--precision",
-        type=PRECISION,
-        default="fp16",
-        help="fp16 (the shipped profile's), or amp: fp32 weights under "
-        "autocast to it, as timm's benchmark runs (default: %(default)s)",
-    )
-    p.add_argument(
-        "--backend",
-        type=BACKEND,
-        default="graph",
-        help="graph; eager (the same kernels, launched by the host: its calls' time modelled from the host profile "
-        "of the machine that timed the device profile, where one is shipped); inference or compile (a first model "
-        "of fused execution) (default: %(default)s)",
-    )
-    p.add_argument(
-        "--no-channels-last",
-        dest="channels_last",
-        action="store_false",
-        help="NCHW tensors, as timm's benchmark runs (default: channels_last, as `profile` runs)",
-    )
+    _add_condition_options(p)
     p.add_argument(
         "--price",
         default=None,
@@ -121,6 +101,39 @@ def _add_predict(sub) -> None:
     _add_anchor_options(p)
     _add_output_options(p)
     p.set_defaults(run=cmd_predict)
+
+
+def _add_condition_options(p) -> None:
+    """The condition predicted: precision, backend (eager's host), memory format."""
+    p.add_argument(
+        "--precision",
+        type=PRECISION,
+        default="fp16",
+        help="fp16; amp (fp32 weights under autocast to fp16, as timm's benchmark runs); bf16; amp_bf16; fp32 "
+        "(PyTorch's default: TF32 convolutions); fp32_strict (no TF32); tf32: one a shipped device profile "
+        "expresses (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend",
+        type=BACKEND,
+        default="graph",
+        help="graph; eager (the same kernels, launched by the host: its calls' time modelled from the host profile "
+        "of the machine that timed the device profile, where one is shipped); inference or compile (a first model "
+        "of fused execution) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--host-profile",
+        default=None,
+        metavar="FILE.json",
+        help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
+        "of the machine that timed the device profile; an anchor at the host's pace fits its speed)",
+    )
+    p.add_argument(
+        "--no-channels-last",
+        dest="channels_last",
+        action="store_false",
+        help="NCHW tensors, as timm's benchmark runs (default: channels_last, as `profile` runs)",
+    )
 
 
 def _add_output_options(p) -> None:
@@ -134,13 +147,6 @@ def _add_output_options(p) -> None:
 
 
 def _add_anchor_options(p) -> None:
-    p.add_argument(
-        "--host-profile",
-        default=None,
-        metavar="FILE.json",
-        help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
-        "of the machine that timed the device profile; an anchor at the host's pace fits its speed)",
-    )
     p.add_argument(
         "--anchor",
         action="append",
