@@ -39,12 +39,9 @@ def family_of(model_id: str) -> str:
     else the first matching glob of model_sets.toml, else a timm model's timm module, else "other"."""
     from utilscope.models import zoo
 
-    own = zoo.source_family(model_id)
+    own = zoo.source_family(model_id) or _glob_family(model_id)
     if own is not None:
         return own
-    for family, globs in _table()["families"].items():
-        if any(fnmatch.fnmatchcase(model_id, glob) for glob in globs):
-            return family
     if model_id.startswith("timm:"):
         from utilscope.models import timm_sets
 
@@ -52,6 +49,14 @@ def family_of(model_id: str) -> str:
         if facts is not None and facts.get("timm_module"):
             return str(facts["timm_module"])
     return "other"
+
+
+def _glob_family(model_id: str) -> str | None:
+    """The first family of model_sets.toml with a glob matching ``model_id``; None when none does."""
+    for family, globs in _table()["families"].items():
+        if any(fnmatch.fnmatchcase(model_id, glob) for glob in globs):
+            return family
+    return None
 
 
 def display_family(model_id: str) -> str:
@@ -72,7 +77,7 @@ def _module_families() -> dict[str, str]:
 
     table, counts = _table()["families"], {}
     for model_id, module in zip(timm_sets.table()["model"], timm_sets.table()["timm_module"], strict=True):
-        family = next((f for f, globs in table.items() if any(fnmatch.fnmatchcase(model_id, g) for g in globs)), None)
+        family = _glob_family(model_id)
         if family is not None and module not in table:
             counts.setdefault(module, Counter())[family] += 1
     return {module: counted.most_common(1)[0][0] for module, counted in counts.items()}
