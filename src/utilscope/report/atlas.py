@@ -113,7 +113,7 @@ def atlas_rows(measurements: pd.DataFrame, published: pd.DataFrame | None) -> pd
     frame = pd.concat([measured_rows(measurements, classes, convertible), ours], ignore_index=True)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
-    frame["condition"] = frame["precision"] + " · " + frame["memory_format"] + " · " + frame["backend"]
+    frame["condition"] = condition_of(frame)
     # bytes unknown (an int8 row: utilscope counts no int8 bytes) leave the intensity unknown, NaN
     flops, moved = (
         frame[c].astype("Float64").to_numpy("float64", na_value=np.nan)
@@ -158,6 +158,15 @@ def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["reparam"].isin(["n/a", "yes"])]
 
 
+CONDITION_PARTS = ("precision", "memory_format", "backend")  # what a row's ``condition`` joins, in its order
+
+
+def condition_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's condition as the atlas names it: "amp · contiguous · eager" (``CONDITION_PARTS``)."""
+    first, *rest = CONDITION_PARTS
+    return rows[first].str.cat([rows[part] for part in rest], sep=" · ")
+
+
 def is_cnn(rows: pd.DataFrame) -> pd.Series:
     """Which rows are CNNs: not of a ``NON_CNN_CLASSES`` conv class (a measured row without a published one is of
     class "unknown": ours are CNN surveys)."""
@@ -197,9 +206,6 @@ def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     name = model if ":" in model else f"timm:{model}"
     rows = frame[frame["model"] == name.removesuffix(REPARAM)]
     return rows.sort_values(["condition", "gpu", "resolution", "source", "table", "reparam"]).reset_index(drop=True)
-
-
-CONDITION_PARTS = ("precision", "memory_format", "backend")  # what ``condition`` joins, in its order
 
 
 def condition_differences(rows: pd.DataFrame) -> str:

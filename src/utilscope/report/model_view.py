@@ -159,7 +159,7 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
         source=PREDICTED,
         table="utilscope predict (from " + source.where(~own, "its own profile") + ")",
         torch="",
-        condition=kept["precision"] + " · " + kept["memory_format"] + " · " + kept["backend"],
+        condition=atlas.condition_of(kept),
         validation=validation,
     )
     return rows[PREDICTED_COLUMNS].reset_index(drop=True)
