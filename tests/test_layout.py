@@ -15,7 +15,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "utilscope"
 ARCHITECTURE_DOC = PACKAGE.parent.parent / "docs" / "architecture.md"
 # Bottom to top: a module may import modules of its own layer or of the layers below it.
 LAYERS = (
-    ("errors", "files", "units", "registry", "torch_flags", "precision", "_version", "limits", "cache", "versions"),
+    (
+        "errors",
+        "files",
+        "units",
+        "registry",
+        "torch_flags",
+        "precision",
+        "_version",
+        "limits",
+        "cache",
+        "versions",
+        "lazy",
+    ),
     ("hardware",),  # datasheets, measured ceilings, the alignment rule: what counting and everything above read
     ("models",),
     ("counting",),

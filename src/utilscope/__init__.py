@@ -14,6 +14,7 @@ import importlib
 
 from utilscope._version import __version__
 from utilscope.errors import ModelError, StorageError, UsageError, UtilscopeError
+from utilscope.lazy import module_getattr
 from utilscope.models import sources as _sources
 
 
@@ -50,13 +51,13 @@ _LAZY = {
 }
 
 
+_lazy_getattr = module_getattr(__name__, globals(), _LAZY)
+
+
 def __getattr__(name: str):
     if name == "api":  # the submodule (importing it binds it here)
         return importlib.import_module("utilscope.api")
-    if name in _LAZY:
-        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # bound from now on
-        return value
-    raise AttributeError(f"module 'utilscope' has no attribute {name!r}")
+    return _lazy_getattr(name)
 
 
 __all__ = [

@@ -3,8 +3,6 @@
 The datasheet names are bound here; the ceilings' (``hardware.ceilings``, which imports torch) when first asked for,
 so that looking a GPU up (a command line's ``--gpu``) imports no torch."""
 
-import importlib
-
 from utilscope.hardware.specs import (
     PRECISIONS,
     USER_PEAK,
@@ -20,6 +18,7 @@ from utilscope.hardware.specs import (
     normalize_precision,
     specs_frame,
 )
+from utilscope.lazy import module_getattr
 
 _LAZY = dict.fromkeys(
     (
@@ -37,11 +36,7 @@ _LAZY = dict.fromkeys(
 )
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # bound from now on
-        return value
-    raise AttributeError(f"module 'utilscope.hardware' has no attribute {name!r}")
+__getattr__ = module_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

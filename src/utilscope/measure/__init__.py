@@ -4,7 +4,7 @@ batch-size sweep (``sweep``: ``profile``).
 The names below are bound when first asked for (``from utilscope.measure import profile``): importing one light
 module of the package (``measure.backends``'s registry, which a command line's help lists) imports no torch."""
 
-import importlib
+from utilscope.lazy import module_getattr
 
 _LAZY = {
     "BACKENDS": "utilscope.measure.backends",
@@ -21,11 +21,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)  # bound from now on
-        return value
-    raise AttributeError(f"module 'utilscope.measure' has no attribute {name!r}")
+__getattr__ = module_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [
