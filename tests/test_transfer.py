@@ -41,6 +41,13 @@ def test_each_op_takes_the_largest_of_its_sm_tensor_and_memory_bounds():
     assert list(bound[:1]) == ["tensor" if tensor_ms > 40 else "sm"]
 
 
+def test_a_compute_bound_op_on_the_fp32_units_names_them_not_the_tensor_cores():
+    rows = pd.DataFrame({"group": ["conv"], "flops": [8e15], "bytes": [4e6], "waves": [1.0]})  # far above its roofs
+    for unit, name in (("fp16", "tensor"), ("tf32", "tensor"), ("fp32", "fp32")):
+        ms, bound = transfer(rows, pd.Series([1.0]).to_numpy(), SOURCE, replace(TARGET, unit=unit))
+        assert ms[0] == pytest.approx(8e15 / (200e12 * TENSOR_EFFICIENCY) * 1e3) and list(bound) == [name]
+
+
 def test_a_target_below_its_boost_clock_has_tensor_cores_as_slow_and_memory_at_its_technologys_share():
     held = replace(TARGET, clock_hz=1e9, boost_hz=2e9, memory_efficiency=0.5)  # half the clock, half the bandwidth
     rows = pd.DataFrame({"group": ["conv", "memory"], "flops": [8e12, 0.0], "bytes": [0.0, 4e9], "waves": [1.0, 0.0]})

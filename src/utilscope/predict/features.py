@@ -94,7 +94,7 @@ class Gpu:
     """A GPU's datasheet figures the features and the transfer (``transfer``) read: dense peak FLOP/s of the
     precision's math unit (at the boost clock), memory bandwidth in bytes/s, SMs, its spec-table key, the SM clock
     it sustains under load (``predict.sustained``: the boost clock unless its board power holds it below), its
-    boost clock, and the share of its bandwidth a streaming op reaches."""
+    boost clock, the share of its bandwidth a streaming op reaches, and the precision's math unit."""
 
     name: str
     peak_flops: float
@@ -105,6 +105,7 @@ class Gpu:
     boost_hz: float = 0.0
     memory_efficiency: float = 0.85
     clock_note: str = ""  # ``Sustained.describe``: the clock assumed and why
+    unit: str = "fp16"  # the precision's math unit here (``DeviceSpec.unit_for``): fp32 is the CUDA cores
 
     @classmethod
     def of(cls, device_name: str, precision: str) -> Gpu:
@@ -133,6 +134,7 @@ class Gpu:
             spec.boost_clock_mhz * 1e6,
             held.memory_efficiency,
             held.describe(spec),
+            spec.unit_for(Precision(precision)),
         )
 
     @property

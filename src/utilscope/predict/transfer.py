@@ -10,7 +10,8 @@ time on a *target* GPU is the largest of three bounds, each from the target's da
   arithmetic, epilogues, small tiles, CUDA-core work such as depthwise convs) is work every SM does per clock: it
   scales with the SMs and their clock, not with the tensor cores' peak or the memory's bandwidth.
 - ``tensor``: a conv's or GEMM's FLOPs at ``TENSOR_EFFICIENCY`` of the target's dense peak for the precision's math
-  unit at its sustained clock, times the op's wave efficiency on the target: the tensor cores at their best.
+  unit at its sustained clock, times the op's wave efficiency on the target: the tensor cores at their best. Where
+  the precision runs on the fp32 units (``fp32_strict``; any fp32 before Ampere) the bound is named ``fp32``.
 - ``memory``: the op's bytes at the target's streamed bandwidth (``Gpu.streamed_bytes_per_s``: its memory
   technology's share of the datasheet bandwidth, held down with the SM clock on a board whose power holds it below
   its boost clock). (What keeps a memory-bound op below that on the source, the H200's HBM needing more bytes in
@@ -48,7 +49,7 @@ def transfer(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, target: Gpu
     """Each row's milliseconds on ``target`` and its bound, from its ``source_ms`` on ``source`` (see the module's
     docstring). ``rows``: ``predictor.network_rows`` of the network (their ``waves`` are on the source's SMs)."""
     bounds = transfer_bounds(rows, source_ms, source, target)
-    return settle(bounds)
+    return settle(bounds, target.unit)
 
 
 def transfer_bounds(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
@@ -66,11 +67,13 @@ def transfer_bounds(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, targ
     return np.column_stack([sm_ms, tensor_ms, memory_ms])
 
 
-def settle(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's time (its largest bound, at least the launch floor) and the name of that bound."""
+def settle(bounds: np.ndarray, unit: str = "fp16") -> tuple[np.ndarray, np.ndarray]:
+    """Each row's time (its largest bound, at least the launch floor) and the name of that bound; the ``tensor``
+    bound is named ``fp32`` where the math ``unit`` is the fp32 units (CUDA cores), not tensor cores."""
     largest = bounds.max(axis=1)
     ms = np.maximum(largest, FLOOR_MS)
-    bound = np.where(largest <= FLOOR_MS, "launch", np.array(BOUNDS)[bounds.argmax(axis=1)])
+    names = np.array([("fp32" if name == "tensor" and unit == "fp32" else name) for name in BOUNDS])
+    bound = np.where(largest <= FLOOR_MS, "launch", names[bounds.argmax(axis=1)])
     return ms, bound
 
 
