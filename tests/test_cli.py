@@ -272,7 +272,7 @@ NAN_DOC = {"value": float("nan"), "rows": [{"low": -float("inf"), "high": float(
         ),
     ],
 )
-def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
+def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys, tmp_path):
     """NaN and ±inf are null in every --json output (json.dumps used to write NaN, -Infinity)."""
     import importlib
     import types
@@ -288,6 +288,8 @@ def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys):
         module, _, name = target.rpartition(".")
         stub = {"result": result, "prediction": prediction}[kind]
         monkeypatch.setattr(importlib.import_module(module), name, lambda *a, _s=stub, **k: _s)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "archs.jsonl").write_text("")  # the parser checks an input file is there
     assert main(argv) == 0
     doc = strict_loads(capsys.readouterr().out)
     if argv[0] == "nas":

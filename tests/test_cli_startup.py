@@ -52,12 +52,19 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["predict", "timm:resnet50", "--gpu", "nope"], "unknown GPU 'nope'"),
         (["profile", "timm:resnet50", "--backend", "nope"], "unknown backend 'nope'"),
         (["count", "timm:resnet50", "--dtype", "nope"], "unknown dtype 'nope'"),
-        (["nas", "predict", "archs.jsonl", "--batch", "0"], "batch size must be an integer between 1 and 65536"),
+        (["nas", "predict", "--batch", "0", "archs.jsonl"], "batch size must be an integer between 1 and 65536"),
+        (["nas", "predict", "missing.jsonl"], "no such file: missing.jsonl (the architecture file)"),
+        (["nas", "search", "--gpu", "nope"], "unknown GPU 'nope'"),
+        (["nas", "predict", "--profile", "missing.json", "a"], "no such file: missing.json (the predictor profile"),
+        (["predict", "m", "--host-profile", "no.json"], "no such file: no.json (the host profile"),
+        (["predict", "m", "--anchors", "no.csv"], "no such file: no.csv (the anchors CSV"),
+        (["predict", "m", "--profile", "no.json"], "no such file: no.json (the device profile"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
     """The parser checks these values itself (an unknown option or verb; a batch size, precision or GPU checked by
-    the library's own checks while parsing): one line, exit 2, before torch is imported."""
+    the library's own checks while parsing; an input file that is not there): one line, exit 2, before torch is
+    imported."""
     seen, err = _run(MAIN, *argv)
     assert seen == {"code": 2, "heavy": []}
     assert err.count("\n") == 1 and err.startswith("utilscope: error: ") and phrase in err, err

@@ -250,8 +250,8 @@ def test_cli_fit_predict_and_bad_input(dataset, tmp_path, capsys):
     assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--batch", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["device"] == "NVIDIA H200" and len(doc["predictions"]) == 60
-    assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--gpu", "a100"]) == 2
-    assert "is for NVIDIA H200, not 'a100'" in capsys.readouterr().err
+    assert main(["nas", "predict", str(dataset["path"]), "--profile", str(profile), "--gpu", "a100_sxm4_80gb"]) == 2
+    assert "is for NVIDIA H200, not 'a100_sxm4_80gb'" in capsys.readouterr().err
     assert main(["nas", "predict", str(dataset["path"]), "--gpu", "a100"]) == 2  # nothing shipped for an A100
     malformed = tmp_path / "malformed.jsonl"
     malformed.write_text('{"space": "mbv3", "resolution": 224, "depths": [2, 2]\n')

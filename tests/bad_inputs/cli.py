@@ -237,7 +237,7 @@ EMPTY = [
     (f"predict {M} --gpu t4 --precision amp --anchor nosuchnet@8=30", "unknown model 'nosuchnet'"),
     (f"predict {M} --gpu t4 --precision amp --anchors ''", "empty path given for the anchors CSV"),
     (f"predict {M} --gpu h200 --precision bf16 --no-channels-last", "no device profile expresses bf16 on NCHW"),
-    (f"predict {M} --gpu h200 --host-profile {M}", "give --backend eager"),
+    (f"predict {M} --gpu h200 --host-profile {{factory}}", "give --backend eager"),
     (f"predict {M} --gpu h200 --backend eager --host-profile nosuch.json", "no such file: nosuch.json"),
     ("calibrate --host --out host.txt", "must be a .json file, got 'host.txt'"),
     (f"advise {M} --device cpu --batch ''", "give at least one batch size"),
@@ -257,7 +257,7 @@ EMPTY = [
     ("nas table --space mbv3 --device cpu --out t.json --batch ''", "batch size"),
     ("nas table --space mbv3 --device cpu --out t.json --precision ''", "unknown precision ''"),
     ("nas search --space mbv3 --min-throughput 1 --strategy '' --simulate {store}", "unknown search strategy ''"),
-    ("nas search --space mbv3 --min-throughput 1 --gpu '' --simulate {store}", "no shipped predictor profile"),
+    ("nas search --space mbv3 --min-throughput 1 --gpu '' --simulate {store}", "unknown GPU ''"),
     ("calibrate --out p.json --precision '' --device cpu", "unknown precision ''"),
     ("calibrate --out p.json --device ''", "bad device ''"),
 ]

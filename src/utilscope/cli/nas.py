@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
-from utilscope.cli.values import BATCH, BATCHES, PRECISION, SEED, whole
-from utilscope.files import check_output_file
+from utilscope.cli.values import BATCH, BATCHES, GPU, PRECISION, SEED, input_file, whole
+from utilscope.files import ARCH_FILE, NAS_PROFILE_FILE, check_output_file
 from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
@@ -66,7 +66,7 @@ def _add_sample_measure(verbs) -> None:
     )
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
-    p.add_argument("archs", help="a JSONL file written by `utilscope nas sample`")
+    p.add_argument("archs", type=input_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N architectures (default: all)")
     add_grid_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_measure)
@@ -129,9 +129,10 @@ def _add_table_fit(verbs) -> None:
 
 def _add_predict_analyze(verbs) -> None:
     p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
-    p.add_argument("archs", help="a JSONL file of architectures, all of one space")
+    p.add_argument("archs", type=input_file(ARCH_FILE), help="a JSONL file of architectures, all of one space")
     p.add_argument(
         "--gpu",
+        type=GPU,
         default=None,
         help="a GPU of the spec table (`utilscope devices`): by the NAS profile shipped for it and the space (h200), "
         "else by `utilscope predict`'s general model, transferred by datasheet (default: none; give --gpu or "
@@ -139,6 +140,7 @@ def _add_predict_analyze(verbs) -> None:
     )
     p.add_argument(
         "--profile",
+        type=input_file(NAS_PROFILE_FILE),
         default=None,
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
@@ -197,6 +199,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--gpu",
+        type=GPU,
         default="h200",
         help="the GPU: one with a shipped NAS profile (h200) is searched with measurements on this machine's GPU; "
         "any other GPU of the spec table is searched on predictions alone, `utilscope predict`'s general model "
@@ -204,6 +207,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--profile",
+        type=input_file(NAS_PROFILE_FILE),
         default=None,
         help="a predictor profile from `utilscope nas fit` (default: the one shipped for --gpu)",
     )

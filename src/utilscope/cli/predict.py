@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, PRECISION, SEED, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, PRECISION, SEED, input_file, whole
 from utilscope.errors import UsageError
-from utilscope.files import check_output_file
+from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
@@ -80,6 +80,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--profile",
+        type=input_file(DEVICE_PROFILE_FILE),
         default=None,
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",
@@ -123,6 +124,7 @@ def _add_condition_options(p) -> None:
     )
     p.add_argument(
         "--host-profile",
+        type=input_file(HOST_FILE),
         default=None,
         metavar="FILE.json",
         help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
@@ -157,6 +159,7 @@ def _add_anchor_options(p) -> None:
     )
     p.add_argument(
         "--anchors",
+        type=input_file(ANCHOR_FILE),
         default=None,
         metavar="FILE.csv",
         help="anchors from a CSV file: columns model,batch,samples_per_s and optionally precision,backend,res,gpu "

@@ -2,8 +2,9 @@
 parsing (``checked``): a bad batch size, precision or GPU is one line before any file is read, model built or heavy
 module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
 ``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
-``--dtype``, ``GPUS`` ``predict``'s ``--gpu`` (``nas``'s is checked against its ``--profile`` first); the library
-checks the same values again when its objects are made.
+``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its ``--profile``
+later), ``input_file`` an input file's path (it exists and can be read); the library checks the same values again
+when its objects are made.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 from collections.abc import Callable
 
 from utilscope.errors import UsageError
+from utilscope.files import check_input_file
 from utilscope.hardware.specs import gpu_names, lookup_gpu
 from utilscope.limits import check_batch, check_batches, check_count, check_seed
 from utilscope.precision import check_counted, parse_precision
@@ -86,6 +88,22 @@ def _gpus(text: str) -> str:
     return text
 
 
+def _gpu(text: str) -> str:
+    lookup_gpu(text)
+    return text
+
+
+def input_file(what: str) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a file to read ``what`` from, checked to exist and be readable while parsing
+    (``files.check_input_file``); the text as given."""
+
+    def check(text: str) -> str:
+        check_input_file(text, what)
+        return text
+
+    return checked(str, check, "file")
+
+
 def _backend(text: str) -> str:
     from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
 
@@ -97,6 +115,7 @@ PRECISION = checked(str, _precision, "precision")  # every --precision of one: a
 BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend's name
 DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
+GPU = checked(str, _gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 
 
 def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
@@ -110,10 +129,12 @@ __all__ = [
     "BATCHES",
     "BACKEND",
     "DTYPE",
+    "GPU",
     "GPUS",
     "PRECISION",
     "SEED",
     "checked",
+    "input_file",
     "parse_batches",
     "parse_list",
     "precisions",

@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.errors import UsageError
-from utilscope.files import check_output_file, read_text, write_atomically
+from utilscope.files import ARCH_FILE, check_output_file, read_text, write_atomically
 from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_count, check_seed
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
 MAX_TRIES_PER_ARCH = 200
 PROGRESS_DRAWS = 10_000  # draws between two progress reports (about a second of drawing)
-ARCH_FILE = "architecture file"
 
 
 def sample_architectures(

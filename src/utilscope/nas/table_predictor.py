@@ -25,6 +25,7 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.errors import UsageError
+from utilscope.files import NAS_PROFILE_FILE as PROFILE_FILE
 from utilscope.files import read_json, write_json
 from utilscope.hardware.specs import gpu_matches
 from utilscope.hardware.utilization import utilization
@@ -37,7 +38,6 @@ from utilscope.precision import Precision
 
 PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
-PROFILE_FILE = "predictor profile from `utilscope nas fit`"
 HOLDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from utilscope.errors import UsageError
-from utilscope.files import read_text
+from utilscope.files import ANCHOR_FILE, read_text
 from utilscope.limits import check_batch, check_positive
 from utilscope.models import zoo
 from utilscope.predict.features import Gpu
@@ -47,7 +47,6 @@ CONSENSUS = 3  # anchors needed before one that the fit to the others predicts b
 EAGER_MIN_BATCH = 64  # eager below this batch may run at the host's pace (Python, launches): without a host model
 CSV_COLUMNS = ("model", "batch", "samples_per_s")
 CSV_OPTIONAL = ("precision", "backend", "res", "gpu")
-ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
 
 
 @dataclass(frozen=True)

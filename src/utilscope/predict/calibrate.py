@@ -23,6 +23,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
+from utilscope.files import DEVICE_PROFILE_FILE as PROFILE_FILE
 from utilscope.files import read_json, write_json
 from utilscope.limits import check_seed
 from utilscope.measure.backends import capture_cuda_graph
@@ -56,7 +57,6 @@ OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0
 SAVE_EVERY = 25
 COLD_CACHE_FACTOR = 2  # the copies' weights cover this many times the L2 cache
 DEFAULT_L2_BYTES = 50 << 20  # when torch does not say
-PROFILE_FILE = "device profile from `utilscope calibrate`"
 # what a resumed profile must match (it keeps the configs it timed from an earlier sample version too: the harness
 # is the profile's format)
 CONFIGURATION = ("device", "precision", "backend", "cudnn", "seed", "memory_format")

@@ -27,10 +27,9 @@ import numpy as np
 
 from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
-from utilscope.files import read_json, write_json
+from utilscope.files import HOST_FILE, read_json, write_json
 
 HOST_FORMAT = "utilscope-host-profile/1"
-HOST_FILE = "host profile from `utilscope calibrate --host`"
 MODULE, FORWARD, OTHER = "module", "forward", "other"
 CALL_KINDS = (MODULE, FORWARD, OTHER, *(kind.value for kind in Kind))
 SPEED_RANGE = (0.2, 5.0)  # a host's speed over the calibration host's: beyond it, not a CPU running PyTorch

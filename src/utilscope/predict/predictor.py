@@ -51,7 +51,7 @@ class Prediction:
     utilization: float
     extrapolated: bool
     gpu_key: str = ""
-    bound: str = ""  # the bound of the most predicted time: sm, tensor (fp32 on the fp32 units), memory, launch (``transfer``) or host
+    bound: str = ""  # of the most predicted time: sm, tensor (fp32: fp32 units), memory, launch (``transfer``), host
     transferred_from: str = ""  # the profile's GPU when the prediction is for another GPU, else ""
     memory_format: str = "channels_last"
     layers: list[dict] = field(default_factory=list)
