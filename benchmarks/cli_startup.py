@@ -24,6 +24,9 @@ COMMANDS = (
     "count --bogus",
     "survey --precision nope",
     "predict timm:resnet50 --gpu nope",
+    "predict timm:resnet50 --gpu h100_sxm --backend eager --host-profile missing.json",
+    "nas predict missing.jsonl --gpu h100_sxm",
+    "nas search --gpu nope",
     "--help",
     "--version",
 )
