@@ -4,9 +4,11 @@ Reads a store of whole networks measured on one GPU of the spec table (``scripts
 ``data/GPU/precisions.sqlite``: the 61 torchvision CNNs at batch 1 and 256, `graph`), predicts every ok row with
 `utilscope predict` on that GPU in the row's condition (the registry picks the profile; on the GPU the profile was
 calibrated on, its own), and prints per condition and batch: rows, MAPE of samples/s, median error, share within
-±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row.
+±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row; ``--families`` adds,
+per condition and batch, each family's rows, MAPE and share within ±10% (``models.sets.display_family``). An eager
+store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU.
 
-    python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv]
+    python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from scipy.stats import spearmanr
 
 from utilscope import api
 from utilscope.hardware.specs import detect
+from utilscope.models.sets import display_family
 
 QUERY = (
     "select model, batch, precision, memory_format, backend, device, samples_per_s from measurements "
@@ -83,6 +86,18 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def family_summary(rows: pd.DataFrame) -> str:
+    """Per condition and batch, one line per family: rows, MAPE, share within ±10% (markdown)."""
+    rows = rows.assign(family=rows["model"].map(display_family), off=rows["error"].abs())
+    table = rows.groupby(CONDITION + ["batch", "family"])["off"].agg(
+        rows="size", mape="mean", within_10=lambda off: (off <= 0.10).mean()
+    )
+    lines = ["| precision | layout | backend | batch | family | rows | MAPE | within ±10% |", "|" + "---|" * 8]
+    for keys, r in table.iterrows():
+        lines.append("| " + " | ".join(map(str, keys)) + f" | {r['rows']:.0f} | {r.mape:.1%} | {r.within_10:.0%} |")
+    return "\n".join(lines)
+
+
 def markdown(table: pd.DataFrame, gpu: str) -> str:
     head = "| GPU | precision | layout | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
     lines = [head, "|" + "---|" * 10]
@@ -98,12 +113,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("store")
     parser.add_argument("--csv", help="write every row here")
+    parser.add_argument("--families", action="store_true", help="add each family's MAPE and share within ±10%%")
     args = parser.parse_args()
     rows, gpu = measured(args.store)
     scored = predicted(rows, gpu)
     if args.csv:
         scored.to_csv(args.csv, index=False, float_format="%.6g")
     print(markdown(summary(scored), gpu))
+    if args.families:
+        print("\n" + family_summary(scored))
     return 0
 
 
