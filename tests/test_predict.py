@@ -646,6 +646,41 @@ def test_fused_execution_leaves_a_group_norm_its_pass_over_the_input(tmp_path):
     assert batch_norm["unfolded_left"] == pytest.approx(4 * 8 * 16 * 16 * 2 / batch_norm["bytes"])
 
 
+@pytest.mark.parametrize(("pieces", "fused"), [(8, True), (9, False)])
+def test_inductor_fuses_a_norm_into_a_concatenation_of_at_most_eight_tensors(tmp_path, pieces, fused):
+    """A batch norm after a cat of 8 tensors fuses into it (inductor's pointwise cat): the norm's read of the cat's
+    output and the cat's write of it are saved. A cat of 9 (a DenseNet layer's) is a copy kernel of its own: both
+    stay, the norm reading what the cat wrote."""
+    path = tmp_path / "cat.py"
+    path.write_text(
+        textwrap.dedent(f"""
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.convs = nn.ModuleList(nn.Conv2d(3, 4, 1, bias=False) for _ in range({pieces}))
+                self.norm = nn.BatchNorm2d(4 * {pieces})
+
+            def forward(self, x):
+                return self.norm(torch.cat([conv(x) for conv in self.convs], 1)).relu()
+
+        def net():
+            return Net()
+    """)
+    )
+    _, recorded = count_traced(f"{path}:net", 2, 8, "fp16")
+    rows = pr.network_rows(recorded, H200)
+    cat = rows[rows["op"] == "aten.cat"].iloc[0]
+    norm = rows[rows["op"].str.contains("batch_norm")].iloc[0]
+    written = 2 * 4 * pieces * 8 * 8 * 2  # the cat's fp16 output
+    assert cat["bytes"] == 2 * written  # it reads its pieces and writes them
+    # the ReLU fuses into the norm either way (the norm's write saved); the norm's read only into a pointwise cat
+    norm_left = 1 - (2 if fused else 1) * written / norm["bytes"]
+    assert cat["fused_left"] == (0.5 if fused else 1.0) and norm["fused_left"] == pytest.approx(norm_left)
+
+
 def test_convs_fed_channels_last_under_an_nchw_profile_take_the_channels_last_profiles_times(
     predictor, tmp_path, monkeypatch
 ):

@@ -273,13 +273,14 @@ def _layer(slot, events: list[OpEvent], saved_bytes: int) -> LayerCount:
     )
 
 
-def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> list[int]:
+def fusion_savings(events: list[OpEvent], output_keys: frozenset[int], fuses_into=None) -> list[int]:
     """Bytes an ideal runtime saves, per event, by fusing each elementwise/norm op into the producer of its main
     input.
 
     The main input is the largest non-weight input (the latest produced among equals). Fusing removes the op's
     read of it (saved by the fused op); the producer's write of it is removed too (saved by the producer) when the
-    fused op is its only consumer and it is not a network output.
+    fused op is its only consumer and it is not a network output. ``fuses_into(event)``: whether a real runtime
+    fuses into that producer at all (default: every producer, the ideal).
     """
     producer = {ref.key: index for index, e in enumerate(events) for ref in e.outputs}
     consumers = Counter(ref.key for e in events for ref in e.inputs)
@@ -294,6 +295,8 @@ def fusion_savings(events: list[OpEvent], output_keys: frozenset[int]) -> list[i
         main = max(activations, key=lambda ref: (ref.bytes, producer.get(ref.key, -1)))
         if main.key not in producer:
             continue  # the network input: nothing to fuse into
+        if fuses_into is not None and not fuses_into(events[producer[main.key]]):
+            continue
         saved[index] += main.bytes
         if consumers[main.key] == 1 and main.key not in output_keys:
             saved[producer[main.key]] += main.bytes

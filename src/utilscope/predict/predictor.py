@@ -35,6 +35,7 @@ ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
 FUSED_BACKENDS = ("inference", "compile")
 FREEZING_BACKENDS = ("inference",)  # inductor's freezing folds batch norms into the convs' weights
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
+INDUCTOR_MAX_POINTWISE_CAT_INPUTS = 8  # torch._inductor.config.max_pointwise_cat_inputs, its default
 
 
 @dataclass
@@ -437,7 +438,8 @@ def network_records(recorded, gpu: Gpu) -> list[dict]:
     before a conv whose NCHW input the GPU converts to channels_last, that copy's row (``layout_copy_row``); after a
     conv with a bias, the bias's add (``bias_add_row``); ``channels_last_input``: 1 on a conv fed a channels_last
     input (``profile_ms``), else 0."""
-    saved = dict(zip(map(id, recorded.events), fusion_savings(recorded.events, recorded.output_keys), strict=True))
+    savings = fusion_savings(recorded.events, recorded.output_keys, inductor_fuses_into)
+    saved = dict(zip(map(id, recorded.events), savings, strict=True))
     rows, gate = [], []
     for event, casts in fold_casts(kept_events(recorded.events)):
         if recorded.layers[event.layer].in_se:
@@ -477,6 +479,15 @@ def network_records(recorded, gpu: Gpu) -> list[dict]:
 STATISTICS_NORMS = ("aten.native_group_norm", "aten.native_layer_norm")
 # batch norms: folded into the conv's weights under freezing (inference), a pointwise kernel without it (compile)
 BATCH_NORMS = ("aten.native_batch_norm", "aten._native_batch_norm_legit_no_training", "aten.cudnn_batch_norm")
+
+
+def inductor_fuses_into(event) -> bool:
+    """Whether inductor fuses a consumer into ``event``: not into a concatenation of more than
+    ``INDUCTOR_MAX_POINTWISE_CAT_INPUTS`` tensors, which it copies into a buffer of its own (a DenseNet layer's cat
+    of every feature map before it), read again by the norm after it."""
+    if event.op != "aten.cat":
+        return True
+    return sum(not ref.is_weight for ref in event.inputs) <= INDUCTOR_MAX_POINTWISE_CAT_INPUTS
 
 
 def fused_left(event, saved_bytes: int, folds_batch_norm: bool = True) -> float:
