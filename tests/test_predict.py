@@ -1042,3 +1042,16 @@ def test_an_onnx_files_network_without_batchnorm_is_said_to_have_had_them_folded
     assert folded_notes([made(f"onnx:kept.onnx#{digest}", "Conv2d", "BatchNorm2d")]) == []  # an exporter that kept them
     assert folded_notes([made("torchvision:resnet50", "Conv2d", "ReLU")]) == []  # not a file
     assert folded_notes([made(f"onnx:mlp.onnx#{digest}", "Linear")]) == []  # no conv: nothing to fold into
+
+
+def test_a_shipped_profiles_held_back_check_holds_back_a_seeded_fifth_and_beats_the_roofline():
+    """``predict.held_back``: the layer models, fitted without a seeded fifth of the profile's single-op configs,
+    predict that fifth; the split is the seed's, and the models are nearer the measured times than the roofline."""
+    from utilscope.predict import held_back, profile_rows
+
+    path = selection.PROFILES_DIR / "h100_fp32_graph.json"
+    ops, _ = profile_rows.load(path)
+    table = held_back.check(path)
+    expected = int((np.random.default_rng(held_back.SEED).random(len(ops)) < held_back.HELD_BACK_SHARE).sum())
+    assert table.loc["every op", "rows"] == expected == table.drop("every op")["rows"].sum()
+    assert (table["mape"] < table["roofline_mape"]).all()

@@ -378,7 +378,20 @@ def cmd_calibrate(args, console: Console) -> int:
     kept = profile_rows.write_beside(Path(out), profile)
     if kept is not None:
         console.print(f"its rows, for a fast first `predict`: {kept}")
+        _print_held_back(out, len(profile.latency_ms), console)
     return 0
+
+
+def _print_held_back(out, configs: int, console: Console) -> None:
+    """The profile's held-back check (``predict.held_back``), when it has enough configs for one."""
+    from utilscope.predict import held_back
+
+    if configs < held_back.MIN_CONFIGS:
+        console.print(f"no held-back check: it needs {held_back.MIN_CONFIGS} configs")
+        return
+    console.print(f"held-back check ({held_back.HELD_BACK_SHARE:.0%} of its single-op configs, fitted on the rest):")
+    for line in held_back.describe(held_back.check(out)):
+        console.print("  " + line)
 
 
 def cmd_calibrate_host(args, console: Console) -> int:
