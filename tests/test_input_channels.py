@@ -4,6 +4,8 @@ records. Single layers are counted, measured and predicted through it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from model_file_helpers import CONV_OUT, SIDE, onnx_graph
@@ -11,6 +13,7 @@ from torch import nn
 
 import utilscope.api as api
 from utilscope.advise.rewrites import check_inputs
+from utilscope.cli import main
 from utilscope.counting import count
 from utilscope.models import zoo
 from utilscope.models.sources import IMAGE_CHANNELS, first_conv_channels, module_channels
@@ -97,6 +100,13 @@ def test_a_torch_export_file_is_fed_its_inputs_channels(tmp_path):
     result = count(str(path))  # the file fixes its input: 1 x 5 x 8 x 8
     # conv 5 -> 4, 3x3, no padding: 6x6 output: 2 * (4*6*6) * (5*3*3)
     assert (result.input_channels, result.total.flops) == (5, 2 * 4 * 6 * 6 * 5 * 9)
+
+
+def test_the_count_says_a_non_rgb_input_in_its_title_and_json(convs, capsys):
+    assert main(["count", f"{convs}:conv", "--res", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["input_channels"] == 64
+    assert main(["count", f"{convs}:conv", "--res", "8"]) == 0
+    assert "8px · 64 channels" in capsys.readouterr().out
 
 
 def test_a_profile_on_the_cpu_feeds_a_single_conv_its_channels(convs):
