@@ -31,8 +31,10 @@ def main(model: str = "torchvision:resnet50", batch: str = "256") -> None:
     resolution = zoo.native_resolution(spec)
     flops = count(spec.id, resolution=resolution, dtype="fp16").total.flops
     peak = hardware.detect(torch.cuda.get_device_name()).peak_tflops("fp16")
-    module = prepare_module(zoo.build_model(spec, resolution), device, Precision.FP16, channels_last=True)
-    x = make_input(int(batch), resolution, device, Precision.FP16, channels_last=True)
+    built = zoo.build_model(spec, resolution)
+    module = prepare_module(built, device, Precision.FP16, channels_last=True)
+    channels = zoo.input_channels(built, spec)
+    x = make_input(int(batch), resolution, device, Precision.FP16, channels_last=True, channels=channels)
     for name, options in VARIANTS.items():
         with math_mode(Precision.FP16), torch._inductor.config.patch(options):
             prepared = BACKENDS["inference"].prepare(module, x)

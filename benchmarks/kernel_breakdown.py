@@ -25,8 +25,10 @@ from utilscope.models import zoo
 def main(model: str = "torchvision:resnet50", batch: str = "256", backend: str = "inference", iters: int = 10) -> None:
     spec, device = zoo.parse_spec(model), torch.device("cuda")
     resolution = zoo.native_resolution(spec)
-    module = prepare_module(zoo.build_model(spec, resolution), device, Precision.FP16, channels_last=True)
-    x = make_input(int(batch), resolution, device, Precision.FP16, channels_last=True)
+    built = zoo.build_model(spec, resolution)
+    module = prepare_module(built, device, Precision.FP16, channels_last=True)
+    channels = zoo.input_channels(built, spec)
+    x = make_input(int(batch), resolution, device, Precision.FP16, channels_last=True, channels=channels)
     with math_mode(Precision.FP16):
         run = get_backend(backend).prepare(module, x).run
         for _ in range(5):

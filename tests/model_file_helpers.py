@@ -24,15 +24,19 @@ def onnx_graph(
     element_type: int = 1,
     external: bool = False,
     opset: int = 17,
+    channels: int | None = None,
 ) -> Path:
-    """An ONNX model: Conv(3 -> 4, 3x3, pad 1) then GlobalAveragePool on input ``x`` of ``dims`` (a str is a named,
+    """An ONNX model: Conv(C -> 4, 3x3, pad 1) then GlobalAveragePool on input ``x`` of ``dims`` (a str is a named,
     free dimension; not 4 of them: an Identity instead), then each op of ``ops`` (one input, one output:
     ``Hardmax``...); ``inputs`` > 1 adds inputs the graph adds to its first; ``element_type``: the input's ONNX data
-    type (7: int64); ``external``: the weights in ``<name>.data`` beside it."""
+    type (7: int64); ``external``: the weights in ``<name>.data`` beside it; C: ``channels``, else the input's
+    (``dims[1]``) where it is a number, else 3."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((CONV_OUT, 3, 3, 3), np.float32), "w")
+    channels = channels or (dims[1] if len(dims) == 4 and isinstance(dims[1], int) else 3)
+    shape = (CONV_OUT, channels, 3, 3)
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal(shape, np.float32), "w")
     bias = numpy_helper.from_array(np.zeros(CONV_OUT, np.float32) + 0.1, "b")
     values = [helper.make_tensor_value_info(f"x{i}" if i else "x", element_type, list(dims)) for i in range(inputs)]
     nodes = [helper.make_node("Add", ["x" if i == 1 else f"s{i - 1}", f"x{i}"], [f"s{i}"]) for i in range(1, inputs)]

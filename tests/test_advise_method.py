@@ -139,7 +139,7 @@ class WrongUnlessBatchTwo(nn.Module):
 
 
 def test_a_rewrite_exact_on_one_input_only_fails_the_check_on_the_others():
-    inputs = check_inputs(8)
+    inputs = check_inputs(8, 3)
     assert [tuple(x.shape) for x in inputs] == [(b, 3, 8, 8) for b, _ in CHECK_INPUTS]
     assert not torch.equal(inputs[0][:1], inputs[1])  # different seeds draw different images
     original = nn.Identity()

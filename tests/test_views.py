@@ -165,7 +165,7 @@ def synthetic_result(device_type: str):
         cuda_graph=gpu,
     )
     env = {"device_type": device_type, "torch": "2.x", "cuda": "13.0", "cudnn": 92400, "driver": "580.1"}
-    return ProfileResult("m", 224, "dev", "graph", "fp32", True, 1_000_000, env, [row])
+    return ProfileResult("m", 224, 3, "dev", "graph", "fp32", True, 1_000_000, env, [row])
 
 
 def test_small_throughputs_keep_their_digits_and_a_gpu_keeps_its_columns():

@@ -43,7 +43,7 @@ from utilscope.errors import UsageError
 from utilscope.measure.settings import MeasureRequest, as_request
 from utilscope.measure.sweep import ProfileResult
 from utilscope.measure.sweep import profile as _profile
-from utilscope.models.sources import DEFAULT_FILE_RESOLUTION, ModelSource, register_source
+from utilscope.models.sources import DEFAULT_FILE_RESOLUTION, ModelSource, own_model_channels, register_source
 
 if TYPE_CHECKING:
     from utilscope.advise.advisor import Advice, AdviseRequest, Trial
@@ -84,6 +84,7 @@ def module_spec(model: nn.Module) -> str:
                 lambda name: DEFAULT_FILE_RESOLUTION,
                 _MODULES.__contains__,
                 match=lambda text: text if text in _MODULES else None,
+                input_channels=own_model_channels,
             )
         )
     name = f"{type(model).__name__}-{len(_MODULES) + 1}"

@@ -12,6 +12,7 @@ from utilscope.measure.precision import Precision, math_mode
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import make_input, prepare_module, prepare_sweep, run_sweep
 from utilscope.models import zoo
+from utilscope.models.sources import IMAGE_CHANNELS
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -35,7 +36,7 @@ def resnet18_fp16():
     with torch.no_grad():
         model = _randomize_batchnorm(zoo.build_model(spec, 224))
     module = prepare_module(model, torch.device("cuda"), Precision.FP16, channels_last=True)
-    x = make_input(8, 224, torch.device("cuda"), Precision.FP16, channels_last=True)
+    x = make_input(8, 224, torch.device("cuda"), Precision.FP16, channels_last=True, channels=IMAGE_CHANNELS)
     with math_mode(Precision.FP16):
         reference = BACKENDS["eager"].prepare(module, x).run().float().clone()
     return module, x, reference
@@ -105,7 +106,7 @@ def test_inference_backend_folds_timm_batchnormact_on_the_gpu():
 
     model = zoo.build_model(zoo.parse_spec("timm:tf_mobilenetv3_small_minimal_100"), 224)
     module = prepare_module(model, torch.device("cuda"), Precision.FP16, channels_last=True)
-    x = make_input(4, 224, torch.device("cuda"), Precision.FP16, channels_last=True)
+    x = make_input(4, 224, torch.device("cuda"), Precision.FP16, channels_last=True, channels=IMAGE_CHANNELS)
     with math_mode(Precision.FP16):
         folded, notes = fold_batchnorm(module, x)
     assert notes == () and folding.count_batchnorm(module) > 0 and folding.count_batchnorm(folded) == 0
@@ -120,7 +121,7 @@ def test_amp_runs_fp32_weights_under_autocast_like_timm(backend):
     utilization against the fp16 tensor peak; the output matches an fp32 run to fp16 rounding."""
     spec = zoo.parse_spec("torchvision:resnet18")
     module = prepare_module(_randomize_batchnorm(zoo.build_model(spec, 64)), torch.device("cuda"), Precision.AMP, False)
-    x = make_input(4, 64, torch.device("cuda"), Precision.AMP, channels_last=False)
+    x = make_input(4, 64, torch.device("cuda"), Precision.AMP, channels_last=False, channels=IMAGE_CHANNELS)
     assert next(module.parameters()).dtype == torch.float32 and x.dtype == torch.float32
     with math_mode(Precision.FP32):
         reference = module(x).clone()

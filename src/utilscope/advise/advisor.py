@@ -421,7 +421,9 @@ def advise(request: AdviseRequest, on_trial: Callable[[Trial], None] | None = No
     base = seeded_model(request.measure.model, sweep.resolution, request.seed)
     notes: list[str] = []
     batches, sizes, fixed = batch_plan(request, sweep, notes)
-    setup = TrialSetup(request.repeats, check_inputs(sweep.resolution, fixed), on_trial or (lambda trial: None))
+    setup = TrialSetup(
+        request.repeats, check_inputs(sweep.resolution, sweep.channels, fixed), on_trial or (lambda trial: None)
+    )
     backends = request.backends or (("graph", "inference") if gpu else (sweep.backend.name,))
     precisions = request.precisions or (("fp16", "bf16") if gpu else (sweep.precision.value,))
     multiple = request.multiple or max(channel_multiple(p, device_architecture(sweep.device)) for p in precisions)

@@ -79,11 +79,14 @@ def layer_groups(layer: LayerCount, channels_in: int, channels_out: int, modules
     return channels_in if layer.op_class == "depthwise_conv" else 1
 
 
-def check_inputs(resolution: int, fixed_batch: int | None = None) -> tuple[torch.Tensor, ...]:
-    """The inputs of ``CHECK_INPUTS`` at ``resolution``: random normal, fp32, on the CPU, NCHW; all of batch
-    ``fixed_batch`` when the model runs at no other (a model file whose batch is fixed)."""
+def check_inputs(resolution: int, channels: int, fixed_batch: int | None = None) -> tuple[torch.Tensor, ...]:
+    """The inputs of ``CHECK_INPUTS`` at ``resolution`` with ``channels`` (the model's ``zoo.input_channels``):
+    random normal, fp32, on the CPU, NCHW; all of batch ``fixed_batch`` when the model runs at no other (a model file
+    whose batch is fixed)."""
     return tuple(
-        torch.randn((fixed_batch or batch, 3, resolution, resolution), generator=torch.Generator().manual_seed(seed))
+        torch.randn(
+            (fixed_batch or batch, channels, resolution, resolution), generator=torch.Generator().manual_seed(seed)
+        )
         for batch, seed in CHECK_INPUTS
     )
 

@@ -101,7 +101,7 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
     sweep = prepare_sweep(request.replace(plan=request.plan or END_TO_END_PLAN))
     dev, prec = sweep.device, sweep.precision
     roofs, ceiling_roofs = make_roofs(dev, prec, sweep.peaks, sweep.ceilings)
-    x = make_input(batch, sweep.resolution, dev, prec, request.channels_last)
+    x = make_input(batch, sweep.resolution, dev, prec, request.channels_last, channels=sweep.channels)
     run = profile_layers(sweep, x, iters)
     fit = reconcile(run.summed_ms, run.busy_ms, run.end_to_end_ms, dev.type)
     layers, points = scaled_layers(run.layers, fit.scale), scaled_points(run.points, fit.scale)
@@ -129,6 +129,7 @@ def attribute(request: MeasureRequest | str, batch: int = 1, iters: int = 3, **o
         profiled_ms=run.summed_ms,
         time_scale=fit.scale,
         idle_measurable=fit.idle_measurable,
+        input_channels=sweep.channels,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from utilscope.counting.counter import LayerCount
 from utilscope.hardware.utilization import achieved_tflops, utilization
+from utilscope.models.sources import IMAGE_CHANNELS
 
 
 def _counted(name: str) -> property:
@@ -135,6 +136,8 @@ class Attribution:
     profiled_ms: float | None = None  # device time per inference as profiled, before reconciling (None: not recorded)
     time_scale: float = 1.0  # factor every per-layer/region time was scaled by to fit the end-to-end time (reconcile)
     idle_measurable: bool = True  # False when the profiled device time exceeded the end-to-end time
+    input_channels: int = IMAGE_CHANNELS  # the input is batch x this x resolution x resolution (a saved record from
+    # before the field: RGB images, the only input fed then)
 
     @property
     def idle_share(self) -> float | None:

@@ -163,7 +163,7 @@ def eager_attribution(module, x: torch.Tensor, name: str, dtype: str, iters: int
             recorded = trace(module, x, RangeTracer)
             _synchronize(device)
     params = sum(p.numel() for p in module.parameters())
-    counts = aggregate(recorded, name, x.shape[0], x.shape[-1], dtype, params, device.type)
+    counts = aggregate(recorded, name, tuple(x.shape), dtype, params, device.type)
     times = device_times(prof.events(), device, iters)
     layers = [
         layer_time(layer, times.per_layer_us.get(index, 0.0), times.kernels.get(index, Counter()), iters)

@@ -15,6 +15,7 @@ from utilscope.cli.values import BACKEND, BATCHES, GPUS, PRECISION, SEED, input_
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
+from utilscope.present import input_phrases
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
 
@@ -300,9 +301,10 @@ def prediction_table(predictions: list, profile_path: str, backend: str, many: b
     subject = f"{len({p.model for p in predictions})} models" if many else predictions[0].model
     first = predictions[0]
     how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
+    image = [] if many else input_phrases(first.resolution, first.input_channels)
+    condition = [*image, first.precision, f"{backend} backend", first.memory_format]
     table = Table(
-        title=f"{subject} on {first.gpu} ({first.precision}, {backend} backend, {first.memory_format}), "
-        f"predicted {how}from {shown_profile(profile_path)}"
+        title=f"{subject} on {first.gpu} ({', '.join(condition)}), predicted {how}from {shown_profile(profile_path)}"
     )
     host = any(p.host for p in predictions)  # eager with a host profile: the host's work per forward beside
     columns = ("model",) * many + ("batch", "latency ms") + ("host ms",) * host

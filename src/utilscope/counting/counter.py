@@ -77,6 +77,7 @@ class CountResult:
     model: str
     batch: int
     resolution: int
+    input_channels: int  # the input is batch x input_channels x resolution x resolution (``zoo.input_channels``)
     dtype: str
     total: Totals
     layers: list[LayerCount]
@@ -90,6 +91,7 @@ class CountResult:
             "model": self.model,
             "batch": self.batch,
             "resolution": self.resolution,
+            "input_channels": self.input_channels,
             "dtype": self.dtype,
             "total": {**asdict(self.total), "intensity": self.total.intensity},
             "layers": [layer.to_dict() for layer in self.shown_layers],
@@ -157,7 +159,7 @@ def count_traced(
         tracer_class, torch_dtype = autocast_tracer(torch_dtype), torch.float32
     if isinstance(model, nn.Module):
         resolution = zoo.check_resolution(DEFAULT_FILE_RESOLUTION if resolution is None else resolution, minimum=1)
-        name, module = type(model).__name__, meta_copy(model)
+        name, module, spec = type(model).__name__, meta_copy(model), None
         rebuild = lambda: _cpu_copy(model)  # noqa: E731  (the caller's module is never changed)
     else:
         spec = zoo.parse_spec(model)
@@ -166,11 +168,10 @@ def count_traced(
         name = spec.id
         module, _ = zoo.build_on_meta(spec, resolution)
         rebuild = lambda: zoo.build_uninitialized(spec, resolution)  # noqa: E731
-    recorded, traced_on = _trace_anywhere(
-        module, rebuild, batch, resolution, torch_dtype, name, channels_last, tracer_class
-    )
+    shape = (batch, zoo.input_channels(module, spec), resolution, resolution)
+    recorded, traced_on = _trace_anywhere(module, rebuild, shape, torch_dtype, name, channels_last, tracer_class)
     params = sum(p.numel() for p in module.parameters())
-    return aggregate(recorded, name, batch, resolution, dtype, params, traced_on), recorded
+    return aggregate(recorded, name, shape, dtype, params, traced_on), recorded
 
 
 def meta_copy(model: nn.Module) -> nn.Module:
@@ -201,13 +202,10 @@ def trace_on_meta(
     return trace(module.to(dtype=dtype, memory_format=layout).eval(), example, tracer_class)
 
 
-def _trace_anywhere(
-    module, rebuild, batch, resolution, dtype, name, channels_last=False, tracer_class=Tracer
-) -> tuple[Trace, str]:
-    """Trace on the meta device; models that need real data (or fail on meta) are rebuilt and traced on the CPU.
-    torch's own warnings while it runs them (a fused kernel it cannot dispatch to on the CPU under autocast's mixed
-    dtypes) say nothing of the count, and are not shown."""
-    shape = (batch, 3, resolution, resolution)
+def _trace_anywhere(module, rebuild, shape, dtype, name, channels_last=False, tracer_class=Tracer) -> tuple[Trace, str]:
+    """Trace on the meta device, fed an input of ``shape`` (batch, channels, side, side); models that need real data
+    (or fail on meta) are rebuilt and traced on the CPU. torch's own warnings while it runs them (a fused kernel it
+    cannot dispatch to on the CPU under autocast's mixed dtypes) say nothing of the count, and are not shown."""
     layout = torch.channels_last if channels_last else torch.contiguous_format
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning, module="torch")
@@ -219,11 +217,12 @@ def _trace_anywhere(
             module = module.to(device="cpu", dtype=dtype, memory_format=layout).eval()
             return trace(module, torch.randn(shape).to(dtype).contiguous(memory_format=layout), tracer_class), "cpu"
         except Exception as exc:
-            raise ModelError(f"running {name} at {resolution}x{resolution} failed: {describe(exc)}") from exc
+            raise ModelError(f"running {name} on a {'x'.join(map(str, shape))} input failed: {describe(exc)}") from exc
 
 
-def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: str, params: int, traced_on: str):
-    """Fold op events into per-layer counts and network totals."""
+def aggregate(recorded: Trace, model: str, shape: tuple[int, ...], dtype: str, params: int, traced_on: str):
+    """Fold op events into per-layer counts and network totals; ``shape``: the input's (batch, channels, side,
+    side)."""
     per_layer: list[list[OpEvent]] = [[] for _ in recorded.layers]
     for event in recorded.events:
         per_layer[event.layer].append(event)
@@ -247,7 +246,8 @@ def aggregate(recorded: Trace, model: str, batch: int, resolution: int, dtype: s
         activation_bytes=unfused - weight_bytes,
         params=params,
     )
-    return CountResult(model, batch, resolution, dtype, totals, layers, dict(unsupported), traced_on)
+    batch, channels, resolution = shape[:3]
+    return CountResult(model, batch, resolution, channels, dtype, totals, layers, dict(unsupported), traced_on)
 
 
 def _layer(slot, events: list[OpEvent], saved_bytes: int) -> LayerCount:

@@ -79,6 +79,7 @@ class ProfileRow:
 class ProfileResult:
     model: str
     resolution: int
+    input_channels: int  # the input is batch x input_channels x resolution x resolution
     device: str
     backend: str
     precision: str
@@ -137,10 +138,14 @@ def prepare_module(model: nn.Module, device: torch.device, precision: Precision,
     return model.to(memory_format=torch.channels_last) if channels_last else model
 
 
-def make_input(batch: int, resolution: int, device, precision: Precision, channels_last: bool) -> torch.Tensor:
-    """Random normal input (never zeros), seeded, drawn on the device, in the model's dtype and memory format."""
+def make_input(
+    batch: int, resolution: int, device, precision: Precision, channels_last: bool, *, channels: int
+) -> torch.Tensor:
+    """Random normal input (never zeros) of ``batch`` x ``channels`` x ``resolution`` x ``resolution`` (the model's
+    ``zoo.input_channels``, as its count has them), seeded, drawn on the device, in the model's dtype and memory
+    format."""
     generator = torch.Generator(device=device).manual_seed(INPUT_SEED)
-    shape = (batch, 3, resolution, resolution)
+    shape = (batch, channels, resolution, resolution)
     x = torch.randn(shape, generator=generator, device=device).to(dtype=precision.dtype)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
@@ -194,10 +199,17 @@ class Sweep:
     ceilings: Ceilings | None  # None when skipped
     notes: list[str] = field(default_factory=list)  # device-level notes (an unknown GPU), given to every row
 
+    @property
+    def channels(self) -> int:
+        """The input's channels: the count's (``zoo.input_channels``)."""
+        return self.work.input_channels
+
 
 def measure_batch(sweep: Sweep, batch: int) -> ProfileRow:
     """Prepare the backend for this batch size, time it, sample NVML during the timed samples. Raises."""
-    x = make_input(batch, sweep.resolution, sweep.device, sweep.precision, sweep.request.channels_last)
+    x = make_input(
+        batch, sweep.resolution, sweep.device, sweep.precision, sweep.request.channels_last, channels=sweep.channels
+    )
     with math_mode(sweep.precision), sweep.request.cudnn.applied(sweep.module, x):
         prepared = sweep.backend.prepare(sweep.module, x)
         sampler = NvmlSampler(sweep.device)
@@ -400,6 +412,7 @@ def profile(request: MeasureRequest | str, batches=None, clock: Clock | None = N
     return ProfileResult(
         sweep.model_id,
         sweep.resolution,
+        sweep.channels,
         device_label(env),
         sweep.backend.name,
         sweep.precision.value,

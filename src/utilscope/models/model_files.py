@@ -18,10 +18,11 @@ of its bytes (with an ONNX file's external data files, in the order it names the
 ``onnx:/abs/path/model.onnx#<digest>``. The same file named by another path is the same model; an edited file is
 another one, and an id whose digest the file no longer has is refused (as for factory files).
 
-The input's shape is the file's: its resolution (an image side) when the file fixes it, else ``--res`` is needed; a
-fixed batch (or side) is the only one the model runs at, checked before any work (``check_input``) and by a
-forward pre-hook on the module (a survey's row at another batch is an error row, not a crash). TorchScript and
-pickled modules record no input shape.
+The input's shape is the file's: its channels and its resolution (an image side) when the file fixes them, else
+the channels of its first 2-D convolution (``sources.module_channels``) and ``--res``; a fixed batch (or side) is
+the only one the model runs at, checked before any work (``check_input``) and by a forward pre-hook on the module (a
+survey's row at another batch is an error row, not a crash). TorchScript and pickled modules record no input shape:
+their channels are their first convolution's, as a factory file's model's.
 """
 
 from __future__ import annotations
@@ -50,11 +51,10 @@ from torch import nn
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import check_input_file, is_folder, read_bytes
 from utilscope.models import onnx_import
-from utilscope.models.sources import FILE_DIGEST_CHARS, ModelSource, register_source
+from utilscope.models.sources import FILE_DIGEST_CHARS, ModelSource, module_channels, register_source
 
 MODEL_FILE = "model file"
 TRUST_PICKLE_ENV = "UTILSCOPE_TRUST_PICKLE"  # "1": open torch.save pickles, which run code the file names
-IMAGE_CHANNELS = 3  # the inputs utilscope feeds are RGB images, batch x 3 x side x side
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_MAGIC = b"\x80"  # a pickle's PROTO opcode: torch.save's legacy (non-zip) format, or plain pickle
 # torch.export.load's logger: when a pickle needs weights_only=False it logs a warning whose format string has one
@@ -414,12 +414,8 @@ def _load_pickle(data: bytes, path: str) -> nn.Module:
 
 
 def _check_image(path: str, shape: InputShape) -> None:
-    """An input utilscope can feed: 3 channels where fixed, a square image where both sides are fixed."""
-    _, channels, height, width = shape.dims
-    if channels is not None and channels != IMAGE_CHANNELS:
-        raise UsageError(
-            f"{path} takes {channels}-channel input '{shape.name}': utilscope feeds {IMAGE_CHANNELS}-channel images"
-        )
+    """An input utilscope can feed: a square image where both sides are fixed (any channels: the file's are fed)."""
+    _, _, height, width = shape.dims
     if height is not None and width is not None and height != width:
         raise UsageError(f"{path} takes {height}x{width} images: utilscope runs square images (side x side)")
 
@@ -481,6 +477,14 @@ def native_side(name: str) -> int:
             "(--res R)"
         )
     return side
+
+
+def input_channels(name: str, module: nn.Module) -> int:
+    """The channels of the file's input where it records them (ONNX, torch.export), else those of the model's first
+    convolution (``sources.module_channels``: TorchScript and pickled modules, a free channel size)."""
+    found = opened(name)
+    channels = found.input.dims[1] if found.input is not None else None
+    return module_channels(module) if channels is None else channels
 
 
 def _dims_text(shape: InputShape) -> str:
@@ -579,6 +583,7 @@ SOURCES = {
             expand=expand,
             check_input=check_input,
             fixed_batch=fixed_batch,
+            input_channels=input_channels,
         )
     )
     for found in Format

@@ -13,6 +13,12 @@ imported on the first lookup (after the package's own) and register themselves. 
 Weights are always random (torchvision ``weights=None``, timm ``pretrained=False``): nothing is downloaded.
 Native resolutions: the crop size of torchvision's default weights, timm's pretrained config ``input_size``, or
 for a factory file its ``RESOLUTION`` constant (``DEFAULT_FILE_RESOLUTION`` if absent).
+
+Input channels (the input is batch x channels x side x side; ``input_channels`` is the one rule): a zoo's model
+(torchvision, timm, a NAS architecture) takes RGB images, ``IMAGE_CHANNELS``; a model of the user's own (a factory
+file's, a TorchScript or pickled module's, an ``nn.Module`` given to the Python API) takes as many channels as its
+first 2-D convolution in registration order expects (``first_conv_channels``), else ``IMAGE_CHANNELS``; a model file
+that records its input's channels (ONNX, torch.export) takes those.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "utilscope.model_sources"
 DEFAULT_FILE_RESOLUTION = 224  # of a factory file without a RESOLUTION constant, and of a module counted as is
+IMAGE_CHANNELS = 3  # a zoo model's input: RGB images, batch x 3 x side x side
+CONV_2D = ("Conv2d", "ConvTranspose2d")  # the convolutions whose input channels a module's input takes (it is 4-D)
 
 
 def _no_names() -> tuple[str, ...]:
@@ -65,6 +73,52 @@ def _any_input(name: str, batch: int | None, side: int | None) -> None:
 
 def _no_fixed_batch(name: str) -> int | None:
     return None
+
+
+def _image_channels(name: str, module: nn.Module) -> int:
+    return IMAGE_CHANNELS
+
+
+def first_conv_channels(module: nn.Module) -> int | None:
+    """The input channels of ``module``'s first 2-D convolution (an ``nn.Conv2d`` or ``nn.ConvTranspose2d``, a
+    subclass, a TorchScript module of one) in registration order (``module.modules()``), None when it has none. A
+    traced TorchScript conv keeps no ``in_channels``: its weight's (a transposed conv's rows; a conv's columns times
+    its ``groups``, 1 when not kept). A lazy conv not yet run (0 channels) is passed over."""
+    for layer in module.modules():
+        kind = _conv_2d_kind(layer)
+        if kind is None:
+            continue
+        channels = getattr(layer, "in_channels", None)
+        weight = getattr(layer, "weight", None)
+        if channels is None and weight is not None and weight.dim() == 4:
+            channels = weight.shape[0] if kind == "ConvTranspose2d" else weight.shape[1] * getattr(layer, "groups", 1)
+        if isinstance(channels, int) and channels > 0:
+            return channels
+    return None
+
+
+def _conv_2d_kind(layer: nn.Module) -> str | None:
+    """``"Conv2d"`` or ``"ConvTranspose2d"`` for a 2-D convolution (a TorchScript module's by its original class),
+    None for any other module."""
+    from torch import nn
+
+    if isinstance(layer, nn.ConvTranspose2d):
+        return "ConvTranspose2d"
+    if isinstance(layer, nn.Conv2d):
+        return "Conv2d"
+    original = getattr(layer, "original_name", None)
+    return original if original in CONV_2D else None
+
+
+def module_channels(module: nn.Module) -> int:
+    """The input channels of a model of the user's own: its first 2-D convolution's, else ``IMAGE_CHANNELS``."""
+    channels = first_conv_channels(module)
+    return IMAGE_CHANNELS if channels is None else channels
+
+
+def own_model_channels(name: str, module: nn.Module) -> int:
+    """The ``input_channels`` of a source of the user's own models (factory files, modules given to the API)."""
+    return module_channels(module)
 
 
 @dataclass(frozen=True)
@@ -97,6 +151,9 @@ class ModelSource:
     # UsageError saying what it takes (a model file whose input shape is fixed).
     check_input: Callable[[str, int | None, int | None], None] = _any_input
     fixed_batch: Callable[[str], int | None] = _no_fixed_batch  # the only batch the model runs at (None: any)
+    # (name, the model built) -> the channels of the input it takes: RGB images unless it is the user's own model
+    # (``module_channels``) or its file says
+    input_channels: Callable[[str, nn.Module], int] = _image_channels
 
 
 SOURCES: Registry[ModelSource] = Registry("model source")
@@ -335,5 +392,6 @@ FILE = register_source(
         match=_file_match,
         hint="a .py file",
         check=_file_check,
+        input_channels=own_model_channels,
     )
 )

@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import is_folder
 from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
-from utilscope.models.sources import ModelSource, model_sources
+from utilscope.models.sources import ModelSource, model_sources, module_channels
 
 MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
 # kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
@@ -221,6 +221,16 @@ def fixed_batch(spec: ModelSpec) -> int | None:
 def native_resolution(spec: ModelSpec) -> int:
     """The input resolution the model was designed for."""
     return model_sources().get(spec.source).native_resolution(spec.name)
+
+
+def input_channels(module: nn.Module, spec: ModelSpec | None = None) -> int:
+    """The channels of the input utilscope feeds ``module`` (batch x channels x side x side), the model of ``spec``
+    as built (None: a module of the user's, given as is), by the one rule of ``models.sources``: a zoo's model takes
+    RGB images (3 channels), a user's model its first 2-D convolution's input channels (else 3), a model file those
+    its input records."""
+    if spec is None:
+        return module_channels(module)
+    return model_sources().get(spec.source).input_channels(spec.name, module)
 
 
 def check_resolution(resolution: int, minimum: int = MIN_RESOLUTION) -> int:

@@ -23,6 +23,7 @@ from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
 from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
+from utilscope.models.sources import IMAGE_CHANNELS
 from utilscope.predict import network_scales
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.host import FORWARD, EagerTiming, HostProfile, eager_timing, host_timeline, last_kernel_end_ms
@@ -63,6 +64,7 @@ class Prediction:
     validation: str | None = None  # the transfer's error on this GPU's published tables (``profiles.validation_of``)
     host: str = ""  # eager: the host assumed (``HostProfile.describe``); "" where no host is modelled
     host_ms: float = 0.0  # eager: the host's work of one forward
+    input_channels: int = IMAGE_CHANNELS  # the input is batch x this x resolution x resolution (``zoo.input_channels``)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -258,6 +260,7 @@ class Predictor:
             target.clock_note,
             host=self.host.describe() if eager is not None else "",
             host_ms=eager.host_ms if eager is not None else 0.0,
+            input_channels=counted.input_channels,
         )
 
     def eager_timing(self, recorded, rows: pd.DataFrame, ms: np.ndarray) -> EagerTiming | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from utilscope.errors import UsageError
+from utilscope.models.sources import IMAGE_CHANNELS
 
 
 def check_top(top: int | None) -> int | None:
@@ -11,3 +12,9 @@ def check_top(top: int | None) -> int | None:
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise UsageError(f"--top must be at least 1, got {top!r}")
     return top
+
+
+def input_phrases(resolution: int, channels: int) -> list[str]:
+    """How a title says a model's input: its side in pixels, and its channels unless it is an RGB image
+    (``["224px"]``, ``["56px", "64 channels"]``)."""
+    return [f"{resolution}px"] + ([f"{channels} channels"] if channels != IMAGE_CHANNELS else [])

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.counting import CountResult
-from utilscope.present import check_top
+from utilscope.present import check_top, input_phrases
 from utilscope.units import percent, plural, shape_text, si
 
 SHOWN_LAYERS = 15  # the compact view's layers, the most FLOPs first
@@ -25,7 +25,8 @@ def layer_table(result: CountResult, top: int | None = None, compact: bool = Fal
     layers = working
     if check_top(top) is not None:
         layers = sorted(working, key=lambda item: (item[1].flops, item[1].bytes), reverse=True)[:top]
-    title = f"{result.model} · batch {result.batch} · {result.resolution}px · {result.dtype}"
+    image = input_phrases(result.resolution, result.input_channels)
+    title = " · ".join([result.model, f"batch {result.batch}", *image, result.dtype])
     idle = len(result.shown_layers) - len(working)
     omitted = [f"zero-cost op layers ({', '.join(f'{k} ×{n}' for k, n in sorted(result.omitted_layers.items()))})"]
     omitted = omitted if result.omitted_layers else []

@@ -10,6 +10,7 @@ from utilscope.attribute.diagnose import pct
 from utilscope.attribute.explain import Explanation
 from utilscope.attribute.hints import Hint
 from utilscope.measure.backends import BACKENDS
+from utilscope.present import input_phrases
 from utilscope.units import percent, si, significant
 
 
@@ -41,8 +42,10 @@ def header_text(explanation: Explanation) -> str:
         else ""
     )
     lines = [
-        f"[bold]{escape(a.model)}[/] · batch {a.batch} · {a.resolution}px · {a.precision} · {backend_text(a)} · "
-        f"{escape(a.device_name)}",
+        " · ".join(
+            [f"[bold]{escape(a.model)}[/]", f"batch {a.batch}", *input_phrases(a.resolution, a.input_channels)]
+            + [a.precision, backend_text(a), escape(a.device_name)]
+        ),
         f"end-to-end {a.end_to_end_ms:.3f} ms ({significant(a.batch / a.end_to_end_ms * 1e3)} samples/s){peak}",
         f"{'op' if a.device_type == 'cpu' else 'device'} time {a.kernel_time_ms:.3f} ms, {percent(attributed)} "
         f"attributed to {'fused regions' if a.layers and a.layers[0].time_ms is None else 'layers'}; {idle_text(a)}",

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from utilscope.hardware import Ceilings
 from utilscope.measure.sweep import ProfileResult, ProfileRow
+from utilscope.present import input_phrases
 from utilscope.units import percent, si, significant
 
 TITLE_SEPARATOR = " · "
@@ -74,7 +75,7 @@ def title_phrases(result: ProfileResult) -> list[str]:
     layout = "channels_last" if result.channels_last else "contiguous"
     return [
         result.model,
-        f"{result.resolution}px",
+        *input_phrases(result.resolution, result.input_channels),
         result.device,
         backend,
         result.precision,
