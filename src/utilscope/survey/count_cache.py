@@ -3,7 +3,9 @@ value size is a pure function of them and of the code and model zoos that count 
 cache (kind ``counts``, a ``cache.ValueCache``), one file per utilscope, torch, torchvision and timm version and per
 digest of the counting code (``COUNTING_CODE``: the counting engine, the model sources and this module, not the
 table formats' parsers), and an ``ingest`` into a new store counts only what no earlier one counted. The
-reparameterized models ``infer_reparam`` counts are cached the same way (their FLOPs only).
+reparameterized models ``infer_reparam`` counts are cached the same way (their FLOPs only). The cache's seed
+(``COUNTS_SEED``, ``scripts/seed_caches.py``) holds both of every shipped table, computed under the version it names:
+while the code and versions are that one, an ``ingest`` of the shipped tables counts nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+from pathlib import Path
 
 from utilscope.cache import ValueCache, source_digest
 from utilscope.precision import Precision
@@ -34,8 +37,12 @@ def versions() -> str:
     return "|".join([__version__, torch.__version__, *zoo, source_digest(*COUNTING_CODE)])
 
 
+COUNTS_SEED = Path(__file__).with_name("counts_seed.json.xz")  # every shipped table's counts (scripts/seed_caches.py)
+
+
 def counts_cache() -> ValueCache:
-    return ValueCache("counts", versions())
+    """The cache of counts (kind ``counts``), seeded with those of every shipped published table (``COUNTS_SEED``)."""
+    return ValueCache("counts", versions(), COUNTS_SEED)
 
 
 key_of = ValueCache.key
