@@ -1,5 +1,5 @@
 """Write the cache seeds utilscope ships (``utilscope.cache.write_seed``): kind ``counts``, what ``utilscope ingest``
-counts of every published table of data/public/timm-benchmark (``survey/counts_seed.json.xz``), and kind
+counts of every shipped published table, timm's and NVIDIA's (``survey/counts_seed.json.xz``), and kind
 ``networks``, what ``utilscope report`` counts of the shipped atlas's models to predict them
 (``predict/networks_seed.json.xz``). Each is computed by the same code as ingest and report, in an empty cache of a
 temporary folder, then kept with the version (the versions and code digest) it was computed under: a seed is read
@@ -20,7 +20,10 @@ from pathlib import Path
 
 from utilscope.cache import CACHE_ENV
 
-TABLES = "data/public/timm-benchmark/benchmark-infer-*.csv"
+TABLES = {  # every shipped published table, by its format
+    "timm-benchmark": "data/public/timm-benchmark/benchmark-infer-*.csv",
+    "deeplearningexamples": "data/public/deeplearningexamples/*.csv",
+}
 ATLAS = "data/public/atlas.sqlite"
 
 
@@ -31,7 +34,8 @@ def seed_counts(jobs: int) -> Path:
     from utilscope.survey.published import ingest_and_count
 
     store = Path(tempfile.mkdtemp(prefix="seed-counts-")) / "tables.sqlite"
-    ingest_and_count(sorted(glob.glob(TABLES)), store, jobs=jobs)
+    for format_name, tables in TABLES.items():
+        ingest_and_count(sorted(glob.glob(tables)), store, jobs=jobs, format_name=format_name)
     cache = count_cache.counts_cache()
     values = {**seed_values(count_cache.COUNTS_SEED, cache.version), **cache.items()}
     return write_seed(count_cache.COUNTS_SEED, cache.version, values)
