@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.cache import ValueCache, source_digest
+from utilscope.counting.counter import count_version
 from utilscope.errors import UtilscopeError
 from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.models import zoo
@@ -83,17 +84,16 @@ class CountedNetwork:
 
 CACHED_SOURCES = ("timm", "torchvision")  # their networks are functions of their names; a file's or module's are not
 NETWORKS_SEED = Path(__file__).with_name("networks_seed.json.xz")  # the atlas's networks (``scripts/seed_caches.py``)
-# what a counted network depends on besides the versions and counting code (``count_cache.versions``): the predictor's
-# code (its rows, features and host calls), the GPU table (the rows' rooflines) and the precisions' dtypes
+# what a counted network depends on besides the versions and counting code (``counter.count_version``): the
+# predictor's code (its rows, features and host calls), the GPU table (the rows' rooflines) and the precisions' dtypes
 NETWORK_CODE = ("hardware", "precision.py", "measure/precision.py")
 
 
 def networks_cache() -> ValueCache:
     """The cache of counted networks (kind ``networks``), seeded with the atlas's (``NETWORKS_SEED``)."""
-    from utilscope.survey.count_cache import versions
-
     predictor_code = sorted(f"predict/{path.name}" for path in Path(__file__).parent.glob("*.py"))
-    return ValueCache("networks", f"{versions()}|{source_digest(*predictor_code, *NETWORK_CODE)}", NETWORKS_SEED)
+    version = f"{count_version()}|{source_digest(*predictor_code, *NETWORK_CODE)}"
+    return ValueCache("networks", version, NETWORKS_SEED)
 
 
 def network_key(predictor: Predictor, model, batch: int, resolution: int | None, precision, channels_last: bool):
