@@ -20,7 +20,7 @@ from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.hardware import get_spec
 from utilscope.precision import Precision
-from utilscope.predict import batched, fit_cache, layers, profiles, selection
+from utilscope.predict import batched, fit_cache, layers, profiles, run, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
@@ -208,6 +208,22 @@ def test_a_zoo_models_counted_network_is_cached_to_the_bit_and_a_files_is_not(
     assert known.rows.equals(network.rows) and known.rows.dtypes.equals(network.rows.dtypes)
     assert replace(known, rows=None) == replace(network, rows=None)
     assert batched.network_key(predictor, net_file, 2, 32, None, True) is None  # a file may change under its name
+
+
+def test_predict_table_is_predict_networks_as_one_table(profile_file, predictor, net_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: predictor)
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "twice.py").write_text(TWICE)
+    twice = f"{tmp_path / 'twice.py'}:twice"
+    models = [net_file, twice, "torchvision:no_such_net"]
+    request = PredictRequest(models, profile=str(profile_file), batches=(1, 8), resolution=32)
+    told = []
+    table, failures = run.predict_table(request, {twice: 48}, told.append)
+    one_by_one = run.predict_networks(replace(request, models=(net_file,)))
+    assert told == list(request.models) and len(failures) == 1 and failures[0].startswith("torchvision:no_such_net: ")
+    assert table[["batch", "resolution"]].values.tolist() == [[1, 32], [8, 32], [1, 48], [8, 48]]  # twice at 48
+    mine = table[table["model"] == one_by_one.predictions[0].model]
+    assert mine["samples_per_s"].tolist() == pytest.approx([p.samples_per_s for p in one_by_one.predictions], 1e-12)
 
 
 def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predictor, net_file):
