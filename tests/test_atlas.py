@@ -188,7 +188,7 @@ def test_the_report_has_an_atlas_with_gpu_boxes_and_every_compared_row(store, tm
     # a second report predicts nothing: the rows come from the cache (kind reports), the same to the character
     from utilscope.predict import run
 
-    monkeypatch.setattr(run, "predict_networks", lambda request: pytest.fail(f"predicted again: {request.models}"))
+    monkeypatch.setattr(run, "predict_table", lambda request, *_: pytest.fail(f"predicted again: {request.models}"))
     assert main(["report", str(store), "-o", str(tmp_path / "again")]) == 0
     again = (tmp_path / "again" / "index.html").read_text()
     pattern = r'<script type="application/json" id="model-data">(.*?)</script>'

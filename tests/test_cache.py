@@ -10,7 +10,7 @@ import pytest
 
 from utilscope import cache
 from utilscope.cli import main
-from utilscope.errors import UsageError
+from utilscope.errors import UsageError, UtilscopeError
 
 
 @pytest.fixture
@@ -55,7 +55,13 @@ def _fill(root: Path) -> None:
 def test_usage_counts_each_kind_and_clearing_one_kind_leaves_the_rest(root):
     _fill(root)
     usage = {u.kind: (u.files, u.bytes) for u in cache.cache_usage()}
-    assert usage == {"ceilings": (1, 100), "predict": (2, 1010), "counts": (0, 0), "reports": (0, 0)}
+    assert usage == {
+        "ceilings": (1, 100),
+        "predict": (2, 1010),
+        "counts": (0, 0),
+        "reports": (0, 0),
+        "networks": (0, 0),
+    }
     removed = cache.clear_cache(("predict",))
     assert [(u.kind, u.files, u.bytes) for u in removed] == [("predict", 2, 1010)]
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["ceilings", "ceilings/cpu.json", "notes.txt"]
@@ -68,7 +74,7 @@ def test_the_cache_verb_shows_without_creating_anything(root, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["root"] == str(root) and not doc["cleared"] and not root.exists()
     kinds = [(k["kind"], k["files"], k["bytes"]) for k in doc["kinds"]]
-    assert kinds == [("ceilings", 0, 0), ("predict", 0, 0), ("counts", 0, 0), ("reports", 0, 0)]
+    assert kinds == [("ceilings", 0, 0), ("predict", 0, 0), ("counts", 0, 0), ("reports", 0, 0), ("networks", 0, 0)]
     assert main(["cache"]) == 0
     assert "ceilings" in capsys.readouterr().out and not root.exists()
 
@@ -78,7 +84,7 @@ def test_the_cache_verb_clears_one_kind_or_all(root, capsys):
     assert main(["cache", "ceilings", "--clear"]) == 0
     assert capsys.readouterr().out.strip() == f"removed 1 file (100 B) of ceilings from {root}"
     assert main(["cache", "--clear"]) == 0
-    removed = f"removed 2 files (1.01 kB) of ceilings, predict, counts, reports from {root}"
+    removed = f"removed 2 files (1.01 kB) of ceilings, predict, counts, reports, networks from {root}"
     assert capsys.readouterr().out.strip() == removed
     assert sorted(p.name for p in root.iterdir()) == ["notes.txt"]
 
@@ -101,6 +107,20 @@ def test_a_value_cache_keeps_json_values_by_key_one_file_per_version(root):
     other = cache.ValueCache("counts", "v2")
     assert other.path != first.path and other.get([first.key("a", 1)]) == {}
     assert [u.files for u in cache.cache_usage(("counts",))] == [1]
+
+
+def test_a_seed_answers_what_the_cache_lacks_only_for_its_own_version(root, tmp_path):
+    seed = cache.write_seed(tmp_path / "seed.json.xz", "v1", {'["a"]': {"flops": 2}, '["b"]': [1.5, None]})
+    seeded = cache.ValueCache("counts", "v1", seed)
+    assert seeded.get(['["a"]', '["b"]', '["c"]']) == {'["a"]': {"flops": 2}, '["b"]': [1.5, None]}
+    assert not root.exists() and seeded.items() == {}  # the seed is read, never copied into the cache
+    seeded.put({'["a"]': {"flops": 3}})  # the cache's own value comes first
+    assert seeded.get(['["a"]', '["b"]']) == {'["a"]': {"flops": 3}, '["b"]': [1.5, None]}
+    assert cache.ValueCache("counts", "v2", seed).get(['["b"]']) == {}  # another version: computed again
+    assert cache.ValueCache("counts", "v1", tmp_path / "none.json.xz").get(['["b"]']) == {}
+    (tmp_path / "bad.json.xz").write_bytes(b"not xz")
+    with pytest.raises(UtilscopeError, match="bad.json.xz is not a cache seed"):
+        cache.ValueCache("counts", "v1", tmp_path / "bad.json.xz").get(['["b"]'])
 
 
 def test_the_source_digest_follows_the_files_it_names():

@@ -20,10 +20,11 @@ from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.hardware import get_spec
 from utilscope.precision import Precision
-from utilscope.predict import fit_cache, layers, profiles, selection
+from utilscope.predict import batched, fit_cache, layers, profiles, run, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
+from utilscope.predict.host import CALL_KINDS, HostProfile
 from utilscope.predict.layers import se_row
 from utilscope.predict.ops import OpConfig, sample_configs
 from utilscope.predict.run import PredictRequest
@@ -156,6 +157,73 @@ def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor
     assert not result.extrapolated
     half = rows.iloc[: len(rows) // 2].reset_index(drop=True)  # one call for several networks, each as compose
     assert predictor.compose_many([rows, half]) == pytest.approx([expected_ms, predictor.compose(half)[2]], rel=1e-9)
+
+
+TWICE = textwrap.dedent("""
+    from torch import nn
+
+    def block():
+        return nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+
+    def twice():
+        return nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), block(), block())
+""")
+
+
+def test_networks_predicted_together_equal_each_predicted_alone(predictor, net_file, tmp_path):
+    (tmp_path / "twice.py").write_text(TWICE)
+    models = [(net_file, 4), (f"{tmp_path / 'twice.py'}:twice", 2)]
+    networks = [batched.counted_network(predictor, model, batch, 32, None, True) for model, batch in models]
+    rows = pr.network_rows(count_traced(models[1][0], 2, 32, "fp16", channels_last=True)[1], H200)
+    # the two blocks' conv, batch norm and relu are one row each, counted twice: 1 + 3 rows kept of 1 + 2 x 3
+    assert len(rows) == 7 and len(networks[1].rows) == 4 and networks[1].rows["count"].tolist() == [1, 2, 2, 2]
+    t4 = Gpu.from_spec(hardware.get_spec("t4"), "fp16")
+    table = batched.predict_counted_networks(predictor, networks, [None, t4], "graph")
+    own = predictor.gpu.key
+    pairs = [(n.model, key) for n in networks for key in (own, "t4")]
+    assert list(zip(table["model"], table["gpu_key"], strict=True)) == pairs
+    # on the profile's GPU, the fixture's closed form: twice each row's roofline, plus the gap per row
+    expected_ms = rows["ref_ms"].sum() / EFFICIENCY + GAP_MS * len(rows)
+    assert table["samples_per_s"][2] == pytest.approx(2 / expected_ms * 1e3, rel=1e-6)
+    host = HostProfile("a CPU", "2.0", "NVIDIA H200", {kind: 20.0 for kind in CALL_KINDS})  # host-bound at batch 2
+    for backend, one in [("graph", predictor), ("inference", predictor), ("eager", replace(predictor, host=host))]:
+        table = batched.predict_counted_networks(one, networks, [None, t4], backend)
+        alone = [p for model, batch in models for p in one.predict_on(model, batch, [None, t4], 32, backend)]
+        assert table["samples_per_s"].tolist() == pytest.approx([p.samples_per_s for p in alone], rel=1e-12)
+        assert table["utilization"].tolist() == pytest.approx([p.utilization for p in alone], rel=1e-12)
+        assert table["bound"].tolist() == [p.bound for p in alone]
+        assert table["memory_format"].tolist() == [p.memory_format for p in alone] == ["channels_last"] * 4
+    assert set(table["bound"]) == {"host"}
+
+
+def test_a_zoo_models_counted_network_is_cached_to_the_bit_and_a_files_is_not(
+    predictor, net_file, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    cell = ("torchvision:resnet18", 2, 32, None, True)
+    network = batched.counted_network(predictor, *cell)
+    assert batched.known_networks(predictor, [cell]) == {}
+    batched.keep_networks(predictor, {cell: network, (net_file, 2, 32, None, True): network})
+    (known,) = batched.known_networks(predictor, [cell, (net_file, 2, 32, None, True)]).values()
+    assert known.rows.equals(network.rows) and known.rows.dtypes.equals(network.rows.dtypes)
+    assert replace(known, rows=None) == replace(network, rows=None)
+    assert batched.network_key(predictor, net_file, 2, 32, None, True) is None  # a file may change under its name
+
+
+def test_predict_table_is_predict_networks_as_one_table(profile_file, predictor, net_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: predictor)
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "twice.py").write_text(TWICE)
+    twice = f"{tmp_path / 'twice.py'}:twice"
+    models = [net_file, twice, "torchvision:no_such_net"]
+    request = PredictRequest(models, profile=str(profile_file), batches=(1, 8), resolution=32)
+    told = []
+    table, failures = run.predict_table(request, {twice: 48}, told.append)
+    one_by_one = run.predict_networks(replace(request, models=(net_file,)))
+    assert told == list(request.models) and len(failures) == 1 and failures[0].startswith("torchvision:no_such_net: ")
+    assert table[["batch", "resolution"]].values.tolist() == [[1, 32], [8, 32], [1, 48], [8, 48]]  # twice at 48
+    mine = table[table["model"] == one_by_one.predictions[0].model]
+    assert mine["samples_per_s"].tolist() == pytest.approx([p.samples_per_s for p in one_by_one.predictions], 1e-12)
 
 
 def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predictor, net_file):

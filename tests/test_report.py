@@ -505,8 +505,9 @@ def test_a_searched_point_of_an_uncoloured_family_is_drawn_dark_not_grey():
         }
     )  # fmt: skip
     coloured, grey = interactive._family_traces(rows, "gflops", "utilization", {"Coloured": "#1f77b4"})
-    assert coloured.marker.color == "#1f77b4" and coloured.selected.marker.color is None  # its own colour
-    assert grey.marker.color == families.OTHER_COLOUR and grey.selected.marker.color == interactive.SEARCHED_GREY
+    assert coloured["marker"]["color"] == "#1f77b4" and "color" not in coloured["selected"]["marker"]  # its own
+    assert grey["marker"]["color"] == families.OTHER_COLOUR
+    assert grey["selected"]["marker"]["color"] == interactive.SEARCHED_GREY
 
 
 def test_a_gpu_has_one_name_in_the_report_whatever_its_row_calls_it():

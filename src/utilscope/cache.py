@@ -13,8 +13,15 @@ kind lives in a folder of its own under it (``cache_dir(kind)``, the one place t
 ``reports``   the predicted rows of a report's model view, per model, resolution and condition, one SQLite file per
               those versions, the predictor's code and its shipped profiles (predicted again when missing)
 
-The last two are ``ValueCache`` files: JSON values by key, one file per ``version`` text (the versions and a digest
-of the code and data the values depend on, ``source_digest``), so that a new version starts a new file.
+``networks`` the counted networks a prediction of many models reads (``predict.batched``), per model, batch,
+              resolution and condition, one SQLite file per those versions and the counting and predictor code
+              (counted again when missing)
+
+The last three are ``ValueCache`` files: JSON values by key, one file per ``version`` text (the versions and a
+digest of the code and data the values depend on, ``source_digest``), so that a new version starts a new file. A
+kind may have a *seed*, shipped with utilscope (``write_seed``; ``scripts/seed_caches.py`` writes them): the values
+of its shipped data (every published table's counts, the atlas's networks) and the version they were computed
+under, read where the cache lacks a key and only while that version is the cache's (else computed, as without it).
 
 Nothing else is written there, and clearing removes only these files: a root shared with other programs (an
 ``UTILSCOPE_CACHE_DIR`` pointing at a busy folder) keeps everything else.
@@ -23,8 +30,10 @@ Nothing else is written there, and clearing removes only these files: a root sha
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import lzma
 import os
 import sqlite3
 import warnings
@@ -43,6 +52,7 @@ KINDS = {  # kind -> (what it holds, the file pattern of its entries in its fold
         "*.sqlite",
     ),
     "reports": ("predicted rows of reports' model views, one SQLite file per code and profile version", "*.sqlite"),
+    "networks": ("counted networks of batched predictions, one SQLite file per versions and code", "*.sqlite"),
 }
 EARLIER = {"predict": ("ceilings/predict",)}  # where a kind lived before (cleared and counted with it)
 
@@ -156,13 +166,15 @@ def source_digest(*parts: str) -> str:
 
 class ValueCache:
     """JSON values by key in a SQLite file of one kind's folder, one file per ``version`` text (whatever the values
-    depend on). Reading a missing file finds nothing; writing creates it."""
+    depend on). Reading a missing file finds nothing; writing creates it. ``seed``: a shipped seed file of the kind
+    (``write_seed``), read for the keys the file lacks while its version is this one."""
 
     SCHEMA = "CREATE TABLE IF NOT EXISTS cached (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
-    def __init__(self, kind: str, version: str):
+    def __init__(self, kind: str, version: str, seed: Path | None = None):
         name = hashlib.sha256(version.encode()).hexdigest()[:16]
         self.path = cache_dir(kind) / f"{kind}-{name}.sqlite"
+        self.version, self.seed = version, seed
 
     @staticmethod
     def key(*parts) -> str:
@@ -175,17 +187,27 @@ class ValueCache:
         return connection
 
     def get(self, keys: list[str]) -> dict:
-        """The cached values of those keys that have one."""
-        if not keys or not self.path.exists():
-            return {}
+        """The cached values of those keys that have one, in the cache's file or else in its seed."""
         found = {}
-        with contextlib.closing(self._connect()) as connection:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = connection.execute(f"SELECT key, value FROM cached WHERE key IN ({marks})", chunk)
-                found.update((key, json.loads(value)) for key, value in rows)
+        if keys and self.path.exists():
+            with contextlib.closing(self._connect()) as connection:
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows = connection.execute(f"SELECT key, value FROM cached WHERE key IN ({marks})", chunk)
+                    found.update((key, json.loads(value)) for key, value in rows)
+        missing = [key for key in keys if key not in found]
+        if missing and self.seed is not None:
+            seeded = seed_values(self.seed, self.version)
+            found.update((key, seeded[key]) for key in missing if key in seeded)
         return found
+
+    def items(self) -> dict:
+        """Every value of the cache's file (not its seed's), by key."""
+        if not self.path.exists():
+            return {}
+        with contextlib.closing(self._connect()) as connection:
+            return {key: json.loads(value) for key, value in connection.execute("SELECT key, value FROM cached")}
 
     def put(self, values: dict) -> None:
         """Cache each key's value (JSON-encodable); a cache that cannot be written warns once (``keep``'s rule)."""
@@ -201,11 +223,46 @@ class ValueCache:
             _not_kept(self.path.parent, f"cannot write {self.path}: {exc}")
 
 
+SEED_FORMAT = "utilscope-cache-seed/1"
+
+
+def write_seed(path: str | os.PathLike, version: str, values: dict) -> Path:
+    """A seed file of a cache kind (``ValueCache``'s ``seed``): ``values`` by key and the ``version`` they were
+    computed under, as xz-compressed JSON (repeated values, such as the same layer in many networks, compress to
+    little)."""
+    document = {"format": SEED_FORMAT, "version": version, "values": dict(sorted(values.items()))}
+    content = lzma.compress(json.dumps(document, separators=(",", ":")).encode(), preset=9 | lzma.PRESET_EXTREME)
+    return write_atomically(path, content, "cache seed")
+
+
+def seed_values(path: Path, version: str) -> dict:
+    """A seed file's values when it was computed under ``version``, else (or without the file) none."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    seeded_version, values = _read_seed(path, path.stat().st_mtime_ns)
+    return values if seeded_version == version else {}
+
+
+@functools.lru_cache(maxsize=2)
+def _read_seed(path: Path, mtime_ns: int) -> tuple[str, dict]:
+    """A seed file's version and values (read once per content); a file of another format is a project error."""
+    try:
+        document = json.loads(lzma.decompress(path.read_bytes()))
+    except (lzma.LZMAError, ValueError) as exc:
+        raise UtilscopeError(f"{path} is not a cache seed: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != SEED_FORMAT:
+        raise UtilscopeError(f"{path} is not a cache seed ({SEED_FORMAT})")
+    return str(document["version"]), dict(document["values"])
+
+
 __all__ = [
     "CACHE_ENV",
     "KINDS",
     "ValueCache",
+    "seed_values",
     "source_digest",
+    "write_seed",
     "CacheUsage",
     "cache_dir",
     "cache_root",

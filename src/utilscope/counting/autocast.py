@@ -22,29 +22,31 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from utilscope.counting.tracer import Tracer
+from utilscope.counting.tracer import Tracer, tensors_of
 
 # the lower dtype's functions, cast before their own checks run (a conv checks that input and bias agree)
-LOWER = (
-    torch.conv1d,
-    torch.conv2d,
-    torch.conv3d,
-    torch.conv_transpose1d,
-    torch.conv_transpose2d,
-    F.linear,
-    torch.matmul,
-    torch.Tensor.matmul,
-    torch.Tensor.__matmul__,
-    torch.mm,
-    torch.Tensor.mm,
-    torch.bmm,
-    torch.Tensor.bmm,
-    torch.baddbmm,
-    torch.addmm,
-    torch.addbmm,
-    torch.einsum,
-    F.prelu,
-    F.scaled_dot_product_attention,
+LOWER = frozenset(
+    {
+        torch.conv1d,
+        torch.conv2d,
+        torch.conv3d,
+        torch.conv_transpose1d,
+        torch.conv_transpose2d,
+        F.linear,
+        torch.matmul,
+        torch.Tensor.matmul,
+        torch.Tensor.__matmul__,
+        torch.mm,
+        torch.Tensor.mm,
+        torch.bmm,
+        torch.Tensor.bmm,
+        torch.baddbmm,
+        torch.addmm,
+        torch.addbmm,
+        torch.einsum,
+        F.prelu,
+        F.scaled_dot_product_attention,
+    }
 )
 FLOAT32 = frozenset(
     {
@@ -158,8 +160,7 @@ class _LowerFunctions(TorchFunctionMode):
 
 def _floats(tree) -> set[torch.dtype]:
     """The floating dtypes of an op's tensor arguments."""
-    leaves = pytree.tree_leaves(tree)
-    return {t.dtype for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    return {t.dtype for t in tensors_of(tree) if t.is_floating_point()}
 
 
 def autocast_tracer(lower: torch.dtype) -> type[AutocastTracer]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import importlib
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -11,6 +14,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from utilscope.cache import source_digest
 from utilscope.counting.autocast import autocast_tracer
 from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import FUSIBLE_KINDS, Kind
@@ -20,6 +24,7 @@ from utilscope.limits import check_batch
 from utilscope.models import zoo
 from utilscope.models.sources import DEFAULT_FILE_RESOLUTION
 from utilscope.precision import COUNTED, check_counted
+from utilscope.versions import installed_version
 
 DTYPES = {p.value: p.dtype for p in COUNTED}  # --dtype name -> torch dtype
 OP_LAYER_PREFIX = "aten."  # the type of an op-level layer is its op ("aten.add_"); a module's is its class
@@ -129,6 +134,23 @@ class CountResult:
             total = summary[column].sum()
             summary[f"{column}_share"] = summary[column] / total if total else 0.0
         return summary.sort_values(["flops", "bytes"], ascending=False).reset_index()
+
+
+COUNTING_CODE = ("counting", "models")  # the code a count is a function of, beside the versions (``count_version``)
+
+
+@functools.cache
+def count_version() -> str:
+    """What a count is a function of besides its model and arguments, as a cache's version text: utilscope's,
+    torch's, torchvision's and timm's versions (the model zoos', imported as counting imports them, so that their
+    own ``__version__`` is read) and the digest of the counting and model code (once per process)."""
+    from utilscope._version import __version__
+
+    for name in ("torchvision", "timm"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    zoo_versions = [installed_version(name) or "-" for name in ("torchvision", "timm")]
+    return "|".join([__version__, torch.__version__, *zoo_versions, source_digest(*COUNTING_CODE)])
 
 
 def check_dtype(dtype: str) -> torch.dtype:

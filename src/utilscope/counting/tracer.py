@@ -190,8 +190,8 @@ class Tracer(TorchDispatchMode):
         """One op's event; ``layouts``: a conv's input and weight layouts (``layout_of``), when the caller has them."""
         name = str(func.overloadpacket)
         rule = lookup(name)
-        tensors_in = _tensors((args, kwargs))
-        tensors_out = _tensors(out)
+        tensors_in = tensors_of((args, kwargs))
+        tensors_out = tensors_of(out)
         if func.is_view or (rule is not None and rule.kind is Kind.VIEW):
             base = self.key(tensors_in[0]) if tensors_in else self._fresh()
             for t in tensors_out:
@@ -331,15 +331,21 @@ def _shapes_of(tensors: list[torch.Tensor]) -> tuple[torch.Size, ...]:
 # An op's arguments and outputs are tensors, scalars and (nested) lists, tuples and dicts of them: the two walks
 # below do what torch.utils._pytree's tree_leaves and tree_map_only do for them, at a quarter of the cost (pytree's
 # generality was a third of a large network's count).
-def _tensors(tree) -> list[torch.Tensor]:
-    """Every tensor in ``tree``, in order."""
+def tensors_of(tree) -> list[torch.Tensor]:
+    """Every tensor in ``tree``, in order (a scalar or a list of ints is looked at once, not recursed into)."""
     if isinstance(tree, torch.Tensor):
         return [tree]
-    if isinstance(tree, (tuple, list)):
-        return [t for item in tree for t in _tensors(item)]
     if isinstance(tree, dict):
-        return [t for value in tree.values() for t in _tensors(value)]
-    return []
+        tree = tree.values()
+    elif not isinstance(tree, (tuple, list)):
+        return []
+    found = []
+    for item in tree:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list, dict)):
+            found += tensors_of(item)
+    return found
 
 
 def _shapes_in(tree):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import platform
-import sys
-from importlib import metadata
 
 import torch
 
@@ -13,18 +11,7 @@ from utilscope._version import __version__
 from utilscope.measure.nvml import device_uuid, driver_version
 from utilscope.measure.precision import Precision, supported_precisions
 from utilscope.measure.settings import CudnnSettings
-
-
-def installed_version(package: str) -> str | None:
-    """The version of an imported (else installed) package, None if it is neither."""
-    module = sys.modules.get(package)
-    if module is not None and hasattr(module, "__version__"):
-        return str(module.__version__)
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
+from utilscope.versions import installed_version
 
 # The software versions an environment records: a results store keys a row by torch's, cuDNN's and the driver's,
 # and a merge names the others where two copies of a row differ in them (``survey.merge``).

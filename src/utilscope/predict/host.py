@@ -20,6 +20,7 @@ A call's *kind* is its aten op's (``counting.formulas.Kind``), ``module`` for th
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -56,6 +57,10 @@ class HostProfile:
     def call_ms(self, kind: str) -> float:
         """One call of ``kind`` in milliseconds at the host's speed."""
         return self.call_us[kind] / 1e3 / self.speed
+
+    def calls_ms(self, counts: dict[str, int]) -> float:
+        """The milliseconds of calls counted by kind (``call_counts``) at the host's speed."""
+        return sum(n * self.call_ms(kind) for kind, n in counts.items())
 
     def at_speed(self, speed: float) -> HostProfile:
         """The same host profile at another speed (``check_speed``)."""
@@ -120,6 +125,14 @@ def container_calls(recorded) -> int:
         parts = slot.name.split("#")[0].split(".")
         prefixes.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return len(prefixes)
+
+
+def call_counts(recorded) -> dict[str, int]:
+    """A traced network's host calls by kind, in no order: its layers' (``layer_calls``) and its containers'
+    (``container_calls``, module calls). ``HostProfile.calls_ms`` of them is ``host_timeline``'s whole host work."""
+    counts = Counter(kind for kinds in layer_calls(recorded) for kind in kinds)
+    counts[MODULE] += container_calls(recorded)
+    return dict(counts)
 
 
 def host_ms(host: HostProfile, recorded) -> tuple[np.ndarray, float]:

@@ -274,9 +274,18 @@ class Predictor:
     def compose(
         self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None, profile_ms: tuple | None = None
     ):
-        """Each row's milliseconds, extrapolation reason and bound, and their composition: the sum plus ``gap_ms``
-        per kernel launched (on a fused backend, one ``check_backend`` passed: ``fused``'s times and kernels). On
-        another GPU (``target``), the times are ``transfer``'s of the layer models' (``profile_ms``, when given)."""
+        """Each row's milliseconds, extrapolation reason and bound (``row_times``), and their composition: the sum
+        plus ``gap_ms`` per kernel launched."""
+        ms, reasons, bound, launched = self.row_times(rows, backend, target, profile_ms)
+        return ms, reasons, float(ms.sum() + self.gap_ms * launched.sum()), bound
+
+    def row_times(
+        self, rows: pd.DataFrame, backend: str | None = None, target: Gpu | None = None, profile_ms: tuple | None = None
+    ) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+        """Each row's milliseconds on ``target`` (None: the profile's GPU), extrapolation reason, bound, and whether
+        it launches a kernel of its own: every row does, but on a fused backend (one ``check_backend`` passed:
+        ``fused``'s times and kernels). On another GPU the times are ``transfer``'s of the layer models'
+        (``profile_ms``, ``source_times``'s, when given). The rows may be of several networks one after another."""
         ms, reasons, *known = self.profile_ms(rows) if profile_ms is None else profile_ms
         target = target or self.gpu
         known = [np.zeros(len(ms))] if target == self.gpu else known  # on its own GPU a profile has no overhead
@@ -284,10 +293,10 @@ class Predictor:
         moved, bound = transfer(rows, ms - overhead, self.gpu, target)
         if target != self.gpu:
             ms = moved + sm_scaled_ms(overhead, self.gpu, target)
-        launches = len(rows)
+        launched = np.ones(len(rows), dtype=bool)
         if (backend or self.backend) in FUSED_BACKENDS:
-            ms, launches = fused(rows, ms, self.gpu, target, backend or self.backend)
-        return ms, reasons, float(ms.sum() + self.gap_ms * launches), bound
+            ms, launched = fused(rows, ms, self.gpu, target, backend or self.backend)
+        return ms, reasons, bound, launched
 
     def profile_ms(self, rows: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Each row's milliseconds on the profile's GPU and its extrapolation reason: ``routed_ms``'s, times the
@@ -408,17 +417,17 @@ def counted_channels_last(recorded) -> bool:
 
 def fused(
     rows: pd.DataFrame, ms: np.ndarray, source: Gpu, target: Gpu, backend: str = "inference"
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray]:
     """A first model of fused execution (the ``inference`` backend: BN folded, elementwise ops fused by inductor;
     ``compile``: the same without the folding, ``unfolded_left``): a memory-bound op becomes part of a generated
     kernel that streams what fusion leaves of its bytes (``fused_left``) as ``transfer.fused_stream_ms`` times it
     on the target (an op fused away entirely takes no time and launches nothing); convs, GEMMs and gates keep their
-    times. Returns the times and the number of kernels left."""
+    times. Returns the times and which rows still launch a kernel."""
     memory = (rows["group"] == "memory").to_numpy()
     column = "fused_left" if backend in FREEZING_BACKENDS else "unfolded_left"
     left = np.where(memory, rows[column].to_numpy(float), 1.0)
     ref_ms = fused_stream_ms(rows["ref_ms"].to_numpy(float), source, target)
-    return np.where(memory, ref_ms * left, ms), int((left > FUSED_AWAY).sum())
+    return np.where(memory, ref_ms * left, ms), left > FUSED_AWAY
 
 
 def network_rows(recorded, gpu: Gpu) -> pd.DataFrame:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,8 +21,16 @@ from utilscope.measure.precision import parse_precision
 from utilscope.models import model_files, zoo
 from utilscope.predict import fit_cache, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
+from utilscope.predict.batched import (
+    CountedNetwork,
+    counted_network,
+    keep_networks,
+    known_networks,
+    predict_counted_networks,
+)
+from utilscope.predict.features import Gpu
 from utilscope.predict.host import load_host
-from utilscope.predict.predictor import Prediction
+from utilscope.predict.predictor import Prediction, Predictor
 
 DEFAULT_BATCHES = (1, 32, 256)
 
@@ -163,17 +171,29 @@ def ranked(records: list[dict], prices: dict[str, float]) -> list[dict]:
     return sorted(records, key=lambda r: (order[(r["model"], r["batch"])], -r["samples_per_s"]))
 
 
-def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None = None) -> PredictionSet:
-    """Every model of the request at every batch size on every GPU asked for; a network is counted once per batch
-    size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
-    called before a profile is fitted (seconds, once: cached after)."""
+@dataclass(frozen=True)
+class Prepared:
+    """What a request predicts with: its profile's predictor (the request's host profile, or the anchors' host
+    speed, in place of its own), the GPUs (None: the profile's own alone), the precision the profile predicts for
+    the request's (``profiles.predicted_as``), the anchors' fit (None without anchors) and the profile's entry."""
+
+    predictor: Predictor
+    targets: list[Gpu | None] | None
+    precision: str
+    fit: AnchorFit | None
+    entry: profiles.Profile
+
+
+def prepare(request: PredictRequest, on_fit: Callable[[], None] | None = None) -> Prepared:
+    """The request's ``Prepared``: its profile selected and its predictor fitted or read from the cache (``on_fit``
+    is called before a fit), the condition checked, the anchors fitted."""
     profile = selection.select_profile(
         request.gpu, request.profile, request.precision, request.backend, request.channels_last
     )
     predictor = fit_cache.load_predictor(profile, on_fit=on_fit)
     if request.host_profile is not None:
         predictor = replace(predictor, host=load_host(request.host_profile))
-    entry, spec = profiles.read(profile), selection.one_gpu(request.gpu)
+    entry = profiles.read(profile)
     precision = profiles.predicted_as(request.precision, entry)
     predictor.check_condition(precision, request.backend, request.channels_last)
     targets = selection.transfer_targets(request.gpu, predictor) if request.gpu else None
@@ -181,33 +201,26 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     targets = [fit.target] if fit is not None else targets
     if fit is not None and fit.host_speed is not None:
         predictor = replace(predictor, host=predictor.host.at_speed(fit.host_speed))
-    # The ~600k objects alive now (torch, timm, scikit-learn, the layer models) outlive the predictions: frozen, a
-    # full collection started by a large network's trace does not rescan them (0.35 s of a 0.8 s prediction).
-    gc.freeze()
-    predictions, failures = [], []
-    try:
-        for model in request.models:
-            try:
-                predictions += [
-                    p
-                    for batch in request.batches
-                    for p in predictor.predict_on(
-                        model,
-                        batch,
-                        targets or [None],
-                        request.resolution,
-                        request.backend,
-                        precision,
-                        request.channels_last,
-                    )
-                ]
-            except UtilscopeError as exc:
-                if len(request.models) == 1:
-                    raise
-                name = model if isinstance(model, str) else type(model).__name__
-                failures.append(f"{name}: {' '.join(str(exc).split())}")
-    finally:
-        gc.unfreeze()
+    return Prepared(predictor, targets, precision, fit, entry)
+
+
+def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None = None) -> PredictionSet:
+    """Every model of the request at every batch size on every GPU asked for; a network is counted once per batch
+    size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
+    called before a profile is fitted (seconds, once: cached after)."""
+    prepared = prepare(request, on_fit)
+    predictor, targets, precision = prepared.predictor, prepared.targets, prepared.precision
+
+    def predict_one(model) -> list[Prediction]:
+        return [
+            p
+            for batch in request.batches
+            for p in predictor.predict_on(
+                model, batch, targets or [None], request.resolution, request.backend, precision, request.channels_last
+            )
+        ]
+
+    predictions, failures = each_model(request.models, predict_one)
     for prediction in predictions:
         prediction.validation = profiles.validation_of(prediction)
     return PredictionSet(
@@ -216,11 +229,75 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         str(predictor.profile_path),
         predictor.device,
         dict(request.prices),
-        fit,
+        prepared.fit,
         scales_note(predictor),
-        profiles.describe_choice(entry, spec, request.precision),
+        profiles.describe_choice(prepared.entry, selection.one_gpu(request.gpu), request.precision),
         folded_notes(predictions),
     )
+
+
+def predict_table(
+    request: PredictRequest,
+    resolutions: Mapping[str, int] | None = None,
+    on_model: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
+    """``predict_networks``'s samples/s, utilization and bound of every model of the request at every batch size
+    on every GPU asked for, as one table (``batched.COLUMNS``), and the failures ("model: why"): each network
+    counted once per batch size (or read from the cache of networks, ``batched.known_networks``), then all of them
+    predicted together (``predict.batched``), equal to
+    ``predict_networks``'s to float rounding. ``resolutions``: a model's resolution by its name, where it is not
+    the request's. One model that fails raises; several: the failures are kept. ``on_model`` is told each model
+    before it is counted."""
+    prepared = prepare(request)
+    predictor, precision = prepared.predictor, prepared.precision
+    cells = {
+        model: [
+            (model, batch, (resolutions or {}).get(_name(model), request.resolution), precision, request.channels_last)
+            for batch in request.batches
+        ]
+        for model in request.models
+    }
+    known = known_networks(predictor, [cell for model_cells in cells.values() for cell in model_cells])
+    counted = {}
+
+    def count_one(model) -> list[CountedNetwork]:
+        if on_model is not None:
+            on_model(_name(model))
+        networks = [known.get(cell) or counted_network(predictor, *cell) for cell in cells[model]]
+        counted.update(
+            (cell, network) for cell, network in zip(cells[model], networks, strict=True) if cell not in known
+        )
+        return networks
+
+    networks, failures = each_model(request.models, count_one)
+    keep_networks(predictor, counted)
+    table = predict_counted_networks(predictor, networks, prepared.targets or [None], request.backend, precision)
+    return table, failures
+
+
+def _name(model) -> str:
+    """A model's name in failures and callbacks: its spec, or a module's class."""
+    return model if isinstance(model, str) else type(model).__name__
+
+
+def each_model(models: tuple, work: Callable[[object], list]) -> tuple[list, list[str]]:
+    """``work``'s results of every model, one after another, and the failures ("model: why") of those that raise a
+    ``UtilscopeError``; a model alone raises. The objects alive before (torch, timm, scikit-learn, the layer
+    models: ~600k) are frozen meanwhile: a full collection started by a large network's trace does not rescan them
+    (0.35 s of a 0.8 s prediction)."""
+    gc.freeze()
+    results, failures = [], []
+    try:
+        for model in models:
+            try:
+                results += work(model)
+            except UtilscopeError as exc:
+                if len(models) == 1:
+                    raise
+                failures.append(f"{_name(model)}: {' '.join(str(exc).split())}")
+    finally:
+        gc.unfreeze()
+    return results, failures
 
 
 def folded_notes(predictions: list[Prediction]) -> list[str]:

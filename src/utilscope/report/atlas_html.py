@@ -73,30 +73,36 @@ document.querySelectorAll("input[data-gpu]").forEach(function (box) {
 """
 
 
-def _cell(row: pd.Series | None) -> tuple[str, str]:
-    """A GPU's two cells for one model@resolution: utilization (with the batch when not 1024) and samples/s."""
-    if row is None:
-        return "–", "–"
-    batch = "" if row["batch"] == 1024 else f" (b{int(row['batch'])})"
-    return f"{row['utilization']:.1%}{batch}", f"{row['samples_per_s']:,.0f}"
+def _cells(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """Each row's two cells of its GPU: utilization (with the batch when not 1024) and samples/s."""
+    return [
+        (f"{utilization:.1%}{'' if batch == 1024 else f' (b{int(batch)})'}", f"{samples:,.0f}")
+        for utilization, batch, samples in zip(rows["utilization"], rows["batch"], rows["samples_per_s"], strict=True)
+    ]
 
 
 def picker_table(rows: pd.DataFrame) -> str:
-    """Rows: model@resolution; per GPU a utilization and a samples/s column, classed by GPU (the check boxes show
-    and hide them); sortable, filtered by the box above it."""
+    """Rows: model@resolution, sorted; per GPU a utilization and a samples/s column, classed by GPU (the check boxes
+    show and hide them; "–" where the GPU has no row of it); sortable, filtered by the box above it."""
     gpus = table_gpus(rows)
-    by_key = {key: group.set_index("gpu") for key, group in rows.groupby(["model", "resolution"], sort=True)}
+    rows = rows.dropna(subset=["model", "resolution"])  # as a groupby of the two leaves them out
+    keys = list(zip(rows["model"], rows["resolution"], strict=True))
+    by_key: dict[tuple, dict[str, tuple[str, str]]] = {}
+    classes: dict[tuple, object] = {}
+    for key, gpu, conv, cells in zip(keys, rows["gpu"], rows["conv_class"], _cells(rows), strict=True):
+        by_key.setdefault(key, {})[gpu] = cells
+        classes.setdefault(key, conv)  # the first row's
     head = "".join(f'<th colspan="2" class="g-{gpu}">{html.escape(gpu)}</th>' for gpu in gpus)
     sub = "".join(f'<th class="n g-{gpu}">utilization</th><th class="n g-{gpu}">samples/s</th>' for gpu in gpus)
     body = []
-    for (model, resolution), group in by_key.items():
+    for model, resolution in sorted(by_key):
         cells = [
             f"<td>{html.escape(model)}</td>",
             f'<td class="n">{resolution}</td>',
-            f"<td>{html.escape(str(group['conv_class'].iloc[0]))}</td>",
+            f"<td>{html.escape(str(classes[model, resolution]))}</td>",
         ]
         for gpu in gpus:
-            utilization, samples = _cell(group.loc[gpu] if gpu in group.index else None)
+            utilization, samples = by_key[model, resolution].get(gpu, ("–", "–"))
             cells.append(f'<td class="n g-{gpu}">{utilization}</td><td class="n g-{gpu}">{samples}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     header = (

@@ -56,11 +56,12 @@ def plotly_script() -> str:
 
 def hover_rows(rows: pd.DataFrame, gpu: pd.Series | None = None) -> np.ndarray:
     """The customdata of ``rows`` (``HOVER``'s fields); ``gpu``: each row's GPU (default its ``device``)."""
+    gpus = (rows["device"] if gpu is None else gpu).astype(str)
     shown = pd.DataFrame(
         {
             "model": rows["model"].astype(str),
             "family": families.family_labels(rows),
-            "gpu": (rows["device"] if gpu is None else gpu).astype(str).map(hardware.gpu_display_name),
+            "gpu": gpus.map({name: hardware.gpu_display_name(name) for name in gpus.unique()}),
             "resolution": rows["resolution"].astype("Int64").astype(str),
             "batch": rows["batch"].astype("Int64").astype(str),
             "precision": rows["precision"].astype(str),
@@ -87,24 +88,26 @@ def _hex(colour) -> str:
 def _family_traces(rows: pd.DataFrame, x: str, y: str, colors: dict, mode: str = "markers", **marker) -> list[dict]:
     """One scatter trace per family of ``rows`` (coloured families first, in ``colors``' order, then by name),
     named with its number of models; ``marker``: extra marker settings (a column name as ``symbol`` is read per
-    row)."""
-    import plotly.graph_objects as go
-
+    row). Each trace is a dict, which the figure it is added to validates (once: a ``go.Scatter`` is validated
+    when made and again when added, plotly's largest cost in the atlas's figures)."""
     labels = families.family_labels(rows)
     rank = {family: i for i, family in enumerate(colors)}
+    hover = hover_rows(rows, rows.get("gpu_label"))  # once for every row: a row's fields are its own
     traces = []
     for family in sorted(labels.unique(), key=lambda f: (rank.get(f, len(rank)), f)):
-        part = rows[labels == family]
+        mine = (labels == family).to_numpy()
+        part = rows[mine]
         style = {k: (part[v].tolist() if isinstance(v, str) and v in part.columns else v) for k, v in marker.items()}
         colour = _hex(colors.get(family, families.OTHER_COLOUR))
         traces.append(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=part[x].to_numpy(float),
                 y=part[y].to_numpy(float),
                 mode=mode,
                 name=f"{family} ({part['model'].nunique()})",
                 legendgroup=family,
-                customdata=hover_rows(part, part.get("gpu_label")),
+                customdata=hover[mine],
                 hovertemplate=HOVER_TEMPLATE,
                 marker=dict(color=colour, size=7, opacity=0.8) | style,
                 line=dict(color=colour, width=1),
@@ -362,8 +365,8 @@ def _panels(panels: list[tuple[str, pd.DataFrame]], x: str, y: str, colors: dict
     listed = set()
     for k, (_, rows) in enumerate(panels):
         for trace in _family_traces(rows, x, y, colors, **({"size": 5} | style)):
-            trace.showlegend = trace.legendgroup not in listed
-            listed.add(trace.legendgroup)
+            trace["showlegend"] = trace["legendgroup"] not in listed
+            listed.add(trace["legendgroup"])
             figure.add_trace(trace, row=k // columns + 1, col=k % columns + 1)
     return figure
 

@@ -86,47 +86,64 @@ def predicted_rows(
     frame: pd.DataFrame, on_group: Callable[[int, int], None] | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
     """Predicted rows (``PREDICTED_COLUMNS``) of every model of ``frame`` (``atlas.atlas_rows``) on each GPU of the
-    spec table that has no row of it, in ``predicted_condition``; and the failures ("model: why"). ``on_group`` is
-    told (models in the group, models left) before each group of at most ``CHUNK`` models of one resolution."""
-    from utilscope.predict.run import PredictRequest, predict_networks
-
+    spec table that has no row of it, in ``predicted_condition``; and the failures ("model: why"). The models the
+    cache lacks are counted one by one, then predicted together (``predict.run.predict_table``); ``on_group`` is told
+    (models in the group, models left) before each group of at most ``CHUNK`` models is counted."""
     condition = predicted_condition(frame)
     if condition is None:
         return pd.DataFrame(columns=PREDICTED_COLUMNS), []
-    precision, layout, backend, batch = condition
     resolutions = _resolutions(frame, condition)
     cache = prediction_cache()
     keys = {model: cache.key(model, int(r), *condition) for model, r in resolutions.items()}
     known = cache.get(list(keys.values()))
-    found = [pd.DataFrame(known[keys[model]]) for model in resolutions.index if keys[model] in known]
+    cached = [row for model in resolutions.index if keys[model] in known for row in known[keys[model]]]
+    found = [pd.DataFrame(cached)] if cached else []  # one frame of every cached row: 1,285 frames took a second
     todo = resolutions[[keys[model] not in known for model in resolutions.index]]
-    failures, left = [], len(todo)
-    groups = [(r, list(m.index[i : i + CHUNK])) for r, m in todo.groupby(todo) for i in range(0, len(m), CHUNK)]
-    for resolution, models in groups:
-        if on_group is not None:
-            on_group(len(models), left)
-        left -= len(models)
-        try:
-            request = PredictRequest(
-                models,
-                "all",
-                batches=(batch,),
-                precision=precision,
-                backend=backend,
-                channels_last=layout == "channels_last",
-                resolution=int(resolution),
-            )
-            result = predict_networks(request)
-        except UtilscopeError as exc:  # one model alone raises; several keep their failures
-            failures += [f"{model}: {' '.join(str(exc).split())}" for model in models]
-            continue
-        failures += result.failures
-        predicted = result.to_frame()
+    predicted, failures = _predict(todo, condition, _grouped(len(todo), on_group))
+    if not predicted.empty:
         cache.put({keys[m]: rows.to_dict(orient="records") for m, rows in predicted.groupby("model") if m in keys})
         found.append(predicted)
     if not found:
         return pd.DataFrame(columns=PREDICTED_COLUMNS), failures
     return _as_rows(pd.concat(found, ignore_index=True), frame), failures
+
+
+def _predict(
+    resolutions: pd.Series, condition: tuple[str, str, str, int], on_model: Callable[[str], None]
+) -> tuple[pd.DataFrame, list[str]]:
+    """Every model of ``resolutions`` (its resolution by model) on every GPU of the spec table in ``condition``
+    (``predict_table``'s rows), and the failures; one model that fails alone is a failure too."""
+    from utilscope.predict.run import PredictRequest, predict_table
+
+    if resolutions.empty:
+        return pd.DataFrame(), []
+    precision, layout, backend, batch = condition
+    models = list(resolutions.index)
+    try:
+        request = PredictRequest(
+            models,
+            "all",
+            batches=(batch,),
+            precision=precision,
+            backend=backend,
+            channels_last=layout == "channels_last",
+        )
+        return predict_table(request, {m: int(r) for m, r in resolutions.items()}, on_model)
+    except UtilscopeError as exc:  # one model alone raises; several keep their failures
+        return pd.DataFrame(), [f"{model}: {' '.join(str(exc).split())}" for model in models]
+
+
+def _grouped(total: int, on_group: Callable[[int, int], None] | None) -> Callable[[str], None]:
+    """A callback for each model counted that tells ``on_group`` (models in the group, models left) before each
+    group of at most ``CHUNK`` of the ``total`` models."""
+    counted = [0]
+
+    def on_model(_model: str) -> None:
+        if on_group is not None and counted[0] % CHUNK == 0:
+            on_group(min(CHUNK, total - counted[0]), total - counted[0])
+        counted[0] += 1
+
+    return on_model
 
 
 OWN_PROFILE = 'its own device profile, no transfer (validated on networks measured on it: docs/predict.md, "Accuracy")'
@@ -149,10 +166,9 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     errors = validation_errors()
     source = kept["transferred_from"].fillna("").astype(str)
     own = source.eq("")  # the GPU the profile was timed on: no transfer, no published table validates it
-    validation = [
-        OWN_PROFILE if mine else validation_text(errors, gpu, layout, backend)
-        for mine, gpu, layout, backend in zip(own, kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True)
-    ]
+    conditions = list(zip(kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True))
+    texts = {condition: validation_text(errors, *condition) for condition in set(conditions)}  # ~35 of ~40,000
+    validation = [OWN_PROFILE if mine else texts[condition] for mine, condition in zip(own, conditions, strict=True)]
     rows = kept.assign(
         gpu=kept["gpu_key"],
         gpu_name=kept["gpu"],

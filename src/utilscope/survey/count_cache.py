@@ -1,41 +1,37 @@
 """A published row's count (``count_row``) and its cache: what ``count_row`` says of a model at a resolution and
 value size is a pure function of them and of the code and model zoos that count it, so it is kept in utilscope's
 cache (kind ``counts``, a ``cache.ValueCache``), one file per utilscope, torch, torchvision and timm version and per
-digest of the counting code (``COUNTING_CODE``: the counting engine, the model sources and this module, not the
-table formats' parsers), and an ``ingest`` into a new store counts only what no earlier one counted. The
-reparameterized models ``infer_reparam`` counts are cached the same way (their FLOPs only).
+digest of the counting code (``counting.counter.count_version``: the counting engine and the model sources; and
+this module, not the table formats' parsers), and an ``ingest`` into a new store counts only what no earlier one
+counted. The reparameterized models ``infer_reparam`` counts are cached the same way (their FLOPs only). The
+cache's seed (``COUNTS_SEED``, ``scripts/seed_caches.py``) holds both of every shipped table, computed under the
+version it names: while the code and versions are that one, an ``ingest`` of the shipped tables counts nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
+from pathlib import Path
 
 from utilscope.cache import ValueCache, source_digest
 from utilscope.precision import Precision
 
-COUNTING_CODE = ("counting", "models", "survey/count_cache.py")  # what a count depends on, beside the versions
-
 
 @functools.cache
 def versions() -> str:
-    """What a count depends on: utilscope's, torch's, torchvision's and timm's versions and the counting code
-    (once per process)."""
-    import torch
+    """What a count row depends on: what a count does (``counting.counter.count_version``: the versions and counting
+    code) and this module, which makes a row of it (once per process)."""
+    from utilscope.counting.counter import count_version
 
-    from utilscope._version import __version__
-    from utilscope.measure.environment import installed_version
+    return f"{count_version()}|{source_digest('survey/count_cache.py')}"
 
-    for name in ("torchvision", "timm"):  # imported, as counting imports them: their own __version__ is read
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-    zoo = [installed_version(name) or "-" for name in ("torchvision", "timm")]
-    return "|".join([__version__, torch.__version__, *zoo, source_digest(*COUNTING_CODE)])
+
+COUNTS_SEED = Path(__file__).with_name("counts_seed.json.xz")  # every shipped table's counts (scripts/seed_caches.py)
 
 
 def counts_cache() -> ValueCache:
-    return ValueCache("counts", versions())
+    """The cache of counts (kind ``counts``), seeded with those of every shipped published table (``COUNTS_SEED``)."""
+    return ValueCache("counts", versions(), COUNTS_SEED)
 
 
 key_of = ValueCache.key
