@@ -30,6 +30,7 @@ from utilscope.hardware import (
     specs_frame,
 )
 from utilscope.hardware import ceilings as ceilings_mod
+from utilscope.precision import Precision
 
 SPECS = load_specs()
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -73,6 +74,27 @@ TYPICAL_NAMES = [
     ("NVIDIA GeForce RTX 4080", "rtx_4080"),
     ("NVIDIA GeForce RTX 4070 Ti", "rtx_4070_ti"),
     ("NVIDIA GeForce RTX 5080", "rtx_5080"),
+    ("Tesla P100-SXM2-16GB", "p100_sxm2"),
+    ("Tesla P100-PCIE-16GB", "p100_pcie_16gb"),
+    ("Tesla P100-PCIE-12GB", "p100_pcie_12gb"),
+    ("Tesla P40", "p40"),
+    ("Tesla P4", "p4"),
+    ("NVIDIA GeForce GTX 1080 Ti", "gtx_1080_ti"),
+    ("GeForce GTX 1080 Ti", "gtx_1080_ti"),  # drivers before 2021 leave out the vendor word
+    ("NVIDIA GeForce GTX 1080", "gtx_1080"),
+    ("NVIDIA GeForce GTX 1070", "gtx_1070"),
+    ("TITAN Xp", "titan_xp"),
+    ("NVIDIA TITAN X (Pascal)", "titan_x_pascal"),
+    ("Tesla M40 24GB", "m40"),
+    ("Tesla M40", "m40"),
+    ("Tesla M60", "m60"),
+    ("GeForce GTX TITAN X", "titan_x_maxwell"),
+    ("Tesla K80", "k80"),
+    ("Tesla K40m", "k40"),
+    ("NVIDIA GeForce RTX 2080", "rtx_2080"),
+    ("NVIDIA GeForce RTX 2080 SUPER", "rtx_2080_super"),
+    ("GeForce RTX 2070", "rtx_2070"),
+    ("NVIDIA GeForce GTX 1660 Ti", "gtx_1660_ti"),
 ]
 
 # Real GPUs that differ from every row (clocks, SMs, memory): a wrong peak is worse than none.
@@ -84,6 +106,11 @@ UNMATCHED_NAMES = [
     "NVIDIA GeForce RTX 5090 D",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q",
+    "NVIDIA GeForce GTX 1070 Ti",
+    "NVIDIA GeForce RTX 2070 SUPER",
+    "Tesla P6",
+    "Tesla M4",
+    "Tesla K20Xm",
     "AMD Instinct MI300X",
     "cpu",
     "",
@@ -103,11 +130,20 @@ def test_every_row_loads_with_positive_numbers(spec: DeviceSpec) -> None:
         assert math.isfinite(spec.peak_tflops(prec)) and spec.peak_tflops(prec) > 0
 
 
+def has_tensor_cores(spec: DeviceSpec) -> bool:
+    """Volta and later, but the GeForce GTX cards (the GTX 16 series has none either)."""
+    return spec.architecture not in {"Kepler", "Maxwell", "Pascal"} and "GeForce GTX" not in spec.name
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=[s.key for s in SPECS])
 def test_peaks_are_dense_and_consistent(spec: DeviceSpec) -> None:
     """A sparse (2x) figure entered by mistake breaks these ratios."""
     peaks = spec.peaks_tflops
-    assert peaks["fp16"] > peaks["fp32"]  # every row has fp16 tensor cores
+    if not has_tensor_cores(spec):  # PyTorch's FP16 (FP32 accumulate) runs on the FP32 units; INT8 is DP4A
+        assert peaks.get("fp16", peaks["fp32"]) == peaks["fp32"] and not {"tf32", "bf16"} & set(peaks)
+        assert peaks.get("int8", 4 * peaks["fp32"]) == pytest.approx(4 * peaks["fp32"], rel=0.03)
+        return
+    assert peaks["fp16"] > peaks["fp32"]  # every other row has fp16 tensor cores
     if "bf16" in peaks:
         assert peaks["bf16"] == peaks["fp16"]
     if "tf32" in peaks:  # TF32 runs at half the FP16 (FP32-accumulate) rate on every listed GPU
@@ -257,6 +293,64 @@ def test_custom_table_loads(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("architecture", "capability", "memory"),
+    [
+        ("Kepler", "3.7", "GDDR5"),
+        ("Kepler", "3.5", "GDDR5"),
+        ("Maxwell", "5.2", "GDDR5"),
+        ("Pascal", "6.0", "HBM2"),
+        ("Pascal", "6.1", "GDDR5X"),
+    ],
+)
+def test_older_architectures_and_memories_load(tmp_path, architecture: str, capability: str, memory: str) -> None:
+    """Kepler, Maxwell and Pascal rows, on GDDR5 or GDDR5X, without an fp16 unit: a missing unit is left out."""
+    row = (
+        ROW_A.replace('"Ampere"', f'"{architecture}"')
+        .replace('"8.6"', f'"{capability}"')
+        .replace('"GDDR6"', f'"{memory}"')
+        .replace("fp16_tflops = 4.0\n", "")
+    )
+    spec = load_specs(_write(tmp_path, row))[0]
+    assert (spec.architecture, spec.compute_capability, spec.memory_technology) == (architecture, capability, memory)
+    assert "fp16" not in spec.precisions
+    with pytest.raises(UsageError, match=r"GPU A has no fp16 peak .*available: fp32"):
+        spec.peak_tflops("fp16")
+
+
+def test_a_pascal_capability_is_not_a_kepler_one(tmp_path) -> None:
+    row = ROW_A.replace('"Ampere"', '"Kepler"').replace('"8.6"', '"6.1"')
+    with pytest.raises(SpecFileError, match=r"compute_capability '6.1' is not a Kepler one \(3.0, 3.2, 3.5, 3.7\)"):
+        load_specs(_write(tmp_path, row))
+
+
+@pytest.mark.parametrize(
+    ("device_name", "key"),
+    [("Tesla P100-PCIE-16GB", "p100_pcie_16gb"), ("Tesla P100-SXM2-16GB", "p100_sxm2"), ("Tesla K80", "k80")],
+)
+def test_p100_and_k80_names_match_exactly_one_row(device_name: str, key: str) -> None:
+    assert [spec.key for spec in SPECS if spec.matches(device_name)] == [key]
+
+
+def test_the_older_gpus_units() -> None:
+    """Pascal, Maxwell and Kepler have no tensor cores: a unit they lack is a one-line error naming the ones they
+    have; the P100's fp16 is PyTorch's FP32-accumulate rate, its FP32 one; the dual-GPU boards are rows of one GPU."""
+    from utilscope.hardware.specs import lookup_gpu
+
+    with pytest.raises(UsageError, match=r"^NVIDIA Tesla P40 has no bf16 unit for bf16; it has: fp32, int8$"):
+        lookup_gpu("p40", "bf16")
+    with pytest.raises(UsageError, match=r"^NVIDIA Tesla P4 has no fp16 unit for amp; it has: fp32, int8$"):
+        lookup_gpu("p4", "amp")
+    with pytest.raises(UsageError, match=r"^NVIDIA Tesla K80 \(one GPU of two\) has no bf16 unit"):
+        lookup_gpu("k80", "amp_bf16")
+    assert lookup_gpu("p100_sxm2", "amp").peak_tflops("fp16") == lookup_gpu("p100_sxm2").peak_tflops("fp32") == 10.6
+    assert lookup_gpu("p40", "tf32").unit_for(Precision.TF32) == "fp32"  # no TF32 units: TF32-allowed math on FP32
+    k80, m60 = get_spec("k80"), get_spec("m60")
+    assert (k80.sm_count, k80.tdp_w, k80.memory_gb, k80.memory_bandwidth_gbs) == (13, 150, 12, 240)
+    assert (m60.sm_count, m60.tdp_w, m60.memory_gb) == (16, 150, 8)
+    assert {get_spec(k).smem_per_sm_kb for k in ("k40", "k80", "m40", "p100_sxm2", "p40")} == {48, 112, 96, 64}
+
+
+@pytest.mark.parametrize(
     ("body", "message"),
     [
         (ROW_A + "\n[gpu.b\n", "invalid TOML"),
@@ -280,7 +374,10 @@ def test_custom_table_loads(tmp_path) -> None:
             "same name",
         ),
         (ROW_A.replace("[gpu.a]", "[gpu.A-1]"), "key must be lowercase"),
-        (ROW_A.replace('"Ampere"', '"Lovelace"'), "architecture must be one of Volta, Turing, Ampere, Ada, Hopper"),
+        (
+            ROW_A.replace('"Ampere"', '"Lovelace"'),
+            "architecture must be one of Kepler, Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper",
+        ),
         (ROW_A.replace('"8.6"', '"9.0"'), r"compute_capability '9.0' is not a Ampere one \(8.0, 8.6, 8.7\)"),
         (ROW_A.replace('"8.6"', "8.6"), "compute_capability must be a non-empty string"),
         (ROW_A.replace("l2_cache_mb = 4", "l2_cache_mb = 0"), "l2_cache_mb must be a positive number"),

@@ -403,6 +403,22 @@ def test_every_precision_selects_a_profile_and_says_which_and_why():
         PredictRequest("torchvision:resnet18", "t4", precision="bf16")
 
 
+def test_older_gpus_predict_fp32_as_fp32_strict_and_refuse_units_they_lack():
+    """Pascal, Maxwell and Kepler have no TF32 units: fp32 is fp32_strict's math, as on Volta and Turing; bf16 on a
+    P40 and amp on a GPU without an fp16 column are one-line errors naming the units it has."""
+    for gpu in ("p100_pcie_16gb", "p40", "m40", "k80"):
+        assert profiles.stand_ins("fp32", get_spec(gpu)) == ["fp32_strict", "fp32"]
+        path = selection.select_profile(gpu, None, "fp32", "graph")
+        assert path.name == "h100_fp32_strict_graph.json"
+        assert profiles.describe_choice(profiles.read(path), selection.one_gpu(gpu), "fp32").endswith(
+            "runs on the fp32 units of a GPU without TF32 tensor cores: predicted as fp32_strict"
+        )
+    with pytest.raises(pr.UsageError, match=r"^NVIDIA Tesla P40 has no bf16 unit for bf16; it has: fp32, int8$"):
+        PredictRequest("torchvision:resnet18", "p40", precision="bf16")
+    with pytest.raises(pr.UsageError, match=r"^NVIDIA Tesla M40 has no fp16 unit for amp; it has: fp32$"):
+        PredictRequest("torchvision:resnet18", "m40", precision="amp")
+
+
 def test_a_profile_is_selected_by_precision_and_layout_and_a_condition_none_expresses_is_an_error():
     """Eager amp runs autocast's kernels in the input's layout, as the amp profiles timed them (NCHW: timm's
     condition; channels_last: deployment code's); inductor runs convs channels_last and fuses the casts, as the fp16

@@ -54,9 +54,12 @@ OPTIONAL_FIELDS = ("notes", "aliases", "base_clock_mhz", "tdp_shared", *PEAK_FIE
 TOP_LEVEL_KEYS = {"schema_version", "non_matching_examples", "gpu"}
 SCHEMA_VERSION = 3  # 2 added architecture, compute_capability, the HARDWARE_FIELDS and source_hardware; 3 added
 # memory_technology, memory_bus_bits and base_clock_mhz (left out where the vendor publishes none)
-MEMORY_TECHNOLOGIES = ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7")
+MEMORY_TECHNOLOGIES = ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5", "GDDR5X", "GDDR6", "GDDR6X", "GDDR7")
 # The compute capabilities of each architecture (NVIDIA's CUDA GPUs list): a row's pair must be one of these.
 ARCHITECTURES = {
+    "Kepler": ("3.0", "3.2", "3.5", "3.7"),
+    "Maxwell": ("5.0", "5.2", "5.3"),
+    "Pascal": ("6.0", "6.1", "6.2"),
     "Volta": ("7.0", "7.2"),
     "Turing": ("7.5",),
     "Ampere": ("8.0", "8.6", "8.7"),

@@ -27,12 +27,15 @@ from utilscope.hardware.specs import DeviceSpec, load_specs
 POWER_EXPONENT = 3.0  # board power per SM grows as the clock cubed (C·V²·f with V rising with f)
 # The share of the datasheet bandwidth a streaming op reaches (reads and writes together), by technology: HBM the
 # H200's own measured copy (`utilscope ceilings`: 4.18 of 4.8 TB/s); GDDR6X and GDDR7 chosen on the validation tables
-# (docs/predict.md); GDDR6, on no validation GPU, GDDR6X's.
+# (docs/predict.md); GDDR6, on no validation GPU, GDDR6X's; GDDR5 and GDDR5X (Kepler, Maxwell, Pascal), on no
+# validation GPU either and measured on none, GDDR6's.
 MEMORY_EFFICIENCY = {
     "HBM2": 0.87,
     "HBM2e": 0.87,
     "HBM3": 0.87,
     "HBM3e": 0.87,
+    "GDDR5": 0.95,
+    "GDDR5X": 0.95,
     "GDDR6": 0.95,
     "GDDR6X": 0.95,
     "GDDR7": 0.76,
