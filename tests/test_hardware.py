@@ -91,10 +91,6 @@ TYPICAL_NAMES = [
     ("GeForce GTX TITAN X", "titan_x_maxwell"),
     ("Tesla K80", "k80"),
     ("Tesla K40m", "k40"),
-    ("NVIDIA GeForce RTX 2080", "rtx_2080"),
-    ("NVIDIA GeForce RTX 2080 SUPER", "rtx_2080_super"),
-    ("GeForce RTX 2070", "rtx_2070"),
-    ("NVIDIA GeForce GTX 1660 Ti", "gtx_1660_ti"),
 ]
 
 # Real GPUs that differ from every row (clocks, SMs, memory): a wrong peak is worse than none.
@@ -107,7 +103,6 @@ UNMATCHED_NAMES = [
     "NVIDIA RTX PRO 6000 Blackwell Server Edition",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q",
     "NVIDIA GeForce GTX 1070 Ti",
-    "NVIDIA GeForce RTX 2070 SUPER",
     "Tesla P6",
     "Tesla M4",
     "Tesla K20Xm",
