@@ -23,6 +23,7 @@ from utilscope.cache import CACHE_ENV
 TABLES = {  # every shipped published table, by its format
     "timm-benchmark": "data/public/timm-benchmark/benchmark-infer-*.csv",
     "deeplearningexamples": "data/public/deeplearningexamples/*.csv",
+    "mlperf": "data/public/mlperf/*.csv",
 }
 ATLAS = "data/public/atlas.sqlite"
 

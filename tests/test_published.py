@@ -360,8 +360,8 @@ def test_a_bad_deeplearningexamples_row_is_one_line_naming_it_and_nothing_is_wri
 def test_ingest_lists_every_format_and_refuses_another(capsys):
     assert main(["ingest", "--help"]) == 0
     assert "deeplearningexamples" in capsys.readouterr().out
-    assert main(["ingest", "mlperf", str(DLE)]) == 2
-    assert "invalid choice 'mlperf'; use one of: deeplearningexamples, generic-csv, timm-benchmark" in (
+    assert main(["ingest", "nosuchformat", str(DLE)]) == 2
+    assert "invalid choice 'nosuchformat'; use one of: deeplearningexamples, generic-csv, mlperf, timm-benchmark" in (
         capsys.readouterr().err
     )
 

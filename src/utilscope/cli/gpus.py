@@ -9,6 +9,7 @@ from rich.console import Console
 
 from utilscope.errors import UsageError
 from utilscope.present.json_text import strict_json
+from utilscope.survey.formats.table import UNPUBLISHED_BATCH
 from utilscope.units import plural
 
 if TYPE_CHECKING:
@@ -93,15 +94,21 @@ def cmd_gpus(args, console: Console) -> int:
 
 
 def render_model(rows: pd.DataFrame, console: Console) -> None:
-    """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order."""
+    """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order; where
+    two rows of a table would look alike (MLPerf's systems of one GPU), the name their source gives them is shown; a
+    batch the source does not publish is "n/a"."""
     from utilscope.present.profile_view import frame_table
     from utilscope.report import atlas
 
     model = rows["model"].iloc[0]
     for condition, alike in rows.groupby("condition", sort=False):
-        shown = alike[[column for column in SHOWN if column != "condition"]].rename(columns=SHOWN)
+        columns = [column for column in SHOWN if column != "condition"]
+        if alike.duplicated(["gpu", "table", "resolution", "batch", "reparam"]).any():  # told apart by their label
+            columns.insert(columns.index("table") + 1, "gpu_label")
+        shown = alike[columns].rename(columns={**SHOWN, "gpu_label": "as published"})
         shown["FLOP util"] = shown["FLOP util"].map(lambda value: f"{value:.1%}")
         shown["samples/s"] = shown["samples/s"].map(lambda value: f"{value:,.0f}")
+        shown["batch"] = shown["batch"].map(lambda value: "n/a" if value == UNPUBLISHED_BATCH else str(value))
         title = (
             f"{model}, {condition}, on {plural(alike['gpu'].nunique(), 'GPU')}: FLOP utilization against each GPU's "
             "datasheet peak for the row's precision; rows of another table or reparameterization are not alike"

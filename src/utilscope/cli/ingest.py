@@ -51,6 +51,10 @@ def cmd_ingest(args, console: Console) -> int:
         for name, rows, added in result.files:
             said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
             console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
+            kept_out = [why for file, why in result.left_out if file == name]
+            if kept_out:
+                said = f"{name}: {plural(len(kept_out), 'row')} left out: {'; '.join(kept_out)}"
+                console.print(said, highlight=False, soft_wrap=True)
         console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
 
     if not args.count:

@@ -33,6 +33,7 @@ NON_CNN_CLASSES = ("attention-hybrid",)  # conv classes the atlas's figures show
 COLUMNS = [
     "gpu",
     "gpu_name",
+    "gpu_label",  # the name a published row's source gives its GPU or system; "" for ours
     "architecture",
     "source",
     "table",
@@ -99,6 +100,7 @@ def measured_rows(measurements: pd.DataFrame, classes: dict[str, str], convertib
         bytes_per_sample=bytes_per_sample,
         source=MEASURED,
         table=OURS,
+        gpu_label="",
         conv_class=[classes.get(name, "unknown") for name in model],
     )
     return frame.drop(columns=["device"]).join(_gpu_facts(ok["device"].astype(str)))

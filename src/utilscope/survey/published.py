@@ -30,7 +30,8 @@ class IngestResult:
     """Per file: its name, the rows it has, the rows this ingest added (0: it was ingested before). With counting
     (``ingest_and_count``): the store, how many (model, resolution, precision) were counted and how many of those
     could not be, how many rows' ``reparam`` was decided from their GMACs, and where the tables' GMACs and our
-    counts disagree (``gmacs_disagreements``)."""
+    counts disagree (``gmacs_disagreements``). ``left_out``: (file, "row N: why") of each source row its format
+    kept out of the store (a GPU the spec table lacks, a unit it does not read)."""
 
     files: list[tuple[str, int, int]]
     db: str = ""
@@ -38,6 +39,7 @@ class IngestResult:
     failed: int = 0
     decided: int = 0
     disagreements: Any = None  # a DataFrame when counted
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def added(self) -> int:
@@ -59,6 +61,7 @@ class IngestResult:
             "failed": self.failed,
             "decided": self.decided,
             "disagreements": None if apart is None else apart.to_dict(orient="records"),
+            "left_out": [{"file": name, "row": why} for name, why in self.left_out],
         }
 
 
@@ -93,7 +96,8 @@ def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
         [
             (name, len(table.rows), len(table.rows) if name in added else 0)
             for name, table in zip(names, tables, strict=True)
-        ]
+        ],
+        left_out=tuple((table.path.name, why) for table in tables for why in table.left_out),
     )
 
 

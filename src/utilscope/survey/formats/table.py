@@ -14,6 +14,8 @@ from utilscope.registry import Registry
 from utilscope.units import now_iso
 
 ROW_DEFAULTS = {"reparam": "", "count_status": "", "conv_class": "", "torch": "", "cuda": ""}
+LEFT_OUT = "left_out"  # a format's row {LEFT_OUT: "row N: why"}: a source row it keeps out of the store, said
+UNPUBLISHED_BATCH = 0  # ``batch`` of a row whose source publishes none (MLPerf: the submitter's harness batches)
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class PublishedTable:
     path: Path
     sha256: str
     rows: list[dict]
+    left_out: tuple[str, ...] = ()  # the source rows kept out of the store, each "row N: why" (``LEFT_OUT``)
 
     def records(self) -> list[dict]:
         """Every row with its file's name and SHA-256: the store's ``published`` columns."""
@@ -33,7 +36,8 @@ class PublishedTable:
 @dataclass(frozen=True)
 class TableFormat:
     """A source format: its name, what its files are, and how one is read (``read(path, text, sha256)``: the
-    rows, each with its condition; a one-line UsageError naming the file and row for anything it cannot read;
+    rows, each with its condition; a one-line UsageError naming the file and row for anything it cannot read; a
+    row it reads but keeps out of the store, such as one of a GPU the spec table lacks, as ``{LEFT_OUT: "row N: why"}``;
     ``check_name``, before the file is read, where the format's file names carry its condition)."""
 
     name: str
