@@ -59,7 +59,7 @@ def atlas_store(folder):
                         precision,
                         {
                             "flops_per_sample": FLOPS,
-                            "other_flops_per_sample": 0,
+                            "other_flops_per_sample": sum(map(ord, model)),  # apart: no two count alike
                             "bytes_per_sample": BYTES,
                             "count_status": "ok",
                             "reparam": reparam,
@@ -232,6 +232,29 @@ def test_torch_keeps_one_torch_versions_published_tables_and_our_rows(store, cap
     assert json.loads(capsys.readouterr().out)["dynamo"][0]["50%"] == 1.0
     assert main(["gpus", "--db", str(store), "--torch", "2.9"]) == 2
     assert "--torch 2.9: no published table of that torch version (the store's: 2.4.0)" in capsys.readouterr().err
+
+
+def test_another_sources_name_for_a_network_is_counted_alike_and_a_network_of_equal_flops_is_not():
+    """``atlas.counted_alike``: torchvision's ResNet-50 (NVIDIA's and MLPerf's name) counts as timm's to the unit at
+    224 px, FLOPs, other FLOPs and bytes; a GroupNorm variant with the same convolutions has other FLOPs of its own,
+    a padded variant other bytes; a model counted at no shared resolution is not compared."""
+    rows = pd.DataFrame(
+        {
+            "model": ["timm:resnet50", "torchvision:resnet50", "torchvision:resnet50", "timm:resnet50_gn", "timm:tf_rn"]
+            + ["timm:small"],
+            "resolution": [224, 224, 224, 224, 224, 160],
+            "precision": ["amp", "amp", "int8", "amp", "amp", "amp"],
+            "flops_per_sample": [8e9, 8e9, 8e9, 8e9, 8e9, 8e9],
+            "other_flops_per_sample": [4e7, 4e7, 4e7, 9e7, 4e7, 4e7],
+            "bytes_per_sample": [2e8, 2e8, float("nan"), 2e8, 2.1e8, 2e8],
+        }
+    )
+    assert atlas.counted_alike(rows, "timm:resnet50") == ["torchvision:resnet50"]
+    assert atlas.counted_alike(rows, "torchvision:resnet50") == ["timm:resnet50"]
+    assert atlas.counted_alike(rows, "timm:resnet50_gn") == [] and atlas.counted_alike(rows, "timm:nope") == []
+    assert set(
+        atlas.one_model(rows.assign(condition="c", gpu="g", source="s", table="t", reparam="n/a"), "resnet50")["model"]
+    ) == {"timm:resnet50", "torchvision:resnet50"}
 
 
 def test_equal_flop_rows_that_two_gpus_order_differently_are_swaps():

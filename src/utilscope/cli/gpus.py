@@ -96,15 +96,19 @@ def cmd_gpus(args, console: Console) -> int:
 def render_model(rows: pd.DataFrame, console: Console) -> None:
     """One table per condition (rows of two conditions are not the same work), in ``atlas.one_model``'s order; where
     two rows of a table would look alike (MLPerf's systems of one GPU), the name their source gives them is shown; a
-    batch the source does not publish is "n/a"."""
+    batch the source does not publish is "n/a"; where the rows hold models counted alike (``atlas.counted_alike``:
+    another source's name for the network), each row's model."""
     from utilscope.present.profile_view import frame_table
     from utilscope.report import atlas
 
-    model = rows["model"].iloc[0]
+    models = list(dict.fromkeys(rows["model"]))
+    model = models[0] if len(models) == 1 else f"{' = '.join(models)} (counted alike)"
     for condition, alike in rows.groupby("condition", sort=False):
         columns = [column for column in SHOWN if column != "condition"]
         if alike.duplicated(["gpu", "table", "resolution", "batch", "reparam"]).any():  # told apart by their label
             columns.insert(columns.index("table") + 1, "gpu_label")
+        if len(models) > 1:
+            columns.insert(0, "model")
         shown = alike[columns].rename(columns={**SHOWN, "gpu_label": "as published"})
         shown["FLOP util"] = shown["FLOP util"].map(lambda value: f"{value:.1%}")
         shown["samples/s"] = shown["samples/s"].map(lambda value: f"{value:,.0f}")

@@ -52,6 +52,7 @@ COLUMNS = [
     "achieved_tflops",
     "peak_tflops",
     "flops_per_sample",
+    "other_flops_per_sample",  # counted, on published rows (``counted_alike``); NaN on ours
     "bytes_per_sample",
     "intensity",
 ]
@@ -210,11 +211,45 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 
 
 def one_model(frame: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Every row of one model (``timm:resnet50`` or ``resnet50``) on every GPU: measured and published, grouped by
-    condition (rows of two conditions are not the same work), then by GPU, resolution, source and table."""
-    name = model if ":" in model else f"timm:{model}"
-    rows = frame[frame["model"] == name.removesuffix(REPARAM)]
-    return rows.sort_values(["condition", "gpu", "resolution", "source", "table", "reparam"]).reset_index(drop=True)
+    """Every row of one model (``timm:resnet50`` or ``resnet50``) on every GPU, measured and published, and the rows
+    of the models that count alike (``counted_alike``: another source's name for the same network, as NVIDIA's and
+    MLPerf's ResNet-50 v1.5 is torchvision's); grouped by condition (rows of two conditions are not the same work),
+    then by GPU, resolution, source and table."""
+    name = (model if ":" in model else f"timm:{model}").removesuffix(REPARAM)
+    rows = frame[frame["model"].isin([name, *counted_alike(frame, name)])]
+    order = ["condition", "gpu", "resolution", "source", "table", "reparam"]
+    return rows.sort_values(order).reset_index(drop=True)
+
+
+def counted_alike(frame: pd.DataFrame, name: str) -> list[str]:
+    """The other models of ``frame`` counted alike with ``name`` (another source's name for the same network): their
+    published rows' counts equal ``name``'s to the unit, FLOPs and other FLOPs at every resolution both have rows
+    at, bytes at every resolution and precision both counted bytes in, and at least one such resolution."""
+    counted = frame.dropna(subset=["flops_per_sample", "other_flops_per_sample"])
+    flops = _counts(counted, ["resolution"], ["flops_per_sample", "other_flops_per_sample"])
+    moved = _counts(counted.dropna(subset=["bytes_per_sample"]), ["resolution", "precision"], ["bytes_per_sample"])
+    if name not in flops:
+        return []
+    return [
+        other
+        for other in flops
+        if other != name and _agree(flops[name], flops[other]) and _agree(moved.get(name, {}), moved.get(other, {}))
+    ]
+
+
+def _counts(frame: pd.DataFrame, keys: list[str], values: list[str]) -> dict[str, dict]:
+    """model -> {key tuple: the set of value tuples its rows hold there}."""
+    out: dict[str, dict] = {}
+    for row in frame[["model", *keys, *values]].itertuples(index=False):
+        key, value = tuple(row[1 : 1 + len(keys)]), tuple(row[1 + len(keys) :])
+        out.setdefault(row[0], {}).setdefault(key, set()).add(value)
+    return out
+
+
+def _agree(mine: dict, theirs: dict) -> bool:
+    """Whether two models' counts are one at every key both have (``_counts``); False where they share none."""
+    shared = mine.keys() & theirs.keys()
+    return all(mine[key] == theirs[key] for key in shared) and (bool(shared) or not mine or not theirs)
 
 
 def condition_differences(rows: pd.DataFrame) -> str:
