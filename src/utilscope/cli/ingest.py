@@ -51,6 +51,8 @@ def cmd_ingest(args, console: Console) -> int:
         for name, rows, added in result.files:
             said = f"{plural(added, 'row')} added" if added else "ingested before: nothing added"
             console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
+        for name, why in result.skipped:
+            console.print(f"{name}: skipped {why}", highlight=False, soft_wrap=True)
         console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
 
     if not args.count:

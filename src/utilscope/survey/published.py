@@ -38,6 +38,7 @@ class IngestResult:
     failed: int = 0
     decided: int = 0
     disagreements: Any = None  # a DataFrame when counted
+    skipped: tuple[tuple[str, str], ...] = ()  # (file, what its format left out and why), one per cause
 
     @property
     def added(self) -> int:
@@ -59,6 +60,7 @@ class IngestResult:
             "failed": self.failed,
             "decided": self.decided,
             "disagreements": None if apart is None else apart.to_dict(orient="records"),
+            "skipped": [{"file": name, "skipped": why} for name, why in self.skipped],
         }
 
 
@@ -93,7 +95,8 @@ def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
         [
             (name, len(table.rows), len(table.rows) if name in added else 0)
             for name, table in zip(names, tables, strict=True)
-        ]
+        ],
+        skipped=tuple((table.path.name, why) for table in tables for why in table.skipped),
     )
 
 

@@ -6,7 +6,8 @@ one module here and one ``register_format`` call.
 
 - ``timm-benchmark`` (``timm_benchmark``): timm's ``benchmark-infer-*.csv`` (``data/public/timm-benchmark``);
 - ``deeplearningexamples`` (``deeplearningexamples``): NVIDIA DeepLearningExamples' inference tables, one row per
-  published table row, as shipped in ``data/public/deeplearningexamples``;
+  published table row, as shipped in ``data/public/deeplearningexamples`` (``dle_readme`` reads the READMEs those
+  CSVs are copied from: ``scripts/build_dle_tables.py``);
 - ``generic-csv`` (``generic_csv``): a CSV anyone writes, one measurement a row with its condition and provenance.
 """
 
@@ -19,9 +20,9 @@ from utilscope.errors import UsageError
 from utilscope.files import decode_text, read_bytes
 from utilscope.registry import Registry
 from utilscope.survey.formats import deeplearningexamples, generic_csv, timm_benchmark  # noqa: F401  (they register)
-from utilscope.survey.formats.table import FORMATS, PublishedTable, TableFormat, register_format
+from utilscope.survey.formats.table import FORMATS, PublishedTable, Rows, TableFormat, register_format
 
-__all__ = ["FORMATS", "PublishedTable", "TableFormat", "formats", "read_table", "register_format"]
+__all__ = ["FORMATS", "PublishedTable", "Rows", "TableFormat", "formats", "read_table", "register_format"]
 
 
 def read_table(format_name: str, path) -> PublishedTable:
@@ -35,7 +36,7 @@ def read_table(format_name: str, path) -> PublishedTable:
     rows = table_format.read(path, decode_text(content, path, what), sha256)
     if not rows:
         raise UsageError(f"{path} is a {format_name} table without rows")
-    return PublishedTable(path, sha256, rows)
+    return PublishedTable(path, sha256, list(rows), tuple(getattr(rows, "skipped", ())))
 
 
 def formats() -> Registry[TableFormat]:

@@ -16,13 +16,22 @@ from utilscope.units import now_iso
 ROW_DEFAULTS = {"reparam": "", "count_status": "", "conv_class": "", "torch": "", "cuda": ""}
 
 
+class Rows(list):
+    """A format's rows, and what it skipped (``skipped``: one line per cause, with how many rows), for a format
+    that keeps some published rows out of the store (a GPU without a spec-table row) and says so."""
+
+    skipped: list[str] = []
+
+
 @dataclass(frozen=True)
 class PublishedTable:
-    """One file's rows, ready for the store: each row holds its own condition and provenance (``records``)."""
+    """One file's rows, ready for the store: each row holds its own condition and provenance (``records``), and
+    the rows its format skipped, one line per cause (``skipped``)."""
 
     path: Path
     sha256: str
     rows: list[dict]
+    skipped: tuple[str, ...] = ()
 
     def records(self) -> list[dict]:
         """Every row with its file's name and SHA-256: the store's ``published`` columns."""
