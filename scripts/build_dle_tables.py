@@ -74,7 +74,10 @@ SOURCES = {
         {**TRITON, "framework": "TensorFlow (SavedModel)", "backend": "triton-tf-trt"},
     ),
 }
-EFFICIENTNET_V1 = {"results for EfficientNet v1-B0": "timm:efficientnet_b0", "for EfficientNet v1-B4": "timm:efficientnet_b4"}
+EFFICIENTNET_V1 = {
+    "results for EfficientNet v1-B0": "timm:efficientnet_b0",
+    "for EfficientNet v1-B4": "timm:efficientnet_b4",
+}
 GPUS = {  # the heading's GPU → the spec-table key; a GPU missing here is kept with gpu ""
     "1x A100 40GB": "a100_sxm4_40gb",
     "1x A100 80GB": "a100_sxm4_80gb",
@@ -153,7 +156,9 @@ def records(path: str, text: str, commit: str) -> tuple[list[dict], list[str]]:
             condition = {
                 **condition,
                 "memory_format": "unstated",
-                "data": "synthetic: no data preprocessing (scripts/inference)" if trt else "unstated (--run-scope eval_only)",
+                "data": "synthetic: no data preprocessing (scripts/inference)"
+                if trt
+                else "unstated (--run-scope eval_only)",
             }
         resolution = row.get("resolution", "")
         out.append(
@@ -166,7 +171,10 @@ def records(path: str, text: str, commit: str) -> tuple[list[dict], list[str]]:
                 "batch": row["batch"],
                 "resolution": resolution.split("x")[0] if resolution else "224",
                 "throughput_img_s": row["throughput"],
-                **{f"{c}_ms": row.get(c, "") for c in ("latency_avg", "latency_p50", "latency_p90", "latency_p95", "latency_p99")},
+                **{
+                    f"{c}_ms": row.get(c, "")
+                    for c in ("latency_avg", "latency_p50", "latency_p90", "latency_p95", "latency_p99")
+                },
                 "framework": condition["framework"],
                 "container": _container(row, condition),
                 "backend": backend,
