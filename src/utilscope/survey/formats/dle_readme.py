@@ -8,11 +8,11 @@ A table is read when it sits under an inference heading (``INFERENCE_HEADING``: 
 tables by concurrent requests, "Online: <GPU>, ..." and "TensorRT backend inference performance (<GPU>)"); its
 title is the last line before it that is bold (``**FP32 Inference Latency**``) or names an inference latency or
 performance. Each header cell must be one ``COLUMNS`` names (the throughput-speedup columns, ratios to another
-table, are left out); a table with another column, or without a batch or throughput column, is a one-line UsageError naming the file and
-line ("the columns moved"), except tables by concurrent requests (Triton's online scenario: no batch) and tables
-of figures (a row of ``![](...)`` images), which are skipped and counted. A row whose throughput or latency
-carries another unit is skipped, counted and named.
-Cells after the header's last column that begin with ``#`` (earlier numbers the authors left in the row) are
+table, are left out); a table with another column, or without a batch or throughput column, is a one-line
+UsageError naming the file and line ("the columns moved"), except tables by concurrent requests (Triton's online
+scenario: no batch) and tables of figures (a row of ``![](...)`` images), which are skipped and counted. A row
+whose throughput or latency carries another unit is skipped, counted and named. Cells after the header's last
+column that begin with ``#`` (earlier numbers the authors left in the row) are
 dropped; any other extra or missing cell is a UsageError.
 """
 
