@@ -44,6 +44,16 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=cmd_ingest)
 
 
+SAID_LEFT_OUT = 5  # the rows a file left out that are named one by one; the rest are counted
+
+
+def left_out_line(name: str, kept_out: list[str]) -> str:
+    """One line: how many rows of the file its format kept out of the store, the first ``SAID_LEFT_OUT`` with why."""
+    more = len(kept_out) - SAID_LEFT_OUT
+    tail = f"; and {plural(more, 'more row')}" if more > 0 else ""
+    return f"{name}: {plural(len(kept_out), 'row')} left out: {'; '.join(kept_out[:SAID_LEFT_OUT])}{tail}"
+
+
 def cmd_ingest(args, console: Console) -> int:
     from utilscope.api import ingest
 
@@ -53,8 +63,7 @@ def cmd_ingest(args, console: Console) -> int:
             console.print(f"{name}: {plural(rows, 'row')}, {said}", highlight=False, soft_wrap=True)
             kept_out = [why for file, why in result.left_out if file == name]
             if kept_out:
-                said = f"{name}: {plural(len(kept_out), 'row')} left out: {'; '.join(kept_out)}"
-                console.print(said, highlight=False, soft_wrap=True)
+                console.print(left_out_line(name, kept_out), highlight=False, soft_wrap=True)
         console.print(f"{plural(result.added, 'published row')} added to {args.db}", highlight=False, soft_wrap=True)
 
     if not args.count:
