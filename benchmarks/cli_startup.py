@@ -27,6 +27,8 @@ COMMANDS = (
     "predict timm:resnet50 --gpu h100_sxm --backend eager --host-profile missing.json",
     "nas predict missing.jsonl --gpu h100_sxm",
     "nas search --gpu nope",
+    "count timm:nope",
+    "predict timm:resnet5 --gpu h100_sxm",
     "--help",
     "--version",
 )

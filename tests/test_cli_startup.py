@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from utilscope.models import sets, timm_sets
+
 HEAVY = ("torch", "pandas", "numpy", "ray")
 PRELUDE = f"""import json, sys
 HEAVY = {HEAVY!r}
@@ -88,3 +90,32 @@ def test_every_help_and_the_version_import_nothing_heavy():
     seen, _ = _run(code)
     assert seen["heavy"] == [] and seen["helps"] > 20 and seen["version"][0] == 0
     assert seen["version"][1].startswith("utilscope ")
+
+
+def test_a_timm_model_the_installed_timm_lacks_is_refused_while_parsing_from_the_shipped_names(monkeypatch):
+    """``values.MODEL``: ``timm:NAME`` is checked against the shipped table's names when the installed timm is the
+    table's (``timm_sets.installed_names``), with the nearest names; a glob, another source or an unknown list (another
+    timm installed) is left to the library."""
+    import argparse
+
+    from utilscope.cli import values
+
+    monkeypatch.setattr(timm_sets, "installed_names", lambda version: frozenset({"resnet50", "resnet18"}))
+    assert values.MODEL("timm:resnet50+reparam") == "timm:resnet50+reparam"
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown model 'timm:resnet5'; did you mean: timm:resnet50"):
+        values.MODEL("timm:resnet5")
+    assert values.MODEL("timm:resnet5*") == "timm:resnet5*" and values.MODEL("torchvision:nope") == "torchvision:nope"
+    monkeypatch.setattr(timm_sets, "installed_names", lambda version: None)
+    assert values.MODEL("timm:nope") == "timm:nope"
+    monkeypatch.undo()
+    monkeypatch.setattr(timm_sets.metadata, "version", lambda name: "0.0.1")
+    assert timm_sets.installed_names("1.0.31") is None and timm_sets.installed_names("0.0.1") == timm_sets.names()
+
+
+@pytest.mark.skipif(
+    timm_sets.installed_names(sets.timm_version()) is None,
+    reason="the installed timm is not the one the shipped table of its names was built with",
+)
+def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
+    seen, err = _run(MAIN, "count", "timm:nope")
+    assert seen == {"code": 2, "heavy": []} and "unknown model 'timm:nope'" in err

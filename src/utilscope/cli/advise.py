@@ -5,7 +5,17 @@ from __future__ import annotations
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, one_model
-from utilscope.cli.values import BACKEND, BATCHES, PRECISION, checked, parse_batches, parse_list, precisions, whole
+from utilscope.cli.values import (
+    BACKEND,
+    BATCHES,
+    MODEL,
+    PRECISION,
+    checked,
+    parse_batches,
+    parse_list,
+    precisions,
+    whole,
+)
 from utilscope.limits import check_batches
 from utilscope.present.json_text import strict_json
 
@@ -14,7 +24,7 @@ LADDER = checked(str, lambda text: () if text == "none" else check_batches(parse
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("advise", help="measure exact rewrites and deployment choices, ranked by measured gain")
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("model", type=MODEL, help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
     p.add_argument("--batch", type=BATCHES, default=None, help="batch sizes (default: 1,256 on a GPU, 1,8 on a CPU)")
     p.add_argument(
         "--precision",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import BACKEND, PRECISION
+from utilscope.cli.values import BACKEND, MODEL, PRECISION
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
@@ -41,7 +41,7 @@ def one_model(spec: str, verb: str) -> str:
 
 def add_measurement_options(p: argparse.ArgumentParser) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
-    p.add_argument("model", help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument("model", type=MODEL, help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
     p.add_argument(
         "--precision", type=PRECISION, default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)"
     )

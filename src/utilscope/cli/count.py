@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.cli.values import BATCH, DTYPE
+from utilscope.cli.values import BATCH, DTYPE, MODEL
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.precision import COUNTED
@@ -21,6 +21,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("count", help="per-layer FLOPs, bytes and params of a model (no GPU needed)")
     p.add_argument(
         "model",
+        type=MODEL,
         help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, a model file (model.onnx, "
         "model.pt2, a TorchScript model.pt; a torch.save pickle if UTILSCOPE_TRUST_PICKLE=1: docs/model-files.md), "
         "or a glob like 'timm:resnet*' or 'exports/*.onnx' (one summary row per model)",

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, PRECISION, SEED, input_file, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, SEED, input_file, whole
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
@@ -68,6 +68,7 @@ def _add_predict(sub) -> None:
     p = sub.add_parser("predict", help="predict a CNN's latency, throughput and utilization on a GPU, without it")
     p.add_argument(
         "model",
+        type=MODEL,
         help="torchvision:NAME, timm:NAME, path/file.py:factory, archs.jsonl:ID, or a glob like "
         "'timm:resnet*' (one row per model and batch size)",
     )

@@ -16,6 +16,8 @@ from utilscope.errors import UsageError
 from utilscope.files import check_input_file
 from utilscope.hardware.specs import gpu_names, lookup_gpu
 from utilscope.limits import check_batch, check_batches, check_count, check_seed
+from utilscope.models import sets, timm_sets
+from utilscope.models.sources import REPARAM, unknown_model
 from utilscope.precision import check_counted, parse_precision
 
 
@@ -104,6 +106,19 @@ def input_file(what: str) -> Callable[[str], str]:
     return checked(str, check, "file")
 
 
+def _model(text: str) -> str:
+    """A ``timm:NAME`` the installed timm lacks is a UsageError while parsing (``timm_sets.installed_names``: the
+    shipped table of timm's names, when it is the installed timm's, model_sets.toml's [timm] version); every other
+    model is checked when it is built."""
+    prefix, sep, name = text.strip().partition(":")
+    name = name.removesuffix(REPARAM)
+    checkable = prefix == "timm" and sep and name and not any(c in name for c in "*?[")
+    known = timm_sets.installed_names(sets.timm_version()) if checkable else None
+    if known is not None and name not in known:
+        raise unknown_model(text.strip(), {"timm": sorted(known)}, name)
+    return text
+
+
 def _backend(text: str) -> str:
     from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
 
@@ -116,6 +131,7 @@ BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend
 DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
 GPU = checked(str, _gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
+MODEL = checked(str, _model, "model")  # a model argument: a timm:NAME the installed timm lacks refused here
 
 
 def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
@@ -131,6 +147,7 @@ __all__ = [
     "DTYPE",
     "GPU",
     "GPUS",
+    "MODEL",
     "PRECISION",
     "SEED",
     "checked",

@@ -23,6 +23,7 @@ that records its input's channels (ONNX, torch.export) takes those.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import importlib
@@ -45,6 +46,8 @@ ENTRY_POINT_GROUP = "utilscope.model_sources"
 DEFAULT_FILE_RESOLUTION = 224  # of a factory file without a RESOLUTION constant, and of a module counted as is
 IMAGE_CHANNELS = 3  # a zoo model's input: RGB images, batch x 3 x side x side
 CONV_2D = ("Conv2d", "ConvTranspose2d")  # the convolutions whose input channels a module's input takes (it is 4-D)
+
+REPARAM = "+reparam"  # a spec's suffix: the model reparameterized for inference (``zoo.reparameterize``)
 
 
 def _no_names() -> tuple[str, ...]:
@@ -395,3 +398,16 @@ FILE = register_source(
         input_channels=own_model_channels,
     )
 )
+
+
+def unknown_model(text: str, names: dict[str, Sequence[str]], name: str) -> UsageError:
+    """The one-line error for a model ``text`` no source has: the four names nearest ``name`` among each source's
+    ``names`` (source -> its model names), best first."""
+    scored = [
+        (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source}:{candidate}")
+        for source, candidates in names.items()
+        for candidate in difflib.get_close_matches(name, candidates, n=4, cutoff=0.5)
+    ]
+    close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
+    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    return UsageError(f"unknown model '{text}'{hint}")

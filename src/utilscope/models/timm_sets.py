@@ -6,10 +6,13 @@ build_timm_table.py`` writes it with the timm of model_sets.toml's [timm] versio
 
 from __future__ import annotations
 
+import csv
 import functools
-from importlib import resources
+from importlib import metadata, resources
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLE_FILE = "timm_models.csv"
 KINDS = ("cnn", "attention", "no_spatial_conv", "test", "failed")
@@ -18,8 +21,28 @@ KINDS = ("cnn", "attention", "no_spatial_conv", "test", "failed")
 @functools.cache
 def table() -> pd.DataFrame:
     """The shipped table (``timm_models.csv``): one row per timm architecture, as ``write_table`` wrote it."""
+    import pandas as pd
+
     with resources.files("utilscope.models").joinpath(TABLE_FILE).open() as handle:
         return pd.read_csv(handle, comment="#", keep_default_na=False)
+
+
+@functools.cache
+def names() -> frozenset[str]:
+    """The table's architecture names (``timm:`` left off), read without pandas."""
+    with resources.files("utilscope.models").joinpath(TABLE_FILE).open() as handle:
+        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
+        return frozenset(row["model"].removeprefix("timm:") for row in rows)
+
+
+def installed_names(table_version: str) -> frozenset[str] | None:
+    """Every architecture name of the installed timm, from the table (``names``: no timm, pandas or torch imported),
+    when the installed timm is ``table_version``, the one the table was built with (the table then lists exactly
+    timm's models); None otherwise, or without timm."""
+    try:
+        return names() if metadata.version("timm") == table_version else None
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def members(kind: str, top: int | None = None) -> list[str]:

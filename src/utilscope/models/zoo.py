@@ -12,7 +12,6 @@ source gives (the crop size of torchvision's default weights, timm's pretrained 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,13 +23,12 @@ from torch.overrides import TorchFunctionMode
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import is_folder
 from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
-from utilscope.models.sources import ModelSource, model_sources, module_channels
+from utilscope.models.sources import REPARAM, ModelSource, model_sources, module_channels, unknown_model
 
 MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
 # kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
 # need more (a stride-32 network without padding) fails at building or counting, naming its layer.
 MAX_RESOLUTION = 4096
-REPARAM = "+reparam"  # a spec's suffix: the model reparameterized for inference (``reparameterize``)
 REPARAM_METHODS = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's reparameterize_model calls
 
 
@@ -63,14 +61,7 @@ def _bare_sources() -> list[ModelSource]:
 def _unknown(text: str, sources: Sequence[ModelSource], name: str) -> UsageError:
     if is_folder(text):  # a folder of model files, named without a path separator
         return UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text}/*.onnx'")
-    scored = [
-        (difflib.SequenceMatcher(None, name, candidate).ratio(), f"{source.name}:{candidate}")
-        for source in sources
-        for candidate in difflib.get_close_matches(name, source.list_names(), n=4, cutoff=0.5)
-    ]
-    close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
-    hint = f"; did you mean: {', '.join(close)}?" if close else ""
-    return UsageError(f"unknown model '{text}'{hint}")
+    return unknown_model(text, {source.name: source.list_names() for source in sources}, name)
 
 
 def _unknown_source(source: str, text: str) -> UsageError:
