@@ -29,8 +29,7 @@ MIN_CONFIGS = 200  # fewer leave too few rows per group, held back or fitted on,
 def held_back_rows(profile: DeviceProfile, path: Path) -> pd.DataFrame:
     """The held-back single-op rows, each with its measured ``ms`` and the layer models' ``predicted_ms``."""
     gpu = Gpu.of(profile.device, profile.precision)
-    kept = profile_rows.load(path)
-    ops = kept[0] if kept is not None else profile_rows.derive(profile, gpu)[0]
+    ops, _ = profile_rows.load(path) or profile_rows.derive(profile, gpu)  # the rows kept beside it, else traced
     held = np.random.default_rng(SEED).random(len(ops)) < HELD_BACK_SHARE
     models = fit_layer_models(ops[~held], gpu)
     test = ops[held].reset_index(drop=True)
