@@ -644,3 +644,24 @@ def test_a_refused_renewal_stops_the_claims_with_one_warning_and_no_thread_trace
     assert calls == ["run-a"] and crashed == []  # renewals stop at the first refusal, quietly
     with Store(db) as store:
         assert store.claims() == {}  # released after the block, as always
+
+
+def test_a_refused_release_is_one_warning_and_the_claims_expire_with_their_lease(tmp_path, monkeypatch):
+    from utilscope.errors import StorageError
+    from utilscope.survey import claims
+
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:
+        assert store.claim([CELL], "run-a", "host:gpu0", lease_s=60) == {CELL}
+
+    def refuse(self, owner):
+        raise StorageError(f"cannot write results store {db}: an I/O error (SQLite: disk I/O error)")
+
+    monkeypatch.setattr(Store, "release", refuse)
+    lease = claims.Lease("run-a", "host:gpu0", None, 0, [])
+    unreleased = r"^the survey's claims on its cells were not released \(cannot write .*\); they expire within 60 s$"
+    with pytest.warns(UserWarning, match=unreleased), claims.holding(lease, str(db), lease_s=60, renew_every_s=60):
+        pass  # the block's own outcome stands: no error from the release
+    monkeypatch.undo()
+    with Store(db) as store:
+        assert list(store.claims()) == [CELL]  # still held, until the lease runs out

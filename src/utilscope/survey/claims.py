@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from utilscope import hardware
-from utilscope.errors import UtilscopeError
+from utilscope.errors import StorageError, UtilscopeError
 from utilscope.measure.nvml import device_uuid
 from utilscope.survey.plan import SurveyPlan
 from utilscope.survey.store import Store
@@ -95,7 +95,8 @@ def holding(
 ) -> Iterator[Lease]:
     """Renew the lease's claims in the background while inside; release them after, however the block ends. A
     renewal the store refuses (an I/O error) stops the renewals, with one warning after the block: the claims then
-    lapse, so another survey may measure some of the same cells; no row is lost."""
+    lapse, so another survey may measure some of the same cells; no row is lost. A release the store refuses is
+    one warning too, not the block's error: the rows are stored, and the claims expire with their lease."""
     stop = threading.Event()
     refused: list[UtilscopeError] = []
 
@@ -117,5 +118,9 @@ def holding(
         heartbeat.join()
         if refused:
             warnings.warn(f"the survey's claims on its cells lapsed ({refused[0]})", stacklevel=3)
-        with Store(db) as store:
-            store.release(lease.owner)
+        try:
+            with Store(db) as store:
+                store.release(lease.owner)
+        except StorageError as exc:
+            expiry = f"they expire within {lease_s:.0f} s"
+            warnings.warn(f"the survey's claims on its cells were not released ({exc}); {expiry}", stacklevel=3)
