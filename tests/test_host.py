@@ -3,6 +3,7 @@ calibration on the CPU, and eager predictions with a host profile."""
 
 import json
 import textwrap
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,9 +11,10 @@ import pytest
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.errors import UsageError
-from utilscope.predict import host_calibrate, profiles
+from utilscope.predict import host_calibrate, host_chains, profiles
 from utilscope.predict.host import (
     CALL_KINDS,
+    FORWARD,
     MODULE,
     HostProfile,
     container_calls,
@@ -98,10 +100,34 @@ def test_the_host_calibration_on_the_cpu_times_every_kind(monkeypatch, tmp_path)
     monkeypatch.setattr(host_calibrate, "SAMPLES", 2)
     monkeypatch.setattr(host_calibrate, "WARMUP_CALLS", 1)
     told = []
+    monkeypatch.setattr(host_calibrate, "CHAIN_FORWARDS", 2)
     host = host_calibrate.calibrate_host("cpu", lambda kind, us: told.append(kind))
     assert sorted(told) == sorted(CALL_KINDS) and all(us >= 0 for us in host.call_us.values())
+    # every calibration network traced and timed; the scale is their median ratio
+    assert [row["chain"] for row in host.chains] == list(host_chains.chains())
+    assert all(row["calls"] > 10 and row["measured_ms"] > 0 and row["summed_ms"] > 0 for row in host.chains)
+    assert host.scale == host_calibrate.composition_scale(list(host.chains)) > 0
     saved = host.save(tmp_path / "host.json")
     assert load_host(saved) == host
+
+
+def test_the_composition_scale_is_the_networks_median_ratio_and_scales_every_call_but_the_synchronize():
+    rows = [{"measured_ms": m, "summed_ms": 1.0} for m in (1.0, 3.0, 2.0)]
+    assert host_calibrate.composition_scale(rows) == 2.0
+    host = replace(unit_host(conv=10.0, forward=4.0), scale=1.5).at_speed(2.0)
+    assert host.call_ms("conv") == pytest.approx(10.0 * 1.5 / 1e3 / 2.0)
+    assert host.call_ms(FORWARD) == pytest.approx(4.0 / 1e3 / 2.0)  # the synchronize is timed as it runs
+    assert "its calls x1.50 in a forward" in host.describe()
+
+
+def test_a_host_profile_without_networks_composes_at_scale_1(tmp_path):
+    path = tmp_path / "old.json"
+    call_us = {kind: 2.0 for kind in CALL_KINDS}
+    path.write_text(
+        json.dumps({"format": "utilscope-host-profile/1", "cpu": "x", "torch": "2", "device": "y", "call_us": call_us})
+    )
+    host = load_host(path)
+    assert host.scale == 1.0 and host.chains == () and host.call_ms("conv") == pytest.approx(0.002)
 
 
 def test_a_file_that_is_not_a_host_profile_is_one_line(tmp_path):

@@ -39,3 +39,5 @@ def test_the_host_profile_times_every_call_kind_on_the_gpu_s_host():
     # a launch costs the host microseconds, a cuDNN conv more than a ReLU; the idle synchronize is no launch
     assert 1.0 < host.call_us["activation"] < host.call_us["conv"] < 1000.0
     assert 0.0 < host.call_us[FORWARD] < 1000.0
+    # its calibration networks took about what their calls took alone: not orders of magnitude more or less
+    assert len(host.chains) == 7 and 0.8 < host.scale < 3.0

@@ -404,6 +404,13 @@ def cmd_calibrate_host(args, console: Console) -> int:
 
     out = check_output_file(args.out, HOST_FILE, (".json",))
     host = calibrate_host(args.device, lambda kind, us: console.print(f"{kind}: {us:.2f} µs a call"))
+    for row in host.chains:
+        ratio = row["measured_ms"] / row["summed_ms"]
+        console.print(
+            f"network {row['chain']}: {row['measured_ms'] * 1e3:.1f} µs a forward, {row['calls']} calls summing to "
+            f"{row['summed_ms'] * 1e3:.1f} µs (x{ratio:.2f})"
+        )
+    console.print(f"composition scale (the networks' median): x{host.scale:.2f}")
     host.save(out)
     console.print(f"{host.describe()}: {out}")
     return 0

@@ -38,8 +38,10 @@ SPEED_RANGE = (0.2, 5.0)  # a host's speed over the calibration host's: beyond i
 
 @dataclass(frozen=True)
 class HostProfile:
-    """A host's microseconds per call kind (``CALL_KINDS``), where they were measured, and the host speed assumed
-    (1: the calibration host's; an anchor fits another)."""
+    """A host's microseconds per call kind (``CALL_KINDS``), where they were measured, the host speed assumed (1:
+    the calibration host's; an anchor fits another), and the composition scale: how much longer the host took
+    over whole forwards of its calibration networks (``host_chains``) than the sum of their calls timed one kind at
+    a time (``chains``: each network's row; a profile without them: 1)."""
 
     cpu: str  # the calibration host's CPU model
     torch: str  # the torch version the calls were timed with
@@ -47,6 +49,8 @@ class HostProfile:
     call_us: dict[str, float]
     speed: float = 1.0
     path: str = field(default="", compare=False)
+    scale: float = 1.0
+    chains: tuple[dict, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [kind for kind in CALL_KINDS if kind not in self.call_us]
@@ -55,8 +59,10 @@ class HostProfile:
         check_speed(self.speed)
 
     def call_ms(self, kind: str) -> float:
-        """One call of ``kind`` in milliseconds at the host's speed."""
-        return self.call_us[kind] / 1e3 / self.speed
+        """One call of ``kind`` in milliseconds at the host's speed, inside a forward (the composition scale; the
+        synchronize that ends a forward, ``forward``, is timed as it runs)."""
+        scale = 1.0 if kind == FORWARD else self.scale
+        return self.call_us[kind] * scale / 1e3 / self.speed
 
     def calls_ms(self, counts: dict[str, int]) -> float:
         """The milliseconds of calls counted by kind (``call_counts``) at the host's speed."""
@@ -69,12 +75,13 @@ class HostProfile:
     def describe(self) -> str:
         """One line: the host assumed, and whether its speed is the calibration host's."""
         speed = "its speed" if self.speed == 1.0 else f"{self.speed:.2f}x its speed (fitted to the anchors)"
-        return f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}"
+        composed = f", its calls x{self.scale:.2f} in a forward" if self.scale != 1.0 else ""
+        return f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}{composed}"
 
     def save(self, path: str | Path) -> Path:
         data = asdict(self)
         data.pop("path")
-        return write_json(path, {"format": HOST_FORMAT, **data})
+        return write_json(path, {"format": HOST_FORMAT, **data, "chains": list(self.chains)})
 
 
 def check_speed(speed: float) -> float:
@@ -95,7 +102,14 @@ def load_host(path: str | Path) -> HostProfile:
         raise UsageError(f"{path} is not a host profile ({HOST_FORMAT}) written by `utilscope calibrate --host`")
     try:
         return HostProfile(
-            data["cpu"], data["torch"], data["device"], dict(data["call_us"]), data.get("speed", 1.0), str(path)
+            data["cpu"],
+            data["torch"],
+            data["device"],
+            dict(data["call_us"]),
+            data.get("speed", 1.0),
+            str(path),
+            scale=float(data.get("scale", 1.0)),
+            chains=tuple(dict(row) for row in data.get("chains", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path} is a damaged host profile ({exc})") from None

@@ -2,11 +2,16 @@
 
 Each kind is one small call as a network's forward makes it (a conv, a batch norm, a ReLU, ... on a batch-1
 8-channel 8x8 image; an ``nn.Identity`` call for a module's Python call; a synchronize for the end of a timed
-forward), made ``CALLS`` times back to back and timed on the host with ``time.perf_counter``, the median of
-``SAMPLES`` such runs. The tensors are so small that the GPU runs each kernel in less time than the host takes to
-launch it, and ``CALLS`` stays below the depth of CUDA's launch queue, so the host never waits for the GPU: the
-time is the host's own (Python, dispatch, the launch). On a CPU the ops run on the host itself, their work
-included; such a profile tests the machinery and predicts no GPU.
+forward). The kinds a network calls through a module of their own (``MODULE_FORMS``: ``nn.Conv2d``,
+``nn.BatchNorm2d``, ...) are timed as that module's call, less the ``nn.Identity`` call that a layer's ``module``
+kind adds back, so a layer costs what its module's own ``forward`` costs. Each call is made ``CALLS`` times back to
+back and timed on the host with ``time.perf_counter``, the median of ``SAMPLES`` such runs. The tensors are so small
+that the GPU runs each kernel in less time than the host takes to launch it, and ``CALLS`` stays below the depth of
+CUDA's launch queue, so the host never waits for the GPU: the time is the host's own (Python, dispatch, the
+launch). Then the calibration networks (``host_chains``) run whole forwards back to back, timed the same way: the
+median of their measured times over the sum of their calls (traced, ``host.call_counts``) is the profile's
+composition scale, what a forward adds to its calls timed alone. On a CPU the ops run on the host itself, their
+work included; such a profile tests the machinery and predicts no GPU.
 """
 
 from __future__ import annotations
@@ -14,39 +19,51 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from utilscope import hardware
-from utilscope.predict.host import FORWARD, MODULE, OTHER, HostProfile
+from utilscope.counting.counter import count_traced
+from utilscope.predict import host_chains
+from utilscope.predict.host import FORWARD, MODULE, OTHER, HostProfile, call_counts
 
 CALLS = 200  # below CUDA's launch queue (1,024 kernels): the host is never held up by the GPU
 SAMPLES = 7
 WARMUP_CALLS = 50
+MODULE_FORMS = ("conv", "matmul", "norm", "activation", "pool")  # timed as their nn.Module's call (``call_cases``)
+CHAIN_FORWARDS = 20  # a calibration network's forwards a sample: under 1,024 kernels for the largest (about 50)
 
 
 def call_cases(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
     """One call of each kind (``host.CALL_KINDS``) on tiny tensors of ``device``."""
     image = torch.randn(1, 8, 8, 8, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     other = torch.randn_like(image)
-    weight = torch.randn(8, 8, 3, 3, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     tokens = torch.randn(1, 64, device=device, dtype=dtype)
-    dense, bias = torch.randn(64, 64, device=device, dtype=dtype), torch.randn(64, device=device, dtype=dtype)
-    stats = [torch.rand(8, device=device, dtype=dtype) + 0.5 for _ in range(4)]
     heads = torch.randn(1, 1, 16, 8, device=device, dtype=dtype)
     identity = torch.nn.Identity()
+    modules = {
+        "conv": nn.Conv2d(8, 8, 3, padding=1, bias=False),
+        "matmul": nn.Linear(64, 64),
+        "norm": nn.BatchNorm2d(8),
+        "activation": nn.ReLU(),
+        "pool": nn.MaxPool2d(3, 2, 1),
+    }
+    conv, linear, norm, relu, pool = (m.to(device, dtype).eval() for m in modules.values())
+    conv = conv.to(memory_format=torch.channels_last)
     cases = {
         MODULE: lambda: identity(image),
         FORWARD: torch.cuda.synchronize if device.type == "cuda" else lambda: None,
         OTHER: lambda: torch.clamp(image, -1.0, 1.0),
-        "conv": lambda: F.conv2d(image, weight, None, 1, 1),
-        "matmul": lambda: F.linear(tokens, dense, bias),
+        "conv": lambda: conv(image),
+        "matmul": lambda: linear(tokens),
         "attention": lambda: F.scaled_dot_product_attention(heads, heads, heads),
-        "norm": lambda: F.batch_norm(image, stats[0], stats[1], stats[2], stats[3], False),
-        "activation": lambda: F.relu(image),
+        "norm": lambda: norm(image),
+        "activation": lambda: relu(image),
         "elementwise": lambda: torch.add(image, other),
-        "pool": lambda: F.max_pool2d(image, 3, 2, 1),
+        "pool": lambda: pool(image),
         "reduce": lambda: image.mean((2, 3), keepdim=True),
         "softmax": lambda: torch.softmax(tokens, -1),
         "movement": lambda: torch.cat((image, other), 1),
@@ -56,8 +73,8 @@ def call_cases(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[
     return cases
 
 
-def host_us(call: Callable[[], object], device: torch.device) -> float:
-    """The host's median microseconds per call (the module's docstring)."""
+def host_us(call: Callable[[], object], device: torch.device, calls: int = CALLS) -> float:
+    """The host's median microseconds per call (the module's docstring), ``calls`` calls a sample."""
     with torch.inference_mode():
         for _ in range(WARMUP_CALLS):
             call()
@@ -66,23 +83,56 @@ def host_us(call: Callable[[], object], device: torch.device) -> float:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start_s = time.perf_counter()
-            for _ in range(CALLS):
+            for _ in range(calls):
                 call()
-            samples.append((time.perf_counter() - start_s) / CALLS * 1e6)
+            samples.append((time.perf_counter() - start_s) / calls * 1e6)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return statistics.median(samples)
 
 
+def chain_rows(calls: HostProfile, device: torch.device, dtype: torch.dtype) -> list[dict]:
+    """Each calibration network (``host_chains``): its host calls, the host's milliseconds a forward measured
+    (forwards back to back, ``host_us``) and the sum of its calls by ``calls``' kinds (at scale 1)."""
+    rows = []
+    for name, net in host_chains.chains().items():
+        counted = "fp16" if dtype == torch.float16 else "fp32"
+        _, recorded = count_traced(net, 1, host_chains.RESOLUTION, counted, channels_last=True)
+        counts = call_counts(recorded)
+        net = net.to(device, dtype, memory_format=torch.channels_last)
+        image = torch.randn(1, host_chains.CHANNELS, host_chains.RESOLUTION, host_chains.RESOLUTION, device=device)
+        image = image.to(dtype=dtype, memory_format=torch.channels_last)
+        measured_ms = host_us(lambda: net(image), device, CHAIN_FORWARDS) / 1e3  # noqa: B023  (called here)
+        rows.append(
+            {
+                "chain": name,
+                "calls": sum(counts.values()),
+                "measured_ms": measured_ms,
+                "summed_ms": calls.calls_ms(counts),
+            }
+        )
+    return rows
+
+
+def composition_scale(rows: list[dict]) -> float:
+    """The median over the calibration networks of their measured host time over the sum of their calls."""
+    return statistics.median(row["measured_ms"] / row["summed_ms"] for row in rows)
+
+
 def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], None] | None = None) -> HostProfile:
     """The host profile of this machine launching to ``device`` (None: the GPU if there is one, else the CPU):
-    each call kind timed (``host_us``); ``on_kind(kind, us)`` is told each."""
+    each call kind timed (``host_us``), then the calibration networks (``chain_rows``) for the composition scale;
+    ``on_kind(kind, us)`` is told each kind's microseconds a call."""
     dev = hardware.resolve_device(device)
     dtype = torch.float16 if dev.type == "cuda" else torch.float32
     call_us = {}
     for kind, call in call_cases(dev, dtype).items():
         call_us[kind] = host_us(call, dev)
+        if kind in MODULE_FORMS:  # its module's call: less the module call the layer counts apart
+            call_us[kind] = max(call_us[kind] - call_us[MODULE], 0.0)
         if on_kind is not None:
             on_kind(kind, call_us[kind])
     cpu = hardware.device_name(torch.device("cpu"))
-    return HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
+    calls = HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
+    rows = chain_rows(calls, dev, dtype)
+    return replace(calls, scale=composition_scale(rows), chains=tuple(rows))
