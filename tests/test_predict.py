@@ -449,6 +449,16 @@ def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(pro
     assert fit_cache.cache_file(changed).name.split("-")[-1] != first.name.split("-")[-1]
 
 
+def test_a_predictor_from_the_cache_names_the_profile_file_it_was_loaded_from(profile_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    first = fit_cache.load_predictor(profile_file)
+    copy = tmp_path / "elsewhere" / profile_file.name  # another checkout's copy: the same content, the same cache
+    copy.parent.mkdir()
+    copy.write_bytes(profile_file.read_bytes())
+    assert fit_cache.cache_file(copy) == fit_cache.cache_file(profile_file)
+    assert first.profile_path == str(profile_file) and fit_cache.load_predictor(copy).profile_path == str(copy)
+
+
 def test_a_cache_that_cannot_be_written_leaves_the_answer_and_says_so_once(profile_file, tmp_path, monkeypatch):
     """The cache is optional: a cache folder that is a file (or read-only, or full) fits the predictor, answers, and
     warns once per folder that nothing is kept."""

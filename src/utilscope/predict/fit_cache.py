@@ -108,6 +108,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
         keep(cached, pickle.dumps(predictor))
     return replace(  # built complete from the cached fit, never patched after
         predictor,
+        profile_path=str(path),  # the file as found now: the cache is keyed by content, shared by every checkout
         on_fit=on_fit,
         category_scales=network_scales.load(path),
         host=profiles.host_of(predictor.device),
