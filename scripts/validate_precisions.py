@@ -7,8 +7,12 @@ calibrated on, its own), and prints per condition and batch: rows, MAPE of sampl
 ±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row; ``--families`` adds,
 per condition and batch, each family's rows, MAPE and share within ±10% (``models.sets.display_family``). An eager
 store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU.
+``--profile FILE`` predicts every row from that profile instead (another GPU's: a transfer to the store's GPU,
+the H100 and H200 checked against each other network by network); ``--backend`` and ``--precision`` keep that
+backend's or precision's rows.
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
+        [--profile FILE] [--backend NAME] [--precision NAME]
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ def measured(store: str) -> tuple[pd.DataFrame, str]:
     return rows, spec.key
 
 
-def predicted(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
-    """Every row with its prediction (samples/s) and the profile the prediction came from."""
+def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.DataFrame:
+    """Every row with its prediction (samples/s) and the profile the prediction came from (``profile``: that one,
+    else the registry's choice)."""
     parts = []
     for (precision, memory_format, backend), group in rows.groupby(CONDITION):
         prediction = api.predict(
@@ -56,6 +61,7 @@ def predicted(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
             precision=precision,
             backend=backend,
             channels_last=memory_format == "channels_last",
+            profile=profile,
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
         profile = Path(prediction.profile_path).name
@@ -114,9 +120,15 @@ def main() -> int:
     parser.add_argument("store")
     parser.add_argument("--csv", help="write every row here")
     parser.add_argument("--families", action="store_true", help="add each family's MAPE and share within ±10%%")
+    parser.add_argument("--profile", help="predict every row from this device profile (default: the registry's)")
+    parser.add_argument("--backend", help="only this backend's rows")
+    parser.add_argument("--precision", help="only this precision's rows")
     args = parser.parse_args()
     rows, gpu = measured(args.store)
-    scored = predicted(rows, gpu)
+    for column in ("backend", "precision"):
+        if getattr(args, column):
+            rows = rows[rows[column] == getattr(args, column)]
+    scored = predicted(rows, gpu, args.profile)
     if args.csv:
         scored.to_csv(args.csv, index=False, float_format="%.6g")
     print(markdown(summary(scored), gpu))
