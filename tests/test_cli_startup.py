@@ -149,6 +149,9 @@ def test_a_bare_name_is_known_when_either_table_has_it_and_suggests_torchvisions
     )
     with pytest.raises(argparse.ArgumentTypeError, match=r"^unknown model 'qqqqqqqq'$"):
         values.MODEL("qqqqqqqq")
+    assert values.MODEL_AT("vgg11@288") == "vgg11@288" and values.MODEL_AT("resnet5*@288") == "resnet5*@288"
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^unknown model 'resnet5'; did you mean: torchvision:res"):
+        values.MODEL_AT("resnet5+reparam@288")  # survey's --models
     for one in ((None, frozenset({"resnet50"})), (("resnet50",), None)):
         _tables(monkeypatch, *one)
         assert values.MODEL("resnet5") == "resnet5"
@@ -211,13 +214,14 @@ def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
     reason="the installed torchvision or timm is not the one the shipped table of its names was built with",
 )
 @pytest.mark.parametrize(
-    ("spec", "phrase"),
+    ("argv", "phrase"),
     [
-        ("torchvision:resnet5", "unknown model 'torchvision:resnet5'; did you mean: torchvision:resnet50,"),
-        ("resnet5", "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:resnet50,"),
-        ("foo:bar", "unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm,"),
+        ("predict torchvision:resnet5 --gpu h100_sxm", "unknown model 'torchvision:resnet5'; did you mean: torch"),
+        ("predict resnet5 --gpu h100_sxm", "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:"),
+        ("predict foo:bar --gpu h100_sxm", "unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm,"),
+        ("survey --models resnet50@288 --models resnt50@288 --dry-run", "argument --models: unknown model 'resnt50'"),
     ],
 )
-def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(spec, phrase):
-    seen, err = _run(MAIN, "predict", spec, "--gpu", "h100_sxm")
+def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):
+    seen, err = _run(MAIN, *argv.split())
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err

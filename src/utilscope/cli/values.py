@@ -3,8 +3,10 @@ parsing (``checked``): a bad batch size, precision or GPU is one line before any
 module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
 ``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
 ``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its ``--profile``
-later), ``input_file`` an input file's path (it exists and can be read); the library checks the same values again
-when its objects are made.
+later), ``input_file`` an input file's path (it exists and can be read), ``MODEL`` every model argument (``count``,
+``predict``, ``profile``, ``layers``, ``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source
+has, or an unknown source, from the shipped tables of names); the library checks the same values again when its
+objects are made.
 """
 
 from __future__ import annotations
@@ -174,6 +176,13 @@ def _model(text: str) -> str:
     raise unknown_model(spec, tables, name)
 
 
+def _model_at(text: str) -> str:
+    """A MODEL, or ``MODEL@RES`` (survey's ``--models``: the resolution is checked with the survey's plan)."""
+    head, sep, tail = text.rpartition("@")
+    _model(head if sep and tail.isdigit() else text)
+    return text
+
+
 def _backend(text: str) -> str:
     from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
 
@@ -187,6 +196,7 @@ DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the countin
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
 GPU = checked(str, _gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
+MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
 
 
 def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
@@ -203,6 +213,7 @@ __all__ = [
     "GPU",
     "GPUS",
     "MODEL",
+    "MODEL_AT",
     "PRECISION",
     "SEED",
     "checked",
