@@ -29,6 +29,10 @@ COMMANDS = (
     "nas search --gpu nope",
     "count timm:nope",
     "predict timm:resnet5 --gpu h100_sxm",
+    "predict torchvision:resnet5 --gpu h100_sxm",
+    "predict resnet5 --gpu h100_sxm",
+    "predict foo:bar --gpu h100_sxm",
+    "survey --models torchvision:resnet5 --dry-run",
     "--help",
     "--version",
 )

@@ -4,13 +4,15 @@ process by the modules it imported: a closed-form check, no timing."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 
 import pytest
 
-from utilscope.models import sets, timm_sets
+from utilscope.cli import values
+from utilscope.models import sets, timm_sets, torchvision_names
 
 HEAVY = ("torch", "pandas", "numpy", "ray")
 PRELUDE = f"""import json, sys
@@ -58,9 +60,9 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["nas", "predict", "missing.jsonl"], "no such file: missing.jsonl (the architecture file)"),
         (["nas", "search", "--gpu", "nope"], "unknown GPU 'nope'"),
         (["nas", "predict", "--profile", "missing.json", "a"], "no such file: missing.json (the predictor profile"),
-        (["predict", "m", "--host-profile", "no.json"], "no such file: no.json (the host profile"),
-        (["predict", "m", "--anchors", "no.csv"], "no such file: no.csv (the anchors CSV"),
-        (["predict", "m", "--profile", "no.json"], "no such file: no.json (the device profile"),
+        (["predict", "timm:resnet50", "--host-profile", "no.json"], "no such file: no.json (the host profile"),
+        (["predict", "timm:resnet50", "--anchors", "no.csv"], "no such file: no.csv (the anchors CSV"),
+        (["predict", "timm:resnet50", "--profile", "no.json"], "no such file: no.json (the device profile"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
@@ -92,24 +94,110 @@ def test_every_help_and_the_version_import_nothing_heavy():
     assert seen["version"][1].startswith("utilscope ")
 
 
+def _tables(monkeypatch, torchvision, timm) -> None:
+    """The shipped tables of names as ``values.MODEL`` sees them: these names (None: not the installed package's)."""
+    monkeypatch.setattr(torchvision_names, "installed_names", lambda: torchvision)
+    monkeypatch.setattr(timm_sets, "installed_names", lambda version: timm)
+
+
 def test_a_timm_model_the_installed_timm_lacks_is_refused_while_parsing_from_the_shipped_names(monkeypatch):
     """``values.MODEL``: ``timm:NAME`` is checked against the shipped table's names when the installed timm is the
-    table's (``timm_sets.installed_names``), with the nearest names; a glob, another source or an unknown list (another
-    timm installed) is left to the library."""
-    import argparse
-
-    from utilscope.cli import values
-
-    monkeypatch.setattr(timm_sets, "installed_names", lambda version: frozenset({"resnet50", "resnet18"}))
+    table's (``timm_sets.installed_names``), with the nearest names; a pretrained tag after a known architecture is
+    timm's (``timm.is_model``); a glob, another source or an unknown list (another timm installed) is left to the
+    library."""
+    _tables(monkeypatch, None, frozenset({"resnet50", "resnet18"}))
     assert values.MODEL("timm:resnet50+reparam") == "timm:resnet50+reparam"
+    assert values.MODEL("timm:resnet50.a1_in1k") == "timm:resnet50.a1_in1k"
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown model 'timm:resnet5'; did you mean: timm:resnet50"):
         values.MODEL("timm:resnet5")
-    assert values.MODEL("timm:resnet5*") == "timm:resnet5*" and values.MODEL("torchvision:nope") == "torchvision:nope"
-    monkeypatch.setattr(timm_sets, "installed_names", lambda version: None)
+    assert values.MODEL("timm:resnet5*") == "timm:resnet5*" and values.MODEL("file:nope") == "file:nope"
+    _tables(monkeypatch, None, None)
     assert values.MODEL("timm:nope") == "timm:nope"
     monkeypatch.undo()
     monkeypatch.setattr(timm_sets.metadata, "version", lambda name: "0.0.1")
     assert timm_sets.installed_names("1.0.31") is None and timm_sets.installed_names("0.0.1") == timm_sets.names()
+
+
+def test_a_torchvision_model_the_installed_torchvision_lacks_is_refused_while_parsing(monkeypatch):
+    """``torchvision:NAME`` against torchvision's table (``torchvision_names.installed_names``), with
+    ``zoo.parse_spec``'s message and suggestions; no table of the installed torchvision: left to the library."""
+    _tables(monkeypatch, ("resnet18", "resnet50", "resnet152"), None)
+    assert values.MODEL("torchvision:resnet50") == "torchvision:resnet50"
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        values.MODEL(" torchvision:resnet5+reparam ")
+    assert str(refused.value) == (
+        "unknown model 'torchvision:resnet5'; did you mean: torchvision:resnet50, torchvision:resnet152, "
+        "torchvision:resnet18?"
+    )
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^unknown model 'torchvision:resnet50.a1_in1k'; did"):
+        values.MODEL("torchvision:resnet50.a1_in1k")  # a tag is timm's
+    _tables(monkeypatch, None, None)
+    assert values.MODEL("torchvision:resnet5") == "torchvision:resnet5"
+
+
+def test_a_bare_name_is_known_when_either_table_has_it_and_suggests_torchvisions_first(monkeypatch):
+    """A bare NAME tries torchvision, then timm (``zoo.parse_spec``): refused only when both tables are the
+    installed packages' and neither has it, with the nearest names of both, torchvision's first at equal
+    closeness."""
+    _tables(monkeypatch, ("resnet50", "vgg11"), frozenset({"resnet50", "resnet51q", "convnext_atto"}))
+    for known in ("vgg11", "convnext_atto", "resnet50+reparam", "convnext_atto.d2_in1k"):
+        assert values.MODEL(known) == known
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        values.MODEL("resnet5")
+    assert str(refused.value) == (
+        "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:resnet50, timm:resnet51q?"
+    )
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^unknown model 'qqqqqqqq'$"):
+        values.MODEL("qqqqqqqq")
+    assert values.MODEL_AT("vgg11@288") == "vgg11@288" and values.MODEL_AT("resnet5*@288") == "resnet5*@288"
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^unknown model 'resnet5'; did you mean: torchvision:res"):
+        values.MODEL_AT("resnet5+reparam@288")  # survey's --models
+    for one in ((None, frozenset({"resnet50"})), (("resnet50",), None)):
+        _tables(monkeypatch, *one)
+        assert values.MODEL("resnet5") == "resnet5"
+
+
+def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_is_left_to_the_library(
+    monkeypatch, tmp_path
+):
+    """``foo:bar`` names no source: ``zoo._unknown_source``'s message (``tests/test_zoo.py`` checks it is the same);
+    a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path, a
+    folder), a glob or a prefix of those sources is left to the library, as is any spec while a third-party package
+    declares sources (their names are known only once imported)."""
+    _tables(monkeypatch, ("resnet50",), frozenset({"resnet50"}))
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        values.MODEL("foo:bar+reparam")
+    assert str(refused.value).startswith("unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm, or")
+    left = [
+        "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
+        "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*", "",
+        "timm:", "resnet50@224",
+    ]  # fmt: skip
+    assert [values.MODEL(text) for text in left] == left
+    (tmp_path / "exports").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert values.MODEL("exports") == "exports"  # the library says it is a folder
+    monkeypatch.setattr(values, "_plugged_sources", lambda: True)
+    assert values.MODEL("foo:bar") == "foo:bar" and values.MODEL("resnet5") == "resnet5"
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown model 'timm:resnet5'"):
+        values.MODEL("timm:resnet5")
+
+
+def test_the_shipped_torchvision_table_is_read_only_for_its_version(monkeypatch):
+    """``installed_names``: the table's names for its own torchvision (a CUDA build's local version aside), None for
+    another version or none installed."""
+    version = torchvision_names.table_version()
+    for installed, expected in ((version, True), (f"{version}+cu130", True), ("0.0.1", False)):
+        monkeypatch.setattr(torchvision_names.metadata, "version", lambda name, v=installed: v)
+        assert (torchvision_names.installed_names() == torchvision_names.names()) is expected
+        assert (torchvision_names.installed_names() is None) is not expected
+
+    def missing(name):
+        raise torchvision_names.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(torchvision_names.metadata, "version", missing)
+    assert torchvision_names.installed_names() is None
+    assert "resnet50" in torchvision_names.names() and all(":" not in name for name in torchvision_names.names())
 
 
 @pytest.mark.skipif(
@@ -119,3 +207,21 @@ def test_a_timm_model_the_installed_timm_lacks_is_refused_while_parsing_from_the
 def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
     seen, err = _run(MAIN, "count", "timm:nope")
     assert seen == {"code": 2, "heavy": []} and "unknown model 'timm:nope'" in err
+
+
+@pytest.mark.skipif(
+    torchvision_names.installed_names() is None or timm_sets.installed_names(sets.timm_version()) is None,
+    reason="the installed torchvision or timm is not the one the shipped table of its names was built with",
+)
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        ("predict torchvision:resnet5 --gpu h100_sxm", "unknown model 'torchvision:resnet5'; did you mean: torch"),
+        ("predict resnet5 --gpu h100_sxm", "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:"),
+        ("predict foo:bar --gpu h100_sxm", "unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm,"),
+        ("survey --models resnet50@288 --models resnt50@288 --dry-run", "argument --models: unknown model 'resnt50'"),
+    ],
+)
+def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):
+    seen, err = _run(MAIN, *argv.split())
+    assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err

@@ -117,6 +117,48 @@ def test_unknown_source_lists_the_sources(text):
     assert "torchvision" in message and "timm" in message and ".py" in message
 
 
+def test_the_command_lines_check_of_a_source_says_what_parse_spec_says():
+    """``cli.values.MODEL`` refuses an unknown source while parsing from its own list of the sources recognised by
+    their shape (registered with torch): the registry's sources, and ``parse_spec``'s message with their hints."""
+    import argparse
+
+    from utilscope.cli import values
+
+    assert set(sources.model_sources()) == {"torchvision", "timm", *values._SHAPED_SOURCES}
+    for text in ("foo:bar", "TIMM:resnet50", "tv:resnet50+reparam"):
+        assert _error(argparse.ArgumentTypeError, values.MODEL, text) == _error(UsageError, zoo.parse_spec, text)
+
+
+def test_the_command_lines_check_of_a_name_says_what_parse_spec_says():
+    """``cli.values.MODEL`` refuses a name from the shipped tables of torchvision's and timm's names: the message
+    and suggestions ``parse_spec`` gives from the installed packages, and a name it resolves is never refused."""
+    import argparse
+
+    from utilscope.cli import values
+    from utilscope.models import sets, timm_sets, torchvision_names
+
+    if torchvision_names.installed_names() is None or timm_sets.installed_names(sets.timm_version()) is None:
+        pytest.skip("the installed torchvision or timm is not the one its shipped table of names was built with")
+    for text in ("resnet5", "torchvision:resnet5", "timm:resnt50.a1_in1k", "convnext_atoo", "vit_b_1", "qqqqqqqq"):
+        message = _error(UsageError, zoo.parse_spec, text)
+        assert _error(argparse.ArgumentTypeError, values.MODEL, text) == message, text
+    for text in ("resnet18", "convnext_atto", "resnet50.a1_in1k", "timm:resnet50.a1_in1k", "torchvision:vgg11+reparam"):
+        zoo.parse_spec(text)
+        assert values.MODEL(text) == text
+
+
+def test_the_shipped_torchvision_table_lists_the_installed_torchvisions_models():
+    """``torchvision_models.csv`` is the torchvision source's list (``scripts/build_torchvision_table.py``) when
+    torchvision is the table's version."""
+    import torchvision
+
+    from utilscope.models import torchvision_names
+
+    if torchvision_names.installed_names() is None:
+        pytest.skip(f"torchvision {torchvision.__version__} is not the table's {torchvision_names.table_version()}")
+    assert torchvision_names.names() == sources.TORCHVISION.list_names() == tuple(tvm.list_models(module=tvm))
+
+
 @pytest.mark.parametrize("text", ["timm:", "torchvision:", ""])
 def test_empty_name(text):
     _error(UsageError, zoo.parse_spec, text)

@@ -17,7 +17,7 @@ from utilscope.cli.common import (
     add_threads_option,
     cudnn_settings,
 )
-from utilscope.cli.values import BATCHES, parse_list, precisions
+from utilscope.cli.values import BATCHES, MODEL_AT, parse_list, precisions
 from utilscope.errors import RESUME
 from utilscope.files import check_output_file
 from utilscope.limits import FIT_RULES
@@ -150,6 +150,7 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--models",
         action="append",
+        type=MODEL_AT,
         default=[],
         help=f"a model name or glob, NAME@RES for a resolution of its own, NAME+reparam for it "
         f"reparameterized; repeatable (default: the {len(model_sets.default_survey())} curated "

@@ -3,21 +3,26 @@ parsing (``checked``): a bad batch size, precision or GPU is one line before any
 module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
 ``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
 ``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its ``--profile``
-later), ``input_file`` an input file's path (it exists and can be read); the library checks the same values again
-when its objects are made.
+later), ``input_file`` an input file's path (it exists and can be read), ``MODEL`` every model argument (``count``,
+``predict``, ``profile``, ``layers``, ``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source
+has, or an unknown source, from the shipped tables of names); the library checks the same values again when its
+objects are made.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import functools
+import re
+from collections.abc import Callable, Collection
+from importlib import metadata
 
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file
+from utilscope.files import check_input_file, is_folder
 from utilscope.hardware.specs import gpu_names, lookup_gpu
 from utilscope.limits import check_batch, check_batches, check_count, check_seed
-from utilscope.models import sets, timm_sets
-from utilscope.models.sources import REPARAM, unknown_model
+from utilscope.models import sets, timm_sets, torchvision_names
+from utilscope.models.sources import ENTRY_POINT_GROUP, REPARAM, unknown_model, unknown_source
 from utilscope.precision import check_counted, parse_precision
 
 
@@ -106,16 +111,75 @@ def input_file(what: str) -> Callable[[str], str]:
     return checked(str, check, "file")
 
 
+# A model named by its source's name (``timm:resnet50``, ``torchvision:resnet50.x``) or bare (``resnet50``,
+# ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
+# (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
+_NAMED = re.compile(r"(?:(?P<prefix>[A-Za-z0-9_-]+):)?(?P<name>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)?)")
+# The suffixes of the files a spec of that shape names (``zoo.parse_spec`` tries them before any name): a factory
+# file, an architecture file (``archs.jsonl:ID``), a model file (``model_files.SUFFIXES``).
+_FILE_SUFFIXES = (".py", ".jsonl", ".onnx", ".pt2", ".pt", ".pth", ".ts")
+_ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<ID>``), known once its file is read
+# The sources besides torchvision and timm, which take only specs of their shape (registered when models.model_files
+# and the nas package are imported, with torch), and the hints the unknown-source message gives for them
+# (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
+_SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
+_SHAPED_HINTS = (
+    "a .py file",
+    "a model file (.onnx, .pt2, .pt)",
+    "archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
+)
+
+
+@functools.cache
+def _plugged_sources() -> bool:
+    """Whether a third-party package declares model sources (``sources.ENTRY_POINT_GROUP``): their names are not
+    known until their modules are imported."""
+    return bool(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _known_names(source: str) -> Collection[str] | None:
+    """The model names of ``source`` (torchvision or timm) from its shipped table, when the installed package is the
+    table's version; None otherwise."""
+    if source == "timm":
+        return timm_sets.installed_names(sets.timm_version())
+    return torchvision_names.installed_names()
+
+
+def _has(source: str, names: Collection[str], name: str) -> bool:
+    """Whether ``name`` is a model of ``source``, as its ``exists`` says: timm takes a pretrained tag after the
+    architecture (``resnet50.a1_in1k``, ``timm.is_model``), torchvision the name alone."""
+    return (name.partition(".")[0] if source == "timm" else name) in names
+
+
 def _model(text: str) -> str:
-    """A ``timm:NAME`` the installed timm lacks is a UsageError while parsing (``timm_sets.installed_names``: the
-    shipped table of timm's names, when it is the installed timm's, model_sets.toml's [timm] version); every other
-    model is checked when it is built."""
-    prefix, sep, name = text.strip().partition(":")
-    name = name.removesuffix(REPARAM)
-    checkable = prefix == "timm" and sep and name and not any(c in name for c in "*?[")
-    known = timm_sets.installed_names(sets.timm_version()) if checkable else None
-    if known is not None and name not in known:
-        raise unknown_model(text.strip(), {"timm": sorted(known)}, name)
+    """A model's name that no source has is a UsageError while parsing, with ``zoo.parse_spec``'s message, from the
+    shipped tables of names (no torch, torchvision or timm imported): ``torchvision:NAME`` against torchvision's
+    (``torchvision_names.installed_names``), ``timm:NAME`` against timm's (``timm_sets.installed_names``), a bare
+    NAME against both (torchvision's first: the order its suggestions are listed in), each only when the installed
+    package is its table's version; an unknown source's prefix (``foo:bar``) too. Every other model (a glob, a file,
+    an architecture, a name whose table is not the installed package's, a third-party source's) is checked when it
+    is built."""
+    spec = text.strip().removesuffix(REPARAM)
+    found = _NAMED.fullmatch(spec)
+    if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
+        return text
+    prefix, name = found["prefix"], found["name"]
+    if prefix in _SHAPED_SOURCES or (prefix not in ("torchvision", "timm") and _plugged_sources()):
+        return text
+    if prefix is not None and prefix not in ("torchvision", "timm"):
+        raise unknown_source(prefix, spec, ("torchvision", "timm"), _SHAPED_HINTS)
+    tables = {source: _known_names(source) for source in ((prefix,) if prefix else ("torchvision", "timm"))}
+    if any(names is None for names in tables.values()):
+        return text
+    if any(_has(source, names, name) for source, names in tables.items()) or is_folder(spec):
+        return text
+    raise unknown_model(spec, tables, name)
+
+
+def _model_at(text: str) -> str:
+    """A MODEL, or ``MODEL@RES`` (survey's ``--models``: the resolution is checked with the survey's plan)."""
+    head, sep, tail = text.rpartition("@")
+    _model(head if sep and tail.isdigit() else text)
     return text
 
 
@@ -131,7 +195,8 @@ BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend
 DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
 GPU = checked(str, _gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
-MODEL = checked(str, _model, "model")  # a model argument: a timm:NAME the installed timm lacks refused here
+MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
+MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
 
 
 def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
@@ -148,6 +213,7 @@ __all__ = [
     "GPU",
     "GPUS",
     "MODEL",
+    "MODEL_AT",
     "PRECISION",
     "SEED",
     "checked",

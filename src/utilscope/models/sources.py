@@ -411,3 +411,10 @@ def unknown_model(text: str, names: dict[str, Sequence[str]], name: str) -> Usag
     close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     return UsageError(f"unknown model '{text}'{hint}")
+
+
+def unknown_source(source: str, text: str, named: Sequence[str], hints: Sequence[str]) -> UsageError:
+    """The one-line error for a model ``text`` whose prefix ``source`` names no source: the ``named`` sources (those
+    addressed as ``source:NAME``) and the ``hints`` of those recognised by their shape ("a .py file")."""
+    choices = ", ".join(named) + "".join(f", or {hint}" for hint in hints)
+    return UsageError(f"unknown model source '{source}' in '{text}'; use one of: {choices}")

@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import is_folder
 from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
-from utilscope.models.sources import REPARAM, ModelSource, model_sources, module_channels, unknown_model
+from utilscope.models.sources import REPARAM, ModelSource, model_sources, module_channels, unknown_model, unknown_source
 
 MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
 # kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
@@ -66,8 +66,7 @@ def _unknown(text: str, sources: Sequence[ModelSource], name: str) -> UsageError
 
 def _unknown_source(source: str, text: str) -> UsageError:
     hints = [s.hint for s in model_sources().values() if s.match is not None and s.hint]
-    choices = ", ".join(_named_sources()) + "".join(f", or {hint}" for hint in hints)
-    return UsageError(f"unknown model source '{source}' in '{text}'; use one of: {choices}")
+    return unknown_source(source, text, list(_named_sources()), hints)
 
 
 def parse_spec(text: str) -> ModelSpec:
