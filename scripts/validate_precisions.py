@@ -9,10 +9,11 @@ per condition and batch, each family's rows, MAPE and share within ±10% (``mode
 store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU.
 ``--profile FILE`` predicts every row from that profile instead (another GPU's: a transfer to the store's GPU,
 the H100 and H200 checked against each other network by network); ``--backend`` and ``--precision`` keep that
-backend's or precision's rows.
+backend's or precision's rows; ``--stable`` only the rows whose timing was stable (a coefficient of variation
+within ``measure.timing.CV_LIMIT``: not flagged ``unstable``).
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
-        [--profile FILE] [--backend NAME] [--precision NAME]
+        [--profile FILE] [--backend NAME] [--precision NAME] [--stable]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from utilscope.hardware.specs import detect
 from utilscope.models.sets import display_family
 
 QUERY = (
-    "select model, batch, precision, memory_format, backend, device, samples_per_s from measurements "
+    "select model, batch, precision, memory_format, backend, device, samples_per_s, unstable from measurements "
     "where status = 'ok'"
 )
 CONDITION = ["precision", "memory_format", "backend"]
@@ -123,8 +124,11 @@ def main() -> int:
     parser.add_argument("--profile", help="predict every row from this device profile (default: the registry's)")
     parser.add_argument("--backend", help="only this backend's rows")
     parser.add_argument("--precision", help="only this precision's rows")
+    parser.add_argument("--stable", action="store_true", help="only the rows not flagged unstable")
     args = parser.parse_args()
     rows, gpu = measured(args.store)
+    if args.stable:
+        rows = rows[rows["unstable"] == 0]
     for column in ("backend", "precision"):
         if getattr(args, column):
             rows = rows[rows[column] == getattr(args, column)]
