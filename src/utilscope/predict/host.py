@@ -73,7 +73,7 @@ class HostProfile:
         return replace(self, speed=check_speed(speed))
 
     def describe(self) -> str:
-        """One line: the host assumed, and whether its speed is the calibration host's."""
+        """One line: the host assumed, whether its speed is the calibration host's, and its composition scale."""
         speed = "its speed" if self.speed == 1.0 else f"{self.speed:.2f}x its speed (fitted to the anchors)"
         composed = f", its calls x{self.scale:.2f} in a forward" if self.scale != 1.0 else ""
         return f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}{composed}"
@@ -81,7 +81,7 @@ class HostProfile:
     def save(self, path: str | Path) -> Path:
         data = asdict(self)
         data.pop("path")
-        return write_json(path, {"format": HOST_FORMAT, **data, "chains": list(self.chains)})
+        return write_json(path, {"format": HOST_FORMAT, **data})
 
 
 def check_speed(speed: float) -> float:

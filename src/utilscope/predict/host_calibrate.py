@@ -91,9 +91,9 @@ def host_us(call: Callable[[], object], device: torch.device, calls: int = CALLS
     return statistics.median(samples)
 
 
-def chain_rows(calls: HostProfile, device: torch.device, dtype: torch.dtype) -> list[dict]:
+def chain_rows(unscaled: HostProfile, device: torch.device, dtype: torch.dtype) -> list[dict]:
     """Each calibration network (``host_chains``): its host calls, the host's milliseconds a forward measured
-    (forwards back to back, ``host_us``) and the sum of its calls by ``calls``' kinds (at scale 1)."""
+    (forwards back to back, ``host_us``) and the sum of its calls by the ``unscaled`` profile's kinds (scale 1)."""
     rows = []
     for name, net in host_chains.chains().items():
         counted = "fp16" if dtype == torch.float16 else "fp32"
@@ -108,7 +108,7 @@ def chain_rows(calls: HostProfile, device: torch.device, dtype: torch.dtype) -> 
                 "chain": name,
                 "calls": sum(counts.values()),
                 "measured_ms": measured_ms,
-                "summed_ms": calls.calls_ms(counts),
+                "summed_ms": unscaled.calls_ms(counts),
             }
         )
     return rows
@@ -133,6 +133,6 @@ def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], No
         if on_kind is not None:
             on_kind(kind, call_us[kind])
     cpu = hardware.device_name(torch.device("cpu"))
-    calls = HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
-    rows = chain_rows(calls, dev, dtype)
-    return replace(calls, scale=composition_scale(rows), chains=tuple(rows))
+    unscaled = HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
+    rows = chain_rows(unscaled, dev, dtype)
+    return replace(unscaled, scale=composition_scale(rows), chains=tuple(rows))
