@@ -122,9 +122,8 @@ def test_the_command_lines_check_of_a_source_says_what_parse_spec_says():
     their shape (registered with torch): the registry's sources, and ``parse_spec``'s message with their hints."""
     import argparse
 
-    from utilscope.cli import values
-
     from utilscope.api import MODULE_SOURCE  # the API's own, registered by a call handed a module: no CLI spec
+    from utilscope.cli import values
 
     assert set(sources.model_sources()) - {MODULE_SOURCE} == {"torchvision", "timm", *values._SHAPED_SOURCES}
     for text in ("foo:bar", "TIMM:resnet50", "tv:resnet50+reparam"):
