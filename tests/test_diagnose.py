@@ -164,6 +164,19 @@ def test_memory_bound_fires_on_depthwise_and_narrow_pointwise():
         assert "fuse" in finding.advice
 
 
+def test_memory_bound_advice_fuses_a_batchnorm_only_where_the_network_has_one():
+    """A network without BatchNorms (an ONNX file's: its exporter folded them) is advised to fuse what follows the
+    layer, never a BatchNorm it does not have."""
+    without = at(run(attribution_of(count(separable(), batch=8, resolution=32)), "memory_bound_low_intensity"), "dw")
+    assert "fuse the activation and elementwise ops after it into it" in without.advice
+    assert "BatchNorm" not in without.advice
+    normed = Net(
+        stem=nn.Conv2d(3, 32, 3, padding=1), dw=nn.Conv2d(32, 32, 3, padding=1, groups=32), bn=nn.BatchNorm2d(32)
+    )
+    advice = at(run(attribution_of(count(normed, batch=8, resolution=32)), "memory_bound_low_intensity"), "dw").advice
+    assert "fuse its BatchNorm and activation into it" in advice
+
+
 def test_memory_bound_quiet_on_wide_pointwise_and_without_roofs():
     # pw 1024 -> 1024 at fp16, 8 x 32 x 32 pixels: 2*1024*1024*8192 FLOP / (2048*8192*2 + 1024*1024*2) B ~ 484 FLOP/B
     result = count(Net(stem=nn.Conv2d(3, 1024, 3, padding=1), pw=nn.Conv2d(1024, 1024, 1)), batch=8, resolution=32)

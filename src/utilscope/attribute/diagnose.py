@@ -280,14 +280,16 @@ def memory_bound_low_intensity(attribution: Attribution, context: Context) -> li
     return findings
 
 
-def _memory_bound_advice(setting: Setting) -> str:
-    """Fuse (unless the backend does), halve the bytes (unless 16-bit already), widen, or accept."""
+def _memory_bound_advice(setting: Setting, batch_norms: bool) -> str:
+    """Fuse (unless the backend does), halve the bytes (unless 16-bit already), widen, or accept. ``batch_norms``:
+    the network has BatchNorm layers (a file whose exporter folded them, as ONNX exporters do, has none to fuse)."""
     options = []
     if setting.fuses:
         lead = f"memory-bound even with its elementwise neighbours fused (the `{setting.backend}` backend fuses them)"
     else:
         lead = "memory-bound"
-        options.append(f"fuse its BatchNorm and activation into it, as {setting.fusing_backend()} does")
+        neighbours = "its BatchNorm and activation" if batch_norms else "the activation and elementwise ops after it"
+        options.append(f"fuse {neighbours} into it, as {setting.fusing_backend()} does")
     if setting.halving_precision():
         options.append(f"run it in {setting.halving_precision()} (half the bytes of {setting.precision})")
     options.append("make the layer wider (more FLOPs per byte moved), or accept it as the price of a cheap layer")
@@ -304,7 +306,7 @@ def _low_intensity_finding(
         f"{pct(share)} of time for {pct(flop_share(attribution, point.flops))} of FLOPs; "
         f"the memory roof allows {bound_tflops:.1f} TFLOP/s here, achieved {point.achieved_tflops:.2f} TFLOP/s"
     )
-    advice = _memory_bound_advice(setting)
+    advice = _memory_bound_advice(setting, any(_batch_norm(layer) for layer in attribution.layers))
     return Finding("memory_bound_low_intensity", point.name, point.op_class, evidence, advice, share)
 
 
