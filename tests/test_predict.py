@@ -226,6 +226,16 @@ def test_predict_table_is_predict_networks_as_one_table(profile_file, predictor,
     assert mine["samples_per_s"].tolist() == pytest.approx([p.samples_per_s for p in one_by_one.predictions], 1e-12)
 
 
+def test_a_table_of_many_models_names_how_many_in_words(predictor, net_file, profile_file):
+    """A glob that leaves one model (the others' files bad) says "1 model", not "1 models"."""
+    from utilscope.cli.predict import prediction_table
+
+    prediction = predictor.predict(net_file, 4, 32)
+    assert prediction_table([prediction], str(profile_file), "graph", many=True).title.startswith("1 model on ")
+    two = [prediction, replace(prediction, model="other")]
+    assert prediction_table(two, str(profile_file), "graph", many=True).title.startswith("2 models on ")
+
+
 def test_far_outside_the_calibration_the_prediction_says_it_extrapolates(predictor, net_file):
     result = predictor.predict(net_file, 4096, 32)
     assert result.extrapolated

@@ -190,7 +190,7 @@ def test_a_planned_cell_without_a_row_fails_the_survey_naming_it(models, tmp_pat
     out, err = capsys.readouterr()
     assert "no row: " in out and "fp32 eager batch 2" in out
     assert err.strip() == (
-        "utilscope: 1 planned cells have no row; 1 of 2 cells stored (1 ok, 0 errors); run the same command again "
+        "utilscope: 1 planned cell has no row; 1 of 2 cells stored (1 ok, 0 errors); run the same command again "
         "to resume"
     )
     monkeypatch.undo()

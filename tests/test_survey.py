@@ -164,7 +164,7 @@ def test_an_interrupted_survey_stores_nothing_for_the_cell_in_flight_and_exits_1
     survey.send_signal(signal.SIGINT)  # the worker sleeps in batch 4's forward pass
     _, err = survey.communicate()
     assert survey.returncode == 130, (err, ignored)
-    assert err.strip().splitlines()[-1] == "utilscope: interrupted: 1 cells stored, 1 left; rerun to resume"
+    assert err.strip().splitlines()[-1] == "utilscope: interrupted: 1 cell stored, 1 left; rerun to resume"
     assert _statuses(db) == {("slow", 1): "ok"}
     assert not _processes_naming(str(db))  # the worker was stopped with the survey
 

@@ -191,6 +191,8 @@ def list_rows_of(table: str, name: str, with_reparam: bool = False, native_only:
     for model, resolution in pairs:
         print(f"{model}@{resolution}")
     print(
-        f"{len(pairs)} models at a resolution from {len(rows)} rows of {Path(table).name} (set {name})", file=sys.stderr
+        f"{plural(len(pairs), 'model')} at a resolution from {plural(len(rows), 'row')} of {Path(table).name} "
+        f"(set {name})",
+        file=sys.stderr,
     )
     return 0

@@ -299,7 +299,7 @@ def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Tab
 
 def prediction_table(predictions: list, profile_path: str, backend: str, many: bool) -> Table:
     """One row per prediction; with many models, a model column and a title naming how many."""
-    subject = f"{len({p.model for p in predictions})} models" if many else predictions[0].model
+    subject = plural(len({p.model for p in predictions}), "model") if many else predictions[0].model
     first = predictions[0]
     how = f"by transfer from {first.transferred_from}, " if first.transferred_from else ""
     image = [] if many else input_phrases(first.resolution, first.input_channels)

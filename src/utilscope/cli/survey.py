@@ -280,7 +280,9 @@ def render_result(result, console: Console) -> int:
         for line in missing_lines(result.missing):
             console.print(f"  [red]{escape(line)}[/]")
         print(
-            f"utilscope: {len(result.missing)} planned cells have no row; {result.tally()}; {RESUME}", file=sys.stderr
+            f"utilscope: {plural(len(result.missing), 'planned cell')} {'has' if len(result.missing) == 1 else 'have'} "
+            f"no row; {result.tally()}; {RESUME}",
+            file=sys.stderr,
         )
         return EXIT_INCOMPLETE
     return EXIT_PARTIAL if result.failed_cells else 0

@@ -65,11 +65,14 @@ class ConsoleEvents(SurveyEvents):
 def report_lease(lease, console: Console) -> None:
     if lease.taken:
         console.print(
-            f"{lease.taken} cells are being measured by another run on this store: skipped (run again "
+            f"{plural(lease.taken, 'cell')} {'is' if lease.taken == 1 else 'are'} being measured by another run on "
+            "this store: skipped (run again "
             "after it to measure any it leaves)"
         )
     if lease.stored_meanwhile:
-        console.print(f"{lease.stored_meanwhile} cells were stored by another run since this one planned: skipped")
+        stored = plural(lease.stored_meanwhile, "cell")
+        was = "was" if lease.stored_meanwhile == 1 else "were"
+        console.print(f"{stored} {was} stored by another run since this one planned: skipped")
     for neighbour in lease.neighbours:  # a warning: on stderr, as every warning is
         print(
             f"utilscope: warning: another survey ({neighbour}) is measuring on this device: the two runs disturb "

@@ -22,7 +22,7 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.report import interactive, model_view
-from utilscope.units import significant
+from utilscope.units import plural, significant
 
 SEARCH_ID, MATCHES_ID, VIEW_ID = "model-search", "search-matches", "model-view"
 SEARCH_PAUSE_MS = 150  # the search runs when typing pauses this long
@@ -250,7 +250,7 @@ def view_note(rows: pd.DataFrame, predicted: pd.DataFrame | None, failures: list
         "validation error on that GPU where it was validated (docs/predict.md)."
     )
     if failures:
-        text += f" {len(failures)} models could not be predicted (first: {failures[0]})."
+        text += f" {plural(len(failures), 'model')} could not be predicted (first: {failures[0]})."
     return text
 
 

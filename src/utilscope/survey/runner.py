@@ -33,7 +33,7 @@ from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT
 from utilscope.survey.plan import Group, SurveyPlan
 from utilscope.survey.schema import GPU_THREADS, CellKey
 from utilscope.survey.store import Store
-from utilscope.units import now_iso
+from utilscope.units import now_iso, plural
 
 DEFAULT_TIMEOUT_S = 900.0
 FAILURE = "utilscope-failure"  # run_chunk's own message: a group's cells failed (their error rows come as rows)
@@ -99,7 +99,7 @@ class SurveyResult:
         return self.count("error")
 
     def tally(self) -> str:
-        """The cells of this run that have a row, by status: "7 of 12 cells stored (6 ok, 1 errors)"."""
+        """The cells of this run that have a row, by status: "7 of 12 cells stored (6 ok, 1 error)"."""
         return stored_tally(self.outcome, self.cells)
 
 
@@ -109,7 +109,7 @@ def stored_tally(stored: pd.DataFrame, planned: int) -> str:
     statuses = stored["status"]
     ok, oom = int((statuses == "ok").sum()), int((statuses == "oom").sum())
     errors = int(statuses.str.startswith("error").sum())
-    parts = [f"{ok} ok"] + ([f"{oom} oom"] if oom else []) + [f"{errors} errors"]
+    parts = [f"{ok} ok"] + ([f"{oom} oom"] if oom else []) + [plural(errors, "error")]
     return f"{len(stored)} of {planned} cells stored ({', '.join(parts)})"
 
 
@@ -117,7 +117,7 @@ class SurveyInterrupted(KeyboardInterrupt):
     """An interrupted run: the cells stored stay, the one in flight was not stored; rerunning resumes."""
 
     def __init__(self, stored: int, left: int):
-        super().__init__(f"interrupted: {stored} cells stored, {left} left; rerun to resume")
+        super().__init__(f"interrupted: {plural(stored, 'cell')} stored, {left} left; rerun to resume")
         self.stored, self.left = stored, left
 
 
