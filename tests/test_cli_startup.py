@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -63,11 +64,27 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["predict", "timm:resnet50", "--host-profile", "no.json"], "no such file: no.json (the host profile"),
         (["predict", "timm:resnet50", "--anchors", "no.csv"], "no such file: no.csv (the anchors CSV"),
         (["predict", "timm:resnet50", "--profile", "no.json"], "no such file: no.json (the device profile"),
+        (["count", "exports/absent.onnx"], "no such file: exports/absent.onnx (the model file)"),
+        (["predict", "onnx:absent.onnx#0123456789ab"], "no such file: absent.onnx (the model file)"),
+        (["survey", "--models", "absent.pt2@224"], "no such file: absent.pt2 (the model file)"),
+        (["profile", "absent.py:make"], "no such file: absent.py (the factory file)"),
+        (["layers", "tests/"], "tests/ is a folder: name a model file in it, or a glob such as 'tests/*.onnx'"),
+        (["survey", "--res", "0"], "resolution must be between 8 and 4096 pixels, got 0"),
+        (["count", "timm:resnet50", "--res", "7"], "resolution must be between 8 and 4096 pixels, got 7"),
+        (["survey", "--backend", "graph,nope"], "unknown backend 'nope'"),
+        (["advise", "timm:resnet50", "--backends", "nope"], "unknown backend 'nope'"),
+        (["nas", "sample", "--space", "nope", "-n", "1", "--out", "a.jsonl"], "unknown search space 'nope'"),
+        (["report", "missing.sqlite"], "no such file: missing.sqlite (the results store)"),
+        (["export", "missing.sqlite", "out.csv"], "no such file: missing.sqlite (the results store)"),
+        (["gpus", "--db", "missing.sqlite"], "no such file: missing.sqlite (the results store)"),
+        (["nas", "analyze", "missing.sqlite"], "no such file: missing.sqlite (the results store)"),
+        (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--simulate", "no.sqlite"], "results store"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
-    """The parser checks these values itself (an unknown option or verb; a batch size, precision or GPU checked by
-    the library's own checks while parsing; an input file that is not there): one line, exit 2, before torch is
+    """The parser checks these values itself (an unknown option or verb; a batch size, resolution, precision,
+    backend, search space or GPU checked by the library's own checks while parsing; an input file, a store to read, a
+    model or factory file that is not there, or a folder named as a model): one line, exit 2, before torch is
     imported."""
     seen, err = _run(MAIN, *argv)
     assert seen == {"code": 2, "heavy": []}
@@ -161,22 +178,34 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
     monkeypatch, tmp_path
 ):
     """``foo:bar`` names no source: ``zoo._unknown_source``'s message (``tests/test_zoo.py`` checks it is the same);
-    a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path, a
-    folder), a glob or a prefix of those sources is left to the library, as is any spec while a third-party package
-    declares sources (their names are known only once imported)."""
+    a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path), a
+    glob or a prefix of those sources is left to the library, as is any spec while a third-party package declares
+    sources (their names are known only once imported); but a model or factory file that is not there, and a
+    folder, are refused here with the library's message."""
     _tables(monkeypatch, ("resnet50",), frozenset({"resnet50"}))
     with pytest.raises(argparse.ArgumentTypeError) as refused:
         values.MODEL("foo:bar+reparam")
     assert str(refused.value).startswith("unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm, or")
+    monkeypatch.chdir(tmp_path)
+    for name in ("model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "net.py"):
+        (tmp_path / name).write_text("a file of that name: what it holds is the library's to check")
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
         "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*", "",
-        "timm:", "resnet50@224",
+        "timm:", "resnet50@224", "onnx:model.onnx#0123456789ab", "file:net.py:make#0123456789ab", "absent*.onnx",
     ]  # fmt: skip
     assert [values.MODEL(text) for text in left] == left
+    for text, message in (
+        ("absent.onnx", "no such file: absent.onnx (the model file)"),
+        ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
+        ("absent.py:make", "no such file: absent.py (the factory file)"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            values.MODEL(text)
     (tmp_path / "exports").mkdir()
-    monkeypatch.chdir(tmp_path)
-    assert values.MODEL("exports") == "exports"  # the library says it is a folder
+    for text in ("exports", "exports/", str(tmp_path / "exports")):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"is a folder: name a model file in it, or a glob such"):
+            values.MODEL(text)
     monkeypatch.setattr(values, "_plugged_sources", lambda: True)
     assert values.MODEL("foo:bar") == "foo:bar" and values.MODEL("resnet5") == "resnet5"
     with pytest.raises(argparse.ArgumentTypeError, match="unknown model 'timm:resnet5'"):

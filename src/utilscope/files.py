@@ -24,6 +24,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # What each kind of input file is, as its errors name it: the CLI checks them while parsing (``cli.values``), the
 # library again when it reads them.
 ARCH_FILE = "architecture file"
+RESULTS_STORE = "results store"
+LATENCY_TABLE = "latency table"
 ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend,res,gpu])"
 DEVICE_PROFILE_FILE = "device profile from `utilscope calibrate`"
 HOST_FILE = "host profile from `utilscope calibrate --host`"

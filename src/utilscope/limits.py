@@ -25,6 +25,10 @@ MAX_CONFIGS_WHY = "the classifier-head kind has only 315 distinct configurations
 MAX_ARCHITECTURES = 100_000  # one sample (nas sample -n, a search's --pool-size, a fit's --prior-archs): drawing
 # 100000 RegNets takes about half a minute, and their JSONL file is some 40 MB
 ARCHITECTURES_WHY = "sampling more takes minutes; sample several files with different seeds instead"
+MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
+# kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
+# need more (a stride-32 network without padding) fails at building or counting, naming its layer.
+MAX_RESOLUTION = 4096
 
 
 def _whole(value) -> bool:
@@ -62,6 +66,17 @@ def check_batches(batches) -> list[int]:
     if not batches:
         raise UsageError("give at least one batch size")
     return [check_batch(b) for b in batches]
+
+
+def check_resolution(resolution: int, minimum: int = MIN_RESOLUTION) -> int:
+    """An input resolution in pixels, ``minimum <= resolution <= MAX_RESOLUTION``: the one place that says which
+    sizes a model spec is run at (``--res``, a factory file's RESOLUTION, a NAS record's). ``minimum`` 1 is for a
+    module counted from Python, which may be one layer fed a layer's output (a 1x1 pooled map), not an image."""
+    if not isinstance(resolution, int) or isinstance(resolution, bool):
+        raise UsageError(f"resolution must be an integer, got {resolution!r}")
+    if not minimum <= resolution <= MAX_RESOLUTION:
+        raise UsageError(f"resolution must be between {minimum} and {MAX_RESOLUTION} pixels, got {resolution}")
+    return resolution
 
 
 def check_positive(value, name: str, unit: str, high: float | None = None, why: str = "") -> float:

@@ -10,6 +10,8 @@ from utilscope.cli.values import (
     BATCHES,
     MODEL,
     PRECISION,
+    RES,
+    backends,
     checked,
     parse_batches,
     parse_list,
@@ -34,9 +36,10 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--backend", type=BACKEND, default="graph", help="the as-given backend (default: %(default)s)")
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--backends",
+        type=backends("--backends"),
         default=None,
         help="backends to try (default: graph,inference on a GPU; the as-given one on a CPU)",
     )

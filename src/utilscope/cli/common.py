@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import BACKEND, MODEL, PRECISION
+from utilscope.cli.values import BACKEND, MODEL, PRECISION, RES
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
@@ -49,7 +49,7 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
         "--backend", type=BACKEND, default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)"
     )
     p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--peak",
         type=float,

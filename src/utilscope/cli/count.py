@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.cli.values import BATCH, DTYPE, MODEL
+from utilscope.cli.values import BATCH, DTYPE, MODEL, RES
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.precision import COUNTED
@@ -27,7 +27,7 @@ def add_parsers(sub) -> None:
         "or a glob like 'timm:resnet*' or 'exports/*.onnx' (one summary row per model)",
     )
     p.add_argument("--batch", type=BATCH, default=1, help="batch size (default: %(default)s)")
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--dtype",
         type=DTYPE,

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from utilscope.cli.values import input_file
 from utilscope.errors import UsageError
+from utilscope.files import RESULTS_STORE
 from utilscope.present.json_text import strict_json
 from utilscope.survey.formats.table import UNPUBLISHED_BATCH
 from utilscope.units import plural
@@ -47,6 +49,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--db",
+        type=input_file(RESULTS_STORE),
         default=None,
         help=f"the store, a survey's with published tables ingested (default: {DEFAULT_STORE} when there is one "
         f"here, else the atlas shipped in a checkout of utilscope, {ATLAS})",

@@ -9,8 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
-from utilscope.cli.values import BATCH, BATCHES, GPU, PRECISION, SEED, input_file, whole
-from utilscope.files import ARCH_FILE, NAS_PROFILE_FILE, check_output_file
+from utilscope.cli.values import BATCH, BATCHES, GPU, PRECISION, SEED, checked, input_file, whole
+from utilscope.errors import UsageError
+from utilscope.files import ARCH_FILE, LATENCY_TABLE, NAS_PROFILE_FILE, RESULTS_STORE, check_output_file
 from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
@@ -33,13 +34,24 @@ def add_parsers(sub) -> None:
     _add_search(verbs)
 
 
+def _space(text: str) -> str:
+    """A search space's name (``nas.spaces.MODULES``, each registering the space of its name), checked while parsing
+    with the registry's message."""
+    if text not in SPACE_MODULES:
+        raise UsageError(f"unknown search space {text!r}; use one of: {', '.join(SPACE_MODULES)}")
+    return text
+
+
+SPACE = checked(str, _space, "space")
+
+
 def _space_help() -> str:
     return f"a registered search space: {', '.join(SPACE_MODULES)}"  # named without importing them: a fast start
 
 
 def _add_sample_measure(verbs) -> None:
     p = verbs.add_parser("sample", help="seeded, deduplicated architectures of a search space, as JSON lines")
-    p.add_argument("--space", required=True, help=_space_help())
+    p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
         "-n",
         type=whole("-n", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY),
@@ -74,7 +86,7 @@ def _add_sample_measure(verbs) -> None:
 
 def _add_table_fit(verbs) -> None:
     p = verbs.add_parser("table", help="time every distinct layer of a space alone: the predictor's latency table")
-    p.add_argument("--space", required=True, help=_space_help())
+    p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
         "--archs",
         action="append",
@@ -97,11 +109,20 @@ def _add_table_fit(verbs) -> None:
     p.set_defaults(run=cmd_table)
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
     p.add_argument(
-        "--space", required=True, help=f"{_space_help()}; the store's architectures of other spaces are left out"
+        "--space",
+        type=SPACE,
+        required=True,
+        help=f"{_space_help()}; the store's architectures of other spaces are left out",
     )
-    p.add_argument("--db", required=True, help="a store with `utilscope nas measure` results of this space")
+    p.add_argument(
+        "--db",
+        type=input_file(RESULTS_STORE),
+        required=True,
+        help="a store with `utilscope nas measure` results of this space",
+    )
     p.add_argument(
         "--table",
+        type=input_file(LATENCY_TABLE),
         required=True,
         action="append",
         help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
@@ -163,19 +184,20 @@ def _add_predict_analyze(verbs) -> None:
     fmt.add_argument("--csv", action="store_true", help="print the predictions as CSV instead of a table")
     p.set_defaults(run=cmd_predict)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
-    p.add_argument("db", help="a store with `utilscope nas measure` results")
+    p.add_argument("db", type=input_file(RESULTS_STORE), help="a store with `utilscope nas measure` results")
     p.add_argument("--json", action="store_true", help="print the analyses as JSON instead of text")
     p.set_defaults(run=cmd_analyze)
 
 
 def _add_search(verbs) -> None:
     p = verbs.add_parser("search", help="throughput-constrained evolutionary search; --simulate compares strategies")
-    p.add_argument("--space", required=True, help=_space_help())
+    p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument("--min-throughput", type=float, required=True, help="samples/s every answer must reach")
     p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default: %(default)s)")
     p.add_argument(
         "--simulate",
         metavar="DB",
+        type=input_file(RESULTS_STORE),
         default=None,
         help="answer measurements from this store's dataset and compare the strategies, on a CPU "
         "(default: GPU mode, measuring on the GPU)",

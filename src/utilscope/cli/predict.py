@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, SEED, input_file, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, input_file, whole
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
@@ -100,7 +100,7 @@ def _add_predict(sub) -> None:
         help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
         "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)",
     )
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: the model's native)")
+    p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     _add_anchor_options(p)
     _add_output_options(p)
     p.set_defaults(run=cmd_predict)

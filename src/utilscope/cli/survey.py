@@ -17,9 +17,9 @@ from utilscope.cli.common import (
     add_threads_option,
     cudnn_settings,
 )
-from utilscope.cli.values import BATCHES, MODEL_AT, parse_list, precisions
+from utilscope.cli.values import BATCHES, MODEL_AT, RES, backends, input_file, parse_list, precisions
 from utilscope.errors import RESUME
-from utilscope.files import check_output_file
+from utilscope.files import RESULTS_STORE, check_output_file
 from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
@@ -45,10 +45,13 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
         help=f"comma-separated, of {', '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)",
     )
     p.add_argument(
-        "--backend", default="graph", help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)"
+        "--backend",
+        type=backends("--backend"),
+        default="graph",
+        help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)",
     )
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
-    p.add_argument("--res", type=int, default=None, help="input resolution in pixels (default: each model's native)")
+    p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: each model's native)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     p.add_argument(
         "--peak",
@@ -192,7 +195,9 @@ def add_parsers(sub) -> None:
 def _add_store_verbs(sub) -> None:
     """The verbs that read a store: report, export, merge."""
     p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
-    p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
+    p.add_argument(
+        "db", type=input_file(RESULTS_STORE), help="the SQLite store (from `utilscope survey` or `nas measure`)"
+    )
     p.add_argument(
         "-o",
         "--out",
@@ -208,7 +213,9 @@ def _add_store_verbs(sub) -> None:
     )
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
-    p.add_argument("db", help="the SQLite store (from `utilscope survey` or `nas measure`)")
+    p.add_argument(
+        "db", type=input_file(RESULTS_STORE), help="the SQLite store (from `utilscope survey` or `nas measure`)"
+    )
     p.add_argument("out", help="a .csv or .parquet file (its folder is created if missing)")
     p.set_defaults(run=cmd_export)
     p = sub.add_parser("merge", help="merge results stores (e.g. the shards of one survey) into one store")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 from collections.abc import Callable, Collection
 from importlib import metadata
@@ -20,9 +21,18 @@ from importlib import metadata
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, is_folder
 from utilscope.hardware.specs import gpu_names, lookup_gpu
-from utilscope.limits import check_batch, check_batches, check_count, check_seed
+from utilscope.limits import check_batch, check_batches, check_count, check_resolution, check_seed
 from utilscope.models import sets, timm_sets, torchvision_names
-from utilscope.models.sources import ENTRY_POINT_GROUP, REPARAM, unknown_model, unknown_source
+from utilscope.models.sources import (
+    ENTRY_POINT_GROUP,
+    FACTORY_FILE,
+    FILE_DIGEST_CHARS,
+    MODEL_FILE,
+    REPARAM,
+    a_folder,
+    unknown_model,
+    unknown_source,
+)
 from utilscope.precision import check_counted, parse_precision
 
 
@@ -82,6 +92,7 @@ def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Ca
 SEED = checked(int, lambda seed: check_seed(seed, "--seed"), "int")  # 0 <= seed <= 2**32 - 1, every --seed
 BATCH = checked(int, check_batch, "int")  # every --batch of one size: 1 to MAX_BATCH
 BATCHES = checked(str, lambda text: check_batches(parse_batches(text)), "batches")  # every --batch list: "1,8,32"
+RES = checked(int, check_resolution, "int")  # every --res: 8 to 4096 pixels
 
 
 def _precision(text: str) -> str:
@@ -123,6 +134,11 @@ _ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<
 # and the nas package are imported, with torch), and the hints the unknown-source message gives for them
 # (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
 _SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
+# A model file's suffixes (``model_files.SUFFIXES``, which imports torch; tests/test_model_files.py checks the two
+# agree), its id's ``#digest`` and the characters of a glob (whose files are checked when it is expanded).
+_MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
+_DIGEST = re.compile(rf"#[0-9a-f]{{{FILE_DIGEST_CHARS}}}$")
+_GLOB = re.compile(r"[*?[]")
 _SHAPED_HINTS = (
     "a .py file",
     "a model file (.onnx, .pt2, .pt)",
@@ -151,6 +167,24 @@ def _has(source: str, names: Collection[str], name: str) -> bool:
     return (name.partition(".")[0] if source == "timm" else name) in names
 
 
+def _model_file(spec: str) -> None:
+    """A model file (``path.onnx``, ``onnx:path.onnx#digest``) or a factory file (``path.py:factory``) that is not
+    there, is a folder or cannot be read, and a path to a folder (``exports/``), is a UsageError while parsing, with
+    the message building the model gives (``files.check_input_file``'s, ``sources.a_folder``); a glob's files are
+    checked when it is expanded, and what a file holds when it is opened."""
+    if _GLOB.search(spec):
+        return
+    body = spec.split(":", 1)[1] if spec.split(":", 1)[0] in _SHAPED_SOURCES else spec
+    if ".py:" in body:
+        check_input_file(body.rpartition(":")[0], FACTORY_FILE)
+        return
+    path = _DIGEST.sub("", body)
+    if path.lower().endswith(_MODEL_FILE_SUFFIXES):
+        check_input_file(path, MODEL_FILE)
+    elif os.sep in path and is_folder(path):
+        raise a_folder(path)
+
+
 def _model(text: str) -> str:
     """A model's name that no source has is a UsageError while parsing, with ``zoo.parse_spec``'s message, from the
     shipped tables of names (no torch, torchvision or timm imported): ``torchvision:NAME`` against torchvision's
@@ -158,8 +192,9 @@ def _model(text: str) -> str:
     NAME against both (torchvision's first: the order its suggestions are listed in), each only when the installed
     package is its table's version; an unknown source's prefix (``foo:bar``) too. Every other model (a glob, a file,
     an architecture, a name whose table is not the installed package's, a third-party source's) is checked when it
-    is built."""
+    is built, but for a model or factory file that is not there, or a folder (``_model_file``)."""
     spec = text.strip().removesuffix(REPARAM)
+    _model_file(spec)
     found = _NAMED.fullmatch(spec)
     if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
         return text
@@ -171,8 +206,10 @@ def _model(text: str) -> str:
     tables = {source: _known_names(source) for source in ((prefix,) if prefix else ("torchvision", "timm"))}
     if any(names is None for names in tables.values()):
         return text
-    if any(_has(source, names, name) for source, names in tables.items()) or is_folder(spec):
+    if any(_has(source, names, name) for source, names in tables.items()):
         return text
+    if is_folder(spec):  # a folder of model files, named without a path separator
+        raise a_folder(spec)
     raise unknown_model(spec, tables, name)
 
 
@@ -199,6 +236,18 @@ MODEL = checked(str, _model, "model")  # a model argument: a name no source has,
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
 
 
+def backends(option: str) -> Callable[[str], str]:
+    """An argparse ``type``: a comma-separated list of backends (``parse_list``, whose messages name ``option``),
+    each a registered backend's name; the text as given."""
+
+    def check(text: str) -> str:
+        for name in parse_list(text, option):
+            _backend(name)
+        return text
+
+    return checked(str, check, "backends")
+
+
 def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
     """An argparse ``type``: a comma-separated list of measured precisions (``parse_list``, whose messages name
     ``option``)."""
@@ -215,7 +264,9 @@ __all__ = [
     "MODEL",
     "MODEL_AT",
     "PRECISION",
+    "RES",
     "SEED",
+    "backends",
     "checked",
     "input_file",
     "parse_batches",

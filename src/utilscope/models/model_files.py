@@ -51,9 +51,15 @@ from torch import nn
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import check_input_file, is_folder, read_bytes
 from utilscope.models import onnx_import
-from utilscope.models.sources import FILE_DIGEST_CHARS, ModelSource, module_channels, register_source
+from utilscope.models.sources import (
+    FILE_DIGEST_CHARS,
+    MODEL_FILE,
+    ModelSource,
+    a_folder,
+    module_channels,
+    register_source,
+)
 
-MODEL_FILE = "model file"
 TRUST_PICKLE_ENV = "UTILSCOPE_TRUST_PICKLE"  # "1": open torch.save pickles, which run code the file names
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_MAGIC = b"\x80"  # a pickle's PROTO opcode: torch.save's legacy (non-zip) format, or plain pickle
@@ -542,7 +548,7 @@ def _match(found: Format):
         path, digest = split_name(text)
         if suffix_formats(path) is None:
             if os.sep in text and is_folder(text):
-                raise UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text}/*.onnx'")
+                raise a_folder(text)
             return None
         identity = identify(path)
         if identity.format is not found:

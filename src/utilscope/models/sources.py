@@ -288,6 +288,7 @@ TIMM = register_source(
 # names the file as it is now.
 FILE_DIGEST_CHARS = 12
 FACTORY_FILE = "factory file"
+MODEL_FILE = "model file"  # what a model file (ONNX, torch.export, TorchScript, pickle) is called in messages
 
 
 def _file_parts(text: str) -> tuple[str, str, str]:
@@ -411,6 +412,12 @@ def unknown_model(text: str, names: dict[str, Sequence[str]], name: str) -> Usag
     close = [spec for _, spec in sorted(scored, key=lambda item: -item[0])[:4]]
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     return UsageError(f"unknown model '{text}'{hint}")
+
+
+def a_folder(text: str) -> UsageError:
+    """The one-line error for a model ``text`` that names a folder (of model files, most likely): a file in it, or a
+    glob of its files."""
+    return UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text.rstrip('/')}/*.onnx'")
 
 
 def unknown_source(source: str, text: str, named: Sequence[str], hints: Sequence[str]) -> UsageError:

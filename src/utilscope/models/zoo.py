@@ -22,13 +22,18 @@ from torch.overrides import TorchFunctionMode
 
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import is_folder
+from utilscope.limits import MAX_RESOLUTION, MIN_RESOLUTION, check_resolution  # noqa: F401  (zoo's names too)
 from utilscope.models import model_files  # noqa: F401  (registers the model-file sources after the built-ins)
-from utilscope.models.sources import REPARAM, ModelSource, model_sources, module_channels, unknown_model, unknown_source
+from utilscope.models.sources import (
+    REPARAM,
+    ModelSource,
+    a_folder,
+    model_sources,
+    module_channels,
+    unknown_model,
+    unknown_source,
+)
 
-MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets', the largest common stem
-# kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
-# need more (a stride-32 network without padding) fails at building or counting, naming its layer.
-MAX_RESOLUTION = 4096
 REPARAM_METHODS = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's reparameterize_model calls
 
 
@@ -60,7 +65,7 @@ def _bare_sources() -> list[ModelSource]:
 
 def _unknown(text: str, sources: Sequence[ModelSource], name: str) -> UsageError:
     if is_folder(text):  # a folder of model files, named without a path separator
-        return UsageError(f"{text} is a folder: name a model file in it, or a glob such as '{text}/*.onnx'")
+        return a_folder(text)
     return unknown_model(text, {source.name: source.list_names() for source in sources}, name)
 
 
@@ -221,17 +226,6 @@ def input_channels(module: nn.Module, spec: ModelSpec | None = None) -> int:
     if spec is None:
         return module_channels(module)
     return model_sources().get(spec.source).input_channels(spec.name, module)
-
-
-def check_resolution(resolution: int, minimum: int = MIN_RESOLUTION) -> int:
-    """An input resolution in pixels, ``minimum <= resolution <= MAX_RESOLUTION``: the one place that says which
-    sizes a model spec is run at (``--res``, a factory file's RESOLUTION, a NAS record's). ``minimum`` 1 is for a
-    module counted from Python, which may be one layer fed a layer's output (a 1x1 pooled map), not an image."""
-    if not isinstance(resolution, int) or isinstance(resolution, bool):
-        raise UsageError(f"resolution must be an integer, got {resolution!r}")
-    if not minimum <= resolution <= MAX_RESOLUTION:
-        raise UsageError(f"resolution must be between {minimum} and {MAX_RESOLUTION} pixels, got {resolution}")
-    return resolution
 
 
 def resolve_resolution(spec: ModelSpec, resolution: int | None) -> int:

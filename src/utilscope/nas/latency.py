@@ -17,7 +17,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import check_output_file, read_json, write_json
+from utilscope.files import LATENCY_TABLE, check_output_file, read_json, write_json
 from utilscope.limits import check_batches
 from utilscope.measure.environment import device_label, environment, software_label
 from utilscope.measure.precision import check_precision, parse_precision
@@ -85,7 +85,7 @@ class LatencyTable:
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyTable:
-        return cls.from_dict(read_json(path, "latency table"), str(path))
+        return cls.from_dict(read_json(path, LATENCY_TABLE), str(path))
 
 
 def load_tables(paths: list[str | Path], space: str | None = None) -> LatencyTable:
@@ -198,7 +198,7 @@ def build_table(
     are checked before anything is timed. With a ``RayExecutor`` the layers are timed by Ray tasks on one GPU type
     of the cluster (or its CPUs), ``LAYERS_PER_TASK`` a task, and the table is written here."""
     batches = check_batches(batches)
-    check_output_file(out, "latency table")
+    check_output_file(out, LATENCY_TABLE)
     archs = [arch for path in arch_files for arch in load_jsonl(path, space)]
     existing = LatencyTable.load(out) if Path(out).exists() else None
     if executor is not None and executor.name == "ray":

@@ -27,7 +27,15 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.errors import StorageError
-from utilscope.files import SQLITE_HEADER, check_input_file, check_output_file, given_path, os_error, path_stat
+from utilscope.files import (
+    RESULTS_STORE,
+    SQLITE_HEADER,
+    check_input_file,
+    check_output_file,
+    given_path,
+    os_error,
+    path_stat,
+)
 from utilscope.survey.migrations import MIGRATIONS, Migration
 from utilscope.survey.schema import (
     ALL_TABLES,
@@ -104,7 +112,7 @@ def _verify(state: _FileState, path: Path) -> None:
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
 
 
-STORE = "results store"
+STORE = RESULTS_STORE
 
 
 def _header(path: Path) -> bytes:
