@@ -108,18 +108,10 @@ def _add_table_fit(verbs) -> None:
     add_executor_options(p)
     p.set_defaults(run=cmd_table)
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
-    p.add_argument(
-        "--space",
-        type=SPACE,
-        required=True,
-        help=f"{_space_help()}; the store's architectures of other spaces are left out",
-    )
-    p.add_argument(
-        "--db",
-        type=input_file(RESULTS_STORE),
-        required=True,
-        help="a store with `utilscope nas measure` results of this space",
-    )
+    others = "the store's architectures of other spaces are left out"
+    p.add_argument("--space", type=SPACE, required=True, help=f"{_space_help()}; {others}")
+    measured = "a store with `utilscope nas measure` results of this space"
+    p.add_argument("--db", type=input_file(RESULTS_STORE), required=True, help=measured)
     p.add_argument(
         "--table",
         type=input_file(LATENCY_TABLE),
