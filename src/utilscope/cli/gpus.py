@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,11 +128,17 @@ def render_model(rows: pd.DataFrame, console: Console) -> None:
 
 
 def default_store() -> str:
-    """``results.sqlite`` here when there is one, else the shipped atlas; a UsageError naming both when neither is
-    (utilscope installed without its checkout's data)."""
+    """``results.sqlite`` here when there is one, else the shipped atlas (said on stderr, so that a reader knows where
+    the rows come from); a UsageError naming both when neither is (utilscope installed without its checkout's
+    data)."""
     if Path(DEFAULT_STORE).exists():
         return DEFAULT_STORE
     if SHIPPED_ATLAS.is_file():
+        print(
+            f"utilscope: no {DEFAULT_STORE} here: reading the shipped atlas, {SHIPPED_ATLAS} (timm's, NVIDIA's and "
+            "MLPerf's published rows, the H200's in timm's condition); --db STORE reads another",
+            file=sys.stderr,
+        )
         return str(SHIPPED_ATLAS)
     raise UsageError(
         f"no such file: {DEFAULT_STORE} (the default store), and no shipped atlas ({SHIPPED_ATLAS}: a checkout of "
