@@ -244,6 +244,10 @@ def test_each_headline_utilization_names_its_condition():
     }
     many = pd.concat([ok.assign(precision=p) for p in ("fp16", "amp", "bf16")], ignore_index=True)
     assert dict(utilization_cards(many))["more conditions, in the tables below"] == "2"  # 6 conditions, 4 shown
+    from utilscope.report.html import pooled_conditions
+
+    assert pooled_conditions(ok) == "graph and inference" and pooled_conditions(ok[ok["backend"] == "graph"]) == ""
+    assert pooled_conditions(many) == "amp, bf16 and fp16; graph and inference"
 
 
 def test_the_page_has_top_bottom_and_failure_tables(store, report):

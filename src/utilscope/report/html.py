@@ -305,10 +305,28 @@ def _number(value: float, spec: str) -> str:
 
 
 def _batch_table(measurements: pd.DataFrame) -> str:
+    """``batch_summary`` as a table; its columns over every row of a batch size say what they pool when the rows are
+    of several precisions or backends ("median utilization (pooled: graph and inference)")."""
     summary = batch_summary(measurements)
     for column in [c for c in summary.columns if "utilization" in c or c.startswith("median ")]:
         summary[column] = summary[column].map(_percent)
-    return _table(summary.rename(columns=lambda c: c.replace("_", " ")))
+    names = {column: column.replace("_", " ") for column in summary.columns}
+    pooled = pooled_conditions(measurements)
+    if pooled:
+        for column in ("median_utilization", "best_utilization"):
+            names[column] = f"{names[column]} (pooled: {pooled})"
+    return _table(summary.rename(columns=names))
+
+
+def pooled_conditions(rows: pd.DataFrame) -> str:
+    """The precisions and backends ``rows`` hold where there are several ("fp16 and bf16; graph and inference");
+    "" when they are of one precision and one backend."""
+    parts = []
+    for column in ("precision", "backend"):
+        values = sorted(rows[column].astype(str).unique())
+        if len(values) > 1:
+            parts.append(" and ".join(values) if len(values) == 2 else ", ".join(values[:-1]) + " and " + values[-1])
+    return "; ".join(parts)
 
 
 def _ranked_table(measurements: pd.DataFrame, best: bool) -> str:
