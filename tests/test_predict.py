@@ -486,6 +486,41 @@ def test_a_cache_that_cannot_be_written_leaves_the_answer_and_says_so_once(profi
     assert blocker.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("fault", ["a file", "full"])
+def test_the_predict_command_answers_with_a_cache_it_cannot_write_and_warns_once(
+    fault, profile_file, net_file, tmp_path, monkeypatch, capsys
+):
+    """The command, as a user meets a cache folder that is a file or on a full disk (a read-only one is refused the
+    same way, by the same write): exit 0, the answer, and one warning line on stderr naming the cache."""
+    import errno
+
+    from utilscope import cache
+
+    root = tmp_path / "cache"
+    if fault == "a file":
+        root.write_text("not a folder")
+    else:  # the disk full under the cache: every write there fails as a full disk's does
+        write_bytes = Path.write_bytes
+
+        def full(self, data):
+            if root in self.parents:
+                raise OSError(errno.ENOSPC, "No space left on device", str(self))
+            return write_bytes(self, data)
+
+        monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(root))
+    monkeypatch.setattr(layers, "ITERATIONS", 5)
+    monkeypatch.setattr(cache, "_UNWRITABLE", set())
+    args = ["predict", net_file, "--profile", str(profile_file), "--res", "32", "--batch", "1,8", "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert [row["batch"] for row in json.loads(captured.out)] == [1, 8]
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and warned[0].startswith("utilscope: warning: the cache is not kept: cannot write "), warned
+    assert "Traceback" not in captured.err
+    assert fault != "a file" or root.read_text() == "not a folder"
+
+
 def test_the_inference_backend_streams_what_fusion_leaves_of_memory_bound_ops(predictor, net_file):
     _, recorded = count_traced(net_file, 4, 32, "fp16")
     rows = pr.network_rows(recorded, H200)
