@@ -19,7 +19,6 @@ within ``measure.timing.CV_LIMIT``: not flagged ``unstable``).
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -29,18 +28,18 @@ from scipy.stats import spearmanr
 from utilscope import api
 from utilscope.hardware.specs import detect
 from utilscope.models.sets import display_family
+from utilscope.survey.store import Store
 
-QUERY = (
-    "select model, batch, precision, memory_format, backend, device, samples_per_s, unstable from measurements "
-    "where status = 'ok'"
-)
+COLUMNS = ["model", "batch", "precision", "memory_format", "backend", "device", "samples_per_s", "unstable"]
 CONDITION = ["precision", "memory_format", "backend"]
 
 
 def measured(store: str) -> tuple[pd.DataFrame, str]:
-    """The store's ok rows and the spec table's key of the one GPU they were measured on."""
-    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        rows = pd.read_sql(QUERY, db)
+    """The store's ok rows and the spec table's key of the one GPU they were measured on (read as every verb that
+    only reads opens a store: read-only, nothing created beside it)."""
+    with Store(store, create=False) as opened:
+        frame = opened.frame()
+    rows = frame.loc[frame["status"] == "ok", COLUMNS].reset_index(drop=True)
     devices = rows["device"].unique()
     if len(devices) != 1:
         raise SystemExit(f"validate_precisions.py: {store} holds rows of {len(devices)} devices; one is needed")
