@@ -126,17 +126,18 @@ def input_file(what: str) -> Callable[[str], str]:
 # ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
 # (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
 _NAMED = re.compile(r"(?:(?P<prefix>[A-Za-z0-9_-]+):)?(?P<name>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)?)")
+# A model file's suffixes (``model_files.SUFFIXES``, which imports torch; tests/test_model_files.py checks the two
+# agree).
+_MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
 # The suffixes of the files a spec of that shape names (``zoo.parse_spec`` tries them before any name): a factory
-# file, an architecture file (``archs.jsonl:ID``), a model file (``model_files.SUFFIXES``).
-_FILE_SUFFIXES = (".py", ".jsonl", ".onnx", ".pt2", ".pt", ".pth", ".ts")
+# file, an architecture file (``archs.jsonl:ID``), a model file.
+_FILE_SUFFIXES = (".py", ".jsonl", *_MODEL_FILE_SUFFIXES)
 _ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<ID>``), known once its file is read
 # The sources besides torchvision and timm, which take only specs of their shape (registered when models.model_files
 # and the nas package are imported, with torch), and the hints the unknown-source message gives for them
 # (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
 _SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
-# A model file's suffixes (``model_files.SUFFIXES``, which imports torch; tests/test_model_files.py checks the two
-# agree), its id's ``#digest`` and the characters of a glob (whose files are checked when it is expanded).
-_MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
+# A model file's id's ``#digest``, and the characters of a glob (whose files are checked when it is expanded).
 _DIGEST = re.compile(rf"#[0-9a-f]{{{FILE_DIGEST_CHARS}}}$")
 _GLOB = re.compile(r"[*?[]")
 _SHAPED_HINTS = (
@@ -174,7 +175,8 @@ def _model_file(spec: str) -> None:
     checked when it is expanded, and what a file holds when it is opened."""
     if _GLOB.search(spec):
         return
-    body = spec.split(":", 1)[1] if spec.split(":", 1)[0] in _SHAPED_SOURCES else spec
+    prefix, sep, rest = spec.partition(":")
+    body = rest if sep and prefix in _SHAPED_SOURCES else spec
     if ".py:" in body:
         check_input_file(body.rpartition(":")[0], FACTORY_FILE)
         return
