@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utilscope.errors import UsageError
-from utilscope.files import given_path, path_stat
+from utilscope.files import RESULTS_STORE, given_path, path_stat
 from utilscope.measure.environment import VERSION_KEYS
 from utilscope.survey.migrations import Migration
 from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, PRIMARY_KEYS, decode_key
-from utilscope.survey.store import STORE, Store, check_store
+from utilscope.survey.store import Store, check_store
 
 MERGED_TABLES = ("measurements", "op_classes", "models", "published")
 KEY_WIDTH = {
@@ -98,8 +98,8 @@ def merge_stores(inputs: Sequence, output) -> MergeResult:
     """Merge the stores ``inputs`` into ``output`` (created if missing). Usage errors (an output that is one of the
     inputs, an input given twice, a missing input, a file that is not a store, a path that cannot be read or
     written) are raised before the output is created or touched; the inputs are never written."""
-    paths = [given_path(path, STORE) for path in inputs]
-    out = given_path(output, f"merged {STORE}")
+    paths = [given_path(path, RESULTS_STORE) for path in inputs]
+    out = given_path(output, f"merged {RESULTS_STORE}")
     check_paths(paths, out)
     with ExitStack() as stack:
         stores = [stack.enter_context(Store(path, create=False)) for path in paths]
@@ -131,7 +131,7 @@ def check_paths(inputs: list[Path], output: Path) -> None:
 def _same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
-    a_stat, b_stat = path_stat(a, STORE), path_stat(b, STORE)
+    a_stat, b_stat = path_stat(a, RESULTS_STORE), path_stat(b, RESULTS_STORE)
     return None not in (a_stat, b_stat) and (a_stat.st_dev, a_stat.st_ino) == (b_stat.st_dev, b_stat.st_ino)
 
 

@@ -112,20 +112,17 @@ def _verify(state: _FileState, path: Path) -> None:
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
 
 
-STORE = RESULTS_STORE
-
-
 def _header(path: Path) -> bytes:
     try:
         with path.open("rb") as f:
             return f.read(len(SQLITE_HEADER))
     except OSError as exc:
-        raise os_error(exc, path, "read", STORE) from None
+        raise os_error(exc, path, "read", RESULTS_STORE) from None
 
 
 def _check_readable(path: Path) -> None:
     """A store to read: a file that can be read, not empty, with SQLite's header."""
-    check_input_file(path, STORE)
+    check_input_file(path, RESULTS_STORE)
     header = _header(path)
     if not header:
         raise StoreError(f"{path} is not a utilscope store (an empty file); left unchanged")
@@ -137,14 +134,14 @@ def _check_writable(path: Path) -> None:
     """A store to write (created when missing): an existing one is a file, readable and writable, with SQLite's
     header unless empty (an empty file becomes a store), in a folder where SQLite can write its journal (the WAL)
     beside it; a new one's folder exists or can be created."""
-    info = path_stat(path, STORE)
+    info = path_stat(path, RESULTS_STORE)
     if info is None:
-        check_output_file(path, STORE)
+        check_output_file(path, RESULTS_STORE)
         return
     if stat.S_ISDIR(info.st_mode):
-        raise StoreError(f"{path} is a folder, expected a file (the {STORE}, e.g. results.sqlite)")
+        raise StoreError(f"{path} is a folder, expected a file (the {RESULTS_STORE}, e.g. results.sqlite)")
     if not os.access(path, os.R_OK | os.W_OK):
-        raise StoreError(f"cannot write {path}: permission denied (the {STORE})")
+        raise StoreError(f"cannot write {path}: permission denied (the {RESULTS_STORE})")
     header = _header(path)
     if header and header != SQLITE_HEADER:
         raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
@@ -152,14 +149,14 @@ def _check_writable(path: Path) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(
             f"cannot write {path}: permission denied on the folder {folder}, where SQLite keeps the "
-            f"store's journal (the {STORE})"
+            f"store's journal (the {RESULTS_STORE})"
         )
 
 
 def check_store(path, writable: bool) -> Path:
     """``path`` checked as a store to read (a SQLite file that can be read, not empty) or to write (created when
     missing: see ``Store``), before any work; UsageError (a StoreError for the file's content) otherwise."""
-    path = given_path(path, STORE)
+    path = given_path(path, RESULTS_STORE)
     (_check_writable if writable else _check_readable)(path)
     return path
 
@@ -249,7 +246,7 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except OSError as exc:
-        raise os_error(exc, path, "open", STORE) from None
+        raise os_error(exc, path, "open", RESULTS_STORE) from None
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open results store {path}: {exc}") from exc
     try:
@@ -323,7 +320,7 @@ class Store:
     opening an older schema's store did (None when nothing was migrated)."""
 
     def __init__(self, path, create: bool = True, snapshot: bool = False):
-        self.path = given_path(path, STORE)
+        self.path = given_path(path, RESULTS_STORE)
         self.read_only = snapshot or not create
         if not create:
             _check_readable(self.path)
