@@ -33,7 +33,14 @@ from utilscope.predict.host import FORWARD, MODULE, OTHER, HostProfile, call_cou
 CALLS = 200  # below CUDA's launch queue (1,024 kernels): the host is never held up by the GPU
 SAMPLES = 7
 WARMUP_CALLS = 50
-MODULE_FORMS = ("conv", "matmul", "norm", "activation", "pool")  # timed as their nn.Module's call (``call_cases``)
+# The kinds a network calls through a module of their own, timed as that module's call (``call_cases``)
+MODULE_FORMS: dict[str, Callable[[], nn.Module]] = {
+    "conv": lambda: nn.Conv2d(8, 8, 3, padding=1, bias=False),
+    "matmul": lambda: nn.Linear(64, 64),
+    "norm": lambda: nn.BatchNorm2d(8),
+    "activation": nn.ReLU,
+    "pool": lambda: nn.MaxPool2d(3, 2, 1),
+}
 CHAIN_FORWARDS = 20  # a calibration network's forwards a sample: under 1,024 kernels for the largest (about 50)
 
 
@@ -44,14 +51,7 @@ def call_cases(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[
     tokens = torch.randn(1, 64, device=device, dtype=dtype)
     heads = torch.randn(1, 1, 16, 8, device=device, dtype=dtype)
     identity = torch.nn.Identity()
-    modules = {
-        "conv": nn.Conv2d(8, 8, 3, padding=1, bias=False),
-        "matmul": nn.Linear(64, 64),
-        "norm": nn.BatchNorm2d(8),
-        "activation": nn.ReLU(),
-        "pool": nn.MaxPool2d(3, 2, 1),
-    }
-    conv, linear, norm, relu, pool = (m.to(device, dtype).eval() for m in modules.values())
+    conv, linear, norm, relu, pool = (make().to(device, dtype).eval() for make in MODULE_FORMS.values())
     conv = conv.to(memory_format=torch.channels_last)
     cases = {
         MODULE: lambda: identity(image),
