@@ -9,7 +9,7 @@
 # error"s before): the copy goes to $OUT every 60 s (scripts/copy_stores.py) and at the end, with the log, each
 # checked with SQLite's integrity_check first (a malformed store, as one call's was, never replaces a good copy).
 # The environment chooses another validation: BACKEND (default graph), BATCHES (default 1,256), MODELS_FILE (default
-# none: the 61) and STORE (default precisions, the store data/GPU/STORE.sqlite). Eager's (docs/predict.md, "Eager:
+# none: the 61), STORE (default precisions, the store data/GPU/STORE.sqlite) and MIN_TIME_MS (default 500). Eager's (docs/predict.md, "Eager:
 # the host side"): STORE=eager BACKEND=eager BATCHES=1,8,64,256 MODELS_FILE=data/eager_validation_models.txt.
 # Usage: scripts/gpu_validation.sh LIMIT CONDITION...
 set -uo pipefail
@@ -40,7 +40,7 @@ trap 'kill $copier' EXIT
 for condition in "$@"; do
   condition_args "$condition"
   survey_stage "$gpu $condition" "$OUT/validation_${gpu}_$name.log" --db "$store" --batch "${BATCHES:-1,256}" \
-    --backend "${BACKEND:-graph}" --attribute none --min-time-ms 500 --per-worker 61 "${models[@]}" "${args[@]}" || break
+    --backend "${BACKEND:-graph}" --attribute none --min-time-ms "${MIN_TIME_MS:-500}" --per-worker 61 "${models[@]}" "${args[@]}" || break
 done
 kill $copier
 wait $copier 2>/dev/null
