@@ -384,7 +384,23 @@ def test_a_glob_with_a_bad_file_counts_the_good_ones_and_names_the_bad_one(expor
     assert main(["count", f"{folder}/*.pt2"]) == 1  # some models failed, each printed; the others ran
     captured = capsys.readouterr()
     assert "good.pt2" in captured.out and "bad.pt2" not in captured.out
-    assert captured.err.count("\n") == 1 and captured.err.startswith(f"utilscope: error: {folder}/bad.pt2: ")
+    assert captured.err.count("\n") == 1 and captured.err.startswith("utilscope: error: ")
+    assert captured.err.count("bad.pt2") == 1  # the file named once
+
+
+def test_a_survey_of_a_glob_with_a_bad_file_measures_the_good_ones_and_names_the_bad_one(exports, tmp_path, capsys):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    shutil.copy(exports["pt2"], folder / "good.pt2")
+    (folder / "bad.pt2").write_bytes(b"not a zip archive")
+    db = tmp_path / "s.sqlite"
+    survey = ["survey", "--device", "cpu", "--dry-run", "--db", str(db), "--batch", "1", "--models"]
+    assert main([*survey, f"{folder}/*.pt2"]) == 1  # the good file planned, the bad one named, not zero
+    captured = capsys.readouterr()
+    assert "good.pt2" in captured.out and "bad.pt2" not in captured.out
+    assert captured.err.count("\n") == 1 and "bad.pt2" in captured.err and "left out of the survey" in captured.err
+    assert main([*survey, f"{folder}/bad*.pt2"]) == 2  # every file of the glob bad: a usage error
+    assert "no file that" in capsys.readouterr().err and not db.exists()
 
 
 def test_a_folder_named_without_a_separator_is_said_to_be_one(tmp_path, monkeypatch, capsys):

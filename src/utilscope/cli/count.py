@@ -120,7 +120,8 @@ def count_many(names: list[str], args, console: Console) -> int:
         try:
             results.append(count(name, batch=args.batch, resolution=args.res, dtype=args.dtype))
         except UtilscopeError as exc:
-            failures.append(f"{name}: {' '.join(str(exc).split())}")
+            message = " ".join(str(exc).split())
+            failures.append(message if name in message else f"{name}: {message}")  # named once
     if args.json:
         print(strict_json([r.to_dict() for r in results]))
     elif args.csv:

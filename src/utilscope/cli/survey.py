@@ -235,11 +235,44 @@ def cmd_survey(args, console: Console) -> int:
     from utilscope.survey.plan import read_model_list, select_models, split_resolution
 
     listed = read_model_list(args.models_file) if args.models_file else []
-    models = select_models(args.models + listed, args.family, args.sets)
+    patterns, unreadable = readable_files(args.models + listed)
+    models = select_models(patterns, args.family, args.sets)
     every = {split_resolution(model)[0] for model in models}  # a group is keyed by its model's id, not NAME@RES
     chosen = {"all": every, "none": set(), "representative": set(model_sets.representative())}
     request = grid_request(models, args, frozenset(chosen[args.attribute]))
-    return render_result(survey(request, events=ConsoleEvents(console, request)).result, console)
+    code = render_result(survey(request, events=ConsoleEvents(console, request)).result, console)
+    for line in unreadable:
+        print(f"utilscope: error: {line} (left out of the survey)", file=sys.stderr)
+    return code or (EXIT_PARTIAL if unreadable else 0)
+
+
+def readable_files(patterns: list[str]) -> tuple[list[str], list[str]]:
+    """``--models`` with each glob of model files (``exports/*.onnx``) replaced by the files it matches that open,
+    and the one-line reason of each that does not: a bad file in a glob is named and the others measured. A glob
+    whose every file is bad is a UsageError; other patterns are left as they are."""
+    from utilscope.errors import UsageError, UtilscopeError
+    from utilscope.models import model_files, zoo
+    from utilscope.survey.plan import split_resolution
+
+    kept, unreadable = [], []
+    for pattern in patterns:
+        text, resolution = split_resolution(pattern)
+        files = model_files.expand(text) if zoo.is_glob(text) else None
+        if not files:
+            kept.append(pattern)
+            continue
+        reasons = []
+        for path in files:
+            try:
+                zoo.check_model(zoo.parse_spec(path))
+            except UtilscopeError as exc:
+                reasons.append(" ".join(str(exc).split()))
+                continue
+            kept.append(path if resolution is None else f"{path}@{resolution}")
+        if len(reasons) == len(files):
+            raise UsageError(f"no file that '{text}' matches opens: {reasons[0]}")
+        unreadable += reasons
+    return kept, unreadable
 
 
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
