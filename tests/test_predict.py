@@ -352,6 +352,16 @@ def test_a_profile_of_another_format_or_damaged_is_one_line_naming_it_and_what_t
             read(path)
 
 
+def test_the_cli_says_a_profile_that_is_not_json_in_one_line_with_what_to_do_and_leaves_it(tmp_path, capsys):
+    path = tmp_path / "h100_fp16_graph.json"
+    cut = '{"format": "utilscope-devi'  # a profile cut short
+    path.write_text(cut)
+    assert main(["predict", "timm:resnet50", "--profile", str(path), "--batch", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path} is not JSON" in err and "a shipped one, reinstall utilscope" in err
+    assert path.read_text() == cut and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
 def test_the_nearest_profile_is_the_gpus_own_then_same_capability_by_memory_then_the_best_sampled(tmp_path):
     def entry(name, gpu, configs):
         return profiles.Profile(tmp_path / name, gpu, gpu, "fp16", "channels_last", "graph", configs)

@@ -322,6 +322,23 @@ def test_a_truncated_store_is_refused_in_one_line_and_left_as_it_was(tmp_path):
     assert_refused(path, "corrupt")
 
 
+@pytest.mark.parametrize("verb", ["report {}", "export {} rows.csv", "gpus timm:resnet50 --db {}"])
+def test_the_cli_refuses_a_truncated_store_in_one_line_exit_2_and_leaves_it(verb, tmp_path, capsys, monkeypatch):
+    from utilscope.cli import main
+
+    path = tmp_path / "results.sqlite"
+    with filled_store(path) as store:
+        for batch in range(1000, 1400):
+            store.add(make_row(batch=batch))
+    path.write_bytes(file_bytes(path)[:12288])
+    before = file_bytes(path)
+    monkeypatch.chdir(tmp_path)
+    assert main(verb.format(path).split()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "corrupt" in err and "left unchanged" in err
+    assert file_bytes(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
 # --- exports ------------------------------------------------------------------------------------------------------
 
 

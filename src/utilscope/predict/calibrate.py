@@ -36,6 +36,7 @@ from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, sample_con
 
 PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: cold weights (1 timed warm weights)
 REMEDY = "time it again with `utilscope calibrate`, or, a shipped one, reinstall utilscope"
+PROFILE_READ = f"{PROFILE_FILE}; time it again, or, a shipped one, reinstall utilscope"  # what a bad file says
 
 
 def check_profile(data, path) -> dict:
@@ -81,7 +82,7 @@ class DeviceProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
-        data = check_profile(read_json(path, PROFILE_FILE), path)
+        data = check_profile(read_json(path, PROFILE_READ), path)
         data.pop("format")
         try:
             return cls(**data)

@@ -28,7 +28,7 @@ from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import read_json
 from utilscope.precision import Precision
-from utilscope.predict.calibrate import PROFILE_FILE, REMEDY, check_profile
+from utilscope.predict.calibrate import PROFILE_READ, REMEDY, check_profile
 from utilscope.predict.host import HostProfile, load_host
 from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
 from utilscope.versions import torch_key
@@ -79,7 +79,7 @@ def read(path: str | Path) -> Profile:
 
 @functools.lru_cache(maxsize=64)
 def _read(path: Path, mtime_ns: int) -> Profile:
-    data = check_profile(read_json(path, PROFILE_FILE), path)
+    data = check_profile(read_json(path, PROFILE_READ), path)
     try:
         spec = hardware.detect(data["device"])
         return Profile(
