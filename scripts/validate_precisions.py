@@ -64,9 +64,8 @@ def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.Da
             profile=profile,
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
-        profile = Path(prediction.profile_path).name
         merged = group.merge(frame, on=["model", "batch"], suffixes=("", "_predicted"))
-        parts.append(merged.assign(profile=profile))
+        parts.append(merged.assign(profile=Path(prediction.profile_path).name))
     out = pd.concat(parts, ignore_index=True)
     return out.assign(error=out["samples_per_s_predicted"] / out["samples_per_s"] - 1)
 
