@@ -88,6 +88,17 @@ def test_a_cpu_configuration_names_no_cudnn_or_driver_while_schema_1_wrote_none(
     assert v1_software("2.14.1", "", "", cpu) == "torch 2.14.1 · cuDNN None · driver None · depthwise heuristic"
 
 
+def test_a_cpu_configuration_of_a_cuda_build_of_torch_shows_no_cudnn():
+    from utilscope.survey.schema import Configuration
+
+    on_cpu = Configuration("Intel Xeon", "contiguous", "2.14.1", "92400", "", True, None, False, 2)
+    assert on_cpu.software == "torch 2.14.1"  # the cuDNN a CUDA wheel carries, never called by a CPU cell
+    on_gpu = Configuration(
+        "NVIDIA H100 80GB HBM3", "channels_last", "2.11.0", "91900", "580.159.04", True, None, False, GPU_THREADS
+    )
+    assert on_gpu.software == "torch 2.11.0 · cuDNN 91900 · driver 580.159.04"
+
+
 def test_v1_software_strings_parse_into_the_configuration_they_name():
     for text, settings in [
         ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04", CudnnSettings()),

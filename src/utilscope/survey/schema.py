@@ -82,8 +82,11 @@ class Configuration:
 
     @property
     def software(self) -> str:
-        """The label tables and reports show ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · ...")."""
-        return software_label(self.torch, self.cudnn or None, self.driver or None, self.cudnn_settings)
+        """The label tables and reports show ("torch 2.11.0+cu130 · cuDNN 91900 · driver 580.159.04 · ..."); a CPU's
+        without cuDNN (the library a CUDA build of torch carries, which a CPU cell never calls: "torch 2.14.1")."""
+        on_gpu = self.threads == GPU_THREADS
+        cudnn = self.cudnn if on_gpu else None
+        return software_label(self.torch, cudnn or None, self.driver or None, self.cudnn_settings)
 
 
 def _text(value) -> str:
