@@ -245,9 +245,9 @@ def view_note(rows: pd.DataFrame, predicted: pd.DataFrame | None, failures: list
     if predicted is None:
         return text + "Predictions were left out (--no-predicted)."
     text += (
-        "predicted: utilscope predict (the H200 profile transferred by datasheet) for the GPUs of the spec table "
-        "without a measured or published row of the model, with the bound that sets the time and the predictor's "
-        "validation error on that GPU where it was validated (docs/predict.md)."
+        "predicted: utilscope predict (the measured profile nearest each GPU, transferred by datasheet) for the GPUs "
+        "of the spec table without a measured or published row of the model, with the bound that sets the time and "
+        "the predictor's validation error on that GPU where it was validated (docs/predict.md)."
     )
     if failures:
         text += f" {plural(len(failures), 'model')} could not be predicted (first: {failures[0]})."
