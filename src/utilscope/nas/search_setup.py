@@ -16,7 +16,15 @@ import torch
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_folder, read_json
-from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_batch, check_count, check_positive, check_seed
+from utilscope.limits import (
+    ARCHITECTURES_WHY,
+    MAX_ARCHITECTURES,
+    check_batch,
+    check_budget,
+    check_count,
+    check_positive,
+    check_seed,
+)
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
@@ -190,13 +198,7 @@ class SearchRequest:
     def __post_init__(self) -> None:
         get_space(self.space)  # an unknown space is the first thing to say
         check_positive(self.min_throughput, "--min-throughput", "samples/s")
-        check_count(
-            self.budget,
-            "--budget",
-            1,
-            MAX_ARCHITECTURES,
-            f"a measurement per architecture, and a pool holds at most {MAX_ARCHITECTURES}",
-        )
+        check_budget(self.budget)
         check_batch(self.batch)
         check_seed(self.seed, "--seed")
         get_strategy(self.strategy)

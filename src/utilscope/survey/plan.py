@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.limits import check_batch
+from utilscope.limits import check_batch, check_threads
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
-from utilscope.measure.settings import CudnnSettings, check_threads
+from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision
 from utilscope.models import sets as model_sets
 from utilscope.models import zoo
