@@ -245,8 +245,9 @@ def cmd_survey(args, console: Console) -> int:
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
     """The library's request for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
-    from utilscope.survey.plan import SurveyGrid, parse_shard
+    from utilscope.survey.plan import SurveyGrid
     from utilscope.survey.runner import RunOptions
+    from utilscope.survey.shards import parse_shard
     from utilscope.survey.workflow import SurveyRequest
 
     grid = SurveyGrid(
