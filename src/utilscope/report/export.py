@@ -12,8 +12,9 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import check_output_file
-from utilscope.survey.schema import DERIVED_COLUMNS, KEY_COLUMNS, TABLES, StoreError, decode_column
+from utilscope.survey.schema import DERIVED_COLUMNS, KEY_COLUMNS, TABLES, decode_column
 from utilscope.survey.store import Store
+from utilscope.survey.store_files import StoreError
 
 EXPORT = "export"
 EXPORT_SUFFIXES = (".csv", ".parquet")

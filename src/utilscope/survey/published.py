@@ -72,7 +72,8 @@ def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
     and checked before the store is opened, and all rows are written in one transaction. A file ingested before
     (same name, same content) adds nothing; the same name with other content is a UsageError, and nothing is
     written."""
-    from utilscope.survey.store import Store, check_store
+    from utilscope.survey.store import Store
+    from utilscope.survey.store_files import check_store
 
     formats().get(format_name)  # an unknown format is said before any file is read
     check_store(db, writable=True)
