@@ -8,7 +8,7 @@ from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model
 from utilscope.cli.values import BATCH, BATCHES
-from utilscope.files import check_output_file
+from utilscope.files import ROOFLINE_PLOT, check_output_file
 from utilscope.present import check_top
 from utilscope.present.json_text import strict_json
 
@@ -87,7 +87,7 @@ def cmd_layers(args, console: Console) -> int:
     one_model(args.model, "layers")
     check_top(args.top)
     if args.roofline is not None:
-        check_output_file(args.roofline, "roofline plot", (".png",))
+        check_output_file(args.roofline, ROOFLINE_PLOT, (".png",))
     request = measure_request(args)
     say_ceilings(request)
     explanation = attribute(request, batch=args.batch)

@@ -117,9 +117,9 @@ def split_resolution(text: str) -> tuple[str, int | None]:
 def read_model_list(path) -> list[str]:
     """The models a text file lists, one per line as ``--models`` takes them (``#`` starts a comment); a missing,
     empty or comment-only file is a one-line UsageError."""
-    from utilscope.files import read_text
+    from utilscope.files import MODEL_LIST, read_text
 
-    lines = [line.split("#", 1)[0].strip() for line in read_text(path, "list of models, one per line").splitlines()]
+    lines = [line.split("#", 1)[0].strip() for line in read_text(path, MODEL_LIST).splitlines()]
     models = [line for line in lines if line]
     if not models:
         raise UsageError(f"{path} lists no model (one per line; # starts a comment)")
