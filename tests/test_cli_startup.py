@@ -79,13 +79,34 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["gpus", "--db", "missing.sqlite"], "no such file: missing.sqlite (the results store)"),
         (["nas", "analyze", "missing.sqlite"], "no such file: missing.sqlite (the results store)"),
         (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--simulate", "no.sqlite"], "results store"),
+        (["profile", "timm:resnet50", "--peak", "nan"], "--peak must be a positive, finite number of TFLOP/s"),
+        (["layers", "timm:resnet50", "--threads", "0"], "--threads must be a positive integer, got 0"),
+        (["layers", "timm:resnet50", "--top", "0"], "--top must be at least 1, got 0"),
+        (["layers", "timm:resnet50", "--roofline", "r.txt"], "the roofline plot must be a .png file"),
+        (["survey", "--jobs", "0"], "--jobs must be at least 1"),
+        (["survey", "--timeout", "inf"], "--timeout must be positive and at most 604800 seconds"),
+        (["survey", "--min-time-ms", "0"], "--min-time-ms must be positive"),
+        (["survey", "--cudnn-benchmark-limit", "-1"], "--cudnn-benchmark-limit must be 0 (all algorithms) or more"),
+        (["survey", "--shard", "4/3"], "a shard is K/N"),
+        (["survey", "--executor", "ray", "--ray-address", "garbage"], "--ray-address must be HOST:PORT"),
+        (["survey", "--ray-address", "auto"], "--ray-address and --gpu-types apply to --executor ray"),
+        (["survey", "--db", "tests"], "tests is a folder, expected a file (the results store"),
+        (["survey", "--models", "timm:resnet50@4"], "resolution must be between 8 and 4096 pixels, got 4"),
+        (["nas", "measure", "pyproject.toml", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["nas", "sample", "--space", "mbv3", "--flops-min", "2", "--flops-max", "1"], "no architecture fits"),
+        (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "0"], "--budget must be"),
+        (["advise", "timm:resnet50", "--multiple", "0"], "the channel multiple (--multiple) must be at least 1"),
+        (["report", "-o", "pyproject.toml", "missing.sqlite"], "the report folder pyproject.toml exists and is not a"),
+        (["calibrate", "--host", "--out", "host.txt"], "must be a .json file, got 'host.txt'"),
+        (["ingest", "timm-benchmark", "t.csv", "--jobs", "0"], "--jobs must be at least 1"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
     """The parser checks these values itself (an unknown option or verb; a batch size, resolution, precision,
-    backend, search space or GPU checked by the library's own checks while parsing; an input file, a store to read, a
-    model or factory file that is not there, or a folder named as a model): one line, exit 2, before torch is
-    imported."""
+    backend, search space, GPU, peak, thread count, worker count, timeout, shard or Ray address checked by the
+    library's own checks while parsing; an input file, a store to read or write, a file to write, a model or factory
+    file that is not there, or a folder named as a model), or the command before it imports anything heavy (options
+    that must agree): one line, exit 2, before torch is imported."""
     seen, err = _run(MAIN, *argv)
     assert seen == {"code": 2, "heavy": []}
     assert err.count("\n") == 1 and err.startswith("utilscope: error: ") and phrase in err, err

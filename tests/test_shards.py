@@ -11,7 +11,8 @@ import pytest
 
 from utilscope.cli import main
 from utilscope.errors import UsageError
-from utilscope.survey.plan import Group, Shard, SurveyGrid, expand_grid, plan_survey, shard_number
+from utilscope.survey.plan import Group, SurveyGrid, expand_grid, plan_survey
+from utilscope.survey.shards import Shard, shard_number
 from utilscope.survey.store import Store
 from utilscope.units import plural
 

@@ -551,9 +551,9 @@ def test_a_store_to_write_is_checked_before_anything_is_created(tmp_path, monkey
     path = tmp_path / "results.sqlite"
     Store(path).close()
     access = os.access
-    from utilscope.survey import store as store_module  # ("utilscope.survey" is the API's function on the package)
+    from utilscope.survey import store_files  # the store's file rules ("utilscope.survey" is the API's function)
 
-    monkeypatch.setattr(store_module.os, "access", lambda p, mode: str(p) != str(tmp_path) and access(p, mode))
+    monkeypatch.setattr(store_files.os, "access", lambda p, mode: str(p) != str(tmp_path) and access(p, mode))
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(StoreError, match="permission denied on the folder"):
         Store(path)

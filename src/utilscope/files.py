@@ -30,6 +30,15 @@ ANCHOR_FILE = "anchors CSV (columns model,batch,samples_per_s[,precision,backend
 DEVICE_PROFILE_FILE = "device profile from `utilscope calibrate`"
 HOST_FILE = "host profile from `utilscope calibrate --host`"
 NAS_PROFILE_FILE = "predictor profile from `utilscope nas fit`"
+MODEL_LIST = "list of models, one per line"  # survey --models-file
+# What each output is, as its errors name it (checked while parsing too):
+REPORT_FOLDER = "report folder"
+EXPORT_FILE = "export"
+EXPORT_SUFFIXES = (".csv", ".parquet")
+ROOFLINE_PLOT = "roofline plot"
+EXPORTED_MODEL = "rewritten model"  # advise --export
+POOL_FOLDER = "pool folder (--work-dir)"  # nas search --work-dir
+POOL_FILE = f"{ARCH_FILE} of --pool"  # nas search --pool (an input)
 _REASONS = {
     errno.ENOENT: "no such file",
     errno.EACCES: "permission denied",

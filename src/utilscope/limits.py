@@ -29,6 +29,11 @@ MIN_RESOLUTION = 8  # the smallest input a CNN spec runs at: a 7x7 stem (ResNets
 # kernel) sees a whole image; below, an image has fewer pixels than the first layer's kernel. A model whose layers
 # need more (a stride-32 network without padding) fails at building or counting, naming its layer.
 MAX_RESOLUTION = 4096
+MAX_TIMED_MS = 60_000.0  # --min-time-ms: a minute of timed calls per cell (a survey's default timeout is 15 minutes)
+WORKERS_WHY = "this machine's cores: more workers than cores disturb each other's timings"
+BUDGET_WHY = f"a measurement per architecture, and a pool holds at most {MAX_ARCHITECTURES}"
+MAX_MULTIPLE = 128  # tensor cores want 8 (fp16/bf16) or 16 (int8); 128 covers a GEMM tile, more only adds work
+MULTIPLE_WHY = "tensor cores want 8 or 16; a larger multiple only adds work"
 
 
 def _whole(value) -> bool:
@@ -90,6 +95,60 @@ def check_positive(value, name: str, unit: str, high: float | None = None, why: 
     raise UsageError(f"{name} must be positive and at most {high:g} {unit}{reason}, got {value!r}")
 
 
+def check_timeout(timeout_s) -> float:
+    """Seconds one group of a survey's cells may take (``--timeout``): positive, at most a week."""
+    return check_positive(timeout_s, "--timeout", "seconds", MAX_TIMEOUT_S, "a week")
+
+
+def check_timed_ms(min_time_ms) -> float:
+    """Total timed milliseconds per cell (``--min-time-ms``): positive, at most a minute."""
+    return check_positive(min_time_ms, "--min-time-ms", "ms", MAX_TIMED_MS, "a minute of timing per cell")
+
+
+def check_jobs(jobs, why: str = WORKERS_WHY) -> int:
+    """Worker processes at a time (``--jobs``): 1 to this machine's cores (``cpu_cores``); ``why`` says why not more."""
+    return check_count(jobs, "--jobs", 1, cpu_cores(), why)
+
+
+def check_budget(budget) -> int:
+    """A search's GPU measurements (``--budget``): 1 to MAX_ARCHITECTURES."""
+    return check_count(budget, "--budget", 1, MAX_ARCHITECTURES, BUDGET_WHY)
+
+
+def check_multiple(multiple) -> int:
+    """A channel multiple to pad to (``--multiple``): 1 to MAX_MULTIPLE."""
+    return check_count(multiple, "the channel multiple (--multiple)", 1, MAX_MULTIPLE, MULTIPLE_WHY)
+
+
+def check_threads(threads: int | None) -> int | None:
+    """A torch intra-op thread count to measure with (None: torch's own); UsageError unless a positive integer."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise UsageError(f"--threads must be a positive integer, got {threads!r}")
+    return threads
+
+
+def check_benchmark_limit(limit: int | None) -> int | None:
+    """cuDNN's autotuning limit (``--cudnn-benchmark-limit``; None: torch's default): 0 (all algorithms) or more."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise UsageError(f"--cudnn-benchmark-limit must be 0 (all algorithms) or more, got {limit}")
+    return limit
+
+
+def check_flops(bound: float | None, name: str) -> float | None:
+    """A bound in FLOPs per sample (``--flops-min``, ``--flops-max``; None: none): finite, not negative."""
+    if bound is not None and not (math.isfinite(bound) and bound >= 0):
+        raise UsageError(f"{name} must be a finite number of FLOPs per sample >= 0, got {bound}")
+    return bound
+
+
+def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
+    """Bounds in FLOPs per sample, each optional: finite, not negative, the lower one not above the upper one."""
+    check_flops(flops_min, "--flops-min")
+    check_flops(flops_max, "--flops-max")
+    if flops_min is not None and flops_max is not None and flops_min > flops_max:
+        raise UsageError(f"--flops-min ({flops_min:g}) is above --flops-max ({flops_max:g}): no architecture fits")
+
+
 def cpu_cores() -> int:
     """The cores this process may run on (its affinity where the system says it, else the machine's)."""
     try:
@@ -100,17 +159,30 @@ def cpu_cores() -> int:
 
 __all__ = [
     "ARCHITECTURES_WHY",
+    "BUDGET_WHY",
     "FIT_RULES",
     "MAX_ARCHITECTURES",
     "MAX_BATCH",
     "MAX_CONFIGS",
     "MAX_CONFIGS_WHY",
+    "MAX_MULTIPLE",
     "MAX_SEED",
+    "MAX_TIMED_MS",
     "MAX_TIMEOUT_S",
+    "WORKERS_WHY",
     "check_batch",
     "check_batches",
+    "check_benchmark_limit",
+    "check_budget",
     "check_count",
+    "check_flops",
+    "check_flops_band",
+    "check_jobs",
+    "check_multiple",
     "check_positive",
     "check_seed",
+    "check_threads",
+    "check_timed_ms",
+    "check_timeout",
     "cpu_cores",
 ]

@@ -22,12 +22,11 @@ import torch
 from torch import nn
 
 from utilscope import hardware
-from utilscope.advise.padding import check_multiple
 from utilscope.advise.rewrites import EXACT_RTOL, Rewrite, check_exact, check_inputs, exact_rewrites, exactness
 from utilscope.errors import UsageError
-from utilscope.files import check_output_folder
+from utilscope.files import EXPORTED_MODEL, check_output_folder
 from utilscope.hardware.alignment import channel_multiple
-from utilscope.limits import check_batches, check_count, check_seed
+from utilscope.limits import check_batches, check_count, check_multiple, check_seed
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import device_label
 from utilscope.measure.precision import math_mode, parse_precision
@@ -401,7 +400,7 @@ class AdviseRequest:
         if self.ladder is not None:
             object.__setattr__(self, "ladder", tuple(check_batches(self.ladder)) if self.ladder else ())
         if self.export is not None:
-            object.__setattr__(self, "export", str(check_output_folder(self.export, "rewritten model")))
+            object.__setattr__(self, "export", str(check_output_folder(self.export, EXPORTED_MODEL)))
         check_seed(self.seed)
         check_count(self.repeats, "repeats")
 

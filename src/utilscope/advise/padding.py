@@ -24,10 +24,9 @@ from utilscope.advise.channel_graph import ChannelGraph, Site, Slice, build
 from utilscope.advise.layout import Layout
 from utilscope.advise.solve import LAYER_KINDS, Solution, solve
 from utilscope.errors import ModelError, UsageError
-from utilscope.limits import check_count
+from utilscope.limits import check_multiple
 
 DEFAULT_MULTIPLE = 8  # fp16 tensor cores want channel counts that are multiples of 8
-MAX_MULTIPLE = 128  # tensor cores want 8 (fp16/bf16) or 16 (int8); 128 covers a GEMM tile, more only adds work
 DEFAULT_RTOL = 1e-4
 FOLLOWS = "its layout follows the tensors it is cut from or joined of"
 TWO_SIDED = ("conv", "linear", "grouped")  # the layers with an input and an output layout
@@ -90,17 +89,6 @@ def check_arguments(model, example, multiple) -> None:
         shape = tuple(example.shape) if isinstance(example, torch.Tensor) else type(example).__name__
         raise UsageError(f"the example must be an (N, C, H, W) tensor, got {shape}")
     check_multiple(multiple)
-
-
-def check_multiple(multiple) -> int:
-    """A channel multiple to pad to (``--multiple``): 1 to MAX_MULTIPLE."""
-    return check_count(
-        multiple,
-        "the channel multiple (--multiple)",
-        1,
-        MAX_MULTIPLE,
-        "tensor cores want 8 or 16; a larger multiple only adds work",
-    )
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -9,15 +9,18 @@ from utilscope.cli.values import (
     BACKEND,
     BATCHES,
     MODEL,
+    MULTIPLE,
     PRECISION,
     RES,
     backends,
     checked,
+    output_folder,
     parse_batches,
     parse_list,
     precisions,
     whole,
 )
+from utilscope.files import EXPORTED_MODEL
 from utilscope.limits import check_batches
 from utilscope.present.json_text import strict_json
 
@@ -51,7 +54,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--multiple",
-        type=int,
+        type=MULTIPLE,
         default=None,
         help="pad channels to a multiple of this (default: the "
         "largest the precisions tried want: 8 for fp16/bf16, 4 for tf32/fp32, 16 for int8)",
@@ -65,6 +68,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--export",
+        type=output_folder(EXPORTED_MODEL),
         default=None,
         metavar="DIR",
         help="write the rewritten model of the best "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import BACKEND, MODEL, PRECISION, RES
+from utilscope.cli.values import BACKEND, BENCHMARK_LIMIT, MODEL, PEAK, PRECISION, RES, THREADS
 from utilscope.errors import UsageError
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
@@ -52,7 +52,7 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--peak",
-        type=float,
+        type=PEAK,
         default=None,
         help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for the "
         "precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)",
@@ -65,7 +65,7 @@ def add_measurement_options(p: argparse.ArgumentParser) -> None:
 def add_threads_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
-        type=int,
+        type=THREADS,
         default=None,
         metavar="N",
         help="torch's intra-op thread count (torch.set_num_threads): a condition of a CPU measurement, "
@@ -83,7 +83,7 @@ def add_cudnn_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--cudnn-benchmark-limit",
-        type=int,
+        type=BENCHMARK_LIMIT,
         default=None,
         metavar="N",
         help="cuDNN autotuning tries at most N algorithms per new conv shape (torch's default 10; 0: all; "

@@ -8,11 +8,10 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.cli.values import BATCH, DTYPE, MODEL, RES
+from utilscope.cli.values import BATCH, DTYPE, MODEL, MODEL_SET, RES, TOP
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
 from utilscope.precision import COUNTED
-from utilscope.present import check_top
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
 
@@ -36,7 +35,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--top",
-        type=int,
+        type=TOP,
         default=None,
         metavar="K",
         help="show the K layers with the most FLOPs (default: 15; with --all-layers, every layer)",
@@ -64,6 +63,7 @@ def _add_models(sub) -> None:
     p.add_argument(
         "--set",
         dest="model_set",
+        type=MODEL_SET,
         default=None,
         metavar="NAME",
         help=f"list a named model set with its native resolution and GFLOPs instead; one of "
@@ -94,7 +94,6 @@ def cmd_count(args, console: Console) -> int:
     from utilscope.models import zoo
     from utilscope.present.count_view import render_count
 
-    check_top(args.top)  # before counting (a glob counts many models)
     names = zoo.model_names(args.model)
     if len(names) > 1:
         return count_many(names, args, console)

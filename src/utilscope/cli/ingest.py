@@ -5,8 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 
 from utilscope.cli.progress import progress
-from utilscope.limits import cpu_cores
+from utilscope.cli.values import checked, store
+from utilscope.limits import check_jobs, cpu_cores
 from utilscope.survey.formats import formats
+from utilscope.survey.published import JOBS_WHY
 from utilscope.units import plural
 
 
@@ -23,6 +25,7 @@ def add_parsers(sub) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="the tables (never modified)")
     p.add_argument(
         "--db",
+        type=store(writable=True),
         default="results.sqlite",
         help="the store, created if missing; ingesting a table again adds nothing (default: %(default)s)",
     )
@@ -36,7 +39,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=int,
+        type=checked(int, lambda jobs: check_jobs(jobs, JOBS_WHY), "int"),
         default=min(4, cpu_cores()),
         help="processes counting models at a time, one thread each (default: %(default)s, this machine's "
         "cores up to 4)",

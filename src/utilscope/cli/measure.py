@@ -7,9 +7,8 @@ import sys
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model
-from utilscope.cli.values import BATCH, BATCHES
-from utilscope.files import check_output_file
-from utilscope.present import check_top
+from utilscope.cli.values import BATCH, BATCHES, TOP, output_file
+from utilscope.files import ROOFLINE_PLOT
 from utilscope.present.json_text import strict_json
 
 
@@ -27,9 +26,10 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
     add_measurement_options(p)
     p.add_argument("--batch", type=BATCH, default=1, help="batch size (default: %(default)s)")
-    p.add_argument("--top", type=int, default=20, help="show the K slowest layers or regions (default: %(default)s)")
+    p.add_argument("--top", type=TOP, default=20, help="show the K slowest layers or regions (default: %(default)s)")
     p.add_argument(
         "--roofline",
+        type=output_file(ROOFLINE_PLOT, (".png",)),
         default=None,
         metavar="PNG",
         help="also write the roofline plot to this PNG file, checked before measuring, its folder created "
@@ -79,15 +79,12 @@ def cmd_profile(args, console: Console) -> int:
 
 def cmd_layers(args, console: Console) -> int:
     """The measurement is shown before the plot is written: a plot that cannot be drawn never loses it (and its
-    path is checked before measuring)."""
+    path is checked while parsing, before measuring)."""
     from utilscope.api import attribute
     from utilscope.present.layers_view import render_layers
     from utilscope.present.roofline_plot import plot_attribution
 
     one_model(args.model, "layers")
-    check_top(args.top)
-    if args.roofline is not None:
-        check_output_file(args.roofline, "roofline plot", (".png",))
     request = measure_request(args)
     say_ceilings(request)
     explanation = attribute(request, batch=args.batch)

@@ -9,14 +9,38 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
-from utilscope.cli.values import BATCH, BATCHES, GPU, PRECISION, SEED, checked, input_file, whole
+from utilscope.cli.values import (
+    BATCH,
+    BATCHES,
+    BUDGET,
+    GPU,
+    PRECISION,
+    SEED,
+    STRATEGY,
+    checked,
+    flops,
+    input_file,
+    output_file,
+    output_folder,
+    positive,
+    store,
+    whole,
+)
 from utilscope.errors import UsageError
-from utilscope.files import ARCH_FILE, LATENCY_TABLE, NAS_PROFILE_FILE, RESULTS_STORE, check_output_file
-from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES
+from utilscope.files import (
+    ARCH_FILE,
+    DEVICE_PROFILE_FILE,
+    LATENCY_TABLE,
+    NAS_PROFILE_FILE,
+    POOL_FILE,
+    POOL_FOLDER,
+)
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_flops_band
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
 from utilscope.precision import MEASURED
 from utilscope.present.json_text import strict_json
+from utilscope.survey.ray_cluster import check_executor
 from utilscope.units import plural
 
 NAS_HELP = (
@@ -66,20 +90,33 @@ def _add_sample_measure(verbs) -> None:
         "(default: %(default)s)",
     )
     p.add_argument(
-        "--flops-min", type=float, default=None, help="lower FLOPs bound per sample, 2 x MACs (default: none)"
+        "--flops-min",
+        type=flops("--flops-min"),
+        default=None,
+        help="lower FLOPs bound per sample, 2 x MACs (default: none)",
     )
     p.add_argument(
-        "--flops-max", type=float, default=None, help="upper FLOPs bound per sample, 2 x MACs (default: none)"
+        "--flops-max",
+        type=flops("--flops-max"),
+        default=None,
+        help="upper FLOPs bound per sample, 2 x MACs (default: none)",
     )
     p.add_argument(
         "--out",
+        type=output_file(ARCH_FILE, (".jsonl",)),
         default="archs.jsonl",
         help="the .jsonl file to write, replaced if it exists; its folder is created if missing (default: %(default)s)",
     )
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
     p.add_argument("archs", type=input_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N architectures (default: all)")
+    p.add_argument(
+        "--limit",
+        type=whole("--limit"),
+        default=None,
+        metavar="N",
+        help="only the first N architectures (default: all)",
+    )
     add_grid_options(p, default_batch="256", default_per_worker=25)
     p.set_defaults(run=cmd_measure)
 
@@ -89,6 +126,7 @@ def _add_table_fit(verbs) -> None:
     p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
         "--archs",
+        type=input_file(ARCH_FILE),
         action="append",
         default=[],
         help="also time the layers of these JSONL files; repeatable (default: only the space's covering set of layers)",
@@ -98,7 +136,12 @@ def _add_table_fit(verbs) -> None:
         "--precision", type=PRECISION, default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)"
     )
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
-    p.add_argument("--out", required=True, help="the table's JSON file; entries it already holds are kept")
+    p.add_argument(
+        "--out",
+        type=output_file(LATENCY_TABLE),
+        required=True,
+        help="the table's JSON file; entries it already holds are kept",
+    )
     p.add_argument(
         "--no-cudnn-benchmark",
         dest="cudnn_benchmark",
@@ -111,7 +154,7 @@ def _add_table_fit(verbs) -> None:
     others = "the store's architectures of other spaces are left out"
     p.add_argument("--space", type=SPACE, required=True, help=f"{_space_help()}; {others}")
     measured = "a store with `utilscope nas measure` results of this space"
-    p.add_argument("--db", type=input_file(RESULTS_STORE), required=True, help=measured)
+    p.add_argument("--db", type=store(writable=False), required=True, help=measured)
     p.add_argument(
         "--table",
         type=input_file(LATENCY_TABLE),
@@ -131,12 +174,13 @@ def _add_table_fit(verbs) -> None:
     )
     p.add_argument(
         "--prior-profile",
+        type=input_file(DEVICE_PROFILE_FILE),
         default=None,
         metavar="FILE",
         help="the device profile of that prior (default: the one shipped for the table's GPU and "
         "precision; none shipped: no prior)",
     )
-    p.add_argument("--out", required=True, help="the profile's JSON file")
+    p.add_argument("--out", type=output_file(NAS_PROFILE_FILE), required=True, help="the profile's JSON file")
     p.set_defaults(run=cmd_fit)
 
 
@@ -176,7 +220,7 @@ def _add_predict_analyze(verbs) -> None:
     fmt.add_argument("--csv", action="store_true", help="print the predictions as CSV instead of a table")
     p.set_defaults(run=cmd_predict)
     p = verbs.add_parser("analyze", help="FLOPs vs throughput, equal-FLOPs spread, what drives utilization")
-    p.add_argument("db", type=input_file(RESULTS_STORE), help="a store with `utilscope nas measure` results")
+    p.add_argument("db", type=store(writable=False), help="a store with `utilscope nas measure` results")
     p.add_argument("--json", action="store_true", help="print the analyses as JSON instead of text")
     p.set_defaults(run=cmd_analyze)
 
@@ -184,12 +228,17 @@ def _add_predict_analyze(verbs) -> None:
 def _add_search(verbs) -> None:
     p = verbs.add_parser("search", help="throughput-constrained evolutionary search; --simulate compares strategies")
     p.add_argument("--space", type=SPACE, required=True, help=_space_help())
-    p.add_argument("--min-throughput", type=float, required=True, help="samples/s every answer must reach")
-    p.add_argument("--budget", type=int, default=100, help="GPU measurements allowed (default: %(default)s)")
+    p.add_argument(
+        "--min-throughput",
+        type=positive("--min-throughput", "samples/s"),
+        required=True,
+        help="samples/s every answer must reach",
+    )
+    p.add_argument("--budget", type=BUDGET, default=100, help="GPU measurements allowed (default: %(default)s)")
     p.add_argument(
         "--simulate",
         metavar="DB",
-        type=input_file(RESULTS_STORE),
+        type=store(writable=False),
         default=None,
         help="answer measurements from this store's dataset and compare the strategies, on a CPU "
         "(default: GPU mode, measuring on the GPU)",
@@ -242,6 +291,7 @@ def _add_gpu_mode_options(p) -> None:
     """The search's options of GPU mode (no --simulate): its candidates and what screens them."""
     p.add_argument(
         "--pool",
+        type=input_file(POOL_FILE),
         default=None,
         help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with --seed)",
     )
@@ -253,6 +303,7 @@ def _add_gpu_mode_options(p) -> None:
     )
     p.add_argument(
         "--work-dir",
+        type=output_folder(POOL_FOLDER),
         default=None,
         metavar="DIR",
         help="GPU mode: keep the sampled pool file in this folder (default: a temporary folder, removed "
@@ -260,6 +311,7 @@ def _add_gpu_mode_options(p) -> None:
     )
     p.add_argument(
         "--strategy",
+        type=STRATEGY,
         default="predictor",
         help=f"GPU mode: what screens candidates before measuring, one of {', '.join(STRATEGIES)} "
         "(default: %(default)s)",
@@ -267,6 +319,7 @@ def _add_gpu_mode_options(p) -> None:
 
 
 def cmd_sample(args, console: Console) -> int:
+    check_flops_band(args.flops_min, args.flops_max)  # before numpy is imported
     from utilscope.nas.sampler import sample_file
     from utilscope.nas.spaces import get_space
 
@@ -290,6 +343,7 @@ def cmd_sample(args, console: Console) -> int:
 
 
 def cmd_measure(args, console: Console) -> int:
+    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
     from utilscope.cli.survey_events import ConsoleEvents
     from utilscope.nas.sampler import measurement_models
     from utilscope.survey.workflow import survey_grid
@@ -299,6 +353,7 @@ def cmd_measure(args, console: Console) -> int:
 
 
 def cmd_table(args, console: Console) -> int:
+    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
     from utilscope.nas.latency import build_table
     from utilscope.survey.executors import executor_for
 
@@ -330,12 +385,11 @@ def cmd_table(args, console: Console) -> int:
 def cmd_fit(args, console: Console) -> int:
     """Every file is checked (the prior's device profile read) before the store is read and the predictor fitted."""
     from utilscope.nas.latency import load_tables
-    from utilscope.nas.table_predictor import PROFILE_FILE, fit, measured_dataset
+    from utilscope.nas.table_predictor import fit, measured_dataset
     from utilscope.predict.calibrate import DeviceProfile
     from utilscope.present.nas_view import render_fit
     from utilscope.survey.store import Store
 
-    check_output_file(args.out, PROFILE_FILE)
     if args.prior_profile is not None:
         DeviceProfile.load(args.prior_profile)
     table = load_tables(args.table, args.space)

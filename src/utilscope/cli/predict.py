@@ -353,11 +353,12 @@ def layer_table(prediction) -> Table:
 
 
 def cmd_calibrate(args, console: Console) -> int:
+    """The output's path is checked before anything heavy is imported (``--host``: a host profile's)."""
+    out = check_output_file(args.out, HOST_FILE if args.host else DEVICE_PROFILE_FILE, (".json",))
     if args.host:
-        return cmd_calibrate_host(args, console)
-    from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile, calibrate, open_profile
+        return cmd_calibrate_host(out, args, console)
+    from utilscope.predict.calibrate import DeviceProfile, calibrate, open_profile
 
-    out = check_output_file(args.out, PROFILE_FILE, (".json",))
     existing = DeviceProfile.load(out) if Path(out).exists() else None
     profile = open_profile(args.device, args.precision, cudnn_settings(args), args.seed, existing, args.channels_last)
     start_s = time.perf_counter()
@@ -397,12 +398,11 @@ def _print_held_back(out, configs: int, console: Console) -> None:
         console.print("  " + line)
 
 
-def cmd_calibrate_host(args, console: Console) -> int:
-    """``calibrate --host``: this machine's host profile, each call kind's microseconds printed as timed."""
-    from utilscope.predict.host import HOST_FILE
+def cmd_calibrate_host(out: Path, args, console: Console) -> int:
+    """``calibrate --host``: this machine's host profile (to ``out``, checked), each call kind's microseconds printed
+    as timed."""
     from utilscope.predict.host_calibrate import calibrate_host
 
-    out = check_output_file(args.out, HOST_FILE, (".json",))
     host = calibrate_host(args.device, lambda kind, us: console.print(f"{kind}: {us:.2f} µs a call"))
     for row in host.chains:
         ratio = row["measured_ms"] / row["summed_ms"]

@@ -17,14 +17,34 @@ from utilscope.cli.common import (
     add_threads_option,
     cudnn_settings,
 )
-from utilscope.cli.values import BATCHES, MODEL_AT, RES, backends, input_file, parse_list, precisions
+from utilscope.cli.values import (
+    BATCHES,
+    FAMILY,
+    JOBS,
+    MODEL_AT,
+    MODEL_SET,
+    PEAK,
+    RAY_ADDRESS,
+    RES,
+    SHARD,
+    TIMED_MS,
+    TIMEOUT,
+    backends,
+    input_file,
+    output_file,
+    output_folder,
+    parse_list,
+    precisions,
+    store,
+    whole,
+)
 from utilscope.errors import RESUME
-from utilscope.files import RESULTS_STORE, check_output_file
+from utilscope.files import EXPORT_FILE, EXPORT_SUFFIXES, MODEL_LIST, REPORT_FOLDER
 from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
-from utilscope.survey.ray_cluster import EXECUTORS
+from utilscope.survey.ray_cluster import EXECUTORS, check_executor
 from utilscope.units import plural
 
 if TYPE_CHECKING:
@@ -55,12 +75,17 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     p.add_argument(
         "--peak",
-        type=float,
+        type=PEAK,
         default=None,
         help="peak TFLOP/s to measure utilization against (default: the GPU's dense datasheet peak for "
         "each precision, see `utilscope devices`; on a CPU its measured GEMM ceiling)",
     )
-    p.add_argument("--db", default="results.sqlite", help="the SQLite store, created if missing (default: %(default)s)")
+    p.add_argument(
+        "--db",
+        type=store(writable=True),
+        default="results.sqlite",
+        help="the SQLite store, created if missing (default: %(default)s)",
+    )
     add_run_options(p, default_per_worker)
     add_threads_option(p)
     add_cudnn_options(p)
@@ -72,6 +97,7 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     )
     p.add_argument(
         "--shard",
+        type=SHARD,
         default=None,
         metavar="K/N",
         help="measure only the K-th of N shares of the grid (1 <= K <= N; a model's batch sizes at one "
@@ -97,26 +123,26 @@ def add_run_options(p, default_per_worker: int) -> None:
     """How a grid's cells are run: workers, their time limit and models, the time per cell."""
     p.add_argument(
         "--jobs",
-        type=int,
+        type=JOBS,
         default=1,
         help="workers at a time, one per GPU when there are several (default: %(default)s)",
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=900.0,
         help="seconds one model's group of cells may take (default: %(default)g)",
     )
     p.add_argument(
         "--per-worker",
-        type=int,
+        type=whole("--per-worker"),
         default=default_per_worker,
         help="models each worker process measures in turn (default: %(default)s); more: less start-up "
         "time, and a crash restarts the worker on the models after it",
     )
     p.add_argument(
         "--min-time-ms",
-        type=float,
+        type=TIMED_MS,
         default=None,
         help="total timed milliseconds per cell (default: 1000 on GPU, 200 on CPU)",
     )
@@ -133,6 +159,7 @@ def add_executor_options(p) -> None:
     )
     p.add_argument(
         "--ray-address",
+        type=RAY_ADDRESS,
         default=None,
         metavar="ADDR",
         help="the Ray cluster to join: HOST:PORT of its head, or auto (RAY_ADDRESS, else the cluster "
@@ -161,12 +188,14 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--models-file",
+        type=input_file(MODEL_LIST),
         default=None,
         metavar="FILE",
         help="a text file of models as --models takes them, one per line (# starts a comment) (default: none)",
     )
     p.add_argument(
         "--family",
+        type=FAMILY,
         action="append",
         default=[],
         help=f"a model family, matched among every torchvision and timm model (not only the curated set); "
@@ -175,6 +204,7 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--set",
         dest="sets",
+        type=MODEL_SET,
         action="append",
         default=[],
         metavar="NAME",
@@ -195,12 +225,11 @@ def add_parsers(sub) -> None:
 def _add_store_verbs(sub) -> None:
     """The verbs that read a store: report, export, merge."""
     p = sub.add_parser("report", help="an HTML report with figures and tables from a survey store")
-    p.add_argument(
-        "db", type=input_file(RESULTS_STORE), help="the SQLite store (from `utilscope survey` or `nas measure`)"
-    )
+    p.add_argument("db", type=store(writable=False), help="the SQLite store (from `utilscope survey` or `nas measure`)")
     p.add_argument(
         "-o",
         "--out",
+        type=output_folder(REPORT_FOLDER),
         default="report",
         help="output folder, created if missing; its index.html, PNGs and measurements.csv are replaced "
         "(default: %(default)s)",
@@ -213,16 +242,21 @@ def _add_store_verbs(sub) -> None:
     )
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("export", help="export a survey store to CSV or Parquet")
+    p.add_argument("db", type=store(writable=False), help="the SQLite store (from `utilscope survey` or `nas measure`)")
     p.add_argument(
-        "db", type=input_file(RESULTS_STORE), help="the SQLite store (from `utilscope survey` or `nas measure`)"
+        "out",
+        type=output_file(EXPORT_FILE, EXPORT_SUFFIXES),
+        help="a .csv or .parquet file (its folder is created if missing)",
     )
-    p.add_argument("out", help="a .csv or .parquet file (its folder is created if missing)")
     p.set_defaults(run=cmd_export)
     p = sub.add_parser("merge", help="merge results stores (e.g. the shards of one survey) into one store")
-    p.add_argument("inputs", nargs="+", metavar="STORE", help="the stores to merge (never modified)")
+    p.add_argument(
+        "inputs", nargs="+", type=store(writable=False), metavar="STORE", help="the stores to merge (never modified)"
+    )
     p.add_argument(
         "-o",
         "--out",
+        type=store(writable=True),
         required=True,
         help="the merged store, created if missing; an existing one keeps its rows (not one of the inputs)",
     )
@@ -230,6 +264,7 @@ def _add_store_verbs(sub) -> None:
 
 
 def cmd_survey(args, console: Console) -> int:
+    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
     from utilscope.api import survey
     from utilscope.cli.survey_events import ConsoleEvents
     from utilscope.survey.plan import read_model_list, select_models, split_resolution
@@ -278,8 +313,9 @@ def readable_files(patterns: list[str]) -> tuple[list[str], list[str]]:
 def grid_request(models: list[str], args, attribute: frozenset[str]) -> SurveyRequest:
     """The library's request for the options; built (and so checked) before the store is opened, so a usage error
     never creates or touches it."""
-    from utilscope.survey.plan import SurveyGrid, parse_shard
+    from utilscope.survey.plan import SurveyGrid
     from utilscope.survey.runner import RunOptions
+    from utilscope.survey.shards import parse_shard
     from utilscope.survey.workflow import SurveyRequest
 
     grid = SurveyGrid(
@@ -369,10 +405,9 @@ def report_events(db, out) -> ReportEvents:
 
 
 def cmd_export(args, console: Console) -> int:
-    from utilscope.report.export import EXPORT, EXPORT_SUFFIXES, export_measurements
+    from utilscope.report.export import export_measurements
     from utilscope.survey.store import Store
 
-    check_output_file(args.out, EXPORT, EXPORT_SUFFIXES)  # before the store is read
     with Store(args.db, create=False) as store:
         report_migration(store)
         export_measurements(store, args.out)

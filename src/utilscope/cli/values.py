@@ -1,12 +1,15 @@
 """Option values: argparse ``type`` functions that parse a value and check it with the library's own check while
-parsing (``checked``): a bad batch size, precision or GPU is one line before any file is read, model built or heavy
-module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
-``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
-``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its ``--profile``
-later), ``input_file`` an input file's path (it exists and can be read), ``MODEL`` every model argument (``count``,
-``predict``, ``profile``, ``layers``, ``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source
-has, or an unknown source, from the shipped tables of names); the library checks the same values again when its
-objects are made.
+parsing (``checked``): a bad batch size, precision, number or path is one line before any file is read, model built
+or heavy module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every
+``--batch``, ``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE``
+``count``'s ``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its
+``--profile`` later), ``input_file`` an input file's path (it exists and can be read), ``output_file`` /
+``output_folder`` a path to write (``files.check_output_file`` / ``check_output_folder``), ``store`` a results
+store's (``survey.store_files.check_store``), ``MODEL`` every model argument (``count``, ``predict``, ``profile``,
+``layers``, ``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source has, or an unknown source,
+from the shipped tables of names). The numbers' rules are ``limits``' (``PEAK`` every ``--peak``, ``THREADS`` every
+``--threads``, ``JOBS`` / ``TIMEOUT`` / ``TIMED_MS`` a grid's ``--jobs``, ``--timeout`` and ``--min-time-ms``, ...).
+The library checks the same values again when its objects are made.
 """
 
 from __future__ import annotations
@@ -19,9 +22,24 @@ from collections.abc import Callable, Collection
 from importlib import metadata
 
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, is_folder
-from utilscope.hardware.specs import gpu_names, lookup_gpu
-from utilscope.limits import check_batch, check_batches, check_count, check_resolution, check_seed
+from utilscope.files import check_input_file, check_output_file, check_output_folder, is_folder
+from utilscope.hardware.specs import check_peak_tflops, gpu_names, lookup_gpu
+from utilscope.limits import (
+    check_batch,
+    check_batches,
+    check_benchmark_limit,
+    check_budget,
+    check_count,
+    check_flops,
+    check_jobs,
+    check_multiple,
+    check_positive,
+    check_resolution,
+    check_seed,
+    check_threads,
+    check_timed_ms,
+    check_timeout,
+)
 from utilscope.models import sets, timm_sets, torchvision_names
 from utilscope.models.sources import (
     ENTRY_POINT_GROUP,
@@ -33,7 +51,12 @@ from utilscope.models.sources import (
     unknown_model,
     unknown_source,
 )
+from utilscope.nas.strategies import get_strategy
 from utilscope.precision import check_counted, parse_precision
+from utilscope.present import check_top
+from utilscope.survey.ray_cluster import check_address
+from utilscope.survey.shards import parse_shard
+from utilscope.survey.store_files import check_store
 
 
 def parse_batches(text: str | None) -> list[int] | None:
@@ -89,15 +112,67 @@ def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Ca
     return checked(int, lambda value: check_count(value, name, low, high, why), "int")
 
 
+def positive(name: str, unit: str) -> Callable[[str], float]:
+    """An argparse ``type``: a positive, finite number of ``unit`` (``limits.check_positive``)."""
+    return checked(float, lambda value: check_positive(value, name, unit), "float")
+
+
+def flops(name: str) -> Callable[[str], float]:
+    """An argparse ``type``: a bound in FLOPs per sample, finite and not negative (``limits.check_flops``)."""
+    return checked(float, lambda value: check_flops(value, name), "float")
+
+
 SEED = checked(int, lambda seed: check_seed(seed, "--seed"), "int")  # 0 <= seed <= 2**32 - 1, every --seed
 BATCH = checked(int, check_batch, "int")  # every --batch of one size: 1 to MAX_BATCH
 BATCHES = checked(str, lambda text: check_batches(parse_batches(text)), "batches")  # every --batch list: "1,8,32"
 RES = checked(int, check_resolution, "int")  # every --res: 8 to 4096 pixels
+PEAK = checked(float, check_peak_tflops, "float")  # every --peak: positive, finite TFLOP/s
+THREADS = checked(int, check_threads, "int")  # every --threads: a positive thread count
+BENCHMARK_LIMIT = checked(int, check_benchmark_limit, "int")  # every --cudnn-benchmark-limit: 0 (all) or more
+JOBS = checked(int, check_jobs, "int")  # a grid's --jobs: 1 to this machine's cores
+TIMEOUT = checked(float, check_timeout, "float")  # a grid's --timeout: positive seconds, at most a week
+TIMED_MS = checked(float, check_timed_ms, "float")  # a grid's --min-time-ms: positive, at most a minute
+BUDGET = checked(int, check_budget, "int")  # nas search's --budget
+MULTIPLE = checked(int, check_multiple, "int")  # advise's --multiple: 1 to 128
+TOP = checked(int, check_top, "int")  # every --top: at least 1
 
 
 def _precision(text: str) -> str:
     parse_precision(text)
     return text
+
+
+def output_file(what: str, suffixes: tuple[str, ...] = ()) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a file to write ``what`` to (one of ``suffixes`` when given), checked while
+    parsing and nothing created (``files.check_output_file``); the text as given."""
+
+    def check(text: str) -> str:
+        check_output_file(text, what, suffixes)
+        return text
+
+    return checked(str, check, "file")
+
+
+def output_folder(what: str) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a folder to write ``what`` into, checked while parsing and nothing created
+    (``files.check_output_folder``); the text as given."""
+
+    def check(text: str) -> str:
+        check_output_folder(text, what)
+        return text
+
+    return checked(str, check, "folder")
+
+
+def store(writable: bool) -> Callable[[str], str]:
+    """An argparse ``type``: a results store's path, to read or to write (created when missing), checked while
+    parsing with the store's own file rules (``survey.store_files.check_store``); the text as given."""
+
+    def check(text: str) -> str:
+        check_store(text, writable)
+        return text
+
+    return checked(str, check, "store")
 
 
 def _gpus(text: str) -> str:
@@ -216,9 +291,13 @@ def _model(text: str) -> str:
 
 
 def _model_at(text: str) -> str:
-    """A MODEL, or ``MODEL@RES`` (survey's ``--models``: the resolution is checked with the survey's plan)."""
+    """A MODEL, or ``MODEL@RES`` (survey's ``--models``), its resolution checked as ``--res`` (``RES``)."""
     head, sep, tail = text.rpartition("@")
-    _model(head if sep and tail.isdigit() else text)
+    if sep and tail.isdigit():
+        check_resolution(int(tail))
+        _model(head)
+    else:
+        _model(text)
     return text
 
 
@@ -229,6 +308,37 @@ def _backend(text: str) -> str:
     return text
 
 
+def _shard(text: str) -> str:
+    parse_shard(text)
+    return text
+
+
+def _ray_address(text: str) -> str:
+    check_address(text)
+    return text
+
+
+def _model_set(text: str) -> str:
+    if text not in sets.set_names():
+        sets.set_members(text)  # an unknown set's UsageError, listing them
+    return text
+
+
+def _family(text: str) -> str:
+    sets.models_of_family(text, [])  # an unknown family's UsageError, listing them
+    return text
+
+
+def _strategy(text: str) -> str:
+    get_strategy(text)
+    return text
+
+
+SHARD = checked(str, _shard, "shard")  # survey's --shard K/N (``survey.shards``), the text as given
+RAY_ADDRESS = checked(str, _ray_address, "address")  # every --ray-address: HOST:PORT, auto or local (its format)
+MODEL_SET = checked(str, _model_set, "set")  # every --set: a named model set
+FAMILY = checked(str, _family, "family")  # survey's --family: a model family
+STRATEGY = checked(str, _strategy, "strategy")  # nas search's --strategy: a registered search strategy
 PRECISION = checked(str, _precision, "precision")  # every --precision of one: a measured precision's name
 BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend's name
 DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
@@ -260,19 +370,38 @@ __all__ = [
     "BATCH",
     "BATCHES",
     "BACKEND",
+    "BENCHMARK_LIMIT",
+    "BUDGET",
     "DTYPE",
+    "FAMILY",
     "GPU",
     "GPUS",
+    "JOBS",
     "MODEL",
     "MODEL_AT",
+    "MODEL_SET",
+    "MULTIPLE",
+    "PEAK",
     "PRECISION",
+    "RAY_ADDRESS",
     "RES",
     "SEED",
+    "SHARD",
+    "STRATEGY",
+    "THREADS",
+    "TIMED_MS",
+    "TIMEOUT",
+    "TOP",
     "backends",
     "checked",
+    "flops",
     "input_file",
+    "output_file",
+    "output_folder",
     "parse_batches",
     "parse_list",
+    "positive",
     "precisions",
+    "store",
     "whole",
 ]

@@ -18,7 +18,7 @@ from torch import nn
 
 from utilscope.errors import UsageError
 from utilscope.hardware import Ceilings, check_peak_tflops
-from utilscope.limits import check_positive
+from utilscope.limits import check_benchmark_limit, check_threads, check_timed_ms
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.measure.timing import TimingPlan
@@ -27,7 +27,6 @@ from utilscope.torch_flags import cudnn_mode, heuristic_for_depthwise
 
 HEURISTIC_BACKENDS = ("eager", "graph")  # backends that run the model's own convolutions
 CEILINGS_POLICIES = ("measure", "skip")
-MAX_TIMED_MS = 60_000.0  # --min-time-ms: a minute of timed calls per cell (a survey's default timeout is 15 minutes)
 
 
 @dataclass(frozen=True)
@@ -45,14 +44,10 @@ class CudnnSettings:
         for name in ("benchmark", "depthwise_heuristic"):
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"cuDNN setting {name} must be true or false, got {getattr(self, name)!r}")
-        limit = self.benchmark_limit
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise UsageError(f"--cudnn-benchmark-limit must be 0 (all algorithms) or more, got {limit}")
-            if not self.benchmark:
-                raise UsageError(
-                    "--cudnn-benchmark-limit limits autotuning, which --no-cudnn-benchmark turns off: give one"
-                )
+        if check_benchmark_limit(self.benchmark_limit) is not None and not self.benchmark:
+            raise UsageError(
+                "--cudnn-benchmark-limit limits autotuning, which --no-cudnn-benchmark turns off: give one"
+            )
         if self.depthwise_heuristic and not self.benchmark:
             raise UsageError(
                 "--cudnn-depthwise-heuristic keeps autotuning for the other convs, which "
@@ -104,15 +99,8 @@ def timing_window(min_time_ms: float | None) -> TimingPlan | None:
     measurement's default plan."""
     if min_time_ms is None:
         return None
-    check_positive(min_time_ms, "--min-time-ms", "ms", MAX_TIMED_MS, "a minute of timing per cell")
+    check_timed_ms(min_time_ms)
     return TimingPlan(warmup_ms=min(100.0, min_time_ms), min_total_ms=float(min_time_ms))
-
-
-def check_threads(threads: int | None) -> int | None:
-    """A torch intra-op thread count to measure with (None: torch's own); UsageError unless a positive integer."""
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise UsageError(f"--threads must be a positive integer, got {threads!r}")
-    return threads
 
 
 def apply_threads(threads: int | None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.files import ARCH_FILE, check_output_file, read_text, write_atomically
-from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_count, check_seed
+from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_count, check_flops_band, check_seed
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
@@ -53,15 +52,6 @@ def sample_architectures(
         key = arch_id(arch)
         seen.setdefault(key, {**arch, "id": key, "seed": seed})
     return list(seen.values())
-
-
-def check_flops_band(flops_min: float | None, flops_max: float | None) -> None:
-    """Bounds in FLOPs per sample, each optional: finite, not negative, the lower one not above the upper one."""
-    for name, bound in (("--flops-min", flops_min), ("--flops-max", flops_max)):
-        if bound is not None and not (math.isfinite(bound) and bound >= 0):
-            raise UsageError(f"{name} must be a finite number of FLOPs per sample >= 0, got {bound}")
-    if flops_min is not None and flops_max is not None and flops_min > flops_max:
-        raise UsageError(f"--flops-min ({flops_min:g}) is above --flops-max ({flops_max:g}): no architecture fits")
 
 
 def sample_file(

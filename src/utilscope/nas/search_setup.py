@@ -15,12 +15,20 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, check_output_folder, read_json
-from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_batch, check_count, check_positive, check_seed
+from utilscope.files import POOL_FILE, POOL_FOLDER, check_input_file, check_output_folder, read_json
+from utilscope.limits import (
+    ARCHITECTURES_WHY,
+    MAX_ARCHITECTURES,
+    check_batch,
+    check_budget,
+    check_count,
+    check_positive,
+    check_seed,
+)
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
 from utilscope.nas.latency import LatencyTable
-from utilscope.nas.sampler import ARCH_FILE, load_jsonl, sample_architectures, save_jsonl
+from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
     CandidatePool,
     EvolutionOptions,
@@ -190,13 +198,7 @@ class SearchRequest:
     def __post_init__(self) -> None:
         get_space(self.space)  # an unknown space is the first thing to say
         check_positive(self.min_throughput, "--min-throughput", "samples/s")
-        check_count(
-            self.budget,
-            "--budget",
-            1,
-            MAX_ARCHITECTURES,
-            f"a measurement per architecture, and a pool holds at most {MAX_ARCHITECTURES}",
-        )
+        check_budget(self.budget)
         check_batch(self.batch)
         check_seed(self.seed, "--seed")
         get_strategy(self.strategy)
@@ -282,9 +284,9 @@ def search_on_device(
     if pool is None:
         check_count(pool_size, "--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
     if work_dir is not None:
-        work_dir = check_output_folder(work_dir, "pool folder (--work-dir)")
+        work_dir = check_output_folder(work_dir, POOL_FOLDER)
     if pool is not None:
-        check_input_file(pool, f"{ARCH_FILE} of --pool")
+        check_input_file(pool, POOL_FILE)
     objective = objective_for(request.objective, request.space)
     predictor = select_table_predictor(request.profile, request.gpu, request.space)
     estimator = predictor_estimator(predictor, request.batch)
@@ -360,7 +362,7 @@ def search_by_prediction(request: SearchRequest, pool: str | None, pool_size: in
     from utilscope.nas.population import population_predictor
 
     if pool is not None:
-        archs = load_jsonl(check_input_file(pool, f"{ARCH_FILE} of --pool"), request.space)
+        archs = load_jsonl(check_input_file(pool, POOL_FILE), request.space)
     else:
         check_count(pool_size, "--pool-size", 1, MAX_ARCHITECTURES, ARCHITECTURES_WHY)
         archs = sample_architectures(get_space(request.space), pool_size, request.seed)

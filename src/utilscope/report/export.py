@@ -11,12 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.files import check_output_file
-from utilscope.survey.schema import DERIVED_COLUMNS, KEY_COLUMNS, TABLES, StoreError, decode_column
+from utilscope.files import EXPORT_FILE as EXPORT
+from utilscope.files import EXPORT_SUFFIXES, check_output_file
+from utilscope.survey.schema import DERIVED_COLUMNS, KEY_COLUMNS, TABLES, decode_column
 from utilscope.survey.store import Store
-
-EXPORT = "export"
-EXPORT_SUFFIXES = (".csv", ".parquet")
+from utilscope.survey.store_files import StoreError
 
 
 def export_measurements(store: Store, path: str | Path) -> Path:

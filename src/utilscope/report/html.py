@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.files import check_output_folder
+from utilscope.files import REPORT_FOLDER, check_output_folder
 from utilscope.report import (
     atlas,
     atlas_html,
@@ -56,7 +56,6 @@ MEASUREMENT_COLUMNS = plots.SERIES + [
 ]
 OP_CLASS_COLUMNS = plots.SERIES + ["batch", "op_class", "flop_share", "time_share"]
 RANKED = 10  # rows in the top and bottom tables
-REPORT_FOLDER = "report folder"
 SCROLLED_FAILURES = 30  # a longer failure table scrolls in a box
 _NUMBER = r"[-+–]?[\d.,]*[%×]?"  # cells that align right: 12, 1,234, 3.5%, 0.25×, –
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utilscope.files import check_output_folder
+from utilscope.files import REPORT_FOLDER, check_output_folder
 from utilscope.report import atlas, families, model_view
-from utilscope.report.html import REPORT_FOLDER, build_report
+from utilscope.report.html import build_report
 from utilscope.survey.store import Store
 
 

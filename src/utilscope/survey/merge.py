@@ -31,7 +31,8 @@ from utilscope.files import RESULTS_STORE, given_path, path_stat
 from utilscope.measure.environment import VERSION_KEYS
 from utilscope.survey.migrations import Migration
 from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, PRIMARY_KEYS, decode_key
-from utilscope.survey.store import Store, check_store
+from utilscope.survey.store import Store
+from utilscope.survey.store_files import check_store
 
 MERGED_TABLES = ("measurements", "op_classes", "models", "published")
 KEY_WIDTH = {

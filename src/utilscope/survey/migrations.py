@@ -44,10 +44,10 @@ from utilscope.survey.schema import (
     VALUE_COLUMNS,
     CellKey,
     Configuration,
-    StoreError,
     encode_key,
     schema_sql,
 )
+from utilscope.survey.store_files import StoreError
 
 V1_KEY_COLUMNS = ("model", "resolution", "batch", "precision", "backend", "device", "software")
 V1_VALUE_COLUMNS = (

@@ -4,75 +4,23 @@ store already holds, as groups of cells for workers (one model, precision and ba
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from dataclasses import dataclass, field
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.limits import check_batch
+from utilscope.limits import check_batch, check_threads
 from utilscope.measure.backends import get_backend
 from utilscope.measure.environment import environment
 from utilscope.measure.precision import check_precision, parse_precision
-from utilscope.measure.settings import CudnnSettings, check_threads
+from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision
 from utilscope.models import sets as model_sets
 from utilscope.models import zoo
 from utilscope.survey.schema import CellKey, Configuration
+from utilscope.survey.shards import Shard
 from utilscope.survey.store import Store
 
 DEFAULT_BATCHES = (1, 8, 32, 128, 256)
-
-
-@dataclass(frozen=True)
-class Shard:
-    """The ``index``-th of ``count`` shares of a grid (1 <= index <= count; ``Shard()``: the whole grid). A group of
-    cells falls in the shard its identity hashes to (``shard_number``): the same group always falls in the same
-    shard, on any machine, whatever the order of the models or what a store holds, and its batch sizes stay
-    together."""
-
-    index: int = 1
-    count: int = 1
-
-    def __post_init__(self) -> None:
-        for value in (self.index, self.count):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise UsageError(f"a shard is K/N with integers 1 <= K <= N, got {value!r}")
-        if self.count < 1 or not 1 <= self.index <= self.count:
-            raise UsageError(f"a shard is K/N with 1 <= K <= N (e.g. 1/3, 2/3, 3/3), got {self}")
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """``"2/3"`` -> Shard(2, 3); anything else is a one-line UsageError."""
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text), re.ASCII)
-        if match is None:
-            raise UsageError(f"a shard is K/N with integers 1 <= K <= N (e.g. 1/3, 2/3, 3/3), got {text!r}")
-        return cls(int(match[1]), int(match[2]))
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-    @property
-    def whole(self) -> bool:
-        return self.count == 1
-
-    def select(self, groups: list[Group]) -> list[Group]:
-        """The groups of this shard, in their order."""
-        return [group for group in groups if shard_number(group, self.count) == self.index]
-
-
-def parse_shard(text: str | None) -> Shard:
-    """``"K/N"`` -> that shard; None -> the whole grid."""
-    return Shard() if text is None else Shard.parse(text)
-
-
-def shard_number(group: Group, count: int) -> int:
-    """The shard (1..count) a group falls in: a SHA-256 of its identity (model id, resolution, precision, backend;
-    not its batch sizes, nor Python's per-process ``hash``), modulo ``count``."""
-    identity = json.dumps([group.model, group.resolution, group.precision, group.backend])
-    digest = hashlib.sha256(identity.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % count + 1
 
 
 @dataclass(frozen=True)
@@ -169,9 +117,9 @@ def split_resolution(text: str) -> tuple[str, int | None]:
 def read_model_list(path) -> list[str]:
     """The models a text file lists, one per line as ``--models`` takes them (``#`` starts a comment); a missing,
     empty or comment-only file is a one-line UsageError."""
-    from utilscope.files import read_text
+    from utilscope.files import MODEL_LIST, read_text
 
-    lines = [line.split("#", 1)[0].strip() for line in read_text(path, "list of models, one per line").splitlines()]
+    lines = [line.split("#", 1)[0].strip() for line in read_text(path, MODEL_LIST).splitlines()]
     models = [line for line in lines if line]
     if not models:
         raise UsageError(f"{path} lists no model (one per line; # starts a comment)")

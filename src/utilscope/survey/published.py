@@ -18,11 +18,13 @@ from typing import Any
 from utilscope.errors import UsageError
 from utilscope.hardware import get_spec
 from utilscope.hardware.utilization import utilization
-from utilscope.limits import check_count, cpu_cores
+from utilscope.limits import check_jobs
 from utilscope.precision import Precision
 from utilscope.survey.count_cache import UNCHECKED, count_in_worker, count_row
 from utilscope.survey.formats import formats, read_table
 from utilscope.survey.formats.timm_benchmark import FORMAT as TIMM_FORMAT
+
+JOBS_WHY = "this machine's cores"  # --jobs: counting processes at a time, one core each (``limits.check_jobs``)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
     and checked before the store is opened, and all rows are written in one transaction. A file ingested before
     (same name, same content) adds nothing; the same name with other content is a UsageError, and nothing is
     written."""
-    from utilscope.survey.store import Store, check_store
+    from utilscope.survey.store import Store
+    from utilscope.survey.store_files import check_store
 
     formats().get(format_name)  # an unknown format is said before any file is read
     check_store(db, writable=True)
@@ -116,7 +119,7 @@ def ingest_and_count(
     ``on_ingested`` sees the rows added before counting starts."""
     from utilscope.survey.store import Store
 
-    check_count(jobs, "--jobs", 1, cpu_cores(), "this machine's cores")
+    check_jobs(jobs, JOBS_WHY)
     result = replace(ingest(paths, db, format_name), db=str(db))
     if on_ingested is not None:
         on_ingested(result)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.hardware import check_peak_tflops
-from utilscope.limits import FIT_RULES, MAX_TIMEOUT_S, check_count, check_positive, cpu_cores
+from utilscope.limits import FIT_RULES, check_count, check_jobs, check_timeout
 from utilscope.measure.settings import timing_window
 from utilscope.models import sets as model_sets
 from utilscope.survey.messages import FITTED_ROW, GROUP_DONE, OP_CLASSES, PARENT_ENV, RECORD, ROW, parse
@@ -58,15 +58,9 @@ class RunOptions:
     # by this rule (``FIT_RULES``: "halve", or "timm", timm's benchmark's); None: not
 
     def __post_init__(self) -> None:
-        check_count(
-            self.jobs,
-            "--jobs",
-            1,
-            cpu_cores(),
-            "this machine's cores: more workers than cores disturb each other's timings",
-        )
+        check_jobs(self.jobs)
         check_count(self.per_worker, "--per-worker")
-        check_positive(self.timeout_s, "--timeout", "seconds", MAX_TIMEOUT_S, "a week")
+        check_timeout(self.timeout_s)
         timing_window(self.min_time_ms)
         if self.peak_tflops is not None:
             check_peak_tflops(self.peak_tflops)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from utilscope.errors import UsageError
 from utilscope.hardware import with_threads
 from utilscope.measure.environment import software_label
 from utilscope.measure.settings import CudnnSettings
@@ -29,10 +28,6 @@ SCHEMA_VERSION = 6
 GPU_THREADS = 0  # a GPU cell's ``threads``: the host's thread count is not part of its conditions
 NO_LIMIT = -1  # how the store keeps cudnn_benchmark_limit None (torch's default): key columns are never NULL
 STATUSES = ("ok", "oom", "error: ...")
-
-
-class StoreError(UsageError):
-    """A results store that cannot be used: not a SQLite file, corrupt, another application's, or newer."""
 
 
 # Column kinds: str, int, float, bool (stored 0/1), list and dict (stored as JSON text); "limit": an optional int

@@ -13,10 +13,8 @@ nothing is created beside it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import stat
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -29,12 +27,8 @@ import pandas as pd
 from utilscope.errors import StorageError
 from utilscope.files import (
     RESULTS_STORE,
-    SQLITE_HEADER,
-    check_input_file,
-    check_output_file,
     given_path,
     os_error,
-    path_stat,
 )
 from utilscope.survey.migrations import MIGRATIONS, Migration
 from utilscope.survey.schema import (
@@ -50,7 +44,6 @@ from utilscope.survey.schema import (
     TABLE_SINCE,
     TABLES,
     CellKey,
-    StoreError,
     build_frame,
     check_names,
     decode_column,
@@ -60,6 +53,7 @@ from utilscope.survey.schema import (
     encode_row,
     schema_sql,
 )
+from utilscope.survey.store_files import StoreError, check_readable, check_writable
 
 APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
@@ -110,55 +104,6 @@ def _verify(state: _FileState, path: Path) -> None:
     missing = [table for table in required if table not in state.tables]
     if state.version < 1 or missing or (state.version < SCHEMA_VERSION and state.version not in MIGRATIONS):
         raise StoreError(f"{path} is a damaged utilscope store (schema {state.version}, missing {missing}); {left}")
-
-
-def _header(path: Path) -> bytes:
-    try:
-        with path.open("rb") as f:
-            return f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise os_error(exc, path, "read", RESULTS_STORE) from None
-
-
-def _check_readable(path: Path) -> None:
-    """A store to read: a file that can be read, not empty, with SQLite's header."""
-    check_input_file(path, RESULTS_STORE)
-    header = _header(path)
-    if not header:
-        raise StoreError(f"{path} is not a utilscope store (an empty file); left unchanged")
-    if header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
-
-
-def _check_writable(path: Path) -> None:
-    """A store to write (created when missing): an existing one is a file, readable and writable, with SQLite's
-    header unless empty (an empty file becomes a store), in a folder where SQLite can write its journal (the WAL)
-    beside it; a new one's folder exists or can be created."""
-    info = path_stat(path, RESULTS_STORE)
-    if info is None:
-        check_output_file(path, RESULTS_STORE)
-        return
-    if stat.S_ISDIR(info.st_mode):
-        raise StoreError(f"{path} is a folder, expected a file (the {RESULTS_STORE}, e.g. results.sqlite)")
-    if not os.access(path, os.R_OK | os.W_OK):
-        raise StoreError(f"cannot write {path}: permission denied (the {RESULTS_STORE})")
-    header = _header(path)
-    if header and header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a SQLite database (or is corrupt): not a results store; left unchanged")
-    folder = path.parent
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(
-            f"cannot write {path}: permission denied on the folder {folder}, where SQLite keeps the "
-            f"store's journal (the {RESULTS_STORE})"
-        )
-
-
-def check_store(path, writable: bool) -> Path:
-    """``path`` checked as a store to read (a SQLite file that can be read, not empty) or to write (created when
-    missing: see ``Store``), before any work; UsageError (a StoreError for the file's content) otherwise."""
-    path = given_path(path, RESULTS_STORE)
-    (_check_writable if writable else _check_readable)(path)
-    return path
 
 
 def _init_schema(conn: sqlite3.Connection, path: Path, backup: bool = True) -> Migration | None:
@@ -241,7 +186,7 @@ def refused_write(exc: sqlite3.DatabaseError, path: Path) -> StorageError | None
 
 def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
     """A connection that writes the store (created when missing, its folders too), checked first."""
-    _check_writable(path)
+    check_writable(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -283,7 +228,7 @@ def _snapshot(path: Path, checked: bool = False) -> tuple[sqlite3.Connection, Mi
     schema is migrated in memory only. ``checked``: the file was checked to be a store to read already (else it is
     checked as one a survey could write: a dry run says what the run would)."""
     if not checked:
-        _check_writable(path)
+        check_writable(path)
     memory = sqlite3.connect(":memory:", isolation_level=None)
     try:
         if path.exists() and path.stat().st_size > 0:
@@ -323,7 +268,7 @@ class Store:
         self.path = given_path(path, RESULTS_STORE)
         self.read_only = snapshot or not create
         if not create:
-            _check_readable(self.path)
+            check_readable(self.path)
             self._conn, self.migration = _snapshot(self.path, checked=True)
         else:
             self._conn, self.migration = _snapshot(self.path) if snapshot else _connect(self.path)
