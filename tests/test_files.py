@@ -137,6 +137,15 @@ def test_write_atomically_says_plainly_why_it_cannot_write_and_leaves_no_partial
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.txt"]
 
 
+def test_a_folder_the_file_system_refuses_is_one_line_naming_it_and_nothing_is_created(tmp_path):
+    (tmp_path / "text.txt").write_text("hello")
+    message = _message(files.make_folder, tmp_path / "text.txt" / "report", "report folder")
+    expected = f"cannot create {tmp_path}/text.txt/report: a part of the path is not a folder (the report folder)"
+    assert message == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.txt"]
+    assert files.make_folder(tmp_path / "a" / "b", "report folder").is_dir()
+
+
 @pytest.mark.parametrize(
     ("code", "reason"),
     [

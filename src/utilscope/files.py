@@ -133,6 +133,17 @@ def read_json(path: str | Path, what: str):
         raise UsageError(f"{path} is not JSON ({exc.msg}, line {exc.lineno}), expected the {what}") from None
 
 
+def make_folder(path: str | Path, what: str) -> Path:
+    """The folder ``path`` to write ``what`` into, created with its parents when missing; the UsageError of
+    ``os_error`` when the file system refuses (a folder on a read-only or pseudo file system, a file in the way)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error(exc, path, "create", what) from None
+    return path
+
+
 def write_json(path: str | Path, data) -> Path:
     """Write ``data`` as JSON, atomically (``write_atomically``)."""
     return write_atomically(path, json.dumps(data, indent=1) + "\n")

@@ -24,7 +24,7 @@ from torch import nn
 from utilscope import hardware
 from utilscope.advise.rewrites import EXACT_RTOL, Rewrite, check_exact, check_inputs, exact_rewrites, exactness
 from utilscope.errors import UsageError
-from utilscope.files import EXPORTED_MODEL, check_output_folder
+from utilscope.files import EXPORTED_MODEL, check_output_folder, make_folder
 from utilscope.hardware.alignment import channel_multiple
 from utilscope.limits import check_batches, check_count, check_multiple, check_seed
 from utilscope.measure.backends import get_backend
@@ -481,7 +481,6 @@ def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, exampl
     """Write the rewritten model of the best configuration at the largest batch size (every exact rewrite that
     gained there, in turn) to ``directory``/model.pt, and ``directory``/model.py whose ``build`` loads it, so that
     ``utilscope profile DIR/model.py:build`` runs it. Nothing gained by a rewrite: the original model."""
-    from pathlib import Path
 
     if not advice.best:
         raise UsageError("no configuration was measured, so there is nothing to export")
@@ -491,8 +490,7 @@ def export_best(advice: Advice, rewrites: list[Rewrite], base: nn.Module, exampl
     for rewrite in rewrites:
         if rewrite.name in names and rewrite.exact:
             model = rewrite.apply(model, example)
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(directory, EXPORTED_MODEL)
     torch.save(model, out / "model.pt")
     (out / "model.py").write_text(
         f'"""{advice.model} as `utilscope advise` rewrote it ({", ".join(names)}); written by utilscope."""\n\n'

@@ -17,6 +17,7 @@ from utilscope.attribute.records import Point, Roofs
 from utilscope.attribute.roofline import RooflineRow, check_roofs, roofline
 from utilscope.counting.classify import OpClass
 from utilscope.errors import UsageError
+from utilscope.files import ROOFLINE_PLOT, make_folder
 from utilscope.units import si
 
 _CLASS_COLORS = dict(
@@ -62,7 +63,7 @@ def plot_roofline(
     roofs_legend = _draw_legends(axes, roof_handles, class_handles)
     note = figure.text(0.12, 0.02, _footnote(len(shown), len(rows)), fontsize=8, color="#555555")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, ROOFLINE_PLOT)
     # "tight" grows the canvas to hold the legends outside the axes
     figure.savefig(path, bbox_inches="tight", bbox_extra_artists=[roofs_legend, note], pad_inches=0.15)
     return path

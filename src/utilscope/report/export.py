@@ -12,7 +12,7 @@ import pandas as pd
 
 from utilscope.errors import UsageError
 from utilscope.files import EXPORT_FILE as EXPORT
-from utilscope.files import EXPORT_SUFFIXES, check_output_file
+from utilscope.files import EXPORT_SUFFIXES, check_output_file, make_folder
 from utilscope.survey.schema import DERIVED_COLUMNS, KEY_COLUMNS, TABLES, decode_column
 from utilscope.survey.store import Store
 from utilscope.survey.store_files import StoreError
@@ -34,7 +34,7 @@ def export_table(store: Store, path, table: str = "measurements") -> Path:
     if path.suffix.lower() not in EXPORT_SUFFIXES:
         raise StoreError(f"export to a {' or '.join(EXPORT_SUFFIXES)} file, got {path.name!r}")
     flat = _json_to_text(store.table_frame(table), TABLES[table])
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, EXPORT)
     if path.suffix.lower() == ".csv":
         flat.to_csv(path, index=False)
     else:

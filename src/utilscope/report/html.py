@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from utilscope.errors import UsageError
-from utilscope.files import REPORT_FOLDER, check_output_folder
+from utilscope.files import REPORT_FOLDER, check_output_folder, make_folder
 from utilscope.report import (
     atlas,
     atlas_html,
@@ -613,7 +613,7 @@ def build_report(
     if not op_classes.empty:  # an empty frame (no attributed model) may come without columns
         check_columns(op_classes, OP_CLASS_COLUMNS, "op_classes")
     out_dir = check_output_folder(out_dir, REPORT_FOLDER)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, REPORT_FOLDER)
     write_csv(measurements, out_dir / "measurements.csv")
     frame = atlas_frame if atlas_frame is not None else atlas.atlas_rows(measurements, published)
     page = _PAGE.substitute(
