@@ -462,7 +462,7 @@ SEARCH = [
     [
         ([], "this machine has none: compare the strategies on a measured store with --simulate DB"),
         (["--device", "cpu", "--work-dir", "a_file"], "the pool folder (--work-dir) a_file exists and is not a folder"),
-        (["--device", "cpu", "--work-dir", "w", "--pool", "p.jsonl"], "with --pool nothing is written"),
+        (["--device", "cpu", "--work-dir", "w", "--pool", "a_file"], "with --pool nothing is written"),
         (["--device", "cpu", "--pool-size", "0"], "--pool-size must be at least 1"),
     ],
 )

@@ -53,7 +53,7 @@ def add_parsers(sub) -> None:
     nas = sub.add_parser("nas", help=NAS_HELP, description=NAS_HELP)
     verbs = nas.add_subparsers(dest="nas_command", required=True, metavar="VERB")
     _add_sample_measure(verbs)
-    _add_table_fit(verbs)
+    _add_table(verbs)
     _add_predict_analyze(verbs)
     _add_search(verbs)
 
@@ -121,7 +121,7 @@ def _add_sample_measure(verbs) -> None:
     p.set_defaults(run=cmd_measure)
 
 
-def _add_table_fit(verbs) -> None:
+def _add_table(verbs) -> None:
     p = verbs.add_parser("table", help="time every distinct layer of a space alone: the predictor's latency table")
     p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
@@ -150,6 +150,10 @@ def _add_table_fit(verbs) -> None:
     )
     add_executor_options(p)
     p.set_defaults(run=cmd_table)
+    _add_fit(verbs)
+
+
+def _add_fit(verbs) -> None:
     p = verbs.add_parser("fit", help="fit the GPU-free predictor: latency table + learned correction, as a profile")
     others = "the store's architectures of other spaces are left out"
     p.add_argument("--space", type=SPACE, required=True, help=f"{_space_help()}; {others}")

@@ -89,6 +89,12 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
     add_run_options(p, default_per_worker)
     add_threads_option(p)
     add_cudnn_options(p)
+    add_cell_choices(p)
+    add_executor_options(p)
+
+
+def add_cell_choices(p) -> None:
+    """Which of a grid's cells a run measures: errors again or not, a shard, the batch that fits, none (dry run)."""
     p.add_argument(
         "--no-retry-errors",
         dest="retry_errors",
@@ -116,7 +122,6 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
         "benchmark: 1024, 768, 512, 384, ...) (default: off; --fit-batch alone: halve)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    add_executor_options(p)
 
 
 def add_run_options(p, default_per_worker: int) -> None:

@@ -7,12 +7,21 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from utilscope.errors import UsageError
 
-if TYPE_CHECKING:
-    from utilscope.survey.plan import Group
+
+class Grouped(Protocol):
+    """What a shard reads of a group of cells (``survey.plan.Group``): its identity."""
+
+    model: str
+    resolution: int
+    precision: str
+    backend: str
+
+
+G = TypeVar("G", bound=Grouped)
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,7 @@ class Shard:
     def whole(self) -> bool:
         return self.count == 1
 
-    def select(self, groups: list[Group]) -> list[Group]:
+    def select(self, groups: list[G]) -> list[G]:
         """The groups of this shard, in their order."""
         return [group for group in groups if shard_number(group, self.count) == self.index]
 
@@ -57,7 +66,7 @@ def parse_shard(text: str | None) -> Shard:
     return Shard() if text is None else Shard.parse(text)
 
 
-def shard_number(group: Group, count: int) -> int:
+def shard_number(group: Grouped, count: int) -> int:
     """The shard (1..count) a group falls in: a SHA-256 of its identity (model id, resolution, precision, backend;
     not its batch sizes, nor Python's per-process ``hash``), modulo ``count``."""
     identity = json.dumps([group.model, group.resolution, group.precision, group.backend])
