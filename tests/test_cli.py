@@ -289,7 +289,7 @@ def test_every_json_output_is_strict(argv, patches, monkeypatch, capsys, tmp_pat
         stub = {"result": result, "prediction": prediction}[kind]
         monkeypatch.setattr(importlib.import_module(module), name, lambda *a, _s=stub, **k: _s)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "archs.jsonl").write_text("")  # the parser checks an input file is there
+    (tmp_path / "archs.jsonl").write_text("{}\n")  # the parser checks an input file is there and is text
     assert main(argv) == 0
     doc = strict_loads(capsys.readouterr().out)
     if argv[0] == "nas":
@@ -631,10 +631,10 @@ def test_help_is_still_the_whole_usage(capsys):
 
 @pytest.mark.parametrize("verb", ["profile", "layers", "advise"])
 def test_a_verb_of_one_model_refuses_a_glob_pointing_to_survey(verb, capsys):
-    assert main([verb, "timm:resnet*", "--device", "cpu"]) == 2
+    assert main([verb, "timm:resnet*", "--device", "cpu"]) == 2  # refused while parsing
     assert capsys.readouterr().err == (
-        f"utilscope: error: `utilscope {verb}` takes one model and 'timm:resnet*' is a glob: for many models use "
-        "`utilscope survey --models 'timm:resnet*'`\n"
+        f"utilscope: error: argument model: `utilscope {verb}` takes one model and 'timm:resnet*' is a glob: for "
+        f"many models use `utilscope survey --models 'timm:resnet*'` (see: utilscope {verb} --help)\n"
     )
 
 

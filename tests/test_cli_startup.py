@@ -212,14 +212,16 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
         (tmp_path / name).write_text("a file of that name: what it holds is the library's to check")
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
-        "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*", "",
-        "timm:", "resnet50@224", "onnx:model.onnx#0123456789ab", "file:net.py:make#0123456789ab", "absent*.onnx",
+        "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*",
+        "resnet50@224", "onnx:model.onnx#0123456789ab", "file:net.py:make#0123456789ab", "absent*.onnx",
     ]  # fmt: skip
     assert [values.MODEL(text) for text in left] == left
     for text, message in (
         ("absent.onnx", "no such file: absent.onnx (the model file)"),
         ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
         ("absent.py:make", "no such file: absent.py (the factory file)"),
+        ("", "empty model name in ''"),  # zoo.parse_spec's message (sources.empty_name)
+        ("timm:", "empty model name in 'timm:'"),
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             values.MODEL(text)

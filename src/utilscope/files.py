@@ -21,6 +21,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+TEXT_START_BYTES = 1 << 16  # what ``check_text_start`` reads of a file
 # What each kind of input file is, as its errors name it: the CLI checks them while parsing (``cli.values``), the
 # library again when it reads them.
 ARCH_FILE = "architecture file"
@@ -102,6 +103,21 @@ def read_text(path: str | Path, what: str) -> str:
     """The text of a UTF-8 file (gzip-compressed when its name ends in .gz); UsageError naming the file and ``what``
     it should be when it is empty, a SQLite database or not text."""
     return decode_text(read_bytes(path, what), path, what)
+
+
+def check_text_start(path: str | Path, what: str) -> None:
+    """What ``read_text`` refuses that a file's first 64 KiB already show (empty, a SQLite database, binary), without
+    reading the rest: for checking an input file while parsing. A gzip file is left to ``read_text``."""
+    if Path(path).suffix == ".gz":
+        return
+    try:
+        with open(path, "rb") as file:
+            head = file.read(TEXT_START_BYTES + 1)
+    except OSError as exc:
+        raise os_error(exc, path, "read", what) from None
+    if len(head) > TEXT_START_BYTES:  # cut at a line's end (or before a last character cut in two)
+        head = head[: head.rfind(b"\n", 0, TEXT_START_BYTES) + 1] or head[: TEXT_START_BYTES - 3]
+    decode_text(head, path, what)
 
 
 def decode_text(data: bytes, path: str | Path, what: str) -> str:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings, one_model
+from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.cli.values import (
     BACKEND,
     BATCHES,
-    MODEL,
     MULTIPLE,
     PRECISION,
     RES,
     backends,
     checked,
+    one_model,
     output_folder,
     parse_batches,
     parse_list,
@@ -29,7 +29,9 @@ LADDER = checked(str, lambda text: () if text == "none" else check_batches(parse
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("advise", help="measure exact rewrites and deployment choices, ranked by measured gain")
-    p.add_argument("model", type=MODEL, help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument(
+        "model", type=one_model("advise"), help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID"
+    )
     p.add_argument("--batch", type=BATCHES, default=None, help="batch sizes (default: 1,256 on a GPU, 1,8 on a CPU)")
     p.add_argument(
         "--precision",
@@ -92,7 +94,6 @@ def cmd_advise(args, console: Console) -> int:
     from utilscope.measure.settings import MeasureRequest
     from utilscope.present.advise_view import render_advice, trial_line
 
-    one_model(args.model, "advise")
     measure = MeasureRequest(
         args.model,
         precision=args.precision,

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import BACKEND, BENCHMARK_LIMIT, MODEL, PEAK, PRECISION, RES, THREADS
-from utilscope.errors import UsageError
+from utilscope.cli.values import BACKEND, BENCHMARK_LIMIT, PEAK, PRECISION, RES, THREADS, one_model
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
 
@@ -27,21 +26,11 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_BROKEN_PIPE = 128 + 13  # the reader of stdout went away (``| head``): quiet, the shell's code for SIGPIPE
 
 
-def one_model(spec: str, verb: str) -> str:
-    """``spec``, for a verb that takes one model; a glob is a UsageError that points to ``survey``."""
-    from utilscope.models import zoo
-
-    if zoo.is_glob(spec):
-        raise UsageError(
-            f"`utilscope {verb}` takes one model and '{spec}' is a glob: for many models use "
-            f"`utilscope survey --models '{spec}'`"
-        )
-    return spec
-
-
-def add_measurement_options(p: argparse.ArgumentParser) -> None:
+def add_measurement_options(p: argparse.ArgumentParser, verb: str) -> None:
     """The options ``profile`` and ``layers`` share: what to run, where, against which peak, with which cuDNN."""
-    p.add_argument("model", type=MODEL, help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID")
+    p.add_argument(
+        "model", type=one_model(verb), help="torchvision:NAME, timm:NAME, path/file.py:factory or archs.jsonl:ID"
+    )
     p.add_argument(
         "--precision", type=PRECISION, default=None, help=f"{' | '.join(MEASURED)} (default: fp16 on GPU, fp32 on CPU)"
     )

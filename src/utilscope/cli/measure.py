@@ -6,7 +6,7 @@ import sys
 
 from rich.console import Console
 
-from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request, one_model
+from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request
 from utilscope.cli.values import BATCH, BATCHES, TOP, output_file
 from utilscope.files import ROOFLINE_PLOT
 from utilscope.present.json_text import strict_json
@@ -14,7 +14,7 @@ from utilscope.present.json_text import strict_json
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure inference throughput and FLOP utilization over batch sizes")
-    add_measurement_options(p)
+    add_measurement_options(p, "profile")
     p.add_argument(
         "--batch",
         type=BATCHES,
@@ -24,7 +24,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON contract instead of a table")
     p.set_defaults(run=cmd_profile)
     p = sub.add_parser("layers", help="per-layer time, roofline, attainable utilization and hints")
-    add_measurement_options(p)
+    add_measurement_options(p, "layers")
     p.add_argument("--batch", type=BATCH, default=1, help="batch size (default: %(default)s)")
     p.add_argument("--top", type=TOP, default=20, help="show the K slowest layers or regions (default: %(default)s)")
     p.add_argument(
@@ -66,7 +66,6 @@ def cmd_profile(args, console: Console) -> int:
     from utilscope.api import profile
     from utilscope.present.profile_view import render_profile
 
-    one_model(args.model, "profile")
     request, batches = measure_request(args), args.batch
     say_ceilings(request)  # after the input is checked: a usage error stays one line
     result = profile(request, batches)
@@ -84,7 +83,6 @@ def cmd_layers(args, console: Console) -> int:
     from utilscope.present.layers_view import render_layers
     from utilscope.present.roofline_plot import plot_attribution
 
-    one_model(args.model, "layers")
     request = measure_request(args)
     say_ceilings(request)
     explanation = attribute(request, batch=args.batch)

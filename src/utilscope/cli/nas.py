@@ -19,11 +19,11 @@ from utilscope.cli.values import (
     STRATEGY,
     checked,
     flops,
-    input_file,
     output_file,
     output_folder,
     positive,
     store,
+    text_file,
     whole,
 )
 from utilscope.errors import UsageError
@@ -109,7 +109,7 @@ def _add_sample_measure(verbs) -> None:
     )
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
-    p.add_argument("archs", type=input_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
+    p.add_argument("archs", type=text_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
     p.add_argument(
         "--limit",
         type=whole("--limit"),
@@ -126,7 +126,7 @@ def _add_table(verbs) -> None:
     p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
         "--archs",
-        type=input_file(ARCH_FILE),
+        type=text_file(ARCH_FILE),
         action="append",
         default=[],
         help="also time the layers of these JSONL files; repeatable (default: only the space's covering set of layers)",
@@ -161,7 +161,7 @@ def _add_fit(verbs) -> None:
     p.add_argument("--db", type=store(writable=False), required=True, help=measured)
     p.add_argument(
         "--table",
-        type=input_file(LATENCY_TABLE),
+        type=text_file(LATENCY_TABLE),
         required=True,
         action="append",
         help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
@@ -178,7 +178,7 @@ def _add_fit(verbs) -> None:
     )
     p.add_argument(
         "--prior-profile",
-        type=input_file(DEVICE_PROFILE_FILE),
+        type=text_file(DEVICE_PROFILE_FILE),
         default=None,
         metavar="FILE",
         help="the device profile of that prior (default: the one shipped for the table's GPU and "
@@ -190,7 +190,7 @@ def _add_fit(verbs) -> None:
 
 def _add_predict_analyze(verbs) -> None:
     p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
-    p.add_argument("archs", type=input_file(ARCH_FILE), help="a JSONL file of architectures, all of one space")
+    p.add_argument("archs", type=text_file(ARCH_FILE), help="a JSONL file of architectures, all of one space")
     p.add_argument(
         "--gpu",
         type=GPU,
@@ -201,7 +201,7 @@ def _add_predict_analyze(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=input_file(NAS_PROFILE_FILE),
+        type=text_file(NAS_PROFILE_FILE),
         default=None,
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
@@ -274,7 +274,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=input_file(NAS_PROFILE_FILE),
+        type=text_file(NAS_PROFILE_FILE),
         default=None,
         help="a predictor profile from `utilscope nas fit` (default: the one shipped for --gpu)",
     )
@@ -295,7 +295,7 @@ def _add_gpu_mode_options(p) -> None:
     """The search's options of GPU mode (no --simulate): its candidates and what screens them."""
     p.add_argument(
         "--pool",
-        type=input_file(POOL_FILE),
+        type=text_file(POOL_FILE),
         default=None,
         help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with --seed)",
     )

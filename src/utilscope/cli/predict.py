@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, input_file, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, text_file, whole
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
@@ -82,7 +82,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--profile",
-        type=input_file(DEVICE_PROFILE_FILE),
+        type=text_file(DEVICE_PROFILE_FILE),
         default=None,
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",
@@ -126,7 +126,7 @@ def _add_condition_options(p) -> None:
     )
     p.add_argument(
         "--host-profile",
-        type=input_file(HOST_FILE),
+        type=text_file(HOST_FILE),
         default=None,
         metavar="FILE.json",
         help="with --backend eager: your host's profile from `utilscope calibrate --host` (default: the shipped one "
@@ -161,7 +161,7 @@ def _add_anchor_options(p) -> None:
     )
     p.add_argument(
         "--anchors",
-        type=input_file(ANCHOR_FILE),
+        type=text_file(ANCHOR_FILE),
         default=None,
         metavar="FILE.csv",
         help="anchors from a CSV file: columns model,batch,samples_per_s and optionally precision,backend,res,gpu "

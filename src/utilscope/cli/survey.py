@@ -30,12 +30,12 @@ from utilscope.cli.values import (
     TIMED_MS,
     TIMEOUT,
     backends,
-    input_file,
     output_file,
     output_folder,
     parse_list,
     precisions,
     store,
+    text_file,
     whole,
 )
 from utilscope.errors import RESUME
@@ -193,7 +193,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--models-file",
-        type=input_file(MODEL_LIST),
+        type=text_file(MODEL_LIST),
         default=None,
         metavar="FILE",
         help="a text file of models as --models takes them, one per line (# starts a comment) (default: none)",

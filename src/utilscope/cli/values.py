@@ -1,13 +1,14 @@
-"""Option values: argparse ``type`` functions that parse a value and check it with the library's own check while
-parsing (``checked``): a bad batch size, precision, number or path is one line before any file is read, model built
-or heavy module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every
-``--batch``, ``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE``
-``count``'s ``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its
-``--profile`` later), ``input_file`` an input file's path (it exists and can be read), ``output_file`` /
-``output_folder`` a path to write (``files.check_output_file`` / ``check_output_folder``), ``store`` a results
-store's (``survey.store_files.check_store``), ``MODEL`` every model argument (``count``, ``predict``, ``profile``,
-``layers``, ``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source has, or an unknown source,
-from the shipped tables of names). The numbers' rules are ``limits``' (``PEAK`` every ``--peak``, ``THREADS`` every
+"""Option values: argparse ``type`` functions that parse a value and check it with the library's own check while parsing
+(``checked``): a bad batch size, precision, number or path is one line before any file is read, model built or heavy
+module imported (a fraction of a second). ``SEED`` is every ``--seed``, ``BATCH`` / ``BATCHES`` every ``--batch``,
+``PRECISION`` / ``precisions`` every ``--precision``, ``BACKEND`` every ``--backend`` of one, ``DTYPE`` ``count``'s
+``--dtype``, ``GPUS`` ``predict``'s ``--gpu``, ``GPU`` ``nas``'s (a spec-table GPU here; against its ``--profile``
+later), ``input_file`` an input file's path (it exists and can be read; ``text_file`` a text file's, its start
+checked too), ``output_file`` / ``output_folder`` a path to write (``files.check_output_file`` /
+``check_output_folder``), ``store`` a results store's (``survey.store_files.check_store``), ``MODEL`` every model
+argument (``one_model`` a verb's that takes one, refusing a glob; ``count``, ``predict``, ``profile``, ``layers``,
+``advise``; ``MODEL_AT`` ``survey``'s ``--models``: a model's name no source has, or an unknown source, from the
+shipped tables of names). The numbers' rules are ``limits``' (``PEAK`` every ``--peak``, ``THREADS`` every
 ``--threads``, ``JOBS`` / ``TIMEOUT`` / ``TIMED_MS`` a grid's ``--jobs``, ``--timeout`` and ``--min-time-ms``, ...).
 The library checks the same values again when its objects are made.
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable, Collection
 from importlib import metadata
 
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, check_output_file, check_output_folder, is_folder
+from utilscope.files import check_input_file, check_output_file, check_output_folder, check_text_start, is_folder
 from utilscope.hardware.specs import check_peak_tflops, gpu_names, lookup_gpu
 from utilscope.limits import (
     check_batch,
@@ -48,6 +49,8 @@ from utilscope.models.sources import (
     MODEL_FILE,
     REPARAM,
     a_folder,
+    empty_name,
+    is_glob,
     unknown_model,
     unknown_source,
 )
@@ -197,6 +200,18 @@ def input_file(what: str) -> Callable[[str], str]:
     return checked(str, check, "file")
 
 
+def text_file(what: str) -> Callable[[str], str]:
+    """An argparse ``type``: ``input_file`` of a text file, its first 64 KiB checked too (not empty, not a SQLite
+    database, not binary: ``files.check_text_start``), as the library checks the whole file when it reads it."""
+
+    def check(text: str) -> str:
+        check_input_file(text, what)
+        check_text_start(text, what)
+        return text
+
+    return checked(str, check, "file")
+
+
 # A model named by its source's name (``timm:resnet50``, ``torchvision:resnet50.x``) or bare (``resnet50``,
 # ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
 # (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
@@ -271,6 +286,9 @@ def _model(text: str) -> str:
     an architecture, a name whose table is not the installed package's, a third-party source's) is checked when it
     is built, but for a model or factory file that is not there, or a folder (``_model_file``)."""
     spec = text.strip().removesuffix(REPARAM)
+    prefix, _, name = spec.rpartition(":")
+    if not name and prefix in ("", "torchvision", "timm"):
+        raise empty_name(text)
     _model_file(spec)
     found = _NAMED.fullmatch(spec)
     if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
@@ -288,6 +306,21 @@ def _model(text: str) -> str:
     if is_folder(spec):  # a folder of model files, named without a path separator
         raise a_folder(spec)
     raise unknown_model(spec, tables, name)
+
+
+def one_model(verb: str) -> Callable[[str], str]:
+    """An argparse ``type``: the model of a verb that takes one (``profile``, ``layers``, ``advise``), a ``MODEL``;
+    a glob is a UsageError that points to ``survey``."""
+
+    def check(text: str) -> str:
+        if is_glob(text):
+            raise UsageError(
+                f"`utilscope {verb}` takes one model and '{text}' is a glob: for many models use "
+                f"`utilscope survey --models '{text}'`"
+            )
+        return _model(text)
+
+    return checked(str, check, "model")
 
 
 def _model_at(text: str) -> str:

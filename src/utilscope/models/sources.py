@@ -414,6 +414,17 @@ def unknown_model(text: str, names: dict[str, Sequence[str]], name: str) -> Usag
     return UsageError(f"unknown model '{text}'{hint}")
 
 
+def is_glob(pattern: str) -> bool:
+    """Whether a model spec is a glob of model names or files (``timm:resnet*``, ``exports/*.onnx``); a factory
+    file's ``X.py:FN`` never is."""
+    return any(ch in pattern for ch in "*?[") and ".py:" not in pattern
+
+
+def empty_name(text: str) -> UsageError:
+    """The one-line error for a model ``text`` that names a source and no model (``''``, ``timm:``)."""
+    return UsageError(f"empty model name in '{text}'")
+
+
 def a_folder(text: str) -> UsageError:
     """The one-line error for a model ``text`` that names a folder (of model files, most likely): a file in it, or a
     glob of its files."""

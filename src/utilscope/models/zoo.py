@@ -28,6 +28,8 @@ from utilscope.models.sources import (
     REPARAM,
     ModelSource,
     a_folder,
+    empty_name,
+    is_glob,
     model_sources,
     module_channels,
     unknown_model,
@@ -98,7 +100,7 @@ def parse_spec(text: str) -> ModelSpec:
     if prefix and prefix not in named:
         raise _unknown_source(prefix, text)
     if not name:
-        raise UsageError(f"empty model name in '{text}'")
+        raise empty_name(text)
     sources = [named[prefix]] if prefix else _bare_sources()
     for source in sources:
         if source.exists(name):
@@ -147,10 +149,6 @@ def _file_id(path: str) -> str:
         return parse_spec(path).id
     except UsageError:
         return path
-
-
-def is_glob(pattern: str) -> bool:
-    return any(ch in pattern for ch in "*?[") and ".py:" not in pattern
 
 
 def model_names(spec: str) -> list[str]:
