@@ -10,10 +10,12 @@ store (``data/GPU/eager.sqlite``) is predicted with the host profile the registr
 ``--profile FILE`` predicts every row from that profile instead (another GPU's: a transfer to the store's GPU,
 the H100 and H200 checked against each other network by network); ``--backend`` and ``--precision`` keep that
 backend's or precision's rows; ``--stable`` only the rows whose timing was stable (a coefficient of variation
-within ``measure.timing.CV_LIMIT``: not flagged ``unstable``).
+within ``measure.timing.CV_LIMIT``: not flagged ``unstable``). ``--repeat STORE`` (repeatable) adds the same
+cells timed again in another call on the same GPU: each cell is scored by its fastest timing (a host-bound forward
+is only ever slowed by what else the machine runs), and ``--csv`` says how many stores timed it (``timings``).
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
-        [--profile FILE] [--backend NAME] [--precision NAME] [--stable]
+        [--profile FILE] [--backend NAME] [--precision NAME] [--stable] [--repeat STORE ...]
 """
 
 from __future__ import annotations
@@ -47,6 +49,18 @@ def measured(store: str) -> tuple[pd.DataFrame, str]:
     if spec is None:
         raise SystemExit(f"validate_precisions.py: {devices[0]!r} is not a GPU of the spec table")
     return rows, spec.key
+
+
+def fastest(stores: list[str]) -> tuple[pd.DataFrame, str]:
+    """Every cell's fastest timing over ``stores`` (``measured`` of each, all of one GPU), with ``timings``: how many
+    of the stores timed the cell."""
+    frames, gpus = zip(*(measured(store) for store in stores), strict=True)
+    if len(set(gpus)) != 1:
+        raise SystemExit(f"validate_precisions.py: the stores hold rows of {len(set(gpus))} GPUs; one is needed")
+    rows = pd.concat(frames, ignore_index=True)
+    key = ["model", "batch", *CONDITION]
+    rows = rows.assign(timings=rows.groupby(key)["samples_per_s"].transform("size"))
+    return rows.sort_values("samples_per_s", ascending=False).drop_duplicates(key).reset_index(drop=True), gpus[0]
 
 
 def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.DataFrame:
@@ -123,8 +137,9 @@ def main() -> int:
     parser.add_argument("--backend", help="only this backend's rows")
     parser.add_argument("--precision", help="only this precision's rows")
     parser.add_argument("--stable", action="store_true", help="only the rows not flagged unstable")
+    parser.add_argument("--repeat", action="append", default=[], help="the same cells timed again: the fastest counts")
     args = parser.parse_args()
-    rows, gpu = measured(args.store)
+    rows, gpu = fastest([args.store, *args.repeat])
     if args.stable:
         rows = rows[rows["unstable"] == 0]
     for column in ("backend", "precision"):
