@@ -110,6 +110,16 @@ def checked(parse: Callable[[str], object], check: Callable, name: str) -> Calla
     return convert
 
 
+def as_given(check: Callable[[str], object], name: str) -> Callable[[str], str]:
+    """An argparse ``type`` (``checked``) that only checks: ``check(text)``, then the text as given."""
+
+    def check_text(text: str) -> str:
+        check(text)
+        return text
+
+    return checked(str, check_text, name)
+
+
 def whole(name: str, low: int = 1, high: int | None = None, why: str = "") -> Callable[[str], int]:
     """An argparse ``type``: a whole number ``low <= n <= high`` (``limits.check_count``)."""
     return checked(int, lambda value: check_count(value, name, low, high, why), "int")
@@ -148,34 +158,19 @@ def _precision(text: str) -> str:
 def output_file(what: str, suffixes: tuple[str, ...] = ()) -> Callable[[str], str]:
     """An argparse ``type``: the path of a file to write ``what`` to (one of ``suffixes`` when given), checked while
     parsing and nothing created (``files.check_output_file``); the text as given."""
-
-    def check(text: str) -> str:
-        check_output_file(text, what, suffixes)
-        return text
-
-    return checked(str, check, "file")
+    return as_given(lambda text: check_output_file(text, what, suffixes), "file")
 
 
 def output_folder(what: str) -> Callable[[str], str]:
     """An argparse ``type``: the path of a folder to write ``what`` into, checked while parsing and nothing created
     (``files.check_output_folder``); the text as given."""
-
-    def check(text: str) -> str:
-        check_output_folder(text, what)
-        return text
-
-    return checked(str, check, "folder")
+    return as_given(lambda text: check_output_folder(text, what), "folder")
 
 
 def store(writable: bool) -> Callable[[str], str]:
     """An argparse ``type``: a results store's path, to read or to write (created when missing), checked while
     parsing with the store's own file rules (``survey.store_files.check_store``); the text as given."""
-
-    def check(text: str) -> str:
-        check_store(text, writable)
-        return text
-
-    return checked(str, check, "store")
+    return as_given(lambda text: check_store(text, writable), "store")
 
 
 def _gpus(text: str) -> str:
@@ -184,32 +179,21 @@ def _gpus(text: str) -> str:
     return text
 
 
-def _gpu(text: str) -> str:
-    lookup_gpu(text)
-    return text
-
-
 def input_file(what: str) -> Callable[[str], str]:
     """An argparse ``type``: the path of a file to read ``what`` from, checked to exist and be readable while parsing
     (``files.check_input_file``); the text as given."""
-
-    def check(text: str) -> str:
-        check_input_file(text, what)
-        return text
-
-    return checked(str, check, "file")
+    return as_given(lambda text: check_input_file(text, what), "file")
 
 
 def text_file(what: str) -> Callable[[str], str]:
     """An argparse ``type``: ``input_file`` of a text file, its first 64 KiB checked too (not empty, not a SQLite
     database, not binary: ``files.check_text_start``), as the library checks the whole file when it reads it."""
 
-    def check(text: str) -> str:
+    def check(text: str) -> None:
         check_input_file(text, what)
         check_text_start(text, what)
-        return text
 
-    return checked(str, check, "file")
+    return as_given(check, "file")
 
 
 # A model named by its source's name (``timm:resnet50``, ``torchvision:resnet50.x``) or bare (``resnet50``,
@@ -341,16 +325,6 @@ def _backend(text: str) -> str:
     return text
 
 
-def _shard(text: str) -> str:
-    parse_shard(text)
-    return text
-
-
-def _ray_address(text: str) -> str:
-    check_address(text)
-    return text
-
-
 def _model_set(text: str) -> str:
     if text not in sets.set_names():
         sets.set_members(text)  # an unknown set's UsageError, listing them
@@ -362,21 +336,16 @@ def _family(text: str) -> str:
     return text
 
 
-def _strategy(text: str) -> str:
-    get_strategy(text)
-    return text
-
-
-SHARD = checked(str, _shard, "shard")  # survey's --shard K/N (``survey.shards``), the text as given
-RAY_ADDRESS = checked(str, _ray_address, "address")  # every --ray-address: HOST:PORT, auto or local (its format)
+SHARD = as_given(parse_shard, "shard")  # survey's --shard K/N (``survey.shards``), the text as given
+RAY_ADDRESS = as_given(check_address, "address")  # every --ray-address: HOST:PORT, auto or local (its format)
 MODEL_SET = checked(str, _model_set, "set")  # every --set: a named model set
 FAMILY = checked(str, _family, "family")  # survey's --family: a model family
-STRATEGY = checked(str, _strategy, "strategy")  # nas search's --strategy: a registered search strategy
+STRATEGY = as_given(get_strategy, "strategy")  # nas search's --strategy: a registered search strategy
 PRECISION = checked(str, _precision, "precision")  # every --precision of one: a measured precision's name
 BACKEND = checked(str, _backend, "backend")  # every --backend of one: a backend's name
 DTYPE = checked(str, check_counted, "dtype")  # count's --dtype: one the counting engine traces in
 GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (one, a list, or all), the text as given
-GPU = checked(str, _gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
+GPU = as_given(lookup_gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
 
