@@ -211,9 +211,8 @@ _ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<
 # and the nas package are imported, with torch), and the hints the unknown-source message gives for them
 # (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
 _SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
-# A model file's id's ``#digest``, and the characters of a glob (whose files are checked when it is expanded).
+# A model file's id's ``#digest``.
 _DIGEST = re.compile(rf"#[0-9a-f]{{{FILE_DIGEST_CHARS}}}$")
-_GLOB = re.compile(r"[*?[]")
 _SHAPED_HINTS = (
     "a .py file",
     "a model file (.onnx, .pt2, .pt)",
@@ -247,7 +246,7 @@ def _model_file(spec: str) -> None:
     there, is a folder or cannot be read, and a path to a folder (``exports/``), is a UsageError while parsing, with
     the message building the model gives (``files.check_input_file``'s, ``sources.a_folder``); a glob's files are
     checked when it is expanded, and what a file holds when it is opened."""
-    if _GLOB.search(spec):
+    if is_glob(spec):
         return
     prefix, sep, rest = spec.partition(":")
     body = rest if sep and prefix in _SHAPED_SOURCES else spec
