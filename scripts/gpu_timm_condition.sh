@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# One call of the H200 survey in timm's published condition (data/h200/timm_condition.sqlite; docs/findings-gpus.md,
-# docs/benchmarks.md): amp, NCHW, eager (or compile), batch 1024 with timm's out-of-memory halving, on the timm-CNN
-# rows of timm's RTX 5090 table. The stages run in turn; the call is cut at LIMIT seconds with SIGINT, on which a
+# One call of the survey in timm's published condition on the lent GPU, whichever it is, into its own store
+# (data/GPU/timm_condition.sqlite, GPU: the first word after "NVIDIA" in nvidia-smi's name, lowercase: h100, h200;
+# docs/findings-gpus.md, docs/benchmarks.md): amp, NCHW, eager (or compile), batch 1024 with timm's out-of-memory
+# halving, on the timm-CNN rows of timm's RTX 5090 table (the model lists under data/h200/, made for the H200's
+# survey, serve every GPU). The stages run in turn; the call is cut at LIMIT seconds with SIGINT, on which a
 # survey keeps what it stored and stores nothing for the cell in flight: every stage resumes on the next call. On a
 # machine of N GPUs the survey runs N workers, one per GPU, on chunks of 25 models (150 on one GPU: fewer starts).
 # timm is the machine's own (1.0.29 for the cells stored so far). The store is copied to $OUT every 60 s
 # (scripts/copy_stores.py) and at the end, with the logs.
-# Usage: scripts/h200_timm_condition.sh LIMIT STAGE...   STAGE: eager (data/h200/timm_condition_models.txt, 992
+# Usage: scripts/gpu_timm_condition.sh LIMIT STAGE...   STAGE: eager (data/h200/timm_condition_models.txt, 992
 # cells), compile (data/h200/timm_condition_compile_models.txt, 50 cells, beside timm's -dynamo tables),
 # eager_channels_last (the eager stage's models in amp on channels_last, the condition of the hidden data-center test
-# and of the channels_last amp profile, into data/h200/amp_channels_last.sqlite: whole networks for that profile's
+# and of the channels_last amp profile, into data/GPU/amp_channels_last.sqlite: whole networks for that profile's
 # network scales, scripts/fit_network_scales.py)
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -19,10 +21,17 @@ limit=$1
 shift
 end=$(($(date +%s) + limit))
 source scripts/survey_stage.sh
-store=data/h200/timm_condition.sqlite
-channels_last_store=data/h200/amp_channels_last.sqlite
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$gpus" -ge 1 ] || { echo "h200_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
+[ "$gpus" -ge 1 ] || { echo "gpu_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}')
+# The surveys write copies on the machine's local /tmp, not the working tree's folder (as scripts/gpu_validation.sh
+# does: on the lent machines' gVisor runtime a store written there came back malformed once).
+local_dir=$(mktemp -d)
+store=$local_dir/timm_condition.sqlite
+channels_last_store=$local_dir/amp_channels_last.sqlite
+for kept in "data/$gpu/timm_condition.sqlite" "data/$gpu/amp_channels_last.sqlite"; do
+  [ -f "$kept" ] && cp "$kept" "$local_dir/"
+done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
 python3 scripts/copy_stores.py "$OUT" "$store" "$channels_last_store" &
