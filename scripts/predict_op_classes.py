@@ -1,11 +1,12 @@
 """`utilscope predict`'s time per op class against the profiler's, for the 8 torchvision CNNs whose op classes the
 H200 survey attributed at batch 256 on `graph` (data/h200/survey_op_classes.csv: kernel time per class from torch's
-profiler), or for the `utilscope layers --json` runs in a folder (``--layers``, scripts/h200_predict_layers.sh).
-Prints, per model and op class, measured and predicted ms and their ratio, then the totals per class; with
-``--layers`` also the layers (joined by name) whose predicted time is furthest from the measured one. The shipped
-H200 profile predicts; no network here was used in fitting it.
+profiler), or for the `utilscope layers --json` runs in a folder (``--layers``, scripts/h200_predict_layers.sh,
+scripts/gpu_predict_layers.sh). Prints, per model and op class, measured and predicted ms and their ratio, then the
+totals per class; with ``--layers`` also the layers (joined by name) whose predicted time is furthest from the
+measured one. The shipped profile the registry picks for the GPU and condition predicts (default: the H200's fp16
+on channels_last; give the condition the runs were timed in); no network here was used in fitting it.
 
-    python3 scripts/predict_op_classes.py [--layers DIR]
+    python3 scripts/predict_op_classes.py [--layers DIR] [--gpu h100_sxm] [--precision amp] [--no-channels-last]
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def per_class(predicted: dict, measured: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=Path, help="a folder of `utilscope layers --json` runs")
+    parser.add_argument("--gpu", default="h200", help="the GPU the runs were timed on (a spec table name)")
+    parser.add_argument("--precision", default="fp16")
+    parser.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     if args.layers:
@@ -78,7 +82,9 @@ def main() -> None:
     else:
         measured, layers = pd.read_csv(MEASURED), None
         measured = measured[measured["backend"] == "graph"]
-    predictor = fit_cache.load_predictor(selection.select_profile("h200", None, "fp16", "graph"))
+    path = selection.select_profile(args.gpu, None, args.precision, "graph", args.channels_last)
+    print(f"profile: {path.name}\n")
+    predictor = fit_cache.load_predictor(path)
     predicted = predicted_layers(predictor, measured)
     table = per_class(predicted, measured)
     print(markdown(table[["model", "batch", "op_class", "measured_ms", "predicted_ms", "ratio"]], FORMATS))
