@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 
@@ -276,4 +277,20 @@ def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
 )
 def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):
     seen, err = _run(MAIN, *argv.split())
+    assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        ("survey --device quantum --models m.py:make", "argument --device: bad device 'quantum'; use cpu, cuda or"),
+        ("profile timm:resnet50 --device ''", "bad device ''"),
+        ("ceilings --device cuda:00", "bad device 'cuda:00'"),
+        ("nas search --space mbv3 --min-throughput 1 --device mps", "bad device 'mps'"),
+    ],
+)
+def test_a_bad_device_store_address_or_output_is_said_without_importing_anything_heavy(argv, phrase):
+    """Checked while parsing by the library's own rules, none of which imports torch: a device's name
+    (``hardware.devices``)."""
+    seen, err = _run(MAIN, *shlex.split(argv))
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err

@@ -13,6 +13,7 @@ from utilscope.cli.values import (
     BATCH,
     BATCHES,
     BUDGET,
+    DEVICE,
     GPU,
     PRECISION,
     SEED,
@@ -135,7 +136,7 @@ def _add_table(verbs) -> None:
     p.add_argument(
         "--precision", type=PRECISION, default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)"
     )
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument(
         "--out",
         type=output_file(LATENCY_TABLE),
@@ -281,18 +282,19 @@ def _add_search(verbs) -> None:
     p.add_argument(
         "--seed", type=SEED, default=0, help="seed of the evolution and of a sampled pool (default: %(default)s)"
     )
-    p.add_argument(
-        "--device",
-        default=None,
-        help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
-        "--device cpu asks for CPU measurements)",
-    )
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     p.set_defaults(run=cmd_search)
 
 
 def _add_gpu_mode_options(p) -> None:
-    """The search's options of GPU mode (no --simulate): its candidates and what screens them."""
+    """The search's options of GPU mode (no --simulate): where it measures, its candidates and what screens them."""
+    p.add_argument(
+        "--device",
+        type=DEVICE,
+        default=None,
+        help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
+        "--device cpu asks for CPU measurements)",
+    )
     p.add_argument(
         "--pool",
         type=text_file(POOL_FILE),

@@ -19,6 +19,7 @@ from utilscope.cli.common import (
 )
 from utilscope.cli.values import (
     BATCHES,
+    DEVICE,
     FAMILY,
     JOBS,
     MODEL_AT,
@@ -70,7 +71,7 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
         default="graph",
         help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)",
     )
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: each model's native)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     p.add_argument(
