@@ -8,7 +8,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
+from utilscope.cli.survey import (
+    add_executor_options,
+    add_grid_options,
+    check_executor_options,
+    grid_request,
+    render_result,
+    report_migration,
+)
 from utilscope.cli.values import (
     BATCH,
     BATCHES,
@@ -41,7 +48,6 @@ from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
 from utilscope.precision import MEASURED
 from utilscope.present.json_text import strict_json
-from utilscope.survey.ray_cluster import check_executor
 from utilscope.units import plural
 
 NAS_HELP = (
@@ -349,7 +355,7 @@ def cmd_sample(args, console: Console) -> int:
 
 
 def cmd_measure(args, console: Console) -> int:
-    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
+    check_executor_options(args)
     from utilscope.cli.survey_events import ConsoleEvents
     from utilscope.nas.sampler import measurement_models
     from utilscope.survey.workflow import survey_grid
@@ -359,7 +365,7 @@ def cmd_measure(args, console: Console) -> int:
 
 
 def cmd_table(args, console: Console) -> int:
-    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
+    check_executor_options(args)
     from utilscope.nas.latency import build_table
     from utilscope.survey.executors import executor_for
 
