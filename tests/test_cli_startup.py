@@ -290,11 +290,15 @@ def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing
         ("nas search --space mbv3 --min-throughput 1 --device mps", "bad device 'mps'"),
         ("survey --executor ray --ray-address 127.0.0.1:1 --dry-run", "no Ray cluster answers at 127.0.0.1:1: conn"),
         ("nas measure pyproject.toml --executor ray --ray-address no-such-host.invalid:1", "unknown host"),
+        ("ingest timm-benchmark pyproject.toml --db pub.sqlite", "is not named like a timm inference benchmark"),
+        ("ingest timm-benchmark absent.csv --db pub.sqlite", "no such file: absent.csv (the timm-benchmark table)"),
     ],
 )
-def test_a_bad_device_store_address_or_output_is_said_without_importing_anything_heavy(argv, phrase):
-    """Checked while parsing by the library's own rules, none of which imports torch: a device's name
-    (``hardware.devices``), a Ray head that does not answer (``ray_cluster.check_reachable``)."""
+def test_a_bad_device_ray_address_or_published_table_is_said_without_importing_anything_heavy(argv, phrase):
+    """Checked by the library's own rules, none of which imports torch: a device's name while parsing
+    (``hardware.devices``); before the command's imports, a Ray head that does not answer
+    (``ray_cluster.check_reachable``) and a published table the ingester could not read
+    (``survey.formats.read_tables``)."""
     seen, err = _run(MAIN, *shlex.split(argv))
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
 
