@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
+import sqlite3
 import subprocess
 import sys
 
@@ -277,3 +279,47 @@ def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
 def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):
     seen, err = _run(MAIN, *argv.split())
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        ("survey --device quantum --models m.py:make", "argument --device: bad device 'quantum'; use cpu, cuda or"),
+        ("profile timm:resnet50 --device ''", "bad device ''"),
+        ("ceilings --device cuda:00", "bad device 'cuda:00'"),
+        ("nas search --space mbv3 --min-throughput 1 --device mps", "bad device 'mps'"),
+        ("survey --executor ray --ray-address 127.0.0.1:1 --dry-run", "no Ray cluster answers at 127.0.0.1:1: conn"),
+        ("nas measure pyproject.toml --executor ray --ray-address no-such-host.invalid:1", "unknown host"),
+        ("ingest timm-benchmark pyproject.toml --db pub.sqlite", "is not named like a timm inference benchmark"),
+        ("ingest timm-benchmark absent.csv --db pub.sqlite", "no such file: absent.csv (the timm-benchmark table)"),
+    ],
+)
+def test_a_bad_device_ray_address_or_published_table_is_said_without_importing_anything_heavy(argv, phrase):
+    """Checked by the library's own rules, none of which imports torch: a device's name while parsing
+    (``hardware.devices``); before the command's imports, a Ray head that does not answer
+    (``ray_cluster.check_reachable``) and a published table the ingester could not read
+    (``survey.formats.read_tables``)."""
+    seen, err = _run(MAIN, *shlex.split(argv))
+    assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
+
+
+def test_another_applications_store_and_a_store_merged_twice_are_said_without_importing_anything_heavy(tmp_path):
+    """``store_files.check_store`` reads a SQLite file's marks with the standard library's sqlite3 while parsing;
+    ``store_files.merge_paths`` checks a merge's stores before the merge imports anything."""
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.close()
+    fresh = tmp_path / "fresh.sqlite"  # an empty database, which becomes a store
+    with sqlite3.connect(fresh) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("DROP TABLE t")
+    conn.close()
+    for argv, phrase in (
+        (["report", str(foreign), "-o", str(tmp_path / "out")], "is a SQLite database of another application"),
+        (["survey", "--db", str(foreign), "--dry-run"], "argument --db: "),
+        (["merge", str(tmp_path / "a.sqlite"), "-o", str(foreign)], "no such file"),
+        (["merge", str(fresh), str(fresh), "-o", str(tmp_path / "m.sqlite")], "is given twice: merge each store"),
+    ):
+        seen, err = _run(MAIN, *argv)
+        assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err

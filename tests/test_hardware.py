@@ -30,6 +30,7 @@ from utilscope.hardware import (
     specs_frame,
 )
 from utilscope.hardware import ceilings as ceilings_mod
+from utilscope.hardware.devices import check_device
 from utilscope.precision import Precision
 
 SPECS = load_specs()
@@ -532,6 +533,37 @@ def test_resolve_device_errors() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(UsageError, match="CUDA is not available"):
             resolve_device("cuda")
+
+
+def test_a_device_name_is_checked_without_torch_as_torch_parses_cpu_and_cuda() -> None:
+    """``devices.check_device`` (every ``--device`` while parsing, ``resolve_device`` before torch): cpu or cuda,
+    optionally ``:N`` as torch parses it; anything else (another torch device type too) is a "bad device"."""
+    for name in ("cpu", "cuda", "cuda:0", "cuda:7", "cuda:99", "cpu:0"):
+        assert check_device(name) == name
+        assert torch.device(name).type in ("cpu", "cuda")
+    for name in (
+        "",
+        "quantum",
+        "mps",
+        "meta",
+        "CUDA",
+        " cuda",
+        "cuda ",
+        "cuda:",
+        "cuda:00",
+        "cuda:-1",
+        "cuda:+1",
+        "cuda:1:2",
+        "cuda:100",
+        "cuda:\u0661",
+        None,
+    ):
+        with pytest.raises(UsageError, match=r"^bad device .*; use cpu, cuda or cuda:N$"):
+            check_device(name)
+        with pytest.raises(UsageError, match=r"^bad device "):
+            resolve_device(name) if name is not None else check_device(name)
+    with pytest.raises(UsageError, match=r"^unsupported device"):
+        resolve_device(torch.device("meta"))  # a device object, from an API caller, is torch's to parse
 
 
 def test_bad_sizes_are_usage_errors(cache_env) -> None:

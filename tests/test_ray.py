@@ -26,7 +26,14 @@ from utilscope.survey import executors
 from utilscope.survey.claims import Lease, claim
 from utilscope.survey.executors import LocalExecutor, RayExecutor, executor_for, run_plans
 from utilscope.survey.plan import SurveyGrid, expand_grid, plan_survey
-from utilscope.survey.ray_cluster import ClusterLost, HeadWatch, check_address, check_joinable, probe
+from utilscope.survey.ray_cluster import (
+    ClusterLost,
+    HeadWatch,
+    check_address,
+    check_joinable,
+    check_reachable,
+    probe,
+)
 from utilscope.survey.runner import ROW, RunOptions
 from utilscope.survey.store import Store
 
@@ -388,6 +395,28 @@ def test_an_address_that_answers_but_is_no_ray_head_is_refused_in_time():
         server.listen()
         with pytest.raises(UsageError, match="no Ray cluster let this machine join at .* within 2 s"):
             check_joinable(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=2.0)
+
+
+def test_a_head_that_does_not_answer_is_said_before_ray_is_imported(monkeypatch):
+    """``check_reachable`` (the command line's check before anything heavy, and ``check_joinable``'s first step): a
+    TCP probe of HOST:PORT, or of RAY_ADDRESS for ``auto``; a private Ray, or ``auto`` without RAY_ADDRESS, has
+    nothing to probe."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for address in (None, "local", "auto"):
+        assert check_reachable(address) is None
+    with pytest.raises(UsageError, match=r"^no Ray cluster answers at 127.0.0.1:1: connection refused"):
+        check_reachable("127.0.0.1:1")
+    with pytest.raises(UsageError, match=r"^no Ray cluster answers at no-such-host.invalid:6379: unknown host"):
+        check_reachable("no-such-host.invalid:6379")
+    with pytest.raises(UsageError, match="--ray-address must be HOST:PORT"):
+        check_reachable("garbage")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(UsageError, match=r"answers at 127.0.0.1:1 \(RAY_ADDRESS\): connection refused"):
+        check_reachable("auto")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert check_reachable(f"127.0.0.1:{server.getsockname()[1]}") is None
 
 
 def test_auto_says_which_cluster_it_did_not_find(monkeypatch):

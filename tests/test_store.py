@@ -464,6 +464,35 @@ def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path
     assert_refused(path, "another application.*0x4d2")
 
 
+def test_another_applications_file_is_refused_by_the_file_rules_read_only_and_an_empty_database_is_a_store(tmp_path):
+    """``store_files.check_store`` (every ``--db`` while parsing): another application's SQLite file is refused from
+    its marks, to read or to write, the file byte-identical and nothing created beside it; an empty database, a
+    store, and a file SQLite cannot read (left to the store, which says it is corrupt) pass."""
+    from utilscope.survey.store_files import check_store
+
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE songs (title TEXT)")
+        conn.commit()
+    before = file_bytes(other)
+    for writable in (False, True):
+        with pytest.raises(StoreError, match=r"other.db is a SQLite database of another application .*songs"):
+            check_store(other, writable)
+    assert file_bytes(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+    empty = tmp_path / "empty.db"
+    with contextlib.closing(sqlite3.connect(empty)) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("DROP TABLE t")
+    assert empty.stat().st_size > 0
+    ours = tmp_path / "results.sqlite"
+    Store(ours).close()
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(ours.read_bytes()[:100] + b"\xff" * 924)
+    for path in (empty, ours, damaged):
+        assert check_store(path, writable=True) == path
+    assert check_store(ours, writable=False) == ours
+
+
 def test_a_directory_is_refused(tmp_path):
     for create in (True, False):
         with pytest.raises(UsageError, match="is a folder, expected a file"):

@@ -8,6 +8,7 @@ from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
 from utilscope.cli.values import (
     BACKEND,
     BATCHES,
+    DEVICE,
     MULTIPLE,
     PRECISION,
     RES,
@@ -40,7 +41,7 @@ def add_parsers(sub) -> None:
         help="the as-given precision (default: fp16 on a GPU, fp32 on CPU)",
     )
     p.add_argument("--backend", type=BACKEND, default="graph", help="the as-given backend (default: %(default)s)")
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--backends",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from utilscope.cli.values import BACKEND, BENCHMARK_LIMIT, PEAK, PRECISION, RES, THREADS, one_model
+from utilscope.cli.values import BACKEND, BENCHMARK_LIMIT, DEVICE, PEAK, PRECISION, RES, THREADS, one_model
 from utilscope.measure.backends import BACKENDS
 from utilscope.precision import MEASURED
 
@@ -37,7 +37,7 @@ def add_measurement_options(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument(
         "--backend", type=BACKEND, default="graph", help=f"{' | '.join(BACKENDS.names())} (default: %(default)s)"
     )
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     p.add_argument(
         "--peak",

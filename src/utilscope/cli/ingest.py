@@ -7,7 +7,7 @@ from rich.console import Console
 from utilscope.cli.progress import progress
 from utilscope.cli.values import checked, store
 from utilscope.limits import check_jobs, cpu_cores
-from utilscope.survey.formats import formats
+from utilscope.survey.formats import formats, read_tables
 from utilscope.survey.published import JOBS_WHY
 from utilscope.units import plural
 
@@ -58,6 +58,7 @@ def left_out_line(name: str, kept_out: list[str]) -> str:
 
 
 def cmd_ingest(args, console: Console) -> int:
+    read_tables(args.format, args.files)  # a bad table is said before anything heavy is imported
     from utilscope.api import ingest
 
     def ingested(result) -> None:  # before counting, which takes minutes for a large table

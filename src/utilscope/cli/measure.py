@@ -7,7 +7,7 @@ import sys
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL, add_measurement_options, measure_request
-from utilscope.cli.values import BATCH, BATCHES, TOP, output_file
+from utilscope.cli.values import BATCH, BATCHES, DEVICE, TOP, output_file
 from utilscope.files import ROOFLINE_PLOT
 from utilscope.present.json_text import strict_json
 
@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the table as JSON records instead")
     p.set_defaults(run=cmd_devices)
     p = sub.add_parser("ceilings", help="measure (or show cached) GEMM and copy ceilings of this device")
-    p.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda, cuda:N or cpu (default: cuda if present)")
     p.add_argument("--refresh", action="store_true", help="measure again even if cached")
     p.add_argument("--json", action="store_true", help="print the ceilings as JSON instead")
     p.set_defaults(run=cmd_ceilings)

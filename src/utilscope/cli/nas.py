@@ -8,11 +8,19 @@ from pathlib import Path
 
 from rich.console import Console
 
-from utilscope.cli.survey import add_executor_options, add_grid_options, grid_request, render_result, report_migration
+from utilscope.cli.survey import (
+    add_executor_options,
+    add_grid_options,
+    check_executor_options,
+    grid_request,
+    render_result,
+    report_migration,
+)
 from utilscope.cli.values import (
     BATCH,
     BATCHES,
     BUDGET,
+    DEVICE,
     GPU,
     PRECISION,
     SEED,
@@ -40,7 +48,6 @@ from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
 from utilscope.precision import MEASURED
 from utilscope.present.json_text import strict_json
-from utilscope.survey.ray_cluster import check_executor
 from utilscope.units import plural
 
 NAS_HELP = (
@@ -135,7 +142,7 @@ def _add_table(verbs) -> None:
     p.add_argument(
         "--precision", type=PRECISION, default="fp16", help=f"one of {', '.join(MEASURED)} (default: %(default)s)"
     )
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument(
         "--out",
         type=output_file(LATENCY_TABLE),
@@ -281,18 +288,19 @@ def _add_search(verbs) -> None:
     p.add_argument(
         "--seed", type=SEED, default=0, help="seed of the evolution and of a sampled pool (default: %(default)s)"
     )
-    p.add_argument(
-        "--device",
-        default=None,
-        help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
-        "--device cpu asks for CPU measurements)",
-    )
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     p.set_defaults(run=cmd_search)
 
 
 def _add_gpu_mode_options(p) -> None:
-    """The search's options of GPU mode (no --simulate): its candidates and what screens them."""
+    """The search's options of GPU mode (no --simulate): where it measures, its candidates and what screens them."""
+    p.add_argument(
+        "--device",
+        type=DEVICE,
+        default=None,
+        help="GPU mode: where to measure (default: the GPU; without one the search refuses, unless "
+        "--device cpu asks for CPU measurements)",
+    )
     p.add_argument(
         "--pool",
         type=text_file(POOL_FILE),
@@ -347,7 +355,7 @@ def cmd_sample(args, console: Console) -> int:
 
 
 def cmd_measure(args, console: Console) -> int:
-    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
+    check_executor_options(args)
     from utilscope.cli.survey_events import ConsoleEvents
     from utilscope.nas.sampler import measurement_models
     from utilscope.survey.workflow import survey_grid
@@ -357,7 +365,7 @@ def cmd_measure(args, console: Console) -> int:
 
 
 def cmd_table(args, console: Console) -> int:
-    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
+    check_executor_options(args)
     from utilscope.nas.latency import build_table
     from utilscope.survey.executors import executor_for
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, text_file, whole
+from utilscope.cli.values import BACKEND, BATCHES, DEVICE, GPUS, MODEL, PRECISION, RES, SEED, text_file, whole
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
@@ -45,7 +45,7 @@ def _add_calibrate(sub) -> None:
         help="fp16, bf16, tf32, fp32, or amp (fp32 weights on fp16 inputs under autocast, as a network's "
         "layers run, the weights' casts timed with each config) (default: fp16 on a GPU, else fp32)",
     )
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument(
         "--no-channels-last",
         dest="channels_last",

@@ -19,6 +19,7 @@ from utilscope.cli.common import (
 )
 from utilscope.cli.values import (
     BATCHES,
+    DEVICE,
     FAMILY,
     JOBS,
     MODEL_AT,
@@ -44,7 +45,8 @@ from utilscope.limits import FIT_RULES
 from utilscope.measure.backends import BACKENDS
 from utilscope.models import sets as model_sets
 from utilscope.precision import MEASURED
-from utilscope.survey.ray_cluster import EXECUTORS, check_executor
+from utilscope.survey.ray_cluster import EXECUTORS, check_executor, check_reachable
+from utilscope.survey.store_files import merge_paths
 from utilscope.units import plural
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ def add_grid_options(p, default_batch: str, default_per_worker: int) -> None:
         default="graph",
         help=f"comma-separated, of {', '.join(BACKENDS.names())} (default: %(default)s)",
     )
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    p.add_argument("--device", type=DEVICE, default=None, help="cuda or cpu (default: cuda if present)")
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: each model's native)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false", help="keep NCHW-contiguous")
     p.add_argument(
@@ -268,8 +270,16 @@ def _add_store_verbs(sub) -> None:
     p.set_defaults(run=cmd_merge)
 
 
+def check_executor_options(args) -> None:
+    """A grid command's executor and its options (``check_executor``), and that the Ray head it names answers
+    (``check_reachable``), before anything heavy (Ray, torch) is imported."""
+    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)
+    if args.executor == "ray":
+        check_reachable(args.ray_address)
+
+
 def cmd_survey(args, console: Console) -> int:
-    check_executor(args.executor, args.ray_address, args.gpu_types, args.device)  # before anything heavy is imported
+    check_executor_options(args)
     from utilscope.api import survey
     from utilscope.cli.survey_events import ConsoleEvents
     from utilscope.survey.plan import read_model_list, select_models, split_resolution
@@ -422,6 +432,7 @@ def cmd_export(args, console: Console) -> int:
 
 def cmd_merge(args, console: Console) -> int:
     """Exit 0 when merged without conflicts; 1 when some keys conflicted (each printed, the first value kept)."""
+    merge_paths(args.inputs, args.out)  # the stores given twice, or the output among them: before anything heavy
     from utilscope.present.merge_view import merge_lines
     from utilscope.survey.merge import merge_stores
 

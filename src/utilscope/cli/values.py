@@ -24,6 +24,7 @@ from importlib import metadata
 
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_file, check_output_folder, check_text_start, is_folder
+from utilscope.hardware.devices import check_device
 from utilscope.hardware.specs import check_peak_tflops, gpu_names, lookup_gpu
 from utilscope.limits import (
     check_batch,
@@ -347,6 +348,7 @@ GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (on
 GPU = as_given(lookup_gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
+DEVICE = as_given(check_device, "device")  # every --device: cpu, cuda or cuda:N (``hardware.devices``)
 
 
 def backends(option: str) -> Callable[[str], str]:
@@ -373,6 +375,7 @@ __all__ = [
     "BACKEND",
     "BENCHMARK_LIMIT",
     "BUDGET",
+    "DEVICE",
     "DTYPE",
     "FAMILY",
     "GPU",

@@ -29,6 +29,7 @@ import torch
 
 from utilscope import cache
 from utilscope.errors import UsageError
+from utilscope.hardware.devices import check_device
 from utilscope.hardware.specs import PRECISIONS, DeviceSpec, detect, normalize_precision
 from utilscope.precision import Precision
 from utilscope.torch_flags import tf32_mode
@@ -172,9 +173,12 @@ def spread(rates: list[float]) -> dict[str, float]:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """None -> cuda if available else cpu. Only cpu and cuda are supported."""
+    """None -> cuda if available else cpu. Only cpu and cuda are supported: a name is checked by
+    ``devices.check_device`` (the command line's rule) before torch makes it."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(device, str):
+        check_device(device)
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:

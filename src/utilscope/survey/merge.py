@@ -26,13 +26,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utilscope.errors import UsageError
-from utilscope.files import RESULTS_STORE, given_path, path_stat
 from utilscope.measure.environment import VERSION_KEYS
 from utilscope.survey.migrations import Migration
 from utilscope.survey.schema import ALL_TABLES, KEY_COLUMNS, PRIMARY_KEYS, decode_key
 from utilscope.survey.store import Store
-from utilscope.survey.store_files import check_store
+from utilscope.survey.store_files import merge_paths
 
 MERGED_TABLES = ("measurements", "op_classes", "models", "published")
 KEY_WIDTH = {
@@ -99,9 +97,7 @@ def merge_stores(inputs: Sequence, output) -> MergeResult:
     """Merge the stores ``inputs`` into ``output`` (created if missing). Usage errors (an output that is one of the
     inputs, an input given twice, a missing input, a file that is not a store, a path that cannot be read or
     written) are raised before the output is created or touched; the inputs are never written."""
-    paths = [given_path(path, RESULTS_STORE) for path in inputs]
-    out = given_path(output, f"merged {RESULTS_STORE}")
-    check_paths(paths, out)
+    paths, out = merge_paths(inputs, output)
     with ExitStack() as stack:
         stores = [stack.enter_context(Store(path, create=False)) for path in paths]
         target = stack.enter_context(Store(out))
@@ -110,30 +106,6 @@ def merge_stores(inputs: Sequence, output) -> MergeResult:
         added = {table: _merge_table(table, target, stores, result) for table in MERGED_TABLES}
         target.insert_records(added)
     return result
-
-
-def check_paths(inputs: list[Path], output: Path) -> None:
-    """Each input a store to read, given once (two names of one file are one store), and the output a store to
-    write that is none of them."""
-    if not inputs:
-        raise UsageError("give at least one store to merge")
-    for number, path in enumerate(inputs):
-        if _same_file(path, output):
-            raise UsageError(f"the output {output} is also an input: merge into another store (-o)")
-        for earlier in inputs[:number]:
-            if _same_file(path, earlier):
-                also = "" if str(path) == str(earlier) else f" (as {earlier})"
-                raise UsageError(f"the store {path} is given twice{also}: merge each store once")
-    for path in inputs:
-        check_store(path, writable=False)
-    check_store(output, writable=True)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
-        return True
-    a_stat, b_stat = path_stat(a, RESULTS_STORE), path_stat(b, RESULTS_STORE)
-    return None not in (a_stat, b_stat) and (a_stat.st_dev, a_stat.st_ino) == (b_stat.st_dev, b_stat.st_ino)
 
 
 def _merge_table(table: str, target: Store, stores: list[Store], result: MergeResult) -> list[tuple]:

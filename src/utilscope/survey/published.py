@@ -21,7 +21,7 @@ from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_jobs
 from utilscope.precision import Precision
 from utilscope.survey.count_cache import UNCHECKED, count_in_worker, count_row
-from utilscope.survey.formats import formats, read_table
+from utilscope.survey.formats import formats, read_tables
 from utilscope.survey.formats.timm_benchmark import FORMAT as TIMM_FORMAT
 
 JOBS_WHY = "this machine's cores"  # --jobs: counting processes at a time, one core each (``limits.check_jobs``)
@@ -77,11 +77,8 @@ def ingest(paths, db, format_name: str = TIMM_FORMAT) -> IngestResult:
 
     formats().get(format_name)  # an unknown format is said before any file is read
     check_store(db, writable=True)
-    tables = [read_table(format_name, path) for path in paths]
+    tables = read_tables(format_name, paths)
     names = [table.path.name for table in tables]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise UsageError(f"tables named alike given twice: {', '.join(twice)}")
     with Store(db) as store:
         known = store.published_sources()
         for table in tables:

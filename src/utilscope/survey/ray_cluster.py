@@ -136,15 +136,26 @@ def probe(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     return None
 
 
-def check_joinable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """Raise a one-line UsageError unless a driver can join the cluster at ``address`` (``auto`` or HOST:PORT)
-    within ``timeout_s``: a TCP probe of HOST:PORT, then a join tried in a child process, killed when late."""
+def check_reachable(address: str | None) -> None:
+    """Raise a one-line UsageError when nothing answers at the head ``address`` names (HOST:PORT; ``auto``: the
+    ``RAY_ADDRESS`` it reads, when set): a TCP probe, no Ray imported, so that the command line says it before
+    importing anything heavy. A private Ray (``local``, None) has nothing to probe."""
+    address = check_address(address)
+    if address == PRIVATE:
+        return
     named = os.environ.get("RAY_ADDRESS", "").strip() if address == "auto" else address
     if named and not named.startswith("ray://"):
         source = " (RAY_ADDRESS)" if address == "auto" else ""
         why = probe(check_address(named)) if _HOST_PORT.fullmatch(named) else "not HOST:PORT"
         if why is not None:
             raise UsageError(f"no Ray cluster answers at {named}{source}: {why}")
+
+
+def check_joinable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise a one-line UsageError unless a driver can join the cluster at ``address`` (``auto`` or HOST:PORT)
+    within ``timeout_s``: a TCP probe of HOST:PORT (``check_reachable``), then a join tried in a child process,
+    killed when late."""
+    check_reachable(address)
     command = [sys.executable, "-c", _JOIN_CHECK, address]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)

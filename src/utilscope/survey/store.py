@@ -16,10 +16,8 @@ import json
 import shutil
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -53,48 +51,29 @@ from utilscope.survey.schema import (
     encode_row,
     schema_sql,
 )
-from utilscope.survey.store_files import StoreError, check_readable, check_writable
+from utilscope.survey.store_files import (
+    APPLICATION_ID,
+    FileState,
+    StoreError,
+    check_application,
+    check_readable,
+    check_writable,
+    read_only_uri,
+    read_state,
+)
 
-APPLICATION_ID = int.from_bytes(b"UtSc", "big")  # 0x55745363: marks a SQLite file as a utilscope store
 BUSY_TIMEOUT_S = 30.0
 
 
 # --- opening ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _FileState:
-    application_id: int
-    version: int
-    tables: tuple[str, ...]
-
-
-def _read_state(conn: sqlite3.Connection) -> _FileState:
-    """The file's marks and tables, read in one transaction (a concurrent creator's commit cannot fall between)."""
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
-        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
-    finally:
-        if own and conn.in_transaction:
-            conn.execute("ROLLBACK")
-    return _FileState(application_id, version, tuple(name for (name,) in names))
-
-
-def _verify(state: _FileState, path: Path) -> None:
+def _verify(state: FileState, path: Path) -> None:
     """Raise unless the file is a current store or a fresh, empty database."""
     left = "it was left unchanged"
-    if state.application_id == 0 and not state.tables and state.version == 0:
-        return  # empty: becomes a store
-    if state.application_id != APPLICATION_ID:
-        tables = f"tables {list(state.tables)}" if state.tables else "no tables"
-        raise StoreError(
-            f"{path} is a SQLite database of another application (application_id {state.application_id:#x}, "
-            f"{tables}), not a utilscope results store; {left}"
-        )
+    if state.empty:
+        return  # becomes a store
+    check_application(state, path)
     if state.version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} was written by a newer utilscope (schema {state.version} > {SCHEMA_VERSION}): upgrade "
@@ -110,7 +89,7 @@ def _init_schema(conn: sqlite3.Connection, path: Path, backup: bool = True) -> M
     """Check the file; create the tables in a fresh one, or migrate an older schema's (in one transaction, so
     concurrent openers agree; after a backup copy of ``path`` unless ``backup`` is False). Returns what a
     migration did."""
-    state = _read_state(conn)
+    state = read_state(conn)
     _verify(state, path)
     if state.version == SCHEMA_VERSION:
         problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall() if row[0] != "ok"]
@@ -120,7 +99,7 @@ def _init_schema(conn: sqlite3.Connection, path: Path, backup: bool = True) -> M
     conn.execute("BEGIN IMMEDIATE")
     migration = None
     try:
-        state = _read_state(conn)  # another process may have created or migrated it meanwhile
+        state = read_state(conn)  # another process may have created or migrated it meanwhile
         _verify(state, path)
         if state.version in MIGRATIONS:
             migration = MIGRATIONS[state.version](conn, path, backup)
@@ -214,14 +193,6 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Migration | None]:
     return conn, migration
 
 
-def _read_only_uri(path: Path) -> str:
-    """SQLite's URI of the file, opened read-only and never written, nor anything created beside it: while its
-    write-ahead log exists (a survey writing it), read through the log with SQLite's locks; else the file is the
-    whole store and is read as immutable (no lock file, which a read-only folder could not hold)."""
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
-    return uri if Path(f"{path}-wal").exists() else f"{uri}&immutable=1"
-
-
 def _snapshot(path: Path, checked: bool = False) -> tuple[sqlite3.Connection, Migration | None]:
     """An in-memory copy of the store at ``path`` (an empty store when there is none or it is empty), at the
     current schema. The file is never written: it is read in one consistent copy (SQLite's backup), and an older
@@ -232,7 +203,7 @@ def _snapshot(path: Path, checked: bool = False) -> tuple[sqlite3.Connection, Mi
     memory = sqlite3.connect(":memory:", isolation_level=None)
     try:
         if path.exists() and path.stat().st_size > 0:
-            source = sqlite3.connect(_read_only_uri(path), uri=True)
+            source = sqlite3.connect(read_only_uri(path), uri=True)
             try:
                 source.backup(memory)
             finally:

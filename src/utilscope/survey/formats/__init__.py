@@ -28,7 +28,7 @@ from utilscope.survey.formats import (  # noqa: F401  (they register)
 )
 from utilscope.survey.formats.table import FORMATS, LEFT_OUT, PublishedTable, TableFormat, register_format
 
-__all__ = ["FORMATS", "PublishedTable", "TableFormat", "formats", "read_table", "register_format"]
+__all__ = ["FORMATS", "PublishedTable", "TableFormat", "formats", "read_table", "read_tables", "register_format"]
 
 
 def read_table(format_name: str, path) -> PublishedTable:
@@ -47,6 +47,19 @@ def read_table(format_name: str, path) -> PublishedTable:
         why = f" ({len(left_out)} left out: {'; '.join(left_out[:3])})" if left_out else ""
         raise UsageError(f"{path} is a {format_name} table without rows{why}")
     return PublishedTable(path, sha256, rows, left_out)
+
+
+def read_tables(format_name: str, paths) -> list[PublishedTable]:
+    """The files of a format read and checked (``read_table``), none named like another (a table given twice, or
+    two versions of one); writes nothing. Nothing heavy is imported: the command line calls it before the
+    ingester does, so that a bad table is said at once."""
+    FORMATS.get(format_name)  # an unknown format is said before any file is read
+    tables = [read_table(format_name, path) for path in paths]
+    names = [table.path.name for table in tables]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"tables named alike given twice: {', '.join(twice)}")
+    return tables
 
 
 def formats() -> Registry[TableFormat]:
