@@ -12,7 +12,8 @@
 # cells), compile (data/h200/timm_condition_compile_models.txt, 50 cells, beside timm's -dynamo tables),
 # eager_channels_last (the eager stage's models in amp on channels_last, the condition of the hidden data-center test
 # and of the channels_last amp profile, into data/GPU/amp_channels_last.sqlite: whole networks for that profile's
-# network scales, scripts/fit_network_scales.py)
+# network scales, scripts/fit_network_scales.py). MODELS_FILE names another list for the eager stages (a few rows
+# of the 992 first, e.g. timm:resnet50@224).
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
@@ -37,15 +38,16 @@ python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch._
 python3 scripts/copy_stores.py "$OUT" "$store" "$channels_last_store" &
 copier=$!
 trap 'kill $copier' EXIT
+models=${MODELS_FILE:-data/h200/timm_condition_models.txt}
 per_worker=$([ "$gpus" -gt 1 ] && echo 25 || echo 150)
 common=(--precision amp --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
   --jobs "$gpus" --per-worker "$per_worker")
 for stage in "$@"; do
   case $stage in
-  eager) grid=(--models-file data/h200/timm_condition_models.txt --backend eager --no-channels-last --db "$store") ;;
+  eager) grid=(--models-file "$models" --backend eager --no-channels-last --db "$store") ;;
   compile) grid=(--models-file data/h200/timm_condition_compile_models.txt --backend compile --no-channels-last
     --db "$store") ;;
-  eager_channels_last) grid=(--models-file data/h200/timm_condition_models.txt --backend eager
+  eager_channels_last) grid=(--models-file "$models" --backend eager
     --db "$channels_last_store") ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
