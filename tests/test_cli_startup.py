@@ -204,24 +204,24 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
     a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path), a
     glob or a prefix of those sources is left to the library, as is any spec while a third-party package declares
     sources (their names are known only once imported); but a model or factory file that is not there, and a
-    folder, are refused here with the library's message."""
+    folder, are refused here with the library's message (a file's content too, when it tells: below)."""
     _tables(monkeypatch, ("resnet50",), frozenset({"resnet50"}))
     with pytest.raises(argparse.ArgumentTypeError) as refused:
         values.MODEL("foo:bar+reparam")
     assert str(refused.value).startswith("unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm, or")
     monkeypatch.chdir(tmp_path)
-    for name in ("model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "net.py"):
-        (tmp_path / name).write_text("a file of that name: what it holds is the library's to check")
+    _model_files_of_each_format(tmp_path)
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
         "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*",
-        "resnet50@224", "onnx:model.onnx#0123456789ab", "file:net.py:make#0123456789ab", "absent*.onnx",
+        "resnet50@224", "onnx:model.onnx#0123456789ab", "absent*.onnx",
     ]  # fmt: skip
     assert [values.MODEL(text) for text in left] == left
     for text, message in (
         ("absent.onnx", "no such file: absent.onnx (the model file)"),
         ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
         ("absent.py:make", "no such file: absent.py (the factory file)"),
+        ("file:net.py:make#0123456789ab", "net.py changed since it was named 'net.py:make#0123456789ab'"),
         ("", "empty model name in ''"),  # zoo.parse_spec's message (sources.empty_name)
         ("timm:", "empty model name in 'timm:'"),
     ):
@@ -323,3 +323,82 @@ def test_another_applications_store_and_a_store_merged_twice_are_said_without_im
     ):
         seen, err = _run(MAIN, *argv)
         assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
+
+
+def _model_files_of_each_format(folder) -> None:
+    """Files whose bytes are of a format their names allow (what they hold beyond it is the library's to check): an
+    ONNX graph, the zip archives of TorchScript and torch.export by their entries, a factory file."""
+    import zipfile
+
+    from model_file_helpers import onnx_graph
+
+    onnx_graph(folder / "model.onnx")
+    entries = {"TorchScript": ("a/constants.pkl", "a/code/a.py"), "torch.export": ("a/archive_format",)}
+    for name, kind in (("foo:model.PT", "TorchScript"), ("net.pt2", "torch.export"), ("net.pth", "TorchScript")):
+        with zipfile.ZipFile(folder / name, "w") as archive:
+            for entry in entries[kind]:
+                archive.writestr(entry, "x")
+    (folder / "net.ts").write_bytes((folder / "net.pth").read_bytes())
+    (folder / "net.py").write_text("def make():\n    return None\n")
+
+
+def _bad_model_files(folder) -> dict[str, str]:
+    """Model and factory files that are refused by their bytes or source: name -> path (or spec)."""
+    import pickle
+
+    from model_file_helpers import onnx_graph, torchscript_file
+
+    good = onnx_graph(folder / "model.onnx").read_bytes()
+    script = torchscript_file(folder / "script.pt").read_bytes()
+    files = {
+        "truncated.onnx": good[: len(good) // 2],
+        "script.onnx": script,
+        "model.pt2": good,
+        "truncated.pt": script[: len(script) // 2],
+        "legacy.pt": pickle.dumps({"a": 1}, protocol=2),
+        "empty.py": b"",
+        "syntax.py": b"def make(:\n",
+    }
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    onnx_graph(folder / "two_inputs.onnx", inputs=2)
+    onnx_graph(folder / "tokens.onnx", dims=(1, 16), element_type=7)
+    onnx_graph(folder / "no_data.onnx", external=True)
+    (folder / "no_data.onnx.data").unlink()
+    return {name: str(folder / name) for name in [*files, "two_inputs.onnx", "tokens.onnx", "no_data.onnx"]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        ("count @truncated.onnx", "is a truncated or corrupt ONNX model, or no ONNX model"),
+        ("profile @two_inputs.onnx", "takes 2 inputs (x, x1): utilscope runs models of one image input"),
+        ("layers @tokens.onnx", "takes a 2-D int64 input 'x'"),
+        ("advise @no_data.onnx", "keeps its weights in no_data.onnx.data, which is missing"),
+        ("count @script.onnx", "is a TorchScript archive, not an ONNX model as its name says"),
+        ("predict @model.pt2 --gpu h200", "is not a PyTorch model file"),
+        ("survey --dry-run --models @truncated.pt", "is a corrupt or truncated archive"),
+        ("count @legacy.pt", "is a pickled module (torch.save(model)): opening it runs code the file names"),
+        ("count @empty.py:make", "empty.py is empty, expected the factory file"),
+        ("layers @syntax.py:make", "syntax.py raised SyntaxError: invalid syntax"),
+        ("survey --dry-run --models @syntax.py:make", "syntax.py raised SyntaxError: invalid syntax"),
+    ],
+)
+def test_a_model_or_factory_file_refused_by_its_content_is_said_without_importing_anything_heavy(
+    argv, phrase, tmp_path
+):
+    """A model file's bytes (``file_formats.check_file``: its format, an ONNX graph's inputs and external data; the
+    onnx package not imported either) and a factory file's source (``sources.check_factory_file``: read, compiled,
+    not run) are checked while parsing, with the messages opening them gives."""
+    paths = _bad_model_files(tmp_path)
+    args = [
+        paths[word[1:].split(":")[0]] + word[1:].partition(":")[1] + word[1:].partition(":")[2]
+        if word.startswith("@")
+        else word
+        for word in argv.split()
+    ]
+    seen, err = _run(
+        MAIN.replace("'heavy': heavy()", "'heavy': heavy() + [m for m in ('onnx',) if m in sys.modules]"), *args
+    )
+    assert seen == {"code": 2, "heavy": []}
+    assert err.count("\n") == 1 and err.startswith("utilscope: error: ") and phrase in err, err

@@ -139,3 +139,20 @@ def test_models_names_no_module_of_a_higher_layer_even_in_a_string():
         if isinstance(node, ast.Constant) and str(node.value).startswith(above)
     ]
     assert found == []
+
+
+def test_a_factory_file_is_checked_without_running_it(tmp_path):
+    """``sources.check_factory_file``: what importing the file would say of a file that cannot be read or compiled,
+    with the same message; a file that must run to tell (an exit, a factory it lacks) is let through."""
+    (tmp_path / "ok.py").write_text("def make():\n    return 1\n")
+    (tmp_path / "bad.py").write_text("def make(:\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(7)\n")
+    resolved = tmp_path.resolve()
+    sources.check_factory_file(f"{tmp_path}/ok.py:make")
+    sources.check_factory_file(f"{tmp_path}/exits.py:make")  # only running it tells
+    sources.check_factory_file(f"{tmp_path}/ok.py:nope")  # running it might fail before the name is looked for
+    with pytest.raises(UsageError, match=rf"^{resolved}/ok.py changed since it was named"):
+        sources.check_factory_file(f"{tmp_path}/ok.py:make#0123456789ab")
+    with pytest.raises(UsageError, match=rf"^importing {resolved}/bad.py raised SyntaxError: "):
+        sources.check_factory_file(f"{tmp_path}/bad.py:make")
+    assert sources.check_factory_file(f"{tmp_path}/model.onnx") is None  # not a factory file's shape

@@ -42,7 +42,7 @@ from utilscope.limits import (
     check_timed_ms,
     check_timeout,
 )
-from utilscope.models import sets, timm_sets, torchvision_names
+from utilscope.models import file_formats, sets, timm_sets, torchvision_names
 from utilscope.models.sources import (
     ENTRY_POINT_GROUP,
     FACTORY_FILE,
@@ -50,6 +50,7 @@ from utilscope.models.sources import (
     MODEL_FILE,
     REPARAM,
     a_folder,
+    check_factory_file,
     empty_name,
     is_glob,
     unknown_model,
@@ -245,18 +246,21 @@ def _has(source: str, names: Collection[str], name: str) -> bool:
 def _model_file(spec: str) -> None:
     """A model file (``path.onnx``, ``onnx:path.onnx#digest``) or a factory file (``path.py:factory``) that is not
     there, is a folder or cannot be read, and a path to a folder (``exports/``), is a UsageError while parsing, with
-    the message building the model gives (``files.check_input_file``'s, ``sources.a_folder``); a glob's files are
-    checked when it is expanded, and what a file holds when it is opened."""
+    the message building the model gives (``files.check_input_file``'s, ``sources.a_folder``); then what the file
+    holds that can be told without torch or running it (``sources.check_factory_file``, ``file_formats.check_file``).
+    A glob's files are checked when it is expanded."""
     if is_glob(spec):
         return
     prefix, sep, rest = spec.partition(":")
     body = rest if sep and prefix in _SHAPED_SOURCES else spec
     if ".py:" in body:
         check_input_file(body.rpartition(":")[0], FACTORY_FILE)
+        check_factory_file(body)
         return
     path = _DIGEST.sub("", body)
     if path.lower().endswith(_MODEL_FILE_SUFFIXES):
         check_input_file(path, MODEL_FILE)
+        file_formats.check_file(path)
     elif os.sep in path and is_folder(path):
         raise a_folder(path)
 

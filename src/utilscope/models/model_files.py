@@ -37,12 +37,10 @@ import json
 import logging
 import math
 import os
-import re
 import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import torch
@@ -51,6 +49,21 @@ from torch import nn
 from utilscope.errors import ModelError, UsageError, describe
 from utilscope.files import check_input_file, is_folder, read_bytes
 from utilscope.models import onnx_import
+from utilscope.models.file_formats import (  # noqa: F401  (model_files' names too)
+    DESCRIPTIONS,
+    PICKLE_MAGIC,
+    SUFFIXES,
+    TRUST_PICKLE_ENV,
+    ZIP_MAGIC,
+    Format,
+    Identity,
+    refuse_untrusted,
+    say_trusted,
+    sniff_bytes,
+    split_name,
+    suffix_formats,
+    trusts_pickles,
+)
 from utilscope.models.sources import (
     FILE_DIGEST_CHARS,
     MODEL_FILE,
@@ -60,65 +73,12 @@ from utilscope.models.sources import (
     register_source,
 )
 
-TRUST_PICKLE_ENV = "UTILSCOPE_TRUST_PICKLE"  # "1": open torch.save pickles, which run code the file names
-_ZIP_MAGIC = b"PK\x03\x04"
-_PICKLE_MAGIC = b"\x80"  # a pickle's PROTO opcode: torch.save's legacy (non-zip) format, or plain pickle
 # torch.export.load's logger: when a pickle needs weights_only=False it logs a warning whose format string has one
 # argument too few (torch 2.14), a "--- Logging error ---" block on stderr, or a test failure under pytest's capture
 _EXPORT_SERDE_LOGGER = "torch._export.serde.serialize"
 
 
-class Format(str, Enum):
-    ONNX = "onnx"
-    PT2 = "pt2"
-    TORCHSCRIPT = "torchscript"
-    PICKLE = "pickle"
-
-
-DESCRIPTIONS = {
-    Format.ONNX: "an ONNX model",
-    Format.PT2: "a torch.export archive",
-    Format.TORCHSCRIPT: "a TorchScript archive",
-    Format.PICKLE: "a torch.save pickle",
-}
-SUFFIXES = {  # a file name's suffix -> the formats a file of that name may hold
-    ".onnx": (Format.ONNX,),
-    ".pt2": (Format.PT2,),
-    ".pt": (Format.TORCHSCRIPT, Format.PT2, Format.PICKLE),
-    ".pth": (Format.TORCHSCRIPT, Format.PT2, Format.PICKLE),
-    ".ts": (Format.TORCHSCRIPT,),
-}
-
-
-def trusts_pickles() -> bool:
-    """Whether the user opted in to unpickling (``UTILSCOPE_TRUST_PICKLE=1``): the one place it is read."""
-    return os.environ.get(TRUST_PICKLE_ENV, "").strip() == "1"
-
-
-def split_name(text: str) -> tuple[str, str]:
-    """``path#digest`` -> (path, digest); a text without a digest -> (text, '')."""
-    path, sep, digest = text.rpartition("#")
-    if sep and re.fullmatch(f"[0-9a-f]{{{FILE_DIGEST_CHARS}}}", digest):
-        return path, digest
-    return text, ""
-
-
-def suffix_formats(path: str) -> tuple[Format, ...] | None:
-    """The formats a file of this name may hold, None for a name that is not a model file's."""
-    return SUFFIXES.get(Path(path).suffix.lower())
-
-
 # --- what a file is ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Identity:
-    """What a file holds, by its bytes: its format, its digest, and for a pickle the callables it names that
-    ``weights_only`` loading does not allow (None: not told, a legacy pickle)."""
-
-    format: Format
-    digest: str
-    unsafe_globals: tuple[str, ...] | None = None
 
 
 def identify(path: str) -> Identity:
@@ -131,41 +91,8 @@ def identify(path: str) -> Identity:
 @functools.lru_cache(maxsize=64)
 def _identify(resolved: str, path: str, mtime_ns: int, size: int) -> Identity:
     data = read_bytes(path, MODEL_FILE)
-    found = _sniff(data, path)
-    allowed = suffix_formats(path) or ()
-    if found not in allowed:
-        expected = " or ".join(DESCRIPTIONS[f] for f in allowed)
-        raise UsageError(f"{path} is {DESCRIPTIONS[found]}, not {expected} as its name says")
+    found = sniff_bytes(data, path)
     return Identity(found, digest_of(data, found, Path(path)), _unsafe_globals(data, found, path))
-
-
-def _sniff(data: bytes, path: str) -> Format:
-    """The format of a file's bytes, told without running anything."""
-    if not data:
-        raise UsageError(f"{path} is empty, expected a {MODEL_FILE}")
-    if data.startswith(_ZIP_MAGIC):
-        return _archive_format(data, path)
-    if data.startswith(_PICKLE_MAGIC):
-        return Format.PICKLE
-    if Format.ONNX in (suffix_formats(path) or ()):
-        return Format.ONNX  # a protobuf has no magic: parsing it tells (onnx_import.parse)
-    raise UsageError(f"{path} is not a PyTorch model file (TorchScript, torch.export or torch.save)")
-
-
-def _archive_format(data: bytes, path: str) -> Format:
-    """A PyTorch zip archive's format, by the entries each writer puts under its one top folder."""
-    try:
-        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
-        raise UsageError(f"{path} is a corrupt or truncated archive ({describe(exc)})") from None
-    entries = {name.partition("/")[2] for name in names}
-    if "archive_format" in entries or any(entry.startswith("models/") for entry in entries):
-        return Format.PT2
-    if "constants.pkl" in entries and any(entry.startswith("code/") for entry in entries):
-        return Format.TORCHSCRIPT
-    if "data.pkl" in entries:
-        return Format.PICKLE
-    raise UsageError(f"{path} is a zip archive but not a PyTorch model (TorchScript, torch.export or torch.save)")
 
 
 def digest_of(data: bytes, found: Format, path: Path) -> str:
@@ -185,7 +112,7 @@ def _unsafe_globals(data: bytes, found: Format, path: str) -> tuple[str, ...] | 
             return _pt2_unsafe_globals(zipfile.ZipFile(io.BytesIO(data)))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
             raise UsageError(f"{path} is a corrupt or truncated archive ({describe(exc)})") from None
-    if found is not Format.PICKLE or not data.startswith(_ZIP_MAGIC):
+    if found is not Format.PICKLE or not data.startswith(ZIP_MAGIC):
         return None
     try:
         return tuple(sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))))  # torch's: a set
@@ -203,13 +130,13 @@ def _pt2_unsafe_globals(archive: zipfile.ZipFile) -> tuple[str, ...]:
         if name in raw:
             continue
         with archive.open(name) as entry:
-            head = entry.read(len(_ZIP_MAGIC))
-        if head.startswith(_ZIP_MAGIC):
+            head = entry.read(len(ZIP_MAGIC))
+        if head.startswith(ZIP_MAGIC):
             try:
                 found += sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(archive.read(name))))
             except Exception:
                 found.append(f"a pickle that cannot be read without running it ({name})")
-        elif head.startswith(_PICKLE_MAGIC):
+        elif head.startswith(PICKLE_MAGIC):
             found.append(f"a pickled object ({name})")
     return tuple(dict.fromkeys(found))
 
@@ -229,43 +156,6 @@ def _pt2_raw_payloads(archive: zipfile.ZipFile) -> set[str]:
             if isinstance(meta, dict) and not meta.get("use_pickle") and meta.get("tensor_meta") is not None:
                 raw.add(f"{name.rpartition('/')[0]}/{meta.get('path_name')}")
     return raw
-
-
-def say_trusted(path: str, identity: Identity) -> None:
-    """One warning (``warnings.warn``, once per file) that a file whose pickles name Python callables is opened
-    because the user trusts it; nothing for a file that names none."""
-    if identity.format in (Format.PT2, Format.PICKLE) and identity.unsafe_globals and trusts_pickles():
-        named = ", ".join(identity.unsafe_globals[:2])
-        warnings.warn(
-            f"{path}: opening {DESCRIPTIONS[identity.format]} that names Python callables ({named}...), trusted by "
-            f"{TRUST_PICKLE_ENV}=1",
-            UserWarning,
-            stacklevel=2,
-        )
-
-
-def refuse_untrusted(path: str, identity: Identity) -> None:
-    """A pickle is opened only when it can hold a module and the user trusts it, a torch.export archive when its
-    pickles name no callable or the user trusts it; a UsageError saying why not."""
-    if identity.format is Format.PT2:
-        if identity.unsafe_globals and not trusts_pickles():
-            named = ", ".join(identity.unsafe_globals[:2])
-            raise UsageError(
-                f"{path} holds pickles that name Python callables ({named}...), which torch.export.load would run: "
-                f"set {TRUST_PICKLE_ENV}=1 if you trust the file"
-            )
-        return
-    if identity.unsafe_globals == ():
-        raise UsageError(
-            f"{path} holds weights without an architecture (a state dict, torch.save(model.state_dict())): "
-            "write a factory file that builds the model and loads them, and name it as path/file.py:factory"
-        )
-    if not trusts_pickles():
-        named = ", ".join((identity.unsafe_globals or ())[:2]) or "the callables it names"
-        raise UsageError(
-            f"{path} is a pickled module (torch.save(model)): opening it runs code the file names ({named}...); "
-            f"set {TRUST_PICKLE_ENV}=1 if you trust it, or save the model with torch.export or torch.jit"
-        )
 
 
 # --- the model in a file -----------------------------------------------------------------------------------------

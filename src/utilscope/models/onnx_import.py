@@ -26,12 +26,12 @@ from pathlib import Path
 from torch import nn
 
 from utilscope.errors import ModelError, UsageError, describe
+from utilscope.models.onnx_graph import check_graph, external_files, image_input, unparsable
 
 ONNX_EXTRA = "pip install 'utilscope[onnx]'"
 CONVERTER_OPSET = 17  # the newest opset whose CNN ops onnx2torch 1.5.15 converts
 PRIVATE_DOMAIN = "utilscope"  # carries ops of later opsets through the version converter (``_PRIVATE_OPS``)
 _PRIVATE_OPS = ("Gelu", "Split")
-IMAGE_ELEMENT_TYPES = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}  # TensorProto data types
 
 
 def require_onnx():
@@ -45,79 +45,21 @@ def require_onnx():
 
 
 def parse(data: bytes, path: Path):
-    """The ModelProto of a file's bytes, its graph checked (not its weights) and its external data files found; a
-    UsageError naming the file when the bytes are not an ONNX model (another format, corrupt, truncated) or a data
-    file is missing."""
+    """The ModelProto of a file's bytes, its graph checked (``onnx_graph.check_graph``: nodes, external data files,
+    one image input; then onnx's checker, not on its weights); a UsageError naming the file when the bytes are not
+    an ONNX model (another format, corrupt, truncated), a data file is missing or the graph is not one utilscope
+    runs."""
     onnx = require_onnx()
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf's DecodeError, and what a corrupt file raises before it
-        raise UsageError(
-            f"{path} is a truncated or corrupt ONNX model, or no ONNX model (it cannot be parsed: {describe(exc)})"
-        ) from None
-    if not model.HasField("graph") or not model.graph.node:
-        raise UsageError(f"{path} is not an ONNX model (it holds no graph): a corrupt, truncated or foreign file")
-    external = external_files(model, path)
+        raise unparsable(path, exc) from None
+    external = check_graph(model, path)
     try:  # with external data, the checker reads the file and finds its data files beside it
         onnx.checker.check_model(str(path) if external else model)
     except Exception as exc:
         raise UsageError(f"{path} is not a valid ONNX model ({describe(exc)})") from None
     return model
-
-
-def external_files(model, path: Path) -> list[Path]:
-    """The external data files the model's weights are in (beside the .onnx file), each once; a UsageError when one
-    is missing or lies outside the file's folder."""
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
-
-    folder = path.parent.resolve()
-    files: dict[Path, None] = {}
-    for tensor in _all_initializers(model.graph):
-        if uses_external_data(tensor):
-            location = (folder / ExternalDataInfo(tensor).location).resolve()
-            if not location.is_relative_to(folder):
-                raise UsageError(f"{path} names external data outside its folder ({location.name}): refused")
-            if not location.is_file():
-                raise UsageError(
-                    f"{path} keeps its weights in {location.name}, which is missing (external data is read from "
-                    "the folder of the .onnx file)"
-                )
-            files[location] = None
-    return list(files)
-
-
-def _all_initializers(graph):
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-
-
-def image_input(model, path: Path) -> tuple[str, tuple[int | None, ...]]:
-    """The name and sizes (batch, channels, height, width; None where the file leaves one free) of the model's one
-    input (initializers listed as inputs left out), a 4-D float tensor; a UsageError naming what the model takes
-    otherwise."""
-    weights = {tensor.name for tensor in model.graph.initializer}
-    inputs = [value for value in model.graph.input if value.name not in weights]
-    if len(inputs) != 1:
-        names = ", ".join(value.name for value in inputs)
-        raise UsageError(f"{path} takes {len(inputs)} inputs ({names}): utilscope runs models of one image input")
-    value = inputs[0]
-    tensor = value.type.tensor_type
-    element = IMAGE_ELEMENT_TYPES.get(tensor.elem_type)
-    dims = tuple(dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim)
-    if not value.type.HasField("tensor_type") or element is None or len(dims) != 4:
-        from onnx import TensorProto
-
-        kind = "non-tensor"
-        if value.type.HasField("tensor_type"):
-            kind = f"{len(dims)}-D {TensorProto.DataType.Name(tensor.elem_type).lower()}"
-        raise UsageError(
-            f"{path} takes a {kind} input '{value.name}': utilscope runs models of one image input (a 4-D float "
-            "tensor, batch x channels x height x width)"
-        )
-    return value.name, dims
 
 
 def default_opset(model) -> int:

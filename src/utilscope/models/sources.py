@@ -339,6 +339,7 @@ def _load_factory_module(path: str, digest: str):
     text, current = _file_source(path)
     if current != digest:
         raise UsageError(f"{path} changed while utilscope was using it (#{digest}, now #{current}): run again")
+    code = _compiled(text, path)
     module_name = f"utilscope_factory_{digest}_{abs(hash(path))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None:
@@ -346,7 +347,7 @@ def _load_factory_module(path: str, digest: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        exec(compile(text, path, "exec"), module.__dict__)
+        exec(code, module.__dict__)
     except SystemExit as exc:
         del sys.modules[module_name]
         raise ModelError(f"importing {path} exited with code {exc.code} (sys.exit)") from None
@@ -354,6 +355,14 @@ def _load_factory_module(path: str, digest: str):
         del sys.modules[module_name]
         raise ModelError(f"importing {path} raised {describe(exc)}") from exc
     return module
+
+
+def _compiled(text: str, path: str):
+    """A factory file's code; a file that does not compile (a SyntaxError) is the ModelError its import is."""
+    try:
+        return compile(text, path, "exec")
+    except Exception as exc:
+        raise ModelError(f"importing {path} raised {describe(exc)}") from exc
 
 
 def _file_resolution(name: str) -> int:
@@ -373,6 +382,18 @@ def _file_check(name: str):
     if not callable(factory):
         raise UsageError(f"{path} has no callable '{factory_name}'")
     return factory
+
+
+def check_factory_file(text: str) -> None:
+    """What a factory file's model (``path.py:factory``) can be refused for without running the file, with the
+    messages building it gives: the file cannot be read as Python source, names no factory or an older content
+    (``_file_match``), or does not compile (``_compiled``: the whole file is compiled before any of it runs, so this
+    is the first error importing it meets). What only running it tells (an import that fails, an exit, a factory
+    it lacks: the run may fail first) is checked when the model is built."""
+    name = _file_match(text)
+    if name is not None:
+        path = _file_parts(name)[0]
+        _compiled(_file_source(path)[0], path)
 
 
 def _file_build(name: str, resolution: int) -> nn.Module:
