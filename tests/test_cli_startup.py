@@ -99,6 +99,10 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["report", "-o", "pyproject.toml", "missing.sqlite"], "the report folder pyproject.toml exists and is not a"),
         (["calibrate", "--host", "--out", "host.txt"], "must be a .json file, got 'host.txt'"),
         (["ingest", "timm-benchmark", "t.csv", "--jobs", "0"], "--jobs must be at least 1"),
+        (["count", "nas:*"], "a glob matches torchvision and timm models, not nas ones"),
+        (["count", "nope:*"], "unknown model source 'nope'; use one of: torchvision, timm"),
+        (["predict", "nas:mbv3", "--gpu", "h200"], "'nas:mbv3' is not a nas model: give archs.jsonl:ID"),
+        (["count", "file:resnet"], "'file:resnet' is not a file model"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
@@ -148,7 +152,8 @@ def test_a_timm_model_the_installed_timm_lacks_is_refused_while_parsing_from_the
     assert values.MODEL("timm:resnet50.a1_in1k") == "timm:resnet50.a1_in1k"
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown model 'timm:resnet5'; did you mean: timm:resnet50"):
         values.MODEL("timm:resnet5")
-    assert values.MODEL("timm:resnet5*") == "timm:resnet5*" and values.MODEL("file:nope") == "file:nope"
+    assert values.MODEL("timm:resnet5*") == "timm:resnet5*"
+    assert values.MODEL("nas:mbv3:0123456789abcdef") == "nas:mbv3:0123456789abcdef"
     _tables(monkeypatch, None, None)
     assert values.MODEL("timm:nope") == "timm:nope"
     monkeypatch.undo()
@@ -200,9 +205,10 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
 ):
     """``foo:bar`` names no source: ``zoo._unknown_source``'s message (``tests/test_zoo.py`` checks it is the same);
     a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path), a
-    glob or a prefix of those sources is left to the library, as is any spec while a third-party package declares
-    sources (their names are known only once imported); but a model or factory file that is not there, and a
-    folder, are refused here with the library's message."""
+    glob of files or one the tables match is left to the library, as is any spec while a third-party package
+    declares sources (their names are known only once imported); but a model or factory file that is not there, a
+    folder, a shaped source's prefix before no spec of its shape, and a glob of no source, of a source without
+    names or that matches no name are refused here with the library's message."""
     _tables(monkeypatch, ("resnet50",), frozenset({"resnet50"}))
     with pytest.raises(argparse.ArgumentTypeError) as refused:
         values.MODEL("foo:bar+reparam")
@@ -212,11 +218,18 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
         (tmp_path / name).write_text("a file of that name: what it holds is the library's to check")
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
-        "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*",
+        "net.py", "mbv3:0123456789abcdef", "nas:mbv3:0123456789abcdef", "file:nas:x", "a/b:c", "resnet5*",
         "resnet50@224", "onnx:model.onnx#0123456789ab", "file:net.py:make#0123456789ab", "absent*.onnx",
+        "onnx:exports/*.pt",
     ]  # fmt: skip
     assert [values.MODEL(text) for text in left] == left
     for text, message in (
+        ("file:net", "'file:net' is not a file model: give a .py file"),  # zoo.parse_spec's (sources.not_of_source)
+        ("nas:mbv3:", "'nas:mbv3:' is not a nas model: give archs.jsonl:ID"),
+        ("onnx:m", "'onnx:m' is not a onnx model: give a model file (.onnx, .pt2, .pt)"),
+        ("foo:*", "unknown model source 'foo'; use one of: torchvision, timm"),  # zoo.list_models' (a glob's)
+        ("nas:*", "a glob matches torchvision and timm models, not nas ones: name nas models one at a time, as archs"),
+        ("resnet9*", "no model matches 'resnet9*'"),
         ("absent.onnx", "no such file: absent.onnx (the model file)"),
         ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
         ("absent.py:make", "no such file: absent.py (the factory file)"),
@@ -230,7 +243,8 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
         with pytest.raises(argparse.ArgumentTypeError, match=r"is a folder: name a model file in it, or a glob such"):
             values.MODEL(text)
     monkeypatch.setattr(values, "_plugged_sources", lambda: True)
-    assert values.MODEL("foo:bar") == "foo:bar" and values.MODEL("resnet5") == "resnet5"
+    for text in ("foo:bar", "resnet5", "foo:*", "nas:mbv3", "resnet9*"):
+        assert values.MODEL(text) == text
     with pytest.raises(argparse.ArgumentTypeError, match="unknown model 'timm:resnet5'"):
         values.MODEL("timm:resnet5")
 
@@ -272,6 +286,9 @@ def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
         ("predict resnet5 --gpu h100_sxm", "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:"),
         ("predict foo:bar --gpu h100_sxm", "unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm,"),
         ("survey --models resnet50@288 --models resnt50@288 --dry-run", "argument --models: unknown model 'resnt50'"),
+        ("count timm:zzz*", "no model matches 'timm:zzz*'"),
+        ("models zzz*", "no model matches 'zzz*'"),
+        ("survey --models torchvision:nosuchnet* --dry-run", "no model matches 'torchvision:nosuchnet*'"),
     ],
 )
 def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):

@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Collection
 from importlib import metadata
+from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_file, check_output_folder, check_text_start, is_folder
@@ -50,7 +51,12 @@ from utilscope.models.sources import (
     REPARAM,
     a_folder,
     empty_name,
+    glob_of_shaped,
     is_glob,
+    matching,
+    no_match,
+    not_of_source,
+    unknown_glob_source,
     unknown_model,
     unknown_source,
 )
@@ -208,16 +214,24 @@ _MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
 _FILE_SUFFIXES = (".py", ".jsonl", *_MODEL_FILE_SUFFIXES)
 _ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<ID>``), known once its file is read
 # The sources besides torchvision and timm, which take only specs of their shape (registered when models.model_files
-# and the nas package are imported, with torch), and the hints the unknown-source message gives for them
-# (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
-_SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
+# and the nas package are imported, with torch), in registration order, and the hint each gives in messages
+# (``ModelSource.hint``: the unknown-source message lists them; tests/test_zoo.py checks both against the registry).
+_SHAPED = {
+    "file": "a .py file",
+    "onnx": "a model file (.onnx, .pt2, .pt)",
+    "pt2": "",
+    "torchscript": "",
+    "pickle": "",
+    "nas": "archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
+}
+_SHAPED_SOURCES = tuple(_SHAPED)
+_SHAPED_HINTS = tuple(hint for hint in _SHAPED.values() if hint)
+_NAMED_SOURCES = ("torchvision", "timm")  # the sources addressed as ``source:NAME``, with a list of names
 # A model file's id's ``#digest``.
 _DIGEST = re.compile(rf"#[0-9a-f]{{{FILE_DIGEST_CHARS}}}$")
-_SHAPED_HINTS = (
-    "a .py file",
-    "a model file (.onnx, .pt2, .pt)",
-    "archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
-)
+# What follows a shaped source's prefix and is of no source's shape: no path, suffix or digest (``nas:mbv3``,
+# ``nas:mbv3:``, ``file:resnet``).
+_SHAPELESS = re.compile(r"[A-Za-z0-9_-]*(?::[A-Za-z0-9_-]*)?")
 
 
 @functools.cache
@@ -246,8 +260,6 @@ def _model_file(spec: str) -> None:
     there, is a folder or cannot be read, and a path to a folder (``exports/``), is a UsageError while parsing, with
     the message building the model gives (``files.check_input_file``'s, ``sources.a_folder``); a glob's files are
     checked when it is expanded, and what a file holds when it is opened."""
-    if is_glob(spec):
-        return
     prefix, sep, rest = spec.partition(":")
     body = rest if sep and prefix in _SHAPED_SOURCES else spec
     if ".py:" in body:
@@ -260,28 +272,75 @@ def _model_file(spec: str) -> None:
         raise a_folder(path)
 
 
+def _file_glob(pattern: str) -> bool:
+    """Whether a glob names model files (``exports/*.onnx``, ``onnx:x/*.pt``): ``zoo._expand_files``' shape, a model
+    file's suffix once the shaped sources' prefixes are left off."""
+    text = pattern.strip()
+    for source in _SHAPED:
+        text = text.removeprefix(f"{source}:")
+    return Path(text).suffix.lower() in _MODEL_FILE_SUFFIXES
+
+
+def _glob(pattern: str) -> None:
+    """A glob of model names (and ``models``' pattern) that ``zoo.list_models`` would refuse, refused while parsing
+    with its message: one of a source without names (``nas:*``, ``sources.glob_of_shaped``) or of no source
+    (``nope:*``), or one that matches none of the shipped tables' names (``sources.matching``, ``no_match``), each
+    table read only when the installed package is its version. A glob of files, one whose table is not the installed
+    package's, and any while a third-party package declares sources are left to the library."""
+    if _plugged_sources() or _file_glob(pattern):
+        return
+    prefix, sep, glob = pattern.partition(":")
+    if not sep:
+        prefix, glob = "", pattern
+    if prefix in _SHAPED:
+        raise glob_of_shaped(prefix, _NAMED_SOURCES, _SHAPED[prefix])
+    if prefix and prefix not in _NAMED_SOURCES:
+        raise unknown_glob_source(prefix, _NAMED_SOURCES)
+    tables = [_known_names(source) for source in ((prefix,) if prefix else _NAMED_SOURCES)]
+    if all(names is not None for names in tables) and not any(matching(names, glob) for names in tables):
+        raise no_match(pattern)
+
+
+def _shaped(spec: str) -> None:
+    """A shaped source's prefix before a text of none of the shapes (``nas:mbv3``, ``file:resnet``):
+    ``zoo.parse_spec``'s error (``sources.not_of_source``) while parsing. A text that may be of a shape (a path, a
+    suffix, another shaped source's prefix, an architecture's ``SPACE:ID``) is left to the library, as is any while
+    a third-party package declares sources."""
+    prefix, sep, rest = spec.partition(":")
+    if not sep or prefix not in _SHAPED or not _SHAPELESS.fullmatch(rest) or _plugged_sources():
+        return
+    head, _, tail = rest.partition(":")
+    if head not in _SHAPED and not _ARCHITECTURE.fullmatch(tail):
+        raise not_of_source(prefix, rest, _SHAPED[prefix])
+
+
 def _model(text: str) -> str:
     """A model's name that no source has is a UsageError while parsing, with ``zoo.parse_spec``'s message, from the
     shipped tables of names (no torch, torchvision or timm imported): ``torchvision:NAME`` against torchvision's
     (``torchvision_names.installed_names``), ``timm:NAME`` against timm's (``timm_sets.installed_names``), a bare
     NAME against both (torchvision's first: the order its suggestions are listed in), each only when the installed
-    package is its table's version; an unknown source's prefix (``foo:bar``) too. Every other model (a glob, a file,
-    an architecture, a name whose table is not the installed package's, a third-party source's) is checked when it
-    is built, but for a model or factory file that is not there, or a folder (``_model_file``)."""
+    package is its table's version; an unknown source's prefix (``foo:bar``) too, a glob (``_glob``) and a shaped
+    source's prefix before no spec of its shape (``_shaped``). Every other model (a file, an architecture, a name
+    whose table is not the installed package's, a third-party source's) is checked when it is built, but for a model
+    or factory file that is not there, or a folder (``_model_file``)."""
     spec = text.strip().removesuffix(REPARAM)
     prefix, _, name = spec.rpartition(":")
     if not name and prefix in ("", "torchvision", "timm"):
         raise empty_name(text)
+    if is_glob(text):
+        _glob(text)
+        return text
     _model_file(spec)
+    _shaped(spec)
     found = _NAMED.fullmatch(spec)
     if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
         return text
     prefix, name = found["prefix"], found["name"]
-    if prefix in _SHAPED_SOURCES or (prefix not in ("torchvision", "timm") and _plugged_sources()):
+    if prefix in _SHAPED_SOURCES or (prefix not in _NAMED_SOURCES and _plugged_sources()):
         return text
-    if prefix is not None and prefix not in ("torchvision", "timm"):
-        raise unknown_source(prefix, spec, ("torchvision", "timm"), _SHAPED_HINTS)
-    tables = {source: _known_names(source) for source in ((prefix,) if prefix else ("torchvision", "timm"))}
+    if prefix is not None and prefix not in _NAMED_SOURCES:
+        raise unknown_source(prefix, spec, _NAMED_SOURCES, _SHAPED_HINTS)
+    tables = {source: _known_names(source) for source in ((prefix,) if prefix else _NAMED_SOURCES)}
     if any(names is None for names in tables.values()):
         return text
     if any(_has(source, names, name) for source, names in tables.items()):
@@ -347,6 +406,7 @@ GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (on
 GPU = as_given(lookup_gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
+MODEL_PATTERN = as_given(_glob, "pattern")  # models' pattern: a glob (or name), checked as a glob MODEL is
 
 
 def backends(option: str) -> Callable[[str], str]:
@@ -380,6 +440,7 @@ __all__ = [
     "JOBS",
     "MODEL",
     "MODEL_AT",
+    "MODEL_PATTERN",
     "MODEL_SET",
     "MULTIPLE",
     "PEAK",
