@@ -92,7 +92,7 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["survey", "--ray-address", "auto"], "--ray-address and --gpu-types apply to --executor ray"),
         (["survey", "--db", "tests"], "tests is a folder, expected a file (the results store"),
         (["survey", "--models", "timm:resnet50@4"], "resolution must be between 8 and 4096 pixels, got 4"),
-        (["nas", "measure", "pyproject.toml", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["nas", "measure", "data/h200/mbv3_archs.jsonl", "--limit", "0"], "--limit must be at least 1, got 0"),
         (["nas", "sample", "--space", "mbv3", "--flops-min", "2", "--flops-max", "1"], "no architecture fits"),
         (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "0"], "--budget must be"),
         (["advise", "timm:resnet50", "--multiple", "0"], "the channel multiple (--multiple) must be at least 1"),
@@ -103,6 +103,19 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["count", "nope:*"], "unknown model source 'nope'; use one of: torchvision, timm"),
         (["predict", "nas:mbv3", "--gpu", "h200"], "'nas:mbv3' is not a nas model: give archs.jsonl:ID"),
         (["count", "file:resnet"], "'file:resnet' is not a file model"),
+        (["count", "absent.jsonl:0123456789abcdef"], "no such file: absent.jsonl (the architecture file)"),
+        (["count", "pyproject.toml.jsonl:0a"], "no such file: pyproject.toml.jsonl"),
+        (["count", "data/h200/mbv3_archs.jsonl:nope"], "no architecture with id 'nope' in data/h200/mbv3_archs.jsonl"),
+        (["nas", "predict", "pyproject.toml", "--gpu", "h200"], "pyproject.toml:1: not JSON"),
+        (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--pool", "pyproject.toml"], "not JSON"),
+        (["nas", "search", "--objective", "pyproject.toml"], "pyproject.toml is not JSON"),
+        (["nas", "search", "--profile", "pyproject.toml"], "expected the predictor profile from `utilscope nas fit`"),
+        (
+            ["nas", "fit", "--table", "pyproject.toml"],
+            "pyproject.toml is not JSON (Expecting value, line 1), expected the latency",
+        ),
+        (["nas", "fit", "--prior-profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
+        (["predict", "resnet50", "--profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
@@ -216,6 +229,7 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
     monkeypatch.chdir(tmp_path)
     for name in ("model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "net.py"):
         (tmp_path / name).write_text("a file of that name: what it holds is the library's to check")
+    (tmp_path / "archs.jsonl").write_text('{"space": "mbv3", "id": "0a1b"}\n')  # its record: the space's to check
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
         "net.py", "mbv3:0123456789abcdef", "nas:mbv3:0123456789abcdef", "file:nas:x", "a/b:c", "resnet5*",
@@ -231,6 +245,8 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
         ("nas:*", "a glob matches torchvision and timm models, not nas ones: name nas models one at a time, as archs"),
         ("resnet9*", "no model matches 'resnet9*'"),
         ("absent.onnx", "no such file: absent.onnx (the model file)"),
+        ("nas:absent.jsonl:0a1b", "no such file: absent.jsonl (the architecture file)"),
+        ("archs.jsonl:0a1c", "no architecture with id '0a1c' in archs.jsonl (1 architectures)"),
         ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
         ("absent.py:make", "no such file: absent.py (the factory file)"),
         ("", "empty model name in ''"),  # zoo.parse_spec's message (sources.empty_name)

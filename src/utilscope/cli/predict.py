@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, text_file, whole
+from utilscope.cli.values import BACKEND, BATCHES, GPUS, MODEL, PRECISION, RES, SEED, json_file, text_file, whole
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
+from utilscope.predict.profile_format import read_profile
 from utilscope.present import input_phrases
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
@@ -82,7 +83,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--profile",
-        type=text_file(DEVICE_PROFILE_FILE),
+        type=json_file(DEVICE_PROFILE_FILE, read_profile),
         default=None,
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",

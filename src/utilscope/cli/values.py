@@ -60,6 +60,8 @@ from utilscope.models.sources import (
     unknown_model,
     unknown_source,
 )
+from utilscope.nas.arch_files import check_architecture, read_lines
+from utilscope.nas.file_formats import OBJECTIVE_FILE, read_objective
 from utilscope.nas.strategies import get_strategy
 from utilscope.precision import check_counted, parse_precision
 from utilscope.present import check_top
@@ -202,6 +204,31 @@ def text_file(what: str) -> Callable[[str], str]:
     return as_given(check, "file")
 
 
+def json_file(what: str, read: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a JSON file of ``what`` (``files.check_input_file``), read whole while
+    parsing by ``read``, the library's own reader of that file (its JSON and its format: a device profile's
+    ``profile_format.read_profile``, a latency table's or predictor profile's ``nas.file_formats``'); the text as
+    given."""
+
+    def check(text: str) -> None:
+        check_input_file(text, what)
+        read(text)
+
+    return as_given(check, "file")
+
+
+def _objective(text: str) -> str:
+    """``nas search``'s ``--objective``: ``flops``, or a JSON file mapping architecture id -> value, read while parsing
+    by ``file_formats.read_objective`` (the search reads it with)."""
+    if text != "flops":
+        check_input_file(text, OBJECTIVE_FILE)
+        read_objective(text)
+    return text
+
+
+OBJECTIVE = checked(str, _objective, "objective")  # nas search's --objective
+
+
 # A model named by its source's name (``timm:resnet50``, ``torchvision:resnet50.x``) or bare (``resnet50``,
 # ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
 # (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
@@ -272,6 +299,29 @@ def _model_file(spec: str) -> None:
         raise a_folder(path)
 
 
+def _architecture(spec: str) -> None:
+    """An architecture of a file (``archs.jsonl:ID``, ``nas:archs.jsonl:ID``): its file read as ``nas.source`` reads
+    it and its id looked up, without the spaces (``arch_files.check_architecture``); the spaces validate the record
+    when it is built."""
+    prefix, sep, rest = spec.partition(":")
+    body = rest if sep and prefix in _SHAPED_SOURCES else spec
+    if ".jsonl:" in body and ".py:" not in body and not body.lower().endswith(_MODEL_FILE_SUFFIXES):
+        path, _, arch = body.rpartition(":")
+        check_architecture(path, arch)
+
+
+def arch_file(what: str) -> Callable[[str], str]:
+    """An argparse ``type``: the path of an architecture file (``nas sample``'s JSON lines) to read as ``what``,
+    checked while parsing by ``sampler.load_jsonl``'s reading rule (``arch_files.read_lines``: text, each line a JSON
+    object naming its space); the spaces validate the records when the command runs. The text as given."""
+
+    def check(text: str) -> None:
+        check_input_file(text, what)
+        read_lines(text)
+
+    return as_given(check, "file")
+
+
 def _file_glob(pattern: str) -> bool:
     """Whether a glob names model files (``exports/*.onnx``, ``onnx:x/*.pt``): ``zoo._expand_files``' shape, a model
     file's suffix once the shaped sources' prefixes are left off."""
@@ -331,6 +381,7 @@ def _model(text: str) -> str:
         _glob(text)
         return text
     _model_file(spec)
+    _architecture(spec)
     _shaped(spec)
     found = _NAMED.fullmatch(spec)
     if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
@@ -443,6 +494,7 @@ __all__ = [
     "MODEL_PATTERN",
     "MODEL_SET",
     "MULTIPLE",
+    "OBJECTIVE",
     "PEAK",
     "PRECISION",
     "RAY_ADDRESS",
@@ -454,10 +506,12 @@ __all__ = [
     "TIMED_MS",
     "TIMEOUT",
     "TOP",
+    "arch_file",
     "backends",
     "checked",
     "flops",
     "input_file",
+    "json_file",
     "output_file",
     "output_folder",
     "parse_batches",
