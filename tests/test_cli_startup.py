@@ -116,6 +116,13 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         ),
         (["nas", "fit", "--prior-profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
         (["predict", "resnet50", "--profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
+        (["predict", "resnet50", "--gpu", ""], "give --gpu (a GPU of the spec table, or all) or --profile FILE"),
+        (["predict", "resnet50", "--gpu", "t4", "--precision", "bf16"], "NVIDIA T4 has no bf16 unit for bf16"),
+        (["predict", "resnet50", "--gpu", "h200", "--price", "h200=free"], "--price 'h200=free': give GPU=USD_per_h"),
+        (["predict", "resnet50", "--gpu", "t4", "--anchor", "resnet50=300"], "give SPEC@BATCH=SAMPLES_PER_S"),
+        (["predict", "resnet50", "--gpu", "t4", "--anchor", "resnet50@8=-3"], "anchor resnet50@8's throughput must"),
+        (["predict", "resnet50", "--gpu", "all", "--anchor", "resnet50@8=3"], "anchors are measurements of one GPU"),
+        (["predict", "resnet50", "--gpu", "h200", "--host-profile", "pyproject.toml"], "give --backend eager"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):

@@ -64,6 +64,7 @@ from utilscope.nas.arch_files import check_architecture, read_lines
 from utilscope.nas.file_formats import OBJECTIVE_FILE, read_objective
 from utilscope.nas.strategies import get_strategy
 from utilscope.precision import check_counted, parse_precision
+from utilscope.predict.options import parse_prices, split_anchor
 from utilscope.present import check_top
 from utilscope.survey.ray_cluster import check_address
 from utilscope.survey.shards import parse_shard
@@ -427,6 +428,14 @@ def _model_at(text: str) -> str:
     return text
 
 
+def _anchor(text: str) -> str:
+    """``predict``'s ``--anchor SPEC@BATCH=SAMPLES_PER_S``: its form and numbers (``predict.options.split_anchor``,
+    as ``anchors.parse_anchor`` reads it) and its model, checked as a ``MODEL``; the text as given."""
+    model, _, _ = split_anchor(text)
+    _model(model)
+    return text
+
+
 def _backend(text: str) -> str:
     from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
 
@@ -457,6 +466,8 @@ GPUS = checked(str, _gpus, "gpu")  # predict's --gpu: GPUs of the spec table (on
 GPU = as_given(lookup_gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the text as given
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
+ANCHOR = checked(str, _anchor, "anchor")  # predict's --anchor: SPEC@BATCH=SAMPLES_PER_S, its model a MODEL
+PRICES = checked(str, parse_prices, "prices")  # predict's --price: GPU=USD_per_hour,... as {spec key: USD per hour}
 MODEL_PATTERN = as_given(_glob, "pattern")  # models' pattern: a glob (or name), checked as a glob MODEL is
 
 
@@ -479,6 +490,7 @@ def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
 
 
 __all__ = [
+    "ANCHOR",
     "BATCH",
     "BATCHES",
     "BACKEND",
@@ -497,6 +509,7 @@ __all__ = [
     "OBJECTIVE",
     "PEAK",
     "PRECISION",
+    "PRICES",
     "RAY_ADDRESS",
     "RES",
     "SEED",
