@@ -94,13 +94,37 @@ def test_importing_utilscope_and_its_cli_imports_nothing_heavy_until_a_function_
         (["survey", "--ray-address", "auto"], "--ray-address and --gpu-types apply to --executor ray"),
         (["survey", "--db", "tests"], "tests is a folder, expected a file (the results store"),
         (["survey", "--models", "timm:resnet50@4"], "resolution must be between 8 and 4096 pixels, got 4"),
-        (["nas", "measure", "pyproject.toml", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["nas", "measure", "data/h200/mbv3_archs.jsonl", "--limit", "0"], "--limit must be at least 1, got 0"),
         (["nas", "sample", "--space", "mbv3", "--flops-min", "2", "--flops-max", "1"], "no architecture fits"),
         (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--budget", "0"], "--budget must be"),
         (["advise", "timm:resnet50", "--multiple", "0"], "the channel multiple (--multiple) must be at least 1"),
         (["report", "-o", "pyproject.toml", "missing.sqlite"], "the report folder pyproject.toml exists and is not a"),
         (["calibrate", "--host", "--out", "host.txt"], "must be a .json file, got 'host.txt'"),
         (["ingest", "timm-benchmark", "t.csv", "--jobs", "0"], "--jobs must be at least 1"),
+        (["count", "nas:*"], "a glob matches torchvision and timm models, not nas ones"),
+        (["count", "nope:*"], "unknown model source 'nope'; use one of: torchvision, timm"),
+        (["predict", "nas:mbv3", "--gpu", "h200"], "'nas:mbv3' is not a nas model: give archs.jsonl:ID"),
+        (["count", "file:resnet"], "'file:resnet' is not a file model"),
+        (["count", "absent.jsonl:0123456789abcdef"], "no such file: absent.jsonl (the architecture file)"),
+        (["count", "pyproject.toml.jsonl:0a"], "no such file: pyproject.toml.jsonl"),
+        (["count", "data/h200/mbv3_archs.jsonl:nope"], "no architecture with id 'nope' in data/h200/mbv3_archs.jsonl"),
+        (["nas", "predict", "pyproject.toml", "--gpu", "h200"], "pyproject.toml:1: not JSON"),
+        (["nas", "search", "--space", "mbv3", "--min-throughput", "1", "--pool", "pyproject.toml"], "not JSON"),
+        (["nas", "search", "--objective", "pyproject.toml"], "pyproject.toml is not JSON"),
+        (["nas", "search", "--profile", "pyproject.toml"], "expected the predictor profile from `utilscope nas fit`"),
+        (
+            ["nas", "fit", "--table", "pyproject.toml"],
+            "pyproject.toml is not JSON (Expecting value, line 1), expected the latency",
+        ),
+        (["nas", "fit", "--prior-profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
+        (["predict", "resnet50", "--profile", "pyproject.toml"], "expected the device profile from `utilscope calib"),
+        (["predict", "resnet50", "--gpu", ""], "give --gpu (a GPU of the spec table, or all) or --profile FILE"),
+        (["predict", "resnet50", "--gpu", "t4", "--precision", "bf16"], "NVIDIA T4 has no bf16 unit for bf16"),
+        (["predict", "resnet50", "--gpu", "h200", "--price", "h200=free"], "--price 'h200=free': give GPU=USD_per_h"),
+        (["predict", "resnet50", "--gpu", "t4", "--anchor", "resnet50=300"], "give SPEC@BATCH=SAMPLES_PER_S"),
+        (["predict", "resnet50", "--gpu", "t4", "--anchor", "resnet50@8=-3"], "anchor resnet50@8's throughput must"),
+        (["predict", "resnet50", "--gpu", "all", "--anchor", "resnet50@8=3"], "anchors are measurements of one GPU"),
+        (["predict", "resnet50", "--gpu", "h200", "--host-profile", "pyproject.toml"], "give --backend eager"),
     ],
 )
 def test_a_usage_error_is_said_without_importing_anything_heavy(argv, phrase):
@@ -150,7 +174,8 @@ def test_a_timm_model_the_installed_timm_lacks_is_refused_while_parsing_from_the
     assert values.MODEL("timm:resnet50.a1_in1k") == "timm:resnet50.a1_in1k"
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown model 'timm:resnet5'; did you mean: timm:resnet50"):
         values.MODEL("timm:resnet5")
-    assert values.MODEL("timm:resnet5*") == "timm:resnet5*" and values.MODEL("file:nope") == "file:nope"
+    assert values.MODEL("timm:resnet5*") == "timm:resnet5*"
+    assert values.MODEL("nas:mbv3:0123456789abcdef") == "nas:mbv3:0123456789abcdef"
     _tables(monkeypatch, None, None)
     assert values.MODEL("timm:nope") == "timm:nope"
     monkeypatch.undo()
@@ -202,23 +227,35 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
 ):
     """``foo:bar`` names no source: ``zoo._unknown_source``'s message (``tests/test_zoo.py`` checks it is the same);
     a spec a source recognises by its shape (a model file, a factory file, an architecture file or id, a path), a
-    glob or a prefix of those sources is left to the library, as is any spec while a third-party package declares
-    sources (their names are known only once imported); but a model or factory file that is not there, and a
-    folder, are refused here with the library's message (a file's content too, when it tells: below)."""
+    glob of files or one the tables match is left to the library, as is any spec while a third-party package
+    declares sources (their names are known only once imported); but a model or factory file that is not there, a
+    folder, a shaped source's prefix before no spec of its shape, and a glob of no source, of a source without
+    names or that matches no name are refused here with the library's message (a file's content too, when it
+    tells: below)."""
     _tables(monkeypatch, ("resnet50",), frozenset({"resnet50"}))
     with pytest.raises(argparse.ArgumentTypeError) as refused:
         values.MODEL("foo:bar+reparam")
     assert str(refused.value).startswith("unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm, or")
     monkeypatch.chdir(tmp_path)
     _model_files_of_each_format(tmp_path)
+    (tmp_path / "archs.jsonl").write_text('{"space": "mbv3", "id": "0a1b"}\n')  # its record: the space's to check
     left = [
         "model.onnx", "foo:model.PT", "net.pt2", "net.pth", "net.ts", "archs.jsonl:0a1b", "net.py:make",
-        "net.py", "file:net", "nas:mbv3", "onnx:m", "mbv3:0123456789abcdef", "a/b:c", "foo:*", "resnet5*",
+        "net.py", "mbv3:0123456789abcdef", "nas:mbv3:0123456789abcdef", "file:nas:x", "a/b:c", "resnet5*",
         "resnet50@224", "onnx:model.onnx#0123456789ab", "absent*.onnx",
+        "onnx:exports/*.pt",
     ]  # fmt: skip
     assert [values.MODEL(text) for text in left] == left
     for text, message in (
+        ("file:net", "'file:net' is not a file model: give a .py file"),  # zoo.parse_spec's (sources.not_of_source)
+        ("nas:mbv3:", "'nas:mbv3:' is not a nas model: give archs.jsonl:ID"),
+        ("onnx:m", "'onnx:m' is not a onnx model: give a model file (.onnx, .pt2, .pt)"),
+        ("foo:*", "unknown model source 'foo'; use one of: torchvision, timm"),  # zoo.list_models' (a glob's)
+        ("nas:*", "a glob matches torchvision and timm models, not nas ones: name nas models one at a time, as archs"),
+        ("resnet9*", "no model matches 'resnet9*'"),
         ("absent.onnx", "no such file: absent.onnx (the model file)"),
+        ("nas:absent.jsonl:0a1b", "no such file: absent.jsonl (the architecture file)"),
+        ("archs.jsonl:0a1c", "no architecture with id '0a1c' in archs.jsonl (1 architectures)"),
         ("pt2:absent.pt2#0123456789ab", "no such file: absent.pt2 (the model file)"),
         ("absent.py:make", "no such file: absent.py (the factory file)"),
         ("file:net.py:make#0123456789ab", "net.py changed since it was named 'net.py:make#0123456789ab'"),
@@ -232,7 +269,8 @@ def test_an_unknown_source_is_refused_while_parsing_and_a_spec_of_a_files_shape_
         with pytest.raises(argparse.ArgumentTypeError, match=r"is a folder: name a model file in it, or a glob such"):
             values.MODEL(text)
     monkeypatch.setattr(values, "_plugged_sources", lambda: True)
-    assert values.MODEL("foo:bar") == "foo:bar" and values.MODEL("resnet5") == "resnet5"
+    for text in ("foo:bar", "resnet5", "foo:*", "nas:mbv3", "resnet9*"):
+        assert values.MODEL(text) == text
     with pytest.raises(argparse.ArgumentTypeError, match="unknown model 'timm:resnet5'"):
         values.MODEL("timm:resnet5")
 
@@ -274,6 +312,9 @@ def test_an_unknown_timm_model_is_said_without_importing_anything_heavy():
         ("predict resnet5 --gpu h100_sxm", "unknown model 'resnet5'; did you mean: torchvision:resnet50, timm:"),
         ("predict foo:bar --gpu h100_sxm", "unknown model source 'foo' in 'foo:bar'; use one of: torchvision, timm,"),
         ("survey --models resnet50@288 --models resnt50@288 --dry-run", "argument --models: unknown model 'resnt50'"),
+        ("count timm:zzz*", "no model matches 'timm:zzz*'"),
+        ("models zzz*", "no model matches 'zzz*'"),
+        ("survey --models torchvision:nosuchnet* --dry-run", "no model matches 'torchvision:nosuchnet*'"),
     ],
 )
 def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing_anything_heavy(argv, phrase):
@@ -289,7 +330,7 @@ def test_an_unknown_torchvision_or_bare_name_or_source_is_said_without_importing
         ("ceilings --device cuda:00", "bad device 'cuda:00'"),
         ("nas search --space mbv3 --min-throughput 1 --device mps", "bad device 'mps'"),
         ("survey --executor ray --ray-address 127.0.0.1:1 --dry-run", "no Ray cluster answers at 127.0.0.1:1: conn"),
-        ("nas measure pyproject.toml --executor ray --ray-address no-such-host.invalid:1", "unknown host"),
+        ("nas measure data/h200/mbv3_archs.jsonl --executor ray --ray-address no-such-host.invalid:1", "unknown host"),
         ("ingest timm-benchmark pyproject.toml --db pub.sqlite", "is not named like a timm inference benchmark"),
         ("ingest timm-benchmark absent.csv --db pub.sqlite", "no such file: absent.csv (the timm-benchmark table)"),
     ],

@@ -186,3 +186,23 @@ def test_load_jsonl_rejects_another_space(tmp_path):
     path.write_text(json.dumps({"space": "regnet"}) + "\n")
     with pytest.raises(UsageError, match="archs.jsonl:1: .*'regnet', expected 'mbv3'"):
         load_jsonl(path, space_name="mbv3")
+
+
+def test_an_architecture_file_is_read_by_one_rule_with_and_without_the_spaces(tmp_path):
+    """``arch_files.read_lines`` (no space imported: the command line's check while parsing) says what
+    ``load_jsonl`` says of a file that is not one of architectures, and ``check_architecture`` what ``nas.source``
+    says of an id the file lacks."""
+    from utilscope.nas import arch_files
+    from utilscope.nas.source import read_record
+
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps(SAMPLED[0]) + "\n\n" + json.dumps({"id": "x"}) + "\n")
+    for read in (arch_files.read_lines, load_jsonl):
+        with pytest.raises(UsageError, match=r"a\.jsonl:3: an architecture must be a JSON object with a 'space'"):
+            read(path)
+    path.write_text(json.dumps(SAMPLED[0]) + "\n")
+    assert [record for _, record in arch_files.read_lines(path)] == [SAMPLED[0]]
+    for check in (arch_files.check_architecture, read_record):
+        with pytest.raises(UsageError, match=r"no architecture with id 'nope' in .*a\.jsonl \(1 architectures\)"):
+            check(str(path), "nope")
+    arch_files.check_architecture(path, SAMPLED[0]["id"])

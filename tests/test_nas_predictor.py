@@ -477,7 +477,7 @@ def test_gpu_mode_search_refuses_before_sampling_or_measuring(extra, message, tm
     monkeypatch.setattr(search_setup, "profile", measured)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "a_file").write_text('{"space": "mbv3"}\n')  # a file, and one of architectures as the parser reads it
     assert main([*SEARCH, "--min-throughput", "1", *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err

@@ -1204,3 +1204,34 @@ def test_a_shipped_profiles_held_back_check_holds_back_a_seeded_fifth_and_beats_
     expected = int((np.random.default_rng(held_back.SEED).random(len(ops)) < held_back.HELD_BACK_SHARE).sum())
     assert table.loc["every op", "rows"] == expected == table.drop("every op")["rows"].sum()
     assert (table["mape"] < table["roofline_mape"]).all()
+
+
+def test_a_requests_options_are_checked_by_the_rules_the_command_line_checks_them_with():
+    """``predict.options`` (no torch: the command line's checks before the library is imported) says what the
+    request says when made: the GPUs against the profile and the anchors, the host profile against the backend, an
+    anchor's form and numbers, a price."""
+    from utilscope.errors import UsageError
+    from utilscope.hardware.specs import lookup_gpu
+    from utilscope.predict import options
+
+    assert [spec.key for spec in options.check_target("h200", None, "fp16", True)] == [lookup_gpu("h200").key]
+    assert options.check_target(None, "p.json", "fp16", False) == []
+    assert options.check_target("all", None, "fp16", False) == [None]
+    for gpu, profile, anchored, message in (
+        ("", None, False, "give --gpu"),
+        ("all", None, True, "not all or a list"),
+        (None, "p.json", True, "give --gpu GPU"),
+        ("all,h200", None, False, "not all in a list"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            options.check_target(gpu, profile, "fp16", anchored)
+    with pytest.raises(UsageError, match="give --backend eager"):
+        options.check_host_backend("host.json", "graph")
+    options.check_host_backend("host.json", "eager")
+    assert options.split_anchor(" timm:resnet50@256=3100 ") == ("timm:resnet50", 256, 3100.0)
+    for text, message in (("resnet50=3", "give SPEC@BATCH"), ("resnet50@0=3", "batch size"), ("a@8=nan", "positive")):
+        with pytest.raises(UsageError, match=message):
+            options.split_anchor(text)
+    assert options.parse_prices("h200=2.5, ") == {lookup_gpu("h200").key: 2.5}
+    with pytest.raises(UsageError, match="--price 'h200=0'"):
+        options.parse_prices("h200=0")

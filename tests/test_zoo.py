@@ -126,8 +126,28 @@ def test_the_command_lines_check_of_a_source_says_what_parse_spec_says():
     from utilscope.cli import values
 
     assert set(sources.model_sources()) - {MODULE_SOURCE} == {"torchvision", "timm", *values._SHAPED_SOURCES}
-    for text in ("foo:bar", "TIMM:resnet50", "tv:resnet50+reparam"):
+    shaped = {name: s.hint for name, s in sources.model_sources().items() if s.match is not None}
+    assert shaped == values._SHAPED and list(shaped) == list(values._SHAPED)  # their hints, in registration order
+    for text in ("foo:bar", "TIMM:resnet50", "tv:resnet50+reparam", "nas:mbv3", "nas:mbv3:", "file:resnet", "pt2:m"):
         assert _error(argparse.ArgumentTypeError, values.MODEL, text) == _error(UsageError, zoo.parse_spec, text)
+
+
+@pytest.mark.parametrize("text", ["nas:*", "file:*", "onnx:*", "nope:*", "timm:zzz*", "zzz*", "torchvision:nosuch*"])
+def test_the_command_lines_check_of_a_glob_says_what_the_zoo_says(text):
+    """``cli.values.MODEL`` refuses a glob of a source without names, of no source, or that matches no name of the
+    shipped tables, with ``zoo.model_names``' message; ``models``' pattern (``MODEL_PATTERN``) too."""
+    import argparse
+
+    from utilscope.cli import values
+    from utilscope.models import sets, timm_sets, torchvision_names
+
+    if torchvision_names.installed_names() is None or timm_sets.installed_names(sets.timm_version()) is None:
+        pytest.skip("the installed torchvision or timm is not the one its shipped table of names was built with")
+    message = _error(UsageError, zoo.model_names, text)
+    assert _error(argparse.ArgumentTypeError, values.MODEL, text) == message
+    assert _error(argparse.ArgumentTypeError, values.MODEL_PATTERN, text) == message
+    for known in ("timm:resnet5*", "resnet5?", "torchvision:*", "*"):
+        assert zoo.model_names(known) and values.MODEL(known) == known
 
 
 def test_the_command_lines_check_of_a_name_says_what_parse_spec_says():

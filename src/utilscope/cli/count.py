@@ -8,9 +8,10 @@ from pathlib import Path
 from rich.console import Console
 
 from utilscope.cli.common import EXIT_PARTIAL
-from utilscope.cli.values import BATCH, DTYPE, MODEL, MODEL_SET, RES, TOP
+from utilscope.cli.values import BATCH, DTYPE, MODEL, MODEL_PATTERN, MODEL_SET, RES, TOP
 from utilscope.errors import UsageError, UtilscopeError
 from utilscope.models import sets as model_sets
+from utilscope.models.sources import no_match
 from utilscope.precision import COUNTED
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
@@ -56,6 +57,7 @@ def _add_models(sub) -> None:
     p = sub.add_parser("models", help="list model names matching a glob, with their native resolution")
     p.add_argument(
         "pattern",
+        type=MODEL_PATTERN,
         nargs="?",
         default="torchvision:*",
         help="a name or glob, e.g. 'timm:efficientnet*' or 'resnet*' (default: %(default)s)",
@@ -148,7 +150,7 @@ def cmd_models(args, console: Console) -> int:
         return list_set(args.model_set)
     names = zoo.list_models(args.pattern)
     if not names:
-        raise UsageError(f"no model matches '{args.pattern}'")
+        raise no_match(args.pattern)
     for name in names:
         print(f"{name}\t{zoo.native_resolution(zoo.parse_spec(name))}")
     return 0

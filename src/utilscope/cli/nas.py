@@ -22,16 +22,18 @@ from utilscope.cli.values import (
     BUDGET,
     DEVICE,
     GPU,
+    OBJECTIVE,
     PRECISION,
     SEED,
     STRATEGY,
+    arch_file,
     checked,
     flops,
+    json_file,
     output_file,
     output_folder,
     positive,
     store,
-    text_file,
     whole,
 )
 from utilscope.errors import UsageError
@@ -44,9 +46,11 @@ from utilscope.files import (
     POOL_FOLDER,
 )
 from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_flops_band
+from utilscope.nas.file_formats import read_predictor, read_table
 from utilscope.nas.spaces import MODULES as SPACE_MODULES
 from utilscope.nas.strategies import STRATEGIES
 from utilscope.precision import MEASURED
+from utilscope.predict.profile_format import read_profile
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
 
@@ -116,7 +120,7 @@ def _add_sample_measure(verbs) -> None:
     )
     p.set_defaults(run=cmd_sample)
     p = verbs.add_parser("measure", help="measure sampled architectures into a survey store (resumable)")
-    p.add_argument("archs", type=text_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
+    p.add_argument("archs", type=arch_file(ARCH_FILE), help="a JSONL file written by `utilscope nas sample`")
     p.add_argument(
         "--limit",
         type=whole("--limit"),
@@ -133,7 +137,7 @@ def _add_table(verbs) -> None:
     p.add_argument("--space", type=SPACE, required=True, help=_space_help())
     p.add_argument(
         "--archs",
-        type=text_file(ARCH_FILE),
+        type=arch_file(ARCH_FILE),
         action="append",
         default=[],
         help="also time the layers of these JSONL files; repeatable (default: only the space's covering set of layers)",
@@ -168,7 +172,7 @@ def _add_fit(verbs) -> None:
     p.add_argument("--db", type=store(writable=False), required=True, help=measured)
     p.add_argument(
         "--table",
-        type=text_file(LATENCY_TABLE),
+        type=json_file(LATENCY_TABLE, read_table),
         required=True,
         action="append",
         help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
@@ -185,7 +189,7 @@ def _add_fit(verbs) -> None:
     )
     p.add_argument(
         "--prior-profile",
-        type=text_file(DEVICE_PROFILE_FILE),
+        type=json_file(DEVICE_PROFILE_FILE, read_profile),
         default=None,
         metavar="FILE",
         help="the device profile of that prior (default: the one shipped for the table's GPU and "
@@ -197,7 +201,7 @@ def _add_fit(verbs) -> None:
 
 def _add_predict_analyze(verbs) -> None:
     p = verbs.add_parser("predict", help="predict latency, throughput and utilization without a GPU")
-    p.add_argument("archs", type=text_file(ARCH_FILE), help="a JSONL file of architectures, all of one space")
+    p.add_argument("archs", type=arch_file(ARCH_FILE), help="a JSONL file of architectures, all of one space")
     p.add_argument(
         "--gpu",
         type=GPU,
@@ -208,7 +212,7 @@ def _add_predict_analyze(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=text_file(NAS_PROFILE_FILE),
+        type=json_file(NAS_PROFILE_FILE, read_predictor),
         default=None,
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
@@ -260,11 +264,8 @@ def _add_search(verbs) -> None:
         help="simulate on the predictor's held-out architectures only (none it was fitted on)",
     )
     _add_gpu_mode_options(p)
-    p.add_argument(
-        "--objective",
-        default="flops",
-        help="what to maximize: flops, or a JSON file mapping architecture id -> value (default: %(default)s)",
-    )
+    objective = "what to maximize: flops, or a JSON file mapping architecture id -> value (default: %(default)s)"
+    p.add_argument("--objective", type=OBJECTIVE, default="flops", help=objective)
     p.add_argument(
         "--batch",
         type=BATCH,
@@ -281,7 +282,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=text_file(NAS_PROFILE_FILE),
+        type=json_file(NAS_PROFILE_FILE, read_predictor),
         default=None,
         help="a predictor profile from `utilscope nas fit` (default: the one shipped for --gpu)",
     )
@@ -303,7 +304,7 @@ def _add_gpu_mode_options(p) -> None:
     )
     p.add_argument(
         "--pool",
-        type=text_file(POOL_FILE),
+        type=arch_file(POOL_FILE),
         default=None,
         help="GPU mode: a JSONL file of the candidates (default: --pool-size of them sampled with --seed)",
     )

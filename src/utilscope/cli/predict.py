@@ -11,10 +11,25 @@ from rich.console import Console
 from rich.table import Table
 
 from utilscope.cli.common import EXIT_PARTIAL, add_cudnn_options, cudnn_settings
-from utilscope.cli.values import BACKEND, BATCHES, DEVICE, GPUS, MODEL, PRECISION, RES, SEED, text_file, whole
-from utilscope.errors import UsageError
+from utilscope.cli.values import (
+    ANCHOR,
+    BACKEND,
+    BATCHES,
+    DEVICE,
+    GPUS,
+    MODEL,
+    PRECISION,
+    PRICES,
+    RES,
+    SEED,
+    json_file,
+    text_file,
+    whole,
+)
 from utilscope.files import ANCHOR_FILE, DEVICE_PROFILE_FILE, HOST_FILE, check_output_file
 from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY
+from utilscope.predict.options import check_host_backend, check_target
+from utilscope.predict.profile_format import read_profile
 from utilscope.present import input_phrases
 from utilscope.present.json_text import strict_json
 from utilscope.units import plural
@@ -82,7 +97,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--profile",
-        type=text_file(DEVICE_PROFILE_FILE),
+        type=json_file(DEVICE_PROFILE_FILE, read_profile),
         default=None,
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",
@@ -96,6 +111,7 @@ def _add_predict(sub) -> None:
     _add_condition_options(p)
     p.add_argument(
         "--price",
+        type=PRICES,
         default=None,
         help="GPU=USD_per_hour,...: samples per dollar beside samples/s "
         "(e.g. rtx_5090=0.9,h100_sxm=2.5) (default: none)",
@@ -153,6 +169,7 @@ def _add_output_options(p) -> None:
 def _add_anchor_options(p) -> None:
     p.add_argument(
         "--anchor",
+        type=ANCHOR,
         action="append",
         default=[],
         metavar="SPEC@BATCH=SAMPLES_PER_S",
@@ -171,7 +188,10 @@ def _add_anchor_options(p) -> None:
 
 def cmd_predict(args, console: Console) -> int:
     """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
-    is printed, the others are predicted; exit 1)."""
+    is printed, the others are predicted; exit 1). The options' agreement is checked before the library is imported
+    (``predict.options``, as the request checks itself)."""
+    check_host_backend(args.host_profile, args.backend)
+    check_target(args.gpu, args.profile, args.precision, bool(args.anchor) or args.anchors is not None)
     from utilscope.api import predict
     from utilscope.predict.anchors import parse_anchor, read_anchors
     from utilscope.predict.run import PredictRequest
@@ -187,7 +207,7 @@ def cmd_predict(args, console: Console) -> int:
         args.backend,
         args.channels_last,
         args.res,
-        parse_prices(args.price),
+        args.price or {},
         tuple(anchors),
         args.host_profile,
     )
@@ -252,23 +272,6 @@ def host_notes(predictions: list) -> list[str]:
             "were never behind (give --host-profile FILE from `utilscope calibrate --host`)"
         ]
     return [f"eager {host}; bound 'host': the GPU waits for the host's calls" for host in hosts]
-
-
-def parse_prices(text: str | None) -> dict[str, float]:
-    """``GPU=USD_per_hour,...`` as {spec key: USD per hour}, each entry checked by ``check_prices``; UsageError
-    naming a bad entry."""
-    from utilscope.predict.run import check_prices
-
-    prices = {}
-    for entry in filter(None, (part.strip() for part in (text or "").split(","))):
-        gpu, _, usd = entry.partition("=")
-        try:
-            prices.update(check_prices({gpu: float(usd)}))
-        except (ValueError, UsageError):
-            raise UsageError(
-                f"--price {entry!r}: give GPU=USD_per_hour with a GPU of the spec table and a positive price"
-            ) from None
-    return prices
 
 
 def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Table:

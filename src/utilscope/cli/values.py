@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Collection
 from importlib import metadata
+from pathlib import Path
 
 from utilscope.errors import UsageError
 from utilscope.files import check_input_file, check_output_file, check_output_folder, check_text_start, is_folder
@@ -52,12 +53,20 @@ from utilscope.models.sources import (
     a_folder,
     check_factory_file,
     empty_name,
+    glob_of_shaped,
     is_glob,
+    matching,
+    no_match,
+    not_of_source,
+    unknown_glob_source,
     unknown_model,
     unknown_source,
 )
+from utilscope.nas.arch_files import check_architecture, read_lines
+from utilscope.nas.file_formats import OBJECTIVE_FILE, read_objective
 from utilscope.nas.strategies import get_strategy
 from utilscope.precision import check_counted, parse_precision
+from utilscope.predict.options import parse_prices, split_anchor
 from utilscope.present import check_top
 from utilscope.survey.ray_cluster import check_address
 from utilscope.survey.shards import parse_shard
@@ -198,6 +207,31 @@ def text_file(what: str) -> Callable[[str], str]:
     return as_given(check, "file")
 
 
+def json_file(what: str, read: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a JSON file of ``what`` (``files.check_input_file``), read whole while
+    parsing by ``read``, the library's own reader of that file (its JSON and its format: a device profile's
+    ``profile_format.read_profile``, a latency table's or predictor profile's ``nas.file_formats``'); the text as
+    given."""
+
+    def check(text: str) -> None:
+        check_input_file(text, what)
+        read(text)
+
+    return as_given(check, "file")
+
+
+def _objective(text: str) -> str:
+    """``nas search``'s ``--objective``: ``flops``, or a JSON file mapping architecture id -> value, read while parsing
+    by ``file_formats.read_objective`` (the search reads it with)."""
+    if text != "flops":
+        check_input_file(text, OBJECTIVE_FILE)
+        read_objective(text)
+    return text
+
+
+OBJECTIVE = checked(str, _objective, "objective")  # nas search's --objective
+
+
 # A model named by its source's name (``timm:resnet50``, ``torchvision:resnet50.x``) or bare (``resnet50``,
 # ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
 # (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
@@ -210,16 +244,24 @@ _MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
 _FILE_SUFFIXES = (".py", ".jsonl", *_MODEL_FILE_SUFFIXES)
 _ARCHITECTURE = re.compile(r"[0-9a-f]{16}")  # a NAS architecture's id (``mbv3:<ID>``), known once its file is read
 # The sources besides torchvision and timm, which take only specs of their shape (registered when models.model_files
-# and the nas package are imported, with torch), and the hints the unknown-source message gives for them
-# (``zoo._unknown_source``'s; tests/test_zoo.py checks both against the registry).
-_SHAPED_SOURCES = ("file", "onnx", "pt2", "torchscript", "pickle", "nas")
+# and the nas package are imported, with torch), in registration order, and the hint each gives in messages
+# (``ModelSource.hint``: the unknown-source message lists them; tests/test_zoo.py checks both against the registry).
+_SHAPED = {
+    "file": "a .py file",
+    "onnx": "a model file (.onnx, .pt2, .pt)",
+    "pt2": "",
+    "torchscript": "",
+    "pickle": "",
+    "nas": "archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
+}
+_SHAPED_SOURCES = tuple(_SHAPED)
+_SHAPED_HINTS = tuple(hint for hint in _SHAPED.values() if hint)
+_NAMED_SOURCES = ("torchvision", "timm")  # the sources addressed as ``source:NAME``, with a list of names
 # A model file's id's ``#digest``.
 _DIGEST = re.compile(rf"#[0-9a-f]{{{FILE_DIGEST_CHARS}}}$")
-_SHAPED_HINTS = (
-    "a .py file",
-    "a model file (.onnx, .pt2, .pt)",
-    "archs.jsonl:ID (an architecture of a file from `utilscope nas sample`)",
-)
+# What follows a shaped source's prefix and is of no source's shape: no path, suffix or digest (``nas:mbv3``,
+# ``nas:mbv3:``, ``file:resnet``).
+_SHAPELESS = re.compile(r"[A-Za-z0-9_-]*(?::[A-Za-z0-9_-]*)?")
 
 
 @functools.cache
@@ -265,28 +307,99 @@ def _model_file(spec: str) -> None:
         raise a_folder(path)
 
 
+def _architecture(spec: str) -> None:
+    """An architecture of a file (``archs.jsonl:ID``, ``nas:archs.jsonl:ID``): its file read as ``nas.source`` reads
+    it and its id looked up, without the spaces (``arch_files.check_architecture``); the spaces validate the record
+    when it is built."""
+    prefix, sep, rest = spec.partition(":")
+    body = rest if sep and prefix in _SHAPED_SOURCES else spec
+    if ".jsonl:" in body and ".py:" not in body and not body.lower().endswith(_MODEL_FILE_SUFFIXES):
+        path, _, arch = body.rpartition(":")
+        check_architecture(path, arch)
+
+
+def arch_file(what: str) -> Callable[[str], str]:
+    """An argparse ``type``: the path of an architecture file (``nas sample``'s JSON lines) to read as ``what``,
+    checked while parsing by ``sampler.load_jsonl``'s reading rule (``arch_files.read_lines``: text, each line a JSON
+    object naming its space); the spaces validate the records when the command runs. The text as given."""
+
+    def check(text: str) -> None:
+        check_input_file(text, what)
+        read_lines(text)
+
+    return as_given(check, "file")
+
+
+def _file_glob(pattern: str) -> bool:
+    """Whether a glob names model files (``exports/*.onnx``, ``onnx:x/*.pt``): ``zoo._expand_files``' shape, a model
+    file's suffix once the shaped sources' prefixes are left off."""
+    text = pattern.strip()
+    for source in _SHAPED:
+        text = text.removeprefix(f"{source}:")
+    return Path(text).suffix.lower() in _MODEL_FILE_SUFFIXES
+
+
+def _glob(pattern: str) -> None:
+    """A glob of model names (and ``models``' pattern) that ``zoo.list_models`` would refuse, refused while parsing
+    with its message: one of a source without names (``nas:*``, ``sources.glob_of_shaped``) or of no source
+    (``nope:*``), or one that matches none of the shipped tables' names (``sources.matching``, ``no_match``), each
+    table read only when the installed package is its version. A glob of files, one whose table is not the installed
+    package's, and any while a third-party package declares sources are left to the library."""
+    if _plugged_sources() or _file_glob(pattern):
+        return
+    prefix, sep, glob = pattern.partition(":")
+    if not sep:
+        prefix, glob = "", pattern
+    if prefix in _SHAPED:
+        raise glob_of_shaped(prefix, _NAMED_SOURCES, _SHAPED[prefix])
+    if prefix and prefix not in _NAMED_SOURCES:
+        raise unknown_glob_source(prefix, _NAMED_SOURCES)
+    tables = [_known_names(source) for source in ((prefix,) if prefix else _NAMED_SOURCES)]
+    if all(names is not None for names in tables) and not any(matching(names, glob) for names in tables):
+        raise no_match(pattern)
+
+
+def _shaped(spec: str) -> None:
+    """A shaped source's prefix before a text of none of the shapes (``nas:mbv3``, ``file:resnet``):
+    ``zoo.parse_spec``'s error (``sources.not_of_source``) while parsing. A text that may be of a shape (a path, a
+    suffix, another shaped source's prefix, an architecture's ``SPACE:ID``) is left to the library, as is any while
+    a third-party package declares sources."""
+    prefix, sep, rest = spec.partition(":")
+    if not sep or prefix not in _SHAPED or not _SHAPELESS.fullmatch(rest) or _plugged_sources():
+        return
+    head, _, tail = rest.partition(":")
+    if head not in _SHAPED and not _ARCHITECTURE.fullmatch(tail):
+        raise not_of_source(prefix, rest, _SHAPED[prefix])
+
+
 def _model(text: str) -> str:
     """A model's name that no source has is a UsageError while parsing, with ``zoo.parse_spec``'s message, from the
     shipped tables of names (no torch, torchvision or timm imported): ``torchvision:NAME`` against torchvision's
     (``torchvision_names.installed_names``), ``timm:NAME`` against timm's (``timm_sets.installed_names``), a bare
     NAME against both (torchvision's first: the order its suggestions are listed in), each only when the installed
-    package is its table's version; an unknown source's prefix (``foo:bar``) too. Every other model (a glob, a file,
-    an architecture, a name whose table is not the installed package's, a third-party source's) is checked when it
-    is built, but for a model or factory file that is not there, or a folder (``_model_file``)."""
+    package is its table's version; an unknown source's prefix (``foo:bar``) too, a glob (``_glob``) and a shaped
+    source's prefix before no spec of its shape (``_shaped``). Every other model (a file, an architecture, a name
+    whose table is not the installed package's, a third-party source's) is checked when it is built, but for a model
+    or factory file that is not there, or a folder (``_model_file``)."""
     spec = text.strip().removesuffix(REPARAM)
     prefix, _, name = spec.rpartition(":")
     if not name and prefix in ("", "torchvision", "timm"):
         raise empty_name(text)
+    if is_glob(text):
+        _glob(text)
+        return text
     _model_file(spec)
+    _architecture(spec)
+    _shaped(spec)
     found = _NAMED.fullmatch(spec)
     if found is None or found["name"].lower().endswith(_FILE_SUFFIXES) or _ARCHITECTURE.fullmatch(found["name"]):
         return text
     prefix, name = found["prefix"], found["name"]
-    if prefix in _SHAPED_SOURCES or (prefix not in ("torchvision", "timm") and _plugged_sources()):
+    if prefix in _SHAPED_SOURCES or (prefix not in _NAMED_SOURCES and _plugged_sources()):
         return text
-    if prefix is not None and prefix not in ("torchvision", "timm"):
-        raise unknown_source(prefix, spec, ("torchvision", "timm"), _SHAPED_HINTS)
-    tables = {source: _known_names(source) for source in ((prefix,) if prefix else ("torchvision", "timm"))}
+    if prefix is not None and prefix not in _NAMED_SOURCES:
+        raise unknown_source(prefix, spec, _NAMED_SOURCES, _SHAPED_HINTS)
+    tables = {source: _known_names(source) for source in ((prefix,) if prefix else _NAMED_SOURCES)}
     if any(names is None for names in tables.values()):
         return text
     if any(_has(source, names, name) for source, names in tables.items()):
@@ -322,6 +435,14 @@ def _model_at(text: str) -> str:
     return text
 
 
+def _anchor(text: str) -> str:
+    """``predict``'s ``--anchor SPEC@BATCH=SAMPLES_PER_S``: its form and numbers (``predict.options.split_anchor``,
+    as ``anchors.parse_anchor`` reads it) and its model, checked as a ``MODEL``; the text as given."""
+    model, _, _ = split_anchor(text)
+    _model(model)
+    return text
+
+
 def _backend(text: str) -> str:
     from utilscope.measure.backends import get_backend  # its registry imports nothing heavy
 
@@ -353,6 +474,9 @@ GPU = as_given(lookup_gpu, "gpu")  # nas's --gpu: one GPU of the spec table, the
 MODEL = checked(str, _model, "model")  # a model argument: a name no source has, or an unknown source, refused here
 MODEL_AT = checked(str, _model_at, "model")  # survey's --models: MODEL or MODEL@RES, its model checked as MODEL's
 DEVICE = as_given(check_device, "device")  # every --device: cpu, cuda or cuda:N (``hardware.devices``)
+ANCHOR = checked(str, _anchor, "anchor")  # predict's --anchor: SPEC@BATCH=SAMPLES_PER_S, its model a MODEL
+PRICES = checked(str, parse_prices, "prices")  # predict's --price: GPU=USD_per_hour,... as {spec key: USD per hour}
+MODEL_PATTERN = as_given(_glob, "pattern")  # models' pattern: a glob (or name), checked as a glob MODEL is
 
 
 def backends(option: str) -> Callable[[str], str]:
@@ -374,6 +498,7 @@ def precisions(option: str) -> Callable[[str], tuple[str, ...]]:
 
 
 __all__ = [
+    "ANCHOR",
     "BATCH",
     "BATCHES",
     "BACKEND",
@@ -387,10 +512,13 @@ __all__ = [
     "JOBS",
     "MODEL",
     "MODEL_AT",
+    "MODEL_PATTERN",
     "MODEL_SET",
     "MULTIPLE",
+    "OBJECTIVE",
     "PEAK",
     "PRECISION",
+    "PRICES",
     "RAY_ADDRESS",
     "RES",
     "SEED",
@@ -400,10 +528,12 @@ __all__ = [
     "TIMED_MS",
     "TIMEOUT",
     "TOP",
+    "arch_file",
     "backends",
     "checked",
     "flops",
     "input_file",
+    "json_file",
     "output_file",
     "output_folder",
     "parse_batches",

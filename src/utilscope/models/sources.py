@@ -24,6 +24,7 @@ that records its input's channels (ONNX, torch.export) takes those.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import functools
 import hashlib
 import importlib
@@ -439,6 +440,35 @@ def is_glob(pattern: str) -> bool:
     """Whether a model spec is a glob of model names or files (``timm:resnet*``, ``exports/*.onnx``); a factory
     file's ``X.py:FN`` never is."""
     return any(ch in pattern for ch in "*?[") and ".py:" not in pattern
+
+
+def matching(names: Sequence[str], glob: str) -> list[str]:
+    """The ``names`` a glob of model names matches (``zoo.list_models``: case-sensitive, ``fnmatch``'s syntax)."""
+    return [name for name in names if fnmatch.fnmatchcase(name, glob)]
+
+
+def no_match(pattern: str) -> UsageError:
+    """The one-line error for a glob (or ``models``' pattern) that matches no model."""
+    return UsageError(f"no model matches '{pattern}'")
+
+
+def glob_of_shaped(source: str, named: Sequence[str], hint: str) -> UsageError:
+    """The one-line error for a glob of a source recognised by its shape (``nas:*``, ``file:*``): it has no list of
+    names to match; its models are named one at a time, as its ``hint`` says."""
+    return UsageError(
+        f"a glob matches {' and '.join(named)} models, not {source} ones: name {source} models one at a time, as {hint}"
+    )
+
+
+def unknown_glob_source(source: str, named: Sequence[str]) -> UsageError:
+    """The one-line error for a glob whose prefix ``source`` names no source (``nope:*``)."""
+    return UsageError(f"unknown model source '{source}'; use one of: {', '.join(named)}")
+
+
+def not_of_source(source: str, text: str, hint: str) -> UsageError:
+    """The one-line error for a spec whose prefix names a source recognised by its shape and whose rest ``text`` is
+    not of that shape (``nas:mbv3``, ``file:resnet``)."""
+    return UsageError(f"'{source}:{text}' is not a {source} model: give {hint}")
 
 
 def empty_name(text: str) -> UsageError:

@@ -12,7 +12,6 @@ source gives (the crop size of torchvision's default weights, timm's pretrained 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,9 +28,14 @@ from utilscope.models.sources import (
     ModelSource,
     a_folder,
     empty_name,
+    glob_of_shaped,
     is_glob,
+    matching,
     model_sources,
     module_channels,
+    no_match,
+    not_of_source,
+    unknown_glob_source,
     unknown_model,
     unknown_source,
 )
@@ -92,7 +96,7 @@ def parse_spec(text: str) -> ModelSpec:
         if name is not None:
             return ModelSpec(source.name, name)
     if prefixed is not None:  # "nas:mbv3": the prefix names the source, and its spec is not of that shape
-        raise UsageError(f"'{prefixed.name}:{text}' is not a {prefixed.name} model: give {prefixed.hint}")
+        raise not_of_source(prefixed.name, text, prefixed.hint)
     prefix, sep, name = text.partition(":")
     if not sep:
         prefix, name = "", text
@@ -119,14 +123,11 @@ def list_models(pattern: str = "torchvision:*") -> list[str]:
         prefix, glob = "", pattern
     named = _named_sources()
     if prefix in model_sources() and prefix not in named:  # nas:, file:: no list of names to match
-        raise UsageError(
-            f"a glob matches {' and '.join(named)} models, not {prefix} ones: name {prefix} models one "
-            f"at a time, as {model_sources().get(prefix).hint}"
-        )
+        raise glob_of_shaped(prefix, list(named), model_sources().get(prefix).hint)
     if prefix and prefix not in named:
-        raise UsageError(f"unknown model source '{prefix}'; use one of: {', '.join(named)}")
+        raise unknown_glob_source(prefix, list(named))
     sources = [named[prefix]] if prefix else _bare_sources()
-    return [f"{s.name}:{n}" for s in sources for n in s.list_names() if fnmatch.fnmatchcase(n, glob)]
+    return [f"{s.name}:{n}" for s in sources for n in matching(s.list_names(), glob)]
 
 
 def _expand_files(pattern: str) -> list[str] | None:
@@ -157,7 +158,7 @@ def model_names(spec: str) -> list[str]:
         return [spec]
     names = list_models(spec)
     if not names:
-        raise UsageError(f"no model matches '{spec}'")
+        raise no_match(spec)
     return names
 
 
@@ -168,7 +169,7 @@ def expand_models(patterns: list[str]) -> list[ModelSpec]:
         if is_glob(pattern):
             matched = list_models(pattern)
             if not matched:
-                raise UsageError(f"no model matches '{pattern}'")
+                raise no_match(pattern)
             specs.update({m: parse_spec(m) for m in matched})
         else:
             spec = parse_spec(pattern)

@@ -17,18 +17,17 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import LATENCY_TABLE, check_output_file, read_json, write_json
+from utilscope.files import LATENCY_TABLE, check_output_file, write_json
 from utilscope.limits import check_batches
 from utilscope.measure.environment import device_label, environment, software_label
 from utilscope.measure.precision import check_precision, parse_precision
 from utilscope.measure.settings import CudnnSettings
+from utilscope.nas.file_formats import TABLE_FORMAT, check_table, read_table
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, SearchSpace
 from utilscope.nas.spaces import get_space
 from utilscope.predict.calibrate import time_module_ms
 from utilscope.survey.ray_cluster import HeadWatch
-
-TABLE_FORMAT = "utilscope-latency-table/1"
 
 
 @dataclass
@@ -75,8 +74,7 @@ class LatencyTable:
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "the table") -> LatencyTable:
-        if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
-            raise UsageError(f"{source} is not a utilscope latency table ({TABLE_FORMAT})")
+        check_table(data, source)
         entries = {key: {int(b): float(ms) for b, ms in per.items()} for key, per in data["entries"].items()}
         return cls(data["space"], data["device"], data["software"], data["precision"], data["cudnn_benchmark"], entries)
 
@@ -85,7 +83,7 @@ class LatencyTable:
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyTable:
-        return cls.from_dict(read_json(path, LATENCY_TABLE), str(path))
+        return cls.from_dict(read_table(path), str(path))
 
 
 def load_tables(paths: list[str | Path], space: str | None = None) -> LatencyTable:

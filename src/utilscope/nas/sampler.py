@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from utilscope.errors import UsageError
-from utilscope.files import ARCH_FILE, check_output_file, read_text, write_atomically
+from utilscope.files import ARCH_FILE, check_output_file, write_atomically
 from utilscope.limits import ARCHITECTURES_WHY, MAX_ARCHITECTURES, check_count, check_flops_band, check_seed
+from utilscope.nas.arch_files import read_lines
 from utilscope.nas.space import Arch, SearchSpace, arch_id
 from utilscope.nas.spaces import get_space
 
@@ -83,19 +84,9 @@ def save_jsonl(path: str | Path, archs: list[Arch]) -> Path:
 
 def load_jsonl(path: str | Path, space_name: str | None = None) -> list[Arch]:
     """Read and validate architectures; a file that cannot be read as text or a malformed line is a UsageError
-    naming the file (and line)."""
+    naming the file (and line): ``arch_files.read_lines``, then each record validated by its space."""
     archs = []
-    for number, line in enumerate(read_text(path, ARCH_FILE).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or "space" not in record:
-            raise UsageError(f"{path}:{number}: an architecture must be a JSON object with a 'space' field")
-        if space_name is not None and record["space"] != space_name:
-            raise UsageError(f"{path}:{number}: architecture of space {record['space']!r}, expected {space_name!r}")
+    for number, record in read_lines(path, space_name):
         try:
             archs.append(
                 {**get_space(record["space"]).validate(record), **{k: record[k] for k in ("id", "seed") if k in record}}

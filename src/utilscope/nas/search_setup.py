@@ -4,7 +4,6 @@ and the oracle — a measured dataset (simulation) or the GPU itself."""
 from __future__ import annotations
 
 import functools
-import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import POOL_FILE, POOL_FOLDER, check_input_file, check_output_folder, read_json
+from utilscope.files import NAS_PROFILE_FILE, POOL_FILE, POOL_FOLDER, check_input_file, check_output_folder
 from utilscope.limits import (
     ARCHITECTURES_WHY,
     MAX_ARCHITECTURES,
@@ -27,6 +26,7 @@ from utilscope.limits import (
 )
 from utilscope.measure.settings import CudnnSettings, MeasureRequest
 from utilscope.measure.sweep import profile
+from utilscope.nas.file_formats import OBJECTIVE_FILE, read_objective
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl, sample_architectures, save_jsonl
 from utilscope.nas.search import (
@@ -43,7 +43,6 @@ from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
 from utilscope.nas.strategies import Estimator, get_strategy
 from utilscope.nas.table_predictor import (
-    PROFILE_FILE,
     TablePredictor,
     covered,
     measured_dataset,
@@ -51,24 +50,13 @@ from utilscope.nas.table_predictor import (
     select_table_predictor,
 )
 
-OBJECTIVE_FILE = "objective table of --objective"
-
 
 def objective_for(spec: str, space_name: str) -> Objective:
     """``flops`` (FLOPs per sample, a capacity proxy) or a JSON file mapping architecture id -> value (a finite
-    number)."""
+    number, ``file_formats.read_objective``)."""
     if spec == "flops":
         return flops_objective(get_space(space_name))
-    table = read_json(spec, OBJECTIVE_FILE)
-    if not isinstance(table, dict):
-        raise UsageError(f"{spec} is not a JSON object mapping architecture id -> value (the {OBJECTIVE_FILE})")
-    for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UsageError(
-                f"{spec}: the value of {key!r} is not a number ({value!r}); an objective table maps "
-                "architecture ids to numbers"
-            )
-    return objective_from_table({str(k): float(v) for k, v in table.items()})
+    return objective_from_table(read_objective(spec))
 
 
 def predictor_estimator(predictor: TablePredictor, batch: int) -> Estimator:
@@ -205,7 +193,7 @@ class SearchRequest:
         if self.objective != "flops":
             check_input_file(self.objective, OBJECTIVE_FILE)
         if self.profile is not None:
-            check_input_file(self.profile, PROFILE_FILE)
+            check_input_file(self.profile, NAS_PROFILE_FILE)
 
 
 @dataclass(frozen=True)

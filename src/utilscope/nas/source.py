@@ -20,6 +20,7 @@ from utilscope.errors import UsageError
 from utilscope.files import check_input_file
 from utilscope.models.sources import SOURCES, ModelSource, register_source
 from utilscope.models.zoo import ModelSpec
+from utilscope.nas.arch_files import record_of
 from utilscope.nas.sampler import ARCH_FILE, load_jsonl
 from utilscope.nas.space import Arch
 from utilscope.nas.spaces import get_space
@@ -35,10 +36,7 @@ def _records(path: str, mtime_ns: int) -> dict[str, Arch]:
 
 def read_record(path: str, arch: str) -> Arch:
     """The record ``arch`` of the JSONL file at ``path``; UsageError when the file or the id is missing."""
-    records = _records(path, check_input_file(path, ARCH_FILE).stat().st_mtime_ns)
-    if arch not in records:
-        raise UsageError(f"no architecture with id {arch!r} in {path} ({len(records)} architectures)")
-    return records[arch]
+    return record_of(_records(path, check_input_file(path, ARCH_FILE).stat().st_mtime_ns), path, arch)
 
 
 def canonical_name(record: Arch) -> str:

@@ -25,18 +25,17 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import NAS_PROFILE_FILE as PROFILE_FILE
-from utilscope.files import read_json, write_json
+from utilscope.files import write_json
 from utilscope.hardware.specs import gpu_matches
 from utilscope.hardware.utilization import utilization
 from utilscope.limits import check_batch, check_seed
+from utilscope.nas.file_formats import PREDICTOR_FORMAT, read_predictor
 from utilscope.nas.latency import LatencyTable
 from utilscope.nas.sampler import load_jsonl
 from utilscope.nas.space import Arch, Layer, LayerCost, Networks, parse_layer_key
 from utilscope.nas.spaces import get_space
 from utilscope.precision import Precision
 
-PROFILE_FORMAT = "utilscope-nas-predictor/1"
 PROFILES_DIR = Path(__file__).parent / "profiles"
 HOLDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
@@ -150,7 +149,7 @@ class TablePredictor:
 
     def to_dict(self) -> dict:
         return {
-            "format": PROFILE_FORMAT,
+            "format": PREDICTOR_FORMAT,
             "table": self.table.to_dict(),
             "peak_tflops": self.peak_tflops,
             "corrections": {str(b): asdict(c) for b, c in sorted(self.corrections.items())},
@@ -165,9 +164,7 @@ class TablePredictor:
 
 
 def load_table_predictor(path: str | Path) -> TablePredictor:
-    data = read_json(path, PROFILE_FILE)
-    if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
-        raise UsageError(f"{path} is not a utilscope predictor profile ({PROFILE_FORMAT})")
+    data = read_predictor(path)
     corrections = {int(b): LinearModel(**c) for b, c in data["corrections"].items()}
     table = LatencyTable.from_dict(data["table"], str(path))
     prior_ms = {key: {int(b): ms for b, ms in per.items()} for key, per in data.get("prior_ms", {}).items()}

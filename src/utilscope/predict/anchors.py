@@ -33,10 +33,10 @@ import numpy as np
 
 from utilscope.errors import UsageError
 from utilscope.files import ANCHOR_FILE, read_text
-from utilscope.limits import check_batch, check_positive
 from utilscope.models import zoo
 from utilscope.predict.features import Gpu
 from utilscope.predict.host import SPEED_RANGE
+from utilscope.predict.options import check_anchor_numbers, split_anchor
 
 ANCHOR_SD = 0.10  # the log error of one anchor: its measurement and the model's error on its network
 PRIOR_SD = 0.15  # how far (in log) a datasheet parameter is from the GPU's own, before any anchor
@@ -63,8 +63,7 @@ class Anchor:
     gpu: str | None = None
 
     def __post_init__(self) -> None:
-        check_positive(self.samples_per_s, f"anchor {self.model}@{self.batch}'s throughput", "samples/s")
-        check_batch(self.batch)
+        check_anchor_numbers(self.model, self.batch, self.samples_per_s)
         zoo.check_model(zoo.parse_spec(self.model))
 
     @property
@@ -73,16 +72,9 @@ class Anchor:
 
 
 def parse_anchor(text: str) -> Anchor:
-    """``SPEC@BATCH=SAMPLES_PER_S`` as an Anchor; UsageError saying the form when it is not of it."""
-    head, equals, value = text.strip().rpartition("=")
-    model, at, batch = head.rpartition("@")
-    try:
-        if not (equals and at and model.strip()):
-            raise ValueError
-        numbers = int(batch), float(value)
-    except ValueError:
-        raise UsageError(f"--anchor {text!r}: give SPEC@BATCH=SAMPLES_PER_S, e.g. timm:resnet50@256=3100") from None
-    return Anchor(model.strip(), *numbers)
+    """``SPEC@BATCH=SAMPLES_PER_S`` as an Anchor (``options.split_anchor``); UsageError saying the form when it is
+    not of it."""
+    return Anchor(*split_anchor(text))
 
 
 def read_anchors(path: str) -> list[Anchor]:

@@ -23,8 +23,8 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import DEVICE_PROFILE_FILE as PROFILE_FILE
-from utilscope.files import read_json, write_json
+from utilscope.files import DEVICE_PROFILE_FILE as PROFILE_FILE  # noqa: F401  (selection, fit_cache, profile_rows')
+from utilscope.files import write_json
 from utilscope.limits import check_seed
 from utilscope.measure.backends import capture_cuda_graph
 from utilscope.measure.environment import device_label, environment
@@ -33,25 +33,7 @@ from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision, first_line, is_out_of_memory
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
 from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, sample_configs
-
-PROFILE_FORMAT = "utilscope-device-profile/2"  # 2: cold weights (1 timed warm weights)
-REMEDY = "time it again with `utilscope calibrate`, or, a shipped one, reinstall utilscope"
-PROFILE_READ = f"{PROFILE_FILE}; time it again, or, a shipped one, reinstall utilscope"  # what a bad file says
-
-
-def check_profile(data, path) -> dict:
-    """``data`` read from ``path`` if it is a device profile of the format this utilscope reads; a one-line
-    UsageError otherwise: another file, a profile of a newer utilscope (upgrade), or an older one (time it again)."""
-    found = data.get("format") if isinstance(data, dict) else None
-    if found == PROFILE_FORMAT:
-        return data
-    family, _, version = str(found).rpartition("/")
-    if family == PROFILE_FORMAT.rpartition("/")[0] and version.isdigit():
-        newer = int(version) > int(PROFILE_FORMAT.rpartition("/")[2])
-        what = "a newer utilscope's: upgrade utilscope to read it" if newer else f"an older format's: {REMEDY}"
-        raise UsageError(f"{path} is a device profile of format {found}, this utilscope reads {PROFILE_FORMAT}; {what}")
-    raise UsageError(f"{path} is not a device profile ({PROFILE_FORMAT}) written by `utilscope calibrate`")
-
+from utilscope.predict.profile_format import PROFILE_FORMAT, REMEDY, read_profile
 
 REPEATS = 20  # calls per timed replay
 OP_PLAN = TimingPlan(warmup_iters=2, warmup_ms=5.0, samples=5, min_total_ms=20.0)
@@ -82,7 +64,7 @@ class DeviceProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
-        data = check_profile(read_json(path, PROFILE_READ), path)
+        data = read_profile(path)
         data.pop("format")
         try:
             return cls(**data)

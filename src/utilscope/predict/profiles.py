@@ -26,11 +26,10 @@ import pandas as pd
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import read_json
 from utilscope.precision import Precision
-from utilscope.predict.calibrate import PROFILE_READ, REMEDY, check_profile
 from utilscope.predict.host import HostProfile, load_host
 from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
+from utilscope.predict.profile_format import REMEDY, read_profile
 from utilscope.versions import torch_key
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -79,7 +78,7 @@ def read(path: str | Path) -> Profile:
 
 @functools.lru_cache(maxsize=64)
 def _read(path: Path, mtime_ns: int) -> Profile:
-    data = check_profile(read_json(path, PROFILE_READ), path)
+    data = read_profile(path)
     try:
         spec = hardware.detect(data["device"])
         return Profile(

@@ -5,7 +5,6 @@ made (before a profile is read or fitted); ``predict_networks`` runs it; ``Predi
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,7 +13,6 @@ import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError, UtilscopeError
-from utilscope.hardware.specs import gpu_names, lookup_gpu
 from utilscope.limits import check_batches
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
@@ -30,25 +28,10 @@ from utilscope.predict.batched import (
 )
 from utilscope.predict.features import Gpu
 from utilscope.predict.host import load_host
+from utilscope.predict.options import check_host_backend, check_prices, check_target
 from utilscope.predict.predictor import Prediction, Predictor
 
 DEFAULT_BATCHES = (1, 32, 256)
-
-
-def check_prices(prices: dict[str, float] | None) -> dict[str, float]:
-    """``{GPU: USD per hour}`` keyed by spec key; UsageError naming an unknown GPU or a price that is not positive."""
-    from utilscope.hardware.specs import find_spec
-
-    checked = {}
-    for gpu, usd in (prices or {}).items():
-        spec = find_spec(str(gpu).strip())
-        value = usd if isinstance(usd, (int, float)) and not isinstance(usd, bool) else math.nan
-        if spec is None or not 0 < value < math.inf:
-            raise UsageError(
-                f"price {gpu!r}: {usd!r}: give a GPU of the spec table and a positive price in USD per hour"
-            )
-        checked[spec.key] = float(value)
-    return checked
 
 
 @dataclass(frozen=True)
@@ -85,12 +68,8 @@ class PredictRequest:
         )
         parse_precision(self.precision)
         get_backend(self.backend)
+        check_host_backend(self.host_profile, self.backend)
         if self.host_profile is not None:
-            if self.backend != "eager":
-                raise UsageError(
-                    f"a host profile models eager's calls; the {self.backend} backend launches without them: "
-                    "give --backend eager"
-                )
             load_host(self.host_profile)  # a bad file is said before the profile is fitted
         if self.resolution is not None:
             zoo.check_resolution(self.resolution)
@@ -102,18 +81,9 @@ class PredictRequest:
                 object.__setattr__(self, "batches", (fixed,))
             for batch in self.batches:
                 zoo.check_input(spec, batch, self.resolution)
-        if self.gpu is not None and self.gpu.strip():  # a GPU the spec table lacks, or one without the precision
-            specs = [lookup_gpu(name, self.precision) for name in gpu_names(self.gpu)]
-            if "all" in map(str.casefold, gpu_names(self.gpu)) and len(specs) > 1:
-                raise UsageError(f"--gpu {self.gpu!r}: give all, one GPU or a list of GPUs, not all in a list")
-            if self.anchors:
-                if len(specs) != 1 or specs[0] is None:
-                    raise UsageError("anchors are measurements of one GPU: give --gpu GPU, not all or a list")
-                check_anchors(list(self.anchors), specs[0].key, self.precision, self.backend)
-        elif self.profile is None:
-            raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
-        elif self.anchors:
-            raise UsageError("anchors are measurements of one GPU: give --gpu GPU")
+        specs = check_target(self.gpu, self.profile, self.precision, bool(self.anchors))  # GPUs, profile, anchors
+        if self.anchors:
+            check_anchors(list(self.anchors), specs[0].key, self.precision, self.backend)
 
 
 @dataclass
