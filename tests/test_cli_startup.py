@@ -344,6 +344,23 @@ def test_a_bad_device_ray_address_or_published_table_is_said_without_importing_a
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
 
 
+def test_a_resumed_output_that_is_not_what_the_verb_writes_is_said_without_importing_anything_heavy(tmp_path):
+    """``calibrate --out`` and ``nas table --out`` resume the file they name: one that holds something else is read by
+    the library's own format rule (``profile_format.read_profile``, ``nas.file_formats.read_table``) before the
+    command imports anything."""
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2, 3]\n")
+    for argv, phrase in (
+        (["calibrate", "--device", "cpu", "--out", str(listed)], "is not a device profile"),
+        (
+            ["nas", "table", "--space", "mbv3", "--device", "cpu", "--out", str(listed)],
+            "is not a utilscope latency table",
+        ),
+    ):
+        seen, err = _run(MAIN, *argv)
+        assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
+
+
 def test_another_applications_store_and_a_store_merged_twice_are_said_without_importing_anything_heavy(tmp_path):
     """``store_files.check_store`` reads a SQLite file's marks with the standard library's sqlite3 while parsing;
     ``store_files.merge_paths`` checks a merge's stores before the merge imports anything."""

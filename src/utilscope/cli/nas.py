@@ -367,6 +367,8 @@ def cmd_measure(args, console: Console) -> int:
 
 def cmd_table(args, console: Console) -> int:
     check_executor_options(args)
+    if Path(args.out).exists():  # resumed: a file that is no latency table is said before anything heavy
+        read_table(args.out)
     from utilscope.nas.latency import build_table
     from utilscope.survey.executors import executor_for
 

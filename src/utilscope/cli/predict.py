@@ -360,6 +360,8 @@ def cmd_calibrate(args, console: Console) -> int:
     out = check_output_file(args.out, HOST_FILE if args.host else DEVICE_PROFILE_FILE, (".json",))
     if args.host:
         return cmd_calibrate_host(out, args, console)
+    if Path(out).exists():  # resumed: a file that is no device profile is said before anything heavy
+        read_profile(out)
     from utilscope.predict.calibrate import DeviceProfile, calibrate, open_profile
 
     existing = DeviceProfile.load(out) if Path(out).exists() else None
