@@ -153,7 +153,7 @@ def test_gpus_without_a_store_reads_results_sqlite_here_else_the_shipped_atlas_e
     captured = capsys.readouterr()
     assert {row["gpu"] for row in json.loads(captured.out)} == {"h200_sxm", "rtx_3090"}
     assert captured.err == f"utilscope: no results.sqlite here: reading the shipped atlas, {store} (timm's, " + (
-        "NVIDIA's and MLPerf's published rows, the H200's in timm's condition); --db STORE reads another\n"
+        "NVIDIA's and MLPerf's published rows, the H200's and H100's in timm's condition); --db STORE reads another\n"
     )
     (tmp_path / "results.sqlite").write_bytes(b"")  # one here comes first, and is said to be no store
     assert main(["gpus", "resnet50"]) == 2

@@ -136,7 +136,7 @@ def default_store() -> str:
     if SHIPPED_ATLAS.is_file():
         print(
             f"utilscope: no {DEFAULT_STORE} here: reading the shipped atlas, {SHIPPED_ATLAS} (timm's, NVIDIA's and "
-            "MLPerf's published rows, the H200's in timm's condition); --db STORE reads another",
+            "MLPerf's published rows, the H200's and H100's in timm's condition); --db STORE reads another",
             file=sys.stderr,
         )
         return str(SHIPPED_ATLAS)
