@@ -41,10 +41,16 @@ def layer_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(classes), pd.DataFrame(layers)
 
 
-def predicted_layers(predictor, measured: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
-    """(model, batch) -> the predicted layers of each network ``measured`` holds, predicted once for every table."""
+def predicted_layers(
+    predictor, measured: pd.DataFrame, channels_last: bool = True
+) -> dict[tuple[str, int], pd.DataFrame]:
+    """(model, batch) -> the predicted layers of each network ``measured`` holds, predicted once for every table, in
+    the profile's precision on the layout given."""
     pairs = measured[["model", "batch"]].drop_duplicates().itertuples(index=False)
-    return {(model, batch): pd.DataFrame(predictor.predict(model, int(batch)).layers) for model, batch in pairs}
+    return {
+        (model, batch): pd.DataFrame(predictor.predict(model, int(batch), channels_last=channels_last).layers)
+        for model, batch in pairs
+    }
 
 
 def worst_layers(predicted: dict, measured: pd.DataFrame, top: int = 25) -> pd.DataFrame:
@@ -85,7 +91,7 @@ def main() -> None:
     path = selection.select_profile(args.gpu, None, args.precision, "graph", args.channels_last)
     print(f"profile: {path.name}\n")
     predictor = fit_cache.load_predictor(path)
-    predicted = predicted_layers(predictor, measured)
+    predicted = predicted_layers(predictor, measured, args.channels_last)
     table = per_class(predicted, measured)
     print(markdown(table[["model", "batch", "op_class", "measured_ms", "predicted_ms", "ratio"]], FORMATS))
     totals = table.groupby("op_class")[["measured_ms", "predicted_ms"]].sum()
