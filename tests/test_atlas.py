@@ -124,8 +124,10 @@ def test_gpus_shows_one_model_on_every_gpu_and_refuses_an_unknown_one(store, cap
         ("rtx_3090", "eager"),
         ("rtx_3090", "compile"),
     }
-    assert main(["gpus", "timm:nosuchnet", "--db", str(store)]) == 2
-    assert "no counted row" in capsys.readouterr().err
+    assert main(["gpus", "timm:nosuchnet", "--db", str(store)]) == 2  # no such model: refused while parsing
+    assert "unknown model 'timm:nosuchnet'" in capsys.readouterr().err
+    assert main(["gpus", "timm:lcnet_050", "--db", str(store)]) == 2  # a model the store has no row of
+    assert "timm:lcnet_050: no counted row" in capsys.readouterr().err
     assert main(["gpus", "resnet50", "--db", str(store), "--same-batch"]) == 2
     assert "--same-batch applies to the summary" in capsys.readouterr().err
 

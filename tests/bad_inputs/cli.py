@@ -292,6 +292,9 @@ MODELS = [
     ("profile '' --device cpu", "model"),
     ("models 'zzz*'", "no model matches 'zzz*'"),
     ("models --set timm-cnm", "unknown model set 'timm-cnm'"),
+    ("gpus nosuchnet", "unknown model 'nosuchnet'"),
+    ("gpus timm:resnt50", "unknown model 'timm:resnt50'; did you mean: timm:resnet50"),
+    ("gpus timm:resnet50 --same-batch", "--same-batch applies to the summary (no model)"),
     (f"survey --family NotAFamily {DB} --dry-run", "unknown family 'NotAFamily'"),
 ]
 

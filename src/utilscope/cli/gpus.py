@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from utilscope.cli.values import input_file
+from utilscope.cli.values import MODEL, input_file
 from utilscope.errors import UsageError
 from utilscope.files import RESULTS_STORE
 from utilscope.present.json_text import strict_json
@@ -44,6 +44,7 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "model",
         nargs="?",
+        type=MODEL,
         default=None,
         help="a model id, e.g. timm:resnet50 (a bare name is taken as a timm model: the atlas's rows are timm's; "
         "count and profile try torchvision first) (default: none: the summary of every GPU in timm's condition)",
@@ -72,11 +73,11 @@ def add_parsers(sub) -> None:
 
 
 def cmd_gpus(args, console: Console) -> int:
+    if args.same_batch and args.model is not None:  # before anything heavy is imported
+        raise UsageError("--same-batch applies to the summary (no model); a model's rows each show their batch")
     from utilscope.report import atlas
     from utilscope.survey.store import Store
 
-    if args.same_batch and args.model is not None:
-        raise UsageError("--same-batch applies to the summary (no model); a model's rows each show their batch")
     db = args.db or default_store()
     with Store(db, create=False) as store:
         frame = atlas.of_torch(atlas.atlas_rows(store.frame(), store.published_frame()), args.torch)
