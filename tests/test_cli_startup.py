@@ -344,6 +344,14 @@ def test_a_bad_device_ray_address_or_published_table_is_said_without_importing_a
     assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1 and phrase in err, err
 
 
+def test_a_condition_no_profile_predicts_is_said_without_importing_anything_heavy():
+    """``selection.select_profile``, the registry's choice the request makes, reads the shipped profiles' records and
+    applies ``conditions.condition_problem`` without torch, pandas or numpy, before ``predict`` imports the library."""
+    seen, err = _run(MAIN, *"predict resnet50 --gpu h200 --precision bf16 --no-channels-last".split())
+    assert seen == {"code": 2, "heavy": []} and err.count("\n") == 1, err
+    assert "no device profile expresses bf16 on NCHW (contiguous) tensors on the graph backend" in err, err
+
+
 def test_a_resumed_output_that_is_not_what_the_verb_writes_is_said_without_importing_anything_heavy(tmp_path):
     """``calibrate --out`` and ``nas table --out`` resume the file they name: one that holds something else is read by
     the library's own format rule (``profile_format.read_profile``, ``nas.file_formats.read_table``) before the

@@ -186,12 +186,22 @@ def _add_anchor_options(p) -> None:
     )
 
 
-def cmd_predict(args, console: Console) -> int:
-    """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
-    is printed, the others are predicted; exit 1). The options' agreement is checked before the library is imported
-    (``predict.options``, as the request checks itself)."""
+def check_request(args) -> None:
+    """What a request checks when made, before the library is imported: its options' agreement
+    (``predict.options``) and that a profile predicts its condition (``selection.select_profile``, the registry's
+    choice the request makes; reads the shipped profiles' records, no torch)."""
+    from utilscope.predict.selection import select_profile
+
     check_host_backend(args.host_profile, args.backend)
     check_target(args.gpu, args.profile, args.precision, bool(args.anchor) or args.anchors is not None)
+    select_profile(args.gpu, args.profile, args.precision, args.backend, args.channels_last)
+
+
+def cmd_predict(args, console: Console) -> int:
+    """One model: its batch sizes and largest layers. A glob: one row per model and batch size (a model that fails
+    is printed, the others are predicted; exit 1). The request is checked before the library is imported
+    (``check_request``)."""
+    check_request(args)
     from utilscope.api import predict
     from utilscope.predict.anchors import parse_anchor, read_anchors
     from utilscope.predict.run import PredictRequest

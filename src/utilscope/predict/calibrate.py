@@ -23,7 +23,7 @@ import torch
 
 from utilscope import hardware
 from utilscope.errors import UsageError
-from utilscope.files import DEVICE_PROFILE_FILE as PROFILE_FILE  # noqa: F401  (selection, fit_cache, profile_rows')
+from utilscope.files import DEVICE_PROFILE_FILE as PROFILE_FILE  # noqa: F401  (fit_cache, profile_rows')
 from utilscope.files import write_json
 from utilscope.limits import check_seed
 from utilscope.measure.backends import capture_cuda_graph

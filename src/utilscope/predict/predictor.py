@@ -25,15 +25,12 @@ from utilscope.hardware.utilization import achieved_tflops, utilization
 from utilscope.measure.precision import parse_precision
 from utilscope.models.sources import IMAGE_CHANNELS
 from utilscope.predict import network_scales
+from utilscope.predict.conditions import FUSED_BACKENDS, backend_problem, condition_problem, precision_problem
 from utilscope.predict.features import Gpu, bias_add_row, fold_casts, kept_events, layout_copy_row, op_row
 from utilscope.predict.host import FORWARD, EagerTiming, HostProfile, eager_timing, host_timeline, last_kernel_end_ms
 from utilscope.predict.layers import LayerModels, se_row
 from utilscope.predict.transfer import fused_stream_ms, sm_scaled_ms, transfer
 
-# a profile of this backend also predicts these: by the fusion model (inference, compile), or with its own kernels
-# timed as it timed them (eager: the same kernels, launched one by one by the host: ``predict.host``)
-ALSO_PREDICTS = {"graph": ("inference", "compile", "eager")}
-FUSED_BACKENDS = ("inference", "compile")
 FREEZING_BACKENDS = ("inference",)  # inductor's freezing folds batch norms into the convs' weights
 FUSED_AWAY = 0.05  # an op left with less of its bytes than this launches no kernel of its own
 INDUCTOR_MAX_POINTWISE_CAT_INPUTS = 8  # torch._inductor.config.max_pointwise_cat_inputs, its default
@@ -68,40 +65,6 @@ class Prediction:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def backend_problem(own: str, backend: str) -> str | None:
-    """Why a profile timed on ``own`` does not predict ``backend`` (None: it does; ``ALSO_PREDICTS``)."""
-    others = ALSO_PREDICTS.get(own, ())
-    if backend in (own, *others):
-        return None
-    also = f" and {', '.join(others)}" if others else ""
-    return f"predicts the {own} backend{also}, not {backend}"
-
-
-def precision_problem(own: str, precision: str) -> str | None:
-    """Why a profile timed in ``own`` does not predict ``precision`` (None: its own, or autocast to its unit)."""
-    if parse_precision(precision).unit is parse_precision(own).unit:
-        return None
-    return f"is in {own}: it predicts {own} and autocast to it, not {precision}"
-
-
-def condition_problem(
-    own_precision: str, own_layout: str, own_backend: str, precision: str, backend: str, channels_last: bool
-) -> str | None:
-    """The one rule of what a profile predicts, None when it does: on ``graph`` and ``eager`` its own precision and
-    layout (never an answer labelled with the asked condition but computed for another); on the fused backends
-    (``FUSED_BACKENDS``) its unit, whatever the layout. Else why not."""
-    problem = backend_problem(own_backend, backend) or precision_problem(own_precision, precision)
-    if problem or backend in FUSED_BACKENDS:
-        return problem
-    layout = "channels_last" if channels_last else "contiguous"
-    if (precision, layout) != (own_precision, own_layout):
-        return (
-            f"was timed in {own_precision} on {own_layout} tensors: it does not predict {precision} on {layout} "
-            f"tensors on the {backend} backend"
-        )
-    return None
 
 
 @dataclass(frozen=True)

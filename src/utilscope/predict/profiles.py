@@ -21,16 +21,19 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from utilscope import hardware
 from utilscope.errors import UsageError
 from utilscope.precision import Precision
-from utilscope.predict.host import HostProfile, load_host
-from utilscope.predict.predictor import FUSED_BACKENDS, condition_problem
+from utilscope.predict.conditions import FUSED_BACKENDS, condition_problem
 from utilscope.predict.profile_format import REMEDY, read_profile
 from utilscope.versions import torch_key
+
+if TYPE_CHECKING:  # the registry's choice imports neither (the command line makes it while parsing)
+    import pandas as pd
+
+    from utilscope.predict.host import HostProfile
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 VALIDATION_FILE = PROFILES_DIR / "validation_gpus.csv"  # written by benchmarks/predict_errors.py
@@ -55,7 +58,7 @@ class Profile:
 
     def expresses(self, precision: str, backend: str, channels_last: bool) -> bool:
         """Whether it is the profile to select for ``precision`` on ``backend`` with that layout: it predicts the
-        condition (``predictor.condition_problem``), and on the fused backends (``FUSED_BACKENDS``) it is the graph
+        condition (``conditions.condition_problem``), and on the fused backends (``FUSED_BACKENDS``) it is the graph
         profile of the precision's unit timed channels_last (inductor's layout optimization runs a graph's convs
         channels_last and fuses autocast's casts into its kernels, whatever layout the input has)."""
         own = (self.precision, self.memory_format, self.backend)
@@ -110,6 +113,8 @@ def host_of(device: str) -> HostProfile | None:
 
 @functools.lru_cache(maxsize=16)
 def _host(path: Path, mtime_ns: int) -> HostProfile:
+    from utilscope.predict.host import load_host
+
     return load_host(path)
 
 
@@ -187,6 +192,8 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
 def validation_errors() -> pd.DataFrame:
     """The transfer's error per GPU, torch, memory format and backend on the published tables it was validated on
     (amp): rows, mape, median_error (shipped data; an empty frame when none is shipped)."""
+    import pandas as pd
+
     if not VALIDATION_FILE.is_file():
         return pd.DataFrame(columns=["gpu", "torch", "memory_format", "backend", "rows", "mape", "median_error"])
     return pd.read_csv(VALIDATION_FILE, dtype={"torch": str})

@@ -4,16 +4,18 @@ for a GPU, precision, layout and backend, and the spec-table GPUs a prediction i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from utilscope.errors import UsageError
-from utilscope.files import given_path
+from utilscope.files import DEVICE_PROFILE_FILE, given_path
 from utilscope.hardware.specs import gpu_matches, gpu_names, load_specs, lookup_gpu
 from utilscope.measure.backends import BACKENDS
-from utilscope.measure.precision import Precision, parse_precision
+from utilscope.precision import Precision, parse_precision
 from utilscope.predict import profiles
-from utilscope.predict.calibrate import PROFILE_FILE
-from utilscope.predict.features import Gpu
-from utilscope.predict.predictor import Predictor
+
+if TYPE_CHECKING:  # the profile's choice (``select_profile``) imports neither: the command line makes it while parsing
+    from utilscope.predict.features import Gpu
+    from utilscope.predict.predictor import Predictor
 
 PROFILES_DIR = profiles.PROFILES_DIR
 
@@ -32,7 +34,7 @@ def select_profile(
     parse_precision(precision)  # an unknown precision or backend is said as such
     BACKENDS.get(backend)
     if profile is not None:
-        return given_path(profile, PROFILE_FILE)
+        return given_path(profile, DEVICE_PROFILE_FILE)
     if gpu is None or not gpu.strip():
         raise UsageError("give --gpu (a GPU of the spec table, or all) or --profile FILE")
     spec = one_gpu(gpu)
@@ -59,6 +61,8 @@ def transfer_targets(gpu: str, predictor: Predictor) -> list[Gpu | None] | None:
     """The GPUs to predict for (``gpu_names``): None for the profile's own GPU alone; ``all``: every GPU of the spec
     table with the figures ``transfer`` needs and a peak in the profile's precision; else each one named
     (``hardware.specs.lookup_gpu``), None standing for the profile's own."""
+    from utilscope.predict.features import Gpu
+
     names = gpu_names(gpu)
     if len(names) == 1 and gpu_matches(names[0], predictor.device):
         return None
