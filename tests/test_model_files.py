@@ -24,7 +24,7 @@ from torch.export import Dim
 
 import utilscope
 from utilscope import api
-from utilscope.cli import main, values
+from utilscope.cli import main
 from utilscope.errors import ModelError, UsageError
 from utilscope.measure.folding import fold
 from utilscope.measure.settings import MeasureRequest
@@ -411,7 +411,6 @@ def test_a_folder_named_without_a_separator_is_said_to_be_one(tmp_path, monkeypa
         "utilscope: error: argument model: exports is a folder: name a model file in it, or a glob such as "
         "'exports/*.onnx' (see: utilscope count --help)\n"
     )
-    assert tuple(model_files.SUFFIXES) == values._MODEL_FILE_SUFFIXES  # the parser's suffixes are the library's
 
 
 def test_a_torchscript_files_convolutions_keep_channels_last_as_the_modules_do(exports):

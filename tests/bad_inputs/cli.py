@@ -279,6 +279,7 @@ MODELS = [
     ("count nas:mbv3:", "is not a nas model"),
     ("predict nas:mbv3 --gpu h200", "'nas:mbv3' is not a nas model"),
     ("count file:resnet", "'file:resnet' is not a file model"),
+    ("count pt2:m", "'pt2:m' is not a pt2 model: give a model file of that format"),
     ("count 'nas:*'", "a glob matches torchvision and timm models, not nas ones"),
     ("count 'file:*'", "not file ones"),
     ("count 'timm:zzz*'", "no model matches 'timm:zzz*'"),

@@ -236,9 +236,8 @@ OBJECTIVE = checked(str, _objective, "objective")  # nas search's --objective
 # ``resnet50.a1_in1k``), ``+reparam`` aside: the only texts ``_model`` checks. A glob, a path, a digest
 # (``...#<hex>``) or a factory file's ``X.py:FN`` has other characters and is left to the library.
 _NAMED = re.compile(r"(?:(?P<prefix>[A-Za-z0-9_-]+):)?(?P<name>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)?)")
-# A model file's suffixes (``model_files.SUFFIXES``, which imports torch; tests/test_model_files.py checks the two
-# agree).
-_MODEL_FILE_SUFFIXES = (".onnx", ".pt2", ".pt", ".pth", ".ts")
+# A model file's suffixes (``models.file_formats``, which imports no torch).
+_MODEL_FILE_SUFFIXES = tuple(file_formats.SUFFIXES)
 # The suffixes of the files a spec of that shape names (``zoo.parse_spec`` tries them before any name): a factory
 # file, an architecture file (``archs.jsonl:ID``), a model file.
 _FILE_SUFFIXES = (".py", ".jsonl", *_MODEL_FILE_SUFFIXES)

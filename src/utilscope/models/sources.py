@@ -467,8 +467,9 @@ def unknown_glob_source(source: str, named: Sequence[str]) -> UsageError:
 
 def not_of_source(source: str, text: str, hint: str) -> UsageError:
     """The one-line error for a spec whose prefix names a source recognised by its shape and whose rest ``text`` is
-    not of that shape (``nas:mbv3``, ``file:resnet``)."""
-    return UsageError(f"'{source}:{text}' is not a {source} model: give {hint}")
+    not of that shape (``nas:mbv3``, ``file:resnet``); a source without a hint of its own (``pt2``, ``torchscript``,
+    ``pickle``: the model files' formats) asks for a model file."""
+    return UsageError(f"'{source}:{text}' is not a {source} model: give {hint or 'a model file of that format'}")
 
 
 def empty_name(text: str) -> UsageError:
