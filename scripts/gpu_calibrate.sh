@@ -18,9 +18,8 @@ count=${2:-5000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- fp16
 end=$(($(date +%s) + limit))
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-gpu=$(echo "$name" | awk '{print tolower($2)}')
+gpu=$(lent_gpu)
 for condition in "$@"; do
   if [ "$condition" = host ]; then
     mkdir -p "$PROFILES/hosts"

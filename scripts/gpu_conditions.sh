@@ -1,4 +1,4 @@
-# Sourced by gpu_calibrate.sh and gpu_validation.sh: the one table of the conditions a GPU call names.
+# Sourced by the gpu_*.sh scripts: the one table of the conditions a GPU call names, and the lent GPU's name.
 # condition_args CONDITION sets the array `args` to the flags `calibrate`, `survey` and `profile` take for it, or
 # returns 1 for a name it does not know. CONDITION and its flags:
 #   fp16         fp16, channels_last, cuDNN as `profile` sets it by default
@@ -23,4 +23,9 @@ condition_args() {
     bf16_nchw | amp_bf16_nchw | fp32_nchw | fp32_strict_nchw | tf32_nchw) args=(--precision "${1%_nchw}" --no-channels-last) ;;
     *) return 1 ;;
   esac
+}
+# lent_gpu: the lent GPU's short name, as profiles, stores and logs are named by it: the first word after "NVIDIA"
+# in nvidia-smi's name of the first GPU, lowercase (h100, h200).
+lent_gpu() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}'
 }

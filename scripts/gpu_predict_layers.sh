@@ -16,7 +16,7 @@ end=$(($(date +%s) + $1))
 condition=$2
 shift 2
 condition_args "$condition" || { echo "usage: $0 LIMIT CONDITION MODEL... (CONDITION: $CONDITIONS)" >&2; exit 2; }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}')
+gpu=$(lent_gpu)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 folder=${gpu}_$condition
 done_dir=benchmarks/results/predict/layers/$folder

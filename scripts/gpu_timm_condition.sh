@@ -22,9 +22,10 @@ limit=$1
 shift
 end=$(($(date +%s) + limit))
 source scripts/survey_stage.sh
+source scripts/gpu_conditions.sh
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "gpu_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}')
+gpu=$(lent_gpu)
 # The surveys write copies on the machine's local /tmp, not the working tree's folder (as scripts/gpu_validation.sh
 # does: on the lent machines' gVisor runtime a store written there came back malformed once).
 local_dir=$(mktemp -d)

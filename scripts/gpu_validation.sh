@@ -24,9 +24,8 @@ for condition in "$@"; do
   condition_args "$condition" || { echo "usage: $0 LIMIT CONDITION... (CONDITION: $CONDITIONS)" >&2; exit 2; }
 done
 end=$(($(date +%s) + limit))
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-gpu=$(echo "$name" | awk '{print tolower($2)}')
+gpu=$(lent_gpu)
 name=${STORE:-precisions}
 kept=data/$gpu/$name.sqlite
 store=$(mktemp -d)/$name.sqlite
