@@ -29,10 +29,10 @@ from utilscope.cli.values import (
     arch_file,
     checked,
     flops,
-    json_file,
     output_file,
     output_folder,
     positive,
+    read_by,
     store,
     whole,
 )
@@ -172,7 +172,7 @@ def _add_fit(verbs) -> None:
     p.add_argument("--db", type=store(writable=False), required=True, help=measured)
     p.add_argument(
         "--table",
-        type=json_file(LATENCY_TABLE, read_table),
+        type=read_by(LATENCY_TABLE, read_table),
         required=True,
         action="append",
         help="the space's latency table from `utilscope nas table`; repeat to merge tables of the same "
@@ -189,7 +189,7 @@ def _add_fit(verbs) -> None:
     )
     p.add_argument(
         "--prior-profile",
-        type=json_file(DEVICE_PROFILE_FILE, read_profile),
+        type=read_by(DEVICE_PROFILE_FILE, read_profile),
         default=None,
         metavar="FILE",
         help="the device profile of that prior (default: the one shipped for the table's GPU and "
@@ -212,7 +212,7 @@ def _add_predict_analyze(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=json_file(NAS_PROFILE_FILE, read_predictor),
+        type=read_by(NAS_PROFILE_FILE, read_predictor),
         default=None,
         help="a profile from `utilscope nas fit`, checked against --gpu (default: the one shipped for --gpu)",
     )
@@ -282,7 +282,7 @@ def _add_search(verbs) -> None:
     )
     p.add_argument(
         "--profile",
-        type=json_file(NAS_PROFILE_FILE, read_predictor),
+        type=read_by(NAS_PROFILE_FILE, read_predictor),
         default=None,
         help="a predictor profile from `utilscope nas fit` (default: the one shipped for --gpu)",
     )

@@ -22,7 +22,7 @@ from utilscope.cli.values import (
     PRICES,
     RES,
     SEED,
-    json_file,
+    read_by,
     text_file,
     whole,
 )
@@ -97,7 +97,7 @@ def _add_predict(sub) -> None:
     )
     p.add_argument(
         "--profile",
-        type=json_file(DEVICE_PROFILE_FILE, read_profile),
+        type=read_by(DEVICE_PROFILE_FILE, read_profile),
         default=None,
         help="a device profile file from `utilscope calibrate` instead "
         "(default: the one shipped for --gpu, else the one transferred from)",

@@ -207,11 +207,11 @@ def text_file(what: str) -> Callable[[str], str]:
     return as_given(check, "file")
 
 
-def json_file(what: str, read: Callable[[str], object]) -> Callable[[str], str]:
-    """An argparse ``type``: the path of a JSON file of ``what`` (``files.check_input_file``), read whole while
-    parsing by ``read``, the library's own reader of that file (its JSON and its format: a device profile's
-    ``profile_format.read_profile``, a latency table's or predictor profile's ``nas.file_formats``'); the text as
-    given."""
+def read_by(what: str, read: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse ``type``: the path of a file of ``what`` (``files.check_input_file``), read whole while parsing by
+    ``read``, the library's own reader of that file (a device profile's ``profile_format.read_profile``, a latency
+    table's or predictor profile's ``nas.file_formats``', an architecture file's ``arch_files.read_lines``); the
+    text as given."""
 
     def check(text: str) -> None:
         check_input_file(text, what)
@@ -319,14 +319,9 @@ def _architecture(spec: str) -> None:
 
 def arch_file(what: str) -> Callable[[str], str]:
     """An argparse ``type``: the path of an architecture file (``nas sample``'s JSON lines) to read as ``what``,
-    checked while parsing by ``sampler.load_jsonl``'s reading rule (``arch_files.read_lines``: text, each line a JSON
-    object naming its space); the spaces validate the records when the command runs. The text as given."""
-
-    def check(text: str) -> None:
-        check_input_file(text, what)
-        read_lines(text)
-
-    return as_given(check, "file")
+    checked while parsing by ``sampler.load_jsonl``'s reading rule (``read_by`` with ``arch_files.read_lines``: text,
+    each line a JSON object naming its space); the spaces validate the records when the command runs."""
+    return read_by(what, read_lines)
 
 
 def _file_glob(pattern: str) -> bool:
@@ -532,13 +527,13 @@ __all__ = [
     "checked",
     "flops",
     "input_file",
-    "json_file",
     "output_file",
     "output_folder",
     "parse_batches",
     "parse_list",
     "positive",
     "precisions",
+    "read_by",
     "store",
     "whole",
 ]
