@@ -660,6 +660,29 @@ def test_a_conv_with_a_bias_pays_the_add_cudnn_leaves_to_aten(tmp_path):
     assert list(nchw["op"]).count("bias_add") == 1  # the dense conv's; the NCHW depthwise conv adds its own
 
 
+def test_casts_train_a_category_of_their_own_and_a_profile_without_them_predicts_them_as_clones(predictor, tmp_path):
+    """Autocast's casts of activations (the fp32 image cast down before the first conv) are rows of the cast category,
+    timed by the cast configs (fp16 to fp32 and back: read 2 and write 4 bytes an element, or the reverse); a
+    profile timed before they were sampled predicts them as the clones they were priced as."""
+    up = OpConfig("cast", 4, 32, 32, 14, variant="up")
+    profile = DeviceProfile("NVIDIA H200", "amp", "graph", {}, 5, {}, configs={up.key: up.__dict__})
+    profile.latency_ms[up.key] = 0.1
+    (row,) = layers.calibration_rows(profile, H200).to_dict("records")
+    elements = 4 * 32 * 14 * 14
+    assert (row["category"], row["in_bytes"], row["out_bytes"]) == ("cast", 2 * elements, 4 * elements)
+    path = tmp_path / "one_conv.py"
+    path.write_text("from torch import nn\n\ndef net():\n    return nn.Sequential(nn.Conv2d(3, 8, 3))\n")
+    rows = pr.network_rows(count_traced(f"{path}:net", 2, 16, "fp16", channels_last=True, autocast=True)[1], H200)
+    (cast,) = rows[rows["category"] == "cast"].itertuples()
+    assert (cast.in_bytes, cast.out_bytes) == (4 * 2 * 3 * 16 * 16, 2 * 2 * 3 * 16 * 16)  # the image, fp32 to fp16
+    assert "cast" in predictor.layer_models.categories  # the synthetic profile's sample holds some
+    frame = pd.DataFrame([cast._asdict()]).drop(columns="Index")
+    without = replace(predictor.layer_models, categories=("copy",))
+    assert without.times_ms(frame)[0] == pytest.approx(
+        predictor.layer_models.times_ms(frame.assign(category="copy"))[0]
+    )
+
+
 def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path):
     """On the GPU a GroupNorm returns NCHW (ATen makes its input contiguous off the CPU) and the next conv's input
     is copied back to channels_last: the meta trace, made channels_last as `profile` runs, shows the layouts and the

@@ -24,7 +24,7 @@ from utilscope.counting.tracer import OpEvent, Tracer, trace
 from utilscope.errors import UsageError
 from utilscope.hardware.alignment import channel_multiple, unaligned_sides
 from utilscope.precision import Precision
-from utilscope.predict.ops import OpConfig, build_op
+from utilscope.predict.ops import OpConfig, build_op, input_dtypes
 
 FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
 TILE = 128  # the GEMM tile side for the wave-quantization feature
@@ -84,9 +84,14 @@ MULTIPLE_CAP = 256  # the largest channel multiple the layer models tell apart
 LAYOUT_COPY = "layout_copy"
 # a sum over dim 1 of a (B, radix, C, H, W) tensor (ResNeSt's and SKNet's split attention): a strided reduction
 RADIX_SUM = "radix_sum"
+# autocast's cast of an activation (``CAST_OP``) between fp32 and the 16-bit dtype, and a calibration cast config's
+# op: a streaming copy, calibrated apart from the clones (gathering copies on channels_last)
+CAST = "cast"
 # the memory categories' codes; a category added later takes the next code, so that the others' stay as they were
 # fitted (the trees of a profile without it are the same)
-CATEGORY_CODES = {name: code for code, name in enumerate([*sorted({*CATEGORIES.values(), LAYOUT_COPY}), RADIX_SUM])}
+CATEGORY_CODES = {
+    name: code for code, name in enumerate([*sorted({*CATEGORIES.values(), LAYOUT_COPY}), RADIX_SUM, CAST])
+}
 
 
 @dataclass(frozen=True)
@@ -336,7 +341,7 @@ def _is_radix_sum(event: OpEvent, shape: torch.Size) -> bool:
 
 
 def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
-    category = CATEGORIES.get(event.op) or BY_KIND.get(event.kind, "add")
+    category = CAST if event.op == CAST_OP else CATEGORIES.get(event.op) or BY_KIND.get(event.kind, "add")
     first = event.call.args[0] if event.call.args else None
     shape = first if isinstance(first, torch.Size) and len(first) else torch.Size((1,))
     batch, channels = int(shape[0]), int(shape[1]) if len(shape) > 1 else 1
@@ -382,7 +387,8 @@ def config_events(config: OpConfig, precision: Precision = Precision.FP16) -> li
         module, shapes = build_op(config)
     module = module.to(dtype=precision.dtype).eval()
     lower = precision.autocast_dtype
-    tensors = [torch.empty(shape, device="meta", dtype=lower or precision.dtype) for shape in shapes]
+    dtypes = input_dtypes(config, shapes, lower or precision.dtype)
+    tensors = [torch.empty(shape, device="meta", dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):

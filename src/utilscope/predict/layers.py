@@ -22,6 +22,7 @@ from utilscope.measure.precision import parse_precision
 from utilscope.precision import Precision
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import (
+    CAST,
     CATEGORY_CODES,
     CONV_STYLE_CODES,
     LAYOUT_COPY,
@@ -81,7 +82,7 @@ RANGED = {
 }
 RANGES_PER = {"conv": "style"}  # a group whose ranges are kept per value of this column
 # a memory category a profile may lack (timed from a later sample version on), and the one it is predicted as then
-FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy", RADIX_SUM: "mean"}
+FALLBACK_CATEGORIES = {LAYOUT_COPY: "copy", RADIX_SUM: "mean", CAST: "copy"}
 STYLE_NAMES = {code: op_class.value.removesuffix("_conv") for op_class, code in CONV_STYLE_CODES.items()}
 
 
@@ -128,8 +129,8 @@ def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
         op_rows = [op_row(event, gpu, casts) for event, casts in fold_casts(config_events(config, precision))]
         if config.kind == "se_gate":
             rows.append({**se_row(op_rows, gpu), "ms": ms})
-        elif config.kind == LAYOUT_COPY:  # its op is a clone to channels_last, a category of its own
-            rows.append({**op_rows[0], "category": LAYOUT_COPY, "ms": ms})
+        elif config.kind in (LAYOUT_COPY, CAST):  # its op is a clone or a cast, a category of its own
+            rows.append({**op_rows[0], "category": config.kind, "ms": ms})
         elif len(op_rows) == 1:
             rows.append({**op_rows[0], "ms": ms})
     return pd.DataFrame(rows)

@@ -45,6 +45,7 @@ MEMORY_CATEGORIES = {
     "copy": "copy",
     "concat": "copy",
     "layout_copy": "copy",
+    "cast": "copy",
     "max_pool": "pool_reduce",
     "avg_pool": "pool_reduce",
     "mean": "pool_reduce",

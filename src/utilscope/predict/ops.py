@@ -26,7 +26,7 @@ from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 8  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 9  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -44,7 +44,10 @@ SAMPLE_VERSION = 8  # the sampler's version (a profile keeps every config it tim
 # stride-1 ones 1.8x what the sample's power-of-two group widths predicted), and the sum over the radix of a
 # split-attention block (ResNeSt's and SKNet's (B, radix, C, H, W) -> (B, C, H, W): a strided reduction at about a
 # tenth of the bandwidth, 0.2x as fast as the global means it was predicted as), and doubled the multiplier convs'
-# share (their first 46 took FastViT's from 0.04-0.15 to 0.23-0.50 of measured).
+# share (their first 46 took FastViT's from 0.04-0.15 to 0.23-0.50 of measured). Version 9 added casts between
+# fp32 and the activations' 16-bit dtype, up and down (autocast's: a norm's input cast up, a layer's fp32 output cast
+# down): streaming copies at about 2 TB/s on the H100, which the shuffles' clones, gathering copies at 0.5 TB/s on
+# channels_last, predicted about 4x slow (PoolFormer's casts: 9.5 ms predicted, 3.2 ms measured).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -67,6 +70,7 @@ KIND_SHARES = {
     "multiplier_conv": 0.02,
     "grouped_stage": 0.015,
     "radix_sum": 0.01,
+    "cast": 0.04,
 }
 KINDS = tuple(KIND_SHARES)
 CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage")  # one padded conv each
@@ -85,6 +89,7 @@ MULTIPLIERS = (2, 4)  # a multiplier_conv's outputs per input channel
 GROUPED_STAGE_CHANNELS = 4096  # a grouped_stage conv's most channels (RegNetY-128GF's last stage: 2,904 ... 3,712)
 RADICES = (2, 2, 2, 4)  # a radix_sum's branches (ResNeSt's and SKNet's 2; ResNeSt-269's 4 is not timm's, kept rare)
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
+CAST_DIRECTIONS = ("up", "down")  # a cast's variant: from the activations' 16-bit dtype to fp32, or back
 
 
 @dataclass(frozen=True)
@@ -196,10 +201,27 @@ class Binary(nn.Module):
         return torch.cat((a, b), dim=1)
 
 
+class Cast(nn.Module):
+    """A cast of an image to the dtype of its second input, a one-element tensor (``input_dtypes`` says which)."""
+
+    def forward(self, x, like):
+        return x.to(like.dtype)
+
+
 class Shuffle(nn.Module):
     def forward(self, x):
         b, c, h, w = x.shape
         return x.view(b, 2, c // 2, h, w).transpose(1, 2).reshape(b, c, h, w)
+
+
+def input_dtypes(config: OpConfig, shapes, activations: torch.dtype) -> list[torch.dtype]:
+    """The dtypes of a config's inputs (``shapes``: ``build_op``'s), ``activations`` being the dtype of the
+    activations between a network's layers: theirs, but a cast's image and target as its direction says, between
+    fp32 and the activations' 16-bit dtype (fp16 when the activations are fp32)."""
+    if config.kind != "cast":
+        return [activations] * len(shapes)
+    narrow = activations if activations.itemsize == 2 else torch.float16
+    return [narrow, torch.float32] if config.variant == "up" else [torch.float32, narrow]
 
 
 def _pool(config: OpConfig) -> nn.Module:
@@ -227,6 +249,8 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "layout_copy": ToChannelsLast,
         "radix_sum": lambda: RadixSum(config.groups),
     }
+    if config.kind == "cast":
+        return Cast(), (image, torch.Size((1,)))
     if config.kind == "large_memory":  # the module of its variant, at a size no other kind reaches
         variant = config.variant
         kind = variant if variant in ("batch_norm", "group_norm", "add") else "activation"
@@ -389,6 +413,8 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(kind, batch, channels, channels, size, kernel, stride, variant=variant)
     if kind == "mul":
         return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(MUL_SHAPES))
+    if kind == "cast":
+        return OpConfig(kind, batch, channels, channels, size, variant=rng.choice(CAST_DIRECTIONS))
     if kind == "shuffle":
         channels += channels % 2
     return OpConfig(kind, batch, channels, channels, size)
