@@ -32,7 +32,17 @@ from utilscope.hardware.specs import detect
 from utilscope.models.sets import display_family
 from utilscope.survey.store import Store
 
-COLUMNS = ["model", "batch", "precision", "memory_format", "backend", "device", "samples_per_s", "unstable"]
+COLUMNS = [
+    "model",
+    "resolution",
+    "batch",
+    "precision",
+    "memory_format",
+    "backend",
+    "device",
+    "samples_per_s",
+    "unstable",
+]
 CONDITION = ["precision", "memory_format", "backend"]
 
 
@@ -58,16 +68,16 @@ def fastest(stores: list[str]) -> tuple[pd.DataFrame, str]:
     if len(set(gpus)) != 1:
         raise SystemExit(f"validate_precisions.py: the stores hold rows of {len(set(gpus))} GPUs; one is needed")
     rows = pd.concat(frames, ignore_index=True)
-    key = ["model", "batch", *CONDITION]
+    key = ["model", "resolution", "batch", *CONDITION]
     rows = rows.assign(timings=rows.groupby(key)["samples_per_s"].transform("size"))
     return rows.sort_values("samples_per_s", ascending=False).drop_duplicates(key).reset_index(drop=True), gpus[0]
 
 
 def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.DataFrame:
-    """Every row with its prediction (samples/s) and the profile the prediction came from (``profile``: that one,
-    else the registry's choice)."""
+    """Every row with its prediction (samples/s, at the row's resolution) and the profile the prediction came from
+    (``profile``: that one, else the registry's choice)."""
     parts = []
-    for (precision, memory_format, backend), group in rows.groupby(CONDITION):
+    for (precision, memory_format, backend, resolution), group in rows.groupby([*CONDITION, "resolution"]):
         prediction = api.predict(
             sorted(group["model"].unique()),
             gpu=gpu,
@@ -75,6 +85,7 @@ def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.Da
             precision=precision,
             backend=backend,
             channels_last=memory_format == "channels_last",
+            resolution=int(resolution),
             profile=profile,
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
