@@ -1,0 +1,66 @@
+"""scripts/validate_precisions.py: a cell is its model at its stored resolution, predicted at that resolution."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("validate_precisions", ROOT / "scripts" / "validate_precisions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rows(*cells: tuple[int, float]) -> pd.DataFrame:
+    """One model's ok rows at (resolution, samples/s), batch 256, amp on NCHW, eager."""
+    common = {"model": "timm:net", "batch": 256, "precision": "amp", "memory_format": "contiguous"}
+    return pd.DataFrame(
+        [
+            {
+                **common,
+                "resolution": res,
+                "backend": "eager",
+                "device": "NVIDIA H200",
+                "samples_per_s": sps,
+                "unstable": 0,
+            }
+            for res, sps in cells
+        ]
+    )
+
+
+def test_a_model_at_two_resolutions_is_two_cells_each_predicted_at_its_own(monkeypatch):
+    script = load_script()
+    stores = {"a": rows((224, 900.0), (288, 500.0)), "b": rows((224, 1000.0))}
+    monkeypatch.setattr(script, "measured", lambda store: (stores[store], "h200_sxm"))
+    kept, gpu = script.fastest(["a", "b"])
+    assert gpu == "h200_sxm"
+    assert sorted(zip(kept["resolution"], kept["samples_per_s"], kept["timings"], strict=True)) == [
+        (224, 1000.0, 2),
+        (288, 500.0, 1),
+    ]
+
+    asked = []
+
+    class Prediction:
+        def __init__(self, resolution):
+            self.resolution, self.profile_path = resolution, "profiles/h100_amp_graph.json"
+
+        def to_frame(self):  # 4 samples/s per pixel of side: a closed form of the resolution asked for
+            return pd.DataFrame([{"model": "timm:net", "batch": 256, "samples_per_s": 4.0 * self.resolution}])
+
+    def predict(models, **options):
+        asked.append(options["resolution"])
+        return Prediction(options["resolution"])
+
+    monkeypatch.setattr(script.api, "predict", predict)
+    out = script.predicted(kept, "h200_sxm").sort_values("resolution")
+    assert sorted(asked) == [224, 288]
+    assert list(out["samples_per_s_predicted"]) == [896.0, 1152.0]
+    assert list(out["error"]) == [896.0 / 1000.0 - 1, 1152.0 / 500.0 - 1]
