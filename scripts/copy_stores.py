@@ -5,7 +5,11 @@ before a script's last line: so the `h200_*.sh` survey scripts run this beside t
 online backup (consistent while the survey writes), written to ``NAME.part``, checked with SQLite's
 ``integrity_check`` and renamed over ``NAME`` only if it passes: a malformed store (the lent machines' file system
 returned one once, after "disk I/O error"s when a survey was stopped) never replaces the last good copy.
-``--once`` copies once and exits (non-zero if a copy failed its check): the scripts' last copy.
+``--once`` copies once and exits (non-zero if a copy failed its check): the scripts' last copy, made after the
+survey stopped. A store that fails it there is also kept as its files are (``NAME.raw.sqlite`` and its write-ahead
+log beside it as ``NAME.raw.sqlite-wal``): on the lent machines a survey's rows once stayed in the log that the
+copying process could not read, and the last good copy held 4 of its 34 cells; SQLite's ``.recover`` on the CPU
+machine reads what the raw files hold.
 
     python3 scripts/copy_stores.py OUT STORE... [--period 60 | --once]
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -37,8 +42,22 @@ def copy_store(store: str, out_dir: str) -> None:
     os.replace(part, copy)
 
 
-def copy_all(stores: list[str], out_dir: str) -> bool:
-    """One copy of each existing store; False (with the reason on stderr) if any failed."""
+def keep_raw(store: str, out_dir: str) -> list[str]:
+    """The store's file and its write-ahead log as they are, into OUT_DIR as ``STEM.raw.sqlite`` (and ``-wal``, so
+    that SQLite reads the log with the file); the names written."""
+    stem, _ = os.path.splitext(os.path.basename(store))
+    raw = os.path.join(out_dir, stem + ".raw.sqlite")
+    written = []
+    for source, target in ((store, raw), (store + "-wal", raw + "-wal")):
+        if os.path.exists(source):
+            shutil.copyfile(source, target)
+            written.append(target)
+    return written
+
+
+def copy_all(stores: list[str], out_dir: str, raw_on_failure: bool = False) -> bool:
+    """One copy of each existing store; False (with the reason on stderr) if any failed, and (``raw_on_failure``)
+    its raw files kept beside (``keep_raw``)."""
     copied = True
     for store in stores:
         if not os.path.exists(store):
@@ -46,7 +65,9 @@ def copy_all(stores: list[str], out_dir: str) -> bool:
         try:
             copy_store(store, out_dir)
         except sqlite3.DatabaseError as error:
-            print(f"copy_stores.py: {error}", file=sys.stderr)
+            kept = keep_raw(store, out_dir) if raw_on_failure else []
+            also = f"; its raw files kept as {', '.join(os.path.basename(k) for k in kept)}" if kept else ""
+            print(f"copy_stores.py: {error}{also}", file=sys.stderr)
             copied = False
     return copied
 
@@ -59,7 +80,7 @@ def main() -> None:
     parser.add_argument("--once", action="store_true", help="copy once now and exit")
     args = parser.parse_args()
     if args.once:
-        sys.exit(0 if copy_all(args.stores, args.out_dir) else 1)
+        sys.exit(0 if copy_all(args.stores, args.out_dir, raw_on_failure=True) else 1)
     while True:
         time.sleep(args.period)
         copy_all(args.stores, args.out_dir)

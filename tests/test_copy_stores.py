@@ -33,7 +33,33 @@ def test_a_good_store_is_copied_and_a_malformed_one_keeps_the_last_good_copy(tmp
     store.write_bytes(bytes(data))
     copied = _copy(out, store)
     assert copied.returncode == 1 and "the last good copy is kept" in copied.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["precisions.sqlite"]  # no .part left behind
+    assert "its raw files kept as precisions.raw.sqlite" in copied.stderr
+    # no .part left behind; the malformed store's file kept as it is, for SQLite's .recover
+    assert sorted(p.name for p in out.iterdir()) == ["precisions.raw.sqlite", "precisions.sqlite"]
+    assert (out / "precisions.raw.sqlite").read_bytes() == store.read_bytes()
     with sqlite3.connect(out / "precisions.sqlite") as db:
         assert db.execute("pragma integrity_check").fetchone() == ("ok",)
         assert db.execute("select count(*) from measurements").fetchone() == (2000,)
+
+
+def test_a_store_whose_rows_sit_in_its_write_ahead_log_comes_back_with_the_log(tmp_path):
+    """The raw files of a store that fails its check: the file and its log side by side, so that opening the copy
+    reads the rows only the log holds."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("copy_stores", SCRIPT)
+    copy_stores = module_from_spec(spec)
+    spec.loader.exec_module(copy_stores)
+    store = _store(tmp_path / "survey.sqlite", 10)
+    writer = sqlite3.connect(store)
+    writer.execute("pragma journal_mode = wal")
+    writer.execute("pragma wal_autocheckpoint = 0")
+    writer.executemany("insert into measurements (model) values (?)", [(f"late-{i}",) for i in range(5)])
+    writer.commit()  # the 5 rows are in survey.sqlite-wal only; the writer stays open, as a stopped survey's might
+    out = tmp_path / "out"
+    out.mkdir()
+    kept = copy_stores.keep_raw(str(store), str(out))
+    assert [Path(k).name for k in kept] == ["survey.raw.sqlite", "survey.raw.sqlite-wal"]
+    with sqlite3.connect(out / "survey.raw.sqlite") as db:
+        assert db.execute("select count(*) from measurements").fetchone() == (15,)
+    writer.close()
