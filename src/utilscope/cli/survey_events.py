@@ -42,7 +42,8 @@ class ConsoleEvents(SurveyEvents):
             f"survey{where}: {shard}{plural(plan.cells, 'cell')} to measure in "
             f"{plural(len(plan.groups), 'group')}, "
             f"{plan.skipped} already in {self.db}; {plan.config.device_label}; "
-            f"{plan.config.software}"
+            f"{plan.config.software}",
+            soft_wrap=True,  # one line whatever the terminal's width: logs are searched for it
         )
         if self.dry_run and plan.groups:
             self.console.print(plan_table(plan))
