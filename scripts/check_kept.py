@@ -13,13 +13,14 @@ copy): everything in NEW is then added.
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
 
+from utilscope.errors import UsageError
+from utilscope.predict.profile_format import read_profile
 from utilscope.survey.schema import PRIMARY_KEYS
 
 TABLES = ("measurements", "op_classes")  # the measured tables; claims are a survey's leases, gone once it ends
@@ -73,8 +74,8 @@ def check_store(old: Path, new: Path) -> bool:
 
 
 def check_profile(old: Path, new: Path) -> bool:
-    before = json.loads(old.read_text()) if old.exists() else {"configs": {}, "latency_ms": {}}
-    after = json.loads(new.read_text())
+    before = read_profile(old) if old.exists() else {"configs": {}, "latency_ms": {}}
+    after = read_profile(new)
     entries = {
         name: {key: (profile["configs"].get(key), ms) for key, ms in profile["latency_ms"].items()}
         for name, profile in (("before", before), ("after", after))
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         kept = check_store(args.old, args.new) if suffix == ".sqlite" else check_profile(args.old, args.new)
-    except (sqlite3.DatabaseError, json.JSONDecodeError, KeyError) as error:
+    except (sqlite3.DatabaseError, UsageError, KeyError) as error:
         print(f"check_kept.py: {args.new}: cannot be read ({error})", file=sys.stderr)
         return 1
     return 0 if kept else 1

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from test_store import make_row
 
+from utilscope.predict.profile_format import PROFILE_FORMAT
 from utilscope.survey.store import Store
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_kept.py"
@@ -57,7 +58,8 @@ def test_a_malformed_store_fails_its_check(tmp_path, capsys):
 
 def _profile(path: Path, latencies: dict[str, float]) -> Path:
     configs = {key: {"kind": key.split("|")[0].removeprefix("kind=")} for key in latencies}
-    path.write_text(json.dumps({"device": "NVIDIA H200", "configs": configs, "latency_ms": latencies}))
+    profile = {"format": PROFILE_FORMAT, "device": "NVIDIA H200", "configs": configs, "latency_ms": latencies}
+    path.write_text(json.dumps(profile))
     return path
 
 
