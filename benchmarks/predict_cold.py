@@ -27,6 +27,11 @@ COMMANDS = {
     "every GPU": ["timm:resnet50", "--gpu", "all", "--batch", "256"],
     # its convs fed channels_last inputs take the fp16 profile's layer models: cold fits both profiles
     "convnext_tiny in timm's condition, rtx_4090": ["timm:convnext_tiny", "--gpu", "rtx_4090", *TIMM_CONDITION],
+    # issue 63's: eager's host side, four batch sizes, one network counted four times
+    "efficientnet_b0 eager on v100_sxm2, batch 1-256": [
+        *("timm:efficientnet_b0", "--gpu", "v100_sxm2", "--precision", "amp", "--backend", "eager"),
+        *("--batch", "1,8,64,256"),
+    ],
 }
 ROUNDS = 3
 

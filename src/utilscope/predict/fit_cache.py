@@ -27,9 +27,9 @@ from utilscope.predict.features import Gpu
 from utilscope.predict.layers import LayerModels, fit_layer_models
 from utilscope.predict.predictor import Predictor
 
-CACHE_FORMAT = 2  # 2: the fit moved out of predictor.py
+CACHE_FORMAT = 3  # 2: the fit moved out of predictor.py; 3: layer models kept as trees.Trees
 # a change to any of these refits a cached predictor
-FITTING_CODE = ("ops.py", "features.py", "layers.py", "profile_rows.py", "fit_cache.py")
+FITTING_CODE = ("ops.py", "features.py", "layers.py", "trees.py", "profile_rows.py", "fit_cache.py")
 
 
 def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:

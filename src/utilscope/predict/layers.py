@@ -1,14 +1,14 @@
 """Layer models: from a device profile's timed configs, how long one op (or one squeeze-excite gate) takes.
 
-One scikit-learn ``HistGradientBoostingRegressor`` per group (``conv``, ``matmul``, ``memory``, ``se_gate``),
-fitted on the log of measured time over the op's roofline time (``features.op_row``'s ``ref_ms``): the trees learn
-an efficiency, which stays bounded where an op is larger than any calibrated one, instead of a time they could not
-extrapolate. Single-op configs train the op groups; the squeeze-excite configs train the gate as a whole (its tiny
-1x1 convs and broadcast multiply are not single-op configs). A row is *extrapolated* when one of its numbers lies
-above the range its group was calibrated on by more than a factor ``RANGE_MARGIN`` (below it an op is smaller than
-any calibrated one and takes about the launch floor, which the calibration covers); the reason names the number.
-A conv's ranges are those of its style (dense, pointwise, grouped, depthwise): the depthwise 9x9 and 1x11 kernels
-calibrated do not make an 11x11 dense conv (AlexNet's stem) a calibrated one.
+One scikit-learn ``HistGradientBoostingRegressor`` per group (``conv``, ``matmul``, ``memory``, ``se_gate``), kept as
+``trees.Trees``, fitted on the log of measured time over the op's roofline time (``features.op_row``'s ``ref_ms``):
+the trees learn an efficiency, which stays bounded where an op is larger than any calibrated one, instead of a time
+they could not extrapolate. Single-op configs train the op groups; the squeeze-excite configs train the gate as a
+whole (its tiny 1x1 convs and broadcast multiply are not single-op configs). A row is *extrapolated* when one of its
+numbers lies above the range its group was calibrated on by more than a factor ``RANGE_MARGIN`` (below it an op is
+smaller than any calibrated one and takes about the launch floor, which the calibration covers); the reason names the
+number. A conv's ranges are those of its style (dense, pointwise, grouped, depthwise): the depthwise 9x9 and 1x11
+kernels calibrated do not make an 11x11 dense conv (AlexNet's stem) a calibrated one.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from utilscope.predict.features import (
     op_row,
 )
 from utilscope.predict.ops import OpConfig
+from utilscope.predict.trees import Trees
 
 ITERATIONS = 300
 RANDOM_STATE = 0
@@ -139,7 +140,7 @@ def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
 @dataclass
 class LayerModels:
     gpu: Gpu
-    models: dict  # group -> fitted regressor
+    models: dict  # group -> its fitted trees
     ranges: dict  # group -> {None, or a conv style: {number: (low, high)}}
     categories: tuple[str, ...] = ()  # the memory categories calibrated
 
@@ -193,13 +194,14 @@ def calibrated_ranges(part: pd.DataFrame, group: str) -> dict:
     return {key: span(rows) for key, rows in part.groupby(per)} if per else {None: span(part)}
 
 
-def _boosted_trees(features: np.ndarray, target: np.ndarray, categorical: list[bool] | None):
+def _boosted_trees(features: np.ndarray, target: np.ndarray, categorical: list[bool] | None) -> Trees:
+    """scikit-learn's boosted trees fitted, kept as ``Trees`` (predicted without importing scikit-learn)."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     model = HistGradientBoostingRegressor(
         max_iter=ITERATIONS, random_state=RANDOM_STATE, min_samples_leaf=5, categorical_features=categorical
     )
-    return model.fit(features, target)
+    return Trees.of(model.fit(features, target))
 
 
 def fit_layer_models(rows: pd.DataFrame, gpu: Gpu) -> LayerModels:
