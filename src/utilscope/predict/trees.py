@@ -1,11 +1,12 @@
 """Boosted trees as plain arrays: a fitted scikit-learn ``HistGradientBoostingRegressor``, predicted with numpy.
 
 The layer models (``layers``) are fitted with scikit-learn, and a fitted predictor is cached (``fit_cache``). What the
-cache keeps of each model is this: the trees' nodes in flat arrays, so that `predict` reads a predictor without
-importing scikit-learn, 1.1 s of a cold command's 6 s on 2 cores (docs/benchmarks.md). The prediction follows
+cache keeps of each model is this: the trees' nodes in flat arrays, so that `predict` reads a cached predictor
+without importing scikit-learn, 1.1 s of the command's 6 s on 2 cores (docs/benchmarks.md). The prediction follows
 scikit-learn's own (``_predictor.pyx``, ``_predict_one_from_raw_data``; the column order and category encoding of
-``gradient_boosting.py``'s ``_preprocess_X``) and equals it: tests/test_trees.py compares them on numeric and
-categorical features, missing values and unknown categories.
+``gradient_boosting.py``'s ``_preprocess_X``) and equals it bit for bit: tests/test_trees.py compares them on numeric
+and categorical features, missing values and unknown categories. ``Trees.of`` reads the fitted model's private
+attributes (``_predictors``, ``_bin_mapper``, ``_preprocessor``): a scikit-learn that changes them fails those tests.
 """
 
 from __future__ import annotations
