@@ -12,10 +12,12 @@ the H100 and H200 checked against each other network by network); ``--backend`` 
 backend's or precision's rows; ``--stable`` only the rows whose timing was stable (a coefficient of variation
 within ``measure.timing.CV_LIMIT``: not flagged ``unstable``). ``--repeat STORE`` (repeatable) adds the same
 cells timed again in another call on the same GPU: each cell is scored by its fastest timing (a host-bound forward
-is only ever slowed by what else the machine runs), and ``--csv`` says how many stores timed it (``timings``).
+is only ever slowed by what else the machine runs), and ``--csv`` says how many stores timed it (``timings``); the
+output adds how far each repeat lies from the first store's timing, and ``--repeated`` scores only the cells timed
+again.
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
-        [--profile FILE] [--backend NAME] [--precision NAME] [--stable] [--repeat STORE ...]
+        [--profile FILE] [--backend NAME] [--precision NAME] [--stable] [--repeat STORE ...] [--repeated]
 """
 
 from __future__ import annotations
@@ -71,6 +73,23 @@ def fastest(stores: list[str]) -> tuple[pd.DataFrame, str]:
     key = ["model", "resolution", "batch", *CONDITION]
     rows = rows.assign(timings=rows.groupby(key)["samples_per_s"].transform("size"))
     return rows.sort_values("samples_per_s", ascending=False).drop_duplicates(key).reset_index(drop=True), gpus[0]
+
+
+def repeat_spread(stores: list[str]) -> str:
+    """Per condition and batch, how far each repeat store's timing of a cell lies from the first store's: cells
+    timed by both, the median of repeat / first samples/s, the share within ±10% and the range (markdown)."""
+    key = ["model", "resolution", "batch", *CONDITION]
+    first = measured(stores[0])[0].set_index(key)["samples_per_s"]
+    lines = ["| store | precision | layout | backend | batch | cells | repeat / first: median | within ±10% | range |"]
+    lines.append("|" + "---|" * 9)
+    for store in stores[1:]:
+        ratio = (measured(store)[0].set_index(key)["samples_per_s"] / first).dropna()
+        for keys, cells in ratio.groupby([*CONDITION, "batch"]):
+            lines.append(
+                f"| {Path(store).name} | " + " | ".join(map(str, keys)) + f" | {len(cells)} | {cells.median():.3f} | "
+                f"{((cells - 1).abs() <= 0.10).mean():.0%} | {cells.min():.2f}–{cells.max():.2f} |"
+            )
+    return "\n".join(lines)
 
 
 def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.DataFrame:
@@ -149,8 +168,11 @@ def main() -> int:
     parser.add_argument("--precision", help="only this precision's rows")
     parser.add_argument("--stable", action="store_true", help="only the rows not flagged unstable")
     parser.add_argument("--repeat", action="append", default=[], help="the same cells timed again: the fastest counts")
+    parser.add_argument("--repeated", action="store_true", help="only the cells --repeat stores timed again")
     args = parser.parse_args()
     rows, gpu = fastest([args.store, *args.repeat])
+    if args.repeated:
+        rows = rows[rows["timings"] > 1]
     if args.stable:
         rows = rows[rows["unstable"] == 0]
     for column in ("backend", "precision"):
@@ -160,6 +182,8 @@ def main() -> int:
     if args.csv:
         scored.to_csv(args.csv, index=False, float_format="%.6g")
     print(markdown(summary(scored), gpu))
+    if args.repeat:
+        print("\n" + repeat_spread([args.store, *args.repeat]))
     if args.families:
         print("\n" + family_summary(scored))
     return 0

@@ -64,3 +64,16 @@ def test_a_model_at_two_resolutions_is_two_cells_each_predicted_at_its_own(monke
     assert sorted(asked) == [224, 288]
     assert list(out["samples_per_s_predicted"]) == [896.0, 1152.0]
     assert list(out["error"]) == [896.0 / 1000.0 - 1, 1152.0 / 500.0 - 1]
+
+
+def test_a_repeat_store_is_compared_cell_by_cell_with_the_first(monkeypatch):
+    script = load_script()
+    stores = {
+        "first": rows((224, 1000.0), (256, 500.0), (288, 400.0)),
+        "again": rows((224, 1050.0), (256, 250.0), (320, 90.0)),  # the 320 px cell is not in the first
+    }
+    monkeypatch.setattr(script, "measured", lambda store: (stores[store], "h200_sxm"))
+    table = script.repeat_spread(["first", "again"]).splitlines()
+    assert len(table) == 3  # header, rule, one condition and batch
+    # two cells timed by both: ratios 1.05 and 0.5; median 0.775, one of two within ±10%
+    assert table[2] == "| again | amp | contiguous | eager | 256 | 2 | 0.775 | 50% | 0.50–1.05 |"
