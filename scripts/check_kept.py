@@ -22,6 +22,7 @@ from pathlib import Path
 from utilscope.errors import UsageError
 from utilscope.predict.profile_format import read_profile
 from utilscope.survey.schema import PRIMARY_KEYS
+from utilscope.survey.store_files import read_only_uri
 
 TABLES = ("measurements", "op_classes")  # the measured tables; claims are a survey's leases, gone once it ends
 SHOWN = 3  # the changed or lost rows named
@@ -31,7 +32,7 @@ def store_rows(path: Path, table: str) -> dict[tuple, dict]:
     """The table's rows by primary key, each as {column: value}; {} for a missing file or table."""
     if not path.exists():
         return {}
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    with closing(sqlite3.connect(read_only_uri(path), uri=True)) as db:
         if not db.execute("select 1 from sqlite_master where type = 'table' and name = ?", (table,)).fetchone():
             return {}
         cursor = db.execute(f"select * from {table}")  # noqa: S608 (a table name of TABLES)
@@ -41,7 +42,7 @@ def store_rows(path: Path, table: str) -> dict[tuple, dict]:
 
 
 def integrity(path: Path) -> str:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    with closing(sqlite3.connect(read_only_uri(path), uri=True)) as db:
         return db.execute("pragma integrity_check").fetchone()[0]
 
 

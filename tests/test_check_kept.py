@@ -46,6 +46,14 @@ def test_a_store_that_adds_rows_passes_and_one_that_changes_or_loses_a_row_fails
     assert _check(tmp_path / "first.sqlite", old, capsys).returncode == 0  # a first copy: everything is added
 
 
+def test_the_check_only_reads_nothing_is_created_beside_either_store(tmp_path, capsys):
+    old = _store(tmp_path / "old.sqlite", make_row(batch=1))
+    new = _store(tmp_path / "new.sqlite", make_row(batch=1), make_row(batch=8))
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert _check(old, new, capsys).returncode == 0
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
 def test_a_malformed_store_fails_its_check(tmp_path, capsys):
     new = _store(tmp_path / "new.sqlite", *(make_row(batch=b) for b in range(1, 400)))
     with sqlite3.connect(new) as db:
