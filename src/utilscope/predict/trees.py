@@ -25,8 +25,7 @@ class Trees:
     feature: np.ndarray  # a split's column of ``encoded``'s matrix
     threshold: np.ndarray  # a numeric split: a value <= threshold goes left
     missing_left: np.ndarray  # where a missing value (or an unknown category) goes
-    left: np.ndarray
-    right: np.ndarray
+    children: np.ndarray  # a split's left child at 2 × its index, its right child after it
     is_leaf: np.ndarray
     is_categorical: np.ndarray
     bitset: np.ndarray  # a categorical split: its row of ``left_bits``
@@ -56,8 +55,7 @@ class Trees:
             feature=nodes["feature_idx"].astype(np.int64),
             threshold=nodes["num_threshold"].astype(float),
             missing_left=nodes["missing_go_to_left"].astype(bool),
-            left=nodes["left"].astype(np.int64) + start,
-            right=nodes["right"].astype(np.int64) + start,
+            children=np.column_stack([nodes["left"], nodes["right"]]).astype(np.int64).__add__(start[:, None]).ravel(),
             is_leaf=nodes["is_leaf"].astype(bool),
             is_categorical=nodes["is_categorical"].astype(bool),
             bitset=nodes["bitset_idx"].astype(np.int64) + bitset_start,
@@ -84,16 +82,17 @@ class Trees:
         data = self.encoded(features)
         rows, trees = len(data), len(self.roots)
         node = np.tile(self.roots, rows)  # row by row, each row's trees in order
-        at_row = np.repeat(np.arange(rows) * data.shape[1], trees)
+        at_row = np.repeat(np.arange(rows, dtype=np.int64) * data.shape[1], trees)
+        flat = data.ravel()
         missing = bool(np.isnan(data).any())
         walking = np.flatnonzero(~self.is_leaf.take(node))  # the (row, tree) pairs not at a leaf yet
         while len(walking):
             at = node.take(walking)
-            values = data.ravel().take(at_row.take(walking) + self.feature.take(at))
-            goes_left = values <= self.threshold.take(at)
+            values = flat.take(at_row.take(walking) + self.feature.take(at))
+            goes_right = values > self.threshold.take(at)
             if self.any_categorical or missing:
-                self._split_categories_and_missing(at, values, goes_left)
-            at = np.where(goes_left, self.left.take(at), self.right.take(at))
+                self._split_categories_and_missing(at, values, goes_right, missing)
+            at = self.children.take(2 * at + goes_right)
             node[walking] = at
             walking = walking[~self.is_leaf.take(at)]
         leaves = self.value.take(node).reshape(rows, trees)
@@ -102,17 +101,24 @@ class Trees:
             total += tree_leaves
         return total
 
-    def _split_categories_and_missing(self, at: np.ndarray, values: np.ndarray, goes_left: np.ndarray) -> None:
-        """``goes_left`` of categorical splits (left: the category is one of the split's; an unknown one goes
-        where a missing value goes) and of missing values, in place."""
-        categorical = np.flatnonzero(self.is_categorical.take(at) & ~np.isnan(values))
-        if len(categorical):
-            split, code = at[categorical], values[categorical].astype(np.int64)
-            in_left = _has(self.left_bits[self.bitset[split]], code)
-            in_known = _has(self.known_bits[self.feature[split]], code)
-            goes_left[categorical] = in_left | (~in_known & self.missing_left[split])
-        missing = np.flatnonzero(np.isnan(values))
-        goes_left[missing] = self.missing_left.take(at[missing])
+    def _split_categories_and_missing(
+        self, at: np.ndarray, values: np.ndarray, goes_right: np.ndarray, missing: bool
+    ) -> None:
+        """``goes_right`` of categorical splits (left: the category is one of the split's; an unknown one goes
+        where a missing value goes) and of missing values (where ``missing``: the data have some), in place."""
+        nan = np.isnan(values) if missing else None
+        if self.any_categorical:
+            categorical = self.is_categorical.take(at)
+            if nan is not None:
+                categorical &= ~nan
+            categorical = np.flatnonzero(categorical)
+            split, code = at.take(categorical), values.take(categorical).astype(np.int64)
+            in_left = _has(self.left_bits[self.bitset.take(split)], code)
+            in_known = _has(self.known_bits[self.feature.take(split)], code)
+            goes_right[categorical] = ~(in_left | (~in_known & self.missing_left.take(split)))
+        if nan is not None:
+            where = np.flatnonzero(nan)
+            goes_right[where] = ~self.missing_left.take(at.take(where))
 
 
 def _bitsets(parts: list[np.ndarray]) -> np.ndarray:
