@@ -20,7 +20,6 @@ import numpy as np
 class Trees:
     baseline: float  # the prediction before the first tree
     roots: np.ndarray  # each tree's root, an index into the node arrays
-    any_categorical: bool  # whether any split is categorical
     value: np.ndarray  # a leaf's value
     feature: np.ndarray  # a split's column of ``encoded``'s matrix
     threshold: np.ndarray  # a numeric split: a value <= threshold goes left
@@ -40,22 +39,22 @@ class Trees:
         if model.loss != "squared_error" or model.n_trees_per_iteration_ != 1:
             raise ValueError("only a squared-error HistGradientBoostingRegressor's trees are kept as arrays")
         predictors = [iteration[0] for iteration in model._predictors]
-        node_starts = np.cumsum([0] + [len(p.nodes) for p in predictors[:-1]])
+        sizes = [len(p.nodes) for p in predictors]
+        node_starts = np.cumsum([0, *sizes[:-1]])
         bitset_starts = np.cumsum([0] + [len(p.raw_left_cat_bitsets) for p in predictors[:-1]])
         nodes = np.concatenate([p.nodes for p in predictors])
-        start = np.repeat(node_starts, [len(p.nodes) for p in predictors])
-        bitset_start = np.repeat(bitset_starts, [len(p.nodes) for p in predictors])
+        start, bitset_start = np.repeat(node_starts, sizes), np.repeat(bitset_starts, sizes)
+        children = np.column_stack([nodes["left"], nodes["right"]]).astype(np.int64) + start[:, None]
         known_bits, column_of = model._bin_mapper.make_known_categories_bitsets()
         columns, categories = _fitted_columns(model)
         return cls(
             baseline=float(np.ravel(model._baseline_prediction)[0]),
             roots=node_starts.astype(np.int64),
-            any_categorical=bool(nodes["is_categorical"].any()),
             value=nodes["value"].astype(float),
             feature=nodes["feature_idx"].astype(np.int64),
             threshold=nodes["num_threshold"].astype(float),
             missing_left=nodes["missing_go_to_left"].astype(bool),
-            children=np.column_stack([nodes["left"], nodes["right"]]).astype(np.int64).__add__(start[:, None]).ravel(),
+            children=children.ravel(),
             is_leaf=nodes["is_leaf"].astype(bool),
             is_categorical=nodes["is_categorical"].astype(bool),
             bitset=nodes["bitset_idx"].astype(np.int64) + bitset_start,
@@ -84,13 +83,13 @@ class Trees:
         node = np.tile(self.roots, rows)  # row by row, each row's trees in order
         at_row = np.repeat(np.arange(rows, dtype=np.int64) * data.shape[1], trees)
         flat = data.ravel()
-        missing = bool(np.isnan(data).any())
+        missing, categorical = bool(np.isnan(data).any()), bool(self.is_categorical.any())
         walking = np.flatnonzero(~self.is_leaf.take(node))  # the (row, tree) pairs not at a leaf yet
         while len(walking):
             at = node.take(walking)
             values = flat.take(at_row.take(walking) + self.feature.take(at))
             goes_right = values > self.threshold.take(at)
-            if self.any_categorical or missing:
+            if categorical or missing:
                 self._split_categories_and_missing(at, values, goes_right, missing)
             at = self.children.take(2 * at + goes_right)
             node[walking] = at
@@ -107,8 +106,8 @@ class Trees:
         """``goes_right`` of categorical splits (left: the category is one of the split's; an unknown one goes
         where a missing value goes) and of missing values (where ``missing``: the data have some), in place."""
         nan = np.isnan(values) if missing else None
-        if self.any_categorical:
-            categorical = self.is_categorical.take(at)
+        categorical = self.is_categorical.take(at)
+        if categorical.any():
             if nan is not None:
                 categorical &= ~nan
             categorical = np.flatnonzero(categorical)
@@ -123,8 +122,8 @@ class Trees:
 
 def _bitsets(parts: list[np.ndarray]) -> np.ndarray:
     """Bitsets stacked, with one empty row when there are none (a split that is not categorical reads row 0)."""
-    stacked = np.concatenate([np.asarray(part, dtype=np.uint32).reshape(-1, 8) for part in parts] + [np.zeros((0, 8))])
-    return stacked.astype(np.uint32) if len(stacked) else np.zeros((1, 8), dtype=np.uint32)
+    stacked = np.concatenate([np.zeros((0, 8), np.uint32), *(np.asarray(p, np.uint32).reshape(-1, 8) for p in parts)])
+    return stacked if len(stacked) else np.zeros((1, 8), np.uint32)
 
 
 def _has(bitsets: np.ndarray, code: np.ndarray) -> np.ndarray:
