@@ -46,6 +46,8 @@ COLUMNS = [
     "unstable",
 ]
 CONDITION = ["precision", "memory_format", "backend"]
+CELL = ["model", "resolution", "batch", *CONDITION]  # one measured cell
+WITHIN = 0.10  # "within ±10%": |predicted / measured - 1| (or |repeat / first - 1|) at most this
 
 
 def measured(store: str) -> tuple[pd.DataFrame, str]:
@@ -70,24 +72,22 @@ def fastest(stores: list[str]) -> tuple[pd.DataFrame, str]:
     if len(set(gpus)) != 1:
         raise SystemExit(f"validate_precisions.py: the stores hold rows of {len(set(gpus))} GPUs; one is needed")
     rows = pd.concat(frames, ignore_index=True)
-    key = ["model", "resolution", "batch", *CONDITION]
-    rows = rows.assign(timings=rows.groupby(key)["samples_per_s"].transform("size"))
-    return rows.sort_values("samples_per_s", ascending=False).drop_duplicates(key).reset_index(drop=True), gpus[0]
+    rows = rows.assign(timings=rows.groupby(CELL)["samples_per_s"].transform("size"))
+    return rows.sort_values("samples_per_s", ascending=False).drop_duplicates(CELL).reset_index(drop=True), gpus[0]
 
 
 def repeat_spread(stores: list[str]) -> str:
     """Per condition and batch, how far each repeat store's timing of a cell lies from the first store's: cells
     timed by both, the median of repeat / first samples/s, the share within ±10% and the range (markdown)."""
-    key = ["model", "resolution", "batch", *CONDITION]
-    first = measured(stores[0])[0].set_index(key)["samples_per_s"]
+    first = measured(stores[0])[0].set_index(CELL)["samples_per_s"]
     lines = ["| store | precision | layout | backend | batch | cells | repeat / first: median | within ±10% | range |"]
     lines.append("|" + "---|" * 9)
     for store in stores[1:]:
-        ratio = (measured(store)[0].set_index(key)["samples_per_s"] / first).dropna()
+        ratio = (measured(store)[0].set_index(CELL)["samples_per_s"] / first).dropna()
         for keys, cells in ratio.groupby([*CONDITION, "batch"]):
             lines.append(
                 f"| {Path(store).name} | " + " | ".join(map(str, keys)) + f" | {len(cells)} | {cells.median():.3f} | "
-                f"{((cells - 1).abs() <= 0.10).mean():.0%} | {cells.min():.2f}–{cells.max():.2f} |"
+                f"{((cells - 1).abs() <= WITHIN).mean():.0%} | {cells.min():.2f}–{cells.max():.2f} |"
             )
     return "\n".join(lines)
 
@@ -127,7 +127,7 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
                 "rows": len(group),
                 "mape": errors.abs().mean(),
                 "median_error": errors.median(),
-                "within_10": (errors.abs() <= 0.10).mean(),
+                "within_10": (errors.abs() <= WITHIN).mean(),
                 "spearman": spearmanr(group["samples_per_s"], group["samples_per_s_predicted"]).statistic,
                 "worst": ", ".join(f"{model.split(':')[-1]} {error:+.0%}" for model, error in named),
             }
@@ -139,7 +139,7 @@ def family_summary(rows: pd.DataFrame) -> str:
     """Per condition and batch, one line per family: rows, MAPE, share within ±10% (markdown)."""
     rows = rows.assign(family=rows["model"].map(display_family), off=rows["error"].abs())
     table = rows.groupby(CONDITION + ["batch", "family"])["off"].agg(
-        rows="size", mape="mean", within_10=lambda off: (off <= 0.10).mean()
+        rows="size", mape="mean", within_10=lambda off: (off <= WITHIN).mean()
     )
     lines = ["| precision | layout | backend | batch | family | rows | MAPE | within ±10% |", "|" + "---|" * 8]
     for keys, r in table.iterrows():
