@@ -106,6 +106,7 @@ def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.Da
             channels_last=memory_format == "channels_last",
             resolution=int(resolution),
             profile=profile,
+            measured=False,  # the layer models' own prediction: the rows' measurements are in the shipped tables
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
         merged = group.merge(frame, on=["model", "batch"], suffixes=("", "_predicted"))

@@ -639,11 +639,11 @@ def test_a_verb_of_one_model_refuses_a_glob_pointing_to_survey(verb, capsys):
 
 
 @pytest.fixture
-def stub_predictor(monkeypatch):
+def stub_predictor(monkeypatch, tmp_path):
     """``predict`` with a stand-in predictor: latency_ms = batch x (1 ms for squeezenet1_0, 2 for squeezenet1_1)."""
     import types
 
-    from utilscope.predict import fit_cache, selection
+    from utilscope.predict import fit_cache, measured, selection
     from utilscope.predict import predictor as pr
 
     def predict_on(name, batch, targets, resolution, backend, precision, channels_last):
@@ -675,9 +675,11 @@ def stub_predictor(monkeypatch):
         predict_on=predict_on,
         check_condition=lambda precision, backend, channels_last: None,
         category_scales=None,
+        gpu=types.SimpleNamespace(key="h200_sxm"),
     )
     monkeypatch.setattr(selection, "select_profile", lambda *args: shipped)
     monkeypatch.setattr(fit_cache, "load_predictor", lambda path, on_fit=None: stub)
+    monkeypatch.setattr(measured, "MEASURED_DIR", tmp_path)  # no whole network measured: the stub's numbers
 
 
 def test_predict_of_a_glob_gives_one_row_per_model_and_batch(stub_predictor, capsys):

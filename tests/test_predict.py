@@ -1185,7 +1185,7 @@ def test_a_transferred_gpus_note_says_its_validation_error_in_amp_and_nothing_of
     def made(gpu_key, precision="amp", backend="eager"):
         fields = {"gpu_key": gpu_key, "gpu_note": f"{gpu_key}: clock", "transferred_from": "NVIDIA H200"}
         made = types.SimpleNamespace(
-            **fields, precision=precision, backend=backend, memory_format="contiguous", host=""
+            **fields, precision=precision, backend=backend, memory_format="contiguous", host="", measured=""
         )
         made.validation = profiles.validation_of(made)  # as predict_networks sets it on every prediction
         return made

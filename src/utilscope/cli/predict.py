@@ -118,6 +118,14 @@ def _add_predict(sub) -> None:
     )
     p.add_argument("--res", type=RES, default=None, help="input resolution in pixels (default: the model's native)")
     _add_anchor_options(p)
+    p.add_argument(
+        "--no-measured",
+        dest="measured",
+        action="store_false",
+        help="predict from the layer models alone, also a network that a profiled GPU (the H100, the H200) measured "
+        "whole in the same condition (default: such a network is predicted from that measurement, its provenance "
+        "printed: on that GPU as measured, on another times its measured / predicted ratio there)",
+    )
     _add_output_options(p)
     p.set_defaults(run=cmd_predict)
 
@@ -220,6 +228,7 @@ def cmd_predict(args, console: Console) -> int:
         args.price or {},
         tuple(anchors),
         args.host_profile,
+        args.measured,
     )
 
     told = []  # one line for the fits of a command (the amp profile's can need the fp16 one's conv trees too)
@@ -261,7 +270,7 @@ def gpu_notes(result) -> list[str]:
     amp the transfer's error on that GPU's published tables in the layout and backend (``Prediction.validation``), once
     per GPU; the profile's choice and network scales, where it has them; what a model file's network lacks."""
     scaled = [line for line in (result.profile_note, result.scales_note) if line] + result.file_notes
-    scaled += host_notes(result.predictions)
+    scaled += host_notes(result.predictions) + measured_notes(result.predictions)
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
     notes = {
@@ -282,6 +291,16 @@ def host_notes(predictions: list) -> list[str]:
             "were never behind (give --host-profile FILE from `utilscope calibrate --host`)"
         ]
     return [f"eager {host}; bound 'host': the GPU waits for the host's calls" for host in hosts]
+
+
+def measured_notes(predictions: list) -> list[str]:
+    """One line per prediction taken from a whole-network measurement (``predict.measured``)."""
+    return [
+        f"{p.model} at batch {p.batch} on the {p.gpu_key}: {p.measured}; its layer models alone: "
+        f"{p.samples_per_s / p.measured_ratio:,.0f} samples/s"
+        for p in predictions
+        if p.measured
+    ]
 
 
 def gpu_table(records: list[dict], device: str, prices: dict[str, float]) -> Table:

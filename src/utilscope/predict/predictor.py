@@ -62,6 +62,8 @@ class Prediction:
     host: str = ""  # eager: the host assumed (``HostProfile.describe``); "" where no host is modelled
     host_ms: float = 0.0  # eager: the host's work of one forward
     input_channels: int = IMAGE_CHANNELS  # the input is batch x this x resolution x resolution (``zoo.input_channels``)
+    measured_ratio: float = 1.0  # measured over predicted where a whole-network measurement served (``measured``)
+    measured: str = ""  # that measurement's provenance, in words; "" where none served
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -138,17 +138,17 @@ def nearest(candidates: list[Profile], spec) -> Profile:
         own = [p for p in candidates if p.gpu == spec.key]
         if own:
             return max(own, key=lambda p: p.configs)
-        same = [p for p in candidates if p.gpu and _capability(p.gpu) == spec.compute_capability]
+        same = [p for p in candidates if p.gpu and capability(p.gpu) == spec.compute_capability]
         if same and spec.memory_bandwidth_gbs:
-            return min(same, key=lambda p: (_bandwidth_distance(p.gpu, spec), -p.configs, p.path.name))
+            return min(same, key=lambda p: (bandwidth_distance(p.gpu, spec), -p.configs, p.path.name))
     return min(candidates, key=lambda p: (-p.configs, p.path.name))
 
 
-def _capability(key: str) -> str | None:
+def capability(key: str) -> str | None:
     return hardware.get_spec(key).compute_capability
 
 
-def _bandwidth_distance(key: str, spec) -> float:
+def bandwidth_distance(key: str, spec) -> float:
     own = hardware.get_spec(key).memory_bandwidth_gbs
     return abs(math.log(own / spec.memory_bandwidth_gbs)) if own else math.inf
 
@@ -171,7 +171,7 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
         why = "transferred to each GPU from the best-sampled profile of the condition"
     elif entry.gpu == spec.key:
         why = f"{spec.name}'s own"
-    elif entry.gpu and _capability(entry.gpu) == spec.compute_capability:
+    elif entry.gpu and capability(entry.gpu) == spec.compute_capability:
         why = f"transferred to the {spec.name}: same compute capability ({spec.compute_capability}), nearest memory"
     else:
         why = f"transferred to the {spec.name}: none of compute capability {spec.compute_capability}; the best sampled"

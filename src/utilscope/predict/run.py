@@ -13,11 +13,12 @@ import pandas as pd
 from torch import nn
 
 from utilscope.errors import UsageError, UtilscopeError
+from utilscope.hardware.specs import lookup_gpu
 from utilscope.limits import check_batches
 from utilscope.measure.backends import get_backend
 from utilscope.measure.precision import parse_precision
 from utilscope.models import model_files, zoo
-from utilscope.predict import fit_cache, network_scales, profiles, selection
+from utilscope.predict import fit_cache, measured, network_scales, profiles, selection
 from utilscope.predict.anchors import Anchor, AnchorFit, check_anchors, fit_anchors, parse_anchor
 from utilscope.predict.batched import (
     CountedNetwork,
@@ -41,7 +42,8 @@ class PredictRequest:
     for ``gpu``, else one to transfer from); batch sizes; precision (fp16, or amp over an fp16 profile); backend;
     memory format; resolution (None: each model's native one); ``prices``: ``{GPU: USD per hour}``;
     ``host_profile``: a host profile file (``calibrate --host``) for eager, instead of the shipped one of the
-    profile's machine (``profiles.host_of``)."""
+    profile's machine (``profiles.host_of``); ``measured``: a network that a profiled GPU measured in the
+    same condition is predicted from that measurement (``predict.measured``; not with anchors)."""
 
     models: str | nn.Module | Sequence[str | nn.Module]
     gpu: str | None = None
@@ -54,6 +56,7 @@ class PredictRequest:
     prices: dict[str, float] = field(default_factory=dict)
     anchors: tuple[Anchor, ...] = ()
     host_profile: str | None = None
+    measured: bool = True
 
     def __post_init__(self) -> None:
         given = [self.models] if isinstance(self.models, (str, nn.Module)) else list(self.models)
@@ -179,16 +182,10 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
     size. One model that fails raises; several: the failures are kept and the others predicted. ``on_fit`` is
     called before a profile is fitted (seconds, once: cached after)."""
     prepared = prepare(request, on_fit)
-    predictor, targets, precision = prepared.predictor, prepared.targets, prepared.precision
+    predictor = prepared.predictor
 
     def predict_one(model) -> list[Prediction]:
-        return [
-            p
-            for batch in request.batches
-            for p in predictor.predict_on(
-                model, batch, targets or [None], request.resolution, request.backend, precision, request.channels_last
-            )
-        ]
+        return [p for batch in request.batches for p in with_measured(request, prepared, model, batch)]
 
     predictions, failures = each_model(request.models, predict_one)
     for prediction in predictions:
@@ -204,6 +201,50 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
         profiles.describe_choice(prepared.entry, selection.one_gpu(request.gpu), request.precision),
         folded_notes(predictions),
     )
+
+
+def with_measured(request: PredictRequest, prepared: Prepared, model, batch: int) -> list[Prediction]:
+    """A model's predictions at one batch size on the request's GPUs, each from a whole-network measurement where
+    one serves it (``measured.ordered``, ``measured.corrected``): the network predicted on the measuring GPUs beside
+    the targets for their ratios, from its layer models' own times (a network's measured ratio stands for the
+    per-category network scales); where none serves, or its cell does not (a host-bound one), as usual."""
+    predictor, targets = prepared.predictor, prepared.targets or [None]
+    conditions = (request.resolution, request.backend, prepared.precision, request.channels_last)
+    found, own = measured_cells(request, prepared, model, batch), predictor.gpu.key
+    serving = {key: measured.ordered(found, key, own) for key in [(t or predictor.gpu).key for t in targets]}
+    if all(cells.empty for cells in serving.values()):
+        return predictor.predict_on(model, batch, targets, *conditions)
+    unscaled = predictor if predictor.category_scales is None else replace(predictor, category_scales=None)
+    extra = measuring_targets(pd.concat(serving.values()), set(serving), predictor)
+    made = unscaled.predict_on(model, batch, targets + extra, *conditions)
+    on_gpu = {p.gpu_key: p for p in made}
+    taken = [measured.corrected(p, serving[p.gpu_key], on_gpu) for p in made[: len(targets)]]
+    if all(p.measured for p in taken) or predictor.category_scales is None:
+        return taken
+    scaled = predictor.predict_on(model, batch, targets, *conditions)  # counted again: a cell that did not serve
+    return [mine if mine.measured else usual for mine, usual in zip(taken, scaled, strict=True)]
+
+
+def measured_cells(request: PredictRequest, prepared: Prepared, model, batch: int) -> pd.DataFrame:
+    """The measured cells of a spec in the request's condition (``measured.cells``); none when the request asks
+    for none, has anchors, gives its own host for eager, or the model is a module."""
+    own_host = request.host_profile is None or request.backend != "eager"  # eager cells timed the lent machine's host
+    if not (request.measured and own_host) or prepared.fit is not None or not isinstance(model, str):
+        return measured.table().iloc[:0]
+    layout = "channels_last" if request.channels_last else "contiguous"
+    return measured.cells(model, batch, prepared.precision, layout, request.backend)
+
+
+def measuring_targets(found: pd.DataFrame, asked: set[str], predictor: Predictor) -> list[Gpu | None]:
+    """The GPUs that measured ``found`` and are not ``asked`` (spec keys), as ``predict_on`` targets (None: the
+    profile's own GPU); one without a peak in the profile's precision is left out."""
+    extra = []
+    for key in dict.fromkeys(found["gpu"]):
+        spec = lookup_gpu(key, predictor.precision)
+        if key in asked or spec is None:
+            continue
+        extra.append(None if key == predictor.gpu.key else Gpu.from_spec(spec, predictor.precision))
+    return extra
 
 
 def predict_table(
