@@ -133,7 +133,9 @@ def predict(
     """Latency, throughput and utilization on ``gpu`` (a GPU of the spec table, or ``all``) from a device profile,
     on any machine: the shipped H200 profile, transferred by datasheet to other GPUs. ``model``: a spec, a glob,
     a module, several, or a ``PredictRequest``; ``options``: its other fields (profile, precision, backend,
-    channels_last, resolution, prices). The first call per profile fits it (seconds; ``on_fit`` is told), cached.
+    channels_last, resolution, prices, anchors, host_profile; ``measured=False``: the layer models alone, also for
+    a network a profiled GPU measured whole in the condition). The first call per profile fits it (seconds;
+    ``on_fit`` is told), cached.
     ``to_frame()``: one row per model, batch size and GPU; ``layers_frame()``: per layer."""
     from utilscope.predict.run import PredictRequest, predict_networks
 
