@@ -38,11 +38,15 @@ def main() -> int:
     parser.add_argument("stores", nargs="+", type=Path)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
+    missing = [str(path) for path in args.stores if not path.is_file()]
+    if missing:
+        print(f"measured_networks.py: error: no results store at {', '.join(missing)}", file=sys.stderr)
+        return 2
     rows = pd.concat([store_rows(path) for path in args.stores], ignore_index=True)
     devices = rows["device"].unique()
     if len(devices) != 1:
         print(
-            f"measured_networks.py: error: the stores hold {len(devices)} GPUs ({list(devices)}): give one's",
+            f"measured_networks.py: error: the stores hold {len(devices)} GPUs ({', '.join(devices)}): give one's",
             file=sys.stderr,
         )
         return 2

@@ -188,6 +188,9 @@ def test_the_table_keeps_a_gpus_ok_stable_default_cells_the_latest_of_each(tmp_p
     monkeypatch.setattr("sys.argv", ["measured_networks.py", str(first), str(other), "--out", str(out)])
     assert script.main() == 2
     assert "hold 2 GPUs" in capsys.readouterr().err and pd.read_csv(out)["samples_per_s"].tolist() == [11.0]
+    monkeypatch.setattr("sys.argv", ["measured_networks.py", str(tmp_path / "none.sqlite"), "--out", str(out)])
+    assert script.main() == 2
+    assert "no results store at" in capsys.readouterr().err and pd.read_csv(out)["samples_per_s"].tolist() == [11.0]
 
 
 def test_the_shipped_tables_are_one_gpu_each_with_every_column():
