@@ -191,6 +191,17 @@ def test_the_table_keeps_a_gpus_ok_stable_default_cells_the_latest_of_each(tmp_p
     monkeypatch.setattr("sys.argv", ["measured_networks.py", str(tmp_path / "none.sqlite"), "--out", str(out)])
     assert script.main() == 2
     assert "no results store at" in capsys.readouterr().err and pd.read_csv(out)["samples_per_s"].tolist() == [11.0]
+    monkeypatch.setattr("sys.argv", ["measured_networks.py", str(first), "--out", str(out), "--check"])
+    assert script.main() == 1  # the file holds the later timing of torchvision:a, the first store alone the earlier
+    assert "write it again" in capsys.readouterr().out and pd.read_csv(out)["samples_per_s"].tolist() == [11.0]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_each_shipped_table_is_its_gpus_stores_as_they_are(gpu, monkeypatch, capsys):
+    """A store that gained cells (a GPU call) without its table written again fails here."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("sys.argv", ["measured_networks.py", "--gpu", gpu, "--check"])
+    assert load_script().main() == 0, capsys.readouterr().out
 
 
 def test_the_shipped_tables_are_one_gpu_each_with_every_column():
