@@ -23,6 +23,7 @@ again.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -50,9 +51,11 @@ CELL = ["model", "resolution", "batch", *CONDITION]  # one measured cell
 WITHIN = 0.10  # "within ±10%": |predicted / measured - 1| (or |repeat / first - 1|) at most this
 
 
+@functools.cache
 def measured(store: str) -> tuple[pd.DataFrame, str]:
     """The store's ok rows and the spec table's key of the one GPU they were measured on (read as every verb that
-    only reads opens a store: read-only, nothing created beside it)."""
+    only reads opens a store: read-only, nothing created beside it), once per store (``fastest`` and
+    ``repeat_spread`` both read it; neither changes the frame)."""
     with Store(store, create=False) as opened:
         frame = opened.frame()
     rows = frame.loc[frame["status"] == "ok", COLUMNS].reset_index(drop=True)
