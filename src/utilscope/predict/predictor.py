@@ -118,11 +118,26 @@ class Predictor:
         precision: str | None = None,
         channels_last: bool = True,
     ) -> list[Prediction]:
-        """``predict`` on several GPUs (None: the profile's), the network counted, and its ops' times on the
-        profile's GPU predicted, once."""
+        """``predict`` on several GPUs (None: the profile's), the network counted (``counted_network``), and its
+        ops' times on the profile's GPU predicted, once (``predict_network``)."""
         self.check_condition(precision, backend, channels_last)
+        network = self.counted_network(model, batch, resolution, precision, channels_last)
+        return self.predict_network(network, targets, backend, precision)
+
+    def counted_network(
+        self, model, batch: int, resolution: int | None = None, precision: str | None = None, channels_last: bool = True
+    ) -> tuple:
+        """``count``'s result and trace, and the trace's ``network_rows``: what ``predict_network`` takes, the same
+        for every predictor of this profile (with its network scales or without them)."""
         counted, recorded = self.count(model, batch, resolution, precision, channels_last)
-        rows = network_rows(recorded, self.gpu)
+        return counted, recorded, network_rows(recorded, self.gpu)
+
+    def predict_network(
+        self, network: tuple, targets: list[Gpu | None], backend: str | None = None, precision: str | None = None
+    ) -> list[Prediction]:
+        """A ``counted_network`` predicted on several GPUs (None: the profile's), its ops' times on the profile's
+        GPU predicted once."""
+        counted, recorded, rows = network
         profile_ms = self.source_times(rows)
         return [
             self.predict_counted(counted, recorded, backend, rows, target, precision, profile_ms) for target in targets

@@ -205,23 +205,25 @@ def predict_networks(request: PredictRequest, on_fit: Callable[[], None] | None 
 
 def with_measured(request: PredictRequest, prepared: Prepared, model, batch: int) -> list[Prediction]:
     """A model's predictions at one batch size on the request's GPUs, each from a whole-network measurement where
-    one serves it (``measured.ordered``, ``measured.corrected``): the network predicted on the measuring GPUs beside
-    the targets for their ratios, from its layer models' own times (a network's measured ratio stands for the
-    per-category network scales); where none serves, or its cell does not (a host-bound one), as usual."""
+    one serves it (``measured.ordered``, ``measured.corrected``): the network counted once, predicted on the
+    measuring GPUs beside the targets for their ratios, from its layer models' own times (a network's measured ratio
+    stands for the per-category network scales); where none serves, or its cell does not (a host-bound one), as
+    usual."""
     predictor, targets = prepared.predictor, prepared.targets or [None]
-    conditions = (request.resolution, request.backend, prepared.precision, request.channels_last)
     found, own = measured_cells(request, prepared, model, batch), predictor.gpu.key
     serving = {key: measured.ordered(found, key, own) for key in [(t or predictor.gpu).key for t in targets]}
     if all(cells.empty for cells in serving.values()):
+        conditions = (request.resolution, request.backend, prepared.precision, request.channels_last)
         return predictor.predict_on(model, batch, targets, *conditions)
+    network = predictor.counted_network(model, batch, request.resolution, prepared.precision, request.channels_last)
     unscaled = predictor if predictor.category_scales is None else replace(predictor, category_scales=None)
     extra = measuring_targets(pd.concat(serving.values()), set(serving), predictor)
-    made = unscaled.predict_on(model, batch, targets + extra, *conditions)
+    made = unscaled.predict_network(network, targets + extra, request.backend, prepared.precision)
     on_gpu = {p.gpu_key: p for p in made}
     taken = [measured.corrected(p, serving[p.gpu_key], on_gpu) for p in made[: len(targets)]]
     if all(p.measured for p in taken) or predictor.category_scales is None:
         return taken
-    scaled = predictor.predict_on(model, batch, targets, *conditions)  # counted again: a cell that did not serve
+    scaled = predictor.predict_network(network, targets, request.backend, prepared.precision)  # where none served
     return [mine if mine.measured else usual for mine, usual in zip(taken, scaled, strict=True)]
 
 
