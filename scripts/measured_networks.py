@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope import hardware
-from utilscope.predict.measured import COLUMNS, MEASURED_DIR
+from utilscope.predict.measured import CELL, COLUMNS, MEASURED_DIR
 
 QUERY = """select model, resolution, batch, precision, memory_format, backend, samples_per_s, device, torch,
     substr(measured_at, 1, 10) as date from measurements where status = 'ok' and unstable = 0 and cudnn_benchmark = 1
@@ -53,8 +53,7 @@ def table(stores: list[Path]) -> pd.DataFrame:
     if spec is None:
         raise ValueError(f"the spec table does not know {devices[0]!r}")
     rows["gpu"] = spec.key
-    key = ["model", "resolution", "batch", "precision", "memory_format", "backend"]
-    return rows.drop_duplicates(key, keep="last").sort_values(key)[list(COLUMNS)].reset_index(drop=True)
+    return rows.drop_duplicates(list(CELL), keep="last").sort_values(list(CELL))[list(COLUMNS)].reset_index(drop=True)
 
 
 def main() -> int:

@@ -27,9 +27,8 @@ CONDITION = {"precision": "amp", "backend": "eager"}  # timm's condition, as the
 
 def measured_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The published rows of a network measured in their condition on a profiled GPU, not on the row's GPU."""
-    cells = measured.table()[["model", "resolution", "batch", "precision", "memory_format", "backend", "gpu"]]
-    cells = cells.rename(columns={"model": "spec", "gpu": "measured_on"})
-    joined = rows.merge(cells, on=["spec", "resolution", "batch", "precision", "memory_format", "backend"])
+    cells = measured.table()[[*measured.CELL, "gpu"]].rename(columns={"model": "spec", "gpu": "measured_on"})
+    joined = rows.merge(cells, on=["spec", *measured.CELL[1:]])
     return joined[joined["measured_on"] != joined["gpu"]].drop_duplicates(["source_file", "source_row"])
 
 

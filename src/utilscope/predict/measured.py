@@ -38,13 +38,9 @@ MEASURED_DIR = Path(__file__).parent / "profiles" / "measured"
 # a ratio is carried to GPUs of another compute capability than the measuring GPU's (False: the shipped rule; True
 # only to score that rule, ``scripts/measured_ratio_published.py --across-architectures``)
 ACROSS_ARCHITECTURES = False
+CELL = ("model", "resolution", "batch", "precision", "memory_format", "backend")  # a measured cell: one row a GPU
 COLUMNS = (
-    "model",
-    "resolution",
-    "batch",
-    "precision",
-    "memory_format",
-    "backend",
+    *CELL,
     "samples_per_s",
     "device",
     "gpu",
