@@ -138,9 +138,52 @@ def test_the_launch_gap_is_the_median_fit_of_the_chains_beside_their_scale():
         ops = rng.uniform(0.002, 2.0, size=int(rng.integers(2, 9)))
         measured = 0.9 * ops.sum() + 0.0012 * len(ops) * (1 + (0.5 if chain % 10 == 0 else 0))  # 3 outliers
         chains += [{"chain": chain, "ms": ms, "chain_ms": measured} for ms in ops]
-    assert fit_cache.composition_gap_ms(pd.DataFrame(chains), stub) == pytest.approx(0.0012, rel=1e-6)
+    assert fit_cache.composition_gap_ms([(pd.DataFrame(chains), stub)]) == pytest.approx(0.0012, rel=1e-6)
     one_chain = pd.DataFrame([row for row in chains if row["chain"] == 0])
-    assert fit_cache.composition_gap_ms(one_chain, stub) == 0.0  # nothing to fit
+    assert fit_cache.composition_gap_ms([(one_chain, stub)]) == 0.0  # nothing to fit
+
+
+TIMES_STUB = type("Stub", (), {"times_ms": lambda self, rows: (rows["ms"].to_numpy(), [""] * len(rows))})()
+
+
+def six_op_chains(scale: float, gap_ms: float, seed: int) -> pd.DataFrame:
+    """30 chains of six ops each, as `calibrate` times them: measured = scale x summed + gap x 6."""
+    rng, rows = np.random.default_rng(seed), []
+    for chain in range(30):
+        ops = rng.uniform(0.002, 0.5, size=6)
+        rows += [{"chain": chain, "ms": ms, "chain_ms": scale * ops.sum() + gap_ms * 6} for ms in ops]
+    return pd.DataFrame(rows)
+
+
+def test_a_gpus_launch_gap_is_fitted_over_its_profiles_chains_one_scale_each():
+    first, second = six_op_chains(0.90, 0.0008, 1), six_op_chains(0.97, 0.0008, 2)
+    pooled = fit_cache.composition_gap_ms([(first, TIMES_STUB), (second, TIMES_STUB)])
+    assert pooled == pytest.approx(0.0008, rel=1e-6)
+    second = second.assign(chain=second["chain"] + 100)
+    one_scale = fit_cache.composition_gap_ms([(pd.concat([first, second]), TIMES_STUB)])
+    assert one_scale != pytest.approx(0.0008, rel=0.05)  # one scale for both would bend the gap
+
+
+def test_a_profile_composes_with_the_shipped_gap_only_at_its_current_rows(tmp_path, monkeypatch):
+    profile = tmp_path / "x_fp16_graph.json"
+    profile.write_text("{}")
+    key = fit_cache.profile_rows.rows_key(profile)
+    gaps = tmp_path / "launch_gaps.csv"
+    gaps.write_text(f"profile,rows_key,gap_us\nx_fp16_graph.json,{key},0.66\ny_fp16_graph.json,{key},0.9\n")
+    monkeypatch.setattr(fit_cache, "LAUNCH_GAPS_FILE", gaps)
+    fit_cache._shipped_launch_gaps.cache_clear()
+    try:
+        assert fit_cache.launch_gap_ms(profile, 0.0014) == pytest.approx(0.00066)
+        profile.write_text('{"timed": "on"}')  # timed on since: its own gap
+        assert fit_cache.launch_gap_ms(profile, 0.0014) == 0.0014
+    finally:
+        fit_cache._shipped_launch_gaps.cache_clear()
+
+
+def test_the_shipped_launch_gaps_list_every_shipped_profile_at_its_current_rows():
+    shipped = {(entry.path.name, fit_cache.profile_rows.rows_key(entry.path)) for entry in profiles.shipped()}
+    listed = pd.read_csv(fit_cache.LAUNCH_GAPS_FILE)
+    assert set(zip(listed["profile"], listed["rows_key"], strict=True)) == shipped, "run scripts/launch_gaps.py"
 
 
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):

@@ -32,23 +32,88 @@ CACHE_FORMAT = 3  # 2: the fit moved out of predictor.py; 3: layer models kept a
 FITTING_CODE = ("ops.py", "features.py", "layers.py", "trees.py", "profile_rows.py", "fit_cache.py")
 
 
-def composition_gap_ms(chains: pd.DataFrame, models: LayerModels) -> float:
-    """The launch gap per op of a profile's chains (``profile_rows.chain_rows``): the ``gap`` of the median (least
-    absolute deviation) fit, without intercept, of measured ≈ scale × summed layer predictions + gap × ops over the
-    chains; 0 with fewer than two chains. A chain runs faster than its ops alone (the fitted scale is 0.87–0.97 on
-    the shipped profiles: their inputs partly in L2), and each op adds about a microsecond; one median of
-    (measured - summed) / ops mixed the two and went negative where the chains were large. The scale is fitted to
-    keep it out of the gap, not applied (docs/predict.md, "The H100's whole networks, per precision")."""
-    if chains.empty or chains["chain"].nunique() < 2:
+def composition_gap_ms(parts: list[tuple[pd.DataFrame, LayerModels]]) -> float:
+    """The launch gap per op of one or more profiles' chains (``parts``: each profile's chain rows,
+    ``profile_rows.chain_rows``, with its layer models): the ``gap`` of the median (least absolute deviation) fit,
+    without intercept, of measured ≈ scale_p × summed layer predictions + gap × ops over every chain, one scale per
+    profile and one gap for all; 0 with fewer than two chains. A chain runs faster than its ops alone (the fitted
+    scale is 0.87–0.97 on the shipped profiles: their inputs partly in L2), and each op adds about a microsecond; one
+    median of (measured - summed) / ops mixed the two and went negative where the chains were large. The scale is
+    fitted to keep it out of the gap, not applied (docs/predict.md, "The H100's whole networks, per precision")."""
+    summed = pd.concat([_chain_sums(chains, models).assign(part=n) for n, (chains, models) in enumerate(parts)])
+    if len(summed) < 2:
         return 0.0
     from sklearn.linear_model import QuantileRegressor
 
+    columns = pd.get_dummies(summed["part"], prefix="scale", dtype=float).mul(summed["summed"], axis=0)
+    columns.insert(0, "ops", summed["ops"])
+    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
+    return float(fit.fit(columns, summed["measured"]).coef_[0])
+
+
+def _chain_sums(chains: pd.DataFrame, models: LayerModels) -> pd.DataFrame:
+    """Per chain of a profile: its ops, their summed predicted ms and the chain's measured ms."""
+    if chains.empty:
+        return pd.DataFrame(columns=["ops", "summed", "measured"], dtype=float)
     ms, _ = models.times_ms(chains)
     per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
-    summed = per_chain.agg(ops=("ms", "size"), summed=("ms", "sum"), measured=("measured", "first"))
-    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
-    gap_ms, _scale = fit.fit(summed[["ops", "summed"]], summed["measured"]).coef_
-    return float(gap_ms)
+    return per_chain.agg(ops=("ms", "size"), summed=("ms", "sum"), measured=("measured", "first"))
+
+
+LAUNCH_GAPS_FILE = profiles.PROFILES_DIR / "launch_gaps.csv"  # written by scripts/launch_gaps.py (``launch_gaps``)
+
+
+def launch_gaps(entries: list[profiles.Profile]) -> pd.DataFrame:
+    """Per profile: its own chains' launch gap and its GPU's, the gap fitted over the chains of every profile of
+    ``entries`` timed on the same GPU and backend (``composition_gap_ms``, one scale per profile). The launch gap is
+    the GPU's and the runtime's, not a precision's or a layout's, and a profile's chains (85 of six ops on a
+    1,200-config profile) tell it only through their intercept: alone, the H100's nine profiles gave 0.43–1.43 µs;
+    pooled, 0.66 µs (docs/predict.md, "The launch gap, per GPU")."""
+    groups: dict[tuple[str, str], list[profiles.Profile]] = {}
+    for entry in entries:
+        groups.setdefault((entry.device, entry.backend), []).append(entry)
+    rows = []
+    for (device, backend), group in groups.items():
+        parts = [(_chain_rows(entry.path), load_predictor(entry.path).layer_models) for entry in group]
+        gap_ms = composition_gap_ms(parts)
+        for entry, part in zip(group, parts, strict=True):
+            rows.append(
+                {
+                    "profile": entry.path.name,
+                    "rows_key": profile_rows.rows_key(entry.path),
+                    "device": device,
+                    "backend": backend,
+                    "chains": part[0]["chain"].nunique(),
+                    "profiles": len(parts),
+                    "own_gap_us": round(composition_gap_ms([part]) * 1e3, 4),
+                    "gap_us": round(gap_ms * 1e3, 4),
+                }
+            )
+    return pd.DataFrame(rows).sort_values("profile", ignore_index=True)
+
+
+def _chain_rows(path: Path) -> pd.DataFrame:
+    """A profile's chain rows: kept beside it, else traced from its configs."""
+    rows = profile_rows.load(path)
+    if rows is None:
+        profile = DeviceProfile.load(path)
+        return profile_rows.chain_rows(profile, Gpu.of(profile.device, profile.precision))
+    return rows[1]
+
+
+def launch_gap_ms(path: Path, own_ms: float) -> float:
+    """The launch gap a profile's predictor composes with: its GPU's and backend's (``launch_gaps``), where
+    ``LAUNCH_GAPS_FILE`` lists the profile at its current rows; else ``own_ms``, its own chains' (a user's profile,
+    or a shipped one timed on since the file was written)."""
+    return _shipped_launch_gaps().get((path.name, profile_rows.rows_key(path)), own_ms)
+
+
+@functools.cache
+def _shipped_launch_gaps() -> dict[tuple[str, str], float]:
+    if not LAUNCH_GAPS_FILE.is_file():
+        return {}
+    frame = pd.read_csv(LAUNCH_GAPS_FILE)
+    return {(r.profile, r.rows_key): r.gap_us / 1e3 for r in frame.itertuples()}
 
 
 def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
@@ -59,7 +124,7 @@ def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFra
     models = fit_layer_models(ops, gpu)
     if not models.models:
         raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
-    gap_ms = composition_gap_ms(chains, models)
+    gap_ms = composition_gap_ms([(chains, models)])
     return Predictor(
         str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
     )
@@ -91,9 +156,10 @@ FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
     """The predictor of a device profile file, complete: its fit (layer models and launch gap; fitted once on
     ``FIT_THREADS`` OpenMP threads, seconds from the rows kept beside a shipped profile, and cached by the file's
-    content), the network scales kept beside the file, its GPU's channels_last conv models for an NCHW profile, and
-    the host profile of its GPU's machine (``profiles.host_of``). ``on_fit`` is called when a valid profile is about
-    to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
+    content), its GPU's launch gap where the shipped file has it (``launch_gap_ms``), the network scales kept beside
+    the file, its GPU's channels_last conv models for an NCHW profile, and the host profile of its GPU's machine
+    (``profiles.host_of``). ``on_fit`` is called when a valid profile is about to be fitted, by this call or by the
+    predictor's own later fit of another (``profile_ms``)."""
     from threadpoolctl import threadpool_limits
 
     path = check_input_file(path, PROFILE_FILE)
@@ -109,6 +175,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
     return replace(  # built complete from the cached fit, never patched after
         predictor,
         profile_path=str(path),  # the file as found now: the cache is keyed by content, shared by every checkout
+        gap_ms=launch_gap_ms(path, predictor.gap_ms),
         on_fit=on_fit,
         category_scales=network_scales.load(path),
         host=profiles.host_of(predictor.device),

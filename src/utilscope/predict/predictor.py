@@ -3,8 +3,8 @@
 The network is counted (``counting.count_traced``, the engine ``count`` uses, so every spec ``count`` takes works),
 each op that launches work becomes a row (``features.op_row``; the ops inside a squeeze-excite module become one
 gate row), the layer models (``predict.layers``) give each row's time, and the network's time is their sum plus
-``gap_ms`` per row: the composition term, fitted on the profile's residual chains (which no layer model saw;
-``fit_cache.composition_gap_ms``). On ``eager``, with a host profile of the machine that timed the profile
+``gap_ms`` per row: the launch gap, fitted on residual chains (which no layer model saw) of the profile's GPU and
+backend (``fit_cache.launch_gaps``). On ``eager``, with a host profile of the machine that timed the profile
 (``predict.host``), the host's calls and the GPU's kernels run as two timelines: the GPU waits for a host behind
 it. Which profile predicts a request is ``predict.selection``'s; fitting and caching a profile's predictor is
 ``predict.fit_cache``'s.
