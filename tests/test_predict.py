@@ -164,6 +164,27 @@ def test_a_gpus_launch_gap_is_fitted_over_its_profiles_chains_one_scale_each():
     assert one_scale != pytest.approx(0.0008, rel=0.05)  # one scale for both would bend the gap
 
 
+def test_the_shipped_gaps_pool_each_gpus_profiles_and_keep_each_ones_own(monkeypatch):
+    chains = {"a1": six_op_chains(0.90, 0.0006, 1), "a2": six_op_chains(0.97, 0.0006, 2)}
+    chains["b1"] = six_op_chains(0.93, 0.0011, 3)
+
+    def entry(name: str, device: str) -> profiles.Profile:
+        return profiles.Profile(Path(f"{name}.json"), device, None, "fp16", "channels_last", "graph", 1)
+
+    entries = [entry("a1", "GPU A"), entry("b1", "GPU B"), entry("a2", "GPU A")]
+    monkeypatch.setattr(fit_cache, "_chain_rows", lambda path: chains[path.stem])
+    monkeypatch.setattr(fit_cache, "load_predictor", lambda path: type("P", (), {"layer_models": TIMES_STUB})())
+    monkeypatch.setattr(fit_cache.profile_rows, "rows_key", lambda path: "key-" + path.stem)
+    gaps = fit_cache.launch_gaps(entries).set_index("profile")
+    assert list(gaps.index) == ["a1.json", "a2.json", "b1.json"]
+    assert gaps.loc[["a1.json", "a2.json"], "gap_us"].tolist() == pytest.approx([0.6, 0.6], rel=1e-4)
+    # GPU B's profile is fitted alone: pooled with GPU A's 60 chains its gap would be theirs
+    assert gaps.loc["b1.json", "gap_us"] == pytest.approx(1.1, rel=1e-4)
+    assert gaps.loc["b1.json", "own_gap_us"] == pytest.approx(1.1, rel=1e-4)
+    assert gaps.loc["a1.json", "own_gap_us"] == pytest.approx(0.6, rel=1e-4)
+    assert gaps.loc["a1.json", "profiles"] == 2 and gaps.loc["b1.json", "rows_key"] == "key-b1"
+
+
 def test_a_profile_composes_with_the_shipped_gap_only_at_its_current_rows(tmp_path, monkeypatch):
     profile = tmp_path / "x_fp16_graph.json"
     profile.write_text("{}")
