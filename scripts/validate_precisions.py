@@ -5,7 +5,8 @@ Reads a store of whole networks measured on one GPU of the spec table (``scripts
 `utilscope predict` on that GPU in the row's condition (the registry picks the profile; on the GPU the profile was
 calibrated on, its own), and prints per condition and batch: rows, MAPE of samples/s, median error, share within
 ±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row; ``--families`` adds,
-per condition and batch, each family's rows, MAPE and share within ±10% (``models.sets.display_family``). An eager
+per condition, one line per family (``models.sets.display_family``) with its MAPE and share within ±10% per batch,
+and per batch how many families have at least 90% of their networks within ±10%. An eager
 store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU.
 ``--profile FILE`` predicts every row from that profile instead (another GPU's: a transfer to the store's GPU,
 the H100 and H200 checked against each other network by network); ``--backend`` and ``--precision`` keep that
@@ -32,7 +33,7 @@ from scipy.stats import spearmanr
 
 from utilscope import api
 from utilscope.hardware.specs import detect
-from utilscope.models.sets import display_family
+from utilscope.present.markdown import WITHIN, family_errors  # WITHIN: |predicted / measured - 1| at most
 from utilscope.survey.store import Store
 
 COLUMNS = [
@@ -48,7 +49,6 @@ COLUMNS = [
 ]
 CONDITION = ["precision", "memory_format", "backend"]
 CELL = ["model", "resolution", "batch", *CONDITION]  # one measured cell
-WITHIN = 0.10  # "within ±10%": |predicted / measured - 1| (or |repeat / first - 1|) at most this
 
 
 @functools.cache
@@ -139,18 +139,6 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def family_summary(rows: pd.DataFrame) -> str:
-    """Per condition and batch, one line per family: rows, MAPE, share within ±10% (markdown)."""
-    rows = rows.assign(family=rows["model"].map(display_family), off=rows["error"].abs())
-    table = rows.groupby(CONDITION + ["batch", "family"])["off"].agg(
-        rows="size", mape="mean", within_10=lambda off: (off <= WITHIN).mean()
-    )
-    lines = ["| precision | layout | backend | batch | family | rows | MAPE | within ±10% |", "|" + "---|" * 8]
-    for keys, r in table.iterrows():
-        lines.append("| " + " | ".join(map(str, keys)) + f" | {r['rows']:.0f} | {r.mape:.1%} | {r.within_10:.0%} |")
-    return "\n".join(lines)
-
-
 def markdown(table: pd.DataFrame, gpu: str) -> str:
     head = "| GPU | precision | layout | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
     lines = [head, "|" + "---|" * 10]
@@ -189,7 +177,7 @@ def main() -> int:
     if args.repeat:
         print("\n" + repeat_spread([args.store, *args.repeat]))
     if args.families:
-        print("\n" + family_summary(scored))
+        print("\n" + family_errors(scored, dict(zip(CONDITION, ("precision", "layout", "backend"), strict=True))))
     return 0
 
 

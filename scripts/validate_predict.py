@@ -6,10 +6,11 @@ ms / FLOPs over the profile's timed conv and matmul configs) and the roofline pr
 max(FLOPs / peak, bytes / bandwidth)). Prints, per store and batch size, MAPE, median error, bias and Spearman of each,
 and the worst 10 with their largest layers; ``--json`` keeps every row (``--from-json`` reuses them), ``--figure``
 draws predicted against measured, ``--write`` puts the tables into docs/predict.md between its generated-block
-markers.
+markers; ``--families`` adds, per store and backend, each family's MAPE and share within ±10% per batch
+(``present.markdown.family_errors``; error: predicted over measured ms, minus 1, as in the tables).
 
     python3 scripts/validate_predict.py [--profile FILE] [--batch 1,32,256] [--backend graph,inference]
-        [--store FILE.sqlite ...] [--json OUT] [--figure PNG] [--write]
+        [--store FILE.sqlite ...] [--json OUT] [--from-json JSON] [--figure PNG] [--write] [--families]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from utilscope.predict.features import Gpu
 from utilscope.predict.fit_cache import load_predictor
 from utilscope.predict.layers import calibration_rows
 from utilscope.predict.predictor import Predictor, network_rows
-from utilscope.present.markdown import replace_block
+from utilscope.present.markdown import family_errors, replace_block
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = [ROOT / "data/h200/survey.sqlite", ROOT / "data/h200/timm.sqlite"]
@@ -193,6 +194,7 @@ def main() -> int:
     parser.add_argument("--from-json", help="the rows of an earlier --json run instead of predicting again")
     parser.add_argument("--write", action="store_true", help="put the tables into docs/predict.md")
     parser.add_argument("--figure", help="write the predicted-vs-measured figure here (PNG)")
+    parser.add_argument("--families", action="store_true", help="add each family's MAPE and share within ±10%%")
     parser.add_argument(
         "--split",
         choices=("validation", "test"),
@@ -220,6 +222,9 @@ def main() -> int:
         write_doc(text)
     if args.figure:
         figure(results, Path(args.figure))
+    if args.families:
+        scored = results.assign(error=results["predicted_ms"] / results["measured_ms"] - 1)
+        print("\n" + family_errors(scored, {"store": "store", "backend": "backend"}))
     return 0
 
 
