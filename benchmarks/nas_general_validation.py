@@ -1,10 +1,11 @@
 """Validation of the population path's general model on the search spaces: `nas predict`'s numbers for a GPU
 without a NAS profile are `predict`'s general model (transferred by datasheet); on a GPU with device profiles of its
 own (the H200, the H100) the same model runs on that GPU's profile, with no latency table. A NAS store
-(`utilscope nas measure`) has the networks measured on one GPU: each (space, backend, batch) of it is predicted on
-that GPU with that backend (`eager` adds the host side: the shipped host profile's calls). Prints per space,
-backend and batch the Spearman correlation of predicted and measured latency, the same for FLOPs (the ranking a
-FLOPs proxy gives), and the MAPE of the predicted latency. Validation data (the H200's store informed the design).
+(`utilscope nas measure`) has the networks measured on one GPU: each (space, precision, backend, batch) of it is
+predicted on that GPU in that condition (`eager` adds the host side: the shipped host profile's calls). Prints per
+space, precision, backend and batch the Spearman correlation of predicted and measured latency, the same for FLOPs
+(the ranking a FLOPs proxy gives), and the MAPE of the predicted latency. Validation data (the H200's store
+informed the design).
 
 Run: OMP_NUM_THREADS=1 python3 benchmarks/nas_general_validation.py [--db data/h200/nas.sqlite]
     (the H100's eager store, `scripts/gpu_nas_eager.sh`: --db data/h100/nas_eager.sqlite)
@@ -30,14 +31,17 @@ def measured(db: str) -> tuple[pd.DataFrame, str]:
     """The store's ok rows with their space and architecture id, and the spec table's key of its one GPU."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         frame = pd.read_sql(
-            "SELECT model, batch, backend, device, latency_ms, flops_per_sample FROM measurements WHERE status = 'ok'",
+            "SELECT model, batch, precision, backend, device, latency_ms, flops_per_sample FROM measurements "
+            "WHERE status = 'ok'",
             connection,
         )
     frame[["space", "id"]] = frame["model"].str.split(":", expand=True)[[1, 2]]
     devices = frame["device"].unique()
     spec = detect(devices[0]) if len(devices) == 1 else None
     if spec is None:
-        raise SystemExit(f"nas_general_validation.py: {db} needs the rows of one GPU of the spec table: {devices}")
+        raise SystemExit(
+            f"nas_general_validation.py: {db} needs the rows of one GPU of the spec table: {list(devices)}"
+        )
     return frame, spec.key
 
 
@@ -46,17 +50,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", default="data/h200/nas.sqlite")
     args = parser.parse_args(argv)
     frame, gpu = measured(args.db)
-    print(f"{gpu}: space  backend  batch  networks  Spearman (general model)  Spearman (FLOPs)  MAPE (general model)")
-    for (space, backend, batch), rows in frame.groupby(["space", "backend", "batch"]):
+    print(f"{gpu}: space  precision  backend  batch  networks  Spearman (general model)  Spearman (FLOPs)  MAPE")
+    for (space, precision, backend, batch), rows in frame.groupby(["space", "precision", "backend", "batch"]):
         with open(ARCHS.format(space=space)) as lines:
             archs = {arch["id"]: arch for arch in map(json.loads, lines)}
-        predictor = population_predictor(space, gpu, int(batch), backend=backend)
+        predictor = population_predictor(space, gpu, int(batch), precision, backend=backend)
         predicted = predictor.predict_frame([archs[i] for i in rows["id"]])
         latency_ms, predicted_ms = rows["latency_ms"].to_numpy(), predicted["latency_ms"].to_numpy()
         rho = spearmanr(predicted_ms, latency_ms)[0]
         flops_rho = spearmanr(rows["flops_per_sample"], latency_ms)[0]
         mape = np.mean(np.abs(predicted_ms / latency_ms - 1)) * 100
-        print(f"{space:7s} {backend:8s} {batch:5d} {len(rows):9d} {rho:25.3f} {flops_rho:17.3f} {mape:20.1f}%")
+        counts = f"{space:7s} {precision:9s} {backend:8s} {batch:5d} {len(rows):9d}"
+        print(f"{counts} {rho:25.3f} {flops_rho:17.3f} {mape:5.1f}%")
 
 
 if __name__ == "__main__":
