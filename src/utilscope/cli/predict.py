@@ -266,18 +266,20 @@ def cmd_predict(args, console: Console) -> int:
 
 
 def gpu_notes(result) -> list[str]:
-    """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be, and in
-    amp the transfer's error on that GPU's published tables in the layout and backend (``Prediction.validation``), once
-    per GPU; the profile's choice and network scales, where it has them; what a model file's network lacks."""
+    """The anchor fit's lines, else what each transferred GPU's clock and memory efficiency were taken to be, with
+    the validation's error on that GPU in the condition (``Prediction.validation``), once per GPU (on the profile's
+    own GPU the validation alone); the profile's choice and network scales, where it has them; what a model file's
+    network lacks."""
     scaled = [line for line in (result.profile_note, result.scales_note) if line] + result.file_notes
     scaled += host_notes(result.predictions) + measured_notes(result.predictions)
     if result.anchor_fit is not None:
         return result.anchor_fit.describe() + scaled
-    notes = {
-        p.gpu_key: p.gpu_note + (f"; {p.validation}" if p.validation else "")
-        for p in result.predictions
-        if p.transferred_from and p.gpu_note
-    }
+    notes = {}
+    for p in result.predictions:
+        if p.transferred_from and p.gpu_note:
+            notes[p.gpu_key] = p.gpu_note + (f"; {p.validation}" if p.validation else "")
+        elif not p.transferred_from and p.validation:
+            notes[p.gpu_key] = f"{p.gpu_key}: {p.validation}"
     return list(notes.values()) + scaled
 
 

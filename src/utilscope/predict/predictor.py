@@ -58,7 +58,7 @@ class Prediction:
     clock_estimated: bool = False  # below the boost clock: estimated from the board power
     memory_efficiency: float = 0.0  # the share of the bandwidth a streaming op reaches, as assumed
     gpu_note: str = ""  # one line: the clock and memory efficiency assumed, and why
-    validation: str | None = None  # the transfer's error on this GPU's published tables (``profiles.validation_of``)
+    validation: str | None = None  # the validation's error on this GPU in this condition (``profiles.validation_of``)
     host: str = ""  # eager: the host assumed (``HostProfile.describe``); "" where no host is modelled
     host_ms: float = 0.0  # eager: the host's work of one forward
     input_channels: int = IMAGE_CHANNELS  # the input is batch x this x resolution x resolution (``zoo.input_channels``)

@@ -188,40 +188,78 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
     return f"{head}: {why}"
 
 
+NOT_VALIDATED = "not validated on this GPU"
+VALIDATION_COLUMNS = [
+    "gpu",
+    "precision",
+    "memory_format",
+    "backend",
+    "source",
+    "torch",
+    "rows",
+    "batches",
+    "mape",
+    "median_error",
+]
+# what each source of validation rows is, as the text beside a prediction names it; the first one a condition has
+# is shown: the GPU's own measurements, then NVIDIA's tables, then timm's (the newest torch)
+VALIDATION_SOURCES = {
+    "measured": "cells (network, batch) measured on this GPU",
+    "dle": "of NVIDIA's DeepLearningExamples rows",
+    "timm": "published rows",
+}
+
+
 @functools.cache
 def validation_errors() -> pd.DataFrame:
-    """The transfer's error per GPU, torch, memory format and backend on the published tables it was validated on
-    (amp): rows, mape, median_error (shipped data; an empty frame when none is shipped)."""
+    """The predictor's error per GPU, precision, memory format, backend and source of validation rows (shipped
+    data, ``benchmarks/predict_errors.py``; an empty frame when none is shipped): ``VALIDATION_COLUMNS``."""
     import pandas as pd
 
     if not VALIDATION_FILE.is_file():
-        return pd.DataFrame(columns=["gpu", "torch", "memory_format", "backend", "rows", "mape", "median_error"])
-    return pd.read_csv(VALIDATION_FILE, dtype={"torch": str})
+        return pd.DataFrame(columns=VALIDATION_COLUMNS)
+    return pd.read_csv(VALIDATION_FILE, dtype={"torch": str, "batches": str}, keep_default_na=False)
 
 
-def validation_text(errors: pd.DataFrame, gpu: str, memory_format: str, backend: str) -> str:
-    """What the predictor's validation says of one GPU in a condition: its MAPE on the newest torch's table, or that
-    it was not validated there."""
-    mine = errors[(errors["gpu"] == gpu) & (errors["memory_format"] == memory_format) & (errors["backend"] == backend)]
-    if mine.empty:
-        return "not validated on this GPU"
-    row = mine.sort_values("torch", key=lambda c: c.map(torch_key)).iloc[-1]
-    return (
-        f"validation MAPE {row['mape']:.1%} (median error {row['median_error']:+.1%}) over {int(row['rows'])} "
-        f"published rows, torch {row['torch']}"
-    )
+def validation_text(errors: pd.DataFrame, gpu: str, precision: str, memory_format: str, backend: str) -> str | None:
+    """What the validation says of one GPU in a condition: the MAPE of the first source that has rows there
+    (``VALIDATION_SOURCES``' order; of timm's tables the newest torch's), None when none has."""
+    mine = errors[
+        (errors["gpu"] == gpu)
+        & (errors["precision"] == precision)
+        & (errors["memory_format"] == memory_format)
+        & (errors["backend"] == backend)
+    ]
+    for source, said in VALIDATION_SOURCES.items():
+        rows = mine[mine["source"] == source]
+        if rows.empty:
+            continue
+        if source == "timm":  # one row per torch of timm's tables
+            row = rows.sort_values("torch", key=lambda c: c.map(torch_key)).iloc[-1]
+            where = f"torch {row['torch']}"
+        else:
+            row = rows.iloc[0]
+            where = f"batch {row['batches']}"
+        return (
+            f"validation MAPE {row['mape']:.1%} (median error {row['median_error']:+.1%}) over {int(row['rows'])} "
+            f"{said}, {where}"
+        )
+    return None
 
 
 def validation_of(prediction) -> str | None:
-    """A prediction's validation: in amp, the transfer's error on its GPU's published tables in its layout and
-    backend (``validation_text``); None for another precision or the profile's own GPU (no table validates it)."""
-    if prediction.precision != "amp" or not prediction.transferred_from:
-        return None
-    return _shipped_validation_text(prediction.gpu_key, prediction.memory_format, prediction.backend)
+    """A prediction's validation (``validation_text`` of the shipped file in its GPU, precision, layout and
+    backend); an amp prediction transferred to a GPU no table validates says so; None otherwise."""
+    text = _shipped_validation_text(
+        prediction.gpu_key, prediction.precision, prediction.memory_format, prediction.backend
+    )
+    if text is None and prediction.precision == "amp" and prediction.transferred_from:
+        return NOT_VALIDATED
+    return text
 
 
 @functools.lru_cache(maxsize=1024)
-def _shipped_validation_text(gpu: str, memory_format: str, backend: str) -> str:
+def _shipped_validation_text(gpu: str, precision: str, memory_format: str, backend: str) -> str | None:
     """``validation_text`` of the shipped validation file, once per GPU and condition (an atlas report asks for
     each of 1,285 models on 35 GPUs)."""
-    return validation_text(validation_errors(), gpu, memory_format, backend)
+    return validation_text(validation_errors(), gpu, precision, memory_format, backend)

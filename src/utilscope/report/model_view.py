@@ -7,9 +7,10 @@ Rules:
   memory format, backend and batch of the most atlas rows; timm's amp · contiguous · eager at 1024 for a store with
   timm's tables), each model at its most common resolution in that condition: one trace per model and resolution,
   then composed for every GPU (cheap);
-- a predicted row names the bound that sets it and the predictor's error on that GPU where it was validated
-  (``predict.profiles.validation_errors``: read from ``predict/profiles/validation_gpus.csv``, written by
-  ``benchmarks/predict_errors.py`` from the validation run's rows), else says it was not validated there;
+- a predicted row names the bound that sets it and the predictor's error on that GPU in the condition where it
+  was validated (``predict.profiles.validation_text``: read from ``predict/profiles/validation_gpus.csv``, written by
+  ``benchmarks/predict_errors.py`` from the scored rows), else that it was not validated there (on the profile's own
+  GPU: that it is its own profile);
 - a model the predictor cannot build (a synthetic name, an unknown model) is a failure, listed, never a row.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from utilscope.errors import UtilscopeError
-from utilscope.predict.profiles import validation_errors, validation_text
+from utilscope.predict.profiles import NOT_VALIDATED, validation_errors, validation_text
 from utilscope.report import atlas
 
 MEASURED, PUBLISHED, PREDICTED = atlas.MEASURED, atlas.PUBLISHED, "predicted"
@@ -166,9 +167,12 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     errors = validation_errors()
     source = kept["transferred_from"].fillna("").astype(str)
     own = source.eq("")  # the GPU the profile was timed on: no transfer, no published table validates it
-    conditions = list(zip(kept["gpu_key"], kept["memory_format"], kept["backend"], strict=True))
+    conditions = list(zip(kept["gpu_key"], kept["precision"], kept["memory_format"], kept["backend"], strict=True))
     texts = {condition: validation_text(errors, *condition) for condition in set(conditions)}  # ~35 of ~40,000
-    validation = [OWN_PROFILE if mine else texts[condition] for mine, condition in zip(own, conditions, strict=True)]
+    validation = [
+        texts[condition] or (OWN_PROFILE if mine else NOT_VALIDATED)
+        for mine, condition in zip(own, conditions, strict=True)
+    ]
     rows = kept.assign(
         gpu=kept["gpu_key"],
         gpu_name=kept["gpu"],
