@@ -8,13 +8,14 @@ MAPE of samples/s and the median signed error), from three kinds of scored rows,
 - ``--dle``: NVIDIA's DeepLearningExamples rows at batch 64 and more, zero-shot (``benchmarks/predict_measured.py``'s
   CSV; its anchored rows left out); source ``dle``;
 - ``--measured``: networks a profiled GPU measured itself, predicted from its own profiles
-  (``scripts/validate_precisions.py --csv``: the H100's precision and eager stores); source ``measured``.
+  (``scripts/validate_precisions.py --csv``: the H100's precision and eager stores, the H200's survey); source
+  ``measured``.
 
 Usage: python benchmarks/predict_errors.py [--timm RUN.csv.gz ...] [--dle ROWS.csv ...] [--measured ROWS.csv ...]
     [-o OUT.csv]
 (defaults: benchmarks/results/predict/gpus/validation_network_scales.csv.gz, the current design's run on every GPU's
 eager tables, docs/predict.md "Network scales"; benchmarks/results/predict/dle/rows_native_layout.csv; and
-data/h100/precisions.csv with data/h100/eager.csv).
+data/h100/precisions.csv, data/h100/eager.csv and data/h200/survey_validation.csv).
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ from utilscope.predict.profiles import VALIDATION_COLUMNS
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TIMM = [REPO / "benchmarks/results/predict/gpus/validation_network_scales.csv.gz"]
 DEFAULT_DLE = [REPO / "benchmarks/results/predict/dle/rows_native_layout.csv"]
-DEFAULT_MEASURED = [REPO / "data/h100/precisions.csv", REPO / "data/h100/eager.csv"]
+DEFAULT_MEASURED = [
+    REPO / "data/h100/precisions.csv",
+    REPO / "data/h100/eager.csv",
+    REPO / "data/h200/survey_validation.csv",
+]
 DEFAULT_OUT = REPO / "src/utilscope/predict/profiles/validation_gpus.csv"
 KEYS = ["gpu", "precision", "memory_format", "backend", "source", "torch"]
 DLE_MIN_BATCH = 64  # NVIDIA's smaller batches ran at their loader's and host's pace (docs/predict.md)

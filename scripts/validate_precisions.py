@@ -140,11 +140,12 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame, gpu: str) -> str:
-    head = "| GPU | precision | layout | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
-    lines = [head, "|" + "---|" * 10]
+    head = "| GPU | precision | layout | backend | batch | rows | MAPE | median error | within ±10% | Spearman | worst"
+    head += " |"
+    lines = [head, "|" + "---|" * 11]
     for r in table.itertuples():
         lines.append(
-            f"| {gpu} | {r.precision} | {r.memory_format} | {r.batch} | {r.rows} | {r.mape:.1%} | "
+            f"| {gpu} | {r.precision} | {r.memory_format} | {r.backend} | {r.batch} | {r.rows} | {r.mape:.1%} | "
             f"{r.median_error:+.1%} | {r.within_10:.0%} | {r.spearman:.3f} | {r.worst} |"
         )
     return "\n".join(lines)
