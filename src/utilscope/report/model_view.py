@@ -166,7 +166,7 @@ def _as_rows(predictions: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     kept = predictions[[(m, g) not in have for m, g in zip(predictions["model"], predictions["gpu_key"], strict=True)]]
     errors = validation_errors()
     source = kept["transferred_from"].fillna("").astype(str)
-    own = source.eq("")  # the GPU the profile was timed on: no transfer, no published table validates it
+    own = source.eq("")  # the GPU the profile was timed on: no transfer (its own cells may validate it)
     conditions = list(zip(kept["gpu_key"], kept["precision"], kept["memory_format"], kept["backend"], strict=True))
     texts = {condition: validation_text(errors, *condition) for condition in set(conditions)}  # ~35 of ~40,000
     validation = [
