@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +25,16 @@ def make():
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
 """
 TINY_FLOPS = 110_592 + 64
+
+
+def load_script(relative: str):
+    """A script of the repository (``scripts/`` and ``benchmarks/`` are not packages), loaded as a module by its path
+    relative to the repository's root, anew on every call."""
+    path = Path(__file__).resolve().parent.parent / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def randomized(model: torch.nn.Module) -> torch.nn.Module:

@@ -1,14 +1,12 @@
 """``advise`` on the CPU: the trials it measures, utilization on the original FLOPs, the export, bad input."""
 
 import dataclasses
-import importlib.util
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
-from conftest import QUICK
+from conftest import QUICK, load_script
 
 from utilscope.advise.advisor import AdviseRequest, Trial, advise, reproduce_command, seeded_model
 from utilscope.cli import main
@@ -237,8 +235,4 @@ def test_the_timm_table_names_the_best_combination_short():
 
 def _validation_script():
     """scripts/advise_validation.py, loaded as a module (scripts/ is not a package)."""
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("advise_validation", root / "scripts" / "advise_validation.py")
-    validation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(validation)
-    return validation
+    return load_script("scripts/advise_validation.py")

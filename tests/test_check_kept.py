@@ -1,21 +1,18 @@
 """``scripts/check_kept.py``: a copy brought back from the GPU machine passes only if it keeps every earlier store
 row and profile config unchanged, and it says what it adds."""
 
-import importlib.util
 import json
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
+from conftest import load_script
 from test_store import make_row
 
 from utilscope.predict.profile_format import PROFILE_FORMAT
 from utilscope.survey.store import Store
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_kept.py"
-_SPEC = importlib.util.spec_from_file_location("check_kept", SCRIPT)
-check_kept = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(check_kept)
+check_kept = load_script("scripts/check_kept.py")
 
 
 def _check(old: Path, new: Path, capsys) -> SimpleNamespace:

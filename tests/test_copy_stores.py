@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import load_script
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "copy_stores.py"
 
 
@@ -45,11 +47,7 @@ def test_a_good_store_is_copied_and_a_malformed_one_keeps_the_last_good_copy(tmp
 def test_a_store_whose_rows_sit_in_its_write_ahead_log_comes_back_with_the_log(tmp_path):
     """The raw files of a store that fails its check: the file and its log side by side, so that opening the copy
     reads the rows only the log holds."""
-    from importlib.util import module_from_spec, spec_from_file_location
-
-    spec = spec_from_file_location("copy_stores", SCRIPT)
-    copy_stores = module_from_spec(spec)
-    spec.loader.exec_module(copy_stores)
+    copy_stores = load_script("scripts/copy_stores.py")
     store = _store(tmp_path / "survey.sqlite", 10)
     writer = sqlite3.connect(store)
     writer.execute("pragma journal_mode = wal")

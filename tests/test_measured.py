@@ -3,13 +3,13 @@ measurement, as measured on that GPU and times its measured ratio on another, wi
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import load_script
 
 from utilscope.cli import main
 from utilscope.predict import fit_cache, measured, run
@@ -21,6 +21,7 @@ from utilscope.predict.run import PredictRequest
 from test_predict import net_file, predictor, profile_file  # noqa: F401  isort: skip
 
 ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = "scripts/measured_networks.py"
 
 
 def cell(**given) -> dict:
@@ -136,13 +137,6 @@ def test_predict_takes_a_measured_network_on_every_gpu_and_says_whence(
     assert '"measured": ""' in capsys.readouterr().out
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("measured_networks", ROOT / "scripts" / "measured_networks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def store(path: Path, device: str, rows: list[tuple]) -> Path:
     """A results store's measurements: (model, samples/s, status, unstable, depthwise heuristic, measured at)."""
     with sqlite3.connect(path) as db:
@@ -163,7 +157,7 @@ def store(path: Path, device: str, rows: list[tuple]) -> Path:
 
 
 def test_the_table_keeps_a_gpus_ok_stable_default_cells_the_latest_of_each(tmp_path, monkeypatch, capsys):
-    script = load_script()
+    script = load_script(SCRIPT)
     first = store(
         tmp_path / "a.sqlite",
         "NVIDIA H100 80GB HBM3",
@@ -201,7 +195,7 @@ def test_each_shipped_table_is_its_gpus_stores_as_they_are(gpu, monkeypatch, cap
     """A store that gained cells (a GPU call) without its table written again fails here."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr("sys.argv", ["measured_networks.py", "--gpu", gpu, "--check"])
-    assert load_script().main() == 0, capsys.readouterr().out
+    assert load_script(SCRIPT).main() == 0, capsys.readouterr().out
 
 
 def test_the_shipped_tables_are_one_gpu_each_with_every_column():

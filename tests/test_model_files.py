@@ -7,7 +7,6 @@ shape is the only one it runs at; every verb takes a file. The bad inputs' one-l
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, randomized
+from conftest import QUICK, load_script, randomized
 from model_file_helpers import CONV_FLOPS, onnx_graph, pickled_module, state_dict_file
 from torch import nn
 from torch.export import Dim
@@ -31,7 +30,6 @@ from utilscope.measure.settings import MeasureRequest
 from utilscope.measure.sweep import prepare_sweep, run_sweep
 from utilscope.models import model_files, onnx_import, zoo
 
-ROOT = Path(__file__).resolve().parents[1]
 SIDE = 16
 ON_CPU = {"device": "cpu", "backend": "eager", "plan": QUICK, "ceilings": "skip"}
 TOTALS = ("flops", "other_flops", "bytes", "params")
@@ -349,10 +347,7 @@ NAMED_CAUSES = {
 
 
 def _equality_script():
-    spec = importlib.util.spec_from_file_location("model_file_equality", ROOT / "scripts" / "model_file_equality.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/model_file_equality.py")
 
 
 def _empty_folder() -> Path:

@@ -1,17 +1,13 @@
 """Population findings (report/population.py) on small frames with closed-form answers, and the timm findings doc
 recomputed from the committed CSVs."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_script
 
 from utilscope.present.markdown import replace_block
 from utilscope.report import population as pop
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def cells(rows):
@@ -112,10 +108,7 @@ def test_agreement_compares_the_same_architecture_cell_by_cell():
 
 
 def _findings_script():
-    spec = importlib.util.spec_from_file_location("timm_findings", ROOT / "scripts" / "timm_findings.py")
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
-    return findings
+    return load_script("scripts/timm_findings.py")
 
 
 def test_the_timm_findings_doc_holds_the_numbers_the_committed_csvs_give():

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
+from conftest import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("validate_precisions", ROOT / "scripts" / "validate_precisions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = "scripts/validate_precisions.py"
 
 
 def rows(*cells: tuple[int, float]) -> pd.DataFrame:
@@ -36,7 +27,7 @@ def rows(*cells: tuple[int, float]) -> pd.DataFrame:
 
 
 def test_a_model_at_two_resolutions_is_two_cells_each_predicted_at_its_own(monkeypatch):
-    script = load_script()
+    script = load_script(SCRIPT)
     stores = {"a": rows((224, 900.0), (288, 500.0)), "b": rows((224, 1000.0))}
     monkeypatch.setattr(script, "measured", lambda store: (stores[store], "h200_sxm"))
     kept, gpu = script.fastest(["a", "b"])
@@ -67,7 +58,7 @@ def test_a_model_at_two_resolutions_is_two_cells_each_predicted_at_its_own(monke
 
 
 def test_a_repeat_store_is_compared_cell_by_cell_with_the_first(monkeypatch):
-    script = load_script()
+    script = load_script(SCRIPT)
     stores = {
         "first": rows((224, 1000.0), (256, 500.0), (288, 400.0)),
         "again": rows((224, 1050.0), (256, 250.0), (320, 90.0)),  # the 320 px cell is not in the first

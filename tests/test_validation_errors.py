@@ -3,21 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
+from conftest import load_script
 
 from utilscope.predict import profiles
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("predict_errors", ROOT / "benchmarks" / "predict_errors.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = "benchmarks/predict_errors.py"
 
 
 def errors(*rows: dict) -> pd.DataFrame:
@@ -70,42 +61,23 @@ def test_another_precision_layout_backend_or_gpu_has_no_validation():
 
 
 def test_the_written_table_is_each_conditions_mape_median_error_and_batches():
-    script = load_script()
+    script = load_script(SCRIPT)
+    common = {
+        "gpu": "h100_sxm",
+        "memory_format": "channels_last",
+        "backend": "graph",
+        "source": "measured",
+        "torch": "",
+    }
+    cells = [  # (precision, batch, samples/s, predicted): +10% and -20% in fp16, +50% in fp32
+        ("fp16", 1, 100.0, 110.0),
+        ("fp16", 256, 1000.0, 800.0),
+        ("fp32", 256, 10.0, 15.0),
+    ]
     scored = pd.DataFrame(
-        [  # predicted over measured: +10% and -20% at two batches; then one row of another precision, +50%
-            {
-                "gpu": "h100_sxm",
-                "precision": "fp16",
-                "memory_format": "channels_last",
-                "backend": "graph",
-                "source": "measured",
-                "torch": "",
-                "batch": 1,
-                "samples_per_s": 100.0,
-                "predicted": 110.0,
-            },
-            {
-                "gpu": "h100_sxm",
-                "precision": "fp16",
-                "memory_format": "channels_last",
-                "backend": "graph",
-                "source": "measured",
-                "torch": "",
-                "batch": 256,
-                "samples_per_s": 1000.0,
-                "predicted": 800.0,
-            },
-            {
-                "gpu": "h100_sxm",
-                "precision": "fp32",
-                "memory_format": "channels_last",
-                "backend": "graph",
-                "source": "measured",
-                "torch": "",
-                "batch": 256,
-                "samples_per_s": 10.0,
-                "predicted": 15.0,
-            },
+        [
+            {**common, **dict(zip(("precision", "batch", "samples_per_s", "predicted"), cell, strict=True))}
+            for cell in cells
         ]
     )
     table = script.errors(scored).set_index("precision")
@@ -116,7 +88,7 @@ def test_the_written_table_is_each_conditions_mape_median_error_and_batches():
 
 
 def test_nvidias_anchored_and_small_batch_rows_are_left_out(tmp_path):
-    script = load_script()
+    script = load_script(SCRIPT)
     rows = pd.DataFrame(
         {
             "gpu_key": ["t4"] * 3,
