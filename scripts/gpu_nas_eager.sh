@@ -24,15 +24,10 @@ kept=data/$gpu/nas_eager.sqlite
 store=$(mktemp -d)/nas_eager.sqlite
 mkdir -p "$OUT"
 [ -f "$kept" ] && cp "$kept" "$store"
-python3 scripts/copy_stores.py "$OUT" "$store" &
-copier=$!
-trap 'kill $copier' EXIT
+copying_stores "$store"
 for space in mbv3 regnet; do
   STAGE_VERB="nas measure" survey_stage "$gpu $space eager" "$OUT/nas_eager_$gpu.log" "data/h200/${space}_archs.jsonl" \
     --db "$store" --limit "$count" --batch 1,32,64 --precision fp16 --backend eager --min-time-ms 200 \
     --per-worker 1000 --no-cudnn-benchmark || break
 done
-kill $copier
-wait $copier 2>/dev/null
-trap - EXIT
-python3 scripts/copy_stores.py --once "$OUT" "$store"
+stores_copied "$store"

@@ -36,9 +36,7 @@ for kept in "data/$gpu/timm_condition.sqlite" "data/$gpu/amp_channels_last.sqlit
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-python3 scripts/copy_stores.py "$OUT" "$store" "$channels_last_store" &
-copier=$!
-trap 'kill $copier' EXIT
+copying_stores "$store" "$channels_last_store"
 models=${MODELS_FILE:-data/h200/timm_condition_models.txt}
 per_worker=$([ "$gpus" -gt 1 ] && echo 25 || echo 150)
 common=(--precision amp --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
@@ -54,7 +52,4 @@ for stage in "$@"; do
   esac
   survey_stage "$stage on $gpus GPU(s)" "$OUT/survey_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
-kill $copier
-wait $copier 2>/dev/null
-trap - EXIT
-python3 scripts/copy_stores.py --once "$OUT" "$store" "$channels_last_store"
+stores_copied "$store" "$channels_last_store"

@@ -33,15 +33,10 @@ models=()
 [ -n "${MODELS_FILE:-}" ] && models=(--models-file "$MODELS_FILE")
 mkdir -p "$OUT"
 [ -f "$kept" ] && cp "$kept" "$store"
-python3 scripts/copy_stores.py "$OUT" "$store" &
-copier=$!
-trap 'kill $copier' EXIT
+copying_stores "$store"
 for condition in "$@"; do
   condition_args "$condition"
   survey_stage "$gpu $condition" "$OUT/validation_${gpu}_$name.log" --db "$store" --batch "${BATCHES:-1,256}" \
     --backend "${BACKEND:-graph}" --attribute none --min-time-ms "${MIN_TIME_MS:-500}" --per-worker 61 "${models[@]}" "${args[@]}" || break
 done
-kill $copier
-wait $copier 2>/dev/null
-trap - EXIT
-python3 scripts/copy_stores.py --once "$OUT" "$store"
+stores_copied "$store"

@@ -1,4 +1,4 @@
-# Sourced by the h200_* survey scripts: one stage of a GPU call, cut at the call's end.
+# Sourced by the GPU scripts that survey: one stage of a GPU call, cut at the call's end, and the copies of its stores.
 # survey_stage LABEL LOG ARG...: `utilscope survey ARG...` until `end` (the caller's, in epoch seconds), stopped
 # with SIGINT (a survey keeps what it stored and stores nothing for the cell in flight), its output appended to
 # LOG, then its exit code and the log's last 25 lines; returns 1 without running when 20 s or less are left.
@@ -13,4 +13,18 @@ survey_stage() {
   timeout -s INT "$left" python3 -m utilscope.cli "${verb[@]}" "$@" >>"$log" 2>&1
   echo "rc=$? $(date -u +%T)" | tee -a "$log"
   tail -n 25 "$log"
+}
+# copying_stores STORE...: a copy of each store in $OUT every 60 s (scripts/copy_stores.py: SQLite's online backup,
+# checked before it replaces a copy), in the background, so a call the device ends early still brings back what was
+# stored; stores_copied STORE... stops it and copies them a last time.
+copying_stores() {
+  python3 scripts/copy_stores.py "$OUT" "$@" &
+  copier=$!
+  trap 'kill $copier' EXIT
+}
+stores_copied() {
+  kill "$copier"
+  wait "$copier" 2>/dev/null
+  trap - EXIT
+  python3 scripts/copy_stores.py --once "$OUT" "$@"
 }
