@@ -140,8 +140,9 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame, gpu: str) -> str:
-    head = "| GPU | precision | layout | backend | batch | rows | MAPE | median error | within ±10% | Spearman | worst"
-    head += " |"
+    head = (
+        "| GPU | precision | layout | backend | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in table.itertuples():
         lines.append(
