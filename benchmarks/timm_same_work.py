@@ -4,12 +4,14 @@
 eager, cuDNN autotuning, TF32 allowed, batch 1024), then timm's script again (its own run-to-run spread). Each side
 runs in a process of its own (timm's script sets torch's legacy TF32 flags at import, which torch >= 2.9 refuses to
 mix with the new ones utilscope sets). Prints one row per model: timm's two samples/s, ours, ours / timm's mean.
+The three sides run in rounds of ``--chunk`` models (default 3), and each round's rows are printed and added to the
+CSV as it ends, so a call cut short keeps the rounds it finished (14 models at batch 1024 take longer than 250 s).
 
 timm's ``benchmark.py`` is timm's code: bring it from timm's repository (``--timm-benchmark PATH``), never commit it.
 
     PYTHONPATH=src python benchmarks/timm_same_work.py --timm-benchmark PATH --out DIR [MODEL@RES ...]
 
-Writes DIR/timm_same_work.csv; its numbers go into docs/benchmarks.md with the GPU, driver, torch and date.
+Writes (appends to) DIR/timm_same_work.csv; its numbers go into docs/benchmarks.md with the GPU, driver, torch and date.
 """
 
 from __future__ import annotations
@@ -115,6 +117,17 @@ def compare(first: dict, mine: dict, second: dict) -> dict:
     }
 
 
+def append_csv(path: Path, table: list[dict]) -> None:
+    """Add TABLE's rows to the CSV at PATH (its header first if new): a cut call keeps the chunks already done."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+        if new:
+            writer.writeheader()
+        writer.writerows(table)
+
+
 def environment() -> dict:
     import torch
 
@@ -128,26 +141,24 @@ def main() -> int:
     parser.add_argument("models", nargs="*", default=MODELS)
     parser.add_argument("--timm-benchmark", required=True, help="timm's benchmark.py (from its repository)")
     parser.add_argument("--out", default=None, help="folder for timm_same_work.csv")
+    parser.add_argument("--chunk", type=int, default=3, help="models per round of the three sides (default 3)")
     parser.add_argument("--side", choices=SIDES, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side is not None:  # a child: one side, its rows as JSON on the last line
         rows = run_timm(args.timm_benchmark, args.models) if args.side == "timm" else run_ours(args.models)
         print(json.dumps(rows))
         return 0
-    first, ours, second = (side(which, args.timm_benchmark, args.models) for which in ("timm", "ours", "timm"))
-    table = [compare(a, mine, b) for a, mine, b in zip(first, ours, second, strict=True)]
     print(json.dumps(environment()))
-    for row in table:
-        ratio = f"{row['ours_over_timm']:.3f}" if row["ours_over_timm"] else "-"
-        print(
-            f"{row['model']:40} {row['timm_1'] or 0:10.1f} {row['timm_2'] or 0:10.1f} {row['ours'] or 0:10.1f} {ratio}"
-        )
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        with open(Path(args.out) / "timm_same_work.csv", "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
+    for start in range(0, len(args.models), args.chunk):
+        models = args.models[start : start + args.chunk]
+        first, ours, second = (side(which, args.timm_benchmark, models) for which in ("timm", "ours", "timm"))
+        table = [compare(a, mine, b) for a, mine, b in zip(first, ours, second, strict=True)]
+        for row in table:
+            ratio = f"{row['ours_over_timm']:.3f}" if row["ours_over_timm"] else "-"
+            timm_1, timm_2, mine = (row[key] or 0 for key in ("timm_1", "timm_2", "ours"))
+            print(f"{row['model']:40} {timm_1:10.1f} {timm_2:10.1f} {mine:10.1f} {ratio}", flush=True)
+        if args.out:
+            append_csv(Path(args.out) / "timm_same_work.csv", table)
     return 0
 
 
