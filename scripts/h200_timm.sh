@@ -18,11 +18,7 @@ source scripts/survey_stage.sh
 stores=(data/h200/timm.sqlite data/h200/timm_reference.sqlite)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-# A copy of the stores in $OUT every 60 s (sqlite's online backup, consistent while the survey writes), so a call
-# that the device ends before the last line still brings back what was stored up to the last copy.
-python3 scripts/copy_stores.py "$OUT" "${stores[@]}" &
-copier=$!
-trap 'kill $copier' EXIT
+copying_stores "${stores[@]}"
 common=(--precision fp16 --per-worker 24 --min-time-ms 500 --fit-batch --attribute none)
 for stage in "$@"; do
   case $stage in
@@ -33,13 +29,10 @@ for stage in "$@"; do
   esac
   survey_stage "$stage" "$OUT/timm_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
-kill $copier
-wait $copier 2>/dev/null
 # The inference rows whose BatchNorm folding failed (tracing, the check, or a refused fold: utilscope.measure.folding);
 # the 79 rows measured again from session 30 on must show none.
 python3 -c "import sqlite3, sys
 sql = \"select model, notes from measurements where backend = 'inference' and notes like '%BatchNorm folding%'\"
 rows = sqlite3.connect(sys.argv[1]).execute(sql).fetchall()
 print(f'inference rows whose BatchNorm folding failed: {len(rows)}', *rows[:10], sep='\\n')" "${stores[0]}"
-trap - EXIT
-python3 scripts/copy_stores.py --once "$OUT" "${stores[@]}"
+stores_copied "${stores[@]}"
