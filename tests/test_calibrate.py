@@ -50,6 +50,7 @@ TINY = [
     OpConfig("layout_copy", 2, 24, 24, 5),
     OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8),
     OpConfig("grouped_stage", 2, 48, 48, 8, 3, 2, 2),
+    OpConfig("narrow_grouped", 2, 16, 16, 8, 3, 2, 8),
     OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
     *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS),
 ]
@@ -61,7 +62,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 859 and kinds["head"] == 34  # 2000 x 0.5 / 1.165 and 2000 x 0.02 / 1.165, rounded
+    assert kinds["conv"] == 851 and kinds["head"] == 34  # 2000 x 0.5 / 1.175 and 2000 x 0.02 / 1.175, rounded
     # any prefix: the kinds' shares, give or take one; the convs' two (the small kinds' first configs, each half a
     # step in, come early)
     prefix = collections.Counter(c.kind for c in sample[:100])
@@ -91,6 +92,9 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     grouped = [c for c in sample if c.kind == "grouped_stage"]  # any multiple-of-8 group width, stride 1 and 2
     assert all(c.groups >= 2 and (c.channels // c.groups) % 8 == 0 and c.kernel == 3 for c in grouped)
     assert {c.stride for c in grouped} == {1, 2} and len({c.channels // c.groups for c in grouped}) > 10
+    narrow = [c for c in sample if c.kind == "narrow_grouped"]  # 2 or 3 channels a group, stride 1 and 2
+    assert all(c.groups >= 2 and c.channels // c.groups in (2, 3) and c.kernel == 3 for c in narrow)
+    assert {c.stride for c in narrow} == {1, 2} and {c.channels // c.groups for c in narrow} == {2, 3}
     radix = [c for c in sample if c.kind == "radix_sum"]  # (B, radix x C, H, W) -> (B, C, H, W)
     assert radix and all(c.channels == c.groups * c.out_channels and c.groups in (2, 4) for c in radix)
     large = [c for c in sample if c.kind == "large_memory"]  # beyond every other kind's 2^28 elements

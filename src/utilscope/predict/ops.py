@@ -26,7 +26,7 @@ from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 9  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 10  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -47,7 +47,11 @@ SAMPLE_VERSION = 9  # the sampler's version (a profile keeps every config it tim
 # share (their first 46 took FastViT's from 0.04-0.15 to 0.23-0.50 of measured). Version 9 added casts between
 # fp32 and the activations' 16-bit dtype, up and down (autocast's: a norm's input cast up, a layer's fp32 output cast
 # down): streaming copies at about 2 TB/s on the H100, which the shuffles' clones, gathering copies at 0.5 TB/s on
-# channels_last, predicted about 4x slow (PoolFormer's casts: 9.5 ms predicted, 3.2 ms measured).
+# channels_last, predicted about 4x slow (PoolFormer's casts: 9.5 ms predicted, 3.2 ms measured). Version 10 added
+# 3x3 grouped convs of 2 or 3 channels a group at a stage's size and width, half at stride 2 (the RegNet NAS space's
+# group width 2: the general model gave its blocks a median 0.82 of their measured H200 times at batch 256, and
+# every other width 1.03-1.10; the sample's grouped convs had 4 or more channels a group, but for a few broad ones
+# at 8-64 channels).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -71,10 +75,12 @@ KIND_SHARES = {
     "grouped_stage": 0.015,
     "radix_sum": 0.01,
     "cast": 0.04,
+    "narrow_grouped": 0.01,
 }
 KINDS = tuple(KIND_SHARES)
-CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage")  # one padded conv each
+CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped")  # one padded conv each
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
+NARROW_GROUP_WIDTHS = (2, 2, 3)  # a narrow_grouped conv's channels per group (RegNet NAS spaces' 2 most often)
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
 SIZES = (7, 320)  # spatial size (square)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -397,6 +403,11 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
         channels = group_width * groups
         return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
+    if kind == "narrow_grouped":  # a 3x3 grouped conv of 2 or 3 channels a group at a stage's size and width
+        _, size, width = _pyramid(rng)
+        group_width = rng.choice(NARROW_GROUP_WIDTHS)
+        channels = group_width * max(2, round(width / group_width))
+        return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), channels // group_width)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
