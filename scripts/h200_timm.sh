@@ -30,7 +30,7 @@ for stage in "$@"; do
   survey_stage "$stage" "$OUT/timm_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
 # The inference rows whose BatchNorm folding failed (tracing, the check, or a refused fold: utilscope.measure.folding);
-# the 79 rows measured again from session 30 on must show none.
+# the 79 rows measured again since that check was added must show none.
 python3 -c "import sqlite3, sys
 sql = \"select model, notes from measurements where backend = 'inference' and notes like '%BatchNorm folding%'\"
 rows = sqlite3.connect(sys.argv[1]).execute(sql).fetchall()

@@ -397,17 +397,8 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(
             kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
         )
-    if kind == "grouped_stage":  # a 3x3 grouped conv at a stage's size, any multiple-of-8 group width, 2-64 groups
-        _, size, _ = _pyramid(rng)
-        group_width = 8 * _log_uniform(rng, 1, 32)
-        groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
-        channels = group_width * groups
-        return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
-    if kind == "narrow_grouped":  # a 3x3 grouped conv of 2 or 3 channels a group at a stage's size and width
-        _, size, width = _pyramid(rng)
-        group_width = rng.choice(NARROW_GROUP_WIDTHS)
-        channels = group_width * max(2, round(width / group_width))
-        return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), channels // group_width)
+    if kind in ("grouped_stage", "narrow_grouped"):
+        return _stage_grouped(rng, kind, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
@@ -429,6 +420,20 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     if kind == "shuffle":
         channels += channels % 2
     return OpConfig(kind, batch, channels, channels, size)
+
+
+def _stage_grouped(rng: random.Random, kind: str, batch: int) -> OpConfig:
+    """A 3x3 grouped conv at a stage's size, stride 1 or 2: ``grouped_stage``, any multiple-of-8 group width and
+    2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
+    _, size, width = _pyramid(rng)
+    if kind == "grouped_stage":
+        group_width = 8 * _log_uniform(rng, 1, 32)
+        groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
+    else:
+        group_width = rng.choice(NARROW_GROUP_WIDTHS)
+        groups = max(2, round(width / group_width))
+    channels = group_width * groups
+    return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
 
 
 def _large_conv(rng: random.Random, batch: int) -> OpConfig:
