@@ -86,13 +86,17 @@ def print_scores(frame: pd.DataFrame, gpu: str, keys: list[str]) -> None:
 
 def print_consistency(frame: pd.DataFrame) -> None:
     """Per space, precision and backend with several batch sizes: the Spearman of the measured latencies of one
-    batch size against another's, over the networks both hold (host-bound networks time alike at every batch size,
-    so this is the measurements' own ranking noise)."""
+    batch size against another's, over the networks both hold, and the median of their ratio (host-bound networks
+    time alike at every batch size, so this is the measurements' own ranking noise)."""
     for (space, precision, backend), rows in frame.groupby(["space", "precision", "backend"]):
         wide = rows.pivot_table(index="id", columns="batch", values="latency_ms")
         pairs = [(a, b) for i, a in enumerate(wide.columns) for b in wide.columns[i + 1 :]]
         if pairs:
-            text = ", ".join(f"{a} vs {b}: {spearmanr(wide[a], wide[b], nan_policy='omit')[0]:.3f}" for a, b in pairs)
+            text = ", ".join(
+                f"{a} vs {b}: {spearmanr(wide[a], wide[b], nan_policy='omit')[0]:.3f} "
+                f"(median latency ratio {(wide[b] / wide[a]).median():.2f})"
+                for a, b in pairs
+            )
             print(f"measured against measured, {space} {precision} {backend}: {text}")
 
 

@@ -38,6 +38,8 @@ def test_consistency_ranks_one_batch_size_against_another(script, capsys):
         }
     )
     script.print_consistency(frame)
-    assert capsys.readouterr().out.strip() == "measured against measured, mbv3 fp16 eager: 1 vs 32: -1.000"
+    assert capsys.readouterr().out.strip() == (
+        "measured against measured, mbv3 fp16 eager: 1 vs 32: -1.000 (median latency ratio 1.00)"
+    )
     script.print_consistency(frame[frame["batch"] == 1])  # one batch size: nothing to compare
     assert capsys.readouterr().out == ""
