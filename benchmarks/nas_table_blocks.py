@@ -37,7 +37,7 @@ def block_ratios(table: dict, position: int) -> pd.DataFrame:
         predictor.time_layers([layer for layer, _ in timed])
         for layer, measured_ms in timed:
             times = predictor.layers[layer]
-            predicted_ms = times.ms + predictor.predictor.gap_ms * times.rows
+            predicted_ms = predictor.predictor.with_gaps(times.ms, times.rows)  # as a network composes it
             rows.append(
                 {
                     "batch": batch,
