@@ -5,7 +5,7 @@
 # batch 1, 32 and 64, the batch sizes of issue 63's population rankings, into data/GPU/nas_eager.sqlite (GPU: the
 # first word after "NVIDIA" in nvidia-smi's name, lowercase: h100, h200). The call is cut at LIMIT seconds with
 # SIGINT (what was stored is kept); cells already stored are skipped, so the next call goes on, and a larger N adds
-# architectures. The store is written on the machine's local /tmp (as scripts/gpu_validation.sh does) and copied to
+# architectures. The store is written on the machine's local /tmp (survey_stage.sh's local_stores) and copied to
 # $OUT every 60 s and at the end (scripts/copy_stores.py, integrity-checked), with the log. Scored by
 # `benchmarks/nas_general_validation.py --db data/GPU/nas_eager.sqlite`.
 # Usage: scripts/gpu_nas_eager.sh LIMIT [N]
@@ -20,14 +20,10 @@ count=${2:-100}
 end=$(($(date +%s) + limit))
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpu=$(lent_gpu)
-kept=data/$gpu/nas_eager.sqlite
-store=$(mktemp -d)/nas_eager.sqlite
-mkdir -p "$OUT"
-[ -f "$kept" ] && cp "$kept" "$store"
-copying_stores "$store"
+local_stores "$gpu" nas_eager
 for space in mbv3 regnet; do
   STAGE_VERB="nas measure" survey_stage "$gpu $space eager" "$OUT/nas_eager_$gpu.log" "data/h200/${space}_archs.jsonl" \
-    --db "$store" --limit "$count" --batch 1,32,64 --precision fp16 --backend eager --min-time-ms 200 \
+    --db "${stores[0]}" --limit "$count" --batch 1,32,64 --precision fp16 --backend eager --min-time-ms 200 \
     --per-worker 1000 --no-cudnn-benchmark || break
 done
-stores_copied "$store"
+stores_copied "${stores[@]}"

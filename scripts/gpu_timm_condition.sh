@@ -26,17 +26,10 @@ source scripts/gpu_conditions.sh
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "gpu_timm_condition.sh: no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
 gpu=$(lent_gpu)
-# The surveys write copies on the machine's local /tmp, not the working tree's folder (as scripts/gpu_validation.sh
-# does: on the lent machines' gVisor runtime a store written there came back malformed once).
-local_dir=$(mktemp -d)
-store=$local_dir/timm_condition.sqlite
-channels_last_store=$local_dir/amp_channels_last.sqlite
-for kept in "data/$gpu/timm_condition.sqlite" "data/$gpu/amp_channels_last.sqlite"; do
-  [ -f "$kept" ] && cp "$kept" "$local_dir/"
-done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import timm, torch; print('timm', timm.__version__, 'torch', torch.__version__)"
-copying_stores "$store" "$channels_last_store"
+local_stores "$gpu" timm_condition amp_channels_last
+store=${stores[0]} channels_last_store=${stores[1]}
 models=${MODELS_FILE:-data/h200/timm_condition_models.txt}
 per_worker=$([ "$gpus" -gt 1 ] && echo 25 || echo 150)
 common=(--precision amp --batch 1024 --fit-batch timm --attribute none --min-time-ms 500
@@ -52,4 +45,4 @@ for stage in "$@"; do
   esac
   survey_stage "$stage on $gpus GPU(s)" "$OUT/survey_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
-stores_copied "$store" "$channels_last_store"
+stores_copied "${stores[@]}"

@@ -27,16 +27,12 @@ end=$(($(date +%s) + limit))
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpu=$(lent_gpu)
 name=${STORE:-precisions}
-kept=data/$gpu/$name.sqlite
-store=$(mktemp -d)/$name.sqlite
 models=()
 [ -n "${MODELS_FILE:-}" ] && models=(--models-file "$MODELS_FILE")
-mkdir -p "$OUT"
-[ -f "$kept" ] && cp "$kept" "$store"
-copying_stores "$store"
+local_stores "$gpu" "$name"
 for condition in "$@"; do
   condition_args "$condition"
-  survey_stage "$gpu $condition" "$OUT/validation_${gpu}_$name.log" --db "$store" --batch "${BATCHES:-1,256}" \
+  survey_stage "$gpu $condition" "$OUT/validation_${gpu}_$name.log" --db "${stores[0]}" --batch "${BATCHES:-1,256}" \
     --backend "${BACKEND:-graph}" --attribute none --min-time-ms "${MIN_TIME_MS:-500}" --per-worker 61 "${models[@]}" "${args[@]}" || break
 done
-stores_copied "$store"
+stores_copied "${stores[@]}"

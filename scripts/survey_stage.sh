@@ -17,6 +17,21 @@ survey_stage() {
 # copying_stores STORE...: a copy of each store in $OUT every 60 s (scripts/copy_stores.py: SQLite's online backup,
 # checked before it replaces a copy), in the background, so a call the device ends early still brings back what was
 # stored; stores_copied STORE... stops it and copies them a last time.
+# local_stores GPU NAME...: the stores data/GPU/NAME.sqlite surveyed in a folder of the machine's local /tmp, not the
+# working tree's (on the lent machines' gVisor runtime a store written there came back malformed once), each started
+# from its kept copy where there is one: sets the array `stores` to their paths and starts copying_stores on them.
+local_stores() {
+  local gpu=$1 dir name
+  shift
+  dir=$(mktemp -d)
+  stores=()
+  for name in "$@"; do
+    [ -f "data/$gpu/$name.sqlite" ] && cp "data/$gpu/$name.sqlite" "$dir/"
+    stores+=("$dir/$name.sqlite")
+  done
+  mkdir -p "$OUT"
+  copying_stores "${stores[@]}"
+}
 copying_stores() {
   python3 scripts/copy_stores.py "$OUT" "$@" &
   copier=$!
