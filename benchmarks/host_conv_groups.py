@@ -1,0 +1,102 @@
+"""What one grouped convolution costs the host in eager PyTorch, by channels a group (GPU): the call as
+``predict.host_calibrate`` times a conv (batch 1, channels_last, ``nn.Conv2d``, 200 calls back to back, the median of
+7 runs), for 3x3 convolutions of C channels at 14x14 with 1 (depthwise), 2, 3, 4, 8, 16, 32 channels a group and
+dense, in fp16 with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and the host
+profile run). Beside it, from ``torch.profiler`` over 50 calls: the kernels' device microseconds a call, and the CUDA
+runtime calls the host makes a call (launches, memcpys, synchronizations, attribute queries): where host time goes
+when it is not the launch.
+
+    PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--out DIR]
+
+Prints one row per convolution; with ``--out``, writes DIR/host_conv_groups.csv. Its numbers go into docs/predict.md
+("Eager: the host side") with the GPU, driver, torch version and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from utilscope.predict.host_calibrate import host_us
+
+GROUP_WIDTHS = (1, 2, 3, 4, 8, 16, 32, 0)  # channels a group; 0: dense (one group)
+SIZE = 14
+PROFILED_CALLS = 50
+
+
+def conv_case(channels: int, group_width: int, device: torch.device):
+    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input."""
+    groups = 1 if group_width == 0 else channels // group_width
+    conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False)
+    conv = conv.to(device, torch.float16).to(memory_format=torch.channels_last).eval()
+    image = torch.randn(1, channels, SIZE, SIZE, device=device, dtype=torch.float16)
+    return conv, image.contiguous(memory_format=torch.channels_last), groups
+
+
+def profiled(call) -> tuple[float, Counter]:
+    """The kernels' device microseconds a call and the CUDA runtime calls a call, over ``PROFILED_CALLS`` calls."""
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(PROFILED_CALLS):
+            call()
+        torch.cuda.synchronize()
+    device_us, runtime = 0.0, Counter()
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            device_us += event.device_time
+        elif event.name.startswith("cuda") or event.name.startswith("cu"):
+            runtime[event.name] += 1
+    return device_us / PROFILED_CALLS, Counter({k: v / PROFILED_CALLS for k, v in runtime.items()})
+
+
+def rows(channels_list: list[int], device: torch.device) -> list[dict]:
+    """One row per (channels, group width): host microseconds a call, device microseconds, runtime calls."""
+    torch.backends.cudnn.benchmark = False
+    out = []
+    for channels in channels_list:
+        for width in GROUP_WIDTHS:
+            if width and channels % width:
+                continue
+            conv, image, groups = conv_case(channels, width, device)
+            host = host_us(lambda: conv(image), device)  # noqa: B023  (called here)
+            device_us, runtime = profiled(lambda: conv(image))  # noqa: B023
+            kernel = "dense" if width == 0 else f"{width} a group"
+            calls = " ".join(f"{name}={count:g}" for name, count in runtime.most_common(6))
+            out.append(
+                {
+                    "channels": channels,
+                    "group_width": kernel,
+                    "groups": groups,
+                    "host_us": round(host, 2),
+                    "device_us": round(device_us, 2),
+                    "runtime_calls": calls,
+                }
+            )
+            print(f"{channels:5d} {kernel:>10} groups {groups:5d} host {host:7.1f} us, device {device_us:7.1f}", calls)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--channels", default="64,256,1024")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("host_conv_groups.py: needs a CUDA GPU")
+    print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
+    table = rows([int(c) for c in args.channels.split(",")], torch.device("cuda"))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "host_conv_groups.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+
+
+if __name__ == "__main__":
+    main()
