@@ -39,3 +39,4 @@ for condition in "$@"; do
   tail -n 3 "$log"
   cp "$profile" "${profile%.json}".rows-*.csv.gz "$OUT/" 2>/dev/null
 done
+packed_out "calibrate_$gpu"

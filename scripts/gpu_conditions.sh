@@ -29,3 +29,17 @@ condition_args() {
 lent_gpu() {
   nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}'
 }
+# packed_out NAME: every file under $OUT not yet packed, packed into one, $OUT/NAME-HHMMSS.tgz, and removed. The
+# lender brings back at most 8 files, 2 folders down: a call that runs several scripts, or a script that writes a
+# file per model or per condition, loses the rest unless they are packed. Unpack with `tar xzf PACK` in a folder of
+# its own, then copy the files where the script's header says. The gpu_*.sh scripts call it last.
+packed_out() {
+  local pack files
+  pack=$1-$(date -u +%H%M%S).tgz
+  files=$(cd "$OUT" && find . -type f ! -name '*.tgz' ! -name '*.part' | sort)
+  [ -n "$files" ] || return 0
+  # shellcheck disable=SC2086  # the file names are the scripts' own: no spaces
+  tar czf "$OUT/$pack.part" -C "$OUT" $files && mv "$OUT/$pack.part" "$OUT/$pack" && (cd "$OUT" && rm -f $files)
+  find "$OUT" -mindepth 1 -type d -empty -delete
+  echo "packed into \$OUT/$pack: $(echo "$files" | wc -l) files"
+}

@@ -27,3 +27,4 @@ for space in mbv3 regnet; do
     --per-worker 1000 --no-cudnn-benchmark || break
 done
 stores_copied "${stores[@]}"
+packed_out "nas_eager_$gpu"

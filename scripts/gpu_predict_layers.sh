@@ -35,3 +35,4 @@ for model in "$@"; do
     >"$OUT/predict_layers/$folder/$name.json" 2>"$OUT/predict_layers/$folder/$name.log" ||
     echo "failed: $model (see its log)"
 done
+packed_out "predict_layers_$folder"

@@ -46,3 +46,4 @@ for stage in "$@"; do
   survey_stage "$stage on $gpus GPU(s)" "$OUT/survey_$stage.log" "${grid[@]}" "${common[@]}" || break
 done
 stores_copied "${stores[@]}"
+packed_out "timm_condition_$gpu"

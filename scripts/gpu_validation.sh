@@ -36,3 +36,4 @@ for condition in "$@"; do
     --backend "${BACKEND:-graph}" --attribute none --min-time-ms "${MIN_TIME_MS:-500}" --per-worker 61 "${models[@]}" "${args[@]}" || break
 done
 stores_copied "${stores[@]}"
+packed_out "validation_${gpu}_$name"
