@@ -1,10 +1,11 @@
 """What one grouped convolution costs the host in eager PyTorch, by channels a group (GPU): the call as
 ``predict.host_calibrate`` times a conv (batch 1, channels_last, ``nn.Conv2d``, 200 calls back to back, the median of
 7 runs), for 3x3 convolutions of C channels at 14x14 with 1 (depthwise), 2, 3, 4, 8, 16, 32 channels a group and
-dense, in fp16 with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and the host
-profile run). Beside it, from ``torch.profiler`` over 50 calls: the kernels' device microseconds a call, and the CUDA
-runtime calls the host makes a call (launches, memcpys, synchronizations, attribute queries): where host time goes
-when it is not the launch.
+dense, in fp16, with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and the
+host profile run) and with its autotuning (on, as `profile` and `layers` run by default). Beside it, from
+``torch.profiler`` over 50 calls: the kernels' device microseconds a call, the CUDA runtime calls the host makes a
+call (launches, memcpys, synchronizations, attribute queries: where host time goes when it is not the launch) and
+the kernels a call runs.
 
     PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--out DIR]
 
@@ -39,45 +40,55 @@ def conv_case(channels: int, group_width: int, device: torch.device):
     return conv, image.contiguous(memory_format=torch.channels_last), groups
 
 
-def profiled(call) -> tuple[float, Counter]:
-    """The kernels' device microseconds a call and the CUDA runtime calls a call, over ``PROFILED_CALLS`` calls."""
+def profiled(call) -> tuple[float, Counter, Counter]:
+    """Over ``PROFILED_CALLS`` calls: the kernels' device microseconds a call, the CUDA runtime calls a call and the
+    kernels a call, by name."""
     with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(PROFILED_CALLS):
             call()
         torch.cuda.synchronize()
-    device_us, runtime = 0.0, Counter()
+    device_us, runtime, kernels = 0.0, Counter(), Counter()
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             device_us += event.device_time
-        elif event.name.startswith("cuda") or event.name.startswith("cu"):
-            runtime[event.name] += 1
-    return device_us / PROFILED_CALLS, Counter({k: v / PROFILED_CALLS for k, v in runtime.items()})
+            kernels[event.name[:60]] += 1 / PROFILED_CALLS
+        elif event.name.startswith("cu"):
+            runtime[event.name] += 1 / PROFILED_CALLS
+    return device_us / PROFILED_CALLS, runtime, kernels
+
+
+def row(channels: int, width: int, benchmark: bool, device: torch.device) -> dict:
+    """One convolution's host microseconds a call, device microseconds, runtime calls and kernels."""
+    torch.backends.cudnn.benchmark = benchmark
+    conv, image, groups = conv_case(channels, width, device)
+    host = host_us(lambda: conv(image), device)
+    device_us, runtime, kernels = profiled(lambda: conv(image))
+    return {
+        "channels": channels,
+        "group_width": "dense" if width == 0 else f"{width} a group",
+        "groups": groups,
+        "cudnn_benchmark": benchmark,
+        "host_us": round(host, 2),
+        "device_us": round(device_us, 2),
+        "runtime_calls": " ".join(f"{name}={count:g}" for name, count in runtime.most_common(6)),
+        "kernels": " | ".join(f"{name} x{count:g}" for name, count in kernels.most_common(3)),
+    }
 
 
 def rows(channels_list: list[int], device: torch.device) -> list[dict]:
-    """One row per (channels, group width): host microseconds a call, device microseconds, runtime calls."""
-    torch.backends.cudnn.benchmark = False
+    """One row per (channels, group width, cuDNN benchmark off and on), printed as it is measured."""
     out = []
     for channels in channels_list:
         for width in GROUP_WIDTHS:
-            if width and channels % width:
-                continue
-            conv, image, groups = conv_case(channels, width, device)
-            host = host_us(lambda: conv(image), device)  # noqa: B023  (called here)
-            device_us, runtime = profiled(lambda: conv(image))  # noqa: B023
-            kernel = "dense" if width == 0 else f"{width} a group"
-            calls = " ".join(f"{name}={count:g}" for name, count in runtime.most_common(6))
-            out.append(
-                {
-                    "channels": channels,
-                    "group_width": kernel,
-                    "groups": groups,
-                    "host_us": round(host, 2),
-                    "device_us": round(device_us, 2),
-                    "runtime_calls": calls,
-                }
-            )
-            print(f"{channels:5d} {kernel:>10} groups {groups:5d} host {host:7.1f} us, device {device_us:7.1f}", calls)
+            for benchmark in (False, True):
+                if width and channels % width:
+                    continue
+                r = row(channels, width, benchmark, device)
+                out.append(r)
+                print(
+                    f"{channels:5d} {r['group_width']:>10} benchmark {benchmark!s:5} host {r['host_us']:7.1f} us, "
+                    f"device {r['device_us']:7.1f} us; {r['runtime_calls']}; {r['kernels']}"
+                )
     return out
 
 
