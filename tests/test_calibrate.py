@@ -51,6 +51,7 @@ TINY = [
     OpConfig("multiplier_conv", 1, 8, 16, 9, 3, 2, 8),
     OpConfig("grouped_stage", 2, 48, 48, 8, 3, 2, 2),
     OpConfig("narrow_grouped", 2, 16, 16, 8, 3, 2, 8),
+    OpConfig("token_linear", 2, 8, 32, 3),
     OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
     *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS),
 ]
@@ -62,7 +63,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 851 and kinds["head"] == 34  # 2000 x 0.5 / 1.175 and 2000 x 0.02 / 1.175, rounded
+    assert kinds["conv"] == 826 and kinds["head"] == 33  # 2000 x 0.5 / 1.21 and 2000 x 0.02 / 1.21, rounded
     # any prefix: the kinds' shares, give or take one; the convs' two (the small kinds' first configs, each half a
     # step in, come early)
     prefix = collections.Counter(c.kind for c in sample[:100])
@@ -95,6 +96,11 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     narrow = [c for c in sample if c.kind == "narrow_grouped"]  # 2 or 3 channels a group, stride 1 and 2
     assert all(c.groups >= 2 and c.channels // c.groups in (2, 3) and c.kernel == 3 for c in narrow)
     assert {c.stride for c in narrow} == {1, 2} and {c.channels // c.groups for c in narrow} == {2, 3}
+    tokens = [c for c in sample if c.kind == "token_linear"]  # an MLP's layer on a stage's tokens, 4x up or down
+    assert all(
+        c.size > 1 and c.batch >= 32 and 4 in (c.out_channels / c.channels, c.channels / c.out_channels) for c in tokens
+    )
+    assert max(c.batch * c.size**2 for c in tokens) > 331_776  # more rows than the linear kind's largest
     radix = [c for c in sample if c.kind == "radix_sum"]  # (B, radix x C, H, W) -> (B, C, H, W)
     assert radix and all(c.channels == c.groups * c.out_channels and c.groups in (2, 4) for c in radix)
     large = [c for c in sample if c.kind == "large_memory"]  # beyond every other kind's 2^28 elements
@@ -113,7 +119,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
 def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
     module, shapes = build_op(config)
     out = module.eval()(*[torch.randn(shape) for shape in shapes])
-    if config.kind in ("linear", "head"):
+    if config.kind in ("linear", "token_linear", "head"):
         tokens = (config.size, config.size) if config.size > 1 else ()
         assert tuple(out.shape) == (config.batch, *tokens, config.out_channels)
     else:

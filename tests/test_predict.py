@@ -66,7 +66,7 @@ def synthetic_ms(config: OpConfig) -> float:
 
 @pytest.fixture(scope="module")
 def profile_file(tmp_path_factory):
-    configs = sample_configs(300, seed=5)  # enough for every group (>= MIN_ROWS squeeze-excite gates)
+    configs = sample_configs(320, seed=5)  # enough for every group (>= MIN_ROWS squeeze-excite gates: 8 of 320)
     profile = DeviceProfile("NVIDIA H200", "fp16", "graph", {}, 5, {"device_name": "NVIDIA H200"})
     for config in configs:
         profile.configs[config.key] = config.__dict__

@@ -26,7 +26,7 @@ from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 10  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 11  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -51,7 +51,12 @@ SAMPLE_VERSION = 10  # the sampler's version (a profile keeps every config it ti
 # 3x3 grouped convs of 2 or 3 channels a group at a stage's size and width, half at stride 2 (the RegNet NAS space's
 # group width 2: the general model gave its blocks a median 0.82 of their measured H200 times at batch 256, and
 # every other width 1.03-1.10; the sample's grouped convs had 4 or more channels a group, but for a few broad ones
-# at 8-64 channels).
+# at 8-64 channels). Version 11 gave grouped_stage 4% of a sample instead of 1.5% (the H200 fp16 profile had 67 of
+# them, 3 at batch 256: RegNetX-8GF's 120-channel groups at 6 groups, 14x14, batch 256 took 0.77 ms on the H200
+# where 0.41 was predicted, and RegNet-Y-16GF and RegNet-X-8GF were the H100 fp16 validation's worst networks at
+# batch 256), and added token_linear, a channels-last MLP's linear layer on a stage's tokens at its width, 4x up or
+# down (ConvNeXt's: at batch 256 its first stage's GEMMs have 802,816 rows, beyond the sample's 331,776, and were
+# predicted 1.6-2.3x slow).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -72,13 +77,15 @@ KIND_SHARES = {
     "conv_head": 0.01,
     "layout_copy": 0.02,
     "multiplier_conv": 0.02,
-    "grouped_stage": 0.015,
+    "grouped_stage": 0.04,
     "radix_sum": 0.01,
     "cast": 0.04,
     "narrow_grouped": 0.01,
+    "token_linear": 0.01,
 }
 KINDS = tuple(KIND_SHARES)
 CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped")  # one padded conv each
+LINEAR_KINDS = ("linear", "token_linear")  # an nn.Linear on (B, C) or, size > 1, on (B, size, size, C) tokens
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 NARROW_GROUP_WIDTHS = (2, 2, 3)  # a narrow_grouped conv's channels per group (RegNet NAS spaces' 2 most often)
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -242,7 +249,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
     image = torch.Size((config.batch, config.channels, config.size, config.size))
     builders = {
         **dict.fromkeys((*CONV_KINDS, "conv_head"), lambda: _conv(config)),
-        "linear": lambda: nn.Linear(config.channels, config.out_channels),
+        **dict.fromkeys(LINEAR_KINDS, lambda: nn.Linear(config.channels, config.out_channels)),
         "batch_norm": lambda: nn.BatchNorm2d(config.channels),
         "layer_norm": lambda: LayerNorm2d(config.channels),
         "group_norm": lambda: nn.GroupNorm(math.gcd(32, config.channels), config.channels),
@@ -266,7 +273,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         return Binary(config.kind), (image, torch.Size(other.get(config.variant, image)))
     if config.kind == "head":
         return builders["head"](), (torch.Size((config.batch, config.channels)),)
-    if config.kind == "linear":
+    if config.kind in LINEAR_KINDS:
         tokens = (config.batch, config.size, config.size, config.channels)
         return builders["linear"](), (torch.Size(tokens if config.size > 1 else (config.batch, config.channels)),)
     if config.kind not in builders:
@@ -379,6 +386,11 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(kind, batch, channels, channels, size, 3, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "linear":  # a classifier or an MLP on (B, H, W, C) tokens, as ConvNeXt's
         return OpConfig("linear", batch, channels, _channels(rng), size if cnn_like else 1)
+    if kind == "token_linear":  # a channels-last MLP's layer on a stage's tokens, 4x up or down (ConvNeXt's), at
+        _, size, width = _pyramid(rng)  # the large batches where its rows outnumber the linear kind's
+        batch, width = rng.choice(BATCHES[-4:]), _width(rng, width)
+        channels, out_channels = (width, 4 * width) if rng.random() < 0.5 else (4 * width, width)
+        return OpConfig(kind, batch, channels, out_channels, size)
     if kind == "head":  # a classifier, or AlexNet's and VGG's wide fully connected layers
         features = rng.choice(HEAD_FEATURES)
         return OpConfig(kind, batch, features, rng.choice((1000, 1000, 4096, features)))
@@ -467,7 +479,8 @@ def conv_flops(config: OpConfig) -> int:
 
 def fits(config: OpConfig) -> bool:
     """Within memory and time bounds: no input or output over MAX_ACTIVATION_ELEMENTS elements (a large_memory
-    config: within LARGE_ELEMENTS), no conv over MAX_CONV_FLOPS, an output of at least one pixel."""
+    config: within LARGE_ELEMENTS; a token_linear one: up to its top), no conv over MAX_CONV_FLOPS, an output of at
+    least one pixel."""
     if config.out_size < 1:
         return False
     elements = config.batch * max(config.channels * config.size**2, config.out_channels * config.out_size**2)
@@ -475,6 +488,8 @@ def fits(config: OpConfig) -> bool:
         return LARGE_ELEMENTS[0] <= elements <= LARGE_ELEMENTS[1]
     if config.kind in (*CONV_KINDS, "chain", "conv_head"):
         return elements <= MAX_ACTIVATION_ELEMENTS and conv_flops(config) <= MAX_CONV_FLOPS
+    if config.kind == "token_linear":  # ConvNeXt-T's first MLP at batch 256: 308M elements, as large_memory's
+        return elements <= LARGE_ELEMENTS[1]
     return elements <= MAX_ACTIVATION_ELEMENTS
 
 
