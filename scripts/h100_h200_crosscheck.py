@@ -2,7 +2,8 @@
 channels_last profiles time the same seeded configs, so the transfer's memory side can be tested on real hardware.
 Each op row timed on both GPUs is carried from one to the other by ``predict.transfer`` (from its measured time, so
 the layer models' error is not in it) and compared with its measured time there, per op group and category; the
-measured ratio and the "same time" baseline beside it. Validation data: the transfer's design was not changed by it.
+measured ratio and the "same time" baseline beside it. Validation data: the transfer's faster-memory rule
+(``transfer.faster_memory_ms``, 2026-12-07) was chosen on it.
 
     python scripts/h100_h200_crosscheck.py [--precision fp16] [--csv rows.csv]
 """

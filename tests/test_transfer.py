@@ -41,6 +41,31 @@ def test_each_op_takes_the_largest_of_its_sm_tensor_and_memory_bounds():
     assert list(bound[:1]) == ["tensor" if tensor_ms > 40 else "sm"]
 
 
+def test_a_memory_bound_op_carried_to_faster_memory_gets_faster_by_its_streamed_part_alone():
+    """The same SMs and clock, twice the bandwidth: of each memory row's source time, its bytes at the source's
+    streamed bandwidth (at most the whole time) halve, the rest stays; a conv row and a slower target are as before."""
+    faster = replace(SOURCE, name="faster", key="fast", bandwidth_bytes=8e12)
+    rows = pd.DataFrame(
+        {
+            "group": ["memory", "memory", "conv"],
+            "flops": [0.0, 0.0, 1e9],
+            "bytes": [4e9, 1e9, 4e9],
+            "waves": [0.0, 0.0, 1.0],
+        }
+    )
+    source_ms = pd.Series([1.5, 1.0, 2.0]).to_numpy()
+    streamed_ms = [4e9 / (4e12 * MEMORY_EFFICIENCY) * 1e3, 1e9 / (4e12 * MEMORY_EFFICIENCY) * 1e3]  # 1.176, 0.294
+    ms, bound = transfer(rows, source_ms, SOURCE, faster)
+    assert ms[0] == pytest.approx(1.5 - streamed_ms[0] / 2) and bound[0] == "sm"  # 0.912: above 4e9 at 8 TB/s
+    assert ms[1] == pytest.approx(1.0 - streamed_ms[1] / 2)  # 0.853: mostly per-SM work
+    assert ms[2] == pytest.approx(2.0)  # a conv's time is per-SM work
+    memory_bound = pd.Series([0.5]).to_numpy()  # below its bytes at the source's bandwidth: all of it streams
+    ms, bound = transfer(rows.iloc[:1], memory_bound, SOURCE, faster)
+    assert ms[0] == pytest.approx(max(0.5 / 2, 4e9 / (8e12 * MEMORY_EFFICIENCY) * 1e3)) and bound[0] == "memory"
+    slower_ms, _ = transfer(rows, source_ms, faster, SOURCE)  # from the faster memory back: the largest bound
+    assert slower_ms[0] == pytest.approx(max(1.5, streamed_ms[0])) and slower_ms[2] == pytest.approx(2.0)
+
+
 def test_a_compute_bound_op_on_the_fp32_units_names_them_not_the_tensor_cores():
     rows = pd.DataFrame({"group": ["conv"], "flops": [8e15], "bytes": [4e6], "waves": [1.0]})  # far above its roofs
     for unit, name in (("fp16", "tensor"), ("tf32", "tensor"), ("fp32", "fp32")):

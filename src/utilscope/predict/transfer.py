@@ -17,6 +17,13 @@ time on a *target* GPU is the largest of three bounds, each from the target's da
   its boost clock). (What keeps a memory-bound op below that on the source, the H200's HBM needing more bytes in
   flight per SM than an SM keeps, is in ``sm``.)
 
+A memory-bound op (``group`` memory) carried to a GPU that streams faster than the source: its source time held its
+bytes at the source's streamed bandwidth as well as its per-SM work, and only the first gets faster. So that part
+(at most all of the source time) shrinks by the ratio of the two streamed bandwidths before the ``sm`` bound scales
+the time (``faster_memory_ms``). Without it a source of slower memory carried nothing of a faster memory's gain:
+from the H100's profile, the H200's elementwise kernels came out as slow as the H100's (adds 40% too slow; the
+H100/H200 cross-check in docs/predict.md, validation). To a GPU that streams slower, nothing changes.
+
 A conv of a profile timed NCHW carries its layout's cost on the source apart (``Predictor.layout_overhead_ms``: its
 time above the same conv's channels_last time): the bounds are those of the rest, and the overhead, per-SM work
 (layout transforms through shared memory), is added scaled as the ``sm`` bound is (``sm_scaled_ms``).
@@ -60,7 +67,8 @@ def transfer_bounds(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, targ
     tiles = np.where(compute, np.nan_to_num(waves) * source.sm_count, 0.0)
     waves_source = np.where(compute, wave_efficiency(tiles, source.sm_count), 1.0)
     waves_target = np.where(compute, wave_efficiency(tiles, target.sm_count), 1.0)
-    sm_ms = sm_scaled_ms(source_ms, source, target) * (waves_source / waves_target)
+    per_sm_ms = source_ms - faster_memory_ms(rows, source_ms, source, target)
+    sm_ms = sm_scaled_ms(per_sm_ms, source, target) * (waves_source / waves_target)
     peak = target.sustained_peak_flops * TENSOR_EFFICIENCY
     tensor_ms = np.where(compute, flops / (peak * waves_target) * 1e3, 0.0)
     memory_ms = moved / target.streamed_bytes_per_s * 1e3
@@ -81,6 +89,18 @@ def fused_stream_ms(ref_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
     """A fused kernel's milliseconds on ``target`` for the bytes whose roofline time on ``source`` is ``ref_ms``:
     at ``MEMORY_EFFICIENCY`` of the bandwidth on the source, scaled by the two GPUs' streamed bandwidths."""
     return ref_ms / MEMORY_EFFICIENCY * source.streamed_bytes_per_s / target.streamed_bytes_per_s
+
+
+def faster_memory_ms(rows: pd.DataFrame, source_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
+    """What a target that streams faster saves of each memory-bound row's source time (the module's docstring): its
+    bytes at the source's streamed bandwidth, at most its source time, times one minus the ratio of the source's
+    streamed bandwidth to the target's; 0 for the other rows, and for every row where the target streams no faster."""
+    saved = 1.0 - source.streamed_bytes_per_s / target.streamed_bytes_per_s
+    if saved <= 0:
+        return np.zeros(len(rows))
+    streamed_ms = rows["bytes"].to_numpy(float) / source.streamed_bytes_per_s * 1e3
+    memory = (rows["group"] == "memory").to_numpy()
+    return np.where(memory, np.minimum(streamed_ms, source_ms) * saved, 0.0)
 
 
 def sm_scaled_ms(source_ms: np.ndarray, source: Gpu, target: Gpu) -> np.ndarray:
