@@ -5,12 +5,15 @@
 # that nvidia-smi names "NVIDIA H100 ..." is $PROFILES/h100_CONDITION_graph.json (the first word after NVIDIA,
 # lowercase); PROFILES defaults to src/utilscope/predict/profiles/. CONDITION (default fp16): one of
 # scripts/gpu_conditions.sh's table, or `host`: the machine's host profile (`calibrate --host`, seconds) into
-# $PROFILES/hosts/GPU_host.json.
+# $PROFILES/hosts/GPU_host.json. Each call's checkout holds the tracked files afresh, even on a warm machine, while
+# git-ignored files stay as long as the machine does: PROFILES=.gpu_profiles (ignored) keeps the profiles between the
+# calls of one warm machine, each first copied there from the shipped one when it is not there yet.
 # Usage: scripts/gpu_calibrate.sh LIMIT [COUNT] [CONDITION...]
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 OUT=${OUT:-./out}  # what comes back from the lent GPU machine; ./out elsewhere (scripts/README.md)
-PROFILES=${PROFILES:-src/utilscope/predict/profiles}
+SHIPPED=src/utilscope/predict/profiles
+PROFILES=${PROFILES:-$SHIPPED}
 source scripts/gpu_conditions.sh
 mkdir -p "$OUT" "$PROFILES"
 limit=$1
@@ -31,6 +34,7 @@ for condition in "$@"; do
   left=$((end - $(date +%s)))
   [ "$left" -le 20 ] && break
   profile=$PROFILES/${gpu}_${condition}_graph.json
+  [ -f "$profile" ] || [ ! -f "$SHIPPED/${profile##*/}" ] || cp "$SHIPPED/${profile##*/}" "$profile"
   log=$OUT/calibrate_${gpu}_$condition.log
   start=$(date +%s)
   echo "== $gpu $condition $(date -u +%T), ${left} s left"

@@ -53,3 +53,34 @@ def test_condition_args_maps_names_to_flags_and_refuses_unknown_ones(tmp_path):
         "fp32_nchw:--precision fp32 --no-channels-last",
     ]
     assert sourced("condition_args fp8", tmp_path).returncode == 1
+
+
+def stub_gpu_tools(bin_dir: Path) -> None:
+    """An nvidia-smi that names an H100 and a python3 that only logs its arguments, in ``bin_dir``."""
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 580.159.04"\n')
+    (bin_dir / "python3").write_text('#!/bin/sh\necho "$@" >> "$OUT/python3.args"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+
+
+def test_gpu_calibrate_keeps_profiles_elsewhere_starting_each_from_the_shipped_one(tmp_path):
+    stub_gpu_tools(tmp_path / "bin")
+    keep, out = tmp_path / "keep", tmp_path / "out"
+    keep.mkdir()
+    (keep / "h100_amp_graph.json").write_text("timed on this machine")
+    env = {"OUT": str(out), "PROFILES": str(keep), "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    result = subprocess.run(
+        ["bash", "scripts/gpu_calibrate.sh", "60", "5", "fp16", "amp"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    shipped = ROOT / "src/utilscope/predict/profiles/h100_fp16_graph.json"
+    assert (keep / "h100_fp16_graph.json").read_bytes() == shipped.read_bytes()
+    assert (keep / "h100_amp_graph.json").read_text() == "timed on this machine"
+    packs = [p.name for p in out.iterdir()]
+    assert len(packs) == 1 and packs[0].startswith("calibrate_h100-")
