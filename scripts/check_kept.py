@@ -13,6 +13,7 @@ copy): everything in NEW is then added.
 from __future__ import annotations
 
 import argparse
+import signal
 import sqlite3
 import sys
 from collections import Counter
@@ -115,4 +116,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a reader that goes away (`| head`) ends it quietly
     sys.exit(main())
