@@ -461,6 +461,17 @@ def test_what_a_profile_predicts_is_one_rule_for_the_predictor_and_the_registry(
     assert entry.expresses("amp", "eager", True) and not entry.expresses("amp", "inference", True)  # fused: fp16's
 
 
+def test_the_profile_line_says_whether_its_convolutions_were_autotuned(tmp_path):
+    shipped = profiles.read(profiles.PROFILES_DIR / "h100_fp32_graph.json")
+    line = profiles.describe_choice(shipped, None, "fp32")
+    assert shipped.cudnn_autotuned and "1,200 configs, cuDNN autotuned)" in line
+    data = json.loads(shipped.path.read_text())
+    data["cudnn"]["cudnn_benchmark"] = False
+    (tmp_path / "mine.json").write_text(json.dumps(data))
+    mine = profiles.read(tmp_path / "mine.json")
+    assert not mine.cudnn_autotuned and "configs, cuDNN heuristics)" in profiles.describe_choice(mine, None, "fp32")
+
+
 def test_every_precision_selects_a_profile_and_says_which_and_why():
     def chosen(gpu, precision):
         path = selection.select_profile(gpu, None, precision, "graph")

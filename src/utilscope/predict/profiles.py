@@ -51,6 +51,7 @@ class Profile:
     memory_format: str  # channels_last or contiguous
     backend: str
     configs: int  # configs timed
+    cudnn_autotuned: bool = True  # timed with cudnn.benchmark on (as `profile` and `layers` run by default)
 
     @property
     def name(self) -> str:
@@ -92,6 +93,7 @@ def _read(path: Path, mtime_ns: int) -> Profile:
             data.get("memory_format", "channels_last"),
             data["backend"],
             len(data["latency_ms"]),
+            bool(data.get("cudnn", {}).get("cudnn_benchmark", True)),
         )
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path} is a damaged device profile (no {exc}); {REMEDY}") from None
@@ -165,7 +167,7 @@ def describe_choice(entry: Profile, spec, asked: str) -> str:
     gpu = hardware.get_spec(entry.gpu).name if entry.gpu else entry.device
     head = (
         f"profile: {entry.name} ({gpu}, {entry.precision}, {entry.memory_format}, {entry.backend}, "
-        f"{entry.configs:,} configs)"
+        f"{entry.configs:,} configs, {'cuDNN autotuned' if entry.cudnn_autotuned else 'cuDNN heuristics'})"
     )
     if spec is None:
         why = "transferred to each GPU from the best-sampled profile of the condition"
