@@ -26,7 +26,7 @@ from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 11  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 12  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -56,7 +56,10 @@ SAMPLE_VERSION = 11  # the sampler's version (a profile keeps every config it ti
 # where 0.41 was predicted, and RegNet-Y-16GF and RegNet-X-8GF were the H100 fp16 validation's worst networks at
 # batch 256), and added token_linear, a channels-last MLP's linear layer on a stage's tokens at its width, 4x up or
 # down (ConvNeXt's: at batch 256 its first stage's GEMMs have 802,816 rows, beyond the sample's 331,776, and were
-# predicted 1.6-2.3x slow).
+# predicted 1.6-2.3x slow). Version 12 added band_depthwise, 1xk and kx1 depthwise convs (k 3-7) at a stage's size
+# and width: GhostNetV2's DFC attention runs 1x5 and 5x1 ones, which cuDNN ran with its generic grouped kernel
+# (conv2d_grouped_direct_kernel, 0.75 ms for 77 MB on the H100) at 4-8x what the square depthwise convs and the
+# sample's few 1x7 / 1x11 band kernels predicted.
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -82,11 +85,13 @@ KIND_SHARES = {
     "cast": 0.04,
     "narrow_grouped": 0.01,
     "token_linear": 0.01,
+    "band_depthwise": 0.01,
 }
 KINDS = tuple(KIND_SHARES)
-CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped")  # one padded conv each
+CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped", "band_depthwise")  # one conv
 LINEAR_KINDS = ("linear", "token_linear")  # an nn.Linear on (B, C) or, size > 1, on (B, size, size, C) tokens
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
+BAND_SIDES = (3, 5, 5, 7)  # a band_depthwise conv's long side (GhostNetV2's DFC attention: 5)
 NARROW_GROUP_WIDTHS = (2, 2, 3)  # a narrow_grouped conv's channels per group (RegNet NAS spaces' 2 most often)
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
 SIZES = (7, 320)  # spatial size (square)
@@ -411,6 +416,11 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         )
     if kind in ("grouped_stage", "narrow_grouped"):
         return _stage_grouped(rng, kind, batch)
+    if kind == "band_depthwise":  # a 1xk or kx1 depthwise conv at a stage's size and width (GhostNetV2's 1x5, 5x1)
+        _, size, width = _pyramid(rng)
+        channels, side = _width(rng, width * rng.choice((1, 1, 3, 4, 6))), rng.choice(BAND_SIDES)
+        height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
+        return OpConfig(kind, batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
