@@ -414,13 +414,8 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(
             kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
         )
-    if kind in ("grouped_stage", "narrow_grouped"):
-        return _stage_grouped(rng, kind, batch)
-    if kind == "band_depthwise":  # a 1xk or kx1 depthwise conv at a stage's size and width (GhostNetV2's 1x5, 5x1)
-        _, size, width = _pyramid(rng)
-        channels, side = _width(rng, width * rng.choice((1, 1, 3, 4, 6))), rng.choice(BAND_SIDES)
-        height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
-        return OpConfig(kind, batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
+    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise"):
+        return _stage_conv(rng, kind, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
@@ -444,10 +439,15 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     return OpConfig(kind, batch, channels, channels, size)
 
 
-def _stage_grouped(rng: random.Random, kind: str, batch: int) -> OpConfig:
-    """A 3x3 grouped conv at a stage's size, stride 1 or 2: ``grouped_stage``, any multiple-of-8 group width and
-    2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
+def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
+    """A conv at a stage's size and width. ``band_depthwise``: a 1xk or kx1 depthwise conv at the stage's width or
+    expanded, stride 1 (GhostNetV2's 1x5 and 5x1). Else a 3x3 grouped conv, stride 1 or 2: ``grouped_stage``, any
+    multiple-of-8 group width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
     _, size, width = _pyramid(rng)
+    if kind == "band_depthwise":
+        channels, side = _width(rng, width * rng.choice((1, 1, 3, 4, 6))), rng.choice(BAND_SIDES)
+        height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
+        return OpConfig(kind, batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
     if kind == "grouped_stage":
         group_width = 8 * _log_uniform(rng, 1, 32)
         groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
