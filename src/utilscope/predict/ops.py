@@ -91,6 +91,7 @@ KINDS = tuple(KIND_SHARES)
 CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped", "band_depthwise")  # one conv
 LINEAR_KINDS = ("linear", "token_linear")  # an nn.Linear on (B, C) or, size > 1, on (B, size, size, C) tokens
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
+DEPTHWISE_EXPANSIONS = (1, 1, 3, 4, 6)  # a depthwise conv's channels over its stage's width (inverted residuals)
 BAND_SIDES = (3, 5, 5, 7)  # a band_depthwise conv's long side (GhostNetV2's DFC attention: 5)
 NARROW_GROUP_WIDTHS = (2, 2, 3)  # a narrow_grouped conv's channels per group (RegNet NAS spaces' 2 most often)
 CHANNELS = (8, 2048)  # the calibrated range, per kind's channel axis
@@ -314,6 +315,17 @@ def _grouped(rng: random.Random, width: float) -> tuple[int, int]:
     return groups * group_width, groups
 
 
+def _band(rng: random.Random, sides: tuple[int, ...]) -> tuple[int, int]:
+    """A band kernel's (height, width): 1 x k or k x 1, k one of ``sides``."""
+    side = rng.choice(sides)
+    return (1, side) if rng.random() < 0.5 else (side, 1)
+
+
+def _band_depthwise(kind: str, batch: int, channels: int, size: int, kernel: tuple[int, int]) -> OpConfig:
+    """A depthwise conv of a band ``kernel`` (height, width), stride 1."""
+    return OpConfig(kind, batch, channels, channels, size, kernel[0], 1, channels, kernel_w=kernel[1])
+
+
 def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
     """A convolution as CNNs have them: stems, patchify downsampling, 3x3/5x5/7x7 dense and factorized 1xk / kx1,
     pointwise expansions and projections, depthwise (at expanded widths, 3x3 to 9x9 and band kernels) and grouped
@@ -330,8 +342,7 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
         if draw < 0.25:  # patchify downsampling (ConvNeXt's 2x2 stride 2)
             return OpConfig("conv", batch, _width(rng, width), _width(rng, 2 * width), size, 2, 2)
         if draw < 0.35:  # a factorized kernel (Inception's 1x7 and 7x1)
-            side = rng.choice((3, 5, 7))
-            height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
+            height, kernel_w = _band(rng, (3, 5, 7))
             return OpConfig("conv", batch, _width(rng, width), _width(rng, width), size, height, kernel_w=kernel_w)
         cin = _width(rng, width)
         return OpConfig(
@@ -341,11 +352,9 @@ def _cnn_conv(rng: random.Random, batch: int) -> OpConfig:
         cin = _width(rng, width * rng.choice((1, 1, 4, 6)))
         return OpConfig("conv", batch, cin, _width(rng, width * rng.choice((0.25, 0.5, 1, 2, 4, 6))), size)
     if style == "depthwise":
-        channels = _width(rng, width * rng.choice((1, 1, 3, 4, 6)))
+        channels = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS))
         if rng.random() < 0.15:  # a band kernel (InceptionNeXt's 1x11 and 11x1)
-            side = rng.choice((7, 11))
-            height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
-            return OpConfig("conv", batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
+            return _band_depthwise("conv", batch, channels, size, _band(rng, (7, 11)))
         return OpConfig("conv", batch, channels, channels, size, rng.choice((3, 3, 5, 7, 9)), stride, channels)
     channels, groups = _grouped(rng, width)
     return OpConfig("conv", batch, channels, channels, size, 3, stride, groups)
@@ -445,9 +454,8 @@ def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
     multiple-of-8 group width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
     _, size, width = _pyramid(rng)
     if kind == "band_depthwise":
-        channels, side = _width(rng, width * rng.choice((1, 1, 3, 4, 6))), rng.choice(BAND_SIDES)
-        height, kernel_w = (1, side) if rng.random() < 0.5 else (side, 1)
-        return OpConfig(kind, batch, channels, channels, size, height, 1, channels, kernel_w=kernel_w)
+        channels = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS))
+        return _band_depthwise(kind, batch, channels, size, _band(rng, BAND_SIDES))
     if kind == "grouped_stage":
         group_width = 8 * _log_uniform(rng, 1, 32)
         groups = max(2, min(_log_uniform(rng, 2, 64), GROUPED_STAGE_CHANNELS // group_width))
