@@ -207,6 +207,35 @@ def test_the_shipped_launch_gaps_list_every_shipped_profile_at_its_current_rows(
     assert set(zip(listed["profile"], listed["rows_key"], strict=True)) == shipped, "run scripts/launch_gaps.py"
 
 
+def test_every_shipped_profile_has_its_fit_beside_it_at_its_current_content():
+    stale = [entry.path.name for entry in profiles.shipped() if not fit_cache.shipped_fit_file(entry.path).is_file()]
+    assert not stale, f"run python -m utilscope.predict.fit_cache on {stale}"
+
+
+def test_a_fit_kept_beside_a_profile_is_read_instead_of_fitting_and_predicts_as_the_fit(
+    profile_file, predictor, net_file, tmp_path, monkeypatch
+):
+    """``write_shipped_fit`` keeps the fit beside the profile; with an empty cache ``load_predictor`` reads it (no
+    fit: ``on_fit`` is not called) and predicts as a fresh fit does; a changed profile has another key, so its
+    stale fit is not read."""
+    monkeypatch.setattr(layers, "ITERATIONS", 5)  # as the predictor fixture was fitted
+    copy = tmp_path / "profiles" / profile_file.name
+    copy.parent.mkdir()
+    copy.write_bytes(profile_file.read_bytes())
+    kept = fit_cache.write_shipped_fit(copy)
+    assert kept.name.startswith("synthetic.fit-") and kept.name.endswith(".pkl.xz")
+    monkeypatch.setenv("UTILSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    fits = []
+    read = fit_cache.load_predictor(copy, on_fit=lambda: fits.append(1))
+    assert fits == [] and read.profile_path == str(copy) and read.gap_ms == predictor.gap_ms
+    rows = pr.network_rows(count_traced(net_file, 4, 32, "fp16")[1], H200)
+    assert list(read.layer_models.times_ms(rows)[0]) == list(predictor.layer_models.times_ms(rows)[0])
+    copy.write_text(profile_file.read_text().replace('"seed": 5', '"seed": 6'))
+    assert not fit_cache.shipped_fit_file(copy).is_file()
+    fit_cache.write_shipped_fit(copy)  # the profile's fit of the old key is removed
+    assert [path.name for path in copy.parent.glob("*.pkl.xz")] == [fit_cache.shipped_fit_file(copy).name]
+
+
 def test_the_predictor_composes_twice_the_roofline_plus_the_chains_gap(predictor, net_file):
     assert predictor.gap_ms == pytest.approx(GAP_MS, rel=1e-6)
     counted, recorded = count_traced(net_file, 4, 32, "fp16")

@@ -2,13 +2,18 @@
 profile's op and chain rows (seconds), kept per profile content in utilscope's cache folder
 (``utilscope.cache.cache_dir("predict")``), keyed by the profile's bytes, scikit-learn's and utilscope's versions,
 ``CACHE_FORMAT`` and the text of the code that fits (``FITTING_CODE``: not ``predictor.py``, whose composition runs
-after the fit)."""
+after the fit). A shipped profile's fit is shipped too (``<profile>.fit-<key>.pkl.xz`` beside it, keyed by the
+profile's bytes and the fitting code alone: ``python -m utilscope.predict.fit_cache PROFILE...`` writes it), so a
+cold ``predict`` reads it instead of fitting, and every machine predicts from the same trees whatever its
+scikit-learn."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import lzma
 import pickle
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from importlib import metadata
@@ -18,7 +23,7 @@ import pandas as pd
 
 from utilscope.cache import cache_dir, keep
 from utilscope.errors import UsageError
-from utilscope.files import check_input_file, read_bytes
+from utilscope.files import check_input_file, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
 from utilscope.predict import network_scales, profile_rows, profiles
@@ -134,9 +139,55 @@ def cache_file(path: Path, part: str = "") -> Path:
     """The cache entry of a profile's predictor (``part``: of a part of it, e.g. "conv"): keyed by the profile's
     content, scikit-learn's version and the code that fits it."""
     versions = f"{CACHE_FORMAT}|{metadata.version('scikit-learn')}|{metadata.version('utilscope')}|{part}"
+    return cache_dir("predict") / f"{path.stem}{'-' + part if part else ''}-{_digest(path, versions)[:20]}.pkl"
+
+
+def _digest(path: Path, versions: str) -> str:
+    """The digest of a profile's content, ``versions`` and the text of the code that fits it (``FITTING_CODE``)."""
     code = b"".join((Path(__file__).parent / name).read_bytes() for name in FITTING_CODE)
-    digest = hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()[:20]
-    return cache_dir("predict") / f"{path.stem}{'-' + part if part else ''}-{digest}.pkl"
+    return hashlib.sha256(read_bytes(path, PROFILE_FILE) + versions.encode() + code).hexdigest()
+
+
+def fit_key(path: Path) -> str:
+    """The digest of a profile's content and of the code that fits it: a shipped fit's key (``shipped_fit_file``)."""
+    return _digest(path, f"{CACHE_FORMAT}|")[:16]
+
+
+SHIPPED_FIT_SUFFIX = ".pkl.xz"
+
+
+def shipped_fit_file(path: Path) -> Path:
+    """The fit kept beside a profile (``write_shipped_fit``), current for its content and the fitting code."""
+    return path.with_name(f"{path.stem}.fit-{fit_key(path)}{SHIPPED_FIT_SUFFIX}")
+
+
+def write_shipped_fit(path: Path) -> Path:
+    """Fit the profile at ``path`` (from its rows) and keep the fit beside it, xz-compressed: its layer models,
+    launch gap and condition, and the scikit-learn version that fitted them; the profile's fits of other keys are
+    removed."""
+    from threadpoolctl import threadpool_limits
+
+    profile = DeviceProfile.load(path)
+    with threadpool_limits(limits=FIT_THREADS):
+        predictor = fit_predictor(profile, str(path), profile_rows.load(path))
+    kept = shipped_fit_file(path)
+    for stale in path.parent.glob(f"{path.stem}.fit-*{SHIPPED_FIT_SUFFIX}"):
+        if stale != kept:
+            stale.unlink()
+    fields = ("device", "precision", "backend", "gpu", "layer_models", "gap_ms", "memory_format")
+    fit = {name: getattr(predictor, name) for name in fields} | {"scikit_learn": metadata.version("scikit-learn")}
+    write_atomically(kept, lzma.compress(pickle.dumps(fit), preset=9))
+    return kept
+
+
+def _shipped_fit(path: Path) -> Predictor | None:
+    """The predictor of the fit kept beside the profile, or None when there is no current one."""
+    kept = shipped_fit_file(path)
+    if not kept.is_file():
+        return None
+    fit = pickle.loads(lzma.decompress(kept.read_bytes()))
+    fit.pop("scikit_learn")
+    return Predictor(profile_path=str(path), **fit)
 
 
 def _cached(file: Path):
@@ -164,7 +215,7 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
 
     path = check_input_file(path, PROFILE_FILE)
     cached = cache_file(path)
-    predictor = _cached(cached)
+    predictor = _cached(cached) or _shipped_fit(path)
     if predictor is None:
         profile = DeviceProfile.load(path)
         if on_fit is not None:
@@ -191,7 +242,7 @@ def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tu
     the trees of a group are fitted on its rows alone, so they are the same) and cached."""
     from threadpoolctl import threadpool_limits
 
-    if cache_file(path).is_file():
+    if cache_file(path).is_file() or shipped_fit_file(path).is_file():
         predictor = load_predictor(path, on_fit)
         return predictor.layer_models, predictor.memory_format
     cached = cache_file(path, "conv")
@@ -233,3 +284,13 @@ def channels_last_models(
         if candidates:
             _CHANNELS_LAST_MODELS[key] = load_conv_models(candidates[0].path, on_fit)[0]
     return _CHANNELS_LAST_MODELS[key]
+
+
+def main(argv: list[str]) -> int:
+    for name in argv:
+        print(f"{write_shipped_fit(check_input_file(name, PROFILE_FILE))} written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
