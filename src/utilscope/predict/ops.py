@@ -26,7 +26,7 @@ from utilscope.limits import MAX_CONFIGS, MAX_CONFIGS_WHY, check_count
 CONV_STYLES = ("dense", "pointwise", "grouped", "depthwise")
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid}
 POOLS = ("max", "avg", "global")
-SAMPLE_VERSION = 12  # the sampler's version (a profile keeps every config it timed, of any version)
+SAMPLE_VERSION = 13  # the sampler's version (a profile keeps every config it timed, of any version)
 # kind: share of the sample (convolutions are half of it, a quarter per style); each kind is drawn from a seeded
 # stream of its own, so that its configs do not depend on the other kinds' draws. Version 4 added the last two
 # (classifier heads wider than CHANNELS, and 9x9 / 11x11 dense convs such as AlexNet's stem): the others' shares
@@ -59,7 +59,11 @@ SAMPLE_VERSION = 12  # the sampler's version (a profile keeps every config it ti
 # predicted 1.6-2.3x slow). Version 12 added band_depthwise, 1xk and kx1 depthwise convs (k 3-7) at a stage's size
 # and width: GhostNetV2's DFC attention runs 1x5 and 5x1 ones, which cuDNN ran with its generic grouped kernel
 # (conv2d_grouped_direct_kernel, 0.75 ms for 77 MB on the H100) at 4-8x what the square depthwise convs and the
-# sample's few 1x7 / 1x11 band kernels predicted.
+# sample's few 1x7 / 1x11 band kernels predicted. Version 13 added pointwise_depthwise, 1x1 depthwise convs at a
+# stage's size and width, stride 1 or 2 (MobileOne's, FastViT's and RepViT's scale branches): the sample had none,
+# and with version 12's 1xk bands the trees priced them as bands, MobileOne-S3's at 4.9x what version 11 predicted;
+# on the H100, MobileOne-S0's took 0.055 ms at stride 1 (its 3x3 depthwise convs on the same tensor 0.061) and
+# 0.81 ms at stride 2 (0.145).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -86,9 +90,18 @@ KIND_SHARES = {
     "narrow_grouped": 0.01,
     "token_linear": 0.01,
     "band_depthwise": 0.01,
+    "pointwise_depthwise": 0.01,
 }
 KINDS = tuple(KIND_SHARES)
-CONV_KINDS = ("conv", "large_conv", "multiplier_conv", "grouped_stage", "narrow_grouped", "band_depthwise")  # one conv
+CONV_KINDS = (  # one conv
+    "conv",
+    "large_conv",
+    "multiplier_conv",
+    "grouped_stage",
+    "narrow_grouped",
+    "band_depthwise",
+    "pointwise_depthwise",
+)
 LINEAR_KINDS = ("linear", "token_linear")  # an nn.Linear on (B, C) or, size > 1, on (B, size, size, C) tokens
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
 DEPTHWISE_EXPANSIONS = (1, 1, 3, 4, 6)  # a depthwise conv's channels over its stage's width (inverted residuals)
@@ -423,7 +436,7 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(
             kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
         )
-    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise"):
+    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise"):
         return _stage_conv(rng, kind, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
@@ -450,11 +463,14 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
 
 def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
     """A conv at a stage's size and width. ``band_depthwise``: a 1xk or kx1 depthwise conv at the stage's width or
-    expanded, stride 1 (GhostNetV2's 1x5 and 5x1). Else a 3x3 grouped conv, stride 1 or 2: ``grouped_stage``, any
-    multiple-of-8 group width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
+    expanded, stride 1 (GhostNetV2's 1x5 and 5x1); ``pointwise_depthwise``: a 1x1 depthwise conv there, stride 1 or
+    2 (MobileOne's scale branch). Else a 3x3 grouped conv, stride 1 or 2: ``grouped_stage``, any multiple-of-8 group
+    width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
     _, size, width = _pyramid(rng)
-    if kind == "band_depthwise":
+    if kind in ("band_depthwise", "pointwise_depthwise"):
         channels = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS))
+        if kind == "pointwise_depthwise":
+            return OpConfig(kind, batch, channels, channels, size, 1, rng.choice((1, 2)), channels)
         return _band_depthwise(kind, batch, channels, size, _band(rng, BAND_SIDES))
     if kind == "grouped_stage":
         group_width = 8 * _log_uniform(rng, 1, 32)
