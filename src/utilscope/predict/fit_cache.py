@@ -205,17 +205,17 @@ FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 
 
 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
-    """The predictor of a device profile file, complete: its fit (layer models and launch gap; fitted once on
-    ``FIT_THREADS`` OpenMP threads, seconds from the rows kept beside a shipped profile, and cached by the file's
-    content), its GPU's launch gap where the shipped file has it (``launch_gap_ms``), the network scales kept beside
-    the file, its GPU's channels_last conv models for an NCHW profile, and the host profile of its GPU's machine
-    (``profiles.host_of``). ``on_fit`` is called when a valid profile is about to be fitted, by this call or by the
-    predictor's own later fit of another (``profile_ms``)."""
+    """The predictor of a device profile file, complete: its fit (layer models and launch gap: the fit kept beside
+    it when current, ``shipped_fit_file``; else fitted once on ``FIT_THREADS`` OpenMP threads, seconds from the rows
+    kept beside a shipped profile, and cached by the file's content), its GPU's launch gap where the shipped file has
+    it (``launch_gap_ms``), the network scales kept beside the file, its GPU's channels_last conv models for an NCHW
+    profile, and the host profile of its GPU's machine (``profiles.host_of``). ``on_fit`` is called when a valid
+    profile is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
     from threadpoolctl import threadpool_limits
 
     path = check_input_file(path, PROFILE_FILE)
     cached = cache_file(path)
-    predictor = _cached(cached) or _shipped_fit(path)
+    predictor = _shipped_fit(path) or _cached(cached)  # the shipped fit first: the same trees on every machine
     if predictor is None:
         profile = DeviceProfile.load(path)
         if on_fit is not None:
