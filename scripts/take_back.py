@@ -12,8 +12,8 @@ unpacked into a staging folder and sorted by kind:
 A profile or a store is taken only when ``check_kept.py`` passes on it against the checkout's copy (every row or
 config kept, unchanged). Rows files (``*.rows-*.csv.gz``) are left: ``python -m utilscope.predict.profile_rows``
 writes them again. Without ``--apply`` nothing is written: each file's destination and check are printed. Exit 1
-when a file failed its check (it is not taken), 2 on a usage error. After it: profile_rows, ``launch_gaps.py`` and
-the seeds for a new profile (scripts/README.md).
+when a file failed its check (it is not taken), 2 on a usage error. After it, for a profile taken: profile_rows,
+``python -m utilscope.predict.fit_cache`` (its shipped fit), ``launch_gaps.py`` and the seeds (scripts/README.md).
 
     python3 scripts/take_back.py --gpu h100 [--date 2026-12-07] [--apply] PATH...
 """
