@@ -16,7 +16,7 @@ import time
 import warnings
 
 from utilscope.models import sets
-from utilscope.predict import fit_cache, selection
+from utilscope.predict import fitting, selection
 from utilscope.predict.calibrate import DeviceProfile
 
 WARM_UP = ("torchvision:resnet18", "timm:resnet18")  # the first call of each library's path (timm's registry ...)
@@ -35,7 +35,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     path = selection.select_profile("h200", None, "fp16", "graph")
     start_s = time.perf_counter()
-    predictor = fit_cache.fit_predictor(DeviceProfile.load(path), str(path))
+    predictor = fitting.fit_predictor(DeviceProfile.load(path), str(path))
     print(f"fitting the layer models from {path.name}: {time.perf_counter() - start_s:.1f} s (once per profile)")
     if not args.no_freeze:
         gc.freeze()  # as `utilscope predict` does once its predictor is loaded (utilscope/cli/predict.py)

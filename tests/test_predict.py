@@ -21,7 +21,7 @@ from utilscope.cli import main
 from utilscope.counting.counter import count_traced
 from utilscope.hardware import get_spec
 from utilscope.precision import Precision
-from utilscope.predict import batched, fit_cache, layers, profiles, run, selection
+from utilscope.predict import batched, fit_cache, fitting, layers, profiles, run, selection
 from utilscope.predict import predictor as pr
 from utilscope.predict.calibrate import DeviceProfile
 from utilscope.predict.features import FLOOR_MS, Gpu, config_events, op_row
@@ -139,9 +139,9 @@ def test_the_launch_gap_is_the_median_fit_of_the_chains_beside_their_scale():
         ops = rng.uniform(0.002, 2.0, size=int(rng.integers(2, 9)))
         measured = 0.9 * ops.sum() + 0.0012 * len(ops) * (1 + (0.5 if chain % 10 == 0 else 0))  # 3 outliers
         chains += [{"chain": chain, "ms": ms, "chain_ms": measured} for ms in ops]
-    assert fit_cache.composition_gap_ms([(pd.DataFrame(chains), stub)]) == pytest.approx(0.0012, rel=1e-6)
+    assert fitting.composition_gap_ms([(pd.DataFrame(chains), stub)]) == pytest.approx(0.0012, rel=1e-6)
     one_chain = pd.DataFrame([row for row in chains if row["chain"] == 0])
-    assert fit_cache.composition_gap_ms([(one_chain, stub)]) == 0.0  # nothing to fit
+    assert fitting.composition_gap_ms([(one_chain, stub)]) == 0.0  # nothing to fit
 
 
 TIMES_STUB = type("Stub", (), {"times_ms": lambda self, rows: (rows["ms"].to_numpy(), [""] * len(rows))})()
@@ -158,10 +158,10 @@ def six_op_chains(scale: float, gap_ms: float, seed: int) -> pd.DataFrame:
 
 def test_a_gpus_launch_gap_is_fitted_over_its_profiles_chains_one_scale_each():
     first, second = six_op_chains(0.90, 0.0008, 1), six_op_chains(0.97, 0.0008, 2)
-    pooled = fit_cache.composition_gap_ms([(first, TIMES_STUB), (second, TIMES_STUB)])
+    pooled = fitting.composition_gap_ms([(first, TIMES_STUB), (second, TIMES_STUB)])
     assert pooled == pytest.approx(0.0008, rel=1e-6)
     second = second.assign(chain=second["chain"] + 100)
-    one_scale = fit_cache.composition_gap_ms([(pd.concat([first, second]), TIMES_STUB)])
+    one_scale = fitting.composition_gap_ms([(pd.concat([first, second]), TIMES_STUB)])
     assert one_scale != pytest.approx(0.0008, rel=0.05)  # one scale for both would bend the gap
 
 
@@ -571,6 +571,7 @@ def test_a_cached_predictor_is_refitted_when_the_profile_or_the_code_changes(pro
     first = fit_cache.cache_file(profile_file)
     assert first.parent == tmp_path / "predict"
     assert "predictor.py" not in fit_cache.FITTING_CODE  # the composition, after the fit, refits nothing
+    assert "fit_cache.py" not in fit_cache.FITTING_CODE  # nor keeping and reading fits
     monkeypatch.setattr(fit_cache, "FITTING_CODE", ("ops.py", "features.py"))
     assert fit_cache.cache_file(profile_file) != first
     changed = tmp_path / "changed.json"
@@ -851,7 +852,7 @@ def test_a_profiles_rows_kept_beside_it_fit_the_same_predictor(profile_file, pre
     assert chains["chain"].nunique() == sum(c["kind"] == "chain" for c in DeviceProfile.load(path).configs.values())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(layers, "ITERATIONS", 5)
-        refitted = fit_cache.fit_predictor(DeviceProfile.load(path), str(path), (ops, chains))
+        refitted = fitting.fit_predictor(DeviceProfile.load(path), str(path), (ops, chains))
     assert refitted.gap_ms == pytest.approx(predictor.gap_ms, rel=1e-9)
     assert refitted.predict(net_file, 4, 32).latency_ms == pytest.approx(predictor.predict(net_file, 4, 32).latency_ms)
     path.write_text(path.read_text().replace('"seed": 5', '"seed": 7'))  # another profile: its rows are not these
@@ -1044,7 +1045,7 @@ def test_the_conv_models_alone_are_the_whole_predictors_and_cached(
     convs = rows[rows["group"] == "conv"]
     assert list(models.times_ms(convs)[0]) == list(predictor.layer_models.times_ms(convs)[0])
     assert [path.name.split("-")[1] for path in (tmp_path / "predict").iterdir()] == ["conv"]
-    monkeypatch.setattr(fit_cache, "fit_layer_models", None)  # a fit now would fail
+    monkeypatch.setattr(fitting, "fit_layer_models", None)  # a fit now would fail
     assert fit_cache.load_conv_models(profile_file)[0].ranges == models.ranges
 
 

@@ -1,10 +1,10 @@
-"""Fitting a device profile's predictor, and its cache: the layer models and the composition gap fitted on the
-profile's op and chain rows (seconds), kept per profile content in utilscope's cache folder
-(``utilscope.cache.cache_dir("predict")``), keyed by the profile's bytes, scikit-learn's and utilscope's versions,
-``CACHE_FORMAT`` and the text of the code that fits (``FITTING_CODE``: not ``predictor.py``, whose composition runs
-after the fit). A shipped profile's fit is shipped too (``<profile>.fit-<key>.pkl.xz`` beside it, keyed by the
-profile's bytes and the fitting code alone: ``python -m utilscope.predict.fit_cache PROFILE...`` writes it), so a
-cold ``predict`` reads it instead of fitting, and every machine predicts from the same trees whatever its
+"""A device profile's predictor, complete, and the fits kept of it: a profile's fit (``fitting``: its layer models
+and launch gap, seconds) is kept per profile content in utilscope's cache folder (``utilscope.cache.cache_dir
+("predict")``), keyed by the profile's bytes, scikit-learn's and utilscope's versions, ``CACHE_FORMAT`` and the text
+of the code that fits (``FITTING_CODE``: not this module, which keeps and reads fits, nor ``predictor.py``, whose
+composition runs after the fit). A shipped profile's fit is shipped too (``<profile>.fit-<key>.pkl.xz`` beside it,
+keyed by the profile's bytes and the fitting code alone: ``python -m utilscope.predict.fit_cache PROFILE...`` writes
+it), so a cold ``predict`` reads it instead of fitting, and every machine predicts from the same trees whatever its
 scikit-learn."""
 
 from __future__ import annotations
@@ -22,65 +22,34 @@ from pathlib import Path
 import pandas as pd
 
 from utilscope.cache import cache_dir, keep
-from utilscope.errors import UsageError
 from utilscope.files import check_input_file, read_bytes, write_atomically
 from utilscope.hardware.specs import gpu_matches
 from utilscope.measure.precision import parse_precision
-from utilscope.predict import network_scales, profile_rows, profiles
+from utilscope.predict import fitting, network_scales, profile_rows, profiles
 from utilscope.predict.calibrate import PROFILE_FILE, DeviceProfile
 from utilscope.predict.features import Gpu
-from utilscope.predict.layers import LayerModels, fit_layer_models
+from utilscope.predict.layers import LayerModels
 from utilscope.predict.predictor import Predictor
 
 CACHE_FORMAT = 3  # 2: the fit moved out of predictor.py; 3: layer models kept as trees.Trees
 # a change to any of these refits a cached predictor
-FITTING_CODE = ("ops.py", "features.py", "layers.py", "trees.py", "profile_rows.py", "fit_cache.py")
-
-
-def composition_gap_ms(parts: list[tuple[pd.DataFrame, LayerModels]]) -> float:
-    """The launch gap per op of one or more profiles' chains (``parts``: each profile's chain rows,
-    ``profile_rows.chain_rows``, with its layer models): the ``gap`` of the median (least absolute deviation) fit,
-    without intercept, of measured ≈ scale_p × summed layer predictions + gap × ops over every chain, one scale per
-    profile and one gap for all; 0 with fewer than two chains. A chain runs faster than its ops alone (the fitted
-    scale is 0.87–0.97 on the shipped profiles: their inputs partly in L2), and each op adds about a microsecond; one
-    median of (measured - summed) / ops mixed the two and went negative where the chains were large. The scale is
-    fitted to keep it out of the gap, not applied (docs/predict.md, "The H100's whole networks, per precision")."""
-    summed = pd.concat([_chain_sums(chains, models).assign(part=n) for n, (chains, models) in enumerate(parts)])
-    if len(summed) < 2:
-        return 0.0
-    from sklearn.linear_model import QuantileRegressor
-
-    columns = pd.get_dummies(summed["part"], prefix="scale", dtype=float).mul(summed["summed"], axis=0)
-    columns.insert(0, "ops", summed["ops"])
-    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
-    return float(fit.fit(columns, summed["measured"]).coef_[0])
-
-
-def _chain_sums(chains: pd.DataFrame, models: LayerModels) -> pd.DataFrame:
-    """Per chain of a profile: its ops, their summed predicted ms and the chain's measured ms."""
-    if chains.empty:
-        return pd.DataFrame(columns=["ops", "summed", "measured"], dtype=float)
-    ms, _ = models.times_ms(chains)
-    per_chain = pd.DataFrame({"chain": chains["chain"], "ms": ms, "measured": chains["chain_ms"]}).groupby("chain")
-    return per_chain.agg(ops=("ms", "size"), summed=("ms", "sum"), measured=("measured", "first"))
-
-
+FITTING_CODE = ("ops.py", "features.py", "layers.py", "trees.py", "profile_rows.py", "fitting.py")
 LAUNCH_GAPS_FILE = profiles.PROFILES_DIR / "launch_gaps.csv"  # written by scripts/launch_gaps.py (``launch_gaps``)
 
 
 def launch_gaps(entries: list[profiles.Profile]) -> pd.DataFrame:
     """Per profile: its own chains' launch gap and its GPU's, the gap fitted over the chains of every profile of
-    ``entries`` timed on the same GPU and backend (``composition_gap_ms``, one scale per profile). The launch gap is
-    the GPU's and the runtime's, not a precision's or a layout's, and a profile's chains (85 of six ops on a
-    1,200-config profile) tell it only through their intercept: alone, the H100's nine profiles gave 0.43–1.43 µs;
-    pooled, 0.66 µs (docs/predict.md, "The launch gap, per GPU")."""
+    ``entries`` timed on the same GPU and backend (``fitting.composition_gap_ms``, one scale per profile). The
+    launch gap is the GPU's and the runtime's, not a precision's or a layout's, and a profile's chains (85 of six
+    ops on a 1,200-config profile) tell it only through their intercept: alone, the H100's nine profiles gave
+    0.43–1.43 µs; pooled, 0.66 µs (docs/predict.md, "The launch gap, per GPU")."""
     groups: dict[tuple[str, str], list[profiles.Profile]] = {}
     for entry in entries:
         groups.setdefault((entry.device, entry.backend), []).append(entry)
     rows = []
     for (device, backend), group in groups.items():
         parts = [(_chain_rows(entry.path), load_predictor(entry.path).layer_models) for entry in group]
-        gap_ms = composition_gap_ms(parts)
+        gap_ms = fitting.composition_gap_ms(parts)
         for entry, part in zip(group, parts, strict=True):
             rows.append(
                 {
@@ -90,7 +59,7 @@ def launch_gaps(entries: list[profiles.Profile]) -> pd.DataFrame:
                     "backend": backend,
                     "chains": part[0]["chain"].nunique(),
                     "profiles": len(parts),
-                    "own_gap_us": round(composition_gap_ms([part]) * 1e3, 4),
+                    "own_gap_us": round(fitting.composition_gap_ms([part]) * 1e3, 4),
                     "gap_us": round(gap_ms * 1e3, 4),
                 }
             )
@@ -121,20 +90,6 @@ def _shipped_launch_gaps() -> dict[tuple[str, str], float]:
     return {(r.profile, r.rows_key): r.gap_us / 1e3 for r in frame.itertuples()}
 
 
-def fit_predictor(profile: DeviceProfile, path: str = "", rows: tuple[pd.DataFrame, pd.DataFrame] | None = None):
-    """The predictor of a profile, fitted on its op and chain rows (``rows``: ``profile_rows.load``'s, else traced
-    from the profile's configs)."""
-    gpu = Gpu.of(profile.device, profile.precision)
-    ops, chains = rows if rows is not None else profile_rows.derive(profile, gpu)
-    models = fit_layer_models(ops, gpu)
-    if not models.models:
-        raise UsageError(f"the device profile {path} has too few timed configs to fit layer models")
-    gap_ms = composition_gap_ms([(chains, models)])
-    return Predictor(
-        str(path), profile.device, profile.precision, profile.backend, gpu, models, gap_ms, profile.memory_format
-    )
-
-
 def cache_file(path: Path, part: str = "") -> Path:
     """The cache entry of a profile's predictor (``part``: of a part of it, e.g. "conv"): keyed by the profile's
     content, scikit-learn's version and the code that fits it."""
@@ -162,14 +117,10 @@ def shipped_fit_file(path: Path) -> Path:
 
 
 def write_shipped_fit(path: Path) -> Path:
-    """Fit the profile at ``path`` (from its rows) and keep the fit beside it, xz-compressed: its layer models,
-    launch gap and condition, and the scikit-learn version that fitted them; the profile's fits of other keys are
-    removed."""
-    from threadpoolctl import threadpool_limits
-
-    profile = DeviceProfile.load(path)
-    with threadpool_limits(limits=FIT_THREADS):
-        predictor = fit_predictor(profile, str(path), profile_rows.load(path))
+    """Fit the profile at ``path`` (``fitting.fit_profile``) and keep the fit beside it, xz-compressed: its layer
+    models, launch gap and condition, and the scikit-learn version that fitted them; the profile's fits of other
+    keys are removed."""
+    predictor = fitting.fit_profile(path)
     kept = shipped_fit_file(path)
     for stale in path.parent.glob(f"{path.stem}.fit-*{SHIPPED_FIT_SUFFIX}"):
         if stale != kept:
@@ -200,30 +151,26 @@ def _cached(file: Path):
     return None
 
 
-FIT_THREADS = 1  # OpenMP threads of the fit: more barely help (2 threads: 24.6 s against 21 s on one) and a busy
-# machine's oversubscribed OpenMP took over 10 minutes
+def _cached_fit(path: Path, on_fit: Callable[[], None] | None) -> Predictor:
+    """The profile's fit in this machine's cache, else fitted now (``fitting.fit_profile``) and cached."""
+    cached = cache_file(path)
+    predictor = _cached(cached)
+    if predictor is None:
+        predictor = fitting.fit_profile(path, on_fit)
+        keep(cached, pickle.dumps(predictor))
+    return predictor
 
 
 def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -> Predictor:
     """The predictor of a device profile file, complete: its fit (layer models and launch gap: the fit kept beside
-    it when current, ``shipped_fit_file``; else fitted once on ``FIT_THREADS`` OpenMP threads, seconds from the rows
+    it when current, ``shipped_fit_file``; else the one this machine cached, else fitted once, seconds from the rows
     kept beside a shipped profile, and cached by the file's content), its GPU's launch gap where the shipped file has
     it (``launch_gap_ms``), the network scales kept beside the file, its GPU's channels_last conv models for an NCHW
     profile, and the host profile of its GPU's machine (``profiles.host_of``). ``on_fit`` is called when a valid
     profile is about to be fitted, by this call or by the predictor's own later fit of another (``profile_ms``)."""
-    from threadpoolctl import threadpool_limits
-
     path = check_input_file(path, PROFILE_FILE)
-    cached = cache_file(path)
-    predictor = _shipped_fit(path) or _cached(cached)  # the shipped fit first: the same trees on every machine
-    if predictor is None:
-        profile = DeviceProfile.load(path)
-        if on_fit is not None:
-            on_fit()
-        with threadpool_limits(limits=FIT_THREADS):
-            predictor = fit_predictor(profile, str(path), profile_rows.load(path))
-        keep(cached, pickle.dumps(predictor))
-    return replace(  # built complete from the cached fit, never patched after
+    predictor = _shipped_fit(path) or _cached_fit(path, on_fit)  # the shipped fit first: the same trees everywhere
+    return replace(  # built complete from the kept fit, never patched after
         predictor,
         profile_path=str(path),  # the file as found now: the cache is keyed by content, shared by every checkout
         gap_ms=launch_gap_ms(path, predictor.gap_ms),
@@ -238,23 +185,15 @@ def load_predictor(path: str | Path, on_fit: Callable[[], None] | None = None) -
 
 def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tuple[LayerModels, str]:
     """A device profile's conv layer models and its configs' memory format: its whole predictor's when that is
-    cached, else the conv trees alone, fitted once from its rows (1.6 s on one core, against 2.5 s for every group's;
-    the trees of a group are fitted on its rows alone, so they are the same) and cached."""
-    from threadpoolctl import threadpool_limits
-
-    if cache_file(path).is_file() or shipped_fit_file(path).is_file():
+    kept (shipped or cached), else the conv trees alone (``fitting.fit_conv_models``: 1.6 s on one core, against
+    2.5 s for every group's), fitted once and cached."""
+    if shipped_fit_file(path).is_file() or cache_file(path).is_file():
         predictor = load_predictor(path, on_fit)
         return predictor.layer_models, predictor.memory_format
     cached = cache_file(path, "conv")
     found = _cached(cached)
     if found is None:
-        profile = DeviceProfile.load(path)
-        if on_fit is not None:
-            on_fit()
-        gpu = Gpu.of(profile.device, profile.precision)
-        ops, _ = profile_rows.load(path) or profile_rows.derive(profile, gpu)
-        with threadpool_limits(limits=FIT_THREADS):
-            found = fit_layer_models(ops[ops["group"] == "conv"], gpu), profile.memory_format
+        found = fitting.fit_conv_models(path, on_fit)
         keep(cached, pickle.dumps(found))
     return found
 

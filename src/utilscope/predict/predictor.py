@@ -6,8 +6,8 @@ gate row), the layer models (``predict.layers``) give each row's time, and the n
 ``gap_ms`` per row: the launch gap, fitted on residual chains (which no layer model saw) of the profile's GPU and
 backend (``fit_cache.launch_gaps``). On ``eager``, with a host profile of the machine that timed the profile
 (``predict.host``), the host's calls and the GPU's kernels run as two timelines: the GPU waits for a host behind
-it. Which profile predicts a request is ``predict.selection``'s; fitting and caching a profile's predictor is
-``predict.fit_cache``'s.
+it. Which profile predicts a request is ``predict.selection``'s; fitting a profile's predictor is
+``predict.fitting``'s, keeping and reading the fits ``predict.fit_cache``'s.
 """
 
 from __future__ import annotations
