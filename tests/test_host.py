@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
@@ -109,6 +110,20 @@ def test_the_host_calibration_on_the_cpu_times_every_kind(monkeypatch, tmp_path)
     assert host.scale == host_calibrate.composition_scale(list(host.chains)) > 0
     saved = host.save(tmp_path / "host.json")
     assert load_host(saved) == host
+
+
+def test_the_calibration_times_its_cases_in_rounds_each_round_every_case_in_turn(monkeypatch):
+    """A slow spell of the host falls on every kind alike: after each case's warm-up, every round samples each case
+    once, in turn, and each case's time is the median of its rounds."""
+    monkeypatch.setattr(host_calibrate, "SAMPLES", 3)
+    monkeypatch.setattr(host_calibrate, "WARMUP_CALLS", 1)
+    order = []
+    cases = {name: (lambda name=name: order.append(name)) for name in ("conv", "norm")}
+    times = iter([1.0, 10.0, 3.0, 30.0, 2.0, 20.0])  # per call: conv, norm; conv, norm; conv, norm
+    monkeypatch.setattr(host_calibrate, "_sample_us", lambda call, device, calls: (call(), next(times))[1])
+    measured = host_calibrate.interleaved_us(cases, torch.device("cpu"), calls=1)
+    assert order == ["conv", "norm"] * 4  # the warm-up, then three rounds
+    assert measured == {"conv": 2.0, "norm": 20.0}
 
 
 def test_the_composition_scale_is_the_networks_median_ratio_and_scales_every_call_but_the_synchronize():

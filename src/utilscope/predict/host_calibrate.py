@@ -5,17 +5,22 @@ Each kind is one small call as a network's forward makes it (a conv, a batch nor
 forward). The kinds a network calls through a module of their own (``MODULE_FORMS``: ``nn.Conv2d``,
 ``nn.BatchNorm2d``, ...) are timed as that module's call, less the ``nn.Identity`` call that a layer's ``module``
 kind adds back, so a layer costs what its module's own ``forward`` costs. Each call is made ``CALLS`` times back to
-back and timed on the host with ``time.perf_counter``, the median of ``SAMPLES`` such runs. The tensors are so small
-that the GPU runs each kernel in less time than the host takes to launch it, and ``CALLS`` stays below the depth of
-CUDA's launch queue, so the host never waits for the GPU: the time is the host's own (Python, dispatch, the
-launch). Then the calibration networks (``host_chains``) run whole forwards back to back, timed the same way: the
-median of their measured times over the sum of their calls (traced, ``host.call_counts``) is the profile's
-composition scale, what a forward adds to its calls timed alone. On a CPU the ops run on the host itself, their
+back and timed on the host with ``time.perf_counter``, the median of ``SAMPLES`` such runs. The runs are taken in
+rounds, each round timing every kind once in turn (``interleaved_us``): a lent machine's host has slow spells of
+seconds (torchvision's ConvNeXt-S and ConvNeXt-B, the same calls, ran eager at batch 1 in 8.6 and 5.7 ms a forward,
+timed 4 s apart on one H100 machine: ``data/h100/eager.sqlite``), and a kind timed in one block of time would take
+a spell whole. The tensors are so small that the GPU runs each kernel in less time than
+the host takes to launch it, and ``CALLS`` stays below the depth of CUDA's launch queue, so the host never waits for
+the GPU: the time is the host's own (Python, dispatch, the launch). Then the calibration networks (``host_chains``)
+run whole forwards back to back, timed the same way, in rounds of their own: the median of their measured times
+over the sum of their calls (traced, ``host.call_counts``) is the profile's composition scale, what a forward adds
+to its calls timed alone. On a CPU the ops run on the host itself, their
 work included; such a profile tests the machinery and predicts no GPU.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -31,7 +36,7 @@ from utilscope.predict import host_chains
 from utilscope.predict.host import FORWARD, MODULE, OTHER, HostProfile, call_counts
 
 CALLS = 200  # below CUDA's launch queue (1,024 kernels): the host is never held up by the GPU
-SAMPLES = 7
+SAMPLES = 15  # rounds (``interleaved_us``)
 WARMUP_CALLS = 50
 # The kinds a network calls through a module of their own, timed as that module's call (``call_cases``)
 MODULE_FORMS: dict[str, Callable[[], nn.Module]] = {
@@ -73,45 +78,62 @@ def call_cases(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[
     return cases
 
 
-def host_us(call: Callable[[], object], device: torch.device, calls: int = CALLS) -> float:
-    """The host's median microseconds per call (the module's docstring), ``calls`` calls a sample."""
-    with torch.inference_mode():
-        for _ in range(WARMUP_CALLS):
-            call()
-        samples = []
-        for _ in range(SAMPLES):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start_s = time.perf_counter()
-            for _ in range(calls):
-                call()
-            samples.append((time.perf_counter() - start_s) / calls * 1e6)
+def _sample_us(call: Callable[[], object], device: torch.device, calls: int) -> float:
+    """The host's microseconds per call over ``calls`` calls back to back, the device idle before them."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return statistics.median(samples)
+    start_s = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start_s) / calls * 1e6
+
+
+def interleaved_us(
+    cases: dict[str, Callable[[], object]], device: torch.device, calls: int = CALLS
+) -> dict[str, float]:
+    """Each case's median host microseconds per call (the module's docstring) over ``SAMPLES`` rounds, each round
+    one sample of ``calls`` calls of every case in turn, after ``WARMUP_CALLS`` of each."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    with torch.inference_mode():
+        for call in cases.values():
+            for _ in range(WARMUP_CALLS):
+                call()
+        for _ in range(SAMPLES):
+            for name, call in cases.items():
+                samples[name].append(_sample_us(call, device, calls))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def host_us(call: Callable[[], object], device: torch.device, calls: int = CALLS) -> float:
+    """One call's median host microseconds per call (``interleaved_us`` of it alone)."""
+    return interleaved_us({"call": call}, device, calls)["call"]
 
 
 def chain_rows(unscaled: HostProfile, device: torch.device, dtype: torch.dtype) -> list[dict]:
     """Each calibration network (``host_chains``): its host calls, the host's milliseconds a forward measured
-    (forwards back to back, ``host_us``) and the sum of its calls by the ``unscaled`` profile's kinds (scale 1)."""
-    rows = []
+    (forwards back to back, ``interleaved_us``) and the sum of its calls by the ``unscaled`` profile's kinds (scale
+    1)."""
+    counted = "fp16" if dtype == torch.float16 else "fp32"
+    image = torch.randn(1, host_chains.CHANNELS, host_chains.RESOLUTION, host_chains.RESOLUTION, device=device)
+    image = image.to(dtype=dtype, memory_format=torch.channels_last)
+    counts, forwards = {}, {}
     for name, net in host_chains.chains().items():
-        counted = "fp16" if dtype == torch.float16 else "fp32"
         _, recorded = count_traced(net, 1, host_chains.RESOLUTION, counted, channels_last=True)
-        counts = call_counts(recorded)
+        counts[name] = call_counts(recorded)
         net = net.to(device, dtype, memory_format=torch.channels_last)
-        image = torch.randn(1, host_chains.CHANNELS, host_chains.RESOLUTION, host_chains.RESOLUTION, device=device)
-        image = image.to(dtype=dtype, memory_format=torch.channels_last)
-        measured_ms = host_us(lambda: net(image), device, CHAIN_FORWARDS) / 1e3  # noqa: B023  (called here)
-        rows.append(
-            {
-                "chain": name,
-                "calls": sum(counts.values()),
-                "measured_ms": measured_ms,
-                "summed_ms": unscaled.calls_ms(counts),
-            }
-        )
-    return rows
+        forwards[name] = functools.partial(net, image)
+    measured_us = interleaved_us(forwards, device, CHAIN_FORWARDS)
+    return [
+        {
+            "chain": name,
+            "calls": sum(counts[name].values()),
+            "measured_ms": measured_us[name] / 1e3,
+            "summed_ms": unscaled.calls_ms(counts[name]),
+        }
+        for name in forwards
+    ]
 
 
 def composition_scale(rows: list[dict]) -> float:
@@ -121,13 +143,12 @@ def composition_scale(rows: list[dict]) -> float:
 
 def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], None] | None = None) -> HostProfile:
     """The host profile of this machine launching to ``device`` (None: the GPU if there is one, else the CPU):
-    each call kind timed (``host_us``), then the calibration networks (``chain_rows``) for the composition scale;
+    each call kind timed (``interleaved_us``), then the calibration networks (``chain_rows``) for the composition scale;
     ``on_kind(kind, us)`` is told each kind's microseconds a call."""
     dev = hardware.resolve_device(device)
     dtype = torch.float16 if dev.type == "cuda" else torch.float32
-    call_us = {}
-    for kind, call in call_cases(dev, dtype).items():
-        call_us[kind] = host_us(call, dev)
+    call_us = interleaved_us(call_cases(dev, dtype), dev)
+    for kind in call_us:
         if kind in MODULE_FORMS:  # its module's call: less the module call the layer counts apart
             call_us[kind] = max(call_us[kind] - call_us[MODULE], 0.0)
         if on_kind is not None:
