@@ -11,6 +11,7 @@ from utilscope.measure.settings import CudnnSettings
 from utilscope.predict import calibrate as cal
 from utilscope.predict.ops import (
     KINDS,
+    LARGE_ELEMENTS,
     LARGE_MEMORY_OPS,
     MAX_ACTIVATION_ELEMENTS,
     OpConfig,
@@ -63,7 +64,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 813 and kinds["head"] == 33  # 2000 x 0.5 / 1.23 and 2000 x 0.02 / 1.23, rounded
+    assert kinds["conv"] == 807 and kinds["head"] == 32  # 2000 x 0.5 / 1.24 and 2000 x 0.02 / 1.24, rounded
     # any prefix: the kinds' shares, give or take one; the convs' two (the small kinds' first configs, each half a
     # step in, come early)
     prefix = collections.Counter(c.kind for c in sample[:100])
@@ -99,6 +100,10 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     pointwise = [c for c in sample if c.kind == "pointwise_depthwise"]  # 1x1 depthwise, stride 1 and 2
     assert all(c.groups == c.channels == c.out_channels and c.kernel == 1 and not c.kernel_w for c in pointwise)
     assert {c.stride for c in pointwise} == {1, 2}
+    entries = [c for c in sample if c.kind == "grouped_entry"]  # a stage's first grouped conv: 3x3, stride 2
+    assert all(c.groups >= 2 and (c.channels // c.groups) % 8 == 0 and (c.kernel, c.stride) == (3, 2) for c in entries)
+    assert all(c.batch >= 64 and c.batch * c.channels * c.size**2 <= LARGE_ELEMENTS[1] for c in entries)
+    assert len({c.channels // c.groups for c in entries}) > 5
     tokens = [c for c in sample if c.kind == "token_linear"]  # an MLP's layer on a stage's tokens, 4x up or down
     assert all(
         c.size > 1 and c.batch >= 32 and 4 in (c.out_channels / c.channels, c.channels / c.out_channels) for c in tokens

@@ -63,7 +63,10 @@ SAMPLE_VERSION = 13  # the sampler's version (a profile keeps every config it ti
 # stage's size and width, stride 1 or 2 (MobileOne's, FastViT's and RepViT's scale branches): the sample had none,
 # and with version 12's 1xk bands the trees priced them as bands, MobileOne-S3's at 4.9x what version 11 predicted;
 # on the H100, MobileOne-S0's took 0.055 ms at stride 1 (its 3x3 depthwise convs on the same tensor 0.061) and
-# 0.81 ms at stride 2 (0.145).
+# 0.81 ms at stride 2 (0.145); and grouped_entry, a stage's first grouped conv: 3x3 at stride 2 from the previous
+# stage's size, at batch 64-256 (RegNetY-16GF's at 112 channels a group, 224 channels, 112 -> 56 px, batch 256 took
+# 8.5 ms on the H100 where 3.5 ms was predicted, its other stages' entries 0.41-0.72 of measured: the sample's
+# grouped_stage convs at stride 2 and batch 64 or more had 24 configs, two of them above 36 px).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -91,6 +94,7 @@ KIND_SHARES = {
     "token_linear": 0.01,
     "band_depthwise": 0.01,
     "pointwise_depthwise": 0.01,
+    "grouped_entry": 0.01,
 }
 KINDS = tuple(KIND_SHARES)
 CONV_KINDS = (  # one conv
@@ -101,6 +105,7 @@ CONV_KINDS = (  # one conv
     "narrow_grouped",
     "band_depthwise",
     "pointwise_depthwise",
+    "grouped_entry",
 )
 LINEAR_KINDS = ("linear", "token_linear")  # an nn.Linear on (B, C) or, size > 1, on (B, size, size, C) tokens
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64, 128, 256)  # channels per group of the grouped convs of CNNs
@@ -436,7 +441,7 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(
             kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
         )
-    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise"):
+    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise", "grouped_entry"):
         return _stage_conv(rng, kind, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
@@ -464,8 +469,11 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
 def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
     """A conv at a stage's size and width. ``band_depthwise``: a 1xk or kx1 depthwise conv at the stage's width or
     expanded, stride 1 (GhostNetV2's 1x5 and 5x1); ``pointwise_depthwise``: a 1x1 depthwise conv there, stride 1 or
-    2 (MobileOne's scale branch). Else a 3x3 grouped conv, stride 1 or 2: ``grouped_stage``, any multiple-of-8 group
-    width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group at the stage's width."""
+    2 (MobileOne's scale branch); ``grouped_entry``: ``_grouped_entry``'s. Else a 3x3 grouped conv, stride 1 or 2:
+    ``grouped_stage``, any multiple-of-8 group width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group
+    at the stage's width."""
+    if kind == "grouped_entry":
+        return _grouped_entry(rng)
     _, size, width = _pyramid(rng)
     if kind in ("band_depthwise", "pointwise_depthwise"):
         channels = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS))
@@ -480,6 +488,21 @@ def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
         groups = max(2, round(width / group_width))
     channels = group_width * groups
     return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
+
+
+def _grouped_entry(rng: random.Random) -> OpConfig:
+    """A RegNet-like stage's first grouped conv: 3x3 at stride 2 on the input of one of the first three stages
+    (the stem's output halved 0-2 times), any multiple-of-8 group width, 2 groups or more at a width of 24-528
+    channels doubled per stage (RegNets' first stages: 24 to RegNetY-128GF's 528), batch 64-256, the input at
+    most ``LARGE_ELEMENTS``' largest."""
+    resolution, stage = _log_uniform(rng, *RESOLUTIONS), rng.randint(1, 3)
+    size = max(3, math.ceil(resolution / 2**stage))
+    batch, group_width = rng.choice(BATCHES[-3:]), 8 * _log_uniform(rng, 1, 32)
+    width = _log_uniform(rng, 24, 528) * 2 ** (stage - 1)
+    fitting = LARGE_ELEMENTS[1] // (batch * size * size * group_width)
+    groups = max(2, min(round(width / group_width), GROUPED_STAGE_CHANNELS // group_width, fitting))
+    channels = group_width * groups
+    return OpConfig("grouped_entry", batch, channels, channels, size, 3, 2, groups)
 
 
 def _large_conv(rng: random.Random, batch: int) -> OpConfig:
