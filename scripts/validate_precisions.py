@@ -15,10 +15,12 @@ within ``measure.timing.CV_LIMIT``: not flagged ``unstable``). ``--repeat STORE`
 cells timed again in another call on the same GPU: each cell is scored by its fastest timing (a host-bound forward
 is only ever slowed by what else the machine runs), and ``--csv`` says how many stores timed it (``timings``); the
 output adds how far each repeat lies from the first store's timing, and ``--repeated`` scores only the cells timed
-again.
+again. ``--by-bound`` adds, per condition and batch, the errors of the rows the prediction calls host-bound (eager's
+host side longer than its kernels: ``bound`` "host" in ``--csv``) apart from the device-bound ones.
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
         [--profile FILE] [--backend NAME] [--precision NAME] [--stable] [--repeat STORE ...] [--repeated]
+        [--by-bound]
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.Da
             profile=profile,
             measured=False,  # the layer models' own prediction: the rows' measurements are in the shipped tables
         )
-        frame = prediction.to_frame()[["model", "batch", "samples_per_s"]]
+        frame = prediction.to_frame()[["model", "batch", "samples_per_s", "bound"]]
         merged = group.merge(frame, on=["model", "batch"], suffixes=("", "_predicted"))
         parts.append(merged.assign(profile=Path(prediction.profile_path).name))
     out = pd.concat(parts, ignore_index=True)
@@ -139,6 +141,23 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def bound_table(rows: pd.DataFrame) -> str:
+    """Per condition and batch, the rows the prediction says are bound by the host (eager's host side: the host's
+    work of a forward longer than its kernels) apart from the rest (bound by the device): rows, MAPE, median error
+    and share within ±10% of each side."""
+    side = rows["bound"].where(rows["bound"] == "host", "device")
+    lines = ["| precision | layout | backend | batch | bound | rows | MAPE | median error | within ±10% |"]
+    lines.append("|" + "---|" * 9)
+    for keys, group in rows.assign(side=side).groupby(CONDITION + ["batch", "side"]):
+        errors = group["error"]
+        cells = " | ".join(map(str, keys))
+        lines.append(
+            f"| {cells} | {len(group)} | {errors.abs().mean():.1%} | {errors.median():+.1%} | "
+            f"{(errors.abs() <= WITHIN).mean():.0%} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(table: pd.DataFrame, gpu: str) -> str:
     head = (
         "| GPU | precision | layout | backend | batch | rows | MAPE | median error | within ±10% | Spearman | worst |"
@@ -163,6 +182,7 @@ def main() -> int:
     parser.add_argument("--stable", action="store_true", help="only the rows not flagged unstable")
     parser.add_argument("--repeat", action="append", default=[], help="the same cells timed again: the fastest counts")
     parser.add_argument("--repeated", action="store_true", help="only the cells --repeat stores timed again")
+    parser.add_argument("--by-bound", action="store_true", help="add the errors of host- and device-bound rows apart")
     args = parser.parse_args()
     rows, gpu = fastest([args.store, *args.repeat])
     if args.repeated:
@@ -178,6 +198,8 @@ def main() -> int:
     print(markdown(summary(scored), gpu))
     if args.repeat:
         print("\n" + repeat_spread([args.store, *args.repeat]))
+    if args.by_bound:
+        print("\n" + bound_table(scored))
     if args.families:
         print("\n" + family_errors(scored, dict(zip(CONDITION, ("precision", "layout", "backend"), strict=True))))
     return 0

@@ -44,7 +44,8 @@ def test_a_model_at_two_resolutions_is_two_cells_each_predicted_at_its_own(monke
             self.resolution, self.profile_path = resolution, "profiles/h100_amp_graph.json"
 
         def to_frame(self):  # 4 samples/s per pixel of side: a closed form of the resolution asked for
-            return pd.DataFrame([{"model": "timm:net", "batch": 256, "samples_per_s": 4.0 * self.resolution}])
+            row = {"model": "timm:net", "batch": 256, "samples_per_s": 4.0 * self.resolution, "bound": "tensor"}
+            return pd.DataFrame([row])
 
     def predict(models, **options):
         asked.append(options["resolution"])
@@ -68,3 +69,15 @@ def test_a_repeat_store_is_compared_cell_by_cell_with_the_first(monkeypatch):
     assert len(table) == 3  # header, rule, one condition and batch
     # two cells timed by both: ratios 1.05 and 0.5; median 0.775, one of two within ±10%
     assert table[2] == "| again | amp | contiguous | eager | 256 | 2 | 0.775 | 50% | 0.50–1.05 |"
+
+
+def test_the_host_bound_rows_are_scored_apart_from_the_device_bound_ones():
+    script = load_script(SCRIPT)
+    scored = rows((224, 100.0), (256, 100.0), (288, 100.0)).assign(
+        bound=["host", "memory", "tensor"], error=[-0.20, 0.05, -0.15]
+    )
+    table = script.bound_table(scored).splitlines()
+    assert table[2:] == [
+        "| amp | contiguous | eager | 256 | device | 2 | 10.0% | -5.0% | 50% |",
+        "| amp | contiguous | eager | 256 | host | 1 | 20.0% | -20.0% | 0% |",
+    ]
