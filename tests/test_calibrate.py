@@ -14,6 +14,7 @@ from utilscope.predict.ops import (
     LARGE_ELEMENTS,
     LARGE_MEMORY_OPS,
     MAX_ACTIVATION_ELEMENTS,
+    SLICE_OPS,
     OpConfig,
     build_op,
     fits,
@@ -55,6 +56,9 @@ TINY = [
     OpConfig("token_linear", 2, 8, 32, 3),
     OpConfig("radix_sum", 2, 16, 8, 5, groups=2),
     *(OpConfig("large_memory", 2, 32, 32, 5, variant=op) for op in LARGE_MEMORY_OPS),
+    *(OpConfig("channel_slice", 2, 24, 8, 5, 3, variant=op, kernel_w=3) for op in ("gelu", "add", "cat", "gate")),
+    OpConfig("channel_slice", 2, 24, 8, 9, 1, variant="band", kernel_w=7),
+    OpConfig("channel_slice", 1, 24, 6, 5, 3, variant="depthwise", kernel_w=3),
 ]
 
 
@@ -64,7 +68,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert len({c.key for c in sample}) == 2000 and all(fits(c) for c in sample)
     kinds = collections.Counter(c.kind for c in sample)
     assert kinds == quotas(2000) and sum(quotas(2000).values()) == 2000
-    assert kinds["conv"] == 807 and kinds["head"] == 32  # 2000 x 0.5 / 1.24 and 2000 x 0.02 / 1.24, rounded
+    assert kinds["conv"] == 794 and kinds["head"] == 32  # 2000 x 0.5 / 1.26 and 2000 x 0.02 / 1.26, rounded
     # any prefix: the kinds' shares, give or take one; the convs' two (the small kinds' first configs, each half a
     # step in, come early)
     prefix = collections.Counter(c.kind for c in sample[:100])
@@ -104,6 +108,11 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert all(c.groups >= 2 and (c.channels // c.groups) % 8 == 0 and (c.kernel, c.stride) == (3, 2) for c in entries)
     assert all(c.batch >= 64 and c.batch * c.channels * c.size**2 <= LARGE_ELEMENTS[1] for c in entries)
     assert len({c.channels // c.groups for c in entries}) > 5
+    slices = [c for c in sample if c.kind == "channel_slice"]  # an op on a part of a tensor's channels
+    variants = {c.variant for c in slices}
+    assert variants <= set(SLICE_OPS) and len(variants) >= 5 and all(2 * c.out_channels <= c.channels for c in slices)
+    bands = [c for c in slices if c.variant == "band"]
+    assert bands and all(1 in (c.kernel, c.kernel_width) and max(c.kernel, c.kernel_width) in (7, 11) for c in bands)
     tokens = [c for c in sample if c.kind == "token_linear"]  # an MLP's layer on a stage's tokens, 4x up or down
     assert all(
         c.size > 1 and c.batch >= 32 and 4 in (c.out_channels / c.channels, c.channels / c.out_channels) for c in tokens
@@ -131,7 +140,11 @@ def test_each_op_runs_on_its_inputs_with_the_output_its_config_says(config):
         tokens = (config.size, config.size) if config.size > 1 else ()
         assert tuple(out.shape) == (config.batch, *tokens, config.out_channels)
     else:
-        channels = 2 * config.channels if config.kind == "concat" else config.out_channels
+        channels = config.out_channels
+        if config.kind == "concat":
+            channels = 2 * config.channels
+        elif config.kind == "channel_slice" and config.variant == "cat":  # its slice and the next as many channels
+            channels = 2 * config.out_channels
         assert tuple(out.shape) == (config.batch, channels, config.out_size, config.out_size)
 
 

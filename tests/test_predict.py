@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from utilscope import hardware
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
+from utilscope.counting.tracer import is_dense
 from utilscope.hardware import get_spec
 from utilscope.precision import Precision
 from utilscope.predict import batched, fit_cache, fitting, layers, profiles, run, selection
@@ -791,6 +793,53 @@ def test_casts_train_a_category_of_their_own_and_a_profile_without_them_predicts
     assert without.times_ms(frame)[0] == pytest.approx(
         predictor.layer_models.times_ms(frame.assign(category="copy"))[0]
     )
+
+
+def test_ops_on_a_channel_slice_are_flagged_strided_in_networks_and_in_calibration_rows(tmp_path):
+    """A block that splits its channels (InceptionNeXt's, MambaOut's) hands its ops strided views: the trace flags
+    them (``OpEvent.strided``), and their rows carry it; the dense ops around them are not flagged. A channel_slice
+    config's rows are flagged as calibrate times it: channels_last, always; NCHW at batch 1, its slice is dense."""
+    path = tmp_path / "split.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Split(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv, self.dw, self.act = nn.Conv2d(3, 32, 1), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.GELU()
+
+            def forward(self, x):
+                x = self.conv(x)
+                a, b, c = torch.split(x, (8, 8, 16), dim=1)
+                return torch.cat((self.dw(a), self.act(b), c), dim=1).relu()
+
+        def net():
+            return Split()
+    """)
+    )
+    _, recorded = count_traced(f"{path}:net", 2, 16, "fp16", channels_last=True)
+    flags = {e.op: e.strided for e in recorded.events if e.op != "aten.convolution" or e.call.args[0][1] == 8}
+    assert flags == {"aten.convolution": True, "aten.gelu": True, "aten.cat": True, "aten.relu": False}
+    rows = pr.network_rows(recorded, H200)
+    assert list(zip(rows["op"], rows["strided"], strict=True)) == [
+        ("aten.convolution", 0),  # the dense input image
+        ("bias_add", 0),
+        ("aten.convolution", 1),
+        ("bias_add", 0),
+        ("aten.gelu", 1),
+        ("aten.cat", 1),
+        ("aten.relu", 0),
+    ]
+    image = torch.empty(2, 40, 8, 8).to(memory_format=torch.channels_last)
+    assert is_dense(image) and is_dense(image.permute(0, 2, 3, 1)) and not is_dense(image[:, :10])
+    assert not is_dense(torch.empty(2, 40, 8, 8)[:, :10]) and is_dense(torch.empty(1, 40, 8, 8)[:, :10])
+    assert not is_dense(torch.empty(2, 1, 8, 8).expand(2, 40, 8, 8))  # a broadcast overlaps
+    for batch, channels_last, strided in ((2, False, True), (1, False, False), (1, True, True)):
+        config = OpConfig("channel_slice", batch, 24, 8, 5, variant="gelu")
+        (event,) = config_events(config, channels_last=channels_last)
+        assert event.strided is strided and op_row(event, H200)["strided"] == int(strided)
 
 
 def test_a_conv_after_a_group_norm_pays_the_copy_back_to_channels_last(tmp_path):

@@ -57,6 +57,7 @@ class OpEvent:
     overwrites_first: bool = False
     first_output_only: bool = False
     layouts: tuple[str, ...] = ()  # a conv's input and weight: layout_of each (they decide its kernels' layout)
+    strided: bool = False  # an input of 3 or more dims is not dense (``is_dense``): a channel slice, a broadcast
 
     @functools.cached_property  # an event is not changed once recorded; the fusion pass and the features ask often
     def bytes(self) -> int:
@@ -221,6 +222,7 @@ class Tracer(TorchDispatchMode):
                 rule is not None and rule.overwrites_first,
                 rule is not None and rule.first_output_only,
                 conv_layouts,
+                any(t.dim() >= 3 and not is_dense(t) for t in tensors_in),
             )
         )
 
@@ -239,6 +241,19 @@ class Tracer(TorchDispatchMode):
         self.layers[layer].input_shapes = _shapes(tensors_in)
         self.layers[layer].output_shapes = _shapes(tensors_out)
         return layer
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Whether a tensor's elements fill one block of memory, in some order of its dimensions (PyTorch's
+    "non-overlapping and dense": a contiguous or channels_last tensor, or a permute of one). A part of another
+    tensor along a channel (``torch.split``'s and ``chunk``'s parts of a channels_last tensor) leaves gaps and a
+    broadcast view overlaps: kernels read them strided, or ATen copies them first (cuDNN's convolutions)."""
+    expected = 1
+    for stride, size in sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True) if size != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def layout_of(t: torch.Tensor) -> str:

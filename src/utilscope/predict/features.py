@@ -246,6 +246,7 @@ def _unrecorded_row(op: str, category: str, in_bytes: int, out_bytes: int, shape
         "broadcast": broadcast,
         "norm_rows": 0,
         "aligned": 1,
+        "strided": 0,
     }
 
 
@@ -313,6 +314,7 @@ def conv_shape(event: OpEvent, gpu: Gpu) -> dict:
         **_aligned(per_group, n, tensor_multiple(event)),
         **_multiples(per_group, n),
         **_waves(m, n, groups, gpu.sm_count),
+        "strided": int(event.strided),  # its input a channel slice: ATen copies it dense before cuDNN runs
     }
 
 
@@ -375,20 +377,27 @@ def memory_shape(event: OpEvent, inputs: list[int]) -> dict:
         "broadcast": broadcast,
         "norm_rows": norm_rows,
         "aligned": aligned,
+        "strided": int(event.strided),
     }
 
 
-def config_events(config: OpConfig, precision: Precision = Precision.FP16) -> list[OpEvent]:
+def config_events(
+    config: OpConfig, precision: Precision = Precision.FP16, channels_last: bool = False
+) -> list[OpEvent]:
     """The ops of a calibration config, traced on the meta device as a network's are, in the dtypes ``calibrate``
     times it in (``calibrate.op_inputs``): the module in the precision's dtype, its inputs in the precision's
     autocast dtype or its own (fp32 tensors are 4 bytes an element, fp16 and bf16 ones 2), and under autocast
-    (amp, amp_bf16) its casts recorded (``counting.autocast``)."""
+    (amp, amp_bf16) its casts recorded (``counting.autocast``). A ``channel_slice``'s image is laid out as
+    ``calibrate`` timed it (``channels_last``: the profile's layout), which decides whether its slice is strided
+    (``OpEvent.strided``: always on channels_last; on NCHW, at batch 2 and more)."""
     with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
         module, shapes = build_op(config)
     module = module.to(dtype=precision.dtype).eval()
     lower = precision.autocast_dtype
     dtypes = input_dtypes(config, shapes, lower or precision.dtype)
     tensors = [torch.empty(shape, device="meta", dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
+    if config.kind == "channel_slice" and channels_last:
+        tensors[0] = tensors[0].contiguous(memory_format=torch.channels_last)
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):

@@ -63,7 +63,7 @@ FEATURES = {  # log-scaled numbers, then plain ones
             "in_multiple",
             "out_multiple",
         ),
-        ("style", "aligned_in", "aligned_out", "wave_efficiency"),
+        ("style", "aligned_in", "aligned_out", "wave_efficiency", "strided"),
     ),
     "matmul": (
         ("flops", "bytes", "ref_ms", "m", "n", "k", "waves", "in_multiple", "out_multiple"),
@@ -71,7 +71,7 @@ FEATURES = {  # log-scaled numbers, then plain ones
     ),
     "memory": (
         ("bytes", "in_bytes", "out_bytes", "ref_ms", "channels", "norm_rows"),
-        ("code", "kernel", "stride", "broadcast", "aligned"),
+        ("code", "kernel", "stride", "broadcast", "aligned", "strided"),
     ),
     "se_gate": (("bytes", "ref_ms", "batch", "channels", "size", "hidden"), ()),
 }
@@ -123,11 +123,13 @@ def calibration_rows(profile: DeviceProfile, gpu: Gpu) -> pd.DataFrame:
     """One row per timed config: a single-op config's op row, or a squeeze-excite gate's row, with its ``ms``.
     Multi-op configs of other kinds (chains, shuffles as a copy are single-op) are left to ``chain_rows``."""
     rows, precision = [], profile_precision(profile)
+    channels_last = profile.memory_format == "channels_last"
     for key, ms in profile.latency_ms.items():
         config = OpConfig(**profile.configs[key])
         if config.kind == "chain":
             continue
-        op_rows = [op_row(event, gpu, casts) for event, casts in fold_casts(config_events(config, precision))]
+        events = fold_casts(config_events(config, precision, channels_last))
+        op_rows = [op_row(event, gpu, casts) for event, casts in events]
         if config.kind == "se_gate":
             rows.append({**se_row(op_rows, gpu), "ms": ms})
         elif config.kind in (LAYOUT_COPY, CAST):  # its op is a clone or a cast, a category of its own

@@ -66,7 +66,10 @@ SAMPLE_VERSION = 13  # the sampler's version (a profile keeps every config it ti
 # 0.81 ms at stride 2 (0.145); and grouped_entry, a stage's first grouped conv: 3x3 at stride 2 from the previous
 # stage's size, at batch 64-256 (RegNetY-16GF's at 112 channels a group, 224 channels, 112 -> 56 px, batch 256 took
 # 8.5 ms on the H100 where 3.5 ms was predicted, its other stages' entries 0.41-0.72 of measured: the sample's
-# grouped_stage convs at stride 2 and batch 64 or more had 24 configs, two of them above 36 px).
+# grouped_stage convs at stride 2 and batch 64 or more had 24 configs, two of them above 36 px); and channel_slice,
+# an op on a channel slice of a channels_last tensor, a strided view (``torch.split``'s parts: InceptionNeXt's band
+# convs, FocalNet's gates, MambaOut's activation, 0.25-0.45 of their H200 time predicted as the dense op of their
+# shape; the trace flags such inputs, ``OpEvent.strided``, and the rows carry the flag).
 KIND_SHARES = {
     "conv": 0.5,
     "linear": 0.05,
@@ -95,6 +98,7 @@ KIND_SHARES = {
     "band_depthwise": 0.01,
     "pointwise_depthwise": 0.01,
     "grouped_entry": 0.01,
+    "channel_slice": 0.02,
 }
 KINDS = tuple(KIND_SHARES)
 CONV_KINDS = (  # one conv
@@ -125,6 +129,8 @@ HEAD_FEATURES = (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096, 9216,
 MULTIPLIERS = (2, 4)  # a multiplier_conv's outputs per input channel
 GROUPED_STAGE_CHANNELS = 4096  # a grouped_stage conv's most channels (RegNetY-128GF's last stage: 2,904 ... 3,712)
 RADICES = (2, 2, 2, 4)  # a radix_sum's branches (ResNeSt's and SKNet's 2; ResNeSt-269's 4 is not timm's, kept rare)
+SLICE_OPS = ("gelu", "add", "mul", "gate", "cat", "depthwise", "band")  # a channel_slice's op (``ChannelSlice``)
+SLICE_FRACTIONS = (2, 3, 4)  # a channel_slice's part: this fraction of its tensor's channels
 MUL_SHAPES = ("same", "gate", "channel")  # the second operand: the same shape, (B, C, 1, 1), or (1, C, 1, 1)
 CAST_DIRECTIONS = ("up", "down")  # a cast's variant: from the activations' 16-bit dtype to fp32, or back
 
@@ -238,6 +244,33 @@ class Binary(nn.Module):
         return torch.cat((a, b), dim=1)
 
 
+class ChannelSlice(nn.Module):
+    """An op on a channel slice of its input, as a block that splits its channels runs it (InceptionNeXt's band
+    convs, FocalNet's gates, MambaOut's activation): on a channels_last input the first ``out_channels`` channels
+    are a strided view, not a dense tensor. ``gelu``, a 3x3 ``depthwise`` conv or a 1xk / kx1 ``band`` one on that
+    part; ``add``, ``mul`` or ``cat`` with the next as many channels; ``gate``: times the next one channel."""
+
+    def __init__(self, config: OpConfig):
+        super().__init__()
+        self.width, self.variant = config.out_channels, config.variant
+        kernel = (config.kernel, config.kernel_width)
+        padding = tuple(side // 2 for side in kernel)
+        self.op = nn.GELU() if self.variant == "gelu" else None
+        if self.variant in ("depthwise", "band"):
+            self.op = nn.Conv2d(self.width, self.width, kernel, 1, padding, groups=self.width, bias=False)
+
+    def forward(self, x):
+        part = x[:, : self.width]
+        if self.op is not None:
+            return self.op(part)
+        other = x[:, self.width : self.width + (1 if self.variant == "gate" else self.width)]
+        if self.variant == "add":
+            return part + other
+        if self.variant == "cat":
+            return torch.cat((part, other), dim=1)
+        return part * other
+
+
 class Cast(nn.Module):
     """A cast of an image to the dtype of its second input, a one-element tensor (``input_dtypes`` says which)."""
 
@@ -285,6 +318,7 @@ def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
         "head": lambda: nn.Linear(config.channels, config.out_channels),
         "layout_copy": ToChannelsLast,
         "radix_sum": lambda: RadixSum(config.groups),
+        "channel_slice": lambda: ChannelSlice(config),
     }
     if config.kind == "cast":
         return Cast(), (image, torch.Size((1,)))
@@ -443,6 +477,12 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         )
     if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise", "grouped_entry"):
         return _stage_conv(rng, kind, batch)
+    if kind == "channel_slice":  # an op on a channel slice at a stage's size and width (or expanded)
+        _, size, width = _pyramid(rng)
+        channels, variant = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS)), rng.choice(SLICE_OPS)
+        kernel = (3, 3) if variant == "depthwise" else _band(rng, (7, 11)) if variant == "band" else (1, 1)
+        part = max(1, channels // rng.choice(SLICE_FRACTIONS))
+        return OpConfig(kind, batch, channels, part, size, kernel[0], variant=variant, kernel_w=kernel[1])
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
