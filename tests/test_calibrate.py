@@ -11,7 +11,6 @@ from utilscope.measure.settings import CudnnSettings
 from utilscope.predict import calibrate as cal
 from utilscope.predict.ops import (
     KINDS,
-    LARGE_ELEMENTS,
     LARGE_MEMORY_OPS,
     MAX_ACTIVATION_ELEMENTS,
     SLICE_OPS,
@@ -106,7 +105,7 @@ def test_the_sample_is_seeded_distinct_within_bounds_and_stratified():
     assert {c.stride for c in pointwise} == {1, 2}
     entries = [c for c in sample if c.kind == "grouped_entry"]  # a stage's first grouped conv: 3x3, stride 2
     assert all(c.groups >= 2 and (c.channels // c.groups) % 8 == 0 and (c.kernel, c.stride) == (3, 2) for c in entries)
-    assert all(c.batch >= 64 and c.batch * c.channels * c.size**2 <= LARGE_ELEMENTS[1] for c in entries)
+    assert all(c.batch >= 64 and c.batch * c.channels * c.size**2 <= MAX_ACTIVATION_ELEMENTS for c in entries)
     assert len({c.channels // c.groups for c in entries}) > 5
     slices = [c for c in sample if c.kind == "channel_slice"]  # an op on a part of a tensor's channels
     variants = {c.variant for c in slices}

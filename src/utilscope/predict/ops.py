@@ -63,9 +63,9 @@ SAMPLE_VERSION = 13  # the sampler's version (a profile keeps every config it ti
 # stage's size and width, stride 1 or 2 (MobileOne's, FastViT's and RepViT's scale branches): the sample had none,
 # and with version 12's 1xk bands the trees priced them as bands, MobileOne-S3's at 4.9x what version 11 predicted;
 # on the H100, MobileOne-S0's took 0.055 ms at stride 1 (its 3x3 depthwise convs on the same tensor 0.061) and
-# 0.81 ms at stride 2 (0.145); and grouped_entry, a stage's first grouped conv: 3x3 at stride 2 from the previous
-# stage's size, at batch 64-256 (RegNetY-16GF's at 112 channels a group, 224 channels, 112 -> 56 px, batch 256 took
-# 8.5 ms on the H100 where 3.5 ms was predicted, its other stages' entries 0.41-0.72 of measured: the sample's
+# 0.81 ms at stride 2 (0.145); and grouped_entry, a stage's first grouped conv: 3x3 at stride 2 on one of the first
+# three stages' inputs, at batch 64-256 (RegNetY-16GF's at 112 channels a group, 224 channels, 112 -> 56 px, batch
+# 256 took 8.5 ms on the H100 where 3.5 ms was predicted, its other stages' entries 0.41-0.72 of measured: the sample's
 # grouped_stage convs at stride 2 and batch 64 or more had 24 configs, two of them above 36 px); and channel_slice,
 # an op on a channel slice of a channels_last tensor, a strided view (``torch.split``'s parts: InceptionNeXt's band
 # convs, FocalNet's gates, MambaOut's activation, 0.25-0.45 of their H200 time predicted as the dense op of their
@@ -533,13 +533,13 @@ def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
 def _grouped_entry(rng: random.Random) -> OpConfig:
     """A RegNet-like stage's first grouped conv: 3x3 at stride 2 on the input of one of the first three stages
     (the stem's output halved 0-2 times), any multiple-of-8 group width, 2 groups or more at a width of 24-528
-    channels doubled per stage (RegNets' first stages: 24 to RegNetY-128GF's 528), batch 64-256, the input at
-    most ``LARGE_ELEMENTS``' largest."""
+    channels doubled per stage (RegNets' first stages: 24 to RegNetY-128GF's 528), batch 64-256, its groups at
+    most as many as keep the input within ``MAX_ACTIVATION_ELEMENTS`` (``fits``, as every conv)."""
     resolution, stage = _log_uniform(rng, *RESOLUTIONS), rng.randint(1, 3)
     size = max(3, math.ceil(resolution / 2**stage))
     batch, group_width = rng.choice(BATCHES[-3:]), 8 * _log_uniform(rng, 1, 32)
     width = _log_uniform(rng, 24, 528) * 2 ** (stage - 1)
-    fitting = LARGE_ELEMENTS[1] // (batch * size * size * group_width)
+    fitting = MAX_ACTIVATION_ELEMENTS // (batch * size * size * group_width)
     groups = max(2, min(round(width / group_width), GROUPED_STAGE_CHANNELS // group_width, fitting))
     channels = group_width * groups
     return OpConfig("grouped_entry", batch, channels, channels, size, 3, 2, groups)
