@@ -477,12 +477,8 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         )
     if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise", "grouped_entry"):
         return _stage_conv(rng, kind, batch)
-    if kind == "channel_slice":  # an op on a channel slice at a stage's size and width (or expanded)
-        _, size, width = _pyramid(rng)
-        channels, variant = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS)), rng.choice(SLICE_OPS)
-        kernel = (3, 3) if variant == "depthwise" else _band(rng, (7, 11)) if variant == "band" else (1, 1)
-        part = max(1, channels // rng.choice(SLICE_FRACTIONS))
-        return OpConfig(kind, batch, channels, part, size, kernel[0], variant=variant, kernel_w=kernel[1])
+    if kind == "channel_slice":
+        return _channel_slice(rng, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
         _, size, width = _pyramid(rng)
         radix, branch = rng.choice(RADICES), _width(rng, width)
@@ -528,6 +524,16 @@ def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
         groups = max(2, round(width / group_width))
     channels = group_width * groups
     return OpConfig(kind, batch, channels, channels, size, 3, rng.choice((1, 2)), groups)
+
+
+def _channel_slice(rng: random.Random, batch: int) -> OpConfig:
+    """An op on a channel slice (``ChannelSlice``, one of ``SLICE_OPS``) of a tensor at a stage's size and width or
+    expanded, the slice a ``SLICE_FRACTIONS`` part of its channels; a band conv 1x7, 1x11, 7x1 or 11x1."""
+    _, size, width = _pyramid(rng)
+    channels, variant = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS)), rng.choice(SLICE_OPS)
+    kernel = (3, 3) if variant == "depthwise" else _band(rng, (7, 11)) if variant == "band" else (1, 1)
+    part = max(1, channels // rng.choice(SLICE_FRACTIONS))
+    return OpConfig("channel_slice", batch, channels, part, size, kernel[0], variant=variant, kernel_w=kernel[1])
 
 
 def _grouped_entry(rng: random.Random) -> OpConfig:
