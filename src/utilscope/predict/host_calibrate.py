@@ -9,13 +9,12 @@ back and timed on the host with ``time.perf_counter``, the median of ``SAMPLES``
 rounds, each round timing every kind once in turn (``interleaved_us``): a lent machine's host has slow spells of
 seconds (torchvision's ConvNeXt-S and ConvNeXt-B, the same calls, ran eager at batch 1 in 8.6 and 5.7 ms a forward,
 timed 4 s apart on one H100 machine: ``data/h100/eager.sqlite``), and a kind timed in one block of time would take
-a spell whole. The tensors are so small that the GPU runs each kernel in less time than
-the host takes to launch it, and ``CALLS`` stays below the depth of CUDA's launch queue, so the host never waits for
-the GPU: the time is the host's own (Python, dispatch, the launch). Then the calibration networks (``host_chains``)
-run whole forwards back to back, timed the same way, in rounds of their own: the median of their measured times
-over the sum of their calls (traced, ``host.call_counts``) is the profile's composition scale, what a forward adds
-to its calls timed alone. On a CPU the ops run on the host itself, their
-work included; such a profile tests the machinery and predicts no GPU.
+a spell whole. The tensors are so small that the GPU runs each kernel in less time than the host takes to launch it,
+and ``CALLS`` stays below the depth of CUDA's launch queue, so the host never waits for the GPU: the time is the
+host's own (Python, dispatch, the launch). Then the calibration networks (``host_chains``) run whole forwards back
+to back, timed the same way, in rounds of their own: the median of their measured times over the sum of their calls
+(traced, ``host.call_counts``) is the profile's composition scale, what a forward adds to its calls timed alone. On
+a CPU the ops run on the host itself, their work included; such a profile tests the machinery and predicts no GPU.
 """
 
 from __future__ import annotations

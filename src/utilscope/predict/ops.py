@@ -253,11 +253,9 @@ class ChannelSlice(nn.Module):
     def __init__(self, config: OpConfig):
         super().__init__()
         self.width, self.variant = config.out_channels, config.variant
-        kernel = (config.kernel, config.kernel_width)
-        padding = tuple(side // 2 for side in kernel)
         self.op = nn.GELU() if self.variant == "gelu" else None
-        if self.variant in ("depthwise", "band"):
-            self.op = nn.Conv2d(self.width, self.width, kernel, 1, padding, groups=self.width, bias=False)
+        if self.variant in ("depthwise", "band"):  # depthwise on the slice, as the sample's convs are built
+            self.op = _conv(replace(config, channels=self.width, groups=self.width))
 
     def forward(self, x):
         part = x[:, : self.width]
