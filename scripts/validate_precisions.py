@@ -130,10 +130,7 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
         lines.append(
             {
                 **dict(zip(CONDITION + ["batch"], keys, strict=True)),
-                "rows": len(group),
-                "mape": errors.abs().mean(),
-                "median_error": errors.median(),
-                "within_10": (errors.abs() <= WITHIN).mean(),
+                **error_stats(errors),
                 "spearman": spearmanr(group["samples_per_s"], group["samples_per_s_predicted"]).statistic,
                 "worst": ", ".join(f"{model.split(':')[-1]} {error:+.0%}" for model, error in named),
             }
@@ -149,13 +146,22 @@ def bound_table(rows: pd.DataFrame) -> str:
     lines = ["| precision | layout | backend | batch | bound | rows | MAPE | median error | within ±10% |"]
     lines.append("|" + "---|" * 9)
     for keys, group in rows.assign(side=side).groupby(CONDITION + ["batch", "side"]):
-        errors = group["error"]
-        cells = " | ".join(map(str, keys))
+        stats = error_stats(group["error"])
         lines.append(
-            f"| {cells} | {len(group)} | {errors.abs().mean():.1%} | {errors.median():+.1%} | "
-            f"{(errors.abs() <= WITHIN).mean():.0%} |"
+            f"| {' | '.join(map(str, keys))} | {stats['rows']} | {stats['mape']:.1%} | {stats['median_error']:+.1%} | "
+            f"{stats['within_10']:.0%} |"
         )
     return "\n".join(lines)
+
+
+def error_stats(errors: pd.Series) -> dict:
+    """Rows, MAPE, median error and share within ±10% of a group's errors (``summary``'s and ``bound_table``'s)."""
+    return {
+        "rows": len(errors),
+        "mape": errors.abs().mean(),
+        "median_error": errors.median(),
+        "within_10": (errors.abs() <= WITHIN).mean(),
+    }
 
 
 def markdown(table: pd.DataFrame, gpu: str) -> str:
