@@ -1,13 +1,15 @@
 """What one grouped convolution costs the host in eager PyTorch, by channels a group (GPU): the call as
 ``predict.host_calibrate`` times a conv (batch 1, channels_last, ``nn.Conv2d``, 200 calls back to back, the median of
-7 runs), for 3x3 convolutions of C channels at 14x14 with 1 (depthwise), 2, 3, 4, 8, 16, 32 channels a group and
-dense, in fp16, with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and the
-host profile run) and with its autotuning (on, as `profile` and `layers` run by default). Beside it, from
+7 runs), for 3x3 convolutions of C channels at S x S (default 14) with 1 (depthwise), 2, 3, 4, 8, 16, 32 channels a
+group and dense, in fp16, with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and
+the host profile run) and with its autotuning (on, as `profile` and `layers` run by default; ``--benchmark`` picks
+one). Beside it, from
 ``torch.profiler`` over 50 calls: the kernels' device microseconds a call, the CUDA runtime calls the host makes a
 call (launches, memcpys, synchronizations, attribute queries: where host time goes when it is not the launch) and
 the kernels a call runs.
 
-    PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--out DIR]
+    PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--sizes 14] [--benchmark both]
+        [--out DIR]
 
 Prints one row per convolution; with ``--out``, writes DIR/host_conv_groups.csv. Its numbers go into docs/predict.md
 ("Eager: the host side") with the GPU, driver, torch version and date.
@@ -27,16 +29,16 @@ from torch.profiler import ProfilerActivity, profile
 from utilscope.predict.host_calibrate import host_us
 
 GROUP_WIDTHS = (1, 2, 3, 4, 8, 16, 32, 0)  # channels a group; 0: dense (one group)
-SIZE = 14
 PROFILED_CALLS = 50
 
 
-def conv_case(channels: int, group_width: int, device: torch.device):
-    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input."""
+def conv_case(channels: int, group_width: int, size: int, device: torch.device):
+    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input, batch 1,
+    ``size`` x ``size``."""
     groups = 1 if group_width == 0 else channels // group_width
     conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False)
     conv = conv.to(device, torch.float16).to(memory_format=torch.channels_last).eval()
-    image = torch.randn(1, channels, SIZE, SIZE, device=device, dtype=torch.float16)
+    image = torch.randn(1, channels, size, size, device=device, dtype=torch.float16)
     return conv, image.contiguous(memory_format=torch.channels_last), groups
 
 
@@ -57,16 +59,18 @@ def profiled(call) -> tuple[float, Counter, Counter]:
     return device_us / PROFILED_CALLS, runtime, kernels
 
 
-def row(channels: int, width: int, benchmark: bool, device: torch.device) -> dict:
+def row(channels: int, width: int, size: int, benchmark: bool, device: torch.device) -> dict:
     """One convolution's host microseconds a call, device microseconds, runtime calls and kernels."""
     torch.backends.cudnn.benchmark = benchmark
-    conv, image, groups = conv_case(channels, width, device)
+    conv, image, groups = conv_case(channels, width, size, device)
     host = host_us(lambda: conv(image), device)
     device_us, runtime, kernels = profiled(lambda: conv(image))
     return {
         "channels": channels,
         "group_width": "dense" if width == 0 else f"{width} a group",
         "groups": groups,
+        "size": size,
+        "kernels_a_call": round(sum(kernels.values()), 2),
         "cudnn_benchmark": benchmark,
         "host_us": round(host, 2),
         "device_us": round(device_us, 2),
@@ -75,36 +79,51 @@ def row(channels: int, width: int, benchmark: bool, device: torch.device) -> dic
     }
 
 
-def rows(channels_list: list[int], device: torch.device) -> list[dict]:
-    """One row per (channels, group width, cuDNN benchmark off and on), printed as it is measured."""
-    out = []
+def rows(channels_list: list[int], sizes: list[int], benchmarks: list[bool], device: torch.device, keep) -> None:
+    """One row per (channels, group width, size, cuDNN benchmark), printed and kept (``keep``) as it is measured."""
     for channels in channels_list:
         for width in (w for w in GROUP_WIDTHS if not w or channels % w == 0):
-            for benchmark in (False, True):
-                r = row(channels, width, benchmark, device)
-                out.append(r)
-                print(
-                    f"{channels:5d} {r['group_width']:>10} benchmark {benchmark!s:5} host {r['host_us']:7.1f} us, "
-                    f"device {r['device_us']:7.1f} us; {r['runtime_calls']}; {r['kernels']}"
-                )
-    return out
+            for size in sizes:
+                for benchmark in benchmarks:
+                    r = row(channels, width, size, benchmark, device)
+                    keep(r)
+                    print(
+                        f"{channels:5d} {r['group_width']:>10} {size:3d}px benchmark {benchmark!s:5} host "
+                        f"{r['host_us']:7.1f} us, device {r['device_us']:7.1f} us, {r['kernels_a_call']:g} kernels; "
+                        f"{r['runtime_calls']}; {r['kernels']}",
+                        flush=True,
+                    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--channels", default="64,256,1024")
+    parser.add_argument("--sizes", default="14", help="image sizes (px), comma-separated")
+    parser.add_argument("--benchmark", choices=("off", "on", "both"), default="both", help="cuDNN autotuning")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("host_conv_groups.py: needs a CUDA GPU")
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
-    table = rows([int(c) for c in args.channels.split(",")], torch.device("cuda"))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        with open(args.out / "host_conv_groups.csv", "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
+    benchmarks = {"off": [False], "on": [True], "both": [False, True]}[args.benchmark]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    channels = [int(c) for c in args.channels.split(",")]
+    if not args.out:
+        rows(channels, sizes, benchmarks, torch.device("cuda"), lambda r: None)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "host_conv_groups.csv", "w", newline="") as handle:  # row by row: a cut run keeps its rows
+        writer = None
+
+        def keep(r: dict) -> None:
+            nonlocal writer
+            if writer is None:
+                writer = csv.DictWriter(handle, fieldnames=list(r))
+                writer.writeheader()
+            writer.writerow(r)
+            handle.flush()
+
+        rows(channels, sizes, benchmarks, torch.device("cuda"), keep)
 
 
 if __name__ == "__main__":
