@@ -187,9 +187,9 @@ def load_conv_models(path: Path, on_fit: Callable[[], None] | None = None) -> tu
     """A device profile's conv layer models and its configs' memory format: its whole predictor's when that is
     kept (shipped or cached), else the conv trees alone (``fitting.fit_conv_models``: 1.6 s on one core, against
     2.5 s for every group's), fitted once and cached."""
-    if shipped_fit_file(path).is_file() or cache_file(path).is_file():
-        predictor = load_predictor(path, on_fit)
-        return predictor.layer_models, predictor.memory_format
+    fitted = _shipped_fit(path) or _cached(cache_file(path))  # the whole predictor's fit, each key computed once
+    if fitted is not None:
+        return fitted.layer_models, fitted.memory_format
     cached = cache_file(path, "conv")
     found = _cached(cached)
     if found is None:
