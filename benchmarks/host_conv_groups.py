@@ -1,15 +1,14 @@
 """What one grouped convolution costs the host in eager PyTorch, by channels a group (GPU): the call as
-``predict.host_calibrate`` times a conv (batch 1, channels_last, ``nn.Conv2d``, 200 calls back to back, the median of
-7 runs), for 3x3 convolutions of C channels at S x S (default 14) with 1 (depthwise), 2, 3, 4, 8, 16, 32 channels a
-group and dense, in fp16, with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas measure --no-cudnn-benchmark` and
-the host profile run) and with its autotuning (on, as `profile` and `layers` run by default; ``--benchmark`` picks
-one). Beside it, from
-``torch.profiler`` over 50 calls: the kernels' device microseconds a call, the CUDA runtime calls the host makes a
-call (launches, memcpys, synchronizations, attribute queries: where host time goes when it is not the launch) and
-the kernels a call runs.
+``predict.host_calibrate`` times a conv (batch 1 unless ``--batch`` says, channels_last, ``nn.Conv2d``, 200 calls
+back to back, the median of 7 runs), for 3x3 convolutions of C channels at S x S (default 14) with 1 (depthwise), 2,
+3, 4, 8, 16, 32 channels a group and dense, in fp16, with cuDNN's heuristics (``cudnn.benchmark`` off, as `nas
+measure --no-cudnn-benchmark` and the host profile run) and with its autotuning (on, as `profile` and `layers` run by
+default; ``--benchmark`` picks one). Beside it, from ``torch.profiler`` over 50 calls: the kernels' device
+microseconds a call, the CUDA runtime calls the host makes a call (launches, memcpys, synchronizations, attribute
+queries: where host time goes when it is not the launch) and the kernels a call runs.
 
-    PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--sizes 14] [--benchmark both]
-        [--out DIR]
+    PYTHONPATH=src python3 benchmarks/host_conv_groups.py [--channels 64,256,1024] [--sizes 14] [--batch 1]
+        [--benchmark both] [--out DIR]
 
 Prints one row per convolution; with ``--out``, writes DIR/host_conv_groups.csv. Its numbers go into docs/predict.md
 ("Eager: the host side") with the GPU, driver, torch version and date.
@@ -32,13 +31,13 @@ GROUP_WIDTHS = (1, 2, 3, 4, 8, 16, 32, 0)  # channels a group; 0: dense (one gro
 PROFILED_CALLS = 50
 
 
-def conv_case(channels: int, group_width: int, size: int, device: torch.device):
-    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input, batch 1,
-    ``size`` x ``size``."""
+def conv_case(channels: int, group_width: int, size: int, batch: int, device: torch.device):
+    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input, ``batch``
+    images of ``size`` x ``size``."""
     groups = 1 if group_width == 0 else channels // group_width
     conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False)
     conv = conv.to(device, torch.float16).to(memory_format=torch.channels_last).eval()
-    image = torch.randn(1, channels, size, size, device=device, dtype=torch.float16)
+    image = torch.randn(batch, channels, size, size, device=device, dtype=torch.float16)
     return conv, image.contiguous(memory_format=torch.channels_last), groups
 
 
@@ -59,10 +58,10 @@ def profiled(call) -> tuple[float, Counter, Counter]:
     return device_us / PROFILED_CALLS, runtime, kernels
 
 
-def row(channels: int, width: int, size: int, benchmark: bool, device: torch.device) -> dict:
+def row(channels: int, width: int, size: int, batch: int, benchmark: bool, device: torch.device) -> dict:
     """One convolution's host microseconds a call, device microseconds, runtime calls and kernels."""
     torch.backends.cudnn.benchmark = benchmark
-    conv, image, groups = conv_case(channels, width, size, device)
+    conv, image, groups = conv_case(channels, width, size, batch, device)
     host = host_us(lambda: conv(image), device)
     device_us, runtime, kernels = profiled(lambda: conv(image))
     return {
@@ -70,6 +69,7 @@ def row(channels: int, width: int, size: int, benchmark: bool, device: torch.dev
         "group_width": "dense" if width == 0 else f"{width} a group",
         "groups": groups,
         "size": size,
+        "batch": batch,
         "kernels_a_call": round(sum(kernels.values()), 2),
         "cudnn_benchmark": benchmark,
         "host_us": round(host, 2),
@@ -79,13 +79,15 @@ def row(channels: int, width: int, size: int, benchmark: bool, device: torch.dev
     }
 
 
-def rows(channels_list: list[int], sizes: list[int], benchmarks: list[bool], device: torch.device, keep) -> None:
+def rows(
+    channels_list: list[int], sizes: list[int], batch: int, benchmarks: list[bool], device: torch.device, keep
+) -> None:
     """One row per (channels, group width, size, cuDNN benchmark), printed and kept (``keep``) as it is measured."""
     for channels in channels_list:
         for width in (w for w in GROUP_WIDTHS if not w or channels % w == 0):
             for size in sizes:
                 for benchmark in benchmarks:
-                    r = row(channels, width, size, benchmark, device)
+                    r = row(channels, width, size, batch, benchmark, device)
                     keep(r)
                     print(
                         f"{channels:5d} {r['group_width']:>10} {size:3d}px benchmark {benchmark!s:5} host "
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--channels", default="64,256,1024")
     parser.add_argument("--sizes", default="14", help="image sizes (px), comma-separated")
+    parser.add_argument("--batch", type=int, default=1, help="images a call")
     parser.add_argument("--benchmark", choices=("off", "on", "both"), default="both", help="cuDNN autotuning")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     channels = [int(c) for c in args.channels.split(",")]
     if not args.out:
-        rows(channels, sizes, benchmarks, torch.device("cuda"), lambda r: None)
+        rows(channels, sizes, args.batch, benchmarks, torch.device("cuda"), lambda r: None)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "host_conv_groups.csv", "w", newline="") as handle:  # row by row: a cut run keeps its rows
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
             writer.writerow(r)
             handle.flush()
 
-        rows(channels, sizes, benchmarks, torch.device("cuda"), keep)
+        rows(channels, sizes, args.batch, benchmarks, torch.device("cuda"), keep)
 
 
 if __name__ == "__main__":
