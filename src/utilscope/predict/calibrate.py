@@ -32,7 +32,7 @@ from utilscope.measure.precision import Precision, check_precision, math_mode, p
 from utilscope.measure.settings import CudnnSettings
 from utilscope.measure.sweep import default_precision, first_line, is_out_of_memory
 from utilscope.measure.timing import CpuClock, CudaClock, TimingPlan, measure
-from utilscope.predict.ops import LINEAR_KINDS, SAMPLE_VERSION, OpConfig, build_op, input_dtypes, sample_configs
+from utilscope.predict.ops import SAMPLE_VERSION, OpConfig, build_op, input_dtypes, laid_out, sample_configs
 from utilscope.predict.profile_format import PROFILE_FORMAT, REMEDY, read_profile
 
 REPEATS = 20  # calls per timed replay
@@ -90,8 +90,7 @@ def op_inputs(config: OpConfig, shapes, device, precision: Precision, channels_l
     (``ops.input_dtypes``): its image in the dtype it casts from."""
     dtypes = input_dtypes(config, shapes, precision.autocast_dtype or precision.dtype)
     tensors = [torch.randn(shape, device=device).to(dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
-    images = channels_last and config.kind not in (*LINEAR_KINDS, "layout_copy")
-    return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
+    return laid_out(config, tensors, channels_last)
 
 
 def time_module_ms(

@@ -24,7 +24,7 @@ from utilscope.counting.tracer import OpEvent, Tracer, trace
 from utilscope.errors import UsageError
 from utilscope.hardware.alignment import channel_multiple, unaligned_sides
 from utilscope.precision import Precision
-from utilscope.predict.ops import OpConfig, build_op, input_dtypes
+from utilscope.predict.ops import OpConfig, build_op, input_dtypes, laid_out
 
 FLOOR_MS = 0.002  # no kernel takes less: the reference time's floor
 TILE = 128  # the GEMM tile side for the wave-quantization feature
@@ -387,17 +387,18 @@ def config_events(
     """The ops of a calibration config, traced on the meta device as a network's are, in the dtypes ``calibrate``
     times it in (``calibrate.op_inputs``): the module in the precision's dtype, its inputs in the precision's
     autocast dtype or its own (fp32 tensors are 4 bytes an element, fp16 and bf16 ones 2), and under autocast
-    (amp, amp_bf16) its casts recorded (``counting.autocast``). A ``channel_slice``'s image is laid out as
-    ``calibrate`` timed it (``channels_last``: the profile's layout), which decides whether its slice is strided
-    (``OpEvent.strided``: always on channels_last; on NCHW, at batch 2 and more)."""
+    (amp, amp_bf16) its casts recorded (``counting.autocast``). Its weights and inputs are laid out as ``calibrate``
+    timed them (``channels_last``: the profile's layout; ``ops.laid_out``), which decides, for one, whether a
+    ``channel_slice``'s slice is strided (``OpEvent.strided``: always on channels_last; on NCHW, at batch 2 and
+    more)."""
     with torch.device("meta"):  # no weights to initialize: a 25,088 x 4,096 head would take a second on a CPU
         module, shapes = build_op(config)
-    module = module.to(dtype=precision.dtype).eval()
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    module = module.to(dtype=precision.dtype, memory_format=layout).eval()
     lower = precision.autocast_dtype
     dtypes = input_dtypes(config, shapes, lower or precision.dtype)
-    tensors = [torch.empty(shape, device="meta", dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
-    if config.kind == "channel_slice" and channels_last:
-        tensors[0] = tensors[0].contiguous(memory_format=torch.channels_last)
+    empty = [torch.empty(shape, device="meta", dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
+    tensors = laid_out(config, empty, channels_last)
 
     class Call(torch.nn.Module):  # one input for the tracer; a binary op's second operand rides along
         def __init__(self):

@@ -299,6 +299,14 @@ def _pool(config: OpConfig) -> nn.Module:
     return cls(config.kernel, config.stride, (config.kernel - 1) // 2)
 
 
+def laid_out(config: OpConfig, tensors: list[torch.Tensor], channels_last: bool) -> list[torch.Tensor]:
+    """A config's inputs in the layout a network feeds them (``calibrate.op_inputs`` times them so, ``features.
+    config_events`` traces them so): on a channels_last profile its images channels_last, a linear layer's tokens
+    and a layout copy's image as they are (contiguous)."""
+    images = channels_last and config.kind not in (*LINEAR_KINDS, "layout_copy")
+    return [t.contiguous(memory_format=torch.channels_last) if images and t.dim() == 4 else t for t in tensors]
+
+
 def build_op(config: OpConfig) -> tuple[nn.Module, tuple[torch.Size, ...]]:
     """The module of a config and the shapes of its inputs (channels first)."""
     image = torch.Size((config.batch, config.channels, config.size, config.size))
