@@ -7,7 +7,8 @@ calibrated on, its own), and prints per condition and batch: rows, MAPE of sampl
 ±10%, Spearman, the profile used, and the three worst networks. ``--csv`` keeps every row; ``--families`` adds,
 per condition, one line per family (``models.sets.display_family``) with its MAPE and share within ±10% per batch,
 and per batch how many families have at least 90% of their networks within ±10%. An eager
-store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU.
+store (``data/GPU/eager.sqlite``) is predicted with the host profile the registry picks for the GPU, or with
+``--host-profile HOST.json`` (one timed on the machine that measured the store: the host model on its own host).
 ``--profile FILE`` predicts every row from that profile instead (another GPU's: a transfer to the store's GPU,
 the H100 and H200 checked against each other network by network); ``--backend`` and ``--precision`` keep that
 backend's or precision's rows; ``--stable`` only the rows whose timing was stable (a coefficient of variation
@@ -20,7 +21,7 @@ host side longer than its kernels: ``bound`` "host" in ``--csv``) apart from the
 
     python3 scripts/validate_precisions.py data/h100/precisions.sqlite [--csv ROWS.csv] [--families]
         [--profile FILE] [--backend NAME] [--precision NAME] [--stable] [--repeat STORE ...] [--repeated]
-        [--by-bound]
+        [--by-bound] [--host-profile HOST.json]
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ def repeat_spread(stores: list[str]) -> str:
     return "\n".join(lines)
 
 
-def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.DataFrame:
+def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None, host: str | None = None) -> pd.DataFrame:
     """Every row with its prediction (samples/s, at the row's resolution) and the profile the prediction came from
-    (``profile``: that one, else the registry's choice)."""
+    (``profile``: that one, else the registry's choice; ``host``: eager's host profile, else the registry's)."""
     parts = []
     for (precision, memory_format, backend, resolution), group in rows.groupby([*CONDITION, "resolution"]):
         prediction = api.predict(
@@ -111,6 +112,7 @@ def predicted(rows: pd.DataFrame, gpu: str, profile: str | None = None) -> pd.Da
             channels_last=memory_format == "channels_last",
             resolution=int(resolution),
             profile=profile,
+            host_profile=host if backend == "eager" else None,
             measured=False,  # the layer models' own prediction: the rows' measurements are in the shipped tables
         )
         frame = prediction.to_frame()[["model", "batch", "samples_per_s", "bound"]]
@@ -183,6 +185,7 @@ def main() -> int:
     parser.add_argument("--csv", help="write every row here")
     parser.add_argument("--families", action="store_true", help="add each family's MAPE and share within ±10%%")
     parser.add_argument("--profile", help="predict every row from this device profile (default: the registry's)")
+    parser.add_argument("--host-profile", help="eager's host profile (default: the registry's for the GPU)")
     parser.add_argument("--backend", help="only this backend's rows")
     parser.add_argument("--precision", help="only this precision's rows")
     parser.add_argument("--stable", action="store_true", help="only the rows not flagged unstable")
@@ -198,7 +201,7 @@ def main() -> int:
     for column in ("backend", "precision"):
         if getattr(args, column):
             rows = rows[rows[column] == getattr(args, column)]
-    scored = predicted(rows, gpu, args.profile)
+    scored = predicted(rows, gpu, args.profile, args.host_profile)
     if args.csv:
         scored.to_csv(args.csv, index=False, float_format="%.6g")
     print(markdown(summary(scored), gpu))
