@@ -481,8 +481,10 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(
             kind, batch, channels, channels * rng.choice(MULTIPLIERS), size, rng.choice((3, 5, 7)), stride, channels
         )
-    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise", "grouped_entry"):
+    if kind in ("grouped_stage", "narrow_grouped", "band_depthwise", "pointwise_depthwise"):
         return _stage_conv(rng, kind, batch)
+    if kind == "grouped_entry":
+        return _grouped_entry(rng)
     if kind == "channel_slice":
         return _channel_slice(rng, batch)
     if kind == "radix_sum":  # a split-attention block's sum over its branches, at a stage's size and width
@@ -511,11 +513,9 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
 def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
     """A conv at a stage's size and width. ``band_depthwise``: a 1xk or kx1 depthwise conv at the stage's width or
     expanded, stride 1 (GhostNetV2's 1x5 and 5x1); ``pointwise_depthwise``: a 1x1 depthwise conv there, stride 1 or
-    2 (MobileOne's scale branch); ``grouped_entry``: ``_grouped_entry``'s. Else a 3x3 grouped conv, stride 1 or 2:
+    2 (MobileOne's scale branch). Else a 3x3 grouped conv, stride 1 or 2:
     ``grouped_stage``, any multiple-of-8 group width and 2-64 groups; ``narrow_grouped``, 2 or 3 channels a group
     at the stage's width."""
-    if kind == "grouped_entry":
-        return _grouped_entry(rng)
     _, size, width = _pyramid(rng)
     if kind in ("band_depthwise", "pointwise_depthwise"):
         channels = _width(rng, width * rng.choice(DEPTHWISE_EXPANSIONS))
