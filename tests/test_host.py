@@ -6,8 +6,10 @@ import textwrap
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
+from conftest import load_script
 
 from utilscope.cli import main
 from utilscope.counting.counter import count_traced
@@ -17,6 +19,7 @@ from utilscope.predict.host import (
     CALL_KINDS,
     FORWARD,
     MODULE,
+    SPLIT,
     HostProfile,
     container_calls,
     eager_timing,
@@ -89,6 +92,102 @@ def test_the_host_time_is_the_calls_by_kind(traced):
     assert fast[0].sum() == pytest.approx(layer_ms.sum() / 2)
     issued = issued_ms([(0,), (len(layer_ms) - 1,)], layer_ms, containers_ms)
     assert issued[-1] == pytest.approx(layer_ms.sum() + containers_ms)
+
+
+GROUPED = textwrap.dedent("""
+    from torch import nn
+
+    def net():  # 3x3 convs: 2 channels a group at 8 groups, depthwise, dense; a 1x1 one of 8 groups
+        return nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=8), nn.Conv2d(16, 16, 3, 1, 1, groups=16),
+                             nn.Conv2d(16, 16, 3, 1, 1), nn.Conv2d(16, 16, 1, groups=8))
+""")
+# cuDNN's kernels a call of 2-channel groups: one a group at 8 groups, one kernel at 128; 3 a group of 16 channels
+KERNELS = (
+    {"group_width": 2, "groups": 8, "size": 7, "kernels": 8},
+    {"group_width": 2, "groups": 128, "size": 7, "kernels": 1},
+    {"group_width": 16, "groups": 2, "size": 14, "kernels": 6},
+    {"group_width": 16, "groups": 2, "size": 56, "kernels": 1},
+)
+
+
+def test_a_3x3_grouped_conv_adds_a_split_kind_priced_as_the_kernels_beyond_its_first(tmp_path):
+    path = tmp_path / "grouped.py"
+    path.write_text(GROUPED)
+    _, recorded = count_traced(f"{path}:net", 1, 8, "fp32", channels_last=False)
+    splits = [kind for kinds in layer_calls(recorded) for kind in kinds if kind.startswith(SPLIT)]
+    assert splits == [f"{SPLIT}:2:8:8"]  # not the depthwise, dense or 1x1 convs
+    host = replace(unit_host(), conv_kernels=KERNELS, split_kernel_us=5.0, scale=2.0)
+    assert host.call_ms(splits[0]) == pytest.approx(7 * 5.0 * 2.0 / 1e3)  # 8 kernels: 7 beyond the first
+    assert unit_host().call_ms(splits[0]) == 0.0  # a profile without the table: one kernel
+    assert host.calls_ms({"conv": 2, splits[0]: 3}) == pytest.approx(2 * 2.0 / 1e3 + 3 * 0.07)
+    assert "grouped convs by their kernels (4 counted)" in host.describe()
+
+
+def test_a_grouped_conv_s_kernels_are_the_nearest_row_s_of_its_group_width():
+    host = replace(unit_host(), conv_kernels=KERNELS)
+    assert host.kernels_a_call(2, 8, 7) == 8
+    assert host.kernels_a_call(2, 16, 28) == 16  # nearest: 8 groups (one kernel a group), times 16 groups
+    assert host.kernels_a_call(2, 100, 7) == 1  # nearer 128 groups than 8 in log2: one kernel
+    assert host.kernels_a_call(16, 4, 14) == 12  # 3 a group
+    assert host.kernels_a_call(16, 2, 56) == 1  # the same convs at another size
+    assert host.kernels_a_call(4, 8, 7) == 1  # no row of 4 channels a group
+
+
+def test_the_calibration_counts_the_grid_s_kernels_and_times_a_split_kernel(monkeypatch, tmp_path):
+    monkeypatch.setattr(host_calibrate, "grouped_call", lambda width, groups, size, device, dtype: (width, groups))
+    monkeypatch.setattr(host_calibrate, "kernels_a_call", lambda call, device: call[1] if call[0] == 2 else 1)
+    rows = host_calibrate.conv_kernel_rows(torch.device("cpu"), torch.float16)
+    pairs = {(row["group_width"], row["groups"]) for row in rows}
+    assert all(width * groups <= host_calibrate.KERNEL_CHANNELS for width, groups in pairs)
+    assert (128, 16) in pairs and (128, 32) not in pairs and len(rows) == 4 * len(pairs)
+    # the host time of a call: 20 us for one kernel, 7 us more a kernel
+    timed = []
+
+    def interleaved(cases, device, calls):
+        timed.append(calls)
+        return {name: 20.0 + 7.0 * (call[1] - 1) for name, call in cases.items()}
+
+    monkeypatch.setattr(host_calibrate, "interleaved_us", interleaved)
+    assert host_calibrate.split_kernel_us(rows, torch.device("cpu"), torch.float16) == pytest.approx(7.0)
+    # six convs spread over the 44 split ones (4-128 kernels, each at four sizes): 4, 6, 12, 24, 48 and 64 kernels, as
+    # many calls a sample as keep 64-kernel calls within the launch queue
+    assert timed == [host_calibrate.QUEUE_KERNELS // 64]
+    assert host_calibrate.split_kernel_us([r for r in rows if r["kernels"] == 1], None, None) == 0.0
+    host = replace(unit_host(), conv_kernels=tuple(rows), split_kernel_us=7.0, kernels_source="a GPU")
+    assert load_host(host.save(tmp_path / "host.json")) == host
+
+
+def test_calibrate_host_prints_how_many_grouped_convs_split(monkeypatch, tmp_path, capsys):
+    host = replace(unit_host(), conv_kernels=KERNELS[:2], split_kernel_us=5.0, kernels_source="a GPU")
+    monkeypatch.setattr(host_calibrate, "calibrate_host", lambda device, on_kind: host)
+    assert main(["calibrate", "--host", "--out", str(tmp_path / "host.json")]) == 0
+    out = capsys.readouterr().out
+    assert "grouped 3x3 convs: 1 of 2 run more than one kernel a call (up to 8), 5.00 µs a kernel beyond" in out
+    assert load_host(tmp_path / "host.json") == host
+
+
+def test_a_sweep_s_grouped_rows_become_a_host_profile_s_table(tmp_path, capsys):
+    """``scripts/attach_conv_kernels.py``: the sweep's grouped rows of cuDNN's heuristics (not dense, depthwise or
+    autotuned ones); its host's microseconds a kernel beyond the first carried by the ratio of one-kernel calls."""
+    sweep = pd.DataFrame(
+        [  # channels, group width, groups, size, kernels a call, cuDNN autotuning, host us
+            (16, "2 a group", 8, 7, 8.0, False, 20.0 + 7 * 10.0),
+            (32, "2 a group", 16, 7, 16.0, False, 20.0 + 15 * 10.0),
+            (32, "2 a group", 16, 7, 16.0, True, 999.0),
+            (256, "2 a group", 128, 7, 1.0, False, 20.0),
+            (64, "dense", 1, 7, 1.0, False, 20.0),
+            (64, "1 a group", 64, 7, 1.0, False, 20.0),
+        ],
+        columns=["channels", "group_width", "groups", "size", "kernels_a_call", "cudnn_benchmark", "host_us"],
+    )
+    sweep.to_csv(tmp_path / "sweep.csv", index=False)
+    unit_host(conv=39.0).save(tmp_path / "host.json")  # 39 + 1 us a module call: twice the sweep's one-kernel call
+    script = load_script("scripts/attach_conv_kernels.py")
+    script.main([str(tmp_path / "sweep.csv"), str(tmp_path / "host.json"), "--source", "a sweep"])
+    host = load_host(tmp_path / "host.json")
+    assert [(row["groups"], row["kernels"]) for row in host.conv_kernels] == [(8, 8), (16, 16), (128, 1)]
+    assert host.split_kernel_us == pytest.approx(20.0) and host.kernels_source.startswith("a sweep; 10.00 us")
+    assert "3 grouped convs, 2 of them split; 20.00 us a kernel" in capsys.readouterr().out
 
 
 def test_a_host_speed_out_of_range_is_a_usage_error():

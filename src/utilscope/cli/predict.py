@@ -447,6 +447,12 @@ def cmd_calibrate_host(out: Path, args, console: Console) -> int:
             f"{row['summed_ms'] * 1e3:.1f} µs (x{ratio:.2f})"
         )
     console.print(f"composition scale (the networks' median): x{host.scale:.2f}")
+    if host.conv_kernels:
+        split = [row["kernels"] for row in host.conv_kernels if row["kernels"] > 1]
+        console.print(
+            f"grouped 3x3 convs: {len(split)} of {len(host.conv_kernels)} run more than one kernel a call (up to "
+            f"{max(split, default=1)}), {host.split_kernel_us:.2f} µs a kernel beyond the first"
+        )
     host.save(out)
     console.print(f"{host.describe()}: {out}")
     return 0

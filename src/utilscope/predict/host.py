@@ -15,11 +15,15 @@ each of its kernels is issued, and ``eager_timing`` composes the two timelines:
   time or its device time: its *bound*.
 
 A call's *kind* is its aten op's (``counting.formulas.Kind``), ``module`` for the Python call of an ``nn.Module``
-(its leaves and the containers that call them), ``forward`` for the synchronize that ends a timed forward.
+(its leaves and the containers that call them), ``forward`` for the synchronize that ends a timed forward. A 3x3
+grouped conv adds a *split* kind (``split_kind``): cuDNN runs some of them as a kernel per group or more (on the H100,
+2 channels a group at 8-64 groups: one kernel a group), each kernel beyond the first a launch of the host's; the
+host profile's table of the kernels cuDNN ran for such convs (``HostProfile.conv_kernels``) prices them.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -34,6 +38,7 @@ HOST_FORMAT = "utilscope-host-profile/1"
 MODULE, FORWARD, OTHER = "module", "forward", "other"
 CALL_KINDS = (MODULE, FORWARD, OTHER, *(kind.value for kind in Kind))
 SPEED_RANGE = (0.2, 5.0)  # a host's speed over the calibration host's: beyond it, not a CPU running PyTorch
+SPLIT = "conv_split"  # a 3x3 grouped conv's kernels beyond its first: the kind "conv_split:WIDTH:GROUPS:SIZE"
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,10 @@ class HostProfile:
     """A host's microseconds per call kind (``CALL_KINDS``), where they were measured, the host speed assumed (1:
     the calibration host's; an anchor fits another), and the composition scale: how much longer the host took
     over whole forwards of its calibration networks (``host_chains``) than the sum of their calls timed one kind at
-    a time (``chains``: each network's row; a profile without them: 1)."""
+    a time (``chains``: each network's row; a profile without them: 1). ``conv_kernels``: the kernels cuDNN ran a
+    call of 3x3 grouped convs on the device (rows of ``group_width``, ``groups``, ``size`` and ``kernels``, batch 1),
+    where they came from (``kernels_source``), and the host's microseconds a kernel beyond a call's first
+    (``split_kernel_us``); a profile without them prices every conv as one kernel."""
 
     cpu: str  # the calibration host's CPU model
     torch: str  # the torch version the calls were timed with
@@ -51,6 +59,9 @@ class HostProfile:
     path: str = field(default="", compare=False)
     scale: float = 1.0
     chains: tuple[dict, ...] = ()
+    conv_kernels: tuple[dict, ...] = ()
+    split_kernel_us: float = 0.0
+    kernels_source: str = ""
 
     def __post_init__(self) -> None:
         missing = [kind for kind in CALL_KINDS if kind not in self.call_us]
@@ -60,9 +71,22 @@ class HostProfile:
 
     def call_ms(self, kind: str) -> float:
         """One call of ``kind`` in milliseconds at the host's speed, inside a forward (the composition scale; the
-        synchronize that ends a forward, ``forward``, is timed as it runs)."""
+        synchronize that ends a forward, ``forward``, is timed as it runs; a split kind: its extra kernels)."""
         scale = 1.0 if kind == FORWARD else self.scale
+        if kind.startswith(SPLIT):
+            width, groups, size = map(int, kind.split(":")[1:])
+            return (self.kernels_a_call(width, groups, size) - 1) * self.split_kernel_us * scale / 1e3 / self.speed
         return self.call_us[kind] * scale / 1e3 / self.speed
+
+    def kernels_a_call(self, group_width: int, groups: int, size: int) -> int:
+        """The kernels cuDNN runs for a 3x3 conv of ``groups`` groups of ``group_width`` channels on ``size`` x
+        ``size`` images, by ``conv_kernels``' row of that group width nearest in log2 of groups and size: one if
+        that row ran one, else that row's kernels a group times ``groups``; one where no row has that width."""
+        rows = [row for row in self.conv_kernels if row["group_width"] == group_width]
+        if not rows:
+            return 1
+        near = min(rows, key=lambda row: math.log2(row["groups"] / groups) ** 2 + math.log2(row["size"] / size) ** 2)
+        return 1 if near["kernels"] <= 1 else max(1, round(near["kernels"] / near["groups"] * groups))
 
     def calls_ms(self, counts: dict[str, int]) -> float:
         """The milliseconds of calls counted by kind (``call_counts``) at the host's speed."""
@@ -73,10 +97,15 @@ class HostProfile:
         return replace(self, speed=check_speed(speed))
 
     def describe(self) -> str:
-        """One line: the host assumed, whether its speed is the calibration host's, and its composition scale."""
+        """One line: the host assumed, whether its speed is the calibration host's, its composition scale, and
+        whether its grouped convs are priced by the kernels cuDNN ran them in (``kernels_source`` says where)."""
         speed = "its speed" if self.speed == 1.0 else f"{self.speed:.2f}x its speed (fitted to the anchors)"
         composed = f", its calls x{self.scale:.2f} in a forward" if self.scale != 1.0 else ""
-        return f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}{composed}"
+        split = f", grouped convs by their kernels ({len(self.conv_kernels)} counted)" if self.conv_kernels else ""
+        return (
+            f"host: {self.cpu}, torch {self.torch}, as timed launching to the {self.device}, at {speed}{composed}"
+            f"{split}"
+        )
 
     def save(self, path: str | Path) -> Path:
         data = asdict(self)
@@ -110,19 +139,42 @@ def load_host(path: str | Path) -> HostProfile:
             str(path),
             scale=float(data.get("scale", 1.0)),
             chains=tuple(dict(row) for row in data.get("chains", ())),
+            conv_kernels=tuple(_kernel_row(row) for row in data.get("conv_kernels", ())),
+            split_kernel_us=float(data.get("split_kernel_us", 0.0)),
+            kernels_source=str(data.get("kernels_source", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path} is a damaged host profile ({exc})") from None
 
 
+def _kernel_row(row: dict) -> dict:
+    """A ``conv_kernels`` row with its four numbers as ints."""
+    return {name: int(row[name]) for name in ("group_width", "groups", "size", "kernels")}
+
+
+def split_kind(event) -> str | None:
+    """The split kind of a 3x3 grouped conv (1 < groups < its input's channels), ``conv_split:WIDTH:GROUPS:SIZE``,
+    priced as its kernels beyond the first (``HostProfile.call_ms``); None for any other event."""
+    if event.kind is not Kind.CONV:
+        return None
+    x, weight, groups = event.call.args[0], event.call.args[1], event.call.arg(8, "groups", 1)
+    groups = int(groups[0] if isinstance(groups, (list, tuple)) else groups)
+    if not 1 < groups < int(x[1]) or tuple(int(side) for side in weight[2:]) != (3, 3):
+        return None
+    return f"{SPLIT}:{int(x[1]) // groups}:{groups}:{int(x[-1])}"
+
+
 def layer_calls(recorded) -> list[list[str]]:
     """Each traced layer's host calls by kind: ``module`` for a layer that is an ``nn.Module`` (not a functional op
-    of a forward, typed ``aten.*``), and its ops' kinds. A tensor creation inside a layer that runs another op is
-    that op's output buffer, allocated within its call, and not a call of its own."""
+    of a forward, typed ``aten.*``), and its ops' kinds, a 3x3 grouped conv's split kind after it (``split_kind``). A
+    tensor creation inside a layer that runs another op is that op's output buffer, allocated within its call, and
+    not a call of its own."""
     calls: list[list[str]] = [[] if slot.type.startswith("aten.") else [MODULE] for slot in recorded.layers]
     ops: list[list[str]] = [[] for _ in recorded.layers]
     for event in recorded.events:
         ops[event.layer].append(event.kind.value if event.kind is not None else OTHER)
+        if (split := split_kind(event)) is not None:
+            ops[event.layer].append(split)
     for layer, kinds in enumerate(ops):
         working = [kind for kind in kinds if kind not in (Kind.CREATION.value, Kind.VIEW.value)]
         calls[layer] += kinds if not working else [k for k in kinds if k != Kind.CREATION.value]

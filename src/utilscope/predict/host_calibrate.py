@@ -14,12 +14,16 @@ and ``CALLS`` stays below the depth of CUDA's launch queue, so the host never wa
 host's own (Python, dispatch, the launch). Then the calibration networks (``host_chains``) run whole forwards back
 to back, timed the same way, in rounds of their own: the median of their measured times over the sum of their calls
 (traced, ``host.call_counts``) is the profile's composition scale, what a forward adds to its calls timed alone. On
-a CPU the ops run on the host itself, their work included; such a profile tests the machinery and predicts no GPU.
+a GPU, last, the kernels cuDNN runs a call of 3x3 grouped convs (``conv_kernel_rows``: a grid of group widths, groups
+and sizes, batch 1, counted with ``torch.profiler``) and the host's microseconds a kernel beyond a call's first
+(``split_kernel_us``): cuDNN runs some grouped convs as a kernel per group or more, each a launch. On a CPU the ops
+run on the host itself, their work included; such a profile tests the machinery and predicts no GPU.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -28,6 +32,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from utilscope import hardware
 from utilscope.counting.counter import count_traced
@@ -46,6 +51,14 @@ MODULE_FORMS: dict[str, Callable[[], nn.Module]] = {
     "pool": lambda: nn.MaxPool2d(3, 2, 1),
 }
 CHAIN_FORWARDS = 20  # a calibration network's forwards a sample: under 1,024 kernels for the largest (about 50)
+# The 3x3 grouped convs whose kernels a call are counted (``conv_kernel_rows``): every group width at every count of
+# groups up to KERNEL_CHANNELS channels, at each size, batch 1
+KERNEL_WIDTHS = (2, 3, 4, 8, 16, 24, 32, 48, 64, 128)
+KERNEL_GROUPS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+KERNEL_SIZES = (7, 14, 28, 56)
+KERNEL_CHANNELS = 2048
+SPLIT_TIMED = 6  # split convs (4-128 kernels a call) timed for the host's microseconds a kernel (``split_kernel_us``)
+QUEUE_KERNELS = 1000  # kernels a timed sample launches at most: within CUDA's launch queue
 
 
 def call_cases(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
@@ -140,6 +153,56 @@ def composition_scale(rows: list[dict]) -> float:
     return statistics.median(row["measured_ms"] / row["summed_ms"] for row in rows)
 
 
+def grouped_call(group_width: int, groups: int, size: int, device: torch.device, dtype: torch.dtype):
+    """One call of a 3x3 conv of ``groups`` groups of ``group_width`` channels on a batch-1 ``size`` x ``size``
+    channels_last image, as a network's ``nn.Conv2d`` makes it."""
+    channels = group_width * groups
+    conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False).to(device, dtype).eval()
+    image = torch.randn(1, channels, size, size, device=device, dtype=dtype)
+    return functools.partial(
+        conv.to(memory_format=torch.channels_last), image.contiguous(memory_format=torch.channels_last)
+    )
+
+
+def kernels_a_call(call: Callable[[], object], device: torch.device) -> int:
+    """The CUDA kernels one call runs (``torch.profiler``, after a call that warms it up)."""
+    with torch.inference_mode():
+        call()
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize(device)
+    return sum(1 for event in prof.events() if event.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def conv_kernel_rows(device: torch.device, dtype: torch.dtype) -> list[dict]:
+    """The kernels cuDNN runs a call of each 3x3 grouped conv of the grid (``KERNEL_WIDTHS`` x ``KERNEL_GROUPS`` x
+    ``KERNEL_SIZES``, at most ``KERNEL_CHANNELS`` channels): ``HostProfile.conv_kernels``' rows."""
+    rows = []
+    for width, groups, size in itertools.product(KERNEL_WIDTHS, KERNEL_GROUPS, KERNEL_SIZES):
+        if width * groups <= KERNEL_CHANNELS:
+            kernels = kernels_a_call(grouped_call(width, groups, size, device, dtype), device)
+            rows.append({"group_width": width, "groups": groups, "size": size, "kernels": kernels})
+    return rows
+
+
+def split_kernel_us(rows: list[dict], device: torch.device, dtype: torch.dtype) -> float:
+    """The host's microseconds a kernel beyond a call's first: up to ``SPLIT_TIMED`` convs of ``rows`` that run
+    4-128 kernels a call, spread over their kernels, timed beside a one-kernel conv (``interleaved_us``, as few calls
+    a sample as keep its kernels within ``QUEUE_KERNELS``): the median of their call's extra time over their extra
+    kernels; 0 when no conv splits."""
+    split = sorted((row for row in rows if 4 <= row["kernels"] <= 128), key=lambda row: row["kernels"])
+    chosen = split[:: max(1, len(split) // SPLIT_TIMED)][:SPLIT_TIMED]
+    if not chosen:
+        return 0.0
+    cases = {"one": grouped_call(8, 1, 8, device, dtype)}
+    cases.update(
+        {i: grouped_call(r["group_width"], r["groups"], r["size"], device, dtype) for i, r in enumerate(chosen)}
+    )
+    us = interleaved_us(cases, device, max(1, QUEUE_KERNELS // chosen[-1]["kernels"]))
+    return statistics.median((us[i] - us["one"]) / (row["kernels"] - 1) for i, row in enumerate(chosen))
+
+
 def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], None] | None = None) -> HostProfile:
     """The host profile of this machine launching to ``device`` (None: the GPU if there is one, else the CPU):
     each call kind timed (``interleaved_us``), then the calibration networks (``chain_rows``) for the composition scale;
@@ -155,4 +218,17 @@ def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], No
     cpu = hardware.device_name(torch.device("cpu"))
     unscaled = HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
     rows = chain_rows(unscaled, dev, dtype)
-    return replace(unscaled, scale=composition_scale(rows), chains=tuple(rows))
+    profile_ = replace(unscaled, scale=composition_scale(rows), chains=tuple(rows))
+    if dev.type != "cuda":
+        return profile_
+    kernels = conv_kernel_rows(dev, dtype)
+    source = (
+        f"calibrate --host, {hardware.device_name(dev)}, cuDNN {torch.backends.cudnn.version()}, "
+        f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}, batch 1"
+    )
+    return replace(
+        profile_,
+        conv_kernels=tuple(kernels),
+        split_kernel_us=split_kernel_us(kernels, dev, dtype),
+        kernels_source=source,
+    )

@@ -458,11 +458,8 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
         return OpConfig(kind, batch, channels, channels, size, 3, variant=rng.choice(list(ACTIVATIONS)))
     if kind == "linear":  # a classifier or an MLP on (B, H, W, C) tokens, as ConvNeXt's
         return OpConfig("linear", batch, channels, _channels(rng), size if cnn_like else 1)
-    if kind == "token_linear":  # a channels-last MLP's layer on a stage's tokens, 4x up or down (ConvNeXt's), at
-        _, size, width = _pyramid(rng)  # the large batches where its rows outnumber the linear kind's
-        batch, width = rng.choice(BATCHES[-4:]), _width(rng, width)
-        channels, out_channels = (width, 4 * width) if rng.random() < 0.5 else (4 * width, width)
-        return OpConfig(kind, batch, channels, out_channels, size)
+    if kind == "token_linear":
+        return _token_linear(rng)
     if kind == "head":  # a classifier, or AlexNet's and VGG's wide fully connected layers
         features = rng.choice(HEAD_FEATURES)
         return OpConfig(kind, batch, features, rng.choice((1000, 1000, 4096, features)))
@@ -508,6 +505,15 @@ def draw_config(rng: random.Random, kind: str) -> OpConfig:
     if kind == "shuffle":
         channels += channels % 2
     return OpConfig(kind, batch, channels, channels, size)
+
+
+def _token_linear(rng: random.Random) -> OpConfig:
+    """A channels-last MLP's layer on a stage's tokens, 4x up or down (ConvNeXt's), at the large batches where its
+    rows outnumber the linear kind's."""
+    _, size, width = _pyramid(rng)
+    batch, width = rng.choice(BATCHES[-4:]), _width(rng, width)
+    channels, out_channels = (width, 4 * width) if rng.random() < 0.5 else (4 * width, width)
+    return OpConfig("token_linear", batch, channels, out_channels, size)
 
 
 def _stage_conv(rng: random.Random, kind: str, batch: int) -> OpConfig:
