@@ -153,7 +153,10 @@ def test_the_calibration_counts_the_grid_s_kernels_and_times_a_split_kernel(monk
     # many calls a sample as keep 64-kernel calls within the launch queue
     assert timed == [host_calibrate.QUEUE_KERNELS // 64]
     assert host_calibrate.split_kernel_us([r for r in rows if r["kernels"] == 1], None, None) == 0.0
-    host = replace(unit_host(), conv_kernels=tuple(rows), split_kernel_us=7.0, kernels_source="a GPU")
+    monkeypatch.setattr(host_calibrate, "conv_kernel_rows", lambda device, dtype: rows)
+    host = host_calibrate.with_conv_kernels(unit_host(), torch.device("cpu"), torch.float16)
+    assert host.conv_kernels == tuple(rows) and host.split_kernel_us == pytest.approx(7.0)
+    assert host.kernels_source.startswith("calibrate --host, ") and host.kernels_source.endswith(", batch 1")
     assert load_host(host.save(tmp_path / "host.json")) == host
 
 

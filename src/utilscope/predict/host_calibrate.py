@@ -196,11 +196,10 @@ def split_kernel_us(rows: list[dict], device: torch.device, dtype: torch.dtype) 
     if not chosen:
         return 0.0
     cases = {"one": grouped_call(8, 1, 8, device, dtype)}
-    cases.update(
-        {i: grouped_call(r["group_width"], r["groups"], r["size"], device, dtype) for i, r in enumerate(chosen)}
-    )
+    for i, row in enumerate(chosen):
+        cases[str(i)] = grouped_call(row["group_width"], row["groups"], row["size"], device, dtype)
     us = interleaved_us(cases, device, max(1, QUEUE_KERNELS // chosen[-1]["kernels"]))
-    return statistics.median((us[i] - us["one"]) / (row["kernels"] - 1) for i, row in enumerate(chosen))
+    return statistics.median((us[str(i)] - us["one"]) / (row["kernels"] - 1) for i, row in enumerate(chosen))
 
 
 def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], None] | None = None) -> HostProfile:
@@ -218,17 +217,17 @@ def calibrate_host(device: str | None = None, on_kind: Callable[[str, float], No
     cpu = hardware.device_name(torch.device("cpu"))
     unscaled = HostProfile(cpu, torch.__version__, hardware.device_name(dev), call_us)
     rows = chain_rows(unscaled, dev, dtype)
-    profile_ = replace(unscaled, scale=composition_scale(rows), chains=tuple(rows))
-    if dev.type != "cuda":
-        return profile_
-    kernels = conv_kernel_rows(dev, dtype)
+    composed = replace(unscaled, scale=composition_scale(rows), chains=tuple(rows))
+    return with_conv_kernels(composed, dev, dtype) if dev.type == "cuda" else composed
+
+
+def with_conv_kernels(host: HostProfile, device: torch.device, dtype: torch.dtype) -> HostProfile:
+    """``host`` with the kernels cuDNN runs a call of the grid's grouped convs (``conv_kernel_rows``), the host's
+    microseconds a kernel beyond the first (``split_kernel_us``) and where they were counted."""
+    rows = conv_kernel_rows(device, dtype)
     source = (
-        f"calibrate --host, {hardware.device_name(dev)}, cuDNN {torch.backends.cudnn.version()}, "
+        f"calibrate --host, {hardware.device_name(device)}, cuDNN {torch.backends.cudnn.version()}, "
         f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}, batch 1"
     )
-    return replace(
-        profile_,
-        conv_kernels=tuple(kernels),
-        split_kernel_us=split_kernel_us(kernels, dev, dtype),
-        kernels_source=source,
-    )
+    per_kernel_us = split_kernel_us(rows, device, dtype)
+    return replace(host, conv_kernels=tuple(rows), split_kernel_us=per_kernel_us, kernels_source=source)
