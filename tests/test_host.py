@@ -135,7 +135,7 @@ def test_a_grouped_conv_s_kernels_are_the_nearest_row_s_of_its_group_width():
 
 def test_the_calibration_counts_the_grid_s_kernels_and_times_a_split_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(host_calibrate, "grouped_call", lambda width, groups, size, device, dtype: (width, groups))
-    monkeypatch.setattr(host_calibrate, "kernels_a_call", lambda call, device: call[1] if call[0] == 2 else 1)
+    monkeypatch.setattr(host_calibrate, "count_kernels", lambda call, device: call[1] if call[0] == 2 else 1)
     rows = host_calibrate.conv_kernel_rows(torch.device("cpu"), torch.float16)
     pairs = {(row["group_width"], row["groups"]) for row in rows}
     assert all(width * groups <= host_calibrate.KERNEL_CHANNELS for width, groups in pairs)

@@ -73,7 +73,8 @@ def _add_calibrate(sub) -> None:
         action="store_true",
         help="time the host side of eager PyTorch instead: what each kind of call (a module's, a conv's, a "
         "launch...) costs this machine's CPU, into a host profile for `predict --backend eager --host-profile` "
-        "(seconds; the other options but --device and --out do not apply)",
+        "(seconds; on a GPU also the kernels cuDNN runs for a grid of 448 grouped convs; the other options but "
+        "--device and --out do not apply)",
     )
     add_cudnn_options(p)
     p.set_defaults(run=cmd_calibrate)

@@ -164,7 +164,7 @@ def grouped_call(group_width: int, groups: int, size: int, device: torch.device,
     )
 
 
-def kernels_a_call(call: Callable[[], object], device: torch.device) -> int:
+def count_kernels(call: Callable[[], object], device: torch.device) -> int:
     """The CUDA kernels one call runs (``torch.profiler``, after a call that warms it up)."""
     with torch.inference_mode():
         call()
@@ -181,7 +181,7 @@ def conv_kernel_rows(device: torch.device, dtype: torch.dtype) -> list[dict]:
     rows = []
     for width, groups, size in itertools.product(KERNEL_WIDTHS, KERNEL_GROUPS, KERNEL_SIZES):
         if width * groups <= KERNEL_CHANNELS:
-            kernels = kernels_a_call(grouped_call(width, groups, size, device, dtype), device)
+            kernels = count_kernels(grouped_call(width, groups, size, device, dtype), device)
             rows.append({"group_width": width, "groups": groups, "size": size, "kernels": kernels})
     return rows
 
