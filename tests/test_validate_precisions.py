@@ -81,3 +81,23 @@ def test_the_host_bound_rows_are_scored_apart_from_the_device_bound_ones():
         "| amp | contiguous | eager | 256 | device | 2 | 10.0% | -5.0% | 50% |",
         "| amp | contiguous | eager | 256 | host | 1 | 20.0% | -20.0% | 0% |",
     ]
+
+
+def test_a_host_profile_given_predicts_the_eager_rows_with_it_and_no_other(monkeypatch):
+    script = load_script(SCRIPT)
+    both = pd.concat([rows((224, 900.0)), rows((224, 800.0)).assign(backend="graph")], ignore_index=True)
+    hosts = {}
+
+    class Prediction:
+        profile_path = "profiles/h200_amp_graph.json"
+
+        def to_frame(self):
+            return pd.DataFrame([{"model": "timm:net", "batch": 256, "samples_per_s": 1000.0, "bound": "host"}])
+
+    def predict(models, **options):
+        hosts[options["backend"]] = options["host_profile"]
+        return Prediction()
+
+    monkeypatch.setattr(script.api, "predict", predict)
+    script.predicted(both, "h200_sxm", host="mine.json")
+    assert hosts == {"eager": "mine.json", "graph": None}  # a host profile is eager's alone
