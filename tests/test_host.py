@@ -336,3 +336,14 @@ def test_a_host_anchor_faster_than_the_gpu_alone_contradicts_it_and_a_graph_anch
     assert any("contradicts the device anchors" in line for line in fit.describe())
     graph = predict_networks(PredictRequest("torchvision:resnet18", anchors=("torchvision:resnet18@1=2000",), **asked))
     assert any("measured on graph at batch 1" in line for line in graph.anchor_fit.describe())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_kernel_count_on_a_gpu_is_one_a_launch_and_the_grid_counts_every_conv():
+    device = torch.device("cuda")
+    x = torch.zeros(1024, device=device)
+    assert host_calibrate.count_kernels(lambda: x.add_(1), device) == 1
+    assert host_calibrate.count_kernels(lambda: x.add_(1).mul_(2), device) == 2
+    rows = host_calibrate.conv_kernel_rows(device, torch.float16)
+    assert len(rows) == 448 and all(row["kernels"] >= 1 for row in rows)
