@@ -22,23 +22,12 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from utilscope.predict.host_calibrate import host_us
+from utilscope.predict.host_calibrate import grouped_call, host_us
 
 GROUP_WIDTHS = (1, 2, 3, 4, 8, 16, 32, 0)  # channels a group; 0: dense (one group)
 PROFILED_CALLS = 50
-
-
-def conv_case(channels: int, group_width: int, size: int, batch: int, device: torch.device):
-    """A 3x3 conv of ``channels`` channels with ``group_width`` channels a group (0: dense) and its input, ``batch``
-    images of ``size`` x ``size``."""
-    groups = 1 if group_width == 0 else channels // group_width
-    conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False)
-    conv = conv.to(device, torch.float16).to(memory_format=torch.channels_last).eval()
-    image = torch.randn(batch, channels, size, size, device=device, dtype=torch.float16)
-    return conv, image.contiguous(memory_format=torch.channels_last), groups
 
 
 def profiled(call) -> tuple[float, Counter, Counter]:
@@ -61,9 +50,10 @@ def profiled(call) -> tuple[float, Counter, Counter]:
 def row(channels: int, width: int, size: int, batch: int, benchmark: bool, device: torch.device) -> dict:
     """One convolution's host microseconds a call, device microseconds, runtime calls and kernels."""
     torch.backends.cudnn.benchmark = benchmark
-    conv, image, groups = conv_case(channels, width, size, batch, device)
-    host = host_us(lambda: conv(image), device)
-    device_us, runtime, kernels = profiled(lambda: conv(image))
+    groups = 1 if width == 0 else channels // width  # 0: dense
+    call = grouped_call(channels // groups, groups, size, device, torch.float16, batch)
+    host = host_us(call, device)
+    device_us, runtime, kernels = profiled(call)
     return {
         "channels": channels,
         "group_width": "dense" if width == 0 else f"{width} a group",

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from utilscope.counting.classify import OpClass, event_class
 from utilscope.counting.formulas import Kind
 from utilscope.errors import UsageError
 from utilscope.files import HOST_FILE, read_json, write_json
@@ -153,13 +154,13 @@ def _kernel_row(row: dict) -> dict:
 
 
 def split_kind(event) -> str | None:
-    """The split kind of a 3x3 grouped conv (1 < groups < its input's channels), ``conv_split:WIDTH:GROUPS:SIZE``,
-    priced as its kernels beyond the first (``HostProfile.call_ms``); None for any other event."""
-    if event.kind is not Kind.CONV:
+    """The split kind of a 3x3 grouped conv (``counting.classify``'s: 1 < groups < its input's channels),
+    ``conv_split:WIDTH:GROUPS:SIZE``, priced as its kernels beyond the first (``HostProfile.call_ms``); None for any
+    other event."""
+    if event_class(event.kind, event.call) is not OpClass.GROUPED_CONV:
         return None
-    x, weight, groups = event.call.args[0], event.call.args[1], event.call.arg(8, "groups", 1)
-    groups = int(groups[0] if isinstance(groups, (list, tuple)) else groups)
-    if not 1 < groups < int(x[1]) or tuple(int(side) for side in weight[2:]) != (3, 3):
+    x, weight, groups = event.call.args[0], event.call.args[1], int(event.call.arg(8, "groups", 1))
+    if tuple(int(side) for side in weight[2:]) != (3, 3):
         return None
     return f"{SPLIT}:{int(x[1]) // groups}:{groups}:{int(x[-1])}"
 

@@ -153,12 +153,12 @@ def composition_scale(rows: list[dict]) -> float:
     return statistics.median(row["measured_ms"] / row["summed_ms"] for row in rows)
 
 
-def grouped_call(group_width: int, groups: int, size: int, device: torch.device, dtype: torch.dtype):
-    """One call of a 3x3 conv of ``groups`` groups of ``group_width`` channels on a batch-1 ``size`` x ``size``
-    channels_last image, as a network's ``nn.Conv2d`` makes it."""
+def grouped_call(group_width: int, groups: int, size: int, device: torch.device, dtype: torch.dtype, batch: int = 1):
+    """One call of a 3x3 conv of ``groups`` groups of ``group_width`` channels on ``batch`` (default 1) ``size`` x
+    ``size`` channels_last images, as a network's ``nn.Conv2d`` makes it."""
     channels = group_width * groups
     conv = nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False).to(device, dtype).eval()
-    image = torch.randn(1, channels, size, size, device=device, dtype=dtype)
+    image = torch.randn(batch, channels, size, size, device=device, dtype=dtype)
     return functools.partial(
         conv.to(memory_format=torch.channels_last), image.contiguous(memory_format=torch.channels_last)
     )
